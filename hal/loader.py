@@ -1,0 +1,274 @@
+"""Load a target description (TOML) into `Target`, checking every key on the way.
+
+Errors name the file and the dotted key at fault, e.g.
+``targets/boards/cortex-m55.toml: memory[1].size: expected an integer, got 'big'``.
+A target may `extends = "other.toml"` (a path relative to its own file): the child's tables
+replace the parent's key by key, so a user's board only states what differs from its core.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Callable
+
+from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, PowerEnvelope, Runner, Target,
+                    VectorUnit)
+
+SCHEMA_VERSION = 1
+
+# Names end up in C identifiers, file names and command lines: keep them boring.
+NAME_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
+# A program is a bare name looked up on PATH or an absolute path, never a shell snippet.
+PROGRAM_RE = re.compile(r"^(/[A-Za-z0-9._+/-]+|[A-Za-z0-9._+-]+)$")
+# Flags go into argument lists, but still: one dash-led token of ordinary characters.
+FLAG_RE = re.compile(r"^-[A-Za-z0-9_=.,+/:-]+$")
+
+MEMORY_KINDS = {"tcm", "sram", "flash", "dram"}
+CACHE_KINDS = {"data", "instruction", "unified"}
+RUNNER_KINDS = {"qemu", "native"}
+
+
+class TargetError(ValueError):
+    """A target description is missing, malformed or inconsistent."""
+
+
+class _Table:
+    """A TOML table with the path that leads to it, so every error can name the key."""
+
+    def __init__(self, file: str, path: str, data: Any):
+        self.file, self.path, self.data = file, path, data
+        if not isinstance(data, dict):
+            self.fail("", f"expected a table, got {type(data).__name__}")
+
+    def fail(self, key: str, message: str) -> None:
+        where = f"{self.path}.{key}" if self.path and key else (self.path or key or "<top>")
+        raise TargetError(f"{self.file}: {where}: {message}")
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def get(self, key: str, kind: type | tuple, default: Any = ..., check: Callable[[Any], str | None] | None = None):
+        if key not in self.data:
+            if default is ...:
+                self.fail(key, "required key is missing")
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        # TOML booleans are ints in Python: do not let `true` pass for a number.
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            self.fail(key, f"expected {names}, got {value!r}")
+        if check is not None:
+            problem = check(value)
+            if problem:
+                self.fail(key, problem)
+        return value
+
+    def table(self, key: str, required: bool = True) -> "_Table | None":
+        if key not in self.data:
+            if required:
+                self.fail(key, "required table is missing")
+            return None
+        return _Table(self.file, self._join(key), self.data[key])
+
+    def tables(self, key: str, required: bool = True) -> list["_Table"]:
+        if key not in self.data:
+            if required:
+                self.fail(key, "required array of tables is missing")
+            return []
+        items = self.data[key]
+        if not isinstance(items, list):
+            self.fail(key, "expected an array of tables ([[...]])")
+        return [_Table(self.file, f"{self._join(key)}[{i}]", item) for i, item in enumerate(items)]
+
+    def reject_unknown(self, allowed: set[str]) -> None:
+        for key in self.data:
+            if key not in allowed:
+                self.fail(key, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+    def _join(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+
+def _positive(value) -> str | None:
+    return None if value > 0 else f"must be positive, got {value}"
+
+
+def _non_negative(value) -> str | None:
+    return None if value >= 0 else f"must not be negative, got {value}"
+
+
+def _name(value) -> str | None:
+    return None if NAME_RE.fullmatch(value) else f"{value!r} is not a valid name (lower-case letters, digits, _ . -)"
+
+
+def _program(value) -> str | None:
+    return None if PROGRAM_RE.fullmatch(value) else f"{value!r} is not a program name or absolute path"
+
+
+def _one_of(options: set[str]) -> Callable[[Any], str | None]:
+    return lambda value: None if value in options else f"{value!r} is not one of {', '.join(sorted(options))}"
+
+
+def _flags(table: _Table, key: str) -> tuple[str, ...]:
+    flags = table.get(key, list, default=[])
+    for i, flag in enumerate(flags):
+        if not isinstance(flag, str) or not FLAG_RE.fullmatch(flag):
+            table.fail(f"{key}[{i}]", f"{flag!r} is not an allowed compiler flag")
+    return tuple(flags)
+
+
+def _merge(parent: dict, child: dict) -> dict:
+    merged = dict(parent)
+    for key, value in child.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_target_data(path: Path, _seen: tuple[Path, ...] = ()) -> dict:
+    """The raw TOML of a target with its `extends` chain resolved."""
+    path = Path(path)
+    if path.resolve() in _seen:
+        raise TargetError(f"{path}: extends: circular chain through {path.name}")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TargetError(f"{path}: no such target file") from None
+    except UnicodeDecodeError as exc:
+        raise TargetError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TargetError(f"{path}: not valid TOML: {exc}") from None
+    parent_name = data.pop("extends", None)
+    if parent_name is None:
+        return data
+    if not isinstance(parent_name, str):
+        raise TargetError(f"{path}: extends: expected a file name, got {parent_name!r}")
+    parent = read_target_data(path.parent / parent_name, _seen + (path.resolve(),))
+    return _merge(parent, data)
+
+
+def load_target(path: Path, overrides: dict | None = None) -> Target:
+    """Load and validate one target file. `overrides` (e.g. detected host facts) merge on top."""
+    data = read_target_data(Path(path))
+    if overrides:
+        data = _merge(data, overrides)
+    return target_from_data(data, str(path))
+
+
+def target_from_data(data: dict, file: str) -> Target:
+    top = _Table(file, "", data)
+    top.reject_unknown({"schema", "name", "description", "arch", "core", "runner", "compilers",
+                        "vector_units", "caches", "memory", "power", "firmware", "detect"})
+    schema = top.get("schema", int)
+    if schema != SCHEMA_VERSION:
+        top.fail("schema", f"version {schema} is not supported (this edgetune reads {SCHEMA_VERSION})")
+
+    core_t = top.table("core")
+    core_t.reject_unknown({"name", "isa", "count", "clock_hz", "fpu", "source"})
+    core = Core(name=core_t.get("name", str), isa=core_t.get("isa", str),
+                count=core_t.get("count", int, check=_positive),
+                clock_hz=core_t.get("clock_hz", int, check=_positive),
+                fpu=core_t.get("fpu", str, default=""), source=core_t.get("source", str, default=""))
+
+    runner_t = top.table("runner")
+    runner_t.reject_unknown({"kind", "program", "machine", "cpu", "timeout_s"})
+    kind = runner_t.get("kind", str, check=_one_of(RUNNER_KINDS))
+    runner = Runner(kind=kind,
+                    program=runner_t.get("program", str, check=_program, default=...) if kind == "qemu" else "",
+                    machine=runner_t.get("machine", str, check=_name, default=...) if kind == "qemu" else "",
+                    cpu=runner_t.get("cpu", str, check=_name, default=""),
+                    timeout_s=float(runner_t.get("timeout_s", (int, float), check=_positive, default=10.0)))
+
+    compilers = []
+    for t in top.tables("compilers"):
+        t.reject_unknown({"name", "command", "cflags"})
+        compilers.append(Compiler(name=t.get("name", str, check=_name), command=t.get("command", str, check=_program),
+                                  cflags=_flags(t, "cflags")))
+    if not compilers:
+        top.fail("compilers", "at least one compiler is required")
+    _unique(top, "compilers", [c.name for c in compilers])
+
+    vector_units = []
+    for t in top.tables("vector_units", required=False):
+        t.reject_unknown({"name", "register_bits", "registers", "lanes", "int8_macs_per_cycle", "source"})
+        lanes_t = t.table("lanes")
+        lanes = tuple((dtype, lanes_t.get(dtype, int, check=_positive)) for dtype in sorted(lanes_t.data))
+        vector_units.append(VectorUnit(
+            name=t.get("name", str, check=_name), register_bits=t.get("register_bits", int, check=_positive),
+            registers=t.get("registers", int, check=_positive), lanes=lanes,
+            int8_macs_per_cycle=float(t.get("int8_macs_per_cycle", (int, float), check=_non_negative, default=0.0)),
+            source=t.get("source", str, default="")))
+    _unique(top, "vector_units", [v.name for v in vector_units])
+
+    caches = []
+    for t in top.tables("caches", required=False):
+        t.reject_unknown({"level", "kind", "size", "line"})
+        caches.append(Cache(level=t.get("level", int, check=_positive), kind=t.get("kind", str, check=_one_of(CACHE_KINDS)),
+                            size=t.get("size", int, check=_positive), line=t.get("line", int, check=_positive, default=64)))
+
+    memory = []
+    for t in top.tables("memory", required=False):
+        t.reject_unknown({"name", "kind", "base", "size", "access", "source"})
+        memory.append(MemoryRegion(name=t.get("name", str, check=_name), kind=t.get("kind", str, check=_one_of(MEMORY_KINDS)),
+                                   base=t.get("base", int, check=_non_negative), size=t.get("size", int, check=_positive),
+                                   access=t.get("access", str, check=_one_of({"rx", "rw", "rwx"})),
+                                   source=t.get("source", str, default="")))
+    _unique(top, "memory", [m.name for m in memory])
+    _no_overlap(top, memory)
+
+    power = None
+    power_t = top.table("power", required=False)
+    if power_t is not None:
+        power_t.reject_unknown({"active_mw", "idle_mw", "source"})
+        power = PowerEnvelope(active_mw=float(power_t.get("active_mw", (int, float), check=_positive)),
+                              idle_mw=float(power_t.get("idle_mw", (int, float), check=_non_negative)),
+                              source=power_t.get("source", str))
+
+    firmware = None
+    fw_t = top.table("firmware", required=(kind == "qemu"))
+    if fw_t is not None:
+        fw_t.reject_unknown({"startup", "linker", "ldflags", "code_region", "data_region", "data_reserved",
+                             "stack_size", "io_regions"})
+        region_names = {m.name for m in memory}
+
+        def _region(value):
+            return None if value in region_names else f"no memory region named {value!r}"
+
+        io_regions = fw_t.get("io_regions", list)
+        for i, name in enumerate(io_regions):
+            if not isinstance(name, str) or _region(name):
+                fw_t.fail(f"io_regions[{i}]", f"no memory region named {name!r}")
+        firmware = Firmware(startup=fw_t.get("startup", str, check=_name), linker=fw_t.get("linker", str, check=_program),
+                            ldflags=_flags(fw_t, "ldflags"),
+                            code_region=fw_t.get("code_region", str, check=_region),
+                            data_region=fw_t.get("data_region", str, check=_region),
+                            data_reserved=fw_t.get("data_reserved", int, check=_positive),
+                            stack_size=fw_t.get("stack_size", int, check=_positive), io_regions=tuple(io_regions))
+        data_region = next(m for m in memory if m.name == firmware.data_region)
+        if firmware.data_reserved >= data_region.size:
+            fw_t.fail("data_reserved", f"{firmware.data_reserved} bytes do not fit in {data_region.name} ({data_region.size} bytes)")
+        if firmware.stack_size >= firmware.data_reserved:
+            fw_t.fail("stack_size", f"must be smaller than data_reserved ({firmware.data_reserved})")
+
+    return Target(name=top.get("name", str, check=_name), description=top.get("description", str), arch=top.get("arch", str),
+                  core=core, runner=runner, compilers=tuple(compilers), vector_units=tuple(vector_units),
+                  caches=tuple(caches), memory=tuple(memory), power=power, firmware=firmware, source_file=file)
+
+
+def _unique(top: _Table, key: str, names: list[str]) -> None:
+    seen = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            top.fail(f"{key}[{i}].name", f"duplicate name {name!r}")
+        seen.add(name)
+
+
+def _no_overlap(top: _Table, memory: list[MemoryRegion]) -> None:
+    ordered = sorted(enumerate(memory), key=lambda item: item[1].base)
+    for (_, a), (j, b) in zip(ordered, ordered[1:]):
+        if b.base < a.end:
+            top.fail(f"memory[{j}].base", f"region {b.name} overlaps region {a.name}")

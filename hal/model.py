@@ -1,0 +1,162 @@
+"""The hardware description: frozen value types, one per concept a target file describes.
+
+Nothing here knows about files, kernels or search: `edgetune.hal.loader` builds these from
+TOML, and the rest of edgetune asks them questions (which vector units exist, which memory
+region a buffer fits in).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class MemoryRegion:
+    name: str
+    kind: str  # "tcm", "sram", "flash", "dram"
+    base: int
+    size: int
+    access: str  # "rx", "rw", "rwx"
+    source: str = ""
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
+@dataclass(frozen=True)
+class VectorUnit:
+    name: str  # "mve", "neon", "sse4.2", "avx2", "avx512"
+    register_bits: int
+    registers: int
+    lanes: tuple[tuple[str, int], ...]  # (dtype, lanes per register)
+    int8_macs_per_cycle: float = 0.0
+    source: str = ""
+
+    def lanes_for(self, dtype: str) -> int:
+        for name, count in self.lanes:
+            if name == dtype:
+                return count
+        raise KeyError(f"vector unit {self.name} has no {dtype} lanes")
+
+
+@dataclass(frozen=True)
+class Cache:
+    level: int
+    kind: str  # "data", "instruction", "unified"
+    size: int
+    line: int = 64
+
+
+@dataclass(frozen=True)
+class Core:
+    name: str
+    isa: str
+    count: int
+    clock_hz: int
+    fpu: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class PowerEnvelope:
+    active_mw: float
+    idle_mw: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """One compiler a target offers: the program and the flags that select the core."""
+
+    name: str  # the tunable value, e.g. "gcc" or "clang"
+    command: str
+    cflags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Firmware:
+    """How an emulated or bare-metal target lays out the harness image."""
+
+    startup: str  # name of the start-up source family, e.g. "cortex_m"
+    linker: str  # program that links (always the GNU driver: it knows the multilibs)
+    ldflags: tuple[str, ...]
+    code_region: str
+    data_region: str
+    data_reserved: int  # bytes at the start of data_region for .data, .bss and stack
+    stack_size: int
+    io_regions: tuple[str, ...]  # where the I/O block may be preloaded, in order of preference
+
+
+@dataclass(frozen=True)
+class Runner:
+    kind: str  # "qemu" or "native"
+    program: str = ""
+    machine: str = ""
+    cpu: str = ""
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    description: str
+    arch: str
+    core: Core
+    runner: Runner
+    compilers: tuple[Compiler, ...]
+    vector_units: tuple[VectorUnit, ...] = ()
+    caches: tuple[Cache, ...] = ()
+    memory: tuple[MemoryRegion, ...] = ()
+    power: PowerEnvelope | None = None
+    firmware: Firmware | None = None
+    source_file: str = ""
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    # --- questions the rest of edgetune asks -------------------------------------------
+    def has_vector(self, name: str) -> bool:
+        return any(unit.name == name for unit in self.vector_units)
+
+    def vector_unit(self, name: str) -> VectorUnit:
+        for unit in self.vector_units:
+            if unit.name == name:
+                return unit
+        raise KeyError(f"target {self.name} has no vector unit {name!r}")
+
+    def compiler(self, name: str) -> Compiler:
+        for compiler in self.compilers:
+            if compiler.name == name:
+                return compiler
+        raise KeyError(f"target {self.name} has no compiler {name!r}")
+
+    def region(self, name: str) -> MemoryRegion:
+        for region in self.memory:
+            if region.name == name:
+                return region
+        raise KeyError(f"target {self.name} has no memory region {name!r}")
+
+    def io_capacity(self, region_name: str) -> int:
+        """Bytes available for kernel buffers in a region (minus what the harness keeps)."""
+        region = self.region(region_name)
+        if self.firmware and region_name == self.firmware.data_region:
+            return region.size - self.firmware.data_reserved
+        return region.size
+
+    def io_address(self, region_name: str) -> int:
+        region = self.region(region_name)
+        if self.firmware and region_name == self.firmware.data_region:
+            return region.base + self.firmware.data_reserved
+        return region.base
+
+    def place_buffers(self, nbytes: int) -> MemoryRegion | None:
+        """The first I/O region (in the target's order of preference) that holds nbytes."""
+        if self.firmware is None:
+            return None
+        for name in self.firmware.io_regions:
+            if nbytes <= self.io_capacity(name):
+                return self.region(name)
+        return None
+
+    @property
+    def measures(self) -> str:
+        """The unit a run on this target reports."""
+        return "instructions" if self.runner.kind == "qemu" else "time_ns"
