@@ -1,0 +1,40 @@
+"""What one evaluation produced: an outcome from a closed set, and the measured values."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from .space import Config
+
+
+class Outcome(enum.Enum):
+    OK = "ok"
+    INVALID = "invalid"            # the configuration is illegal for this workload
+    CODEGEN_ERROR = "codegen"      # the template could not render it
+    COMPILE_ERROR = "compile"      # the compiler or linker refused it
+    TOO_LARGE = "too_large"        # the image or buffers do not fit the target's memory
+    TIMEOUT = "timeout"            # the run hung and was killed
+    CRASH = "crash"                # fault handler, signal, or the emulator died
+    WRONG_ANSWER = "wrong_answer"  # ran, but the output differs from the reference
+    RUNTIME_ERROR = "runtime"      # the harness or runner failed in another way
+
+    @property
+    def failed(self) -> bool:
+        return self is not Outcome.OK
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One evaluated configuration. `values` holds every measured quantity by unit name."""
+
+    config: Config
+    outcome: Outcome
+    values: dict = field(default_factory=dict, hash=False)
+    error: str = ""
+    info: dict = field(default_factory=dict, hash=False)  # compiler versions, placement, ...
+
+    def value(self, objective: str) -> float | None:
+        if self.outcome.failed:
+            return None
+        value = self.values.get(objective)
+        return None if value is None else float(value)
