@@ -1,0 +1,176 @@
+"""Bake the best stored variant of each tuned workload into C that builds without edgetune.
+
+An export folder holds:
+  edgetune_kernels.h   prototypes of every variant and of one shape dispatcher per kernel
+  edgetune_kernels.c   the dispatchers
+  <function>.c         one self-contained source per tuned workload, with its provenance
+  edgetune_kernels.mk  the compiler and flags each file was measured with
+  manifest.json        workloads, configurations, measured values, file checksums
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgetune.hal import Target
+from edgetune.tuner import TuningDatabase
+
+from .kernels import KERNELS
+from .kernels.base import COMMON_CFLAGS
+from .render import render
+
+HEADER = "edgetune_kernels.h"
+DISPATCH = "edgetune_kernels.c"
+MAKEFILE = "edgetune_kernels.mk"
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 1
+
+
+class ExportError(ValueError):
+    """Nothing to export, or the output folder cannot be written."""
+
+
+@dataclass(frozen=True)
+class ExportEntry:
+    kernel: str
+    kernel_version: int
+    shape: tuple[tuple[str, int], ...]
+    function: str
+    source: str  # file name inside the export folder
+    config: tuple[tuple[str, object], ...]
+    objective: str
+    value: float
+    values: tuple[tuple[str, object], ...]
+    compiler: str
+    compiler_command: str
+    cflags: tuple[str, ...]
+    trial_id: int
+    created: str
+
+    @property
+    def config_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.config)
+
+    @property
+    def shape_text(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.shape)
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    folder: Path
+    header: Path
+    dispatch: Path
+    sources: tuple[Path, ...]
+    manifest: Path
+    entries: tuple[ExportEntry, ...]
+    skipped: tuple[str, ...]  # workloads that could not be exported, with the reason
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: str) -> ExportResult:
+    from edgetune import __version__
+
+    entries, sources, skipped = [], {}, []
+    for workload in db.workloads(target.name):
+        kernel = KERNELS.get(workload.kernel)
+        if kernel is None:
+            skipped.append(f"{workload.key()}: kernel unknown to this edgetune")
+            continue
+        if kernel.version != workload.kernel_version:
+            skipped.append(f"{workload.key()}: tuned with template v{workload.kernel_version}, "
+                           f"this edgetune has v{kernel.version}; re-tune it")
+            continue
+        record = db.best(workload, objective)
+        if record is None:
+            skipped.append(f"{workload.key()}: no successful trial")
+            continue
+        shape = workload.shape_dict()
+        space = kernel.space(target, shape)
+        config = space.make(record.trial.config.as_dict())
+        value = record.trial.values[objective]
+        provenance = (f"Tuned on {target.name}: {objective}={value:g} (best of {len(db.trials(workload))} trials),",
+                      f"trial {record.id} of {db.path.name}, measured {record.created},",
+                      f"compiler: {record.trial.info.get('compiler_version', 'unknown')}.")
+        rendered = kernel.render(target, shape, config, header=HEADER, provenance=provenance)
+        compiler = target.compiler(rendered.compiler)
+        sources[f"{rendered.function}.c"] = rendered.source
+        entries.append(ExportEntry(
+            kernel=kernel.name, kernel_version=kernel.version, shape=workload.shape, function=rendered.function,
+            source=f"{rendered.function}.c", config=config.items, objective=objective, value=float(value),
+            values=tuple(sorted(record.trial.values.items())), compiler=compiler.name,
+            compiler_command=compiler.command, cflags=(*compiler.cflags, *COMMON_CFLAGS, *rendered.cflags),
+            trial_id=record.id, created=record.created))
+    if not entries:
+        detail = "; ".join(skipped) if skipped else "the database holds no trials for it"
+        raise ExportError(f"nothing to export for target {target.name}: {detail}")
+
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportError(f"{out_dir}: exists and is not a folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / ".edgetune-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ExportError(f"{out_dir}: cannot write there ({exc.strerror})") from None
+
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    dispatchers = []
+    for name in dict.fromkeys(e.kernel for e in entries):
+        kernel = KERNELS[name]
+        mine = [e for e in entries if e.kernel == name]
+        example = dict(mine[0].shape)
+        dispatchers.append({
+            "kernel": name,
+            "declaration": kernel.dispatch_declaration(example),
+            "definition": kernel.dispatch_declaration(example),
+            "arg_names": kernel.argument_names(example),
+            "shapes": [e.shape_text for e in mine],
+            "cases": [{"function": e.function,
+                       "condition": " && ".join(f"{k} == {int(v)}" for k, v in e.shape)} for e in mine],
+        })
+    view = [dict(kernel=e.kernel, shape_text=e.shape_text, objective=e.objective, value_text=f"{e.value:g}",
+                 trial_id=e.trial_id, created=e.created, config_text=e.config_text, function=e.function,
+                 declaration=KERNELS[e.kernel].declaration(dict(e.shape), fn=e.function), source=e.source,
+                 var=e.function.upper(), compiler_command=e.compiler_command, cflags=e.cflags) for e in entries]
+    common = dict(header=HEADER, target=target.name, date=date, db=db.path.name, edgetune_version=__version__)
+    header_text = render("export_header.h.j2", dict(common, entries=view, dispatchers=dispatchers))
+    dispatch_text = render("export_dispatch.c.j2", dict(common, dispatchers=dispatchers))
+    first = target.compilers[0]
+    make_text = render("export_build.mk.j2", dict(common, entries=view, dispatch_cc=first.command,
+                                                  dispatch_cflags=" ".join((*first.cflags, *COMMON_CFLAGS, "-O2"))))
+
+    files = {HEADER: header_text, DISPATCH: dispatch_text, MAKEFILE: make_text, **sources}
+    for name, text in files.items():
+        _write(out_dir / name, text)
+    manifest = {
+        "manifest_version": MANIFEST_VERSION, "edgetune_version": __version__, "target": target.name,
+        "objective": objective, "exported": date, "database": str(db.path),
+        "dispatch": {"source": DISPATCH, "compiler_command": first.command,
+                     "cflags": [*first.cflags, *COMMON_CFLAGS, "-O2"]},
+        "kernels": [{"kernel": e.kernel, "kernel_version": e.kernel_version, "shape": dict(e.shape),
+                     "function": e.function, "source": e.source, "config": dict(e.config),
+                     "objective": e.objective, "value": e.value, "values": dict(e.values), "compiler": e.compiler,
+                     "compiler_command": e.compiler_command, "cflags": list(e.cflags), "trial_id": e.trial_id,
+                     "measured": e.created} for e in entries],
+        "files": {name: _sha256(text) for name, text in sorted(files.items())},
+    }
+    _write(out_dir / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    return ExportResult(folder=out_dir, header=out_dir / HEADER, dispatch=out_dir / DISPATCH,
+                        sources=tuple(out_dir / name for name in sources), manifest=out_dir / MANIFEST,
+                        entries=tuple(entries), skipped=tuple(skipped))

@@ -1,0 +1,17 @@
+"""The kernel library, by name. One explicit table: no registration at import time."""
+from __future__ import annotations
+
+from .base import Buffer, Kernel, KernelError, KernelIO, RenderedKernel, render_glue
+from .matmul_s8 import MatmulS8
+
+KERNELS: dict[str, Kernel] = {kernel.name: kernel for kernel in (MatmulS8(),)}
+
+
+def get_kernel(name: str) -> Kernel:
+    try:
+        return KERNELS[name]
+    except KeyError:
+        raise KernelError(f"unknown kernel {name!r} (known: {', '.join(sorted(KERNELS))})") from None
+
+
+__all__ = ["Buffer", "KERNELS", "Kernel", "KernelError", "KernelIO", "RenderedKernel", "get_kernel", "render_glue"]

@@ -1,0 +1,170 @@
+"""What every kernel provides: a shape, a search space per target, inputs, a numpy
+reference, and C source for a configuration."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from edgetune.hal import Target
+from edgetune.tuner import Config, Space
+
+from ..render import render
+
+C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(np.int32): "int32_t",
+           np.dtype(np.float32): "float"}
+
+
+class KernelError(ValueError):
+    """An unknown kernel, a malformed shape, or a workload a target cannot hold."""
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    data: np.ndarray  # for outputs: an array of the right shape and dtype (contents unused)
+    is_output: bool = False
+
+    @property
+    def ctype(self) -> str:
+        return C_TYPES[self.data.dtype]
+
+
+@dataclass(frozen=True)
+class KernelIO:
+    """Inputs and output slots of one run, in the kernel function's argument order:
+    every buffer as a pointer, then every scalar parameter as int32_t."""
+
+    buffers: tuple[Buffer, ...]
+    params: tuple[tuple[str, int], ...]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.data.nbytes for b in self.buffers)
+
+    def outputs(self) -> list[Buffer]:
+        return [b for b in self.buffers if b.is_output]
+
+
+@dataclass(frozen=True)
+class RenderedKernel:
+    """One variant as C: the source, its entry point, and how it must be compiled."""
+
+    source: str
+    function: str
+    declaration: str
+    compiler: str  # the target compiler's name ("gcc", "clang")
+    cflags: tuple[str, ...]  # flags chosen by the configuration (optimisation level, ...)
+
+
+SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+)\s*$")
+OPT_LEVELS = ("O2", "O3", "Os")
+COMMON_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
+
+
+def comment_safe(text: str) -> str:
+    """Text that can sit inside a C block comment: one line, no comment delimiters."""
+    return " ".join(str(text).split()).replace("*/", "* /").replace("/*", "/ *")
+
+
+class Kernel:
+    name: str = ""
+    version: int = 1
+    shape_keys: tuple[str, ...] = ()
+    description: str = ""
+    template: str = ""
+
+    # --- shapes -------------------------------------------------------------------------
+    def parse_shape(self, shape: str | Mapping[str, int]) -> dict[str, int]:
+        """'m=16,n=16,k=32' (or a mapping) -> checked dict in this kernel's key order."""
+        if isinstance(shape, str):
+            items = {}
+            for part in filter(None, (p.strip() for p in shape.split(","))):
+                match = SHAPE_ITEM.fullmatch(part)
+                if not match:
+                    raise KernelError(f"shape: {part!r} is not NAME=INTEGER (e.g. {self.example_shape()})")
+                if match.group(1) in items:
+                    raise KernelError(f"shape: {match.group(1)!r} is given twice")
+                items[match.group(1)] = int(match.group(2))
+        else:
+            items = dict(shape)
+        for key in items:
+            if key not in self.shape_keys:
+                raise KernelError(f"shape: unknown key {key!r} for {self.name} (keys: {', '.join(self.shape_keys)})")
+        for key in self.shape_keys:
+            if key not in items:
+                raise KernelError(f"shape: missing {key!r} for {self.name} (e.g. {self.example_shape()})")
+            if not isinstance(items[key], int) or isinstance(items[key], bool) or items[key] < 1:
+                raise KernelError(f"shape: {key}={items[key]!r} must be a positive integer")
+        shape_dict = {key: items[key] for key in self.shape_keys}
+        self.check_shape(shape_dict)
+        return shape_dict
+
+    def example_shape(self) -> str:
+        return ",".join(f"{k}=16" for k in self.shape_keys)
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        """Kernel-specific limits; raise KernelError naming the key."""
+
+    def function_name(self, shape: Mapping[str, int]) -> str:
+        # Only validated integers and the kernel's own name go into the identifier.
+        return "et_" + self.name + "_" + "_".join(f"{k}{int(v)}" for k, v in shape.items())
+
+    # --- to be provided by each kernel ---------------------------------------------------
+    def space(self, target: Target, shape: Mapping[str, int]) -> Space:
+        raise NotImplementedError
+
+    def make_io(self, shape: Mapping[str, int], rng: np.random.Generator) -> KernelIO:
+        raise NotImplementedError
+
+    def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
+        raise NotImplementedError
+
+    # --- shared rendering -----------------------------------------------------------------
+    def arguments(self, shape: Mapping[str, int]) -> list[str]:
+        """The C parameters of every variant: buffer pointers, then int32 scalars."""
+        io = self.make_io(shape, np.random.default_rng(0))
+        args = [f"{'' if b.is_output else 'const '}{b.ctype} *{b.name}" for b in io.buffers]
+        return args + [f"int32_t {name}" for name, _ in io.params]
+
+    def argument_names(self, shape: Mapping[str, int]) -> list[str]:
+        return [arg.rsplit(" ", 1)[1].lstrip("*") for arg in self.arguments(shape)]
+
+    def declaration(self, shape: Mapping[str, int], io: KernelIO | None = None, fn: str | None = None) -> str:
+        return f"void {fn or self.function_name(shape)}({', '.join(self.arguments(shape))})"
+
+    def dispatch_declaration(self, shape: Mapping[str, int]) -> str:
+        """`int et_<kernel>(shape..., args...)`: runs the tuned variant for a shape, or returns -1."""
+        dims = [f"int32_t {key}" for key in self.shape_keys]
+        return f"int et_{self.name}({', '.join(dims + self.arguments(shape))})"
+
+    def render(self, target: Target, shape: Mapping[str, int], config: Config, *, header: str = "kernel.h",
+               fn: str | None = None, provenance: tuple[str, ...] = ()) -> RenderedKernel:
+        fn = fn or self.function_name(shape)
+        compiler = target.compiler(str(config["compiler"]))
+        cflags = (f"-{config['opt']}",)
+        build_hint = " ".join((compiler.command, *compiler.cflags, *COMMON_CFLAGS[:1], *cflags, "-c", f"{fn}.c"))
+        variables = dict(self.template_vars(target, shape, config))
+        variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, provenance=tuple(map(comment_safe, provenance)),
+                         version=self.version, build_hint=build_hint,
+                         config_text=", ".join(f"{k}={v}" for k, v in config.items))
+        source = render(self.template, variables)
+        return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
+                              compiler=compiler.name, cflags=cflags)
+
+
+def render_glue(kernel: Kernel, shape: Mapping[str, int], io: KernelIO, fn: str, via_dispatch: bool = False) -> str:
+    """C glue between the harness's I/O block and a kernel variant, or (via_dispatch) the
+    exported shape dispatcher, which must then find the variant or the run fails."""
+    buffers = [{"ctype": b.ctype, "nbytes": b.data.nbytes, "is_output": b.is_output} for b in io.buffers]
+    if via_dispatch:
+        return render("harness_glue.c.j2", dict(fn=f"et_{kernel.name}", declaration=kernel.dispatch_declaration(shape),
+                                                buffers=buffers, n_params=len(io.params),
+                                                leading=[int(v) for v in shape.values()], checked=True))
+    return render("harness_glue.c.j2", dict(fn=fn, declaration=kernel.declaration(shape, io, fn=fn),
+                                            buffers=buffers, n_params=len(io.params), leading=[], checked=False))

@@ -1,0 +1,98 @@
+"""matmul_s8: int8 A[MxK] x int8 B[KxN] -> int8 C[MxN], int32 accumulation, per-tensor
+requantisation (TFLite / CMSIS-NN convention), bias per output column."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from edgetune.hal import Target
+from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
+
+from ..quant import requantize
+from ..render import render
+from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
+
+MAX_K = 32767  # keeps K * 255 * 255 + |bias| inside int32 (see the template's limits)
+
+
+class MatmulS8(Kernel):
+    name = "matmul_s8"
+    version = 1
+    shape_keys = ("m", "n", "k")
+    description = "int8 matrix multiply, int32 accumulation, requantised to int8 (fully connected layers)"
+    template = "matmul_s8.c.j2"
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        if shape["k"] > MAX_K:
+            raise KernelError(f"shape: k={shape['k']} exceeds {MAX_K} (int32 accumulators would overflow)")
+
+    def space(self, target: Target, shape: Mapping[str, int]) -> Space:
+        vectors = ["c"]
+        constraints = [
+            Constraint("tile_m larger than m", lambda c: c["tile_m"] <= shape["m"] or c["tile_m"] == 1),
+            Constraint("unroll_k larger than k", lambda c: c["unroll_k"] <= shape["k"] or c["unroll_k"] == 1),
+        ]
+        if target.has_vector("mve"):
+            vectors.append("mve")
+            lanes = target.vector_unit("mve").lanes_for("int32")
+            constraints.append(Constraint(f"MVE tile_n must be a multiple of {lanes} int32 lanes",
+                                          lambda c: c["vector"] != "mve" or c["tile_n"] % lanes == 0))
+        # tile_n beyond the first tile that covers n only repeats that tile.
+        covering = min(t for t in (4, 8, 16, 32) if t >= min(shape["n"], 32))
+        constraints.append(Constraint("tile_n larger than needed to cover n", lambda c: c["tile_n"] <= covering))
+        params = [
+            powers_of_two("tile_m", 1, 8, "rows of C computed together"),
+            powers_of_two("tile_n", 4, 32, "columns of C computed together"),
+            powers_of_two("unroll_k", 1, 8, "unroll factor of the reduction loop"),
+            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
+            choice("opt", OPT_LEVELS, "optimisation level"),
+        ]
+        return Space(params, constraints)
+
+    def make_io(self, shape: Mapping[str, int], rng: np.random.Generator, edge: str = "random") -> KernelIO:
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        if edge == "extreme":
+            # Saturating corners: most negative/positive values and zero points.
+            a = rng.choice(np.array([-128, 127], dtype=np.int8), size=(m, k))
+            b = rng.choice(np.array([-128, 127], dtype=np.int8), size=(k, n))
+            a_zero, b_zero, c_zero = 127, -128, int(rng.choice([-128, 127]))
+        else:
+            a = rng.integers(-128, 128, size=(m, k), dtype=np.int8)
+            b = rng.integers(-128, 128, size=(k, n), dtype=np.int8)
+            a_zero, b_zero, c_zero = (int(x) for x in rng.integers(-128, 128, size=3))
+        bias = rng.integers(-(1 << 16), 1 << 16, size=n, dtype=np.int32)
+        # Typical multipliers are normalised to [2^30, 2^31); shifts mostly negative.
+        multiplier = int(rng.integers(1 << 30, (1 << 31) - 1))
+        shift = int(rng.integers(-20, 2)) if edge == "random" else -int(rng.integers(0, 32))
+        return KernelIO(
+            buffers=(Buffer("a", a), Buffer("b", b), Buffer("bias", bias),
+                     Buffer("c", np.zeros((m, n), dtype=np.int8), is_output=True)),
+            params=(("a_zero", a_zero), ("b_zero", b_zero), ("c_zero", c_zero),
+                    ("multiplier", multiplier), ("shift", shift)))
+
+    def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
+        a, b, bias = (buf.data.astype(np.int64) for buf in io.buffers[:3])
+        p = dict(io.params)
+        acc = (a - p["a_zero"]) @ (b - p["b_zero"]) + bias
+        return [requantize(acc, p["multiplier"], p["shift"], p["c_zero"])]
+
+    def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
+        """The plain triple loop, for benchmarks: what tuned variants are compared against."""
+        fn = self.function_name(shape)
+        source = render("matmul_s8_naive.c.j2", dict(fn=fn, prefix=fn, header="kernel.h", **shape))
+        return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
+                              compiler=compiler, cflags=cflags)
+
+    def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        tm, tn, uk = int(config["tile_m"]), int(config["tile_n"]), int(config["unroll_k"])
+        m_full, n_full = m - m % tm, n - n % tn
+        bands = []
+        if m_full:
+            bands.append({"start": 0, "stop": m_full, "rows": tm})
+        if m % tm:
+            bands.append({"start": m_full, "stop": m, "rows": m % tm})
+        return dict(m=m, n=n, k=k, tm=tm, tn=tn, uk=uk, tv=tn // 4, vector=config["vector"],
+                    bands=bands, n_full=n_full, n_rem=n % tn, m_rem=m % tm)
