@@ -1,0 +1,51 @@
+/* The contract between the generic harness and a generated kernel's entry glue.
+
+   The host preloads an I/O block into target memory (QEMU's loader device) or writes it
+   into a file (native host runs). Layout, all fields little-endian uint32:
+     magic 'ETIO', version, n_buffers, n_params,
+     n_buffers x {offset from block start, size in bytes, is_output},
+     n_params x int32 parameter,
+     buffer bytes (each at its offset, 16-byte aligned).
+*/
+#ifndef EDGETUNE_HARNESS_H
+#define EDGETUNE_HARNESS_H
+#include <stdint.h>
+
+#define ET_IO_MAGIC 0x4F495445u /* "ETIO" */
+#define ET_IO_VERSION 1u
+#define ET_MAX_BUFFERS 8
+
+typedef struct {
+    uint32_t offset;
+    uint32_t size;
+    uint32_t is_output;
+} et_io_buffer_t;
+
+typedef struct {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t n_buffers;
+    uint32_t n_params;
+} et_io_header_t;
+
+/* Exit codes shared with the host runner (edgetune.targets.exitcodes). */
+#define ET_EXIT_OK 0
+#define ET_EXIT_BAD_IO 3
+#define ET_EXIT_OUTPUT_FAILED 4
+#define ET_EXIT_FAULT 5
+
+/* Implemented by the generated glue: checks the block matches the compiled workload and
+   returns 0, or returns nonzero; then runs the kernel once. */
+int et_glue_check(const et_io_header_t *hdr, const et_io_buffer_t *bufs, const int32_t *params);
+void et_glue_run(uint8_t *block, const et_io_buffer_t *bufs, const int32_t *params);
+
+/* Called by glue when the kernel entry point reports failure (e.g. an exported dispatcher
+   that has no variant for the shape); ends the run with ET_EXIT_BAD_IO. */
+void et_glue_failed(int status);
+
+/* Empty, never-inlined functions whose first instruction the instruction-count plugin
+   watches; instructions between a start and the next stop form one region. */
+void et_mark_start(void);
+void et_mark_stop(void);
+
+#endif

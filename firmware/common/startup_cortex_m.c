@@ -1,0 +1,50 @@
+/* Start-up for Cortex-M boards under QEMU: vector table, .data/.bss set-up, FPU and MVE
+   enabled, main() called, and its return value handed to the host through semihosting.
+   Every fault handler exits with ET_EXIT_FAULT so a crashing kernel ends the emulator
+   instead of spinning in a handler until the timeout. */
+#include <stdint.h>
+#include "harness.h"
+#include "semihost.h"
+
+extern uint32_t __data_load, __data_start, __data_end, __bss_start, __bss_end, __stack_top;
+int main(void);
+
+#define CPACR (*(volatile uint32_t *)0xE000ED88u)
+
+__attribute__((noreturn)) void et_reset_handler(void)
+{
+    uint32_t *src = &__data_load;
+    for (uint32_t *dst = &__data_start; dst < &__data_end;) *dst++ = *src++;
+    for (uint32_t *dst = &__bss_start; dst < &__bss_end;) *dst++ = 0;
+#if defined(__ARM_FP) || defined(__ARM_FEATURE_MVE)
+    CPACR |= (0xFu << 20); /* CP10 and CP11 full access: FPU and MVE */
+    __asm__ volatile("dsb\n\tisb" ::: "memory");
+#endif
+    et_sh_exit(main());
+}
+
+__attribute__((noreturn)) void et_fault_handler(void)
+{
+    et_sh_write0("edgetune: fault\n");
+    et_sh_exit(ET_EXIT_FAULT);
+}
+
+typedef void (*et_vector_t)(void);
+
+/* 16 system exceptions; external interrupts are never enabled by the harness. */
+__attribute__((section(".vectors"), used)) const et_vector_t et_vector_table[16] = {
+    (et_vector_t)(uintptr_t)&__stack_top,
+    et_reset_handler,
+    et_fault_handler, /* NMI */
+    et_fault_handler, /* HardFault */
+    et_fault_handler, /* MemManage */
+    et_fault_handler, /* BusFault */
+    et_fault_handler, /* UsageFault */
+    et_fault_handler, /* SecureFault */
+    0, 0, 0,
+    et_fault_handler, /* SVCall */
+    et_fault_handler, /* DebugMonitor */
+    0,
+    et_fault_handler, /* PendSV */
+    et_fault_handler, /* SysTick */
+};

@@ -1,0 +1,101 @@
+/* Harness for native host runs: reads the I/O block from a file into 64-byte aligned
+   memory, runs the kernel once and writes its outputs, then times it.
+
+   Timing (shared/FACTS.md, "x86 host"): single runs are up to ~9% off on these machines,
+   so the kernel runs in batches of at least ET_MIN_BATCH_NS each, and the median
+   per-call time over ET_BATCHES batches is reported. The kernel lives in its own object
+   file (no LTO), so calls cannot be hoisted or removed.
+
+   usage: harness IN.bin OUT.bin [batches]   prints "time_ns <median>" and "time_ns_min <min>" */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "harness.h"
+
+#define ET_MIN_BATCH_NS 2000000.0
+#define ET_DEFAULT_BATCHES 15
+
+void et_mark_start(void) {}
+void et_mark_stop(void) {}
+
+void et_glue_failed(int status)
+{
+    fprintf(stderr, "kernel entry point failed with status %d\n", status);
+    exit(ET_EXIT_BAD_IO);
+}
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s IN.bin OUT.bin [batches]\n", argv[0]);
+        return ET_EXIT_BAD_IO;
+    }
+    int batches = argc > 3 ? atoi(argv[3]) : ET_DEFAULT_BATCHES;
+    if (batches < 1 || batches > 1000) batches = ET_DEFAULT_BATCHES;
+
+    FILE *in = fopen(argv[1], "rb");
+    if (!in) return ET_EXIT_BAD_IO;
+    fseek(in, 0, SEEK_END);
+    long size = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    if (size < (long)sizeof(et_io_header_t)) return ET_EXIT_BAD_IO;
+    size_t padded = ((size_t)size + 63u) & ~(size_t)63u;
+    void *memory = NULL;
+    if (posix_memalign(&memory, 64, padded) != 0) return ET_EXIT_BAD_IO;
+    uint8_t *block = memory;
+    if (fread(block, 1, (size_t)size, in) != (size_t)size) return ET_EXIT_BAD_IO;
+    fclose(in);
+
+    const et_io_header_t *hdr = (const et_io_header_t *)block;
+    if (hdr->magic != ET_IO_MAGIC || hdr->version != ET_IO_VERSION || hdr->n_buffers > ET_MAX_BUFFERS)
+        return ET_EXIT_BAD_IO;
+    const et_io_buffer_t *bufs = (const et_io_buffer_t *)(block + sizeof *hdr);
+    const int32_t *params = (const int32_t *)(bufs + hdr->n_buffers);
+    if (et_glue_check(hdr, bufs, params) != 0) return ET_EXIT_BAD_IO;
+
+    et_glue_run(block, bufs, params);
+    FILE *out = fopen(argv[2], "wb");
+    if (!out) return ET_EXIT_OUTPUT_FAILED;
+    for (uint32_t i = 0; i < hdr->n_buffers; i++)
+        if (bufs[i].is_output && fwrite(block + bufs[i].offset, 1, bufs[i].size, out) != bufs[i].size)
+            return ET_EXIT_OUTPUT_FAILED;
+    fclose(out);
+
+    /* Calibrate the batch length, then measure. */
+    long reps = 1;
+    for (;;) {
+        double t0 = now_ns();
+        for (long r = 0; r < reps; r++) et_glue_run(block, bufs, params);
+        if (now_ns() - t0 >= ET_MIN_BATCH_NS || reps >= (1L << 30)) break;
+        reps *= 2;
+    }
+    double *per_call = malloc(sizeof(double) * (size_t)batches);
+    if (!per_call) return ET_EXIT_OUTPUT_FAILED;
+    for (int b = 0; b < batches; b++) {
+        double t0 = now_ns();
+        for (long r = 0; r < reps; r++) et_glue_run(block, bufs, params);
+        per_call[b] = (now_ns() - t0) / (double)reps;
+    }
+    qsort(per_call, (size_t)batches, sizeof(double), compare_doubles);
+    printf("time_ns %.3f\ntime_ns_min %.3f\nrepetitions %ld\nbatches %d\n", per_call[batches / 2], per_call[0], reps,
+           batches);
+    free(per_call);
+    free(block);
+    return ET_EXIT_OK;
+}

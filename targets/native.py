@@ -1,0 +1,64 @@
+"""Build kernels for the machine edgetune runs on and time them natively.
+
+Timing follows what held up on these machines (shared/FACTS.md, "x86 host"): 64-byte
+aligned buffers, batches of at least 2 ms, the median of 15 batches reported in ns. Runs
+take the machine's single timing slot, so two timed runs never overlap.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from edgetune.codegen import KernelIO
+from edgetune.firmware import COMMON_DIR, HOST_DIR
+from edgetune.tuner import Outcome
+
+from . import iobuf
+from .build import Builder
+from .qemu import EXIT_BAD_IO, EXIT_OK, EXIT_OUTPUT_FAILED
+from .toolchain import BuildResult, MeasureError, cached_object, require_program, run_tool
+
+HARNESS_CC = ("cc", "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror")
+TIMING_BATCHES = 15
+
+
+class NativeRunner(Builder):
+    slots = 1  # timing needs the machine to itself
+
+    def check_tools(self) -> None:
+        require_program("cc")
+        for compiler in self.target.compilers:
+            require_program(compiler.command)
+
+    def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO) -> BuildResult:
+        (workdir / "glue.c").write_text(glue_text)
+        harness_cc = [*HARNESS_CC, "-I", str(COMMON_DIR)]
+        harness = cached_object("host", HOST_DIR / "harness_native.c", harness_cc)
+        run_tool([*harness_cc, "-c", "glue.c", "-o", "glue.o"], cwd=workdir, outcome=Outcome.RUNTIME_ERROR)
+        run_tool(["cc", *map(str, objects), "glue.o", str(harness), "-o", "harness"], cwd=workdir)
+        return BuildResult(path=workdir / "harness", workdir=workdir)
+
+    def run(self, build: BuildResult, io: KernelIO, timeout_s: float | None = None) -> tuple[dict, bytes]:
+        workdir = build.workdir
+        (workdir / "in.bin").write_bytes(iobuf.pack(io))
+        (workdir / "out.bin").unlink(missing_ok=True)
+        timeout = timeout_s or self.target.runner.timeout_s
+        try:
+            proc = subprocess.run([str(build.path), "in.bin", "out.bin", str(TIMING_BATCHES)], cwd=workdir,
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise MeasureError(Outcome.TIMEOUT, f"no exit within {timeout:.1f} s; the process was killed") from None
+        if proc.returncode < 0:
+            raise MeasureError(Outcome.CRASH, f"the kernel died with signal {-proc.returncode}")
+        if proc.returncode != EXIT_OK:
+            what = {EXIT_BAD_IO: "the harness rejected the I/O block",
+                    EXIT_OUTPUT_FAILED: "the harness could not write its output"}.get(proc.returncode, "the harness failed")
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"{what} (exit {proc.returncode})")
+        values = {}
+        for line in proc.stdout.splitlines():
+            key, _, value = line.partition(" ")
+            if key in ("time_ns", "time_ns_min"):
+                values[key] = float(value)
+        if "time_ns" not in values:
+            raise MeasureError(Outcome.RUNTIME_ERROR, "the harness printed no time_ns")
+        return values, (workdir / "out.bin").read_bytes()

@@ -1,0 +1,148 @@
+"""Build firmware images for emulated Cortex-M boards and run them in QEMU.
+
+Measurement: an instruction-count TCG plugin (targets/qemu/insn_count.c, built on first
+use) counts the guest instructions between two marker functions of the harness. QEMU's
+DWT cycle counter reads 0 and SysTick is coarse (shared/FACTS.md), while plugin counts
+are exact and identical run to run. The harness first measures an empty region; the
+kernel's count is the second region minus the first.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from edgetune.codegen import KernelIO, render
+from edgetune.firmware import COMMON_DIR, TEMPLATES_DIR
+from edgetune.hal import Target
+from edgetune.tuner import Outcome
+
+from . import elf, iobuf
+from .build import Builder
+from .toolchain import (BuildResult, MeasureError, cache_dir, cached_object, require_program, run_tool,
+                        tool_version)
+
+PLUGIN_SOURCE = Path(__file__).parent / "qemu" / "insn_count.c"
+HARNESS_CFLAGS = ("-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
+
+# Exit statuses of the harness (firmware/common/harness.h).
+EXIT_OK, EXIT_BAD_IO, EXIT_OUTPUT_FAILED, EXIT_FAULT = 0, 3, 4, 5
+
+
+def plugin_path() -> Path:
+    """The instruction-count plugin, compiled with the host C compiler on first use."""
+    source = PLUGIN_SOURCE.read_bytes()
+    digest = hashlib.sha256(source + tool_version("cc").encode()).hexdigest()[:16]
+    path = cache_dir() / "plugins" / f"insn_count-{digest}.so"
+    if not path.exists():
+        require_program("cc")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+            tmp_so = Path(tmp) / path.name
+            run_tool(["cc", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-o", str(tmp_so), str(PLUGIN_SOURCE)],
+                     cwd=Path(tmp), outcome=Outcome.RUNTIME_ERROR)
+            os.replace(tmp_so, path)
+    if "," in str(path):
+        raise MeasureError(Outcome.RUNTIME_ERROR, f"cache path {path} contains a comma, which QEMU options cannot hold")
+    return path
+
+
+def _linker_script(target: Target) -> str:
+    fw = target.firmware
+    return render("cortex_m.ld.j2", directory=TEMPLATES_DIR, variables=dict(
+        target_name=target.name, code=target.region(fw.code_region), data=target.region(fw.data_region),
+        data_reserved=fw.data_reserved, stack_size=fw.stack_size))
+
+
+class QemuRunner(Builder):
+    """Cortex-M boards in qemu-system-arm (one QEMU process per run)."""
+
+    # Counts do not depend on host load, so every core can run an emulator at once.
+    slots = max(1, os.cpu_count() or 1)
+
+    def __init__(self, target: Target):
+        if target.firmware is None:
+            raise ValueError(f"target {target.name} has no [firmware] table")
+        super().__init__(target)
+
+    def check_tools(self) -> None:
+        require_program(self.target.runner.program)
+        require_program(self.target.firmware.linker)
+        for compiler in self.target.compilers:
+            require_program(compiler.command)
+
+    # --- build --------------------------------------------------------------------------
+    def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO) -> BuildResult:
+        target, fw = self.target, self.target.firmware
+        region = target.place_buffers(iobuf.block_size(io))
+        if region is None:
+            raise MeasureError(Outcome.TOO_LARGE, f"I/O block of {iobuf.block_size(io)} bytes fits no region of {target.name}")
+        io_base = target.io_address(region.name)
+        (workdir / "glue.c").write_text(glue_text)
+        (workdir / "link.ld").write_text(_linker_script(target))
+        harness_cc = [fw.linker, *fw.ldflags, *HARNESS_CFLAGS, "-I", str(COMMON_DIR)]
+        harness = [cached_object(target.name, COMMON_DIR / f"startup_{fw.startup}.c", harness_cc),
+                   cached_object(target.name, COMMON_DIR / "semihost.c", harness_cc),
+                   cached_object(target.name, COMMON_DIR / "harness_semihost.c",
+                                 [*harness_cc, f"-DET_IO_BASE={io_base:#x}"], extra_key=f"io={io_base:#x}")]
+        run_tool([*harness_cc, "-c", "glue.c", "-o", "glue.o"], cwd=workdir, outcome=Outcome.RUNTIME_ERROR)
+
+        code_region = target.region(fw.code_region)
+        kernel_bytes = sum(elf.alloc_bytes(o) for o in objects)
+        if kernel_bytes > code_region.size:
+            raise MeasureError(Outcome.TOO_LARGE, f"kernel needs {kernel_bytes} bytes; {code_region.name} holds {code_region.size}")
+        try:
+            run_tool([fw.linker, *fw.ldflags, "-nostartfiles", "-T", "link.ld", *map(str, objects), "glue.o",
+                      *map(str, harness), "-Wl,--gc-sections", "-lc", "-lgcc", "-o", "image.elf"], cwd=workdir)
+        except MeasureError as exc:
+            if kernel_bytes + sum(elf.alloc_bytes(o) for o in harness) > code_region.size:
+                raise MeasureError(Outcome.TOO_LARGE, exc.message) from None
+            raise
+        return BuildResult(path=workdir / "image.elf", workdir=workdir,
+                           info={"io_region": region.name, "emulator": tool_version(target.runner.program)})
+
+    # --- run ------------------------------------------------------------------------------
+    def run(self, build: BuildResult, io: KernelIO, timeout_s: float | None = None) -> tuple[dict, bytes]:
+        """Run the image once: (measured values, raw output bytes)."""
+        target, workdir = self.target, build.workdir
+        region = target.place_buffers(iobuf.block_size(io))
+        symbols = elf.symbols(build.path)
+        try:
+            start, stop = symbols["et_mark_start"] & ~1, symbols["et_mark_stop"] & ~1
+        except KeyError as exc:
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"image lacks marker symbol {exc}") from None
+        (workdir / "in.bin").write_bytes(iobuf.pack(io))
+        for name in ("out.bin", "counts.txt"):
+            (workdir / name).unlink(missing_ok=True)
+        args = [target.runner.program, "-M", target.runner.machine, *(["-cpu", target.runner.cpu] if target.runner.cpu else []),
+                "-nographic", "-monitor", "none", "-serial", "none",
+                "-semihosting-config", "enable=on,target=native",
+                "-kernel", "image.elf",
+                "-device", f"loader,file=in.bin,addr={target.io_address(region.name):#x},force-raw=on",
+                "-plugin", f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt"]
+        timeout = timeout_s or target.runner.timeout_s
+        try:
+            proc = subprocess.run(args, cwd=workdir, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise MeasureError(Outcome.TIMEOUT, f"no exit within {timeout:.1f} s; QEMU was killed") from None
+        if proc.returncode == EXIT_FAULT:
+            raise MeasureError(Outcome.CRASH, "the kernel faulted (HardFault/BusFault/UsageFault)")
+        if proc.returncode < 0:
+            raise MeasureError(Outcome.CRASH, f"QEMU died with signal {-proc.returncode}: {proc.stderr.strip()[-300:]}")
+        if proc.returncode != EXIT_OK:
+            what = {EXIT_BAD_IO: "the harness rejected the I/O block",
+                    EXIT_OUTPUT_FAILED: "the harness could not write its output"}.get(proc.returncode, "QEMU failed")
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"{what} (exit {proc.returncode}) {proc.stderr.strip()[-300:]}")
+        regions = _read_counts(workdir / "counts.txt")
+        if len(regions) != 2:
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"expected 2 counted regions, the plugin saw {len(regions)}")
+        raw = (workdir / "out.bin").read_bytes() if (workdir / "out.bin").exists() else b""
+        return {"instructions": regions[1] - regions[0]}, raw
+
+
+def _read_counts(path: Path) -> list[int]:
+    if not path.exists():
+        raise MeasureError(Outcome.RUNTIME_ERROR, "the instruction-count plugin wrote no counts")
+    return [int(line.split()[1]) for line in path.read_text().splitlines() if line.startswith("region ")]

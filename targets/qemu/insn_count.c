@@ -1,0 +1,129 @@
+/*
+ * edgetune instruction-count plugin for QEMU's TCG plugin interface (API version 1).
+ *
+ * Counts guest instructions executed between a start marker and a stop marker address
+ * (the first instruction of two empty, noinline firmware functions). Each start/stop pair
+ * closes one "region"; the count of every region is written, one per line, to the file
+ * named by the out= argument when QEMU exits.
+ *
+ * Counting is inline (a 64-bit add per executed instruction, no callback) so it is exact
+ * and cheap; only the two marker instructions get a callback. Only the few API entry
+ * points used are declared here, written from QEMU's plugin API documentation, so no QEMU
+ * header is needed to build it.
+ *
+ * Arguments: start=0xADDR stop=0xADDR out=PATH
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef uint64_t qemu_plugin_id_t;
+typedef struct qemu_info_t qemu_info_t; /* only used through a pointer */
+struct qemu_plugin_tb;
+struct qemu_plugin_insn;
+
+enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_CB_R_REGS, QEMU_PLUGIN_CB_RW_REGS };
+enum qemu_plugin_op { QEMU_PLUGIN_INLINE_ADD_U64 };
+
+typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
+typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
+typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
+
+extern void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
+extern size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
+extern struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
+extern uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
+extern void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_udata_cb_t cb,
+                                                   enum qemu_plugin_cb_flags flags, void *userdata);
+extern void qemu_plugin_register_vcpu_insn_exec_inline(struct qemu_plugin_insn *insn, enum qemu_plugin_op op,
+                                                       void *ptr, uint64_t imm);
+extern void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
+
+__attribute__((visibility("default"))) int qemu_plugin_version = 1;
+
+#define MAX_REGIONS 64
+
+static uint64_t executed;       /* every guest instruction, inline-incremented */
+static uint64_t region_begin;
+static int region_open;
+static uint64_t regions[MAX_REGIONS];
+static unsigned region_count;
+static unsigned regions_dropped;
+static uint64_t start_addr, stop_addr;
+static char out_path[4096];
+
+static void on_start(unsigned int vcpu, void *udata)
+{
+    (void)vcpu; (void)udata;
+    region_begin = executed;
+    region_open = 1;
+}
+
+static void on_stop(unsigned int vcpu, void *udata)
+{
+    (void)vcpu; (void)udata;
+    if (!region_open) return;
+    region_open = 0;
+    if (region_count < MAX_REGIONS) regions[region_count++] = executed - region_begin;
+    else regions_dropped++;
+}
+
+static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        uint64_t pc = qemu_plugin_insn_vaddr(insn);
+        /* Whatever order QEMU runs a marker's callback and its inline add in, it is the
+           same every run; the firmware measures an empty region to calibrate it away. */
+        if (pc == start_addr) qemu_plugin_register_vcpu_insn_exec_cb(insn, on_start, QEMU_PLUGIN_CB_NO_REGS, NULL);
+        if (pc == stop_addr) qemu_plugin_register_vcpu_insn_exec_cb(insn, on_stop, QEMU_PLUGIN_CB_NO_REGS, NULL);
+        qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &executed, 1);
+    }
+}
+
+static void write_counts(qemu_plugin_id_t id, void *udata)
+{
+    (void)id; (void)udata;
+    FILE *f = fopen(out_path, "w");
+    if (!f) return;
+    fprintf(f, "total %" PRIu64 "\n", executed);
+    for (unsigned i = 0; i < region_count; i++) fprintf(f, "region %" PRIu64 "\n", regions[i]);
+    if (regions_dropped) fprintf(f, "dropped %u\n", regions_dropped);
+    fclose(f);
+}
+
+static int parse_arg(const char *arg)
+{
+    if (strncmp(arg, "start=", 6) == 0) { start_addr = strtoull(arg + 6, NULL, 0); return 0; }
+    if (strncmp(arg, "stop=", 5) == 0) { stop_addr = strtoull(arg + 5, NULL, 0); return 0; }
+    if (strncmp(arg, "out=", 4) == 0) {
+        size_t len = strlen(arg + 4);
+        if (len == 0 || len >= sizeof out_path) return -1;
+        memcpy(out_path, arg + 4, len + 1);
+        return 0;
+    }
+    return -1;
+}
+
+__attribute__((visibility("default")))
+int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv)
+{
+    (void)info;
+    for (int i = 0; i < argc; i++) {
+        if (parse_arg(argv[i]) != 0) {
+            fprintf(stderr, "edgetune insn_count plugin: bad argument '%s'\n", argv[i]);
+            return -1;
+        }
+    }
+    if (!start_addr || !stop_addr || !out_path[0]) {
+        fprintf(stderr, "edgetune insn_count plugin: start=, stop= and out= are required\n");
+        return -1;
+    }
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+    qemu_plugin_register_atexit_cb(id, write_counts, NULL);
+    return 0;
+}

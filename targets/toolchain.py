@@ -1,0 +1,114 @@
+"""Running compilers and other tools: argument lists only, timeouts, classified failures,
+and a content-addressed cache for objects that do not change between trials."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from edgetune.tuner import Outcome
+
+COMPILE_TIMEOUT_S = 120.0
+
+
+class MeasureError(Exception):
+    """A trial failed; `outcome` says how (compile error, crash, timeout, ...)."""
+
+    def __init__(self, outcome: Outcome, message: str):
+        super().__init__(message)
+        self.outcome = outcome
+        self.message = message
+
+
+class ToolMissing(RuntimeError):
+    """A program a target needs is not installed."""
+
+
+class HarnessError(RuntimeError):
+    """edgetune's own harness failed to build: no trial can run, so the session stops."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A runnable artefact plus what is known about it before it runs."""
+
+    path: Path
+    workdir: Path
+    values: dict = field(default_factory=dict, hash=False)  # e.g. code_bytes
+    info: dict = field(default_factory=dict, hash=False)  # compiler versions, placement
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("EDGETUNE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "edgetune")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def require_program(program: str, hint: str = "run scripts/setup.sh to install the toolchains") -> str:
+    found = shutil.which(program)
+    if not found:
+        raise ToolMissing(f"{program}: not found on PATH ({hint})")
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def tool_version(program: str) -> str:
+    """First line of `program --version` (recorded with every trial)."""
+    try:
+        out = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else "unknown"
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_tool(args: Sequence[str], cwd: Path, outcome: Outcome = Outcome.COMPILE_ERROR,
+             timeout: float = COMPILE_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """Run a build tool; a failure becomes MeasureError(outcome) with the tool's last lines."""
+    try:
+        proc = subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise MeasureError(outcome, f"{args[0]} did not finish within {timeout:.0f} s") from None
+    except FileNotFoundError:
+        raise ToolMissing(f"{args[0]}: not found on PATH (run scripts/setup.sh to install the toolchains)") from None
+    if proc.returncode != 0:
+        raise MeasureError(outcome, f"{Path(args[0]).name} failed (exit {proc.returncode}):\n{_tail(proc.stderr or proc.stdout)}")
+    return proc
+
+
+def cached_object(kind: str, source: Path, args_before_source: Sequence[str], extra_key: str = "") -> Path:
+    """Compile `source` once per distinct (content, flags) and reuse the object afterwards.
+
+    The object is written to a temporary name and renamed, so parallel trials never see
+    a half-written file.
+    """
+    digest = hashlib.sha256()
+    digest.update(source.read_bytes())
+    for part in (*args_before_source, extra_key, tool_version(args_before_source[0])):
+        digest.update(b"\0" + part.encode())
+    for header in sorted(source.parent.glob("*.h")):
+        digest.update(header.read_bytes())
+    target = cache_dir() / "objects" / kind / f"{source.stem}-{digest.hexdigest()[:20]}.o"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        tmp_obj = Path(tmp) / target.name
+        try:
+            run_tool([*args_before_source, "-c", str(source), "-o", str(tmp_obj)], cwd=Path(tmp),
+                     outcome=Outcome.RUNTIME_ERROR)
+        except MeasureError as exc:
+            raise HarnessError(f"{source.name}: the harness does not build: {exc.message}") from None
+        os.replace(tmp_obj, target)
+    return target
