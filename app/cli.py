@@ -1,0 +1,271 @@
+"""The `edgetune` command line. Names become objects here and nowhere else."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from edgetune.codegen import KERNELS, KernelError, get_kernel
+from edgetune.codegen.export import ExportError, export_best
+from edgetune.hal import Target, TargetError
+from edgetune.targets import get_target, target_names
+from edgetune.targets.toolchain import HarnessError, ToolMissing
+from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial, TuningDatabase
+
+from . import __version__
+from .session import TuneRequest, TuneSummary, summarize, tune, workload_of
+
+USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError)
+
+
+class UserError(click.ClickException):
+    """One line on stderr naming what is wrong, exit status 2."""
+
+    exit_code = 2
+
+    def show(self, file=None):
+        click.echo(f"edgetune: error: {self.message}", err=True)
+
+
+def _guard(fn):
+    """Turn edgetune's own input errors into a one-line message and exit status 2."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except USER_ERRORS as exc:
+            raise UserError(str(exc)) from None
+        except ValueError as exc:  # e.g. an unknown strategy name from make_strategy
+            raise UserError(str(exc)) from None
+
+    return wrapper
+
+
+def _open_db(path: str) -> TuningDatabase:
+    return TuningDatabase(Path(path))
+
+
+def _target_json(target: Target, full: bool = False) -> dict:
+    data = {"name": target.name, "description": target.description, "arch": target.arch,
+            "core": {"name": target.core.name, "count": target.core.count, "clock_hz": target.core.clock_hz},
+            "vector_units": [v.name for v in target.vector_units],
+            "runner": target.runner.kind, "measures": target.measures,
+            "compilers": [c.name for c in target.compilers]}
+    if full:
+        data["vector_units"] = [{"name": v.name, "register_bits": v.register_bits, "registers": v.registers,
+                                 "lanes": dict(v.lanes), "int8_macs_per_cycle": v.int8_macs_per_cycle,
+                                 "source": v.source} for v in target.vector_units]
+        data["memory"] = [{"name": m.name, "kind": m.kind, "base": m.base, "size": m.size, "access": m.access,
+                           "source": m.source} for m in target.memory]
+        data["caches"] = [{"level": c.level, "kind": c.kind, "size": c.size, "line": c.line} for c in target.caches]
+        data["power"] = None if target.power is None else {
+            "active_mw": target.power.active_mw, "idle_mw": target.power.idle_mw, "source": target.power.source}
+        data["core"].update(isa=target.core.isa, fpu=target.core.fpu, source=target.core.source)
+        data["file"] = target.source_file
+    return data
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="edgetune")
+def main():
+    """Auto-tune C kernels for embedded and edge targets, and bake the best into C."""
+
+
+# --- targets ----------------------------------------------------------------------------
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_guard
+def targets(ctx, as_json):
+    """List the targets (or `targets show NAME`)."""
+    if ctx.invoked_subcommand:
+        return
+    items = [get_target(name) for name in target_names()]
+    if as_json:
+        click.echo(json.dumps([_target_json(t, full=True) for t in items], indent=2))
+        return
+    for t in items:
+        units = ",".join(v.name for v in t.vector_units) or "-"
+        click.echo(f"{t.name:14} {t.runner.kind:7} {t.core.clock_hz / 1e6:8.0f} MHz  vector: {units:20} {t.description}")
+
+
+@targets.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_guard
+def targets_show(name, as_json):
+    """Everything the HAL knows about one target (a name or a path to a .toml file)."""
+    t = get_target(name)
+    data = _target_json(t, full=True)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(f"{t.name}: {t.description}\n  file: {t.source_file}")
+    click.echo(f"  core: {t.core.name} x{t.core.count}, {t.core.isa}, {t.core.clock_hz / 1e6:.0f} MHz")
+    for v in t.vector_units:
+        lanes = ", ".join(f"{d}x{n}" for d, n in v.lanes)
+        click.echo(f"  vector: {v.name} ({v.register_bits}-bit x{v.registers}; {lanes})")
+    for m in t.memory:
+        click.echo(f"  memory: {m.name:6} {m.kind:5} {m.base:#010x} {m.size // 1024:6} KiB {m.access}")
+    for c in t.caches:
+        click.echo(f"  cache: L{c.level} {c.kind} {c.size // 1024} KiB, {c.line} B lines")
+    if t.power:
+        click.echo(f"  power: {t.power.active_mw} mW active, {t.power.idle_mw} mW idle ({t.power.source})")
+    click.echo(f"  runner: {t.runner.kind} {t.runner.program} {t.runner.machine}".rstrip())
+    click.echo(f"  compilers: {', '.join(c.name + '=' + c.command for c in t.compilers)}")
+
+
+# --- kernels ----------------------------------------------------------------------------
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--target", "target_name", default="cortex-m55", show_default=True,
+              help="Target whose legal parameter values are listed.")
+@_guard
+def kernels(as_json, target_name):
+    """List the kernels and their tunable parameters."""
+    target = get_target(target_name)
+    items = []
+    for kernel in KERNELS.values():
+        space = kernel.space(target, kernel.parse_shape(kernel.example_shape()))
+        items.append({"name": kernel.name, "version": kernel.version, "description": kernel.description,
+                      "shape": list(kernel.shape_keys), "example_shape": kernel.example_shape(),
+                      "parameters": {p.name: {"values": list(p.values), "doc": p.doc} for p in space.params}})
+    if as_json:
+        click.echo(json.dumps(items, indent=2))
+        return
+    for item in items:
+        click.echo(f"{item['name']} (shape {','.join(item['shape'])}): {item['description']}")
+        for name, p in item["parameters"].items():
+            click.echo(f"  {name:10} {', '.join(map(str, p['values']))}")
+
+
+# --- tune / best ---------------------------------------------------------------------------
+def _summary_json(summary: TuneSummary, db_path: str) -> dict:
+    w = summary.workload
+    data = {"kernel": w.kernel, "kernel_version": w.kernel_version, "target": w.target, "shape": w.shape_dict(),
+            "objective": summary.objective, "trials": summary.trials, "new_trials": summary.new_trials,
+            "failed": summary.failed, "failures": summary.failures, "db": str(db_path), "best": None}
+    if summary.best is not None:
+        trial = summary.best.trial
+        data["best"] = {"config": trial.config.as_dict(), **trial.values, "trial_id": summary.best.id,
+                        "created": summary.best.created, "compiler_version": trial.info.get("compiler_version", "")}
+    return data
+
+
+def _print_summary(summary: TuneSummary) -> None:
+    w = summary.workload
+    shape = ",".join(f"{k}={v}" for k, v in w.shape)
+    click.echo(f"{w.kernel} {shape} on {w.target}: {summary.trials} trials stored "
+               f"({summary.new_trials} new), {summary.failed} failed")
+    if summary.failures:
+        click.echo("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())))
+    if summary.best is None:
+        click.echo("  no successful trial yet")
+        return
+    trial = summary.best.trial
+    click.echo(f"  best: {summary.objective}={trial.values[summary.objective]:g}  code_bytes={trial.values.get('code_bytes')}")
+    click.echo(f"        {trial.config.key()}")
+
+
+def _progress_printer(objective: str):
+    best: list[float] = []
+
+    def show(done: int, budget: int, trial: Trial) -> None:
+        value = trial.value(objective)
+        if value is not None and (not best or value < best[0]):
+            best[:] = [value]
+        result = f"{objective}={value:g}" if value is not None else f"FAILED {trial.outcome.value}"
+        best_text = f"best {best[0]:g}" if best else "no success yet"
+        click.echo(f"[{done:>4}/{budget}] {result:28} {best_text:18} {trial.config.key()}", err=True)
+
+    return show
+
+
+_shape_option = click.option("--shape", required=True, help="Workload shape, e.g. m=16,n=16,k=32.")
+_target_option = click.option("--target", "target_name", default="cortex-m55", show_default=True,
+                              help="Target name or path to a target .toml file.")
+_db_option = click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")
+
+
+@main.command("tune")
+@click.argument("kernel_name", metavar="KERNEL")
+@_target_option
+@_shape_option
+@click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
+@click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Trials this workload should have in the database when the run ends.")
+@click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search.")
+@_db_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
+@_guard
+def tune_cmd(kernel_name, target_name, shape, strategy, budget, jobs, seed, db_path, as_json):
+    """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept."""
+    kernel = get_kernel(kernel_name)
+    target = get_target(target_name)
+    shape_dict = kernel.parse_shape(shape)
+    if strategy not in STRATEGIES:
+        raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    db = _open_db(db_path)
+    progress = None if as_json or not sys.stderr.isatty() else _progress_printer(target.measures)
+    summary = tune(TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed), db, progress)
+    if as_json:
+        click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
+    else:
+        _print_summary(summary)
+
+
+@main.command("best")
+@click.argument("kernel_name", metavar="KERNEL")
+@_target_option
+@_shape_option
+@_db_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_guard
+def best_cmd(kernel_name, target_name, shape, db_path, as_json):
+    """The best stored configuration of KERNEL for a shape on a target."""
+    kernel = get_kernel(kernel_name)
+    target = get_target(target_name)
+    shape_dict = kernel.parse_shape(shape)
+    if not Path(db_path).exists():
+        raise UserError(f"{db_path}: no such database (run `edgetune tune` first)")
+    db = _open_db(db_path)
+    summary = summarize(db, workload_of(kernel, target, shape_dict), target.measures)
+    if as_json:
+        click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
+    else:
+        _print_summary(summary)
+    if summary.best is None:
+        sys.exit(1)
+
+
+@main.command("export")
+@_target_option
+@click.option("--out", "out_dir", required=True, help="Folder for the header, sources and manifest.")
+@_db_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_guard
+def export_cmd(target_name, out_dir, db_path, as_json):
+    """Bake the best variant of every tuned workload of a target into C sources."""
+    target = get_target(target_name)
+    if not Path(db_path).exists():
+        raise UserError(f"{db_path}: no such database (run `edgetune tune` first)")
+    db = _open_db(db_path)
+    result = export_best(db, target, Path(out_dir), objective=target.measures)
+    if as_json:
+        click.echo(json.dumps({"header": str(result.header), "sources": [str(s) for s in result.sources],
+                               "manifest": str(result.manifest), "kernels": len(result.entries)}, indent=2))
+    else:
+        for entry in result.entries:
+            click.echo(f"  {entry.function}: {entry.objective}={entry.value:g} ({entry.config_text})")
+        for reason in result.skipped:
+            click.echo(f"  skipped {reason}", err=True)
+        click.echo(f"header: {result.header}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""A tuning session: ask the strategy, render, build, run, check, record — until the budget
+is spent. This is the only place where search (edgetune.tuner), code generation
+(edgetune.codegen) and execution (edgetune.targets) meet.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from edgetune.codegen import CodegenError, Kernel, KernelIO
+from edgetune.hal import Target
+from edgetune.targets import iobuf
+from edgetune.targets.runners import runner_for
+from edgetune.targets.toolchain import MeasureError
+from edgetune.tuner import Config, Outcome, Record, Space, Trial, TuningDatabase, Workload, make_strategy
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    kernel: Kernel
+    target: Target
+    shape: dict
+    strategy: str = "random"
+    budget: int = 20
+    jobs: int = 1
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class TuneSummary:
+    workload: Workload
+    objective: str
+    trials: int  # stored for this workload, this run's and earlier ones
+    new_trials: int  # measured by this run
+    failures: dict = field(default_factory=dict)  # outcome value -> count, over all stored trials
+    best: Record | None = None
+
+    @property
+    def failed(self) -> int:
+        return sum(self.failures.values())
+
+
+def workload_of(kernel: Kernel, target: Target, shape: dict) -> Workload:
+    return Workload(kernel.name, kernel.version, target.name, tuple((k, int(v)) for k, v in shape.items()))
+
+
+def workload_inputs(kernel: Kernel, workload: Workload) -> KernelIO:
+    """The inputs every trial of a workload runs on: fixed by the workload, not the seed,
+    so a resumed or repeated run measures exactly the same thing."""
+    seed = int.from_bytes(hashlib.sha256(workload.key().encode()).digest()[:8], "little")
+    return kernel.make_io(workload.shape_dict(), np.random.default_rng(seed))
+
+
+class Evaluator:
+    """Turns one configuration into one Trial; every fault becomes a failed Trial."""
+
+    def __init__(self, kernel: Kernel, target: Target, shape: dict, space: Space, io: KernelIO,
+                 work_root: Path, keep_failed: bool = False):
+        self.kernel, self.target, self.shape, self.space, self.io = kernel, target, shape, space, io
+        self.runner = runner_for(target)
+        # A device slot (an emulator, the host's timing slot) serves one run at a time;
+        # builds are not limited and overlap with runs.
+        self._slots = threading.Semaphore(self.runner.slots)
+        self.expected = kernel.reference(shape, io)
+        self.work_root = work_root
+        self.keep_failed = keep_failed
+
+    def __call__(self, config: Config) -> Trial:
+        started = time.monotonic()
+        reason = self.space.violation(config)
+        if reason:
+            return Trial(config, Outcome.INVALID, error=reason)
+        workdir = Path(tempfile.mkdtemp(prefix="trial-", dir=self.work_root))
+        info: dict = {}
+        try:
+            rendered = self.kernel.render(self.target, self.shape, config)
+            build = self.runner.build(self.kernel, self.shape, self.io, rendered, workdir)
+            info = dict(build.info)
+            with self._slots:
+                values, raw = self.runner.run(build, self.io)
+            outcome, error = self._check(raw)
+            values = {**values, **build.values}
+            info["seconds"] = round(time.monotonic() - started, 3)
+            return Trial(config, outcome, values=values if outcome is Outcome.OK else {}, error=error, info=info)
+        except CodegenError as exc:
+            return Trial(config, Outcome.CODEGEN_ERROR, error=str(exc), info=info)
+        except MeasureError as exc:
+            return Trial(config, exc.outcome, error=exc.message, info=info)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _check(self, raw: bytes) -> tuple[Outcome, str]:
+        try:
+            outputs = iobuf.unpack_outputs(self.io, raw)
+        except ValueError as exc:
+            return Outcome.WRONG_ANSWER, str(exc)
+        for buf, got, want in zip(self.io.outputs(), outputs, self.expected):
+            if not np.array_equal(got, want):
+                bad = np.argwhere(got != want)
+                first = tuple(int(i) for i in bad[0])
+                return Outcome.WRONG_ANSWER, (f"{buf.name}: {len(bad)} of {want.size} elements differ; first at "
+                                              f"{first}: got {got[first]}, expected {want[first]}")
+        return Outcome.OK, ""
+
+
+ProgressFn = Callable[[int, int, Trial], None]  # (trials stored, budget, the trial just finished)
+
+
+def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None = None) -> TuneSummary:
+    kernel, target, shape = request.kernel, request.target, request.shape
+    workload = workload_of(kernel, target, shape)
+    objective = target.measures
+    space = kernel.space(target, shape)
+    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed))
+    runner_for(target).check_tools()
+
+    done = db.trials(workload)
+    strategy.tell(done)
+    stored = len(done)
+    new = 0
+    with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp:
+        evaluate = Evaluator(kernel, target, shape, space, workload_inputs(kernel, workload), Path(tmp))
+        with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
+            while stored < request.budget:
+                # Batch-synchronous: ask for a batch, measure it in parallel, tell the
+                # strategy in proposal order. Results are stored as each one completes.
+                batch = strategy.ask(min(request.jobs, request.budget - stored))
+                if not batch:
+                    break  # the legal space is exhausted
+                futures = [pool.submit(evaluate, config) for config in batch]
+                for future in as_completed(futures):
+                    trial = future.result()
+                    if db.record(workload, trial, request.strategy, request.seed):
+                        stored += 1
+                        new += 1
+                    if progress:
+                        progress(stored, request.budget, trial)
+                strategy.tell(future.result() for future in futures)
+    return summarize(db, workload, objective, new)
+
+
+def summarize(db: TuningDatabase, workload: Workload, objective: str, new_trials: int = 0) -> TuneSummary:
+    trials = db.trials(workload)
+    failures: dict[str, int] = {}
+    for trial in trials:
+        if trial.outcome.failed:
+            failures[trial.outcome.value] = failures.get(trial.outcome.value, 0) + 1
+    return TuneSummary(workload=workload, objective=objective, trials=len(trials), new_trials=new_trials,
+                       failures=failures, best=db.best(workload, objective))
