@@ -1,0 +1,45 @@
+"""Shared fixtures. Tests that need QEMU and the cross compilers do not skip: the README's
+test command installs them, so their absence is a failure worth seeing."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from edgetune.codegen import get_kernel
+from edgetune.hal import load_target
+from edgetune.targets import get_target, target_file
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    # Compiled harness objects and the QEMU plugin go to a per-session cache, so tests
+    # exercise the first-use build too and never depend on a developer's ~/.cache.
+    os.environ["EDGETUNE_CACHE"] = str(tmp_path_factory.mktemp("edgetune-cache"))
+
+
+@pytest.fixture(scope="session")
+def m55():
+    return get_target("cortex-m55")
+
+
+@pytest.fixture(scope="session")
+def m55_quick():
+    """cortex-m55 with a 3 s run timeout, for tests that provoke hangs."""
+    return load_target(target_file("cortex-m55"), overrides={"runner": {"timeout_s": 3}})
+
+
+@pytest.fixture(scope="session")
+def host():
+    return get_target("host")
+
+
+@pytest.fixture(scope="session")
+def matmul():
+    return get_kernel("matmul_s8")
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

@@ -1,0 +1,194 @@
+"""The SQLite tuning database: round trips, de-duplication, best(), resume, and refusing
+files that are not (or not yet) edgetune databases without touching them."""
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from edgetune.tuner import DatabaseError, Outcome, Space, Trial, TuningDatabase, Workload, choice
+
+SPACE = Space([choice("tile", [1, 2, 4, 8]), choice("compiler", ["gcc", "clang"]), choice("fast", [False, True])])
+W1 = Workload("matmul_s8", 1, "cortex-m55", (("m", 16), ("n", 16), ("k", 32)))
+W2 = Workload("matmul_s8", 1, "host", (("m", 16), ("n", 16), ("k", 32)))
+W3 = Workload("matmul_s8", 2, "cortex-m55", (("m", 4), ("n", 8), ("k", 2)))
+
+
+def cfg(i: int):
+    return SPACE.config_at(i)
+
+
+@pytest.fixture
+def db(tmp_path):
+    database = TuningDatabase(tmp_path / "tune.db")
+    yield database
+    database.close()
+
+
+def test_record_and_read_back(db):
+    trial = Trial(cfg(5), Outcome.OK, values={"instructions": 123456, "time_ns": 1.5},
+                  info={"compiler": "arm-none-eabi-gcc 12.2", "region": "dtcm"})
+    assert db.record(W1, trial, "random", 7) is True
+    [record] = db.records(W1)
+    assert record.trial == trial  # config (with its bool value), outcome, values, error, info
+    assert record.trial.config["fast"] is True and record.trial.config["tile"] == 2
+    assert record.workload == W1
+    assert (record.strategy, record.seed) == ("random", 7)
+    assert db.trials(W1) == [trial]
+    assert db.records(W2) == []
+
+
+def test_failed_trial_keeps_its_error(db):
+    trial = Trial(cfg(0), Outcome.COMPILE_ERROR, error="kernel.c:3: error: expected ';'")
+    db.record(W1, trial, "exhaustive", None)
+    [record] = db.records(W1)
+    assert record.trial == trial and record.trial.outcome is Outcome.COMPILE_ERROR
+    assert record.seed is None
+
+
+def test_same_config_is_stored_once(db):
+    assert db.record(W1, Trial(cfg(1), Outcome.OK, {"instructions": 10}), "random", 0) is True
+    assert db.record(W1, Trial(cfg(1), Outcome.OK, {"instructions": 99}), "random", 0) is False
+    assert db.record(W1, Trial(cfg(1), Outcome.CRASH), "random", 1) is False
+    [record] = db.records(W1)
+    assert record.trial.values == {"instructions": 10}  # the first measurement stays
+    # The same configuration of another workload is a different trial.
+    assert db.record(W2, Trial(cfg(1), Outcome.OK, {"instructions": 10}), "random", 0) is True
+
+
+def test_best_is_the_minimum_over_ok_trials(db):
+    rows = [
+        (0, Outcome.OK, {"instructions": 500}),
+        (1, Outcome.OK, {"instructions": 300}),
+        (2, Outcome.WRONG_ANSWER, {"instructions": 1}),  # fast but wrong: never best
+        (3, Outcome.CRASH, {"instructions": 2}),
+        (4, Outcome.OK, {"time_ns": 5}),  # no value for this objective
+        (5, Outcome.OK, {"instructions": 300}),  # tie: the earlier one wins
+        (6, Outcome.OK, {"instructions": 400}),
+    ]
+    for i, outcome, values in rows:
+        db.record(W1, Trial(cfg(i), outcome, values), "random", 0)
+    best = db.best(W1, "instructions")
+    assert best.trial.config == cfg(1)
+    assert best.trial.value("instructions") == 300
+    assert db.best(W1, "time_ns").trial.config == cfg(4)
+    assert db.best(W1, "energy_uj") is None
+
+
+def test_best_with_only_failed_trials_is_none(db):
+    db.record(W1, Trial(cfg(0), Outcome.TIMEOUT, {"instructions": 1}), "random", 0)
+    db.record(W1, Trial(cfg(1), Outcome.TOO_LARGE), "random", 0)
+    assert db.best(W1, "instructions") is None
+    assert db.best(W2, "instructions") is None  # no trials at all
+
+
+def test_workloads_are_distinct_and_filter_by_target(db):
+    for w in (W1, W2, W1, W3, W2):
+        for i in range(3):
+            db.record(w, Trial(cfg(i), Outcome.OK, {"instructions": i}), "random", 0)
+    assert db.workloads() == [W1, W2, W3]
+    assert db.workloads("cortex-m55") == [W1, W3]
+    assert db.workloads("host") == [W2]
+    assert db.workloads("cortex-a53") == []
+
+
+def test_reopening_keeps_everything(tmp_path):
+    path = tmp_path / "tune.db"
+    first = TuningDatabase(path)
+    trials = [Trial(cfg(i), Outcome.OK if i % 2 else Outcome.CRASH, {"instructions": 100 - i}, info={"i": i})
+              for i in range(6)]
+    for t in trials:
+        first.record(W1, t, "random", 3)
+    first.close()
+
+    again = TuningDatabase(path)
+    try:
+        assert again.trials(W1) == trials
+        assert again.workloads() == [W1]
+        assert again.best(W1, "instructions").trial == trials[5]
+        # A resumed run never records a configuration twice, but can add new ones.
+        assert again.record(W1, trials[0], "random", 3) is False
+        assert again.record(W1, Trial(cfg(7), Outcome.OK, {"instructions": 1}), "random", 3) is True
+        assert len(again.records(W1)) == 7
+    finally:
+        again.close()
+
+
+def test_empty_file_becomes_a_database(tmp_path):
+    path = tmp_path / "empty.db"
+    path.touch()
+    database = TuningDatabase(path)
+    try:
+        assert database.record(W1, Trial(cfg(0), Outcome.OK), "random", 0)
+    finally:
+        database.close()
+
+
+# --- files that must be refused and left alone --------------------------------------------------
+def refuse_untouched(path: Path, *words: str) -> str:
+    """Opening `path` raises DatabaseError naming it (and `words`); its bytes do not change."""
+    before = path.read_bytes()
+    with pytest.raises(DatabaseError) as info:
+        TuningDatabase(path)
+    message = str(info.value)
+    assert str(path) in message
+    for word in words:
+        assert word in message, message
+    assert path.read_bytes() == before, f"{path} was modified by a refused open"
+    return message
+
+
+def test_random_bytes_are_refused(tmp_path):
+    path = tmp_path / "noise.db"
+    path.write_bytes(random.Random(0).randbytes(8192))
+    refuse_untouched(path)
+
+
+def test_text_file_is_refused(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_text("these are my notes, not a database\n" * 50)
+    refuse_untouched(path)
+
+
+def test_foreign_sqlite_file_is_refused_and_not_modified(tmp_path):
+    path = tmp_path / "other-app.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE foo (x INTEGER)")
+    conn.execute("INSERT INTO foo VALUES (42)")
+    conn.commit()
+    conn.close()
+    refuse_untouched(path, "not an edgetune database")
+
+
+def test_sqlite_with_another_applications_meta_is_refused(tmp_path):
+    path = tmp_path / "other-meta.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO meta VALUES ('application', 'someone-else')")
+    conn.commit()
+    conn.close()
+    refuse_untouched(path, "someone-else")
+
+
+def test_newer_schema_version_is_refused(tmp_path):
+    path = tmp_path / "future.db"
+    TuningDatabase(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    refuse_untouched(path, "99")
+
+
+def test_missing_parent_folder(tmp_path):
+    path = tmp_path / "no" / "such" / "tune.db"
+    with pytest.raises(DatabaseError, match="no/such"):
+        TuningDatabase(path)
+    assert not (tmp_path / "no").exists()  # nothing created on the way
+
+
+def test_a_directory_is_refused(tmp_path):
+    with pytest.raises(DatabaseError, match="not a file"):
+        TuningDatabase(tmp_path)
