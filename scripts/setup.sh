@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Set up everything edgetune needs on Debian 12, idempotently:
+#   - system packages: Arm cross compilers (GCC + newlib, Clang/LLD), QEMU, a host C compiler
+#   - edgetune itself, with its test dependencies, in .venv (editable)
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+    gcc-arm-none-eabi libnewlib-arm-none-eabi binutils-arm-none-eabi   # Cortex-M GCC 12 + newlib multilibs
+    clang lld llvm                                                     # Clang 14, the second compiler knob
+    qemu-system-arm                                                    # mps3-an547 (Cortex-M55) and friends
+    gcc libc6-dev                                                      # host builds and the QEMU plugin
+)
+if ! python3 -c "import venv, ensurepip" >/dev/null 2>&1; then
+    packages+=(python3 python3-venv python3-pip)
+fi
+
+missing=()
+for pkg in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}" >&2
+    sudo=()
+    if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e '.[test]'
+echo "setup: ready ($(.venv/bin/edgetune --version))" >&2
