@@ -20,8 +20,9 @@ from edgetune.codegen import CodegenError, Kernel, KernelIO
 from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
-from edgetune.targets.toolchain import MeasureError
-from edgetune.tuner import Config, Outcome, Record, Space, Trial, TuningDatabase, Workload, make_strategy
+from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint
+from edgetune.tuner import (Config, Outcome, Record, Space, SpaceError, Trial, TuningDatabase, Workload,
+                            make_strategy)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class TuneRequest:
     budget: int = 20
     jobs: int = 1
     seed: int = 0
+    initial: tuple[dict, ...] = ()  # configurations to measure first (e.g. an export's old best)
 
 
 @dataclass(frozen=True)
@@ -50,13 +52,14 @@ class TuneSummary:
 
 
 def workload_of(kernel: Kernel, target: Target, shape: dict) -> Workload:
-    return Workload(kernel.name, kernel.version, target.name, tuple((k, int(v)) for k, v in shape.items()))
+    return Workload(kernel.name, kernel.version, target.name, tuple((k, int(v)) for k, v in shape.items()),
+                    toolchain_fingerprint(target))
 
 
 def workload_inputs(kernel: Kernel, workload: Workload) -> KernelIO:
     """The inputs every trial of a workload runs on: fixed by the workload, not the seed,
     so a resumed or repeated run measures exactly the same thing."""
-    seed = int.from_bytes(hashlib.sha256(workload.key().encode()).digest()[:8], "little")
+    seed = int.from_bytes(hashlib.sha256(workload.problem_key().encode()).digest()[:8], "little")
     return kernel.make_io(workload.shape_dict(), np.random.default_rng(seed))
 
 
@@ -127,13 +130,20 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     strategy.tell(done)
     stored = len(done)
     new = 0
+    measured = {trial.config for trial in done}
+    # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
+    # are dropped: the search covers the workload anyway.
+    pending = [config for config in (_as_config(space, values) for values in request.initial)
+               if config is not None and config not in measured]
     with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp:
         evaluate = Evaluator(kernel, target, shape, space, workload_inputs(kernel, workload), Path(tmp))
         with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
             while stored < request.budget:
                 # Batch-synchronous: ask for a batch, measure it in parallel, tell the
                 # strategy in proposal order. Results are stored as each one completes.
-                batch = strategy.ask(min(request.jobs, request.budget - stored))
+                room = min(request.jobs, request.budget - stored)
+                batch, pending = pending[:room], pending[room:]
+                batch = batch or strategy.ask(room)
                 if not batch:
                     break  # the legal space is exhausted
                 futures = [pool.submit(evaluate, config) for config in batch]
@@ -146,6 +156,14 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
                         progress(stored, request.budget, trial)
                 strategy.tell(future.result() for future in futures)
     return summarize(db, workload, objective, new)
+
+
+def _as_config(space: Space, values: dict) -> Config | None:
+    try:
+        config = space.make(values)
+    except SpaceError:
+        return None
+    return config if space.is_legal(config) else None
 
 
 def summarize(db: TuningDatabase, workload: Workload, objective: str, new_trials: int = 0) -> TuneSummary:

@@ -29,6 +29,7 @@ CREATE TABLE trials (
     kernel_version INTEGER NOT NULL,
     target TEXT NOT NULL,
     shape TEXT NOT NULL,
+    toolchain TEXT NOT NULL,
     config_key TEXT NOT NULL,
     config TEXT NOT NULL,
     outcome TEXT NOT NULL,
@@ -50,16 +51,23 @@ class DatabaseError(ValueError):
 
 @dataclass(frozen=True)
 class Workload:
-    """What is being tuned: a kernel template version, a shape, a target."""
+    """What is being tuned: a kernel template version, a shape, a target, and the toolchain
+    that measures it (a fingerprint of compiler and emulator versions: a compiler upgrade
+    starts a new workload, so nothing measured with the old one is reused by mistake)."""
 
     kernel: str
     kernel_version: int
     target: str
     shape: tuple[tuple[str, int], ...]
+    toolchain: str = ""
 
-    def key(self) -> str:
+    def problem_key(self) -> str:
+        """The computation itself, independent of the tools that measure it."""
         shape = ",".join(f"{k}={v}" for k, v in self.shape)
         return f"{self.kernel}@v{self.kernel_version}/{self.target}/{shape}"
+
+    def key(self) -> str:
+        return f"{self.problem_key()}/{self.toolchain}" if self.toolchain else self.problem_key()
 
     def shape_dict(self) -> dict[str, int]:
         return dict(self.shape)
@@ -147,10 +155,11 @@ class TuningDatabase:
         created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         with self._transaction():
             cursor = self._conn.execute(
-                "INSERT OR IGNORE INTO trials (workload, kernel, kernel_version, target, shape, config_key, config,"
-                " outcome, measured, error, info, strategy, seed, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR IGNORE INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
+                " config, outcome, measured, error, info, strategy, seed, created)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (workload.key(), workload.kernel, workload.kernel_version, workload.target,
-                 json.dumps(dict(workload.shape)), trial.config.key(), json.dumps(list(map(list, trial.config.items))),
+                 json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(), json.dumps(list(map(list, trial.config.items))),
                  trial.outcome.value, json.dumps(trial.values, sort_keys=True), trial.error,
                  json.dumps(trial.info, sort_keys=True), strategy, seed, created))
             return cursor.rowcount == 1
@@ -164,13 +173,13 @@ class TuningDatabase:
         return [record.trial for record in self.records(workload)]
 
     def workloads(self, target: str | None = None) -> list[Workload]:
-        query = "SELECT DISTINCT kernel, kernel_version, target, shape FROM trials"
+        query = "SELECT DISTINCT kernel, kernel_version, target, shape, toolchain FROM trials"
         args: tuple = ()
         if target is not None:
             query += " WHERE target = ?"
             args = (target,)
-        workloads = [Workload(kernel, version, tgt, tuple(json.loads(shape).items()))
-                     for kernel, version, tgt, shape in self._conn.execute(query + " ORDER BY id", args)]
+        workloads = [Workload(kernel, version, tgt, tuple(json.loads(shape).items()), toolchain)
+                     for kernel, version, tgt, shape, toolchain in self._conn.execute(query + " ORDER BY id", args)]
         return list(dict.fromkeys(workloads))
 
     def best(self, workload: Workload, objective: str) -> Record | None:
@@ -183,9 +192,9 @@ class TuningDatabase:
         return best
 
     def _record(self, row) -> Record:
-        (rid, _key, kernel, version, target, shape, _config_key, config, outcome, measured, error, info,
+        (rid, _key, kernel, version, target, shape, toolchain, _config_key, config, outcome, measured, error, info,
          strategy, seed, created) = row
-        workload = Workload(kernel, version, target, tuple(json.loads(shape).items()))
+        workload = Workload(kernel, version, target, tuple(json.loads(shape).items()), toolchain)
         trial = Trial(config=Config(tuple((k, v) for k, v in json.loads(config))), outcome=Outcome(outcome),
                       values=json.loads(measured), error=error, info=json.loads(info))
         return Record(rid, workload, trial, strategy, seed, created)
