@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from edgetune.codegen import KERNELS, KernelError, get_kernel
-from edgetune.codegen.export import ExportError, export_best
+from edgetune.codegen.export import ExportError, ManifestError, read_manifest
 from edgetune.hal import Target, TargetError
 from edgetune.targets import get_target, target_names
 from edgetune.targets.toolchain import HarnessError, ToolMissing
@@ -16,8 +16,9 @@ from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial,
 
 from . import __version__
 from .session import TuneRequest, TuneSummary, summarize, tune, workload_of
+from .verify import export_and_measure, verify_export
 
-USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError)
+USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError)
 
 
 class UserError(click.ClickException):
@@ -192,9 +193,11 @@ _db_option = click.option("--db", "db_path", default="edgetune.db", show_default
 
 
 @main.command("tune")
-@click.argument("kernel_name", metavar="KERNEL")
+@click.argument("kernel_name", metavar="KERNEL", required=False)
 @_target_option
-@_shape_option
+@click.option("--shape", help="Workload shape, e.g. m=16,n=16,k=32.")
+@click.option("--from-export", "from_export", metavar="DIR",
+              help="Re-tune every workload of an export, measuring its old best configurations first.")
 @click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
 @click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1),
               help="Trials this workload should have in the database when the run ends.")
@@ -203,20 +206,38 @@ _db_option = click.option("--db", "db_path", default="edgetune.db", show_default
 @_db_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
-def tune_cmd(kernel_name, target_name, shape, strategy, budget, jobs, seed, db_path, as_json):
-    """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept."""
-    kernel = get_kernel(kernel_name)
+def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, db_path, as_json):
+    """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
+
+    With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
+    export, e.g. after a compiler upgrade made `edgetune verify` fail."""
     target = get_target(target_name)
-    shape_dict = kernel.parse_shape(shape)
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    if from_export:
+        if kernel_name or shape:
+            raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL or --shape")
+        manifest = read_manifest(Path(from_export))
+        if manifest["target"] != target.name:
+            raise UserError(f"{from_export}: exported for target {manifest['target']!r}; pass --target {manifest['target']}")
+        requests = [TuneRequest(get_kernel(entry["kernel"]), target,
+                                get_kernel(entry["kernel"]).parse_shape(entry["shape"]), strategy, budget, jobs, seed,
+                                initial=(entry["config"],))
+                    for entry in manifest["kernels"]]
+    else:
+        if not kernel_name or not shape:
+            raise UserError("give KERNEL and --shape (or --from-export DIR)")
+        kernel = get_kernel(kernel_name)
+        requests = [TuneRequest(kernel, target, kernel.parse_shape(shape), strategy, budget, jobs, seed)]
     db = _open_db(db_path)
     progress = None if as_json or not sys.stderr.isatty() else _progress_printer(target.measures)
-    summary = tune(TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed), db, progress)
+    summaries = [tune(request, db, progress) for request in requests]
     if as_json:
-        click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
+        data = [_summary_json(summary, db_path) for summary in summaries]
+        click.echo(json.dumps(data if from_export else data[0], indent=2))
     else:
-        _print_summary(summary)
+        for summary in summaries:
+            _print_summary(summary)
 
 
 @main.command("best")
@@ -255,7 +276,7 @@ def export_cmd(target_name, out_dir, db_path, as_json):
     if not Path(db_path).exists():
         raise UserError(f"{db_path}: no such database (run `edgetune tune` first)")
     db = _open_db(db_path)
-    result = export_best(db, target, Path(out_dir), objective=target.measures)
+    result = export_and_measure(db, target, Path(out_dir))
     if as_json:
         click.echo(json.dumps({"header": str(result.header), "sources": [str(s) for s in result.sources],
                                "manifest": str(result.manifest), "kernels": len(result.entries)}, indent=2))
@@ -265,6 +286,49 @@ def export_cmd(target_name, out_dir, db_path, as_json):
         for reason in result.skipped:
             click.echo(f"  skipped {reason}", err=True)
         click.echo(f"header: {result.header}")
+
+
+@main.command("verify")
+@click.argument("folder", metavar="DIR")
+@_target_option
+@click.option("--db", "db_path", default=None, help="Also say when this database holds a better configuration.")
+@click.option("--tolerance", "tolerance_pct", type=click.FloatRange(min=0), default=None,
+              help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host].")
+@click.option("--seed", type=int, default=None, help="Seed of the fresh random inputs [default: a new one, printed].")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_guard
+def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, as_json):
+    """Check an export in the target's emulator: still correct, still as fast as recorded.
+
+    Exit 0 when every kernel holds, 1 naming each kernel that is wrong or slower, 2 on bad
+    input (a missing, damaged or foreign export)."""
+    target = get_target(target_name)
+    db = None
+    if db_path is not None:
+        if not Path(db_path).exists():
+            raise UserError(f"{db_path}: no such database")
+        db = _open_db(db_path)
+    report = verify_export(Path(folder), target, tolerance_pct=tolerance_pct, seed=seed, db=db)
+    if as_json:
+        click.echo(json.dumps({
+            "folder": str(report.folder), "target": report.target, "ok": report.ok,
+            "tolerance_pct": report.tolerance_pct, "seed": report.seed,
+            "kernels": [{"function": v.function, "kernel": v.kernel, "shape": v.shape, "ok": v.ok,
+                         "objective": v.objective, "recorded": v.recorded, "measured": v.measured,
+                         "problems": list(v.problems), "notes": list(v.notes)} for v in report.verdicts]}, indent=2))
+    else:
+        for v in report.verdicts:
+            status = "ok  " if v.ok else "FAIL"
+            click.echo(f"{status} {v.function}: {v.objective} {v.measured if v.measured is not None else '-'} "
+                       f"(recorded {v.recorded if v.recorded is not None else '-'})")
+            for line in (*v.problems, *v.notes):
+                click.echo(f"       {line}")
+        failed = [v.function for v in report.verdicts if not v.ok]
+        click.echo(f"verify: {len(report.verdicts) - len(failed)} of {len(report.verdicts)} kernels hold "
+                   f"(seed {report.seed}, tolerance {report.tolerance_pct:g}%)"
+                   + (f"; failing: {', '.join(failed)}" if failed else ""))
+    if not report.ok:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
