@@ -16,6 +16,7 @@ from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial,
 
 from . import __version__
 from .session import TuneRequest, TuneSummary, summarize, tune, workload_of
+from .report import write_report
 from .verify import export_and_measure, verify_export
 
 USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError)
@@ -286,6 +287,57 @@ def export_cmd(target_name, out_dir, db_path, as_json):
         for reason in result.skipped:
             click.echo(f"  skipped {reason}", err=True)
         click.echo(f"header: {result.header}")
+
+
+@main.command("report")
+@_db_option
+@click.option("--out", "out_dir", required=True, help="Folder for the PNG plots and index.html.")
+@_guard
+def report_cmd(db_path, out_dir):
+    """Plots (convergence, Pareto front, parameter effects) and one HTML page."""
+    if not Path(db_path).exists():
+        raise UserError(f"{db_path}: no such database")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out_dir}: exists and is not a folder")
+    result = write_report(_open_db(db_path), out)
+    click.echo(f"report: {result.index} ({len(result.images)} plots)")
+
+
+@main.group("db")
+def db_group():
+    """Share tuning results between machines as JSON lines."""
+
+
+@db_group.command("export")
+@_db_option
+@click.option("--out", "out_path", required=True, help="JSON-lines file to write ('-' for stdout).")
+@_guard
+def db_export_cmd(db_path, out_path):
+    """Write every trial of the database as one JSON object per line."""
+    if not Path(db_path).exists():
+        raise UserError(f"{db_path}: no such database")
+    db = _open_db(db_path)
+    if out_path == "-":
+        count = db.export_jsonl(sys.stdout)
+    else:
+        with open(out_path, "w", encoding="utf-8") as out:
+            count = db.export_jsonl(out)
+    click.echo(f"exported {count} trials", err=True)
+
+
+@db_group.command("import")
+@click.argument("in_path", metavar="FILE")
+@_db_option
+@_guard
+def db_import_cmd(in_path, db_path):
+    """Add the trials of a JSON-lines file; ones already stored are skipped."""
+    try:
+        lines = Path(in_path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{in_path}: cannot read ({exc})") from None
+    added, present = _open_db(db_path).import_jsonl(lines, source=in_path)
+    click.echo(f"imported {added} trials ({present} already present)")
 
 
 @main.command("verify")
