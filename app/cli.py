@@ -16,6 +16,7 @@ from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial,
 
 from . import __version__
 from .session import TuneRequest, TuneSummary, summarize, tune, workload_of
+from .progress import ProgressDisplay
 from .report import write_report
 from .verify import export_and_measure, verify_export
 
@@ -173,20 +174,6 @@ def _print_summary(summary: TuneSummary) -> None:
     click.echo(f"        {trial.config.key()}")
 
 
-def _progress_printer(objective: str):
-    best: list[float] = []
-
-    def show(done: int, budget: int, trial: Trial) -> None:
-        value = trial.value(objective)
-        if value is not None and (not best or value < best[0]):
-            best[:] = [value]
-        result = f"{objective}={value:g}" if value is not None else f"FAILED {trial.outcome.value}"
-        best_text = f"best {best[0]:g}" if best else "no success yet"
-        click.echo(f"[{done:>4}/{budget}] {result:28} {best_text:18} {trial.config.key()}", err=True)
-
-    return show
-
-
 _shape_option = click.option("--shape", required=True, help="Workload shape, e.g. m=16,n=16,k=32.")
 _target_option = click.option("--target", "target_name", default="cortex-m55", show_default=True,
                               help="Target name or path to a target .toml file.")
@@ -231,7 +218,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         kernel = get_kernel(kernel_name)
         requests = [TuneRequest(kernel, target, kernel.parse_shape(shape), strategy, budget, jobs, seed)]
     db = _open_db(db_path)
-    progress = None if as_json or not sys.stderr.isatty() else _progress_printer(target.measures)
+    progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(target.measures)
     summaries = [tune(request, db, progress) for request in requests]
     if as_json:
         data = [_summary_json(summary, db_path) for summary in summaries]

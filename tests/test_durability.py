@@ -107,3 +107,20 @@ def test_best_so_far_and_pareto_front():
     assert best_so_far([None, 5.0, 7.0, None, 3.0, 4.0]) == [None, 5.0, 5.0, 5.0, 3.0, 3.0]
     points = [(1, 9, 0), (2, 5, 1), (3, 6, 2), (4, 1, 3), (5, 1, 4)]
     assert [p[2] for p in pareto_front(points)] == [0, 1, 3]
+
+
+def test_progress_line_counts_failures_rate_and_time_left():
+    from edgetune.progress import ProgressDisplay
+    from edgetune.tuner import Config, Outcome, Trial
+
+    now = [100.0]
+    out = io.StringIO()
+    show = ProgressDisplay("instructions", stream=out, clock=lambda: now[0])
+    config = Config((("tile_m", 1),))
+    now[0] += 2.0
+    show(3, 10, Trial(config, Outcome.OK, values={"instructions": 500}))
+    now[0] += 2.0
+    show(4, 10, Trial(config, Outcome.CRASH, error="fault"))
+    last = out.getvalue().rsplit("\r\x1b[K", 1)[1]
+    assert last.startswith("[   4/10] best instructions=500 | crash 1 | 30 trials/min | 12 s left")
+    assert "new best instructions=500" in out.getvalue()
