@@ -127,6 +127,12 @@ class Kernel:
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         raise NotImplementedError
 
+    def mismatches(self, shape: Mapping[str, int], io: KernelIO, index: int, got: np.ndarray,
+                   want: np.ndarray) -> np.ndarray:
+        """Which elements of output `index` are wrong: integer kernels are bit-exact; float
+        kernels override this with their documented tolerance."""
+        return got != want
+
     # --- shared rendering -----------------------------------------------------------------
     def arguments(self, shape: Mapping[str, int]) -> list[str]:
         """The C parameters of every variant: buffer pointers, then int32 scalars."""
