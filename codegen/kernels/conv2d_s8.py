@@ -13,7 +13,7 @@ from ..quant import requantize_per_channel
 from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .convolution import (MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params,
-                          scratch_capacity)
+                          scratch_capacity, stack_budget)
 
 IM2COL_PIXELS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -56,7 +56,7 @@ class Conv2dS8(Kernel):
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         geo = geometry_of(shape)
         npix, cout = geo.oh * geo.ow, shape["cout"]
-        capacity = scratch_capacity(target)
+        capacity, stack = scratch_capacity(target), stack_budget(target)
         vectors = ["c"] + (["mve"] if target.has_vector("mve") else [])
         # Values beyond the first one that covers a dimension only repeat that tile.
         covering_p = min(v for v in IM2COL_PIXELS if v >= min(npix, IM2COL_PIXELS[-1]))
@@ -72,6 +72,8 @@ class Conv2dS8(Kernel):
             Constraint("unroll applies to the plain C path only", lambda c: c["vector"] == "c" or c["unroll"] == 1),
             Constraint(f"static buffers exceed the {capacity} bytes of scratch memory on {target.name}",
                        lambda c: self.scratch_bytes(shape, c) <= capacity),
+            Constraint(f"the fused im2col row tile (tile_p * cout int32) exceeds {stack} bytes of stack on {target.name}",
+                       lambda c: c["algo"] == "direct" or c["fusion"] == "unfused" or c["tile_p"] * cout * 4 <= stack),
         ]
         params = [
             choice("algo", ["direct", "im2col"], "direct loop over taps, or a partial im2col buffer and a matrix product"),
@@ -115,7 +117,10 @@ class Conv2dS8(Kernel):
         return dict(**shape, oh=geo.oh, ow=geo.ow, k=k, npix=npix, algo=config["algo"], ip=ip, tp=tp, toc=toc,
                     unroll=int(config["unroll"]), vector=config["vector"], fusion=config["fusion"],
                     oc_full=oc_full, oc_rem=oc_rem, full_chunks=npix // ip, last_chunk=last_chunk,
-                    last_full=last_full, last_rem=last_rem, scratch_bytes=self.scratch_bytes(shape, config))
+                    last_full=last_full, last_rem=last_rem, scratch_bytes=self.scratch_bytes(shape, config),
+                    # Which requantisation helpers the variant calls (clang rejects unused ones).
+                    scalar_rq=config["vector"] == "c" or (config["algo"] == "direct" and config["fusion"] == "fused"),
+                    vector_rq=config["vector"] == "mve" and (config["algo"] == "im2col" or config["fusion"] == "unfused"))
 
     def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
         """The plain loop nest, for benchmarks: what tuned variants are compared against."""

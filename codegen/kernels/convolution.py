@@ -34,6 +34,13 @@ HARNESS_STATIC_RESERVE = 4096
 HOSTED_SCRATCH_LIMIT = 16 << 20
 
 
+def stack_budget(target: Target) -> int:
+    """Bytes a variant may keep in local arrays: a quarter of the stack the HAL gives the
+    harness (firmware.stack_size), leaving the rest to the harness and the kernel's frames."""
+    fw = target.firmware
+    return HOSTED_SCRATCH_LIMIT // 16 if fw is None else fw.stack_size // 4
+
+
 def scratch_capacity(target: Target) -> int:
     """Bytes a variant may place in static buffers (.bss). On firmware targets .bss shares
     the data region's reserved area with .data and the stack (HAL: firmware.data_reserved,
