@@ -97,6 +97,16 @@ def test_scratch_limit_comes_from_the_hal(conv, m55):
     assert 64 in {c["im2col_pixels"] for c in conv.space(bigger, shape) if c["algo"] == "im2col"}
 
 
+def test_fused_row_tile_must_fit_the_stack(conv, m55):
+    # 4 pixels x 2048 channels x 4 bytes = 32 KiB: more than a quarter of the 16 KiB stack.
+    shape = conv.parse_shape("h=2,w=2,cin=1,cout=2048,kh=1,kw=1,stride=1,pad=0,dilation=1")
+    fused_im2col = [c for c in conv.space(m55, shape) if c["algo"] == "im2col" and c["fusion"] == "fused"]
+    assert fused_im2col == []
+    assert any(c["algo"] == "direct" and c["fusion"] == "fused" for c in conv.space(m55, shape))
+    small = conv.parse_shape("h=2,w=2,cin=1,cout=64,kh=1,kw=1,stride=1,pad=0,dilation=1")
+    assert {c["tile_p"] for c in conv.space(m55, small) if c["algo"] == "im2col" and c["fusion"] == "fused"} == {1, 2, 4}
+
+
 def test_no_mve_variant_on_the_host(conv, host):
     shape = conv.parse_shape(conv.example_shape())
     assert "mve" not in conv.space(host, shape).param("vector").values
