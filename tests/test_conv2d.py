@@ -130,7 +130,10 @@ EDGE_SHAPES = [
     "h=2,w=3,cin=5,cout=3,kh=1,kw=1,stride=1,pad=3,dilation=1",  # pixels that see only padding
 ]
 VARIANTS = [
-    {"algo": "im2col", "vector": "mve", "tile_p": 4, "tile_oc": 2, "im2col_pixels": 8, "fusion": "fused", "compiler": "clang"},
+    {"algo": "im2col", "vector": "mve", "tile_p": 4, "tile_oc": 2, "im2col_pixels": 8, "fusion": "fused", "compiler": "clang",
+     "weight_sums": "precomputed"},
+    {"algo": "im2col", "vector": "mve", "tile_p": 2, "tile_oc": 4, "im2col_pixels": 2, "fusion": "unfused", "compiler": "gcc",
+     "weight_sums": "in_loop"},
     {"algo": "direct", "vector": "mve", "tile_oc": 4, "fusion": "unfused", "compiler": "gcc"},
     {"algo": "im2col", "vector": "c", "tile_p": 2, "tile_oc": 4, "unroll": 4, "im2col_pixels": 4, "fusion": "unfused",
      "compiler": "gcc", "opt": "O3"},

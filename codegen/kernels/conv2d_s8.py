@@ -51,7 +51,8 @@ class Conv2dS8(Kernel):
         k = shape["kh"] * shape["kw"] * shape["cin"]
         col = config["im2col_pixels"] * k if config["algo"] == "im2col" else 0
         acc = geo.oh * geo.ow * shape["cout"] * 4 if config["fusion"] == "unfused" else 0
-        return col + acc
+        sums = shape["cout"] * 4 if config["weight_sums"] == "precomputed" else 0
+        return col + acc + sums
 
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         geo = geometry_of(shape)
@@ -70,6 +71,8 @@ class Conv2dS8(Kernel):
                        lambda c: c["algo"] == "im2col" or c["tile_p"] == 1),
             Constraint("tile_oc larger than cout", lambda c: c["tile_oc"] <= cout or c["tile_oc"] == 1),
             Constraint("unroll applies to the plain C path only", lambda c: c["vector"] == "c" or c["unroll"] == 1),
+            Constraint("weight_sums applies to the MVE im2col path only",
+                       lambda c: c["weight_sums"] == "in_loop" or (c["vector"] == "mve" and c["algo"] == "im2col")),
             Constraint(f"static buffers exceed the {capacity} bytes of scratch memory on {target.name}",
                        lambda c: self.scratch_bytes(shape, c) <= capacity),
             Constraint(f"the fused im2col row tile (tile_p * cout int32) exceeds {stack} bytes of stack on {target.name}",
@@ -82,6 +85,8 @@ class Conv2dS8(Kernel):
             powers_of_two("tile_oc", 1, 4, "output channels computed together (shares input loads)"),
             powers_of_two("unroll", 1, 4, "unroll factor of the reduction loop (plain C)"),
             choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("weight_sums", ["in_loop", "precomputed"], "MVE im2col: zero-point correction from weight sums "
+                                                               "taken in the inner loop, or once per call into .bss"),
             choice("fusion", ["fused", "unfused"], "bias+requantise+clamp in the conv loop, or a second pass over "
                                                    "an int32 intermediate in memory"),
             choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
@@ -116,6 +121,7 @@ class Conv2dS8(Kernel):
         last_full, last_rem = tile_schedule(last_chunk, tp)
         return dict(**shape, oh=geo.oh, ow=geo.ow, k=k, npix=npix, algo=config["algo"], ip=ip, tp=tp, toc=toc,
                     unroll=int(config["unroll"]), vector=config["vector"], fusion=config["fusion"],
+                    precomputed_wsum=config["weight_sums"] == "precomputed",
                     oc_full=oc_full, oc_rem=oc_rem, full_chunks=npix // ip, last_chunk=last_chunk,
                     last_full=last_full, last_rem=last_rem, scratch_bytes=self.scratch_bytes(shape, config),
                     # Which requantisation helpers the variant calls (clang rejects unused ones).

@@ -78,16 +78,6 @@ class Geometry:
                 raise KernelError(f"shape: the kernel spans {span} along {axis} (k{axis}={k}, dilation={self.dilation}), "
                                   f"more than {axis}={size} plus 2*pad={2 * self.pad}")
 
-    def taps(self, oy: int, ox: int):
-        """(ky, kx, iy, ix) of the taps of output pixel (oy, ox) that fall inside the input."""
-        for ky in range(self.kh):
-            iy = oy * self.stride - self.pad + ky * self.dilation
-            if 0 <= iy < self.h:
-                for kx in range(self.kw):
-                    ix = ox * self.stride - self.pad + kx * self.dilation
-                    if 0 <= ix < self.w:
-                        yield ky, kx, iy, ix
-
     def padded_input(self, x: np.ndarray, zero: int) -> np.ndarray:
         """x [h, w, c] surrounded by `pad` rows and columns of the zero point."""
         p = self.pad
