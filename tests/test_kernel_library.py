@@ -92,14 +92,22 @@ def test_exported_convolutions_build_and_match_numpy(m55, host, tmp_path, target
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("name", NEW_KERNELS)
-def test_sampled_variants_compile_warning_free_on_every_compiler(m55, host, tmp_path, name):
+def test_every_variant_family_compiles_warning_free_on_every_compiler(m55, host, tmp_path, name):
+    """A family is one combination of the choice parameters (algo, vector, fusion, ...); each
+    family is compiled, with drawn tile sizes, by every compiler of both targets."""
     kernel = get_kernel(name)
     shape = kernel.parse_shape(SHAPES[name])
+    rng = np.random.default_rng(1)
     for target in (m55, host):
         space = kernel.space(target, shape)
-        picks = np.random.default_rng(1).choice(space.legal_indices(), size=min(3, len(space)), replace=False)
-        for compiler in target.compilers:
-            for index in picks:
-                config = space.make({**space.config_at(int(index)).as_dict(), "compiler": compiler.name})
+        kinds = [p.name for p in space.params
+                 if p.name not in ("compiler", "opt") and all(isinstance(v, str) for v in p.values)]
+        families: dict[tuple, list] = {}
+        for config in space:
+            families.setdefault(tuple(config[k] for k in kinds), []).append(config)
+        for members in families.values():
+            chosen = members[int(rng.integers(len(members)))]
+            for compiler in target.compilers:
+                config = space.make({**chosen.as_dict(), "compiler": compiler.name})
                 result = compile_only(target, kernel.render(target, shape, config), tmp_path)
                 assert result.returncode == 0, f"{target.name} {config.key()}:\n{result.stderr}"
