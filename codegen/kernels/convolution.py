@@ -4,8 +4,9 @@ memory a variant may use, and per-channel quantised inputs.
 Conventions (TFLite / CMSIS-NN int8): activations NHWC with batch 1, asymmetric (a zero
 point per tensor); weights symmetric (zero point 0) with a multiplier and a shift per output
 channel; bias int32 per output channel; the result clamped to [act_min, act_max] (a fused
-ReLU is act_min = out_zero). Padding is symmetric (`pad` rows/columns of the input zero
-point on every side); stride and dilation apply to both spatial axes.
+ReLU is act_min = out_zero). Multipliers lie in [2^30, 2^31) and shifts in [-31, 30], as
+TFLite's per-channel quantisation produces them. Padding is symmetric (`pad` rows/columns of
+the input zero point on every side); stride and dilation apply to both spatial axes.
 """
 from __future__ import annotations
 
