@@ -106,9 +106,10 @@ class Evaluator:
             outputs = iobuf.unpack_outputs(self.io, raw)
         except ValueError as exc:
             return Outcome.WRONG_ANSWER, str(exc)
-        for buf, got, want in zip(self.io.outputs(), outputs, self.expected):
-            if not np.array_equal(got, want):
-                bad = np.argwhere(got != want)
+        for index, (buf, got, want) in enumerate(zip(self.io.outputs(), outputs, self.expected)):
+            wrong = self.kernel.mismatches(self.shape, self.io, index, got, want)
+            if wrong.any():
+                bad = np.argwhere(wrong)
                 first = tuple(int(i) for i in bad[0])
                 return Outcome.WRONG_ANSWER, (f"{buf.name}: {len(bad)} of {want.size} elements differ; first at "
                                               f"{first}: got {got[first]}, expected {want[first]}")

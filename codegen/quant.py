@@ -43,3 +43,14 @@ def requantize(acc: np.ndarray, multiplier: int, shift: int, out_zero: int,
     if right > 0:
         x = rounding_rshift(x, right)
     return np.clip(x + out_zero, lo, hi).astype(np.int8)
+
+
+def requantize_per_channel(acc: np.ndarray, multipliers: np.ndarray, shifts: np.ndarray, out_zero: int,
+                           act_min: int = -128, act_max: int = 127) -> np.ndarray:
+    """int32 accumulators [..., C] -> int8, one multiplier and shift per channel (the last
+    axis), clamped to the activation range [act_min, act_max] (TFLite per-channel scheme)."""
+    acc = np.asarray(acc, dtype=np.int64)
+    out = np.empty(acc.shape, dtype=np.int8)
+    for c in range(acc.shape[-1]):
+        out[..., c] = requantize(acc[..., c], int(multipliers[c]), int(shifts[c]), out_zero, act_min, act_max)
+    return out

@@ -75,6 +75,7 @@ class Kernel:
     shape_keys: tuple[str, ...] = ()
     description: str = ""
     template: str = ""
+    zero_allowed: tuple[str, ...] = ()  # shape keys that may be 0 (e.g. padding); the rest must be >= 1
 
     # --- shapes -------------------------------------------------------------------------
     def parse_shape(self, shape: str | Mapping[str, int]) -> dict[str, int]:
@@ -96,8 +97,9 @@ class Kernel:
         for key in self.shape_keys:
             if key not in items:
                 raise KernelError(f"shape: missing {key!r} for {self.name} (e.g. {self.example_shape()})")
-            if not isinstance(items[key], int) or isinstance(items[key], bool) or items[key] < 1:
-                raise KernelError(f"shape: {key}={items[key]!r} must be a positive integer")
+            least = 0 if key in self.zero_allowed else 1
+            if not isinstance(items[key], int) or isinstance(items[key], bool) or items[key] < least:
+                raise KernelError(f"shape: {key}={items[key]!r} must be {'a non-negative' if least == 0 else 'a positive'} integer")
         shape_dict = {key: items[key] for key in self.shape_keys}
         self.check_shape(shape_dict)
         return shape_dict
@@ -124,6 +126,12 @@ class Kernel:
 
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         raise NotImplementedError
+
+    def mismatches(self, shape: Mapping[str, int], io: KernelIO, index: int, got: np.ndarray,
+                   want: np.ndarray) -> np.ndarray:
+        """Which elements of output `index` are wrong: integer kernels are bit-exact; float
+        kernels override this with their documented tolerance."""
+        return got != want
 
     # --- shared rendering -----------------------------------------------------------------
     def arguments(self, shape: Mapping[str, int]) -> list[str]:

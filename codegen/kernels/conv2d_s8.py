@@ -1,0 +1,137 @@
+"""conv2d_s8: int8 2-D convolution (NHWC, batch 1) with per-output-channel requantisation,
+stride, padding and dilation, in the TFLite / CMSIS-NN int8 scheme (see convolution.py)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from edgetune.hal import Target
+from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
+
+from ..quant import requantize_per_channel
+from ..render import render
+from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
+from .convolution import (MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params,
+                          scratch_capacity, stack_budget)
+
+IM2COL_PIXELS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def tile_schedule(total: int, tile: int) -> tuple[int, int]:
+    """(extent covered by full tiles, size of the remainder tile)."""
+    return total - total % tile, total % tile
+
+
+class Conv2dS8(Kernel):
+    name = "conv2d_s8"
+    version = 1
+    shape_keys = ("h", "w", "cin", "cout", "kh", "kw", "stride", "pad", "dilation")
+    zero_allowed = ("pad",)
+    description = ("int8 NHWC convolution, OHWI weights, per-channel requantisation, stride/pad/dilation, "
+                   "activation clamp; fused or unfused epilogue")
+    template = "conv2d_s8.c.j2"
+
+    def example_shape(self) -> str:
+        return "h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1"
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        geo = geometry_of(shape)
+        geo.check()
+        k = shape["kh"] * shape["kw"] * shape["cin"]
+        if k > MAX_REDUCTION:
+            raise KernelError(f"shape: kh*kw*cin = {k} exceeds {MAX_REDUCTION} (int32 accumulators could overflow)")
+        check_elements(input=shape["h"] * shape["w"] * shape["cin"], weights=shape["cout"] * k,
+                       output=geo.oh * geo.ow * shape["cout"])
+
+    @staticmethod
+    def scratch_bytes(shape: Mapping[str, int], config: Mapping) -> int:
+        """Static memory a configuration needs: the im2col buffer and the unfused intermediate."""
+        geo = geometry_of(shape)
+        k = shape["kh"] * shape["kw"] * shape["cin"]
+        col = config["im2col_pixels"] * k if config["algo"] == "im2col" else 0
+        acc = geo.oh * geo.ow * shape["cout"] * 4 if config["fusion"] == "unfused" else 0
+        sums = shape["cout"] * 4 if config["weight_sums"] == "precomputed" else 0
+        return col + acc + sums
+
+    def space(self, target: Target, shape: Mapping[str, int]) -> Space:
+        geo = geometry_of(shape)
+        npix, cout = geo.oh * geo.ow, shape["cout"]
+        capacity, stack = scratch_capacity(target), stack_budget(target)
+        vectors = ["c"] + (["mve"] if target.has_vector("mve") else [])
+        # Values beyond the first one that covers a dimension only repeat that tile.
+        covering_p = min(v for v in IM2COL_PIXELS if v >= min(npix, IM2COL_PIXELS[-1]))
+        constraints = [
+            Constraint("im2col_pixels applies to algo=im2col only",
+                       lambda c: c["algo"] == "im2col" or c["im2col_pixels"] == IM2COL_PIXELS[0]),
+            Constraint("im2col_pixels larger than needed to cover the output", lambda c: c["im2col_pixels"] <= covering_p),
+            Constraint("im2col_pixels must be a multiple of tile_p",
+                       lambda c: c["algo"] == "direct" or c["im2col_pixels"] % c["tile_p"] == 0),
+            Constraint("tile_p applies to algo=im2col only (direct computes one pixel at a time)",
+                       lambda c: c["algo"] == "im2col" or c["tile_p"] == 1),
+            Constraint("tile_oc larger than cout", lambda c: c["tile_oc"] <= cout or c["tile_oc"] == 1),
+            Constraint("unroll applies to the plain C path only", lambda c: c["vector"] == "c" or c["unroll"] == 1),
+            Constraint("weight_sums applies to the MVE im2col path only",
+                       lambda c: c["weight_sums"] == "in_loop" or (c["vector"] == "mve" and c["algo"] == "im2col")),
+            Constraint(f"static buffers exceed the {capacity} bytes of scratch memory on {target.name}",
+                       lambda c: self.scratch_bytes(shape, c) <= capacity),
+            Constraint(f"the fused im2col row tile (tile_p * cout int32) exceeds {stack} bytes of stack on {target.name}",
+                       lambda c: c["algo"] == "direct" or c["fusion"] == "unfused" or c["tile_p"] * cout * 4 <= stack),
+        ]
+        params = [
+            choice("algo", ["direct", "im2col"], "direct loop over taps, or a partial im2col buffer and a matrix product"),
+            choice("im2col_pixels", IM2COL_PIXELS, "output pixels whose patches the im2col buffer holds"),
+            powers_of_two("tile_p", 1, 4, "output pixels computed together (shares weight loads)"),
+            powers_of_two("tile_oc", 1, 4, "output channels computed together (shares input loads)"),
+            powers_of_two("unroll", 1, 4, "unroll factor of the reduction loop (plain C)"),
+            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("weight_sums", ["in_loop", "precomputed"], "MVE im2col: zero-point correction from weight sums "
+                                                               "taken in the inner loop, or once per call into .bss"),
+            choice("fusion", ["fused", "unfused"], "bias+requantise+clamp in the conv loop, or a second pass over "
+                                                   "an int32 intermediate in memory"),
+            choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
+            choice("opt", OPT_LEVELS, "optimisation level"),
+        ]
+        return Space(params, constraints)
+
+    def make_io(self, shape: Mapping[str, int], rng: np.random.Generator, edge: str = "random") -> KernelIO:
+        geo = geometry_of(shape)
+        cin, cout = shape["cin"], shape["cout"]
+        x = int8_tensor((shape["h"], shape["w"], cin), rng, edge)
+        weights = int8_tensor((cout, shape["kh"], shape["kw"], cin), rng, edge)
+        quant, params = quant_params(cout, rng, edge)
+        return KernelIO(buffers=(Buffer("input", x), Buffer("weights", weights), *quant,
+                                 Buffer("output", np.zeros((geo.oh, geo.ow, cout), dtype=np.int8), is_output=True)),
+                        params=params)
+
+    def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
+        geo = geometry_of(shape)
+        x, w, bias, mult, shift = (buf.data for buf in io.buffers[:5])
+        p = dict(io.params)
+        patches = geo.patches(x.astype(np.int64), p["in_zero"]) - p["in_zero"]  # padding -> 0
+        acc = np.einsum("yxabc,oabc->yxo", patches, w.astype(np.int64)) + bias.astype(np.int64)
+        return [requantize_per_channel(acc, mult, shift, p["out_zero"], p["act_min"], p["act_max"])]
+
+    def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
+        geo = geometry_of(shape)
+        npix, k = geo.oh * geo.ow, shape["kh"] * shape["kw"] * shape["cin"]
+        ip, tp, toc = int(config["im2col_pixels"]), int(config["tile_p"]), int(config["tile_oc"])
+        oc_full, oc_rem = tile_schedule(shape["cout"], toc)
+        last_chunk = npix % ip
+        last_full, last_rem = tile_schedule(last_chunk, tp)
+        return dict(**shape, oh=geo.oh, ow=geo.ow, k=k, npix=npix, algo=config["algo"], ip=ip, tp=tp, toc=toc,
+                    unroll=int(config["unroll"]), vector=config["vector"], fusion=config["fusion"],
+                    precomputed_wsum=config["weight_sums"] == "precomputed",
+                    oc_full=oc_full, oc_rem=oc_rem, full_chunks=npix // ip, last_chunk=last_chunk,
+                    last_full=last_full, last_rem=last_rem, scratch_bytes=self.scratch_bytes(shape, config),
+                    # Which requantisation helpers the variant calls (clang rejects unused ones).
+                    scalar_rq=config["vector"] == "c" or (config["algo"] == "direct" and config["fusion"] == "fused"),
+                    vector_rq=config["vector"] == "mve" and (config["algo"] == "im2col" or config["fusion"] == "unfused"))
+
+    def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
+        """The plain loop nest, for benchmarks: what tuned variants are compared against."""
+        geo = geometry_of(shape)
+        fn = self.function_name(shape)
+        source = render("conv2d_s8_naive.c.j2", dict(fn=fn, prefix=fn, header="kernel.h", oh=geo.oh, ow=geo.ow, **shape))
+        return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
+                              compiler=compiler, cflags=cflags)

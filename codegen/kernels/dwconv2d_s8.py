@@ -1,0 +1,91 @@
+"""dwconv2d_s8: int8 depthwise convolution (channel multiplier 1, NHWC, batch 1) with
+per-channel requantisation, stride, padding and dilation (scheme: see convolution.py)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from edgetune.hal import Target
+from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
+
+from ..quant import requantize_per_channel
+from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO
+from .conv2d_s8 import tile_schedule
+from .convolution import MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params
+
+
+class DwConv2dS8(Kernel):
+    name = "dwconv2d_s8"
+    version = 1
+    shape_keys = ("h", "w", "c", "kh", "kw", "stride", "pad", "dilation")
+    zero_allowed = ("pad",)
+    description = "int8 depthwise NHWC convolution (multiplier 1), per-channel requantisation, 3x3 special case"
+    template = "dwconv2d_s8.c.j2"
+
+    def example_shape(self) -> str:
+        return "h=16,w=16,c=32,kh=3,kw=3,stride=1,pad=1,dilation=1"
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        geo = geometry_of(shape)
+        geo.check()
+        if shape["kh"] * shape["kw"] > MAX_REDUCTION:
+            raise KernelError(f"shape: kh*kw = {shape['kh'] * shape['kw']} exceeds {MAX_REDUCTION} "
+                              "(int32 accumulators could overflow)")
+        check_elements(input=shape["h"] * shape["w"] * shape["c"], output=geo.oh * geo.ow * shape["c"],
+                       weights=shape["kh"] * shape["kw"] * shape["c"])
+
+    def space(self, target: Target, shape: Mapping[str, int]) -> Space:
+        c = shape["c"]
+        vectors = ["c"]
+        constraints = [
+            Constraint("taps=unrolled3x3 needs a 3x3 kernel",
+                       lambda cfg: cfg["taps"] == "loop" or (shape["kh"] == 3 and shape["kw"] == 3)),
+            Constraint("tile_c larger than needed to cover c",
+                       lambda cfg: cfg["tile_c"] <= max(4, 1 << (c - 1).bit_length())),
+        ]
+        if target.has_vector("mve"):
+            vectors.append("mve")
+            unit = target.vector_unit("mve")
+            lanes = unit.lanes_for("int32")
+            # Accumulators plus one input and one weight vector must fit the Q registers.
+            constraints.append(Constraint(
+                f"MVE tile_p * tile_c / {lanes} accumulators + 2 exceed {unit.registers} vector registers",
+                lambda cfg: cfg["vector"] != "mve" or cfg["tile_p"] * cfg["tile_c"] // lanes + 2 <= unit.registers))
+        params = [
+            powers_of_two("tile_c", 4, 16, "channels computed together"),
+            powers_of_two("tile_p", 1, 4, "output pixels computed together (share weight loads)"),
+            choice("taps", ["loop", "unrolled3x3"], "tap loop with bounds checks, or (3x3 only) nine unrolled "
+                                                    "taps without checks inside the input"),
+            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("compiler", [cc.name for cc in target.compilers], "compiler from the target description"),
+            choice("opt", OPT_LEVELS, "optimisation level"),
+        ]
+        return Space(params, constraints)
+
+    def make_io(self, shape: Mapping[str, int], rng: np.random.Generator, edge: str = "random") -> KernelIO:
+        geo = geometry_of(shape)
+        c = shape["c"]
+        x = int8_tensor((shape["h"], shape["w"], c), rng, edge)
+        weights = int8_tensor((shape["kh"], shape["kw"], c), rng, edge)
+        quant, params = quant_params(c, rng, edge)
+        return KernelIO(buffers=(Buffer("input", x), Buffer("weights", weights), *quant,
+                                 Buffer("output", np.zeros((geo.oh, geo.ow, c), dtype=np.int8), is_output=True)),
+                        params=params)
+
+    def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
+        geo = geometry_of(shape)
+        x, w, bias, mult, shift = (buf.data for buf in io.buffers[:5])
+        p = dict(io.params)
+        patches = geo.patches(x.astype(np.int64), p["in_zero"]) - p["in_zero"]  # [oh, ow, kh, kw, c]
+        acc = np.einsum("yxabc,abc->yxc", patches, w.astype(np.int64)) + bias.astype(np.int64)
+        return [requantize_per_channel(acc, mult, shift, p["out_zero"], p["act_min"], p["act_max"])]
+
+    def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
+        geo = geometry_of(shape)
+        npix = geo.oh * geo.ow
+        tc, tp = int(config["tile_c"]), int(config["tile_p"])
+        c_full, c_rem = tile_schedule(shape["c"], tc)
+        p_full, p_rem = tile_schedule(npix, tp)
+        return dict(**shape, oh=geo.oh, ow=geo.ow, npix=npix, tc=tc, tv=tc // 4, tp=tp, vector=config["vector"],
+                    unrolled3x3=config["taps"] == "unrolled3x3", c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)

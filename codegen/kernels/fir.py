@@ -1,0 +1,146 @@
+"""FIR filters on a block of samples, in CMSIS-DSP's state convention: the input holds
+taps-1 history samples (the end of the previous block) followed by `block` new samples, and
+the coefficients are stored time-reversed, so y[n] = sum_k coeffs[k] * x[n + k] for
+n in 0..block-1. The caller keeps the last taps-1 input samples as the next call's history.
+
+fir_q15: Q15 samples and coefficients, products summed exactly in int64, rounded to nearest
+(ties up) at bit 15 and saturated to Q15 -- bit-exact.
+fir_f32: float32; variants sum in different orders (and may fuse multiply-adds), so an
+output is accepted when it is within (taps + 2) * 2^-24 * sum_k |coeffs[k] * x[n + k]| of the
+exact sum: the classic bound for a float32 sum of taps products in any order (Higham,
+"Accuracy and Stability of Numerical Algorithms", 2nd ed., section 4.2), plus the final rounding.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from edgetune.hal import Target
+from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
+
+from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO
+from .conv2d_s8 import tile_schedule
+
+MAX_TAPS = 1 << 16  # int64 sums of up to 2^16 products of 2^30 are exact; keeps buffers sane
+MAX_BLOCK = 1 << 20
+UNIT_ROUNDOFF_F32 = 2.0 ** -24
+
+
+class _Fir(Kernel):
+    shape_keys = ("taps", "block")
+    dtype: type = np.int16
+    vector_tiles: tuple[int, ...] = ()  # block tiles the MVE path offers
+
+    def example_shape(self) -> str:
+        return "taps=32,block=64"
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        if shape["taps"] > MAX_TAPS:
+            raise KernelError(f"shape: taps={shape['taps']} exceeds {MAX_TAPS}")
+        if shape["block"] > MAX_BLOCK:
+            raise KernelError(f"shape: block={shape['block']} exceeds {MAX_BLOCK}")
+
+    def space(self, target: Target, shape: Mapping[str, int]) -> Space:
+        block, taps = shape["block"], shape["taps"]
+        vectors = ["c"] + (["mve"] if target.has_vector("mve") else [])
+        tiles = self.vector_tiles
+        constraints = [
+            Constraint("tile larger than needed to cover the block",
+                       lambda c: c["tile"] <= max(4, 1 << (block - 1).bit_length())),
+            Constraint("unroll larger than taps", lambda c: c["unroll"] <= taps or c["unroll"] == 1),
+            Constraint("plain C tiles go up to 8 outputs", lambda c: c["vector"] != "c" or c["tile"] <= 8),
+            Constraint(f"MVE tiles are {', '.join(map(str, tiles))} outputs",
+                       lambda c: c["vector"] != "mve" or c["tile"] in tiles),
+        ]
+        constraints += self.extra_constraints()
+        params = [
+            powers_of_two("tile", 1, 16, "output samples computed together (share coefficient loads)"),
+            powers_of_two("unroll", 1, 8, "unroll factor over taps"),
+            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
+            choice("opt", OPT_LEVELS, "optimisation level"),
+        ]
+        return Space(params, constraints)
+
+    def extra_constraints(self) -> list[Constraint]:
+        return []
+
+    def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
+        tile = int(config["tile"])
+        n_full, n_rem = tile_schedule(shape["block"], tile)
+        return dict(taps=shape["taps"], block=shape["block"], tile=tile, tv=max(1, tile // 4),
+                    unroll=int(config["unroll"]), vector=config["vector"], n_full=n_full, n_rem=n_rem)
+
+    def _buffers(self, shape: Mapping[str, int], x: np.ndarray, coeffs: np.ndarray) -> KernelIO:
+        return KernelIO(buffers=(Buffer("x", x), Buffer("coeffs", coeffs),
+                                 Buffer("y", np.zeros(shape["block"], dtype=self.dtype), is_output=True)), params=())
+
+    @staticmethod
+    def windows(shape: Mapping[str, int], x: np.ndarray) -> np.ndarray:
+        """[block, taps]: row n is x[n : n + taps]."""
+        return np.lib.stride_tricks.sliding_window_view(x, shape["taps"])[: shape["block"]]
+
+
+class FirQ15(_Fir):
+    name = "fir_q15"
+    version = 1
+    description = "Q15 FIR filter on a block (CMSIS-DSP state convention), int64 accumulation, rounded and saturated"
+    template = "fir_q15.c.j2"
+    dtype = np.int16
+    vector_tiles = (1, 2, 4)  # each output keeps a 64-bit accumulator in a pair of core registers
+
+    def extra_constraints(self) -> list[Constraint]:
+        return [Constraint("unroll applies to the plain C path (MVE takes eight taps per step)",
+                           lambda c: c["vector"] == "c" or c["unroll"] == 1)]
+
+    def make_io(self, shape: Mapping[str, int], rng: np.random.Generator, edge: str = "random") -> KernelIO:
+        n = shape["taps"] + shape["block"] - 1
+        if edge == "extreme":
+            x = rng.choice(np.array([-32768, 32767], dtype=np.int16), size=n)
+            coeffs = rng.choice(np.array([-32768, 32767], dtype=np.int16), size=shape["taps"])
+        else:
+            x = rng.integers(-32768, 32768, size=n, dtype=np.int16)
+            coeffs = (rng.integers(-32768, 32768, size=shape["taps"]) // max(1, shape["taps"] // 4)).astype(np.int16)
+        return self._buffers(shape, x, coeffs)
+
+    def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
+        x, coeffs = (b.data.astype(np.int64) for b in io.buffers[:2])
+        acc = self.windows(shape, x) @ coeffs
+        return [np.clip((acc + (1 << 14)) >> 15, -32768, 32767).astype(np.int16)]
+
+
+class FirF32(_Fir):
+    name = "fir_f32"
+    version = 1
+    description = "float32 FIR filter on a block (CMSIS-DSP state convention), documented tolerance"
+    template = "fir_f32.c.j2"
+    dtype = np.float32
+    vector_tiles = (4, 8, 16)  # four outputs per vector, up to four vectors
+
+    def make_io(self, shape: Mapping[str, int], rng: np.random.Generator, edge: str = "random") -> KernelIO:
+        n = shape["taps"] + shape["block"] - 1
+        if edge == "extreme":
+            # Mixed magnitudes and signs: cancellation is where summation order shows.
+            x = (rng.choice([-1.0, 1.0], size=n) * 10.0 ** rng.integers(-6, 7, size=n)).astype(np.float32)
+            coeffs = (rng.choice([-1.0, 1.0], size=shape["taps"]) * 10.0 ** rng.integers(-3, 4, size=shape["taps"]))
+        else:
+            x = rng.standard_normal(n)
+            coeffs = rng.standard_normal(shape["taps"]) / shape["taps"]
+        return self._buffers(shape, x.astype(np.float32), np.asarray(coeffs).astype(np.float32))
+
+    def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
+        x, coeffs = (b.data.astype(np.float64) for b in io.buffers[:2])
+        return [(self.windows(shape, x) @ coeffs).astype(np.float32)]
+
+    def tolerance(self, shape: Mapping[str, int], io: KernelIO) -> np.ndarray:
+        x, coeffs = (b.data.astype(np.float64) for b in io.buffers[:2])
+        gamma = (shape["taps"] + 2) * UNIT_ROUNDOFF_F32
+        # np.finfo tiny: a sum of tiny products may round to a denormal either way.
+        return gamma * (np.abs(self.windows(shape, x)) @ np.abs(coeffs)) + np.finfo(np.float32).tiny
+
+    def mismatches(self, shape: Mapping[str, int], io: KernelIO, index: int, got: np.ndarray,
+                   want: np.ndarray) -> np.ndarray:
+        x, coeffs = (b.data.astype(np.float64) for b in io.buffers[:2])
+        exact = self.windows(shape, x) @ coeffs
+        return ~(np.abs(got.astype(np.float64) - exact) <= self.tolerance(shape, io))

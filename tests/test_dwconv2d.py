@@ -1,0 +1,107 @@
+"""dwconv2d_s8: the numpy reference against an independent loop model, the space's rules
+(3x3 special case only for 3x3 kernels, MVE tiles that fit the HAL's vector registers),
+and variants run in QEMU and natively, bit-exact, on drawn and edge shapes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgetune.codegen import KernelError, get_kernel
+from edgetune.codegen.quant import requantize
+
+from kernel_runs import assert_ok, run_config
+
+
+@pytest.fixture(scope="module")
+def dw():
+    return get_kernel("dwconv2d_s8")
+
+
+def loop_model(shape, io):
+    x, w, bias, mult, shift = (b.data for b in io.buffers[:5])
+    p = dict(io.params)
+    s, pad, d = shape["stride"], shape["pad"], shape["dilation"]
+    oh = (shape["h"] + 2 * pad - d * (shape["kh"] - 1) - 1) // s + 1
+    ow = (shape["w"] + 2 * pad - d * (shape["kw"] - 1) - 1) // s + 1
+    out = np.zeros((oh, ow, shape["c"]), dtype=np.int8)
+    for oy in range(oh):
+        for ox in range(ow):
+            for c in range(shape["c"]):
+                acc = int(bias[c])
+                for ky in range(shape["kh"]):
+                    for kx in range(shape["kw"]):
+                        iy, ix = oy * s - pad + ky * d, ox * s - pad + kx * d
+                        if 0 <= iy < shape["h"] and 0 <= ix < shape["w"]:
+                            acc += (int(x[iy, ix, c]) - p["in_zero"]) * int(w[ky, kx, c])
+                out[oy, ox, c] = requantize(np.array([acc]), int(mult[c]), int(shift[c]), p["out_zero"],
+                                            p["act_min"], p["act_max"])[0]
+    return out
+
+
+shapes = st.fixed_dictionaries({
+    "h": st.integers(1, 8), "w": st.integers(1, 8), "c": st.integers(1, 21),
+    "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
+    "dilation": st.integers(1, 2),
+}).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
+
+
+@settings(max_examples=40, derandomize=True, deadline=None, database=None)
+@given(shape=shapes, seed=st.integers(0, 2**16), edge=st.sampled_from(["random", "extreme"]))
+def test_reference_matches_the_loop_model(dw, shape, seed, edge):
+    shape = dw.parse_shape(shape)
+    io = dw.make_io(shape, np.random.default_rng(seed), edge=edge)
+    assert np.array_equal(dw.reference(shape, io)[0], loop_model(shape, io))
+
+
+def test_shape_errors_name_the_key(dw):
+    with pytest.raises(KernelError, match="spans 3 along w"):
+        dw.parse_shape("h=4,w=1,c=4,kh=1,kw=3,stride=1,pad=0,dilation=1")
+    with pytest.raises(KernelError, match="missing 'c'"):
+        dw.parse_shape("h=4,w=4,kh=3,kw=3,stride=1,pad=1,dilation=1")
+
+
+def test_space_rules(dw, m55):
+    space_3x3 = dw.space(m55, dw.parse_shape("h=8,w=8,c=16,kh=3,kw=3,stride=1,pad=1,dilation=1"))
+    assert {c["taps"] for c in space_3x3} == {"loop", "unrolled3x3"}
+    space_5x5 = dw.space(m55, dw.parse_shape("h=8,w=8,c=16,kh=5,kw=5,stride=1,pad=2,dilation=1"))
+    assert {c["taps"] for c in space_5x5} == {"loop"}
+    registers = m55.vector_unit("mve").registers
+    assert all(c["tile_p"] * c["tile_c"] // 4 + 2 <= registers for c in space_3x3 if c["vector"] == "mve")
+    assert any(c["tile_p"] * c["tile_c"] // 4 + 2 > registers for c in space_3x3 if c["vector"] == "c")
+
+
+@pytest.mark.qemu
+@settings(max_examples=6, derandomize=True, deadline=None, database=None)
+@given(shape=shapes, seed=st.integers(0, 2**16), pick=st.integers(0, 2**32), edge=st.sampled_from(["random", "extreme"]))
+def test_drawn_variants_are_bit_exact_in_qemu(dw, m55, tmp_path_factory, shape, seed, pick, edge):
+    shape = dw.parse_shape(shape)
+    space = dw.space(m55, shape)
+    legal = space.legal_indices()
+    config = space.config_at(int(legal[pick % len(legal)]))
+    assert_ok(run_config(dw, m55, shape, config.as_dict(), tmp_path_factory.mktemp("dw"), edge=edge, seed=seed))
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("shape_text", [
+    "h=1,w=1,c=1,kh=1,kw=1,stride=1,pad=0,dilation=1",
+    "h=9,w=7,c=13,kh=3,kw=3,stride=2,pad=2,dilation=1",   # 3x3, odd channels, stride 2, pad > 1
+    "h=8,w=9,c=5,kh=3,kw=3,stride=1,pad=1,dilation=2",    # 3x3 dilated: interior and border tiles
+])
+def test_edge_shapes(dw, m55, tmp_path, shape_text):
+    shape = dw.parse_shape(shape_text)
+    variants = [{"vector": "mve", "tile_c": 8, "tile_p": 2, "taps": "unrolled3x3", "compiler": "clang"},
+                {"vector": "mve", "tile_c": 4, "tile_p": 4, "compiler": "gcc", "opt": "O3"},
+                {"vector": "c", "tile_c": 16, "tile_p": 2, "taps": "unrolled3x3", "compiler": "gcc"}]
+    space = dw.space(m55, shape)
+    for index, variant in enumerate(variants):
+        wanted = {k: v for k, v in variant.items() if any(c[k] == v for c in space)}
+        assert_ok(run_config(dw, m55, shape, wanted, tmp_path, edge=("extreme" if index % 2 else "random"), seed=index))
+
+
+def test_host_variants_are_bit_exact(dw, host, tmp_path):
+    shape = dw.parse_shape("h=7,w=6,c=11,kh=3,kw=3,stride=1,pad=2,dilation=1")
+    for variant in ({"tile_c": 8, "tile_p": 4, "taps": "unrolled3x3", "compiler": "gcc", "opt": "O3"},
+                    {"tile_c": 4, "tile_p": 1, "taps": "loop", "compiler": "clang", "opt": "O2"}):
+        assert_ok(run_config(dw, host, shape, variant, tmp_path, edge="extreme", seed=5))

@@ -1,0 +1,99 @@
+"""fir_q15 and fir_f32: references against a loop model with Python numbers, the float
+tolerance (accepts reordered sums, rejects a wrong answer), and variants in QEMU and natively
+on drawn and edge shapes (1 tap, a 1-sample block, taps and blocks that tiles do not divide)."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgetune.codegen import KernelError, get_kernel
+
+from kernel_runs import assert_ok, run_config
+
+shapes = st.fixed_dictionaries({"taps": st.integers(1, 40), "block": st.integers(1, 40)})
+
+
+@pytest.fixture(scope="module")
+def q15():
+    return get_kernel("fir_q15")
+
+
+@pytest.fixture(scope="module")
+def f32():
+    return get_kernel("fir_f32")
+
+
+@settings(max_examples=40, derandomize=True, deadline=None, database=None)
+@given(shape=shapes, seed=st.integers(0, 2**16), edge=st.sampled_from(["random", "extreme"]))
+def test_q15_reference_matches_the_loop_model(q15, shape, seed, edge):
+    io = q15.make_io(shape, np.random.default_rng(seed), edge=edge)
+    x, c = (b.data.tolist() for b in io.buffers[:2])
+    want = []
+    for n in range(shape["block"]):
+        acc = sum(c[k] * x[n + k] for k in range(shape["taps"]))
+        want.append(min(max((acc + 16384) // 2**15, -32768), 32767))  # floor division == arithmetic shift
+    assert q15.reference(shape, io)[0].tolist() == want
+
+
+@settings(max_examples=20, derandomize=True, deadline=None, database=None)
+@given(shape=shapes, seed=st.integers(0, 2**16), edge=st.sampled_from(["random", "extreme"]))
+def test_f32_tolerance_accepts_any_summation_order_and_rejects_errors(f32, shape, seed, edge):
+    io = f32.make_io(shape, np.random.default_rng(seed), edge=edge)
+    x, c = (b.data for b in io.buffers[:2])
+    want = f32.reference(shape, io)[0]
+    forward = np.zeros(shape["block"], dtype=np.float32)
+    backward = np.zeros(shape["block"], dtype=np.float32)
+    for k in range(shape["taps"]):  # float32 sums in two orders, rounding at every step
+        forward = (forward + c[k] * x[k:k + shape["block"]]).astype(np.float32)
+        j = shape["taps"] - 1 - k
+        backward = (backward + c[j] * x[j:j + shape["block"]]).astype(np.float32)
+    assert not f32.mismatches(shape, io, 0, forward, want).any()
+    assert not f32.mismatches(shape, io, 0, backward, want).any()
+    exact = [float(sum(Fraction(float(c[k])) * Fraction(float(x[n + k])) for k in range(shape["taps"])))
+             for n in range(shape["block"])]
+    wrong = np.array(exact, dtype=np.float32)
+    n = seed % shape["block"]
+    wrong[n] = np.float32(exact[n] + 4 * max(f32.tolerance(shape, io)[n], 1e-30) + abs(exact[n]) * 1e-3)
+    assert f32.mismatches(shape, io, 0, wrong, want)[n]
+
+
+def test_shape_limits(q15):
+    with pytest.raises(KernelError, match="taps=70000 exceeds"):
+        q15.parse_shape("taps=70000,block=4")
+    with pytest.raises(KernelError, match="block=0 must be a positive"):
+        q15.parse_shape("taps=4,block=0")
+
+
+@pytest.mark.qemu
+@settings(max_examples=4, derandomize=True, deadline=None, database=None)
+@given(shape=shapes, seed=st.integers(0, 2**16), pick=st.integers(0, 2**32), edge=st.sampled_from(["random", "extreme"]),
+       name=st.sampled_from(["fir_q15", "fir_f32"]))
+def test_drawn_variants_are_correct_in_qemu(m55, tmp_path_factory, shape, seed, pick, edge, name):
+    kernel = get_kernel(name)
+    space = kernel.space(m55, shape)
+    legal = space.legal_indices()
+    config = space.config_at(int(legal[pick % len(legal)]))
+    assert_ok(run_config(kernel, m55, shape, config.as_dict(), tmp_path_factory.mktemp("fir"), edge=edge, seed=seed))
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("name", ["fir_q15", "fir_f32"])
+@pytest.mark.parametrize("shape", [{"taps": 1, "block": 1}, {"taps": 13, "block": 21}])
+def test_edge_shapes_mve_and_c(m55, tmp_path, name, shape):
+    kernel = get_kernel(name)
+    space = kernel.space(m55, shape)
+    for index, variant in enumerate(({"vector": "mve", "tile": 4, "compiler": "clang", "opt": "O3"},
+                                     {"vector": "c", "tile": 8, "unroll": 4, "compiler": "gcc", "opt": "O2"})):
+        wanted = {k: v for k, v in variant.items() if any(c[k] == v for c in space)}
+        assert_ok(run_config(kernel, m55, shape, wanted, tmp_path, edge=("extreme" if index else "random"), seed=index))
+
+
+def test_host_variants(tmp_path, host):
+    for name in ("fir_q15", "fir_f32"):
+        kernel = get_kernel(name)
+        assert_ok(run_config(kernel, host, {"taps": 9, "block": 30}, {"tile": 4, "unroll": 2, "compiler": "gcc"},
+                             tmp_path, edge="extreme", seed=2))
