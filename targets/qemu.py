@@ -1,4 +1,4 @@
-"""Build firmware images for emulated Cortex-M boards and run them in QEMU.
+"""Build firmware images for emulated Cortex-M and Cortex-A machines and run them in QEMU.
 
 Measurement: an instruction-count TCG plugin (targets/qemu/insn_count.c, built on first
 use) counts the guest instructions between two marker functions of the harness. QEMU's
@@ -50,14 +50,25 @@ def plugin_path() -> Path:
 
 
 def _linker_script(target: Target) -> str:
+    """The link layout of the target's start-up family (firmware/templates/<family>.ld.j2)."""
     fw = target.firmware
-    return render("cortex_m.ld.j2", directory=TEMPLATES_DIR, variables=dict(
-        target_name=target.name, code=target.region(fw.code_region), data=target.region(fw.data_region),
-        data_reserved=fw.data_reserved, stack_size=fw.stack_size))
+    code, data = target.region(fw.code_region), target.region(fw.data_region)
+    return render(f"{fw.startup}.ld.j2", directory=TEMPLATES_DIR, variables=dict(
+        target_name=target.name, code=code, data=data, code_size=fw.code_size or code.size,
+        data_base=fw.data_base(data), data_reserved=fw.data_reserved, stack_size=fw.stack_size))
+
+
+def _startup_source(family: str) -> Path:
+    """startup_<family>.c or .S in firmware/common (the loader admits known families only)."""
+    for suffix in (".c", ".S"):
+        path = COMMON_DIR / f"startup_{family}{suffix}"
+        if path.exists():
+            return path
+    raise FileNotFoundError(f"no start-up source for family {family!r} in {COMMON_DIR}")
 
 
 class QemuRunner(Builder):
-    """Cortex-M boards in qemu-system-arm (one QEMU process per run)."""
+    """Emulated boards in qemu-system-arm / qemu-system-aarch64 (one QEMU process per run)."""
 
     # Counts do not depend on host load, so every core can run an emulator at once.
     slots = max(1, os.cpu_count() or 1)
@@ -83,7 +94,7 @@ class QemuRunner(Builder):
         (workdir / "glue.c").write_text(glue_text)
         (workdir / "link.ld").write_text(_linker_script(target))
         harness_cc = [fw.linker, *fw.ldflags, *HARNESS_CFLAGS, "-I", str(COMMON_DIR)]
-        harness = [cached_object(target.name, COMMON_DIR / f"startup_{fw.startup}.c", harness_cc),
+        harness = [cached_object(target.name, _startup_source(fw.startup), harness_cc),
                    cached_object(target.name, COMMON_DIR / "semihost.c", harness_cc),
                    cached_object(target.name, COMMON_DIR / "harness_semihost.c",
                                  [*harness_cc, f"-DET_IO_BASE={io_base:#x}"], extra_key=f"io={io_base:#x}")]
@@ -95,7 +106,7 @@ class QemuRunner(Builder):
             raise MeasureError(Outcome.TOO_LARGE, f"kernel needs {kernel_bytes} bytes; {code_region.name} holds {code_region.size}")
         try:
             run_tool([fw.linker, *fw.ldflags, "-nostartfiles", "-T", "link.ld", *map(str, objects), "glue.o",
-                      *map(str, harness), "-Wl,--gc-sections", "-lc", "-lgcc", "-o", "image.elf"], cwd=workdir)
+                      *map(str, harness), "-Wl,--gc-sections", *fw.libs, "-o", "image.elf"], cwd=workdir)
         except MeasureError as exc:
             if kernel_bytes + sum(elf.alloc_bytes(o) for o in harness) > code_region.size:
                 raise MeasureError(Outcome.TOO_LARGE, exc.message) from None
