@@ -12,6 +12,7 @@ import hashlib
 import os
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from edgetune.codegen import KernelIO, render
@@ -19,7 +20,7 @@ from edgetune.firmware import COMMON_DIR, TEMPLATES_DIR
 from edgetune.hal import Target
 from edgetune.tuner import Outcome
 
-from . import elf, iobuf
+from . import elf, iobuf, mix
 from .build import Builder
 from .toolchain import (BuildResult, MeasureError, cache_dir, cached_object, require_program, run_tool,
                         tool_version)
@@ -132,7 +133,7 @@ class QemuRunner(Builder):
                 "-semihosting-config", "enable=on,target=native",
                 "-kernel", "image.elf",
                 "-device", f"loader,file=in.bin,addr={target.io_address(region.name):#x},force-raw=on",
-                "-plugin", f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt"]
+                "-plugin", f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt,pcs={int(target.cost is not None)}"]
         timeout = timeout_s or target.runner.timeout_s
         try:
             proc = subprocess.run(args, cwd=workdir, capture_output=True, text=True, timeout=timeout)
@@ -146,14 +147,50 @@ class QemuRunner(Builder):
             what = {EXIT_BAD_IO: "the harness rejected the I/O block",
                     EXIT_OUTPUT_FAILED: "the harness could not write its output"}.get(proc.returncode, "QEMU failed")
             raise MeasureError(Outcome.RUNTIME_ERROR, f"{what} (exit {proc.returncode}) {proc.stderr.strip()[-300:]}")
-        regions = _read_counts(workdir / "counts.txt")
-        if len(regions) != 2:
-            raise MeasureError(Outcome.RUNTIME_ERROR, f"expected 2 counted regions, the plugin saw {len(regions)}")
+        counts = _read_counts(workdir / "counts.txt")
+        if len(counts.regions) != 2:
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"expected 2 counted regions, the plugin saw {len(counts.regions)}")
         raw = (workdir / "out.bin").read_bytes() if (workdir / "out.bin").exists() else b""
-        return {"instructions": regions[1] - regions[0]}, raw
+        values = {"instructions": counts.regions[1] - counts.regions[0]}
+        if target.cost is not None:
+            values.update(self.estimate(build, counts.kernel_pcs()))
+        return values, raw
+
+    def estimate(self, build: BuildResult, per_pc: dict[int, int]) -> dict:
+        """Estimated cycles and energy of the kernel from its per-PC counts (HAL cost model)."""
+        cost = self.target.cost
+        listing = mix.disassemble(cost, build.path, build.workdir)
+        classes, unlisted = mix.instruction_mix(per_pc, listing, a64=elf.is_aarch64(build.path))
+        if unlisted:
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"{unlisted} executed instructions are not in the disassembly")
+        estimate = cost.estimate(classes, self.target.core.clock_hz)
+        return {"cycles": round(estimate.cycles, 1), "energy_uj": round(estimate.energy_uj, 6),
+                "power_mw": round(estimate.power_mw, 4), "mix": classes}
 
 
-def _read_counts(path: Path) -> list[int]:
+@dataclass(frozen=True)
+class PluginCounts:
+    regions: tuple[int, ...]
+    pcs: tuple[dict[int, int], ...]  # per region: PC -> executions (pcs=1 only)
+
+    def kernel_pcs(self) -> dict[int, int]:
+        """Per-PC counts of the kernel: the second region minus the empty first one."""
+        if len(self.pcs) < 2:
+            raise MeasureError(Outcome.RUNTIME_ERROR, "the plugin wrote no per-PC counts")
+        empty, full = self.pcs[0], self.pcs[1]
+        return {pc: n - empty.get(pc, 0) for pc, n in full.items() if n - empty.get(pc, 0) > 0}
+
+
+def _read_counts(path: Path) -> PluginCounts:
     if not path.exists():
         raise MeasureError(Outcome.RUNTIME_ERROR, "the instruction-count plugin wrote no counts")
-    return [int(line.split()[1]) for line in path.read_text().splitlines() if line.startswith("region ")]
+    regions, pcs = [], {}
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if fields[0] == "region":
+            regions.append(int(fields[1]))
+        elif fields[0] == "pc":
+            pcs.setdefault(int(fields[1]), {})[int(fields[2], 16)] = int(fields[3])
+        elif fields[0] == "pcs_dropped":
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"the plugin ran out of per-PC counters ({fields[1]} dropped)")
+    return PluginCounts(tuple(regions), tuple(pcs.get(i, {}) for i in range(len(regions))))
