@@ -12,10 +12,10 @@ from edgetune.codegen.export import ExportError, export_best
 from edgetune.hal import Target, TargetError
 from edgetune.targets import get_target, target_names
 from edgetune.targets.toolchain import HarnessError, ToolMissing
-from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial, TuningDatabase
+from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial, TuningDatabase, parse_bound
 
 from . import __version__
-from .session import TuneRequest, TuneSummary, summarize, tune, workload_of
+from .session import TuneRequest, TuneSummary, choose_objective, summarize, tune, workload_of
 
 USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError)
 
@@ -147,7 +147,8 @@ def kernels(as_json, target_name):
 def _summary_json(summary: TuneSummary, db_path: str) -> dict:
     w = summary.workload
     data = {"kernel": w.kernel, "kernel_version": w.kernel_version, "target": w.target, "shape": w.shape_dict(),
-            "objective": summary.objective, "trials": summary.trials, "new_trials": summary.new_trials,
+            "objective": summary.objective, "constraints": [b.text() for b in summary.bounds],
+            "infeasible": summary.infeasible, "trials": summary.trials, "new_trials": summary.new_trials,
             "failed": summary.failed, "failures": summary.failures, "db": str(db_path), "best": None}
     if summary.best is not None:
         trial = summary.best.trial
@@ -163,11 +164,15 @@ def _print_summary(summary: TuneSummary) -> None:
                f"({summary.new_trials} new), {summary.failed} failed")
     if summary.failures:
         click.echo("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())))
+    if summary.bounds:
+        click.echo(f"  constraints: {', '.join(b.text() for b in summary.bounds)} ({summary.infeasible} trials break them)")
     if summary.best is None:
         click.echo("  no successful trial yet")
         return
     trial = summary.best.trial
-    click.echo(f"  best: {summary.objective}={trial.values[summary.objective]:g}  code_bytes={trial.values.get('code_bytes')}")
+    shown = [name for name in ("instructions", "cycles", "energy_uj", "time_ns", "code_bytes") if name in trial.values]
+    click.echo(f"  best: {summary.objective}={trial.values[summary.objective]:g}  "
+               + "  ".join(f"{name}={trial.values[name]:g}" for name in shown if name != summary.objective))
     click.echo(f"        {trial.config.key()}")
 
 
@@ -189,6 +194,10 @@ _shape_option = click.option("--shape", required=True, help="Workload shape, e.g
 _target_option = click.option("--target", "target_name", default="cortex-m55", show_default=True,
                               help="Target name or path to a target .toml file.")
 _db_option = click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")
+_objective_option = click.option("--objective", default="", help="Measured value to minimise (default: instructions "
+                                 "on QEMU targets, time_ns on the host; also cycles, energy_uj, code_bytes, ...).")
+_constraint_option = click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE",
+                                  help="Bound on another measured value, e.g. energy_uj<=2.5 (repeatable).")
 
 
 @main.command("tune")
@@ -200,19 +209,23 @@ _db_option = click.option("--db", "db_path", default="edgetune.db", show_default
               help="Trials this workload should have in the database when the run ends.")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search.")
+@_objective_option
+@_constraint_option
 @_db_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
-def tune_cmd(kernel_name, target_name, shape, strategy, budget, jobs, seed, db_path, as_json):
+def tune_cmd(kernel_name, target_name, shape, strategy, budget, jobs, seed, objective, constraints, db_path, as_json):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept."""
     kernel = get_kernel(kernel_name)
     target = get_target(target_name)
     shape_dict = kernel.parse_shape(shape)
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    bounds = tuple(parse_bound(text) for text in constraints)
+    objective = choose_objective(target, objective, bounds)
     db = _open_db(db_path)
-    progress = None if as_json or not sys.stderr.isatty() else _progress_printer(target.measures)
-    summary = tune(TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed), db, progress)
+    progress = None if as_json or not sys.stderr.isatty() else _progress_printer(objective)
+    summary = tune(TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds), db, progress)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
     else:
@@ -223,18 +236,22 @@ def tune_cmd(kernel_name, target_name, shape, strategy, budget, jobs, seed, db_p
 @click.argument("kernel_name", metavar="KERNEL")
 @_target_option
 @_shape_option
+@_objective_option
+@_constraint_option
 @_db_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_guard
-def best_cmd(kernel_name, target_name, shape, db_path, as_json):
+def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, as_json):
     """The best stored configuration of KERNEL for a shape on a target."""
     kernel = get_kernel(kernel_name)
     target = get_target(target_name)
     shape_dict = kernel.parse_shape(shape)
+    bounds = tuple(parse_bound(text) for text in constraints)
+    objective = choose_objective(target, objective, bounds)
     if not Path(db_path).exists():
         raise UserError(f"{db_path}: no such database (run `edgetune tune` first)")
     db = _open_db(db_path)
-    summary = summarize(db, workload_of(kernel, target, shape_dict), target.measures)
+    summary = summarize(db, workload_of(kernel, target, shape_dict), objective, bounds=bounds)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
     else:

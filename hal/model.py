@@ -175,3 +175,9 @@ class Target:
     def measures(self) -> str:
         """The unit a run on this target reports."""
         return "instructions" if self.runner.kind == "qemu" else "time_ns"
+
+    @property
+    def measured_values(self) -> tuple[str, ...]:
+        """Every value a successful trial on this target records (objectives to choose from)."""
+        estimates = ("cycles", "energy_uj", "power_mw") if self.runner.kind == "qemu" and self.cost else ()
+        return (self.measures, *estimates, "code_bytes", "ram_bytes")
