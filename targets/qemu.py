@@ -153,16 +153,25 @@ class QemuRunner(Builder):
         raw = (workdir / "out.bin").read_bytes() if (workdir / "out.bin").exists() else b""
         values = {"instructions": counts.regions[1] - counts.regions[0]}
         if target.cost is not None:
-            values.update(self.estimate(build, counts.kernel_pcs()))
+            values.update(self.estimate(build, counts))
         return values, raw
 
-    def estimate(self, build: BuildResult, per_pc: dict[int, int]) -> dict:
-        """Estimated cycles and energy of the kernel from its per-PC counts (HAL cost model)."""
+    def estimate(self, build: BuildResult, counts: "PluginCounts") -> dict:
+        """Estimated cycles and energy of the kernel (HAL cost model) from its instruction
+        mix: the mix of the measured region minus that of the empty calibration region, so
+        it sums to exactly the instruction count reported."""
         cost = self.target.cost
+        if len(counts.pcs) < 2:
+            raise MeasureError(Outcome.RUNTIME_ERROR, "the plugin wrote no per-PC counts")
         listing = mix.disassemble(cost, build.path, build.workdir)
-        classes, unlisted = mix.instruction_mix(per_pc, listing, a64=elf.is_aarch64(build.path))
-        if unlisted:
+        a64 = elf.is_aarch64(build.path)
+        (empty, empty_unlisted), (full, unlisted) = (mix.instruction_mix(pcs, listing, a64) for pcs in counts.pcs[:2])
+        if unlisted or empty_unlisted:
             raise MeasureError(Outcome.RUNTIME_ERROR, f"{unlisted} executed instructions are not in the disassembly")
+        classes = {name: full.get(name, 0) - empty.get(name, 0) for name in full}
+        classes = {name: n for name, n in classes.items() if n}
+        if any(n < 0 for n in classes.values()):
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"inconsistent per-PC counts: {classes}")
         estimate = cost.estimate(classes, self.target.core.clock_hz)
         return {"cycles": round(estimate.cycles, 1), "energy_uj": round(estimate.energy_uj, 6),
                 "power_mw": round(estimate.power_mw, 4), "mix": classes}
@@ -171,14 +180,7 @@ class QemuRunner(Builder):
 @dataclass(frozen=True)
 class PluginCounts:
     regions: tuple[int, ...]
-    pcs: tuple[dict[int, int], ...]  # per region: PC -> executions (pcs=1 only)
-
-    def kernel_pcs(self) -> dict[int, int]:
-        """Per-PC counts of the kernel: the second region minus the empty first one."""
-        if len(self.pcs) < 2:
-            raise MeasureError(Outcome.RUNTIME_ERROR, "the plugin wrote no per-PC counts")
-        empty, full = self.pcs[0], self.pcs[1]
-        return {pc: n - empty.get(pc, 0) for pc, n in full.items() if n - empty.get(pc, 0) > 0}
+    pcs: tuple[dict[int, int], ...]  # per region: PC -> executions inside it (pcs=1 only)
 
 
 def _read_counts(path: Path) -> PluginCounts:
