@@ -64,6 +64,11 @@ def _target_json(target: Target, full: bool = False) -> dict:
         data["caches"] = [{"level": c.level, "kind": c.kind, "size": c.size, "line": c.line} for c in target.caches]
         data["power"] = None if target.power is None else {
             "active_mw": target.power.active_mw, "idle_mw": target.power.idle_mw, "source": target.power.source}
+        data["cost"] = None if target.cost is None else {
+            "source": target.cost.source, "static_mw": target.cost.static_mw, "issue_width": target.cost.issue_width,
+            "overlapping_units": list(target.cost.overlapping_units),
+            "classes": {name: {"cycles": c.cycles, "unit": c.unit, "energy_pj": c.energy_pj} for name, c in target.cost.classes}}
+        data["measured_values"] = list(target.measured_values)
         data["core"].update(isa=target.core.isa, fpu=target.core.fpu, source=target.core.source)
         data["file"] = target.source_file
     return data
