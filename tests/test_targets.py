@@ -52,6 +52,9 @@ def test_edge_shape_is_bit_exact_with_every_measured_value(matmul, tmp_path, nam
     assert sum(trial.values["mix"].values()) == trial.values["instructions"]
     estimate = target.cost.estimate(trial.values["mix"], target.core.clock_hz)
     assert trial.values["cycles"] == pytest.approx(estimate.cycles, abs=0.1)
+    # The per-class energies are tied to the target's power envelope: a busy kernel draws
+    # more than idle and at most 1.5x the active figure.
+    assert target.power.idle_mw < trial.values["power_mw"] <= 1.5 * target.power.active_mw
 
 
 @pytest.mark.parametrize("name", NEW_TARGETS)
