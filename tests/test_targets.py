@@ -162,3 +162,24 @@ def test_bad_objective_or_constraint_is_one_line_naming_it(tmp_path, extra, culp
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and culprit in lines[0], result.output
     assert not (tmp_path / "t.db").exists()  # refused before anything was opened
+
+
+@pytest.mark.parametrize("name", ["cortex-a53", "cortex-m4"])
+def test_export_builds_for_the_target_and_matches_numpy(matmul, tmp_path, name):
+    from edgetune.codegen.export import export_best
+    from edgetune.session import TuneRequest, tune
+    from edgetune.targets import iobuf
+    from edgetune.tuner import TuningDatabase
+
+    target = get_target(name)
+    db = TuningDatabase(tmp_path / "t.db")
+    shape = matmul.parse_shape("m=5,n=13,k=7")
+    tune(TuneRequest(matmul, target, shape, "random", 3, 2, 1), db)
+    result = export_best(db, target, tmp_path / "export", objective="instructions")
+    io = matmul.make_io(shape, np.random.default_rng(99), edge="extreme")  # inputs never seen while tuning
+    workdir = tmp_path / "build"
+    workdir.mkdir()
+    runner = runner_for(target)
+    values, raw = runner.run(runner.build_export(matmul, shape, io, result.folder, workdir), io)
+    assert np.array_equal(iobuf.unpack_outputs(io, raw)[0], matmul.reference(shape, io)[0])
+    assert values["instructions"] > 0
