@@ -161,17 +161,17 @@ class QemuRunner(Builder):
         mix: the mix of the measured region minus that of the empty calibration region, so
         it sums to exactly the instruction count reported."""
         cost = self.target.cost
-        if len(counts.pcs) < 2:
-            raise MeasureError(Outcome.RUNTIME_ERROR, "the plugin wrote no per-PC counts")
         listing = mix.disassemble(cost, build.path, build.workdir)
         a64 = elf.is_aarch64(build.path)
         (empty, empty_unlisted), (full, unlisted) = (mix.instruction_mix(pcs, listing, a64) for pcs in counts.pcs[:2])
         if unlisted or empty_unlisted:
-            raise MeasureError(Outcome.RUNTIME_ERROR, f"{unlisted} executed instructions are not in the disassembly")
+            raise MeasureError(Outcome.RUNTIME_ERROR,
+                               f"{unlisted + empty_unlisted} executed instructions are not in the disassembly")
         classes = {name: full.get(name, 0) - empty.get(name, 0) for name in full}
         classes = {name: n for name, n in classes.items() if n}
-        if any(n < 0 for n in classes.values()):
-            raise MeasureError(Outcome.RUNTIME_ERROR, f"inconsistent per-PC counts: {classes}")
+        instructions = counts.regions[1] - counts.regions[0]
+        if any(n < 0 for n in classes.values()) or sum(classes.values()) != instructions:
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"per-PC counts {classes} do not add up to {instructions} instructions")
         estimate = cost.estimate(classes, self.target.core.clock_hz)
         return {"cycles": round(estimate.cycles, 1), "energy_uj": round(estimate.energy_uj, 6),
                 "power_mw": round(estimate.power_mw, 4), "mix": classes}
@@ -189,6 +189,8 @@ def _read_counts(path: Path) -> PluginCounts:
     regions, pcs = [], {}
     for line in path.read_text().splitlines():
         fields = line.split()
+        if not fields:
+            continue
         if fields[0] == "region":
             regions.append(int(fields[1]))
         elif fields[0] == "pc":
