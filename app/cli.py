@@ -120,7 +120,11 @@ def targets_show(name, as_json):
         click.echo(f"  cache: L{c.level} {c.kind} {c.size // 1024} KiB, {c.line} B lines")
     if t.power:
         click.echo(f"  power: {t.power.active_mw} mW active, {t.power.idle_mw} mW idle ({t.power.source})")
-    click.echo(f"  runner: {t.runner.kind} {t.runner.program} {t.runner.machine}".rstrip())
+    if t.cost:
+        units = f"; overlapping units {', '.join(t.cost.overlapping_units)}" if t.cost.overlapping_units else ""
+        click.echo(f"  cost model: issue width {t.cost.issue_width:g}{units}; static {t.cost.static_mw:g} mW ({t.cost.source})")
+    cpu = f" -cpu {t.runner.cpu}" if t.runner.cpu else ""
+    click.echo(f"  runner: {t.runner.kind} {t.runner.program} {t.runner.machine}{cpu}".rstrip())
     click.echo(f"  compilers: {', '.join(c.name + '=' + c.command for c in t.compilers)}")
 
 

@@ -78,12 +78,28 @@ def test_one_image_counts_the_same_on_both_machines(matmul, tmp_path, built_for,
     assert first["cycles"] != second["cycles"]
 
 
-def test_a53_counts_repeat_and_grow_with_the_work(matmul, tmp_path):
+def test_a53_counts_and_estimates_repeat_and_grow_with_the_work(matmul, tmp_path):
     a53 = get_target("cortex-a53")
-    small = [evaluate(matmul, a53, "m=4,n=8,k=16", CONFIG, tmp_path).values["instructions"] for _ in range(2)]
-    large = evaluate(matmul, a53, "m=8,n=8,k=16", CONFIG, tmp_path).values["instructions"]
-    assert small[0] == small[1]
-    assert large > small[0]
+    small = [evaluate(matmul, a53, "m=4,n=8,k=16", CONFIG, tmp_path).values for _ in range(2)]
+    large = evaluate(matmul, a53, "m=8,n=8,k=16", CONFIG, tmp_path).values
+    assert small[0] == small[1]  # instructions, mix, cycles and energy alike
+    for value in ("instructions", "cycles", "energy_uj"):
+        assert large[value] > small[0][value]
+
+
+def test_targets_json_lists_six_targets_with_memory_vector_units_and_power():
+    result = CliRunner().invoke(main, ["targets", "--json"])
+    assert result.exit_code == 0, result.output
+    targets = {t["name"]: t for t in json.loads(result.output)}
+    assert set(targets) == {"cortex-m4", "cortex-m7", "cortex-m55", "cortex-a53", "cortex-a72", "host"}
+    for name in NEW_TARGETS + ["cortex-m55"]:
+        t = targets[name]
+        assert t["memory"] and t["power"]["active_mw"] > t["power"]["idle_mw"] and t["cost"]["source"]
+        assert "cycles" in t["measured_values"] and "energy_uj" in t["measured_values"]
+    assert [v["name"] for v in targets["cortex-a53"]["vector_units"]] == ["neon"]
+    assert [v["name"] for v in targets["cortex-a72"]["vector_units"]] == ["neon"]
+    assert targets["cortex-m4"]["vector_units"] == [] and targets["cortex-m7"]["vector_units"] == []
+    assert targets["cortex-m4"]["core"]["clock_hz"] == 25_000_000
 
 
 @pytest.mark.parametrize("fault, outcome", [("trap", Outcome.CRASH), ("hang", Outcome.TIMEOUT),
