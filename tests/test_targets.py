@@ -199,3 +199,48 @@ def test_export_builds_for_the_target_and_matches_numpy(matmul, tmp_path, name):
     values, raw = runner.run(runner.build_export(matmul, shape, io, result.folder, workdir), io)
     assert np.array_equal(iobuf.unpack_outputs(io, raw)[0], matmul.reference(shape, io)[0])
     assert values["instructions"] > 0
+
+
+LIBC_BODY = """
+#include <stdint.h>
+#include "kernel.h"
+void *memset(void *dest, int byte, unsigned long n);
+void *memcpy(void *dest, const void *src, unsigned long n);
+void *memmove(void *dest, const void *src, unsigned long n);
+{decl}
+{{
+    (void)b; (void)bias; (void)a_zero; (void)b_zero; (void)c_zero; (void)multiplier; (void)shift;
+    volatile unsigned long fill = 37, copy = 27, move = 20; /* runtime sizes: real calls */
+    memset(c, 0x5a, fill);
+    memcpy(c + 37, a + 3, copy);
+    memmove(c + 1, c + 30, move);   /* forward: source above destination */
+    memmove(c + 45, c + 40, move - 4); /* backward: overlapping, destination above source */
+}}
+"""
+
+
+class LibcCalls(FaultyMatmul):
+    """Calls the A64 start-up's memset/memcpy/memmove with odd sizes and overlaps."""
+
+    def __init__(self):
+        super().__init__("zeros", always=True)
+
+    def render(self, target, shape, config, **kwargs):
+        from edgetune.codegen.kernels.base import RenderedKernel
+        fn = self.function_name(shape)
+        decl = self.declaration(shape, fn=fn)
+        return RenderedKernel(LIBC_BODY.format(decl=decl), fn, decl, str(config["compiler"]), (f"-{config['opt']}",))
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+def test_a64_memset_memcpy_memmove_behave_like_the_c_library(tmp_path, compiler):
+    a53, kernel = get_target("cortex-a53"), LibcCalls()
+    build, io = build_once(kernel, a53, "m=8,n=8,k=8", {**CONFIG, "compiler": compiler}, tmp_path)
+    _, raw = runner_for(a53).run(build, io)
+    a = io.buffers[0].data.view(np.uint8).ravel()
+    want = np.zeros(64, dtype=np.uint8)
+    want[:37] = 0x5A
+    want[37:64] = a[3:30]
+    want[1:21] = want[30:50].copy()
+    want[45:61] = want[40:56].copy()
+    assert np.array_equal(np.frombuffer(raw, dtype=np.uint8), want)
