@@ -18,7 +18,7 @@ from typing import Mapping
 from edgetune.hal import INSTRUCTION_CLASSES, CostModel
 from edgetune.tuner import Outcome
 
-from .toolchain import MeasureError, run_tool
+from .toolchain import run_tool
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,13 @@ import pytest
 from click.testing import CliRunner
 
 from edgetune.cli import main
+from edgetune.codegen.export import export_best
+from edgetune.codegen.kernels.base import RenderedKernel
 from edgetune.hal import load_target
-from edgetune.session import Evaluator
-from edgetune.targets import get_target, target_file
+from edgetune.session import Evaluator, TuneRequest, tune
+from edgetune.targets import get_target, iobuf, target_file
 from edgetune.targets.runners import runner_for
-from edgetune.tuner import Outcome
+from edgetune.tuner import Outcome, TuningDatabase
 
 from faulty import FaultyMatmul
 
@@ -143,8 +145,9 @@ def test_objective_and_constraint_pick_the_best_feasible_trial(tmp_path):
     args = ["--target", "cortex-m4", "--shape", "m=8,n=8,k=16", "--db", db, "--json"]
     result = CliRunner().invoke(main, ["tune", "matmul_s8", *args, "--budget", "6", "--seed", "5"])
     assert result.exit_code == 0, result.output
-    from edgetune.tuner import TuningDatabase
-    trials = [t for t in TuningDatabase(db).trials(_workload(db)) if not t.outcome.failed]
+    stored = TuningDatabase(db)
+    (workload,) = stored.workloads()
+    trials = [t for t in stored.trials(workload) if not t.outcome.failed]
     sizes = sorted(t.values["code_bytes"] for t in trials)
     limit = sizes[len(sizes) // 2]  # about half the trials are within the bound
     feasible = [t for t in trials if t.values["code_bytes"] <= limit]
@@ -156,12 +159,6 @@ def test_objective_and_constraint_pick_the_best_feasible_trial(tmp_path):
     assert data["infeasible"] == len(trials) - len(feasible)
     assert data["best"]["energy_uj"] == min(t.values["energy_uj"] for t in feasible)
     assert data["best"]["code_bytes"] <= limit
-
-
-def _workload(db_path):
-    from edgetune.tuner import TuningDatabase
-    (workload,) = TuningDatabase(db_path).workloads()
-    return workload
 
 
 @pytest.mark.parametrize("extra, culprit", [
@@ -182,11 +179,6 @@ def test_bad_objective_or_constraint_is_one_line_naming_it(tmp_path, extra, culp
 
 @pytest.mark.parametrize("name", ["cortex-a53", "cortex-m4"])
 def test_export_builds_for_the_target_and_matches_numpy(matmul, tmp_path, name):
-    from edgetune.codegen.export import export_best
-    from edgetune.session import TuneRequest, tune
-    from edgetune.targets import iobuf
-    from edgetune.tuner import TuningDatabase
-
     target = get_target(name)
     db = TuningDatabase(tmp_path / "t.db")
     shape = matmul.parse_shape("m=5,n=13,k=7")
@@ -226,7 +218,6 @@ class LibcCalls(FaultyMatmul):
         super().__init__("zeros", always=True)
 
     def render(self, target, shape, config, **kwargs):
-        from edgetune.codegen.kernels.base import RenderedKernel
         fn = self.function_name(shape)
         decl = self.declaration(shape, fn=fn)
         return RenderedKernel(LIBC_BODY.format(decl=decl), fn, decl, str(config["compiler"]), (f"-{config['opt']}",))
