@@ -8,7 +8,12 @@ dynamic energy it costs. From the mix of a run (instructions executed per class)
     cycles   = sum of busy(u) over units that do not overlap
              + max( max busy(u) over overlapping units,
                     instructions on overlapping units / issue_width )
+             + sum over memory regions r of accesses(r) * wait_states(r)
     energy   = static_mw * cycles / clock  +  sum over classes of count(c) * energy_pj(c)
+             + sum over memory regions r of accesses(r) * access_pj(r)
+
+accesses(r) counts the load and store instructions whose data lives in region r; a class's
+own cost assumes a zero-wait TCM or an L1 hit, and a region adds its stalls on top.
 
 An in-order single-issue core (Cortex-M4) lists no overlapping units: every cycle adds up.
 The Cortex-M55 overlaps its vector load/store and vector compute beats; superscalar cores
@@ -19,7 +24,7 @@ throughput bound: it knows no dependency latencies, cache misses or wait states 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping, Protocol
 
 # The instruction classes a mix is reported in; every cost model prices all of them.
 INSTRUCTION_CLASSES = (
@@ -38,6 +43,13 @@ INSTRUCTION_CLASSES = (
     "vec_load",      # vector loads
     "vec_store",     # vector stores
 )
+
+
+class PricedRegion(Protocol):
+    """What the model needs of a memory region (edgetune.hal.model.MemoryRegion)."""
+
+    wait_states: float
+    access_pj: float
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,8 @@ class CostModel:
                 return cost
         raise KeyError(f"cost model has no instruction class {name!r}")
 
-    def estimate(self, mix: Mapping[str, int], clock_hz: int) -> Estimate:
+    def estimate(self, mix: Mapping[str, int], clock_hz: int,
+                 accesses: Iterable[tuple[PricedRegion, int]] = ()) -> Estimate:
         unknown = set(mix) - set(INSTRUCTION_CLASSES)
         if unknown:
             raise KeyError(f"unknown instruction classes in mix: {', '.join(sorted(unknown))}")
@@ -87,6 +100,9 @@ class CostModel:
         serial = sum(cycles for unit, cycles in busy.items() if unit not in self.overlapping_units)
         parallel = max([cycles for unit, cycles in busy.items() if unit in self.overlapping_units], default=0.0)
         cycles = serial + max(parallel, overlapped_instructions / self.issue_width)
+        for region, count in accesses:
+            cycles += count * region.wait_states
+            dynamic_pj += count * region.access_pj
         seconds = cycles / clock_hz
         energy_uj = self.static_mw * 1e-3 * seconds * 1e6 + dynamic_pj * 1e-6
         power_mw = energy_uj * 1e-3 / seconds if seconds > 0 else 0.0

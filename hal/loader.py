@@ -216,11 +216,13 @@ def target_from_data(data: dict, file: str) -> Target:
 
     memory = []
     for t in top.tables("memory", required=False):
-        t.reject_unknown({"name", "kind", "base", "size", "access", "source"})
+        t.reject_unknown({"name", "kind", "base", "size", "access", "source", "wait_states", "access_pj"})
         memory.append(MemoryRegion(name=t.get("name", str, check=_name), kind=t.get("kind", str, check=_one_of(MEMORY_KINDS)),
                                    base=t.get("base", int, check=_non_negative), size=t.get("size", int, check=_positive),
                                    access=t.get("access", str, check=_one_of({"rx", "rw", "rwx"})),
-                                   source=t.get("source", str, default="")))
+                                   source=t.get("source", str, default=""),
+                                   wait_states=float(t.get("wait_states", (int, float), check=_non_negative, default=0)),
+                                   access_pj=float(t.get("access_pj", (int, float), check=_non_negative, default=0))))
     _unique(top, "memory", [m.name for m in memory])
     _no_overlap(top, memory)
 

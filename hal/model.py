@@ -19,6 +19,10 @@ class MemoryRegion:
     size: int
     access: str  # "rx", "rw", "rwx"
     source: str = ""
+    # Cost of a load or store instruction whose data lives here, on top of its class's cost
+    # (which assumes a zero-wait TCM or an L1 hit): stall cycles and extra energy.
+    wait_states: float = 0.0
+    access_pj: float = 0.0
 
     @property
     def end(self) -> int:

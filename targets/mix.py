@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
-from edgetune.hal import INSTRUCTION_CLASSES, CostModel
+from edgetune.hal import INSTRUCTION_CLASSES, CostModel, MemoryRegion
 from edgetune.tuner import Outcome
 
 from .toolchain import run_tool
@@ -156,3 +156,27 @@ def instruction_mix(per_pc: Mapping[int, int], listing: Mapping[int, Instruction
         else:
             mix[kind] += count
     return {k: v for k, v in mix.items() if v}, unlisted
+
+
+MEMORY_CLASSES = ("load", "store", "vec_load", "vec_store")
+UNMAPPED = "unmapped"
+
+
+def memory_accesses(per_pc: Mapping[int, int], listing: Mapping[int, Instruction], addresses: Mapping[int, int],
+                    a64: bool, regions: Iterable[MemoryRegion]) -> dict[str, int]:
+    """Load and store instructions executed, by the memory region of their data.
+
+    The plugin reports the last data address each PC touched; a load or store is charged to
+    the region holding it (a PC whose accesses span two regions is charged to the last one).
+    Addresses in no described region count as `unmapped` and cost nothing extra."""
+    classify = classify_a64 if a64 else classify_thumb
+    regions = tuple(regions)
+    counts: dict[str, int] = {}
+    for pc, count in per_pc.items():
+        insn = listing.get(pc)
+        if insn is None or classify(insn) not in MEMORY_CLASSES or pc not in addresses:
+            continue
+        address = addresses[pc]
+        name = next((r.name for r in regions if r.base <= address < r.end), UNMAPPED)
+        counts[name] = counts.get(name, 0) + count
+    return counts

@@ -133,7 +133,7 @@ class QemuRunner(Builder):
                 "-semihosting-config", "enable=on,target=native",
                 "-kernel", "image.elf",
                 "-device", f"loader,file=in.bin,addr={target.io_address(region.name):#x},force-raw=on",
-                "-plugin", f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt,pcs={int(target.cost is not None)}"]
+                "-plugin", f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt,pcs={int(target.cost is not None)},mem={int(target.cost is not None)}"]
         timeout = timeout_s or target.runner.timeout_s
         try:
             proc = subprocess.run(args, cwd=workdir, capture_output=True, text=True, timeout=timeout)
@@ -172,21 +172,27 @@ class QemuRunner(Builder):
         instructions = counts.regions[1] - counts.regions[0]
         if any(n < 0 for n in classes.values()) or sum(classes.values()) != instructions:
             raise MeasureError(Outcome.RUNTIME_ERROR, f"per-PC counts {classes} do not add up to {instructions} instructions")
-        estimate = cost.estimate(classes, self.target.core.clock_hz)
+        empty_access, full_access = (mix.memory_accesses(pcs, listing, counts.addresses, a64, self.target.memory)
+                                     for pcs in counts.pcs[:2])
+        accesses = {name: full_access.get(name, 0) - empty_access.get(name, 0) for name in full_access}
+        accesses = {name: n for name, n in accesses.items() if n}
+        priced = [(self.target.region(name), n) for name, n in accesses.items() if name != mix.UNMAPPED]
+        estimate = cost.estimate(classes, self.target.core.clock_hz, priced)
         return {"cycles": round(estimate.cycles, 1), "energy_uj": round(estimate.energy_uj, 6),
-                "power_mw": round(estimate.power_mw, 4), "mix": classes}
+                "power_mw": round(estimate.power_mw, 4), "mix": classes, "accesses": accesses}
 
 
 @dataclass(frozen=True)
 class PluginCounts:
     regions: tuple[int, ...]
     pcs: tuple[dict[int, int], ...]  # per region: PC -> executions inside it (pcs=1 only)
+    addresses: dict  # PC -> the last data address it accessed (mem=1 only)
 
 
 def _read_counts(path: Path) -> PluginCounts:
     if not path.exists():
         raise MeasureError(Outcome.RUNTIME_ERROR, "the instruction-count plugin wrote no counts")
-    regions, pcs = [], {}
+    regions, pcs, addresses = [], {}, {}
     for line in path.read_text().splitlines():
         fields = line.split()
         if not fields:
@@ -195,6 +201,8 @@ def _read_counts(path: Path) -> PluginCounts:
             regions.append(int(fields[1]))
         elif fields[0] == "pc":
             pcs.setdefault(int(fields[1]), {})[int(fields[2], 16)] = int(fields[3])
+        elif fields[0] == "addr":
+            addresses[int(fields[1], 16)] = int(fields[2], 16)
         elif fields[0] == "pcs_dropped":
             raise MeasureError(Outcome.RUNTIME_ERROR, f"the plugin ran out of per-PC counters ({fields[1]} dropped)")
-    return PluginCounts(tuple(regions), tuple(pcs.get(i, {}) for i in range(len(regions))))
+    return PluginCounts(tuple(regions), tuple(pcs.get(i, {}) for i in range(len(regions))), addresses)

@@ -48,6 +48,17 @@ def test_issue_width_bounds_overlapping_units():
     assert m.estimate({"alu": 2, "load": 10}, 1).cycles == 10
 
 
+def test_accesses_to_slow_regions_add_stalls_and_energy():
+    from edgetune.hal import MemoryRegion
+    slow = MemoryRegion("psram", "dram", 0x2100_0000, 1 << 20, "rw", wait_states=3, access_pj=40)
+    fast = MemoryRegion("sram", "sram", 0x2000_0000, 1 << 20, "rw")
+    m = model()
+    base = m.estimate({"load": 100}, 1_000_000)
+    est = m.estimate({"load": 100}, 1_000_000, [(slow, 60), (fast, 40)])
+    assert est.cycles == base.cycles + 60 * 3
+    assert est.energy_uj == pytest.approx(base.energy_uj + 60 * 40e-6)
+
+
 def test_unknown_class_in_a_mix_is_refused():
     with pytest.raises(KeyError, match="teleport"):
         model().estimate({"teleport": 1}, 1)
@@ -163,6 +174,11 @@ def test_overlapping_unit_that_no_class_uses(tmp_path):
 def test_negative_cycles_are_refused(tmp_path):
     text = M4_TEXT.replace("mul = { cycles = 1,", "mul = { cycles = -1,")
     assert "cost.classes.mul.cycles: must not be negative" in load_error(tmp_path, text)
+
+
+def test_negative_wait_states_are_refused(tmp_path):
+    text = M4_TEXT.replace("wait_states = 3 ", "wait_states = -3 ")
+    assert "memory[2].wait_states: must not be negative" in load_error(tmp_path, text)
 
 
 def test_unknown_startup_family(tmp_path):

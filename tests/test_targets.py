@@ -235,3 +235,22 @@ def test_a64_memset_memcpy_memmove_behave_like_the_c_library(tmp_path, compiler)
     want[1:21] = want[30:50].copy()
     want[45:61] = want[40:56].copy()
     assert np.array_equal(np.frombuffer(raw, dtype=np.uint8), want)
+
+
+def test_buffers_in_slower_memory_cost_stalls_not_instructions(matmul, tmp_path):
+    # The same variant with its I/O block in the M55's DTCM (zero wait) and in SRAM2 (2 wait
+    # states, an estimate): identical instructions and mix; the loads and stores that touch
+    # the buffers are charged to SRAM2, and each costs its region's wait states.
+    m55 = get_target("cortex-m55")
+    slow = load_target(target_file("cortex-m55"), overrides={"firmware": {"io_regions": ["sram2"]}})
+    config = {**CONFIG, "vector": "mve"}
+    fast_trial = evaluate(matmul, m55, "m=8,n=8,k=16", config, tmp_path)
+    slow_trial = evaluate(matmul, slow, "m=8,n=8,k=16", config, tmp_path)
+    fast, slower = fast_trial.values, slow_trial.values
+    assert fast_trial.outcome is Outcome.OK and slow_trial.outcome is Outcome.OK, slow_trial.error
+    assert fast["instructions"] == slower["instructions"] and fast["mix"] == slower["mix"]
+    assert "sram2" not in fast["accesses"] and slower["accesses"]["sram2"] > 0
+    assert sum(fast["accesses"].values()) == sum(slower["accesses"].values())
+    sram2 = slow.region("sram2")
+    assert slower["cycles"] == pytest.approx(fast["cycles"] + slower["accesses"]["sram2"] * sram2.wait_states, abs=0.2)
+    assert slower["energy_uj"] > fast["energy_uj"]
