@@ -12,12 +12,12 @@ from edgetune.codegen.export import ExportError, ManifestError, read_manifest
 from edgetune.hal import Target, TargetError
 from edgetune.targets import get_target, target_names
 from edgetune.targets.toolchain import HarnessError, ToolMissing
-from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial, TuningDatabase
+from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial, TuningDatabase, parse_bound
 
 from . import __version__
-from .session import TuneRequest, TuneSummary, summarize, tune, workload_of
 from .progress import ProgressDisplay
 from .report import write_report
+from .session import TuneRequest, TuneSummary, choose_objective, summarize, tune, workload_of
 from .verify import export_and_measure, verify_export
 
 USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError)
@@ -67,6 +67,11 @@ def _target_json(target: Target, full: bool = False) -> dict:
         data["caches"] = [{"level": c.level, "kind": c.kind, "size": c.size, "line": c.line} for c in target.caches]
         data["power"] = None if target.power is None else {
             "active_mw": target.power.active_mw, "idle_mw": target.power.idle_mw, "source": target.power.source}
+        data["cost"] = None if target.cost is None else {
+            "source": target.cost.source, "static_mw": target.cost.static_mw, "issue_width": target.cost.issue_width,
+            "overlapping_units": list(target.cost.overlapping_units),
+            "classes": {name: {"cycles": c.cycles, "unit": c.unit, "energy_pj": c.energy_pj} for name, c in target.cost.classes}}
+        data["measured_values"] = list(target.measured_values)
         data["core"].update(isa=target.core.isa, fpu=target.core.fpu, source=target.core.source)
         data["file"] = target.source_file
     return data
@@ -118,7 +123,11 @@ def targets_show(name, as_json):
         click.echo(f"  cache: L{c.level} {c.kind} {c.size // 1024} KiB, {c.line} B lines")
     if t.power:
         click.echo(f"  power: {t.power.active_mw} mW active, {t.power.idle_mw} mW idle ({t.power.source})")
-    click.echo(f"  runner: {t.runner.kind} {t.runner.program} {t.runner.machine}".rstrip())
+    if t.cost:
+        units = f"; overlapping units {', '.join(t.cost.overlapping_units)}" if t.cost.overlapping_units else ""
+        click.echo(f"  cost model: issue width {t.cost.issue_width:g}{units}; static {t.cost.static_mw:g} mW ({t.cost.source})")
+    cpu = f" -cpu {t.runner.cpu}" if t.runner.cpu else ""
+    click.echo(f"  runner: {t.runner.kind} {t.runner.program} {t.runner.machine}{cpu}".rstrip())
     click.echo(f"  compilers: {', '.join(c.name + '=' + c.command for c in t.compilers)}")
 
 
@@ -150,7 +159,8 @@ def kernels(as_json, target_name):
 def _summary_json(summary: TuneSummary, db_path: str) -> dict:
     w = summary.workload
     data = {"kernel": w.kernel, "kernel_version": w.kernel_version, "target": w.target, "shape": w.shape_dict(),
-            "objective": summary.objective, "trials": summary.trials, "new_trials": summary.new_trials,
+            "objective": summary.objective, "constraints": [b.text() for b in summary.bounds],
+            "infeasible": summary.infeasible, "trials": summary.trials, "new_trials": summary.new_trials,
             "failed": summary.failed, "failures": summary.failures, "db": str(db_path), "best": None}
     if summary.best is not None:
         trial = summary.best.trial
@@ -166,11 +176,15 @@ def _print_summary(summary: TuneSummary) -> None:
                f"({summary.new_trials} new), {summary.failed} failed")
     if summary.failures:
         click.echo("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())))
+    if summary.bounds:
+        click.echo(f"  constraints: {', '.join(b.text() for b in summary.bounds)} ({summary.infeasible} trials break them)")
     if summary.best is None:
         click.echo("  no successful trial yet")
         return
     trial = summary.best.trial
-    click.echo(f"  best: {summary.objective}={trial.values[summary.objective]:g}  code_bytes={trial.values.get('code_bytes')}")
+    shown = [name for name in ("instructions", "cycles", "energy_uj", "time_ns", "code_bytes") if name in trial.values]
+    click.echo(f"  best: {summary.objective}={trial.values[summary.objective]:g}  "
+               + "  ".join(f"{name}={trial.values[name]:g}" for name in shown if name != summary.objective))
     click.echo(f"        {trial.config.key()}")
 
 
@@ -178,6 +192,10 @@ _shape_option = click.option("--shape", required=True, help="Workload shape, e.g
 _target_option = click.option("--target", "target_name", default="cortex-m55", show_default=True,
                               help="Target name or path to a target .toml file.")
 _db_option = click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")
+_objective_option = click.option("--objective", default="", help="Measured value to minimise (default: instructions "
+                                 "on QEMU targets, time_ns on the host; also cycles, energy_uj, code_bytes, ...).")
+_constraint_option = click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE",
+                                  help="Bound on another measured value, e.g. energy_uj<=2.5 (repeatable).")
 
 
 @main.command("tune")
@@ -191,10 +209,13 @@ _db_option = click.option("--db", "db_path", default="edgetune.db", show_default
               help="Trials this workload should have in the database when the run ends.")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search.")
+@_objective_option
+@_constraint_option
 @_db_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
-def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, db_path, as_json):
+def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, objective, constraints,
+             db_path, as_json):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
     With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
@@ -202,6 +223,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     target = get_target(target_name)
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    bounds = tuple(parse_bound(text) for text in constraints)
+    objective = choose_objective(target, objective, bounds)
     if from_export:
         if kernel_name or shape:
             raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL or --shape")
@@ -210,15 +233,16 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             raise UserError(f"{from_export}: exported for target {manifest['target']!r}; pass --target {manifest['target']}")
         requests = [TuneRequest(get_kernel(entry["kernel"]), target,
                                 get_kernel(entry["kernel"]).parse_shape(entry["shape"]), strategy, budget, jobs, seed,
-                                initial=(entry["config"],))
+                                objective, bounds, initial=(entry["config"],))
                     for entry in manifest["kernels"]]
     else:
         if not kernel_name or not shape:
             raise UserError("give KERNEL and --shape (or --from-export DIR)")
         kernel = get_kernel(kernel_name)
-        requests = [TuneRequest(kernel, target, kernel.parse_shape(shape), strategy, budget, jobs, seed)]
+        requests = [TuneRequest(kernel, target, kernel.parse_shape(shape), strategy, budget, jobs, seed, objective,
+                                bounds)]
     db = _open_db(db_path)
-    progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(target.measures)
+    progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(objective)
     summaries = [tune(request, db, progress) for request in requests]
     if as_json:
         data = [_summary_json(summary, db_path) for summary in summaries]
@@ -232,18 +256,22 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
 @click.argument("kernel_name", metavar="KERNEL")
 @_target_option
 @_shape_option
+@_objective_option
+@_constraint_option
 @_db_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_guard
-def best_cmd(kernel_name, target_name, shape, db_path, as_json):
+def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, as_json):
     """The best stored configuration of KERNEL for a shape on a target."""
     kernel = get_kernel(kernel_name)
     target = get_target(target_name)
     shape_dict = kernel.parse_shape(shape)
+    bounds = tuple(parse_bound(text) for text in constraints)
+    objective = choose_objective(target, objective, bounds)
     if not Path(db_path).exists():
         raise UserError(f"{db_path}: no such database (run `edgetune tune` first)")
     db = _open_db(db_path)
-    summary = summarize(db, workload_of(kernel, target, shape_dict), target.measures)
+    summary = summarize(db, workload_of(kernel, target, shape_dict), objective, bounds=bounds)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
     else:

@@ -21,8 +21,8 @@ from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint
-from edgetune.tuner import (Config, Outcome, Record, Space, SpaceError, Trial, TuningDatabase, Workload,
-                            make_strategy)
+from edgetune.tuner import (Bound, Config, Outcome, Record, Space, SpaceError, Trial, TuningDatabase, Workload,
+                            check_names, feasible, make_strategy)
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class TuneRequest:
     budget: int = 20
     jobs: int = 1
     seed: int = 0
+    objective: str = ""  # a measured value to minimise; "" means the target's own unit
+    bounds: tuple[Bound, ...] = ()  # NAME<=LIMIT on other measured values
     initial: tuple[dict, ...] = ()  # configurations to measure first (e.g. an export's old best)
 
 
@@ -45,6 +47,8 @@ class TuneSummary:
     new_trials: int  # measured by this run
     failures: dict = field(default_factory=dict)  # outcome value -> count, over all stored trials
     best: Record | None = None
+    bounds: tuple[Bound, ...] = ()
+    infeasible: int = 0  # successful trials that break a bound
 
     @property
     def failed(self) -> int:
@@ -122,7 +126,7 @@ ProgressFn = Callable[[int, int, Trial], None]  # (trials stored, budget, the tr
 def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None = None) -> TuneSummary:
     kernel, target, shape = request.kernel, request.target, request.shape
     workload = workload_of(kernel, target, shape)
-    objective = target.measures
+    objective = choose_objective(target, request.objective, request.bounds)
     space = kernel.space(target, shape)
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed))
     runner_for(target).check_tools()
@@ -156,7 +160,7 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
                     if progress:
                         progress(stored, request.budget, trial)
                 strategy.tell(future.result() for future in futures)
-    return summarize(db, workload, objective, new)
+    return summarize(db, workload, objective, new, request.bounds)
 
 
 def _as_config(space: Space, values: dict) -> Config | None:
@@ -167,11 +171,22 @@ def _as_config(space: Space, values: dict) -> Config | None:
     return config if space.is_legal(config) else None
 
 
-def summarize(db: TuningDatabase, workload: Workload, objective: str, new_trials: int = 0) -> TuneSummary:
+def choose_objective(target: Target, objective: str = "", bounds: tuple[Bound, ...] = ()) -> str:
+    """The objective to minimise (default: the target's own unit), checked with the bounds
+    against what the target measures."""
+    objective = objective or target.measures
+    check_names(objective, bounds, target.measured_values, target.name)
+    return objective
+
+
+def summarize(db: TuningDatabase, workload: Workload, objective: str, new_trials: int = 0,
+              bounds: tuple[Bound, ...] = ()) -> TuneSummary:
     trials = db.trials(workload)
     failures: dict[str, int] = {}
     for trial in trials:
         if trial.outcome.failed:
             failures[trial.outcome.value] = failures.get(trial.outcome.value, 0) + 1
+    infeasible = sum(1 for t in trials if not t.outcome.failed and not feasible(t, bounds))
     return TuneSummary(workload=workload, objective=objective, trials=len(trials), new_trials=new_trials,
-                       failures=failures, best=db.best(workload, objective))
+                       failures=failures, best=db.best(workload, objective, lambda t: feasible(t, bounds)),
+                       bounds=bounds, infeasible=infeasible)

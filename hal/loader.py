@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
+from .cost import INSTRUCTION_CLASSES, ClassCost, CostModel
 from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, PowerEnvelope, Runner, Target,
                     VectorUnit)
 
@@ -27,6 +28,9 @@ FLAG_RE = re.compile(r"^-[A-Za-z0-9_=.,+/:-]+$")
 MEMORY_KINDS = {"tcm", "sram", "flash", "dram"}
 CACHE_KINDS = {"data", "instruction", "unified"}
 RUNNER_KINDS = {"qemu", "native"}
+# Start-up code and link layout families the firmware folder provides (startup_<family>.*,
+# templates/<family>.ld.j2).
+STARTUP_FAMILIES = {"cortex_m", "cortex_a"}
 
 
 class TargetError(ValueError):
@@ -162,7 +166,7 @@ def load_target(path: Path, overrides: dict | None = None) -> Target:
 def target_from_data(data: dict, file: str) -> Target:
     top = _Table(file, "", data)
     top.reject_unknown({"schema", "name", "description", "arch", "core", "runner", "compilers",
-                        "vector_units", "caches", "memory", "power", "firmware", "detect"})
+                        "vector_units", "caches", "memory", "power", "firmware", "cost", "detect"})
     schema = top.get("schema", int)
     if schema != SCHEMA_VERSION:
         top.fail("schema", f"version {schema} is not supported (this edgetune reads {SCHEMA_VERSION})")
@@ -212,11 +216,13 @@ def target_from_data(data: dict, file: str) -> Target:
 
     memory = []
     for t in top.tables("memory", required=False):
-        t.reject_unknown({"name", "kind", "base", "size", "access", "source"})
+        t.reject_unknown({"name", "kind", "base", "size", "access", "source", "wait_states", "access_pj"})
         memory.append(MemoryRegion(name=t.get("name", str, check=_name), kind=t.get("kind", str, check=_one_of(MEMORY_KINDS)),
                                    base=t.get("base", int, check=_non_negative), size=t.get("size", int, check=_positive),
                                    access=t.get("access", str, check=_one_of({"rx", "rw", "rwx"})),
-                                   source=t.get("source", str, default="")))
+                                   source=t.get("source", str, default=""),
+                                   wait_states=float(t.get("wait_states", (int, float), check=_non_negative, default=0)),
+                                   access_pj=float(t.get("access_pj", (int, float), check=_non_negative, default=0))))
     _unique(top, "memory", [m.name for m in memory])
     _no_overlap(top, memory)
 
@@ -231,8 +237,8 @@ def target_from_data(data: dict, file: str) -> Target:
     firmware = None
     fw_t = top.table("firmware", required=(kind == "qemu"))
     if fw_t is not None:
-        fw_t.reject_unknown({"startup", "linker", "ldflags", "code_region", "data_region", "data_reserved",
-                             "stack_size", "io_regions"})
+        fw_t.reject_unknown({"startup", "linker", "ldflags", "libs", "code_region", "code_size", "data_region",
+                             "data_reserved", "stack_size", "io_regions"})
         region_names = {m.name for m in memory}
 
         def _region(value):
@@ -242,8 +248,11 @@ def target_from_data(data: dict, file: str) -> Target:
         for i, name in enumerate(io_regions):
             if not isinstance(name, str) or _region(name):
                 fw_t.fail(f"io_regions[{i}]", f"no memory region named {name!r}")
-        firmware = Firmware(startup=fw_t.get("startup", str, check=_name), linker=fw_t.get("linker", str, check=_program),
+        firmware = Firmware(startup=fw_t.get("startup", str, check=_one_of(STARTUP_FAMILIES)),
+                            linker=fw_t.get("linker", str, check=_program),
                             ldflags=_flags(fw_t, "ldflags"),
+                            libs=_flags(fw_t, "libs") if fw_t.has("libs") else Firmware.libs,
+                            code_size=fw_t.get("code_size", int, check=_non_negative, default=0),
                             code_region=fw_t.get("code_region", str, check=_region),
                             data_region=fw_t.get("data_region", str, check=_region),
                             data_reserved=fw_t.get("data_reserved", int, check=_positive),
@@ -253,10 +262,44 @@ def target_from_data(data: dict, file: str) -> Target:
             fw_t.fail("data_reserved", f"{firmware.data_reserved} bytes do not fit in {data_region.name} ({data_region.size} bytes)")
         if firmware.stack_size >= firmware.data_reserved:
             fw_t.fail("stack_size", f"must be smaller than data_reserved ({firmware.data_reserved})")
+        if firmware.code_region == firmware.data_region:
+            if not firmware.code_size:
+                fw_t.fail("code_size", "required when code_region and data_region are the same region")
+            if firmware.code_size + firmware.data_reserved >= data_region.size:
+                fw_t.fail("code_size", f"code_size + data_reserved do not fit in {data_region.name} ({data_region.size} bytes)")
+
+    cost_t = top.table("cost", required=False)
+    cost = _cost_model(cost_t) if cost_t is not None else None
 
     return Target(name=top.get("name", str, check=_name), description=top.get("description", str), arch=top.get("arch", str),
                   core=core, runner=runner, compilers=tuple(compilers), vector_units=tuple(vector_units),
-                  caches=tuple(caches), memory=tuple(memory), power=power, firmware=firmware, source_file=file)
+                  caches=tuple(caches), memory=tuple(memory), power=power, firmware=firmware, cost=cost,
+                  source_file=file)
+
+
+def _cost_model(cost_t: _Table) -> CostModel:
+    cost_t.reject_unknown({"source", "static_mw", "issue_width", "overlapping_units", "disassembler",
+                           "disassembler_flags", "classes"})
+    classes_t = cost_t.table("classes")
+    classes_t.reject_unknown(set(INSTRUCTION_CLASSES))
+    classes = []
+    for name in INSTRUCTION_CLASSES:
+        t = classes_t.table(name)
+        t.reject_unknown({"cycles", "unit", "energy_pj"})
+        classes.append((name, ClassCost(cycles=float(t.get("cycles", (int, float), check=_non_negative)),
+                                        unit=t.get("unit", str, check=_name),
+                                        energy_pj=float(t.get("energy_pj", (int, float), check=_non_negative)))))
+    units = {cost.unit for _, cost in classes}
+    overlapping = cost_t.get("overlapping_units", list, default=[])
+    for i, unit in enumerate(overlapping):
+        if unit not in units:
+            cost_t.fail(f"overlapping_units[{i}]", f"no instruction class uses unit {unit!r}")
+    return CostModel(classes=tuple(classes), overlapping_units=tuple(overlapping),
+                     issue_width=float(cost_t.get("issue_width", (int, float), check=_positive, default=1)),
+                     static_mw=float(cost_t.get("static_mw", (int, float), check=_non_negative)),
+                     disassembler=cost_t.get("disassembler", str, check=_program),
+                     disassembler_flags=_flags(cost_t, "disassembler_flags"),
+                     source=cost_t.get("source", str))
 
 
 def _unique(top: _Table, key: str, names: list[str]) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .cost import CostModel
+
 
 @dataclass(frozen=True)
 class MemoryRegion:
@@ -17,6 +19,10 @@ class MemoryRegion:
     size: int
     access: str  # "rx", "rw", "rwx"
     source: str = ""
+    # Cost of a load or store instruction whose data lives here, on top of its class's cost
+    # (which assumes a zero-wait TCM or an L1 hit): stall cycles and extra energy.
+    wait_states: float = 0.0
+    access_pj: float = 0.0
 
     @property
     def end(self) -> int:
@@ -85,6 +91,22 @@ class Firmware:
     data_reserved: int  # bytes at the start of data_region for .data, .bss and stack
     stack_size: int
     io_regions: tuple[str, ...]  # where the I/O block may be preloaded, in order of preference
+    # Bytes of code_region the image may use when code and data share one region (e.g. a
+    # Cortex-A's single DRAM bank): data then starts right after it. 0: the whole region.
+    code_size: int = 0
+    libs: tuple[str, ...] = ("-lc", "-lgcc")  # libraries the link step adds
+
+    def reserved_in(self, region_name: str) -> int:
+        """Bytes at the start of a region the harness image keeps for itself."""
+        reserved = 0
+        if region_name == self.code_region and self.code_size:
+            reserved += self.code_size
+        if region_name == self.data_region:
+            reserved += self.data_reserved
+        return reserved
+
+    def data_base(self, data_region: "MemoryRegion") -> int:
+        return data_region.base + (self.code_size if self.code_region == self.data_region else 0)
 
 
 @dataclass(frozen=True)
@@ -109,6 +131,7 @@ class Target:
     memory: tuple[MemoryRegion, ...] = ()
     power: PowerEnvelope | None = None
     firmware: Firmware | None = None
+    cost: "CostModel | None" = None
     source_file: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
@@ -137,15 +160,11 @@ class Target:
     def io_capacity(self, region_name: str) -> int:
         """Bytes available for kernel buffers in a region (minus what the harness keeps)."""
         region = self.region(region_name)
-        if self.firmware and region_name == self.firmware.data_region:
-            return region.size - self.firmware.data_reserved
-        return region.size
+        return region.size - (self.firmware.reserved_in(region_name) if self.firmware else 0)
 
     def io_address(self, region_name: str) -> int:
         region = self.region(region_name)
-        if self.firmware and region_name == self.firmware.data_region:
-            return region.base + self.firmware.data_reserved
-        return region.base
+        return region.base + (self.firmware.reserved_in(region_name) if self.firmware else 0)
 
     def place_buffers(self, nbytes: int) -> MemoryRegion | None:
         """The first I/O region (in the target's order of preference) that holds nbytes."""
@@ -160,3 +179,9 @@ class Target:
     def measures(self) -> str:
         """The unit a run on this target reports."""
         return "instructions" if self.runner.kind == "qemu" else "time_ns"
+
+    @property
+    def measured_values(self) -> tuple[str, ...]:
+        """Every value a successful trial on this target records (objectives to choose from)."""
+        estimates = ("cycles", "energy_uj", "power_mw") if self.runner.kind == "qemu" and self.cost else ()
+        return (self.measures, *estimates, "code_bytes", "ram_bytes")

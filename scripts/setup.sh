@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 packages=(
     gcc-arm-none-eabi libnewlib-arm-none-eabi binutils-arm-none-eabi   # Cortex-M GCC 12 + newlib multilibs
     clang lld llvm                                                     # Clang 14, the second compiler knob
-    qemu-system-arm                                                    # mps3-an547 (Cortex-M55) and friends
+    qemu-system-arm                                                    # mps3-an547, mps2-an386/an500, virt (aarch64)
+    gcc-aarch64-linux-gnu                                              # Cortex-A53/A72 bare-metal builds (freestanding)
     gcc libc6-dev                                                      # host builds and the QEMU plugin
 )
 if ! python3 -c "import venv, ensurepip" >/dev/null 2>&1; then

@@ -37,7 +37,9 @@ class Builder:
         run_tool([compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags, "-I", str(workdir),
                   "-c", "kernel.c", "-o", "kernel.o"], cwd=workdir)
         result = self.link(workdir, [workdir / "kernel.o"], render_glue(kernel, shape, io, rendered.function), io)
-        values = {**result.values, "code_bytes": elf.code_bytes(workdir / "kernel.o")}
+        # RAM: the workload's buffers plus the kernel's own .data/.bss (its stack is not counted).
+        values = {**result.values, "code_bytes": elf.code_bytes(workdir / "kernel.o"),
+                  "ram_bytes": io.nbytes + elf.ram_bytes(workdir / "kernel.o")}
         info = {**result.info, "compiler": compiler.command, "compiler_version": tool_version(compiler.command),
                 "cflags": " ".join(rendered.cflags)}
         return BuildResult(path=result.path, workdir=workdir, values=values, info=info)

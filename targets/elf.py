@@ -90,3 +90,20 @@ def alloc_bytes(path: Path) -> int:
     """Bytes an object occupies in memory once linked (code, read-only and writable data)."""
     sections, _ = _sections(Path(path).read_bytes())
     return sum(s.size for s in sections if s.flags & SHF_ALLOC)
+
+
+SHF_WRITE = 0x1
+EM_AARCH64 = 0xB7
+
+
+def ram_bytes(path: Path) -> int:
+    """Bytes of writable memory an object keeps for itself (.data and .bss)."""
+    sections, _ = _sections(Path(path).read_bytes())
+    return sum(s.size for s in sections if s.flags & SHF_ALLOC and s.flags & SHF_WRITE)
+
+
+def is_aarch64(path: Path) -> bool:
+    data = Path(path).read_bytes()[:20]
+    if data[:4] != b"\x7fELF":
+        raise ElfError("not an ELF file")
+    return struct.unpack_from("<H", data, 0x12)[0] == EM_AARCH64

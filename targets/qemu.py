@@ -1,4 +1,4 @@
-"""Build firmware images for emulated Cortex-M boards and run them in QEMU.
+"""Build firmware images for emulated Cortex-M and Cortex-A machines and run them in QEMU.
 
 Measurement: an instruction-count TCG plugin (targets/qemu/insn_count.c, built on first
 use) counts the guest instructions between two marker functions of the harness. QEMU's
@@ -12,6 +12,7 @@ import hashlib
 import os
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from edgetune.codegen import KernelIO, render
@@ -19,7 +20,7 @@ from edgetune.firmware import COMMON_DIR, TEMPLATES_DIR
 from edgetune.hal import Target
 from edgetune.tuner import Outcome
 
-from . import elf, iobuf
+from . import elf, iobuf, mix
 from .build import Builder
 from .toolchain import (BuildResult, MeasureError, cache_dir, cached_object, require_program, run_tool,
                         tool_version)
@@ -50,14 +51,25 @@ def plugin_path() -> Path:
 
 
 def _linker_script(target: Target) -> str:
+    """The link layout of the target's start-up family (firmware/templates/<family>.ld.j2)."""
     fw = target.firmware
-    return render("cortex_m.ld.j2", directory=TEMPLATES_DIR, variables=dict(
-        target_name=target.name, code=target.region(fw.code_region), data=target.region(fw.data_region),
-        data_reserved=fw.data_reserved, stack_size=fw.stack_size))
+    code, data = target.region(fw.code_region), target.region(fw.data_region)
+    return render(f"{fw.startup}.ld.j2", directory=TEMPLATES_DIR, variables=dict(
+        target_name=target.name, code=code, data=data, code_size=fw.code_size or code.size,
+        data_base=fw.data_base(data), data_reserved=fw.data_reserved, stack_size=fw.stack_size))
+
+
+def _startup_source(family: str) -> Path:
+    """startup_<family>.c or .S in firmware/common (the loader admits known families only)."""
+    for suffix in (".c", ".S"):
+        path = COMMON_DIR / f"startup_{family}{suffix}"
+        if path.exists():
+            return path
+    raise FileNotFoundError(f"no start-up source for family {family!r} in {COMMON_DIR}")
 
 
 class QemuRunner(Builder):
-    """Cortex-M boards in qemu-system-arm (one QEMU process per run)."""
+    """Emulated boards in qemu-system-arm / qemu-system-aarch64 (one QEMU process per run)."""
 
     # Counts do not depend on host load, so every core can run an emulator at once.
     slots = max(1, os.cpu_count() or 1)
@@ -83,7 +95,7 @@ class QemuRunner(Builder):
         (workdir / "glue.c").write_text(glue_text)
         (workdir / "link.ld").write_text(_linker_script(target))
         harness_cc = [fw.linker, *fw.ldflags, *HARNESS_CFLAGS, "-I", str(COMMON_DIR)]
-        harness = [cached_object(target.name, COMMON_DIR / f"startup_{fw.startup}.c", harness_cc),
+        harness = [cached_object(target.name, _startup_source(fw.startup), harness_cc),
                    cached_object(target.name, COMMON_DIR / "semihost.c", harness_cc),
                    cached_object(target.name, COMMON_DIR / "harness_semihost.c",
                                  [*harness_cc, f"-DET_IO_BASE={io_base:#x}"], extra_key=f"io={io_base:#x}")]
@@ -95,7 +107,7 @@ class QemuRunner(Builder):
             raise MeasureError(Outcome.TOO_LARGE, f"kernel needs {kernel_bytes} bytes; {code_region.name} holds {code_region.size}")
         try:
             run_tool([fw.linker, *fw.ldflags, "-nostartfiles", "-T", "link.ld", *map(str, objects), "glue.o",
-                      *map(str, harness), "-Wl,--gc-sections", "-lc", "-lgcc", "-o", "image.elf"], cwd=workdir)
+                      *map(str, harness), "-Wl,--gc-sections", *fw.libs, "-o", "image.elf"], cwd=workdir)
         except MeasureError as exc:
             if kernel_bytes + sum(elf.alloc_bytes(o) for o in harness) > code_region.size:
                 raise MeasureError(Outcome.TOO_LARGE, exc.message) from None
@@ -121,7 +133,7 @@ class QemuRunner(Builder):
                 "-semihosting-config", "enable=on,target=native",
                 "-kernel", "image.elf",
                 "-device", f"loader,file=in.bin,addr={target.io_address(region.name):#x},force-raw=on",
-                "-plugin", f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt"]
+                "-plugin", f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt,pcs={int(target.cost is not None)},mem={int(target.cost is not None)}"]
         timeout = timeout_s or target.runner.timeout_s
         try:
             proc = subprocess.run(args, cwd=workdir, capture_output=True, text=True, timeout=timeout)
@@ -135,14 +147,62 @@ class QemuRunner(Builder):
             what = {EXIT_BAD_IO: "the harness rejected the I/O block",
                     EXIT_OUTPUT_FAILED: "the harness could not write its output"}.get(proc.returncode, "QEMU failed")
             raise MeasureError(Outcome.RUNTIME_ERROR, f"{what} (exit {proc.returncode}) {proc.stderr.strip()[-300:]}")
-        regions = _read_counts(workdir / "counts.txt")
-        if len(regions) != 2:
-            raise MeasureError(Outcome.RUNTIME_ERROR, f"expected 2 counted regions, the plugin saw {len(regions)}")
+        counts = _read_counts(workdir / "counts.txt")
+        if len(counts.regions) != 2:
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"expected 2 counted regions, the plugin saw {len(counts.regions)}")
         raw = (workdir / "out.bin").read_bytes() if (workdir / "out.bin").exists() else b""
-        return {"instructions": regions[1] - regions[0]}, raw
+        values = {"instructions": counts.regions[1] - counts.regions[0]}
+        if target.cost is not None:
+            values.update(self.estimate(build, counts))
+        return values, raw
+
+    def estimate(self, build: BuildResult, counts: "PluginCounts") -> dict:
+        """Estimated cycles and energy of the kernel (HAL cost model) from its instruction
+        mix: the mix of the measured region minus that of the empty calibration region, so
+        it sums to exactly the instruction count reported."""
+        cost = self.target.cost
+        listing = mix.disassemble(cost, build.path, build.workdir)
+        a64 = elf.is_aarch64(build.path)
+        (empty, empty_unlisted), (full, unlisted) = (mix.instruction_mix(pcs, listing, a64) for pcs in counts.pcs[:2])
+        if unlisted or empty_unlisted:
+            raise MeasureError(Outcome.RUNTIME_ERROR,
+                               f"{unlisted + empty_unlisted} executed instructions are not in the disassembly")
+        classes = {name: full.get(name, 0) - empty.get(name, 0) for name in full}
+        classes = {name: n for name, n in classes.items() if n}
+        instructions = counts.regions[1] - counts.regions[0]
+        if any(n < 0 for n in classes.values()) or sum(classes.values()) != instructions:
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"per-PC counts {classes} do not add up to {instructions} instructions")
+        empty_access, full_access = (mix.memory_accesses(pcs, listing, counts.addresses, a64, self.target.memory)
+                                     for pcs in counts.pcs[:2])
+        accesses = {name: full_access.get(name, 0) - empty_access.get(name, 0) for name in full_access}
+        accesses = {name: n for name, n in accesses.items() if n}
+        priced = [(self.target.region(name), n) for name, n in accesses.items() if name != mix.UNMAPPED]
+        estimate = cost.estimate(classes, self.target.core.clock_hz, priced)
+        return {"cycles": round(estimate.cycles, 1), "energy_uj": round(estimate.energy_uj, 6),
+                "power_mw": round(estimate.power_mw, 4), "mix": classes, "accesses": accesses}
 
 
-def _read_counts(path: Path) -> list[int]:
+@dataclass(frozen=True)
+class PluginCounts:
+    regions: tuple[int, ...]
+    pcs: tuple[dict[int, int], ...]  # per region: PC -> executions inside it (pcs=1 only)
+    addresses: dict  # PC -> the last data address it accessed (mem=1 only)
+
+
+def _read_counts(path: Path) -> PluginCounts:
     if not path.exists():
         raise MeasureError(Outcome.RUNTIME_ERROR, "the instruction-count plugin wrote no counts")
-    return [int(line.split()[1]) for line in path.read_text().splitlines() if line.startswith("region ")]
+    regions, pcs, addresses = [], {}, {}
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if fields[0] == "region":
+            regions.append(int(fields[1]))
+        elif fields[0] == "pc":
+            pcs.setdefault(int(fields[1]), {})[int(fields[2], 16)] = int(fields[3])
+        elif fields[0] == "addr":
+            addresses[int(fields[1], 16)] = int(fields[2], 16)
+        elif fields[0] == "pcs_dropped":
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"the plugin ran out of per-PC counters ({fields[1]} dropped)")
+    return PluginCounts(tuple(regions), tuple(pcs.get(i, {}) for i in range(len(regions))), addresses)

@@ -13,6 +13,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .space import Config
 from .trial import Outcome, Trial
@@ -233,10 +234,13 @@ class TuningDatabase:
                      for kernel, version, tgt, shape, toolchain in self._conn.execute(query + " ORDER BY id", args)]
         return list(dict.fromkeys(workloads))
 
-    def best(self, workload: Workload, objective: str) -> Record | None:
-        """The successful trial with the lowest value of `objective` (ties: the earliest)."""
+    def best(self, workload: Workload, objective: str, allowed: Callable[[Trial], bool] | None = None) -> Record | None:
+        """The successful trial with the lowest value of `objective` (ties: the earliest),
+        among those `allowed` accepts (e.g. within an energy bound)."""
         best = None
         for record in self.records(workload):
+            if allowed is not None and not allowed(record.trial):
+                continue
             value = record.trial.value(objective)
             if value is not None and (best is None or value < best.trial.value(objective)):
                 best = record

@@ -1,5 +1,4 @@
 #include "semihost.h"
-#include <string.h>
 
 #define SYS_OPEN 0x01
 #define SYS_CLOSE 0x02
@@ -24,9 +23,17 @@ static uintptr_t semihost_call(uintptr_t op, uintptr_t arg)
 #endif
 }
 
+/* No C library call: freestanding AArch64 images link none. */
+static size_t text_length(const char *text)
+{
+    size_t n = 0;
+    while (text[n]) n++;
+    return n;
+}
+
 int et_sh_open_write(const char *path)
 {
-    uintptr_t block[3] = {(uintptr_t)path, OPEN_MODE_WB, strlen(path)};
+    uintptr_t block[3] = {(uintptr_t)path, OPEN_MODE_WB, text_length(path)};
     return (int)semihost_call(SYS_OPEN, (uintptr_t)block);
 }
 

@@ -11,7 +11,15 @@
  * points used are declared here, written from QEMU's plugin API documentation, so no QEMU
  * header is needed to build it.
  *
- * Arguments: start=0xADDR stop=0xADDR out=PATH
+ * With pcs=1 it also counts executions per guest PC (one inline add per instruction on that
+ * PC's own counter) and writes, for each of the first regions, every PC's count inside the
+ * region: "pc REGION 0xADDR COUNT". Joined with a disassembly, that is the region's
+ * dynamic instruction mix.
+ *
+ * With mem=1 (and pcs=1) it also notes the last data address each PC accessed ("addr 0xPC
+ * 0xADDR"), so the host can tell which memory region a load or store instruction uses.
+ *
+ * Arguments: start=0xADDR stop=0xADDR out=PATH [pcs=1] [mem=1]
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -30,6 +38,10 @@ enum qemu_plugin_op { QEMU_PLUGIN_INLINE_ADD_U64 };
 typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
 typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
 typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
+typedef uint32_t qemu_plugin_meminfo_t;
+enum qemu_plugin_mem_rw { QEMU_PLUGIN_MEM_R = 1, QEMU_PLUGIN_MEM_W, QEMU_PLUGIN_MEM_RW };
+typedef void (*qemu_plugin_vcpu_mem_cb_t)(unsigned int vcpu_index, qemu_plugin_meminfo_t info, uint64_t vaddr,
+                                          void *userdata);
 
 extern void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
 extern size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
@@ -39,6 +51,9 @@ extern void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn
                                                    enum qemu_plugin_cb_flags flags, void *userdata);
 extern void qemu_plugin_register_vcpu_insn_exec_inline(struct qemu_plugin_insn *insn, enum qemu_plugin_op op,
                                                        void *ptr, uint64_t imm);
+extern void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_mem_cb_t cb,
+                                             enum qemu_plugin_cb_flags flags, enum qemu_plugin_mem_rw rw,
+                                             void *userdata);
 extern void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
 
 __attribute__((visibility("default"))) int qemu_plugin_version = 1;
@@ -54,11 +69,45 @@ static unsigned regions_dropped;
 static uint64_t start_addr, stop_addr;
 static char out_path[4096];
 
+/* Per-PC counting (pcs=1). Entries are dense; an open-addressing table maps a PC to its
+   entry, so a block translated twice keeps counting on the same counter. */
+#define MAX_PCS (1u << 16)
+#define PC_TABLE_SIZE (1u << 17)
+#define PC_REGIONS 4
+struct pc_entry {
+    uint64_t pc;
+    uint64_t count;     /* inline-incremented on every execution */
+    uint64_t at_start;  /* count when the current region opened */
+    uint64_t in_region[PC_REGIONS];
+    uint64_t last_addr; /* mem=1: the last data address this PC accessed */
+    int accessed;
+};
+static int per_pc, per_pc_memory;
+static struct pc_entry pc_entries[MAX_PCS];
+static uint32_t pc_used;
+static uint32_t pc_table[PC_TABLE_SIZE]; /* entry index + 1; 0 = empty */
+static unsigned pcs_dropped;
+
+static struct pc_entry *pc_entry_for(uint64_t pc)
+{
+    uint32_t slot = (uint32_t)((pc >> 1) * 2654435761u) & (PC_TABLE_SIZE - 1);
+    while (pc_table[slot]) {
+        struct pc_entry *e = &pc_entries[pc_table[slot] - 1];
+        if (e->pc == pc) return e;
+        slot = (slot + 1) & (PC_TABLE_SIZE - 1);
+    }
+    if (pc_used == MAX_PCS) return NULL;
+    pc_entries[pc_used].pc = pc;
+    pc_table[slot] = ++pc_used;
+    return &pc_entries[pc_used - 1];
+}
+
 static void on_start(unsigned int vcpu, void *udata)
 {
     (void)vcpu; (void)udata;
     region_begin = executed;
     region_open = 1;
+    for (uint32_t i = 0; i < pc_used; i++) pc_entries[i].at_start = pc_entries[i].count;
 }
 
 static void on_stop(unsigned int vcpu, void *udata)
@@ -66,8 +115,19 @@ static void on_stop(unsigned int vcpu, void *udata)
     (void)vcpu; (void)udata;
     if (!region_open) return;
     region_open = 0;
+    if (region_count < PC_REGIONS)
+        for (uint32_t i = 0; i < pc_used; i++)
+            pc_entries[i].in_region[region_count] = pc_entries[i].count - pc_entries[i].at_start;
     if (region_count < MAX_REGIONS) regions[region_count++] = executed - region_begin;
     else regions_dropped++;
+}
+
+static void on_memory(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
+{
+    (void)vcpu; (void)info;
+    struct pc_entry *e = udata;
+    e->last_addr = vaddr;
+    e->accessed = 1;
 }
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -82,6 +142,13 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         if (pc == start_addr) qemu_plugin_register_vcpu_insn_exec_cb(insn, on_start, QEMU_PLUGIN_CB_NO_REGS, NULL);
         if (pc == stop_addr) qemu_plugin_register_vcpu_insn_exec_cb(insn, on_stop, QEMU_PLUGIN_CB_NO_REGS, NULL);
         qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &executed, 1);
+        if (per_pc) {
+            struct pc_entry *e = pc_entry_for(pc);
+            if (e) qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &e->count, 1);
+            else pcs_dropped++;
+            if (e && per_pc_memory)
+                qemu_plugin_register_vcpu_mem_cb(insn, on_memory, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, e);
+        }
     }
 }
 
@@ -93,6 +160,14 @@ static void write_counts(qemu_plugin_id_t id, void *udata)
     fprintf(f, "total %" PRIu64 "\n", executed);
     for (unsigned i = 0; i < region_count; i++) fprintf(f, "region %" PRIu64 "\n", regions[i]);
     if (regions_dropped) fprintf(f, "dropped %u\n", regions_dropped);
+    if (pcs_dropped) fprintf(f, "pcs_dropped %u\n", pcs_dropped);
+    for (uint32_t i = 0; i < pc_used; i++)
+        for (unsigned r = 0; r < region_count && r < PC_REGIONS; r++)
+            if (pc_entries[i].in_region[r])
+                fprintf(f, "pc %u 0x%" PRIx64 " %" PRIu64 "\n", r, pc_entries[i].pc, pc_entries[i].in_region[r]);
+    for (uint32_t i = 0; i < pc_used; i++)
+        if (pc_entries[i].accessed)
+            fprintf(f, "addr 0x%" PRIx64 " 0x%" PRIx64 "\n", pc_entries[i].pc, pc_entries[i].last_addr);
     fclose(f);
 }
 
@@ -100,6 +175,10 @@ static int parse_arg(const char *arg)
 {
     if (strncmp(arg, "start=", 6) == 0) { start_addr = strtoull(arg + 6, NULL, 0); return 0; }
     if (strncmp(arg, "stop=", 5) == 0) { stop_addr = strtoull(arg + 5, NULL, 0); return 0; }
+    if (strcmp(arg, "pcs=1") == 0) { per_pc = 1; return 0; }
+    if (strcmp(arg, "pcs=0") == 0) { per_pc = 0; return 0; }
+    if (strcmp(arg, "mem=1") == 0) { per_pc_memory = 1; return 0; }
+    if (strcmp(arg, "mem=0") == 0) { per_pc_memory = 0; return 0; }
     if (strncmp(arg, "out=", 4) == 0) {
         size_t len = strlen(arg + 4);
         if (len == 0 || len >= sizeof out_path) return -1;
