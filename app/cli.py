@@ -19,8 +19,10 @@ from .session import TuneRequest, TuneSummary, summarize, tune, workload_of
 from .progress import ProgressDisplay
 from .report import write_report
 from .verify import export_and_measure, verify_export
+from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
 
-USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError)
+USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError,
+               *NPU_USER_ERRORS)
 
 
 class UserError(click.ClickException):
@@ -192,16 +194,30 @@ _db_option = click.option("--db", "db_path", default="edgetune.db", show_default
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search.")
 @_db_option
+@click.option("--device", default="cpu", show_default=True,
+              help="cpu, or an NPU of the target (ethos-u55, ethos-u65): tune Vela's options instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
-def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, db_path, as_json):
+def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, db_path, device, as_json):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
     With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
-    export, e.g. after a compiler upgrade made `edgetune verify` fail."""
+    export, e.g. after a compiler upgrade made `edgetune verify` fail.
+
+    With --device ethos-u55 (or another NPU of the target), the operator is compiled by Vela
+    and its options are tuned; the objective is Vela's total_cycles estimate."""
     target = get_target(target_name)
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    if device != "cpu":
+        if from_export or not kernel_name or not shape:
+            raise UserError("--device NPU tunes one operator: give KERNEL and --shape (no --from-export)")
+        summary = run_npu_tune(kernel_name, target, device, shape, strategy, budget, jobs, seed, _open_db(db_path))
+        if as_json:
+            click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
+        else:
+            _print_summary(summary)
+        return
     if from_export:
         if kernel_name or shape:
             raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL or --shape")
@@ -233,17 +249,21 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
 @_target_option
 @_shape_option
 @_db_option
+@click.option("--device", default="cpu", show_default=True, help="cpu, or an NPU of the target (ethos-u55, ethos-u65).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_guard
-def best_cmd(kernel_name, target_name, shape, db_path, as_json):
+def best_cmd(kernel_name, target_name, shape, db_path, device, as_json):
     """The best stored configuration of KERNEL for a shape on a target."""
-    kernel = get_kernel(kernel_name)
     target = get_target(target_name)
-    shape_dict = kernel.parse_shape(shape)
     if not Path(db_path).exists():
         raise UserError(f"{db_path}: no such database (run `edgetune tune` first)")
-    db = _open_db(db_path)
-    summary = summarize(db, workload_of(kernel, target, shape_dict), target.measures)
+    if device != "cpu":
+        summary = best_npu(kernel_name, target, device, shape, _open_db(db_path))
+    else:
+        kernel = get_kernel(kernel_name)
+        shape_dict = kernel.parse_shape(shape)
+        db = _open_db(db_path)
+        summary = summarize(db, workload_of(kernel, target, shape_dict), target.measures)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
     else:
@@ -369,6 +389,8 @@ def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, as_json):
     if not report.ok:
         sys.exit(1)
 
+
+main.add_command(place_cmd)
 
 if __name__ == "__main__":
     main()
