@@ -212,7 +212,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     if device != "cpu":
         if from_export or not kernel_name or not shape:
             raise UserError("--device NPU tunes one operator: give KERNEL and --shape (no --from-export)")
-        summary = run_npu_tune(kernel_name, target, device, shape, strategy, budget, jobs, seed, _open_db(db_path))
+        summary = run_npu_tune(kernel_name, target, device, shape, strategy, budget, jobs, seed,
+                               lambda: _open_db(db_path))
         if as_json:
             click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
         else:

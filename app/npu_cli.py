@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -21,10 +22,12 @@ NPU_USER_ERRORS = (NpuOperatorError, ModelBuildError, NetworkError, PlacementErr
 
 
 def run_npu_tune(kernel_name: str, target: Target, device: str, shape: str, strategy: str, budget: int, jobs: int,
-                 seed: int, db: TuningDatabase) -> TuneSummary:
+                 seed: int, open_db: Callable[[], TuningDatabase]) -> TuneSummary:
+    """Validate everything first: bad input must not create a database."""
     npu = resolve_npu(target, device)
     operator = get_npu_operator(kernel_name)
-    return tune_npu(NpuTuneRequest(operator, target, npu, operator.parse_shape(shape), strategy, budget, jobs, seed), db)
+    request = NpuTuneRequest(operator, target, npu, operator.parse_shape(shape), strategy, budget, jobs, seed)
+    return tune_npu(request, open_db())
 
 
 def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: TuningDatabase) -> TuneSummary:
@@ -61,9 +64,9 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
         network = load_network(Path(network_file))
         if strategy != "random":
             raise UserError("place tunes the NPU with random search (the only strategy with a budget that fits)")
-        plan = plan_network(network, target, npu, TuningDatabase(Path(db_path)), macs=macs, npu_budget=npu_budget,
-                            seed=seed, jobs=jobs)
-        exported = export_plan(plan, TuningDatabase(Path(db_path)), Path(out_dir))
+        db = TuningDatabase(Path(db_path))
+        plan = plan_network(network, target, npu, db, macs=macs, npu_budget=npu_budget, seed=seed, jobs=jobs)
+        exported = export_plan(plan, db, Path(out_dir))
     except USER_ERRORS as exc:
         raise UserError(str(exc)) from None
     if as_json:

@@ -290,9 +290,11 @@ def plan_network(network: Network, target: Target, npu: Npu, db: TuningDatabase,
 
     layer_plans = []
     for i, (layer, device) in enumerate(zip(network.layers, chosen)):
-        total, compute, invoke, copied, copy = step(i, device, chosen[i - 1] if i else None)
+        previous = chosen[i - 1] if i else None
+        costs = {d: step(i, d, previous) for d in usable[i]}
+        _, compute, invoke, copied, copy = costs[device]
         layer_plans.append(LayerPlan(layer, device, cpu[i], npus[i], compute, invoke, copied, copy,
-                                     _explain(layer, device, cpu[i], npus[i], invoke, copied, copy, target)))
+                                     _explain(layer, device, cpu[i], npus[i], costs, target)))
     copy_out_bytes, copy_out_cycles = out_cost[end]
     total = cost[last][end] + copy_out_cycles
 
@@ -311,19 +313,26 @@ def _app_region(target: Target, nbytes: int) -> str:
     return region.name if region else "cpu"
 
 
-def _explain(layer: Layer, device: str, cpu: CpuOption, npu: NpuOption, invoke: int, copied: int, copy: int,
-             target: Target) -> str:
-    cpu_text = f"CPU {cpu.cycles} cycles" if cpu.cycles is not None else f"CPU impossible ({cpu.note})"
-    npu_text = (f"NPU {npu.cycles} cycles ({npu.note})" if npu.cycles is not None
-                else f"NPU impossible ({npu.note})")
-    extra = []
-    if invoke:
-        extra.append(f"+{invoke} cycles to invoke the NPU")
-    if copy:
-        extra.append(f"+{copy} cycles to copy its {copied}-byte input between memories")
-    why = "the only device that can run it" if cpu.cycles is None or npu.cycles is None else "cheaper with transfers counted"
+def _explain(layer: Layer, device: str, cpu: CpuOption, npu: NpuOption, costs: dict, target: Target) -> str:
+    """One sentence per layer: where it runs, why, and both candidates' costs in CPU cycles
+    (given where the previous layer runs)."""
+    def candidate(name: str, option, detail: str) -> str:
+        if name not in costs:
+            return f"{name.upper()} impossible ({option.note})"
+        total, compute, invoke, copied, copy = costs[name]
+        parts = [f"{compute} compute"] + ([f"{invoke} invoke"] if invoke else []) + \
+                ([f"{copy} to copy its {copied}-byte input"] if copy else [])
+        return f"{name.upper()} {total} cycles = {' + '.join(parts)} ({detail})"
+
+    cpu_detail = f"best {layer.operator.name} variant: {cpu.note}; 1 cycle per instruction assumed"
+    texts = [candidate("cpu", cpu, cpu_detail), candidate("npu", npu, npu.note)]
+    if len(costs) == 1:
+        why = "the only device that can run it"
+    else:
+        other = "npu" if device == "cpu" else "cpu"
+        why = f"{costs[other][0] - costs[device][0]} cycles cheaper than the {other.upper()}, transfers counted"
     return (f"{layer.name} ({layer.operator.name} {layer.operator.shape_text(layer.shape)}) -> {device.upper()}: "
-            f"{why}. {cpu_text}; {npu_text}" + (f"; {', '.join(extra)}" if extra else "") + ".")
+            f"{why}. " + "; ".join(texts) + ".")
 
 
 # --- export ---------------------------------------------------------------------------------
