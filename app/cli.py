@@ -70,6 +70,10 @@ def _target_json(target: Target, full: bool = False) -> dict:
         data["power"] = None if target.power is None else {
             "active_mw": target.power.active_mw, "idle_mw": target.power.idle_mw, "source": target.power.source}
         data["core"].update(isa=target.core.isa, fpu=target.core.fpu, source=target.core.source)
+        data["npus"] = [{"name": n.name, "product": n.product, "macs_per_cycle": list(n.macs_per_cycle),
+                         "clock_hz": n.clock_hz, "memory_modes": [m.name for m in n.memory_modes],
+                         "ports": [{"name": p.name, "memory": p.memory, "region": p.region, "data_bits": p.data_bits,
+                                    "writable": p.writable} for p in n.ports], "source": n.source} for n in target.npus]
         data["file"] = target.source_file
     return data
 
@@ -120,6 +124,10 @@ def targets_show(name, as_json):
         click.echo(f"  cache: L{c.level} {c.kind} {c.size // 1024} KiB, {c.line} B lines")
     if t.power:
         click.echo(f"  power: {t.power.active_mw} mW active, {t.power.idle_mw} mW idle ({t.power.source})")
+    for n in t.npus:
+        ports = ", ".join(f"{p.name}={p.memory}" for p in n.ports)
+        click.echo(f"  npu: {n.name} ({n.product}; MACs/cycle {'/'.join(map(str, n.macs_per_cycle))}; {ports}; "
+                   f"modes {', '.join(m.name for m in n.memory_modes)})")
     click.echo(f"  runner: {t.runner.kind} {t.runner.program} {t.runner.machine}".rstrip())
     click.echo(f"  compilers: {', '.join(c.name + '=' + c.command for c in t.compilers)}")
 

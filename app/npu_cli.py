@@ -64,6 +64,8 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
         network = load_network(Path(network_file))
         if strategy != "random":
             raise UserError("place tunes the NPU with random search (the only strategy with a budget that fits)")
+        if macs is not None and macs not in npu.macs_per_cycle:
+            raise PlacementError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
         db = TuningDatabase(Path(db_path))
         plan = plan_network(network, target, npu, db, macs=macs, npu_budget=npu_budget, seed=seed, jobs=jobs)
         exported = export_plan(plan, db, Path(out_dir))

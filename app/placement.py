@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgetune.codegen import KERNELS
+from edgetune.codegen import KERNELS, KernelError
 from edgetune.codegen.export import ExportResult, export_best
 from edgetune.codegen.npu import NPU_OPERATORS, NpuOperator, NpuOperatorError
 from edgetune.codegen.render import render
@@ -49,6 +49,7 @@ from .session import workload_of
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 PLAN_HEADER = "edgetune_plan.h"
 PLAN_JSON = "plan.json"
+NPU_MODELS_SOURCE = "edgetune_npu_models.c"
 
 
 class NetworkError(ValueError):
@@ -199,7 +200,10 @@ def _cpu_option(layer: Layer, target: Target, db: TuningDatabase) -> CpuOption:
     kernel = KERNELS.get(layer.operator.name)
     if kernel is None:
         return CpuOption(None, f"no CPU kernel {layer.operator.name} in this edgetune: NPU-only")
-    shape = kernel.parse_shape(layer.shape)
+    try:
+        shape = kernel.parse_shape(layer.shape)
+    except KernelError as exc:
+        return CpuOption(None, f"the CPU kernel refuses this shape ({exc}): NPU-only")
     workload = workload_of(kernel, target, shape)
     record = db.best(workload, target.measures)
     if record is None:
@@ -382,7 +386,8 @@ def export_plan(plan: Plan, db: TuningDatabase, out_dir: Path) -> PlanExport:
                 model = npu_dir / f"{lp.layer.name}_vela.tflite"
                 shutil.copyfile(result.compiled, model)
             models.append(model)
-            row.update(model=f"npu/{model.name}", config=lp.npu.record.trial.config.as_dict(),
+            row.update(model=f"npu/{model.name}", model_symbol=f"et_npu_model_{lp.layer.name}",
+                       model_size=model.stat().st_size, config=lp.npu.record.trial.config.as_dict(),
                        npu_values=lp.npu.record.trial.values)
         else:
             row.update(function=functions[lp.cpu.workload.kernel + str(lp.cpu.workload.shape)],
@@ -399,11 +404,21 @@ def export_plan(plan: Plan, db: TuningDatabase, out_dir: Path) -> PlanExport:
     header_text = render("plan_header.h.j2", dict(
         summary, header=PLAN_HEADER, guard="EDGETUNE_PLAN_" + plan.network.name.upper() + "_H",
         prefix="ET_PLAN_", n_layers=len(rows), cpu_header=("cpu/edgetune_kernels.h" if cpu_export else ""),
+        models_source=NPU_MODELS_SOURCE,
         layers=[dict(r, model=r.get("model", ""), function=r.get("function", ""),
                      explanation=_comment(r["explanation"])) for r in rows]))
     header = out_dir / PLAN_HEADER
     header.write_text(header_text, encoding="utf-8")
+    if models:
+        arrays = [{"file": row["model"], "symbol": row["model_symbol"], "size": row["model_size"],
+                   "lines": _hex_lines((out_dir / row["model"]).read_bytes())} for row in rows if row["device"] == "npu"]
+        (npu_dir / NPU_MODELS_SOURCE).write_text(render("plan_npu_models.c.j2", dict(
+            summary, source=NPU_MODELS_SOURCE, header=f"../{PLAN_HEADER}", models=arrays)), encoding="utf-8")
     return PlanExport(out_dir, header, plan_json, tuple(models), cpu_export)
+
+
+def _hex_lines(data: bytes, per_line: int = 16) -> list[str]:
+    return [" ".join(f"0x{b:02x}," for b in data[i:i + per_line]) for i in range(0, len(data), per_line)]
 
 
 def _comment(text: str) -> str:

@@ -21,14 +21,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgetune.codegen.npu.space import OPTIMISE_GOALS, TENSOR_ALLOCATORS
 from edgetune.hal import Npu, Target
 from edgetune.tuner import Outcome
 
 from .toolchain import MeasureError, ToolMissing
 
 VELA_TIMEOUT_S = 120.0
-OPTIMISE_GOALS = ("Performance", "Size")
-TENSOR_ALLOCATORS = ("HillClimb", "Greedy", "LinearAlloc")
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 
 

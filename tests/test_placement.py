@@ -84,6 +84,16 @@ def syntax_check(folder: Path, header: str) -> None:
     source.unlink()
 
 
+def test_a_layer_that_can_run_nowhere_is_one_line(tmp_path):
+    net = write(tmp_path, 'name = "huge"\n[[layers]]\nname = "fc"\nop = "matmul_s8"\nshape = { m = 1, n = 4, k = 70000 }\n')
+    result = CliRunner().invoke(main, ["place", str(net), "--db", str(tmp_path / "e.db"), "--out", str(tmp_path / "o"),
+                                       "--npu-budget", "1"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "layer fc can run nowhere" in lines[0]
+    assert "k=70000" in lines[0] and "could not run on NPU" in lines[0]
+
+
 def test_place_the_example_network_end_to_end(tmp_path):
     out = tmp_path / "plan"
     result = CliRunner().invoke(main, ["place", str(EXAMPLE), "--target", "cortex-m55", "--device", "ethos-u55",
@@ -106,6 +116,16 @@ def test_place_the_example_network_end_to_end(tmp_path):
     header = (out / "edgetune_plan.h").read_text()
     assert '"npu/fc3_vela.tflite"' in header and "#define ET_PLAN_FC3_DEVICE ET_PLAN_NPU" in header
     syntax_check(out, "edgetune_plan.h")
+    # The models as C arrays: compiled for the M55, each array holds exactly Vela's file.
+    obj = tmp_path / "models.o"
+    subprocess.run(["arm-none-eabi-gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-mcpu=cortex-m55", "-fdata-sections",
+                    "-c", str(out / "npu" / "edgetune_npu_models.c"), "-o", str(obj)], check=True, capture_output=True,
+                   text=True)
+    for row in plan["layers"]:
+        dumped = tmp_path / f"{row['name']}.bin"
+        subprocess.run(["arm-none-eabi-objcopy", "--dump-section", f".rodata.{row['model_symbol']}={dumped}", str(obj)],
+                       check=True, capture_output=True, text=True)
+        assert dumped.read_bytes() == (out / row["model"]).read_bytes()
 
 
 @pytest.mark.qemu
@@ -157,3 +177,21 @@ def test_place_mixes_devices_and_is_optimal_under_its_model(tmp_path, m55):
     else:
         assert exported.cpu_export is None
     syntax_check(out, "edgetune_plan.h")
+
+
+@pytest.mark.parametrize("extra, culprit", [
+    (["--device", "ethos-u85"], "ethos-u85"),
+    (["--macs", "48"], "--macs"),
+])
+def test_place_bad_options_are_one_line(tmp_path, extra, culprit):
+    net = write(tmp_path, MIXED)
+    result = CliRunner().invoke(main, ["place", str(net), "--db", str(tmp_path / "e.db"), "--out", str(tmp_path / "o"),
+                                       *extra])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and culprit in lines[0], result.output
+
+
+def test_place_missing_network_file_is_one_line(tmp_path):
+    result = CliRunner().invoke(main, ["place", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "nope.toml: no such network file" in result.output
