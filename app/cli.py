@@ -221,7 +221,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         if from_export or not kernel_name or not shape:
             raise UserError("--device NPU tunes one operator: give KERNEL and --shape (no --from-export)")
         summary = run_npu_tune(kernel_name, target, device, shape, strategy, budget, jobs, seed,
-                               lambda: _open_db(db_path))
+                               lambda: _open_db(db_path), show_progress=not as_json and sys.stderr.isatty())
         if as_json:
             click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
         else:

@@ -14,6 +14,7 @@ from edgetune.hal import Target
 from edgetune.targets import get_target
 from edgetune.tuner import STRATEGIES, TuningDatabase
 
+from .progress import ProgressDisplay
 from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, npu_workload, resolve_npu, tune_npu
 from .placement import NetworkError, PlacementError, export_plan, load_network, plan_network
 from .session import TuneSummary, summarize
@@ -22,12 +23,12 @@ NPU_USER_ERRORS = (NpuOperatorError, ModelBuildError, NetworkError, PlacementErr
 
 
 def run_npu_tune(kernel_name: str, target: Target, device: str, shape: str, strategy: str, budget: int, jobs: int,
-                 seed: int, open_db: Callable[[], TuningDatabase]) -> TuneSummary:
+                 seed: int, open_db: Callable[[], TuningDatabase], show_progress: bool = False) -> TuneSummary:
     """Validate everything first: bad input must not create a database."""
     npu = resolve_npu(target, device)
     operator = get_npu_operator(kernel_name)
     request = NpuTuneRequest(operator, target, npu, operator.parse_shape(shape), strategy, budget, jobs, seed)
-    return tune_npu(request, open_db())
+    return tune_npu(request, open_db(), ProgressDisplay(NPU_OBJECTIVE) if show_progress else None)
 
 
 def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: TuningDatabase) -> TuneSummary:

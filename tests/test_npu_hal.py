@@ -33,6 +33,15 @@ def test_m55_board_carries_u55_and_u65():
     assert get_target("host").npus == ()
 
 
+def test_every_described_configuration_is_one_vela_knows():
+    from ethosu.vela.architecture_features import Accelerator
+
+    known = {a.value for a in Accelerator}
+    for npu in get_target("cortex-m55").npus:
+        for macs in npu.macs_per_cycle:
+            assert npu.accelerator(macs) in known
+
+
 def test_vela_ini_is_generated_from_the_hal_data():
     target = get_target("cortex-m55")
     npu = target.npu("ethos-u65")

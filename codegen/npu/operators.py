@@ -223,7 +223,7 @@ class _Convolution(NpuOperator):
         cin, cout = self._channels(shape)
         q_in, _ = _io_quant(rng)
         w_scales = _quant_scales(rng, cout, per_channel=True)
-        reduction = shape["kh"] * shape["kw"] * (cin if self.builtin == "CONV_2D" else 1)
+        reduction = self.macs(shape) // (math.prod(self.output_shape(shape)))  # MACs per output element
         q_out = Quant((_output_scale(q_in.scale[0], w_scales, reduction),), (int(rng.integers(-32, 32)),))
         weights = rng.integers(-127, 128, size=weights_shape, dtype=np.int8)
         bias = rng.integers(-(1 << 12), 1 << 12, size=cout, dtype=np.int32)

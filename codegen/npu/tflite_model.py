@@ -93,7 +93,7 @@ def _check(spec: ModelSpec) -> None:
                 raise ModelBuildError(f"operator {op.builtin}: tensor index {index} out of range")
 
 
-def _int_vector(builder, start_fn, values, prepend: str = "PrependInt32") -> int:
+def _scalar_vector(builder, start_fn, values, prepend: str = "PrependInt32") -> int:
     start_fn(builder, len(values))
     for value in reversed(values):
         getattr(builder, prepend)(value)
@@ -142,12 +142,12 @@ def build_model(spec: ModelSpec) -> bytes:
     tensors = []
     for t, buffer_index in zip(spec.tensors, tensor_buffer):
         name = builder.CreateString(t.name)
-        shape = _int_vector(builder, Tensor.TensorStartShapeVector, list(t.shape))
+        shape = _scalar_vector(builder, Tensor.TensorStartShapeVector, list(t.shape))
         quant = None
         if t.quant is not None:
-            scale = _int_vector(builder, QP.QuantizationParametersStartScaleVector, list(map(float, t.quant.scale)),
+            scale = _scalar_vector(builder, QP.QuantizationParametersStartScaleVector, list(map(float, t.quant.scale)),
                                 "PrependFloat32")
-            zero = _int_vector(builder, QP.QuantizationParametersStartZeroPointVector, list(map(int, t.quant.zero_point)),
+            zero = _scalar_vector(builder, QP.QuantizationParametersStartZeroPointVector, list(map(int, t.quant.zero_point)),
                                "PrependInt64")
             QP.QuantizationParametersStart(builder)
             QP.QuantizationParametersAddScale(builder, scale)
@@ -181,15 +181,18 @@ def build_model(spec: ModelSpec) -> bytes:
             module = _binding(op.options)
             getattr(module, f"{op.options}Start")(builder)
             for field_name, value in op.option_fields:
-                if isinstance(value, str):  # an enum member, e.g. Padding VALID
-                    value = _enum(field_name if field_name != "FusedActivationFunction" else "ActivationFunctionType", value)
+                if isinstance(value, str):
+                    # An enum member: the field is named after its enum (Padding VALID), except
+                    # the activation, whose enum is ActivationFunctionType.
+                    enum = "ActivationFunctionType" if field_name == "FusedActivationFunction" else field_name
+                    value = _enum(enum, value)
                 add = getattr(module, f"{op.options}Add{field_name}", None)
                 if add is None:
                     raise ModelBuildError(f"{op.options} has no field {field_name}")
                 add(builder, value)
             options = getattr(module, f"{op.options}End")(builder)
-        inputs = _int_vector(builder, Operator.OperatorStartInputsVector, list(op.inputs))
-        outputs = _int_vector(builder, Operator.OperatorStartOutputsVector, list(op.outputs))
+        inputs = _scalar_vector(builder, Operator.OperatorStartInputsVector, list(op.inputs))
+        outputs = _scalar_vector(builder, Operator.OperatorStartOutputsVector, list(op.outputs))
         Operator.OperatorStart(builder)
         Operator.OperatorAddOpcodeIndex(builder, builtins.index(op.builtin))
         Operator.OperatorAddInputs(builder, inputs)
@@ -200,8 +203,8 @@ def build_model(spec: ModelSpec) -> bytes:
         operators.append(Operator.OperatorEnd(builder))
 
     tensor_vec = _offset_vector(builder, SubGraph.SubGraphStartTensorsVector, tensors)
-    input_vec = _int_vector(builder, SubGraph.SubGraphStartInputsVector, list(spec.inputs))
-    output_vec = _int_vector(builder, SubGraph.SubGraphStartOutputsVector, list(spec.outputs))
+    input_vec = _scalar_vector(builder, SubGraph.SubGraphStartInputsVector, list(spec.inputs))
+    output_vec = _scalar_vector(builder, SubGraph.SubGraphStartOutputsVector, list(spec.outputs))
     op_vec = _offset_vector(builder, SubGraph.SubGraphStartOperatorsVector, operators)
     sg_name = builder.CreateString("main")
     SubGraph.SubGraphStart(builder)
