@@ -399,6 +399,7 @@ def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, as_json):
         sys.exit(1)
 
 
+place_cmd.callback = _guard(place_cmd.callback)  # defined in npu_cli.py; same error convention
 main.add_command(place_cmd)
 
 if __name__ == "__main__":

@@ -57,21 +57,18 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
     (tuned here if the database has none), counting NPU invocations and the copies between
     CPU and NPU memory. Writes DIR/edgetune_plan.h, DIR/plan.json, DIR/npu/*_vela.tflite and
     the CPU kernels in DIR/cpu/."""
-    from .cli import UserError, USER_ERRORS  # the CLI's error convention (one line, exit 2)
-
-    try:
-        target = get_target(target_name)
-        npu = resolve_npu(target, device)
-        network = load_network(Path(network_file))
-        if strategy != "random":
-            raise UserError("place tunes the NPU with random search (the only strategy with a budget that fits)")
-        if macs is not None and macs not in npu.macs_per_cycle:
-            raise PlacementError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
-        db = TuningDatabase(Path(db_path))
-        plan = plan_network(network, target, npu, db, macs=macs, npu_budget=npu_budget, seed=seed, jobs=jobs)
-        exported = export_plan(plan, db, Path(out_dir))
-    except USER_ERRORS as exc:
-        raise UserError(str(exc)) from None
+    # Bad input raises edgetune's own errors; cli.py registers this command behind its
+    # guard, which turns them into one line and exit status 2.
+    target = get_target(target_name)
+    npu = resolve_npu(target, device)
+    network = load_network(Path(network_file))
+    if strategy != "random":
+        raise PlacementError("--strategy: place tunes the NPU with random search")
+    if macs is not None and macs not in npu.macs_per_cycle:
+        raise PlacementError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
+    db = TuningDatabase(Path(db_path))
+    plan = plan_network(network, target, npu, db, macs=macs, npu_budget=npu_budget, seed=seed, jobs=jobs)
+    exported = export_plan(plan, db, Path(out_dir))
     if as_json:
         click.echo(exported.plan_json.read_text(encoding="utf-8"), nl=False)
         return
