@@ -19,8 +19,10 @@ from .progress import ProgressDisplay
 from .report import write_report
 from .session import TuneRequest, TuneSummary, choose_objective, summarize, tune, workload_of
 from .verify import export_and_measure, verify_export
+from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
 
-USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError)
+USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError,
+               *NPU_USER_ERRORS)
 
 
 class UserError(click.ClickException):
@@ -73,6 +75,10 @@ def _target_json(target: Target, full: bool = False) -> dict:
             "classes": {name: {"cycles": c.cycles, "unit": c.unit, "energy_pj": c.energy_pj} for name, c in target.cost.classes}}
         data["measured_values"] = list(target.measured_values)
         data["core"].update(isa=target.core.isa, fpu=target.core.fpu, source=target.core.source)
+        data["npus"] = [{"name": n.name, "product": n.product, "macs_per_cycle": list(n.macs_per_cycle),
+                         "clock_hz": n.clock_hz, "memory_modes": [m.name for m in n.memory_modes],
+                         "ports": [{"name": p.name, "memory": p.memory, "region": p.region, "data_bits": p.data_bits,
+                                    "writable": p.writable} for p in n.ports], "source": n.source} for n in target.npus]
         data["file"] = target.source_file
     return data
 
@@ -126,6 +132,10 @@ def targets_show(name, as_json):
     if t.cost:
         units = f"; overlapping units {', '.join(t.cost.overlapping_units)}" if t.cost.overlapping_units else ""
         click.echo(f"  cost model: issue width {t.cost.issue_width:g}{units}; static {t.cost.static_mw:g} mW ({t.cost.source})")
+    for n in t.npus:
+        ports = ", ".join(f"{p.name}={p.memory}" for p in n.ports)
+        click.echo(f"  npu: {n.name} ({n.product}; MACs/cycle {'/'.join(map(str, n.macs_per_cycle))}; {ports}; "
+                   f"modes {', '.join(m.name for m in n.memory_modes)})")
     cpu = f" -cpu {t.runner.cpu}" if t.runner.cpu else ""
     click.echo(f"  runner: {t.runner.kind} {t.runner.program} {t.runner.machine}{cpu}".rstrip())
     click.echo(f"  compilers: {', '.join(c.name + '=' + c.command for c in t.compilers)}")
@@ -212,17 +222,34 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
 @_objective_option
 @_constraint_option
 @_db_option
+@click.option("--device", default="cpu", show_default=True,
+              help="cpu, or an NPU of the target (ethos-u55, ethos-u65): tune Vela's options instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
 def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, objective, constraints,
-             db_path, as_json):
+             db_path, device, as_json):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
     With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
-    export, e.g. after a compiler upgrade made `edgetune verify` fail."""
+    export, e.g. after a compiler upgrade made `edgetune verify` fail.
+
+    With --device ethos-u55 (or another NPU of the target), the operator is compiled by Vela
+    and its options are tuned; the objective is Vela's total_cycles estimate."""
     target = get_target(target_name)
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    if device != "cpu":
+        if from_export or not kernel_name or not shape:
+            raise UserError("--device NPU tunes one operator: give KERNEL and --shape (no --from-export)")
+        if objective or constraints:
+            raise UserError("--objective and --constraint apply to CPU tuning; NPU tuning minimises Vela's total_cycles")
+        summary = run_npu_tune(kernel_name, target, device, shape, strategy, budget, jobs, seed,
+                               lambda: _open_db(db_path), show_progress=not as_json and sys.stderr.isatty())
+        if as_json:
+            click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
+        else:
+            _print_summary(summary)
+        return
     bounds = tuple(parse_bound(text) for text in constraints)
     objective = choose_objective(target, objective, bounds)
     if from_export:
@@ -259,19 +286,23 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
 @_objective_option
 @_constraint_option
 @_db_option
+@click.option("--device", default="cpu", show_default=True, help="cpu, or an NPU of the target (ethos-u55, ethos-u65).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_guard
-def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, as_json):
+def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, device, as_json):
     """The best stored configuration of KERNEL for a shape on a target."""
-    kernel = get_kernel(kernel_name)
     target = get_target(target_name)
-    shape_dict = kernel.parse_shape(shape)
-    bounds = tuple(parse_bound(text) for text in constraints)
-    objective = choose_objective(target, objective, bounds)
     if not Path(db_path).exists():
         raise UserError(f"{db_path}: no such database (run `edgetune tune` first)")
-    db = _open_db(db_path)
-    summary = summarize(db, workload_of(kernel, target, shape_dict), objective, bounds=bounds)
+    if device != "cpu":
+        summary = best_npu(kernel_name, target, device, shape, _open_db(db_path))
+    else:
+        kernel = get_kernel(kernel_name)
+        shape_dict = kernel.parse_shape(shape)
+        bounds = tuple(parse_bound(text) for text in constraints)
+        objective = choose_objective(target, objective, bounds)
+        db = _open_db(db_path)
+        summary = summarize(db, workload_of(kernel, target, shape_dict), objective, bounds=bounds)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
     else:
@@ -397,6 +428,9 @@ def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, as_json):
     if not report.ok:
         sys.exit(1)
 
+
+place_cmd.callback = _guard(place_cmd.callback)  # defined in npu_cli.py; same error convention
+main.add_command(place_cmd)
 
 if __name__ == "__main__":
     main()

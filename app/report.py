@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from edgetune.tuner import Record, TuningDatabase, Workload  # noqa: E402
 
-OBJECTIVE_PREFERENCE = ("cycles", "instructions", "time_ns")
+OBJECTIVE_PREFERENCE = ("cycles", "instructions", "time_ns", "total_cycles")  # total_cycles: Vela (NPU)
 
 
 @dataclass(frozen=True)

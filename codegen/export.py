@@ -15,9 +15,10 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from edgetune.hal import Target
-from edgetune.tuner import TuningDatabase
+from edgetune.tuner import TuningDatabase, Workload
 
 from .kernels import KERNELS
 from .kernels.base import COMMON_CFLAGS
@@ -123,13 +124,18 @@ def _sha256(text: str) -> str:
 
 
 def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: str,
-                toolchain: str | None = None, extra_manifest: dict | None = None) -> ExportResult:
+                toolchain: str | None = None, extra_manifest: dict | None = None,
+                only: Iterable[Workload] | None = None) -> ExportResult:
     """Export the best variant of every workload of `target` (only those measured with
-    `toolchain`, when given: results from another compiler version are stale)."""
+    `toolchain`, when given: results from another compiler version are stale; only the
+    workloads in `only`, when given, e.g. the CPU part of a placement plan)."""
     from edgetune import __version__
 
     entries, sources, skipped = [], {}, []
+    wanted = None if only is None else set(only)
     for workload in db.workloads(target.name):
+        if wanted is not None and workload not in wanted:
+            continue
         if toolchain is not None and workload.toolchain != toolchain:
             skipped.append(f"{workload.key()}: measured with another toolchain; re-tune it "
                            f"(edgetune tune --from-export DIR re-tunes an export's workloads)")

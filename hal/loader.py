@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .cost import INSTRUCTION_CLASSES, ClassCost, CostModel
-from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, PowerEnvelope, Runner, Target,
-                    VectorUnit)
+from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, Npu, NpuMemoryMode, NpuPort, PowerEnvelope,
+                    Runner, Target, VectorUnit)
 
 SCHEMA_VERSION = 1
 
@@ -31,6 +31,11 @@ RUNNER_KINDS = {"qemu", "native"}
 # Start-up code and link layout families the firmware folder provides (startup_<family>.*,
 # templates/<family>.ld.j2).
 STARTUP_FAMILIES = {"cortex_m", "cortex_a"}
+# Vela's memory types and accelerator prefixes (Vela 5.2 OPTIONS.md, "Configuration File").
+NPU_MEMORY_TYPES = {"Sram", "Dram", "OnChipFlash", "OffChipFlash"}
+NPU_NAMES = {"ethos-u55", "ethos-u65"}
+# A Vela memory-mode name becomes an .ini section name: letters, digits, underscores.
+VELA_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 
 
 class TargetError(ValueError):
@@ -166,7 +171,7 @@ def load_target(path: Path, overrides: dict | None = None) -> Target:
 def target_from_data(data: dict, file: str) -> Target:
     top = _Table(file, "", data)
     top.reject_unknown({"schema", "name", "description", "arch", "core", "runner", "compilers",
-                        "vector_units", "caches", "memory", "power", "firmware", "cost", "detect"})
+                        "vector_units", "caches", "memory", "power", "firmware", "cost", "detect", "npus"})
     schema = top.get("schema", int)
     if schema != SCHEMA_VERSION:
         top.fail("schema", f"version {schema} is not supported (this edgetune reads {SCHEMA_VERSION})")
@@ -271,9 +276,12 @@ def target_from_data(data: dict, file: str) -> Target:
     cost_t = top.table("cost", required=False)
     cost = _cost_model(cost_t) if cost_t is not None else None
 
+    npus = tuple(_npu(t, {m.name for m in memory}) for t in top.tables("npus", required=False))
+    _unique(top, "npus", [n.name for n in npus])
+
     return Target(name=top.get("name", str, check=_name), description=top.get("description", str), arch=top.get("arch", str),
                   core=core, runner=runner, compilers=tuple(compilers), vector_units=tuple(vector_units),
-                  caches=tuple(caches), memory=tuple(memory), power=power, firmware=firmware, cost=cost,
+                  caches=tuple(caches), memory=tuple(memory), power=power, firmware=firmware, cost=cost, npus=npus,
                   source_file=file)
 
 
@@ -300,6 +308,69 @@ def _cost_model(cost_t: _Table) -> CostModel:
                      disassembler=cost_t.get("disassembler", str, check=_program),
                      disassembler_flags=_flags(cost_t, "disassembler_flags"),
                      source=cost_t.get("source", str))
+
+
+def _npu(t: _Table, region_names: set[str]) -> Npu:
+    """One [[npus]] table: an Ethos-U attached to the board, with its AXI ports and the
+    memory modes Vela may compile for."""
+    t.reject_unknown({"name", "product", "macs_per_cycle", "clock_hz", "ports", "memory_modes", "arena_cache_sizes",
+                      "invoke_cycles", "copy_bytes_per_cycle", "source"})
+    macs = t.get("macs_per_cycle", list)
+    for i, value in enumerate(macs):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value & (value - 1):
+            t.fail(f"macs_per_cycle[{i}]", f"{value!r} is not a positive power of two")
+    if not macs or len(set(macs)) != len(macs):
+        t.fail("macs_per_cycle", "expected distinct values, at least one")
+    sizes = t.get("arena_cache_sizes", list)
+    for i, value in enumerate(sizes):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            t.fail(f"arena_cache_sizes[{i}]", f"{value!r} is not a positive integer")
+    if not sizes or len(set(sizes)) != len(sizes):
+        t.fail("arena_cache_sizes", "expected distinct values, at least one")
+
+    ports = []
+    for p in t.tables("ports"):
+        p.reject_unknown({"name", "memory", "region", "data_bits", "writable", "clock_scale", "burst_length",
+                          "read_latency", "write_latency", "max_reads", "max_writes", "source"})
+        region = p.get("region", str, default="",
+                       check=lambda v: None if v == "" or v in region_names else f"no memory region named {v!r}")
+        ports.append(NpuPort(
+            name=p.get("name", str, check=_one_of({"axi0", "axi1"})),
+            memory=p.get("memory", str, check=_one_of(NPU_MEMORY_TYPES)), region=region,
+            data_bits=p.get("data_bits", int,
+                            check=lambda v: None if v in (32, 64, 128, 256) else f"{v} is not 32, 64, 128 or 256"),
+            writable=p.get("writable", bool),
+            clock_scale=float(p.get("clock_scale", (int, float), check=_positive)),
+            burst_length=p.get("burst_length", int, check=_positive),
+            read_latency=p.get("read_latency", int, check=_non_negative),
+            write_latency=p.get("write_latency", int, check=_non_negative),
+            max_reads=p.get("max_reads", int, check=_positive),
+            max_writes=p.get("max_writes", int, check=_non_negative), source=p.get("source", str, default="")))
+    _unique(t, "ports", [p.name for p in ports])
+    if "axi0" not in {p.name for p in ports}:
+        t.fail("ports", "an NPU needs at least its axi0 port")
+    port_names = {p.name for p in ports}
+
+    def _port(value):
+        return None if value in port_names else f"no port named {value!r} (ports: {', '.join(sorted(port_names))})"
+
+    modes = []
+    for m in t.tables("memory_modes"):
+        m.reject_unknown({"name", "const", "arena", "cache", "source"})
+        modes.append(NpuMemoryMode(
+            name=m.get("name", str, check=lambda v: None if VELA_NAME_RE.fullmatch(v) else f"{v!r} is not a valid mode name"),
+            const_port=m.get("const", str, check=_port), arena_port=m.get("arena", str, check=_port),
+            cache_port=m.get("cache", str, check=_port), source=m.get("source", str, default="")))
+    if not modes:
+        t.fail("memory_modes", "at least one memory mode is required")
+    _unique(t, "memory_modes", [m.name for m in modes])
+
+    return Npu(name=t.get("name", str, check=_one_of(NPU_NAMES)), product=t.get("product", str),
+               macs_per_cycle=tuple(macs), clock_hz=t.get("clock_hz", int, check=_positive), ports=tuple(ports),
+               memory_modes=tuple(modes), arena_cache_sizes=tuple(sizes),
+               invoke_cycles=t.get("invoke_cycles", int, check=_non_negative),
+               copy_bytes_per_cycle=float(t.get("copy_bytes_per_cycle", (int, float), check=_positive)),
+               source=t.get("source", str))
 
 
 def _unique(top: _Table, key: str, names: list[str]) -> None:

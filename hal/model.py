@@ -119,6 +119,67 @@ class Runner:
 
 
 @dataclass(frozen=True)
+class NpuPort:
+    """One AXI master interface of an NPU and the memory behind it, in Vela's terms
+    (memory type and timing become a Vela system configuration)."""
+
+    name: str  # "axi0", "axi1"
+    memory: str  # Vela memory type: "Sram", "Dram", "OnChipFlash", "OffChipFlash"
+    region: str  # the board memory region it reaches ("" when not on the CPU's memory map)
+    data_bits: int
+    writable: bool
+    clock_scale: float  # memory clock / NPU clock
+    burst_length: int  # bytes
+    read_latency: int  # NPU cycles
+    write_latency: int
+    max_reads: int  # outstanding transactions
+    max_writes: int
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class NpuMemoryMode:
+    """Where Vela puts constants (weights), the tensor arena and the weight cache."""
+
+    name: str  # Vela memory-mode name, e.g. "Shared_Sram"
+    const_port: str
+    arena_port: str
+    cache_port: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Npu:
+    """A neural processing unit attached to the board (Arm Ethos-U)."""
+
+    name: str  # "ethos-u55": Vela accelerator configs are "<name>-<macs>"
+    product: str
+    macs_per_cycle: tuple[int, ...]  # the configurations the product comes in
+    clock_hz: int
+    ports: tuple[NpuPort, ...]
+    memory_modes: tuple[NpuMemoryMode, ...]
+    arena_cache_sizes: tuple[int, ...]  # values offered to Vela's --arena-cache-size
+    invoke_cycles: int  # CPU cycles to start one NPU job and take its completion
+    copy_bytes_per_cycle: float  # CPU copy rate between its buffers and the NPU's arena
+    source: str = ""
+
+    def accelerator(self, macs: int) -> str:
+        return f"{self.name}-{macs}"
+
+    def port(self, name: str) -> NpuPort:
+        for port in self.ports:
+            if port.name == name:
+                return port
+        raise KeyError(f"NPU {self.name} has no port {name!r}")
+
+    def memory_mode(self, name: str) -> NpuMemoryMode:
+        for mode in self.memory_modes:
+            if mode.name == name:
+                return mode
+        raise KeyError(f"NPU {self.name} has no memory mode {name!r}")
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     description: str
@@ -132,6 +193,7 @@ class Target:
     power: PowerEnvelope | None = None
     firmware: Firmware | None = None
     cost: "CostModel | None" = None
+    npus: tuple[Npu, ...] = ()
     source_file: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
@@ -150,6 +212,13 @@ class Target:
             if compiler.name == name:
                 return compiler
         raise KeyError(f"target {self.name} has no compiler {name!r}")
+
+    def npu(self, name: str) -> Npu:
+        for npu in self.npus:
+            if npu.name == name:
+                return npu
+        known = ", ".join(n.name for n in self.npus) or "none"
+        raise KeyError(f"target {self.name} has no NPU {name!r} (NPUs: {known})")
 
     def region(self, name: str) -> MemoryRegion:
         for region in self.memory:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything edgetune needs on Debian 12, idempotently:
 #   - system packages: Arm cross compilers (GCC + newlib, Clang/LLD), QEMU, a host C compiler
-#   - edgetune itself, with its test dependencies, in .venv (editable)
+#   - edgetune itself, with its test dependencies and the Ethos-U compiler Vela (extra `npu`), in .venv (editable)
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +35,5 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[test,npu]'
 echo "setup: ready ($(.venv/bin/edgetune --version))" >&2

@@ -1,0 +1,89 @@
+"""Command-line pieces for the Ethos-U NPU: `tune/best --device NPU` and `place`.
+Kept apart from cli.py, which only routes to them."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Callable
+
+import click
+
+from edgetune.codegen.npu import ModelBuildError, NpuOperatorError, get_npu_operator
+from edgetune.hal import Target
+from edgetune.targets import get_target
+from edgetune.tuner import STRATEGIES, TuningDatabase
+
+from .progress import ProgressDisplay
+from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, npu_workload, resolve_npu, tune_npu
+from .placement import NetworkError, PlacementError, export_plan, load_network, plan_network
+from .session import TuneSummary, summarize
+
+NPU_USER_ERRORS = (NpuOperatorError, ModelBuildError, NetworkError, PlacementError)
+
+
+def run_npu_tune(kernel_name: str, target: Target, device: str, shape: str, strategy: str, budget: int, jobs: int,
+                 seed: int, open_db: Callable[[], TuningDatabase], show_progress: bool = False) -> TuneSummary:
+    """Validate everything first: bad input must not create a database."""
+    npu = resolve_npu(target, device)
+    operator = get_npu_operator(kernel_name)
+    request = NpuTuneRequest(operator, target, npu, operator.parse_shape(shape), strategy, budget, jobs, seed)
+    return tune_npu(request, open_db(), ProgressDisplay(NPU_OBJECTIVE) if show_progress else None)
+
+
+def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: TuningDatabase) -> TuneSummary:
+    npu = resolve_npu(target, device)
+    operator = get_npu_operator(kernel_name)
+    return summarize(db, npu_workload(operator, target, npu, operator.parse_shape(shape)), NPU_OBJECTIVE)
+
+
+@click.command("place")
+@click.argument("network_file", metavar="NETWORK_FILE")
+@click.option("--target", "target_name", default="cortex-m55", show_default=True, help="Target name or .toml file.")
+@click.option("--device", default="ethos-u55", show_default=True, help="The NPU of the target to offload to.")
+@click.option("--macs", type=int, default=None, help="The board's NPU MAC configuration [default: the largest offered].")
+@click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")
+@click.option("--out", "out_dir", required=True, help="Folder for the plan header, NPU models and CPU kernels.")
+@click.option("--npu-budget", default=12, show_default=True, type=click.IntRange(min=1),
+              help="Vela configurations per layer to have measured (untuned layers are tuned first).")
+@click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Vela runs at once.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the NPU search.")
+@click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
+@click.option("--json", "as_json", is_flag=True, help="Print plan.json instead of the explanation.")
+def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_budget, jobs, seed, strategy, as_json):
+    """Place each layer of NETWORK_FILE on the CPU or the NPU and export the plan.
+
+    Per layer: the best tuned CPU kernel (from --db) against the best Vela configuration
+    (tuned here if the database has none), counting NPU invocations and the copies between
+    CPU and NPU memory. Writes DIR/edgetune_plan.h, DIR/plan.json, DIR/npu/*_vela.tflite and
+    the CPU kernels in DIR/cpu/."""
+    # Bad input raises edgetune's own errors; cli.py registers this command behind its
+    # guard, which turns them into one line and exit status 2.
+    target = get_target(target_name)
+    npu = resolve_npu(target, device)
+    network = load_network(Path(network_file))
+    if strategy != "random":
+        raise PlacementError("--strategy: place tunes the NPU with random search")
+    if macs is not None and macs not in npu.macs_per_cycle:
+        raise PlacementError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
+    db = TuningDatabase(Path(db_path))
+    plan = plan_network(network, target, npu, db, macs=macs, npu_budget=npu_budget, seed=seed, jobs=jobs)
+    exported = export_plan(plan, db, Path(out_dir))
+    if as_json:
+        click.echo(exported.plan_json.read_text(encoding="utf-8"), nl=False)
+        return
+    click.echo(f"{network.name} on {target.name} + {plan.accelerator} ({len(network.layers)} layers; "
+               f"CPU cycles at {target.core.clock_hz / 1e6:g} MHz)")
+    for lp in plan.layers:
+        click.echo(f"  {lp.explanation}")
+    if plan.copy_out_cycles:
+        click.echo(f"  output: +{plan.copy_out_cycles} cycles to copy {plan.copy_out_bytes} bytes back to CPU memory")
+    alternatives = [f"all on the NPU {plan.all_npu_cycles}" if plan.all_npu_cycles is not None else "all on the NPU impossible",
+                    f"all on the CPU {plan.all_cpu_cycles}" if plan.all_cpu_cycles is not None else "all on the CPU impossible"]
+    click.echo(f"plan: {plan.total_cycles} cycles ({'; '.join(alternatives)})")
+    click.echo(f"header: {exported.header}")
+    for model in exported.npu_models:
+        click.echo(f"npu model: {model}")
+    if exported.cpu_export is not None:
+        click.echo(f"cpu kernels: {exported.cpu_export.header}")
+    sys.stdout.flush()
