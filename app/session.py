@@ -104,11 +104,9 @@ class Evaluator:
         except ValueError as exc:
             return Outcome.WRONG_ANSWER, str(exc)
         for buf, got, want in zip(self.io.outputs(), outputs, self.expected):
-            if not np.array_equal(got, want):
-                bad = np.argwhere(got != want)
-                first = tuple(int(i) for i in bad[0])
-                return Outcome.WRONG_ANSWER, (f"{buf.name}: {len(bad)} of {want.size} elements differ; first at "
-                                              f"{first}: got {got[first]}, expected {want[first]}")
+            problem = self.kernel.compare(self.io, buf.name, got, want)
+            if problem:
+                return Outcome.WRONG_ANSWER, problem
         return Outcome.OK, ""
 
 

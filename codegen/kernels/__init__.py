@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from .base import Buffer, Kernel, KernelError, KernelIO, RenderedKernel, render_glue
+from .matmul_f32 import MatmulF32
 from .matmul_s8 import MatmulS8
 
-KERNELS: dict[str, Kernel] = {kernel.name: kernel for kernel in (MatmulS8(),)}
+KERNELS: dict[str, Kernel] = {kernel.name: kernel for kernel in (MatmulS8(), MatmulF32())}
 
 
 def get_kernel(name: str) -> Kernel:

@@ -125,6 +125,16 @@ class Kernel:
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         raise NotImplementedError
 
+    def compare(self, io: KernelIO, name: str, got: np.ndarray, want: np.ndarray) -> str | None:
+        """None when an output is right, else why not. Integer kernels are bit-exact;
+        float kernels override this with their documented tolerance."""
+        if np.array_equal(got, want):
+            return None
+        bad = np.argwhere(got != want)
+        first = tuple(int(i) for i in bad[0])
+        return (f"{name}: {len(bad)} of {want.size} elements differ; first at "
+                f"{first}: got {got[first]}, expected {want[first]}")
+
     # --- shared rendering -----------------------------------------------------------------
     def arguments(self, shape: Mapping[str, int]) -> list[str]:
         """The C parameters of every variant: buffer pointers, then int32 scalars."""
