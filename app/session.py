@@ -83,10 +83,11 @@ class Evaluator:
         info: dict = {}
         try:
             rendered = self.kernel.render(self.target, self.shape, config)
-            build = self.runner.build(self.kernel, self.shape, self.io, rendered, workdir)
+            io = self.kernel.deployed_io(self.io, config)  # e.g. weights packed as an export ships them
+            build = self.runner.build(self.kernel, self.shape, io, rendered, workdir)
             info = dict(build.info)
             with self._slots:
-                values, raw = self.runner.run(build, self.io)
+                values, raw = self.runner.run(build, io)
             outcome, error = self._check(raw)
             values = {**values, **build.values}
             info["seconds"] = round(time.monotonic() - started, 3)

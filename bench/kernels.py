@@ -33,6 +33,9 @@ class NaiveLoop:
     def render(self, target, shape, config, **_):
         return self.kernel.render_naive(target, shape, self.compiler, self.cflags)
 
+    def deployed_io(self, io, config):
+        return io  # the plain loop takes the weights as they are
+
 
 def measure_naive(kernel, target, shape, space, workload, work, cflags):
     naive = NaiveLoop(kernel, "gcc", cflags)

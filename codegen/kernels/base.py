@@ -125,6 +125,20 @@ class Kernel:
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         raise NotImplementedError
 
+    def template_for(self, config: Config) -> str:
+        """The template a configuration renders from (one per kernel unless a kernel has
+        variants different enough to deserve their own file)."""
+        return self.template
+
+    def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
+        """The buffers a variant is called with. Usually the inputs as they are; a variant
+        with weights packed at export time gets them packed (same sizes and types)."""
+        return io
+
+    def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
+        """Other public functions of a variant's source (e.g. a weight packing helper)."""
+        return []
+
     def compare(self, io: KernelIO, name: str, got: np.ndarray, want: np.ndarray) -> str | None:
         """None when an output is right, else why not. Integer kernels are bit-exact;
         float kernels override this with their documented tolerance."""
@@ -163,7 +177,7 @@ class Kernel:
         variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, provenance=tuple(map(comment_safe, provenance)),
                          version=self.version, build_hint=build_hint,
                          config_text=", ".join(f"{k}={v}" for k, v in config.items))
-        source = render(self.template, variables)
+        source = render(self.template_for(config), variables)
         return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
                               compiler=compiler.name, cflags=cflags)
 
