@@ -112,7 +112,7 @@ def test_host_paths_match_the_reference(f32, host, path, tmp_path_factory):
         return
     work = tmp_path_factory.mktemp(f"f32-{path}")
 
-    @settings(max_examples=8, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
+    @settings(max_examples=6, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
               phases=[Phase.explicit, Phase.generate])  # each example builds and runs: no shrinking
     @given(data=st.data())
     def run(data):

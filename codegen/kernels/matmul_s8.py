@@ -67,11 +67,11 @@ class MatmulS8(Kernel):
                                       lambda c: c["layout"] != "packed" or c["vector"] != "mve"
                                       or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]))
         # tile_n beyond the first tile that covers n only repeats that tile.
-        # (Row-major MVE needs whole vectors of 4; packed tiles may be narrower.)
-        covering = {"rowmajor": min(t for t in (4, 8, 16, 32) if t >= min(shape["n"], 32)),
-                    "packed": min(t for t in (1, 2, 4, 8, 16, 32) if t >= min(shape["n"], 32))}
-        constraints.append(Constraint("tile_n larger than needed to cover n",
-                                      lambda c: c["tile_n"] <= covering[c["layout"]]))
+        # (Row-major MVE needs whole vectors of 4; other tiles may be narrower.)
+        vector_cover = min(t for t in (4, 8, 16, 32) if t >= min(shape["n"], 32))
+        any_cover = min(t for t in (1, 2, 4, 8, 16, 32) if t >= min(shape["n"], 32))
+        constraints.append(Constraint("tile_n larger than needed to cover n", lambda c: c["tile_n"] <= (
+            vector_cover if c["vector"] == "mve" and c["layout"] == "rowmajor" else any_cover)))
         params = [
             powers_of_two("tile_m", 1, 8, "rows of C computed together"),
             powers_of_two("tile_n", 1, 32, "columns of C computed together"),
