@@ -32,7 +32,8 @@ def edge_config(shape, vector, compiler, layout="rowmajor"):
         return {"tile_m": 2 if shape["m"] >= 2 else 1, "tile_n": 4 if shape["n"] > 4 else 1,
                 "unroll_k": 2 if vector == "mve" and shape["k"] >= 32 else 1, "vector": vector,
                 "layout": layout, "compiler": compiler, "opt": "O2"}
-    return {"tile_m": 4 if shape["m"] >= 4 else 1, "tile_n": 8 if shape["n"] > 4 else 4,
+    narrow = 4 if vector == "mve" or shape["n"] > 2 else shape["n"]  # row-major MVE takes whole vectors
+    return {"tile_m": 4 if shape["m"] >= 4 else 1, "tile_n": 8 if shape["n"] > 4 else narrow,
             "unroll_k": 4 if shape["k"] >= 4 else 1, "vector": vector, "layout": layout, "compiler": compiler,
             "opt": "O2"}
 
