@@ -31,7 +31,7 @@ from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs, work
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 
-ROUNDS = 3
+ROUNDS = 5
 BLAS_SELECTORS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 # Timed in a fresh interpreter so the thread pin is in place before numpy loads.
