@@ -3,7 +3,8 @@
 For each shape: a short random-search tune (fixed seed, fresh database), then the plain
 triple loop built with arm-none-eabi-gcc -O3 for the same core, both run on the same inputs
 in the same harness. Instruction counts are exact, so one run each suffices; the ratio is
-plain / tuned. MACs per executed instruction = M*N*K / instructions.
+plain / tuned. MACs per executed instruction = M*N*K / instructions. Last, the best trial of each weight
+layout (row-major B, or B packed at export time) found by the same search.
 
 usage: .venv/bin/python bench/kernels.py [--budget N] [--shapes m=..,n=..,k=.. ...]
 """
@@ -33,6 +34,9 @@ class NaiveLoop:
     def render(self, target, shape, config, **_):
         return self.kernel.render_naive(target, shape, self.compiler, self.cflags)
 
+    def deployed_io(self, io, config):
+        return io  # the plain loop takes the weights as they are
+
 
 def measure_naive(kernel, target, shape, space, workload, work, cflags):
     naive = NaiveLoop(kernel, "gcc", cflags)
@@ -56,6 +60,7 @@ def main() -> None:
     header = (f"{'shape':>16} {'plain -O3':>11} {'plain -O3 novec':>15} {'tuned':>9} {'ratio':>7} "
               f"{'ratio novec':>11} {'MAC/instr':>9}  best configuration")
     print(header)
+    layouts = []
     with tempfile.TemporaryDirectory() as tmp:
         db = TuningDatabase(Path(tmp) / "bench.db")
         for shape_text in args.shapes:
@@ -70,6 +75,25 @@ def main() -> None:
             macs = shape["m"] * shape["n"] * shape["k"]
             print(f"{shape_text:>16} {plain:>11} {scalar:>15} {tuned:>9} {plain / tuned:>7.2f} {scalar / tuned:>11.2f} "
                   f"{macs / tuned:>9.2f}  {best.config.key()}")
+            layouts.append((shape_text, macs, best_per_layout(db, summary.workload)))
+    print("\nbest per weight layout (MACs per executed instruction; rowmajor = the skeleton's MVE path over N,")
+    print("packed = B packed at export time, VMLADAVA.S8 dot products over K)")
+    for shape_text, macs, per_layout in layouts:
+        cells = "  ".join(f"{layout} {trial.values['instructions']:>8} instr {macs / trial.values['instructions']:5.2f} "
+                          f"MAC/instr" for layout, trial in per_layout.items())
+        print(f"{shape_text:>16}  {cells}")
+
+
+def best_per_layout(db, workload):
+    """The best successful trial of each weight layout in the database."""
+    best = {}
+    for trial in db.trials(workload):
+        if trial.outcome.failed:
+            continue
+        layout = trial.config["layout"]
+        if layout not in best or trial.values["instructions"] < best[layout].values["instructions"]:
+            best[layout] = trial
+    return dict(sorted(best.items()))
 
 
 if __name__ == "__main__":

@@ -201,6 +201,8 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
     view = [dict(kernel=e.kernel, shape_text=e.shape_text, objective=e.objective, value_text=f"{e.value:g}",
                  trial_id=e.trial_id, created=e.created, config_text=e.config_text, function=e.function,
                  declaration=KERNELS[e.kernel].declaration(dict(e.shape), fn=e.function), source=e.source,
+                 extra_declarations=KERNELS[e.kernel].extra_declarations(
+                     dict(e.shape), KERNELS[e.kernel].space(target, dict(e.shape)).make(dict(e.config)), e.function),
                  var=e.function.upper(), compiler_command=e.compiler_command, cflags=e.cflags) for e in entries]
     common = dict(header=HEADER, target=target.name, date=date, db=db.path.name, edgetune_version=__version__)
     header_text = render("export_header.h.j2", dict(common, entries=view, dispatchers=dispatchers))

@@ -51,14 +51,15 @@ def test_f32_tolerance_accepts_any_summation_order_and_rejects_errors(f32, shape
         forward = (forward + c[k] * x[k:k + shape["block"]]).astype(np.float32)
         j = shape["taps"] - 1 - k
         backward = (backward + c[j] * x[j:j + shape["block"]]).astype(np.float32)
-    assert not f32.mismatches(shape, io, 0, forward, want).any()
-    assert not f32.mismatches(shape, io, 0, backward, want).any()
+    assert f32.compare(shape, io, "y", forward, want) is None
+    assert f32.compare(shape, io, "y", backward, want) is None
     exact = [float(sum(Fraction(float(c[k])) * Fraction(float(x[n + k])) for k in range(shape["taps"])))
              for n in range(shape["block"])]
     wrong = np.array(exact, dtype=np.float32)
     n = seed % shape["block"]
     wrong[n] = np.float32(exact[n] + 4 * max(f32.tolerance(shape, io)[n], 1e-30) + abs(exact[n]) * 1e-3)
-    assert f32.mismatches(shape, io, 0, wrong, want)[n]
+    problem = f32.compare(shape, io, "y", wrong, want)
+    assert problem is not None and f"1 of {shape['block']} elements" in problem and f"first at ({n},)" in problem
 
 
 def test_shape_limits(q15):

@@ -22,27 +22,40 @@ def evaluate(kernel, target, shape_text, config, tmp_path, io=None, seed=7):
     space = kernel.space(target, shape)
     io = io or kernel.make_io(shape, np.random.default_rng(seed))
     evaluator = Evaluator(kernel, target, shape, space, io, tmp_path)
-    return evaluator(space.make(config) if isinstance(config, dict) else config)
+    # Configurations written before weight packing existed mean the row-major layout.
+    return evaluator(space.make({"layout": "rowmajor", **config}) if isinstance(config, dict) else config)
+
+
+def edge_config(shape, vector, compiler, layout="rowmajor"):
+    """Tiles that divide none of the dimensions, so full and edge blocks both run."""
+    if layout == "packed":  # within the packed tile's register limits; K tails of 1..15
+        return {"tile_m": 2 if shape["m"] >= 2 else 1, "tile_n": 4 if shape["n"] > 4 else 1,
+                "unroll_k": 2 if vector == "mve" and shape["k"] >= 32 else 1, "vector": vector,
+                "layout": layout, "compiler": compiler, "opt": "O2"}
+    narrow = 4 if vector == "mve" or shape["n"] > 2 else shape["n"]  # row-major MVE takes whole vectors
+    return {"tile_m": 4 if shape["m"] >= 4 else 1, "tile_n": 8 if shape["n"] > 4 else narrow,
+            "unroll_k": 4 if shape["k"] >= 4 else 1, "vector": vector, "layout": layout, "compiler": compiler,
+            "opt": "O2"}
 
 
 @pytest.mark.parametrize("shape_text", EDGE_SHAPES)
 @pytest.mark.parametrize("vector", ["c", "mve"])
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
-def test_every_vector_path_is_bit_exact_on_edge_shapes(matmul, m55, tmp_path, shape_text, vector, compiler):
-    # Tiles that divide none of the dimensions, so full and edge blocks both run.
+@pytest.mark.parametrize("layout", ["rowmajor", "packed"])
+def test_every_vector_path_is_bit_exact_on_edge_shapes(matmul, m55, tmp_path, shape_text, vector, compiler, layout):
     shape = matmul.parse_shape(shape_text)
-    config = {"tile_m": 4 if shape["m"] >= 4 else 1, "tile_n": 8 if shape["n"] > 4 else 4,
-              "unroll_k": 4 if shape["k"] >= 4 else 1, "vector": vector, "compiler": compiler, "opt": "O2"}
+    config = edge_config(shape, vector, compiler, layout)
     trial = evaluate(matmul, m55, shape_text, config, tmp_path)
     assert trial.outcome is Outcome.OK, trial.error
     assert trial.values["instructions"] > 0
 
 
 @pytest.mark.parametrize("vector", ["c", "mve"])
-def test_saturating_inputs_are_bit_exact(matmul, m55, tmp_path, vector):
+@pytest.mark.parametrize("layout", ["rowmajor", "packed"])
+def test_saturating_inputs_are_bit_exact(matmul, m55, tmp_path, vector, layout):
     shape = matmul.parse_shape("m=6,n=11,k=23")
     io = matmul.make_io(shape, np.random.default_rng(3), edge="extreme")
-    config = {"tile_m": 4, "tile_n": 8, "unroll_k": 2, "vector": vector, "compiler": "gcc", "opt": "O3"}
+    config = {**edge_config(shape, vector, "gcc", layout), "opt": "O3"}
     trial = evaluate(matmul, m55, "m=6,n=11,k=23", config, tmp_path, io=io)
     assert trial.outcome is Outcome.OK, trial.error
 
@@ -78,7 +91,7 @@ def test_mve_path_executes_fewer_instructions_than_plain_c(matmul, m55, tmp_path
     assert mve < plain
 
 
-CONFIG = {"tile_m": 2, "tile_n": 4, "unroll_k": 1, "vector": "c", "compiler": "gcc", "opt": "O2"}
+CONFIG = {"tile_m": 2, "tile_n": 4, "unroll_k": 1, "vector": "c", "layout": "rowmajor", "compiler": "gcc", "opt": "O2"}
 
 
 @pytest.mark.parametrize("fault, outcome", [
@@ -126,6 +139,7 @@ def test_zero_point_next_to_int32_limits_saturates(matmul, m55, tmp_path, vector
         params=(("a_zero", 0), ("b_zero", 0), ("c_zero", c_zero), ("multiplier", (1 << 31) - 1), ("shift", 0)))
     expected = matmul.reference(shape, io)[0]
     assert np.all(expected == (127 if c_zero > 0 else -128))
-    config = {"tile_m": 2, "tile_n": 8, "unroll_k": 1, "vector": vector, "compiler": "gcc", "opt": "O2"}
-    trial = evaluate(matmul, m55, "m=2,n=8,k=3", config, tmp_path, io=io)
-    assert trial.outcome is Outcome.OK, trial.error
+    for layout in ("rowmajor", "packed"):
+        config = {**edge_config(matmul.parse_shape("m=2,n=8,k=3"), vector, "gcc", layout), "tile_m": 2}
+        trial = evaluate(matmul, m55, "m=2,n=8,k=3", config, tmp_path, io=io)
+        assert trial.outcome is Outcome.OK, f"{layout}: {trial.error}"

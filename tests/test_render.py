@@ -29,9 +29,9 @@ def test_rendering_is_deterministic(matmul, m55):
 def test_source_names_its_configuration(matmul, m55):
     shape = matmul.parse_shape("m=4,n=8,k=4")
     config = matmul.space(m55, shape).make({"tile_m": 2, "tile_n": 8, "unroll_k": 2, "vector": "mve",
-                                            "compiler": "clang", "opt": "O3"})
+                                            "layout": "rowmajor", "compiler": "clang", "opt": "O3"})
     source = matmul.render(m55, shape, config).source
-    assert "tile_m=2, tile_n=8, unroll_k=2, vector=mve, compiler=clang, opt=O3" in source
+    assert "tile_m=2, tile_n=8, unroll_k=2, vector=mve, layout=rowmajor, compiler=clang, opt=O3" in source
     assert "#include <arm_mve.h>" in source and "void et_matmul_s8_m4_n8_k4(" in source
 
 

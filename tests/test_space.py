@@ -216,14 +216,20 @@ def test_legal_matmul_points_fit_the_shape(target_name, shape):
         assert config["tile_m"] <= shape["m"] or config["tile_m"] == 1
         assert config["unroll_k"] <= shape["k"] or config["unroll_k"] == 1
         assert config["compiler"] in compilers
-        if config["vector"] == "mve":
+        if config["vector"] == "mve" and config["layout"] == "rowmajor":
             assert config["tile_n"] % target.vector_unit("mve").lanes_for("int32") == 0
+        if config["vector"] == "mve" and config["layout"] == "packed":
+            assert config["tile_m"] + config["tile_n"] <= target.vector_unit("mve").registers
 
 
 @pytest.mark.parametrize("target_name", ["cortex-m55", "host"])
 def test_one_by_one_matmul_space_is_tiny(target_name):
     space = MATMUL.space(get_target(target_name), {"m": 1, "n": 1, "k": 1})
-    # Only vector x compiler x opt remain free: every tile and unroll is pinned to its smallest.
-    free = len(space.param("vector").values) * len(space.param("compiler").values) * len(space.param("opt").values)
+    # Only vector x layout x compiler x opt remain free: every tile and unroll is pinned to
+    # its smallest (whole vectors of 4 int32 lanes for row-major MVE).
+    free = (len(space.param("vector").values) * len(space.param("layout").values)
+            * len(space.param("compiler").values) * len(space.param("opt").values))
     assert len(space) == free
-    assert {(c["tile_m"], c["tile_n"], c["unroll_k"]) for c in space} == {(1, 4, 1)}
+    for c in space:
+        narrowest = 4 if (c["vector"], c["layout"]) == ("mve", "rowmajor") else 1
+        assert (c["tile_m"], c["tile_n"], c["unroll_k"]) == (1, narrowest, 1)

@@ -5,9 +5,11 @@ from .base import Buffer, Kernel, KernelError, KernelIO, RenderedKernel, render_
 from .conv2d_s8 import Conv2dS8
 from .dwconv2d_s8 import DwConv2dS8
 from .fir import FirF32, FirQ15
+from .matmul_f32 import MatmulF32
 from .matmul_s8 import MatmulS8
 
-KERNELS: dict[str, Kernel] = {kernel.name: kernel for kernel in (MatmulS8(), Conv2dS8(), DwConv2dS8(), FirQ15(), FirF32())}
+KERNELS: dict[str, Kernel] = {kernel.name: kernel for kernel in (MatmulS8(), MatmulF32(), Conv2dS8(), DwConv2dS8(),
+                                                                 FirQ15(), FirF32())}
 
 
 def get_kernel(name: str) -> Kernel:

@@ -69,6 +69,16 @@ def comment_safe(text: str) -> str:
     return " ".join(str(text).split()).replace("*/", "* /").replace("/*", "/ *")
 
 
+def describe_mismatch(name: str, bad: np.ndarray, got: np.ndarray, want: np.ndarray,
+                      what: str = "differ") -> str | None:
+    """None when no element is flagged, else a message naming how many and the first one."""
+    if not bad.any():
+        return None
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    return (f"{name}: {int(bad.sum())} of {want.size} elements {what}; first at {first}: "
+            f"got {got[first]!r}, expected {want[first]!r}")
+
+
 class Kernel:
     name: str = ""
     version: int = 1
@@ -127,11 +137,25 @@ class Kernel:
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         raise NotImplementedError
 
-    def mismatches(self, shape: Mapping[str, int], io: KernelIO, index: int, got: np.ndarray,
-                   want: np.ndarray) -> np.ndarray:
-        """Which elements of output `index` are wrong: integer kernels are bit-exact; float
-        kernels override this with their documented tolerance."""
-        return got != want
+    def template_for(self, config: Config) -> str:
+        """The template a configuration renders from (one per kernel unless a kernel has
+        variants different enough to deserve their own file)."""
+        return self.template
+
+    def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
+        """The buffers a variant is called with. Usually the inputs as they are; a variant
+        with weights packed at export time gets them packed (same sizes and types)."""
+        return io
+
+    def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
+        """Other public functions of a variant's source (e.g. a weight packing helper)."""
+        return []
+
+    def compare(self, shape: Mapping[str, int], io: KernelIO, name: str, got: np.ndarray,
+                want: np.ndarray) -> str | None:
+        """None when an output is right, else why not. Integer kernels are bit-exact;
+        float kernels override this with their documented tolerance."""
+        return describe_mismatch(name, got != want, got, want)
 
     # --- shared rendering -----------------------------------------------------------------
     def arguments(self, shape: Mapping[str, int]) -> list[str]:
@@ -161,7 +185,7 @@ class Kernel:
         variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, provenance=tuple(map(comment_safe, provenance)),
                          version=self.version, build_hint=build_hint,
                          config_text=", ".join(f"{k}={v}" for k, v in config.items))
-        source = render(self.template, variables)
+        source = render(self.template_for(config), variables)
         return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
                               compiler=compiler.name, cflags=cflags)
 

@@ -19,7 +19,7 @@ import numpy as np
 from edgetune.hal import Target
 from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 
-from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO
+from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, describe_mismatch
 from .conv2d_s8 import tile_schedule
 
 MAX_TAPS = 1 << 16  # int64 sums of up to 2^16 products of 2^30 are exact; keeps buffers sane
@@ -139,8 +139,9 @@ class FirF32(_Fir):
         # np.finfo tiny: a sum of tiny products may round to a denormal either way.
         return gamma * (np.abs(self.windows(shape, x)) @ np.abs(coeffs)) + np.finfo(np.float32).tiny
 
-    def mismatches(self, shape: Mapping[str, int], io: KernelIO, index: int, got: np.ndarray,
-                   want: np.ndarray) -> np.ndarray:
+    def compare(self, shape: Mapping[str, int], io: KernelIO, name: str, got: np.ndarray,
+                want: np.ndarray) -> str | None:
         x, coeffs = (b.data.astype(np.float64) for b in io.buffers[:2])
         exact = self.windows(shape, x) @ coeffs
-        return ~(np.abs(got.astype(np.float64) - exact) <= self.tolerance(shape, io))
+        bad = ~(np.abs(got.astype(np.float64) - exact) <= self.tolerance(shape, io))
+        return describe_mismatch(name, bad, got, want, "outside the tolerance (taps+2)*2^-24*sum|c*x|")

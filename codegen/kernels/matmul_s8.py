@@ -14,11 +14,25 @@ from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 
 MAX_K = 32767  # keeps K * 255 * 255 + |bias| inside int32 (see the template's limits)
+LAYOUTS = ("rowmajor", "packed")
+
+
+def pack_weights(b: np.ndarray, bias: np.ndarray, a_zero: int, b_zero: int) -> tuple[np.ndarray, np.ndarray]:
+    """The packed weights of layout=packed, as the exported `<fn>_pack()` computes them in C:
+    b_packed = B transposed (N x K, int8), col_term[n] = bias[n] - a_zero * sum_k b[k][n]
+    + K * a_zero * b_zero (int32). With them the kernel computes
+    sum_k (a - a_zero)(b - b_zero) + bias = dot(a_row, b_col) - b_zero * sum_k a + col_term.
+    The kernel adds the three terms modulo 2^32, so col_term is kept modulo 2^32 too: a bias
+    next to the int32 limits stays exact whenever the true accumulator fits in int32."""
+    k = b.shape[0]
+    col_term = (bias.astype(np.int64) - a_zero * b.astype(np.int64).sum(axis=0) + k * a_zero * b_zero)
+    wrapped = (col_term & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+    return np.ascontiguousarray(b.T).astype(np.int8), wrapped
 
 
 class MatmulS8(Kernel):
     name = "matmul_s8"
-    version = 1
+    version = 2  # v2: the `layout` parameter (weights packed at export time)
     shape_keys = ("m", "n", "k")
     description = "int8 matrix multiply, int32 accumulation, requantised to int8 (fully connected layers)"
     template = "matmul_s8.c.j2"
@@ -35,17 +49,36 @@ class MatmulS8(Kernel):
         ]
         if target.has_vector("mve"):
             vectors.append("mve")
-            lanes = target.vector_unit("mve").lanes_for("int32")
-            constraints.append(Constraint(f"MVE tile_n must be a multiple of {lanes} int32 lanes",
-                                          lambda c: c["vector"] != "mve" or c["tile_n"] % lanes == 0))
+            unit = target.vector_unit("mve")
+            lanes = unit.lanes_for("int32")
+            constraints.append(Constraint(f"MVE row-major tile_n must be a multiple of {lanes} int32 lanes",
+                                          lambda c: c["vector"] != "mve" or c["layout"] != "rowmajor"
+                                          or c["tile_n"] % lanes == 0))
+            # Packed: one Q register per row of A and per column of B in flight; the
+            # tile_m x tile_n dot products accumulate in core registers.
+            constraints.append(Constraint(f"MVE packed tile needs tile_m + tile_n <= {unit.registers} Q registers "
+                                          "and tile_m * tile_n <= 8 accumulators",
+                                          lambda c: c["vector"] != "mve" or c["layout"] != "packed"
+                                          or (c["tile_m"] + c["tile_n"] <= unit.registers
+                                              and c["tile_m"] * c["tile_n"] <= 8)))
+        constraints.append(Constraint("plain C on packed weights leaves the k loop to the compiler (unroll_k=1)",
+                                      lambda c: c["layout"] != "packed" or c["vector"] != "c" or c["unroll_k"] == 1))
+        constraints.append(Constraint("packed MVE unrolls 16-element steps: 16 * unroll_k must not exceed k",
+                                      lambda c: c["layout"] != "packed" or c["vector"] != "mve"
+                                      or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]))
         # tile_n beyond the first tile that covers n only repeats that tile.
-        covering = min(t for t in (4, 8, 16, 32) if t >= min(shape["n"], 32))
-        constraints.append(Constraint("tile_n larger than needed to cover n", lambda c: c["tile_n"] <= covering))
+        # (Row-major MVE needs whole vectors of 4; other tiles may be narrower.)
+        vector_cover = min(t for t in (4, 8, 16, 32) if t >= min(shape["n"], 32))
+        any_cover = min(t for t in (1, 2, 4, 8, 16, 32) if t >= min(shape["n"], 32))
+        constraints.append(Constraint("tile_n larger than needed to cover n", lambda c: c["tile_n"] <= (
+            vector_cover if c["vector"] == "mve" and c["layout"] == "rowmajor" else any_cover)))
         params = [
             powers_of_two("tile_m", 1, 8, "rows of C computed together"),
-            powers_of_two("tile_n", 4, 32, "columns of C computed together"),
+            powers_of_two("tile_n", 1, 32, "columns of C computed together"),
             powers_of_two("unroll_k", 1, 8, "unroll factor of the reduction loop"),
             choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("layout", LAYOUTS, "weights as given (rowmajor) or packed at export time: B transposed plus "
+                                      "per-column terms folding bias and zero points (pack_weights)"),
             choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
             choice("opt", OPT_LEVELS, "optimisation level"),
         ]
@@ -71,6 +104,25 @@ class MatmulS8(Kernel):
                      Buffer("c", np.zeros((m, n), dtype=np.int8), is_output=True)),
             params=(("a_zero", a_zero), ("b_zero", b_zero), ("c_zero", c_zero),
                     ("multiplier", multiplier), ("shift", shift)))
+
+    def template_for(self, config: Config) -> str:
+        return "matmul_s8_packed.c.j2" if config["layout"] == "packed" else self.template
+
+    def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
+        """layout=packed variants take b_packed and col_term in place of b and bias (same
+        sizes and types, so the entry point's signature is the same for every variant)."""
+        if config["layout"] != "packed":
+            return io
+        a, b, bias, c = io.buffers
+        params = dict(io.params)
+        b_packed, col_term = pack_weights(b.data, bias.data, params["a_zero"], params["b_zero"])
+        return KernelIO(buffers=(a, Buffer("b", b_packed), Buffer("bias", col_term), c), params=io.params)
+
+    def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
+        if config["layout"] != "packed":
+            return []
+        return [f"void {fn}_pack(const int8_t *b, const int32_t *bias, int32_t a_zero, int32_t b_zero, "
+                "int8_t *b_packed, int32_t *col_term)"]
 
     def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
         a, b, bias = (buf.data.astype(np.int64) for buf in io.buffers[:3])

@@ -1,0 +1,177 @@
+"""matmul_f32: float32 C[MxN] = A[MxK] x B[KxN] + bias[N], row-major.
+
+Variants follow the GotoBLAS/BLIS structure (Goto and van de Geijn, "Anatomy of
+high-performance matrix multiplication", ACM TOMS 2008): cache blocks of kc x nc of B and
+mc x kc of A, optionally packed into contiguous 64-byte aligned slivers, and a
+register-blocked micro-kernel that keeps a tile_m x tile_n block of C in vector registers
+for the whole kc loop. Every piece is a tunable parameter.
+
+Correctness is checked against a float64 numpy reference with the tolerance of the
+standard summation error bound (Higham, "Accuracy and Stability of Numerical Algorithms",
+2nd ed., section 3.1): each element of C is a sum of K products plus the bias, so for any
+order of evaluation (blocking, FMA or not)
+    |got - exact| <= gamma_(K+1) * (|A| @ |B| + |bias|),  gamma_n = n*u / (1 - n*u),
+with u = 2^-24 (float32 unit roundoff). The check allows twice that (TOLERANCE_FACTOR),
+which also covers rounding the float64 reference itself to float32.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from edgetune.hal import Target
+from edgetune.tuner import Config, Constraint, Space, choice
+
+from .base import Buffer, Kernel, KernelIO, describe_mismatch
+
+UNIT_ROUNDOFF = 2.0 ** -24
+TOLERANCE_FACTOR = 2.0
+
+# Vector paths: (target vector unit, float32 lanes used per register, header).
+VECTOR_PATHS = {"c": None, "avx2": "avx2", "avx512": "avx512", "mve": "mve"}
+KC_VALUES = (64, 128, 256, 512)
+MC_VALUES = (32, 64, 128, 256, 512)
+NC_VALUES = (256, 1024, 4096)
+PACK_MODES = ("none", "b", "ab")
+HOST_TILES_M, HOST_TILES_N = (1, 2, 4, 6, 8, 12, 14), (8, 16, 32, 48, 64)
+SMALL_TILES_M, SMALL_TILES_N = (1, 2, 3, 4, 6), (4, 8, 12, 16)
+# The M55's packing scratch lives in the harness's .bss next to the stack (firmware
+# data_reserved minus the stack); keep this much of it for everything else.
+EMBEDDED_BSS_MARGIN = 8 * 1024
+
+
+def tolerance(a: np.ndarray, b: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Per-element bound on |got - exact| (see the module docstring)."""
+    k = a.shape[1]
+    gamma = (k + 1) * UNIT_ROUNDOFF / (1 - (k + 1) * UNIT_ROUNDOFF)
+    magnitude = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias.astype(np.float64))
+    return TOLERANCE_FACTOR * gamma * magnitude
+
+
+def covering(values: tuple[int, ...], size: int) -> int:
+    """The smallest value that covers `size` (larger ones only repeat its work)."""
+    return min([v for v in values if v >= size] or [max(values)])
+
+
+def blocking(shape: Mapping[str, int], config: Mapping) -> dict[str, int]:
+    """Effective block sizes for a shape: mc a multiple of tile_m, nc of tile_n, none larger
+    than the (tile-rounded) matrix, so the scratch is never bigger than needed."""
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    tm, tn = int(config["tile_m"]), int(config["tile_n"])
+    mc = max(tm, int(config["mc"]) // tm * tm)
+    nc = max(tn, int(config["nc"]) // tn * tn)
+    return {"kc": min(int(config["kc"]), k), "mc": min(mc, -(-m // tm) * tm), "nc": min(nc, -(-n // tn) * tn)}
+
+
+def scratch_bytes(shape: Mapping[str, int], config: Mapping) -> int:
+    """Static packing memory a variant reserves (its .bss), in bytes."""
+    blocks = blocking(shape, config)
+    pack = config["pack"]
+    a_bytes = 4 * blocks["mc"] * blocks["kc"] if pack == "ab" else 0
+    b_bytes = 4 * blocks["kc"] * blocks["nc"] if pack in ("b", "ab") else 0
+    return a_bytes + b_bytes
+
+
+class MatmulF32(Kernel):
+    name = "matmul_f32"
+    version = 1
+    shape_keys = ("m", "n", "k")
+    description = "float32 matrix multiply with bias, packed and register-blocked (GEMM)"
+    template = "matmul_f32.c.j2"
+
+    def _vectors(self, target: Target) -> list[str]:
+        return [name for name, unit in VECTOR_PATHS.items() if unit is None or target.has_vector(unit)]
+
+    def space(self, target: Target, shape: Mapping[str, int]) -> Space:
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        vectors = self._vectors(target)
+        wide = target.has_vector("avx2") or target.has_vector("avx512")
+        tiles_m, tiles_n = (HOST_TILES_M, HOST_TILES_N) if wide else (SMALL_TILES_M, SMALL_TILES_N)
+        # Per vector path: float32 lanes and the registers a tile_m x tile_n block of
+        # accumulators may take (the rest hold B vectors and the broadcast of A).
+        limits = {}
+        for name in vectors:
+            if VECTOR_PATHS[name]:
+                unit = target.vector_unit(VECTOR_PATHS[name])
+                limits[name] = (unit.lanes_for("float32"), unit.registers)
+
+        def fits_registers(c) -> bool:
+            if c["vector"] not in limits:
+                return True
+            lanes, registers = limits[c["vector"]]
+            if c["tile_n"] % lanes:
+                return False
+            vectors_n = c["tile_n"] // lanes
+            if c["vector"] == "mve":  # A comes from a core register (VFMA Qd, Qn, Rm)
+                return c["tile_m"] * vectors_n + 2 <= registers
+            return c["tile_m"] * vectors_n + vectors_n + 1 <= registers
+
+        top = {"tile_m": covering(tiles_m, m), "kc": covering(KC_VALUES, k), "mc": covering(MC_VALUES, m),
+               "nc": covering(NC_VALUES, n)}
+        # The widest useful tile_n is the first one of whole vectors that covers n.
+        top_n = {name: covering(tuple(t for t in tiles_n if t % limits.get(name, (1,))[0] == 0), n)
+                 for name in vectors}
+        constraints = [
+            Constraint("tile_n must be whole vectors of the path and the accumulators must fit its registers",
+                       fits_registers),
+            Constraint("a block size larger than needed to cover the matrix",
+                       lambda c: all(c[key] <= top[key] for key in top) and c["tile_n"] <= top_n[c["vector"]]),
+            Constraint("mc smaller than tile_m or nc smaller than tile_n",
+                       lambda c: c["mc"] >= c["tile_m"] and c["nc"] >= c["tile_n"]),
+            Constraint("unroll_k larger than kc", lambda c: c["unroll_k"] <= min(c["kc"], k) or c["unroll_k"] == 1),
+        ]
+        if target.firmware is not None:
+            budget = target.firmware.data_reserved - target.firmware.stack_size - EMBEDDED_BSS_MARGIN
+            constraints.append(Constraint(f"packing scratch exceeds the {budget} bytes of static RAM available",
+                                          lambda c: scratch_bytes(shape, c) <= budget))
+        params = [
+            choice("tile_m", tiles_m, "rows of the register-blocked micro-tile"),
+            choice("tile_n", tiles_n, "columns of the micro-tile (whole vectors on a vector path)"),
+            choice("kc", KC_VALUES, "cache block of the reduction dimension"),
+            choice("mc", MC_VALUES, "cache block of rows of A (rounded down to a multiple of tile_m)"),
+            choice("nc", NC_VALUES, "cache block of columns of B (rounded down to a multiple of tile_n)"),
+            choice("pack", PACK_MODES, "copy blocks into contiguous aligned slivers: none, B only, A and B"),
+            choice("unroll_k", (1, 2, 4), "unroll factor of the micro-kernel's k loop"),
+            choice("vector", vectors, "plain C (compiler's choice) or intrinsics of a vector unit the target has"),
+            choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
+            choice("opt", ("O2", "O3"), "optimisation level"),
+        ]
+        return Space(params, constraints)
+
+    def make_io(self, shape: Mapping[str, int], rng: np.random.Generator, edge: str = "random") -> KernelIO:
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        if edge == "extreme":
+            # Magnitudes spread over many binades with cancelling signs: the hard case for
+            # a reassociated sum, still far from overflow.
+            a = (rng.standard_normal((m, k)) * 2.0 ** rng.integers(-20, 20, size=(m, k))).astype(np.float32)
+            b = (rng.standard_normal((k, n)) * 2.0 ** rng.integers(-20, 20, size=(k, n))).astype(np.float32)
+        else:
+            a = rng.uniform(-1, 1, size=(m, k)).astype(np.float32)
+            b = rng.uniform(-1, 1, size=(k, n)).astype(np.float32)
+        bias = rng.uniform(-1, 1, size=n).astype(np.float32)
+        return KernelIO(buffers=(Buffer("a", a), Buffer("b", b), Buffer("bias", bias),
+                                 Buffer("c", np.zeros((m, n), dtype=np.float32), is_output=True)),
+                        params=())
+
+    def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
+        a, b, bias = (buf.data.astype(np.float64) for buf in io.buffers[:3])
+        return [(a @ b + bias).astype(np.float32)]
+
+    def compare(self, shape: Mapping[str, int], io: KernelIO, name: str, got: np.ndarray,
+                want: np.ndarray) -> str | None:
+        a, b, bias = (buf.data for buf in io.buffers[:3])
+        exact = a.astype(np.float64) @ b.astype(np.float64) + bias.astype(np.float64)
+        bad = ~(np.abs(got.astype(np.float64) - exact) <= tolerance(a, b, bias))  # NaN in got counts as wrong
+        return describe_mismatch(name, bad, got, want, "outside the tolerance 2*gamma_(K+1)*(|A||B|+|bias|)")
+
+    def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        tm, tn = int(config["tile_m"]), int(config["tile_n"])
+        vector = str(config["vector"])
+        lanes = {"c": 1, "avx2": 8, "avx512": 16, "mve": 4}[vector]
+        blocks = blocking(shape, config)
+        return dict(m=m, n=n, k=k, tm=tm, tn=tn, vector=vector, lanes=lanes, nv=tn // lanes if lanes > 1 else 0,
+                    kc=blocks["kc"], mc=blocks["mc"], nc=blocks["nc"], uk=int(config["unroll_k"]),
+                    pack_a=config["pack"] == "ab", pack_b=config["pack"] in ("b", "ab"),
+                    scratch=scratch_bytes(shape, config), tolerance_factor=TOLERANCE_FACTOR)
