@@ -193,3 +193,24 @@ def test_documented_gitlab_job_runs_verify_and_fails_on_a_regression(job_env):
                       .replace("vqaddq_s32(x, out_zero)", "vqsubq_s32(x, out_zero)"))
     proc = _run_job(job["script"][-1:], env, checkout)
     assert proc.returncode == 1 and manifest["kernels"][0]["function"] in proc.stdout
+
+
+def test_packed_weight_export_is_measured_and_verified_with_packed_weights(tmp_path):
+    """A packed-layout variant is called with packed weights by firmware: export measurement
+    and verify must do the same, or they would see a wrong answer."""
+    from edgetune.codegen import get_kernel
+    from edgetune.session import TuneRequest, tune
+    from edgetune.targets import get_target
+    from edgetune.tuner import TuningDatabase
+
+    kernel, target = get_kernel("matmul_s8"), get_target("cortex-m55")
+    shape = kernel.parse_shape("m=4,n=8,k=20")
+    packed = next(c.as_dict() for c in kernel.space(target, shape) if c["layout"] == "packed")
+    db = TuningDatabase(tmp_path / "p.db")
+    summary = tune(TuneRequest(kernel, target, shape, "random", 1, 1, 0, initial=(packed,)), db)
+    assert summary.best.trial.config.as_dict() == packed
+    code, out = cli("export", "--target", "cortex-m55", "--out", tmp_path / "export", "--db", tmp_path / "p.db")
+    assert code == 0, out
+    code, report = verify_json(tmp_path / "export", "--seed", 3)
+    assert code == 0, report
+    assert report["kernels"][0]["measured"] == report["kernels"][0]["recorded"]
