@@ -4,9 +4,9 @@ Knows nothing of C, compilers or emulators; codegen declares spaces with these t
 """
 from .database import DatabaseError, Record, TuningDatabase, Workload
 from .space import Config, Constraint, Param, Space, SpaceError, choice, powers_of_two
-from .strategies import STRATEGIES, Exhaustive, RandomSearch, Strategy, make_strategy
+from .strategies import STRATEGIES, Exhaustive, PriorTrials, RandomSearch, Strategy, make_strategy
 from .trial import Outcome, Trial
 
-__all__ = ["Config", "Constraint", "DatabaseError", "Exhaustive", "Outcome", "Param", "RandomSearch", "Record",
+__all__ = ["Config", "Constraint", "DatabaseError", "Exhaustive", "Outcome", "Param", "PriorTrials", "RandomSearch", "Record",
            "STRATEGIES", "Space", "SpaceError", "Strategy", "Trial", "TuningDatabase", "Workload", "choice",
            "make_strategy", "powers_of_two"]
