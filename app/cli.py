@@ -13,11 +13,14 @@ from edgetune.hal import Target, TargetError
 from edgetune.targets import get_target, target_names
 from edgetune.targets.toolchain import HarnessError, ToolMissing
 from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial, TuningDatabase
+from edgetune.tuner.recorded import RecordedSpaceError, load_recorded
 
 from . import __version__
+from .replay import record, replay_json
 from .session import TuneRequest, TuneSummary, summarize, tune, workload_of
 
-USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError)
+USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError,
+               RecordedSpaceError)
 
 
 class UserError(click.ClickException):
@@ -148,7 +151,8 @@ def _summary_json(summary: TuneSummary, db_path: str) -> dict:
     w = summary.workload
     data = {"kernel": w.kernel, "kernel_version": w.kernel_version, "target": w.target, "shape": w.shape_dict(),
             "objective": summary.objective, "trials": summary.trials, "new_trials": summary.new_trials,
-            "failed": summary.failed, "failures": summary.failures, "db": str(db_path), "best": None}
+            "failed": summary.failed, "failures": summary.failures, "db": str(db_path), "stopped": summary.stopped,
+            "best": None}
     if summary.best is not None:
         trial = summary.best.trial
         data["best"] = {"config": trial.config.as_dict(), **trial.values, "trial_id": summary.best.id,
@@ -200,10 +204,14 @@ _db_option = click.option("--db", "db_path", default="edgetune.db", show_default
               help="Trials this workload should have in the database when the run ends.")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search.")
+@click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop starting new trials after this many seconds.")
+@click.option("--patience", type=click.IntRange(min=1), default=None,
+              help="Stop after this many evaluations without a new best.")
 @_db_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
-def tune_cmd(kernel_name, target_name, shape, strategy, budget, jobs, seed, db_path, as_json):
+def tune_cmd(kernel_name, target_name, shape, strategy, budget, jobs, seed, time_budget, patience, db_path, as_json):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept."""
     kernel = get_kernel(kernel_name)
     target = get_target(target_name)
@@ -212,7 +220,8 @@ def tune_cmd(kernel_name, target_name, shape, strategy, budget, jobs, seed, db_p
         raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
     db = _open_db(db_path)
     progress = None if as_json or not sys.stderr.isatty() else _progress_printer(target.measures)
-    summary = tune(TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed), db, progress)
+    summary = tune(TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, time_budget, patience), db,
+                   progress)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
     else:
@@ -265,6 +274,63 @@ def export_cmd(target_name, out_dir, db_path, as_json):
         for reason in result.skipped:
             click.echo(f"  skipped {reason}", err=True)
         click.echo(f"header: {result.header}")
+
+
+# --- record / replay -------------------------------------------------------------------------
+@main.command("record")
+@click.argument("kernel_name", metavar="KERNEL")
+@_target_option
+@_shape_option
+@click.option("--out", "out_path", required=True, help="Recorded-space file to write (.json, or .json.gz).")
+@click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
+@_db_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
+@_guard
+def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, as_json):
+    """Measure KERNEL's whole space for a shape on a target and write it to a file (resumable
+    through the database: stored configurations are not measured again)."""
+    kernel = get_kernel(kernel_name)
+    target = get_target(target_name)
+    shape_dict = kernel.parse_shape(shape)
+    if not Path(out_path).resolve().parent.is_dir():
+        raise UserError(f"--out {out_path}: folder {Path(out_path).parent} does not exist")
+    db = _open_db(db_path)
+    progress = None if as_json or not sys.stderr.isatty() else _progress_printer(target.measures)
+    summary, written = record(kernel, target, shape_dict, Path(out_path), db, jobs, progress)
+    if as_json:
+        click.echo(json.dumps({**_summary_json(summary, db_path), "out": str(written)}, indent=2))
+    else:
+        _print_summary(summary)
+        click.echo(f"recorded space: {written}")
+
+
+@main.command("replay")
+@click.argument("space_file", metavar="SPACE_FILE")
+@click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
+@click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1), help="Evaluations per repeat.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the first repeat (repeat r: seed + r).")
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1), help="Independent runs.")
+@click.option("--prior", "prior_files", multiple=True,
+              help="Recorded space of the same kernel elsewhere, for transfer learning (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_guard
+def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json):
+    """Tune against a recorded space (edgetune's format or a Kernel Tuner cache file)
+    instead of hardware. Configurations absent from the file are not legal."""
+    if strategy not in STRATEGIES:
+        raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    recorded = load_recorded(space_file)
+    prior = [load_recorded(p) for p in prior_files]
+    result = replay_json(recorded, strategy, budget, seed, repeats, prior)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(f"{recorded.path}: {result['size']} configurations ({result['failures']} failed), "
+               f"optimum {recorded.objective}={result['optimum']:g}")
+    for run in result["repeats"]:
+        failed = sum(v is None for v in run["trace"])
+        best = "none" if run["best"] is None else f"{run['best']:g}"
+        click.echo(f"  seed {run['seed']}: best {best} after {len(run['trace'])} evaluations ({failed} failed)")
 
 
 if __name__ == "__main__":

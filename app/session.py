@@ -10,7 +10,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -21,7 +21,8 @@ from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
-from edgetune.tuner import Config, Outcome, Record, Space, Trial, TuningDatabase, Workload, make_strategy
+from edgetune.tuner import (STRATEGIES, Config, Outcome, PriorTrials, Record, Space, Trial, TuningDatabase, Workload,
+                            make_strategy)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class TuneRequest:
     budget: int = 20
     jobs: int = 1
     seed: int = 0
+    time_budget: float | None = None  # seconds of this run; None: no limit
+    patience: int | None = None  # stop after this many evaluations without a new best
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class TuneSummary:
     new_trials: int  # measured by this run
     failures: dict = field(default_factory=dict)  # outcome value -> count, over all stored trials
     best: Record | None = None
+    stopped: str = "budget"  # budget | exhausted | time | patience
 
     @property
     def failed(self) -> int:
@@ -120,22 +124,31 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     workload = workload_of(kernel, target, shape)
     objective = target.measures
     space = kernel.space(target, shape)
-    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed))
+    if request.strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {request.strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
+    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
     runner_for(target).check_tools()
 
     done = db.trials(workload)
     strategy.tell(done)
     stored = len(done)
     new = 0
+    stop = StopRule(request, best=min((v for t in done if (v := t.value(objective)) is not None), default=None))
+    stopped = "budget"
     with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp:
         evaluate = Evaluator(kernel, target, shape, space, workload_inputs(kernel, workload), Path(tmp))
         with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
             while stored < request.budget:
+                if (reason := stop.reason()) is not None:
+                    stopped = reason
+                    break
                 # Batch-synchronous: ask for a batch, measure it in parallel, tell the
                 # strategy in proposal order. Results are stored as each one completes.
                 batch = strategy.ask(min(request.jobs, request.budget - stored))
                 if not batch:
-                    break  # the legal space is exhausted
+                    stopped = "exhausted"  # every legal configuration has been measured
+                    break
                 futures = [pool.submit(evaluate, config) for config in batch]
                 for future in as_completed(futures):
                     trial = future.result()
@@ -144,8 +157,43 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
                         new += 1
                     if progress:
                         progress(stored, request.budget, trial)
-                strategy.tell(future.result() for future in futures)
-    return summarize(db, workload, objective, new)
+                trials = [future.result() for future in futures]
+                strategy.tell(trials)
+                stop.observe(trial.value(objective) for trial in trials)
+    return replace(summarize(db, workload, objective, new), stopped=stopped)
+
+
+class StopRule:
+    """The run's own limits besides the trial budget: wall time, and patience (evaluations
+    without a new best, counted from this run's start)."""
+
+    def __init__(self, request: TuneRequest, best: float | None):
+        self.deadline = None if request.time_budget is None else time.monotonic() + request.time_budget
+        self.patience = request.patience
+        self.best = best
+        self.since_best = 0
+
+    def observe(self, values) -> None:
+        for value in values:
+            if value is not None and (self.best is None or value < self.best):
+                self.best, self.since_best = value, 0
+            else:
+                self.since_best += 1
+
+    def reason(self) -> str | None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "time"
+        if self.patience is not None and self.since_best >= self.patience:
+            return "patience"
+        return None
+
+
+def prior_trials(db: TuningDatabase, workload: Workload) -> tuple[PriorTrials, ...]:
+    """Trials of the same kernel (same template version) on every other stored workload:
+    other shapes and other targets, for strategies that transfer what they learnt."""
+    return tuple(PriorTrials(other.key(), tuple(db.trials(other))) for other in db.workloads()
+                 if other.kernel == workload.kernel and other.kernel_version == workload.kernel_version
+                 and other != workload)
 
 
 def summarize(db: TuningDatabase, workload: Workload, objective: str, new_trials: int = 0) -> TuneSummary:
