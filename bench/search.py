@@ -104,12 +104,10 @@ def run_kernel_tuner(bench: Bench, strategy: str, seed: int) -> list[float | Non
     return trace[: bench.reference.budget]
 
 
-def load_benches(filters: list[str], folder: Path) -> list[Bench]:
+def load_benches(folder: Path) -> list[Bench]:
     benches = []
     for path in SPACE_FILES:
         name = short_name(path)
-        if filters and not any(f in name for f in filters):
-            continue
         recorded = load_recorded(path)
         reference = baseline(recorded.values(), recorded.failures)
         benches.append(Bench(name, recorded, reference, kernel_tuner_cache(recorded, folder)))
@@ -134,8 +132,8 @@ def main() -> int:
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="edgetune-bench-") as tmp:
-        benches = load_benches(args.spaces, Path(tmp))
-        everything = load_benches([b.recorded.kernel for b in benches], Path(tmp)) if benches else []
+        everything = load_benches(Path(tmp))  # all of them: the others are transfer's prior
+        benches = [b for b in everything if not args.spaces or any(f in b.name for f in args.spaces)]
         rows: dict[str, dict[str, list[float]]] = {}
         for bench in benches:
             ref = bench.reference

@@ -4,7 +4,8 @@ measured.
 
 The model is gradient-boosted regression trees (scikit-learn's GradientBoostingRegressor)
 on the configuration's digits (the position of each
-parameter's value), predicting the log of the objective. Failed trials train the model too,
+parameter's value), predicting the log of the objective; a small bootstrap ensemble gives a
+spread, and candidates are ranked by a lower confidence bound. Failed trials train the model too,
 as worse than the worst success, so it learns where failures are. Each refit plans a batch
 of proposals: the best predicted fresh points, plus a few random ones (epsilon-greedy) so a
 wrong model cannot trap the search.
@@ -47,12 +48,15 @@ class ModelGuided(SearchStrategy):
     name = "model"
 
     def __init__(self, space: Space, rng: np.random.Generator, objective: str = "", initial: int | None = None,
-                 batch: int = 8, candidates: int = 4096, epsilon: float = 0.1):
+                 batch: int = 8, candidates: int = 4096, epsilon: float = 0.1, ensemble: int = 5,
+                 optimism: float = 1.0):
         super().__init__(space, rng, objective)
         self.initial = initial if initial is not None else max(8, 2 * len(space.params))
         self.batch = batch
         self.candidates = candidates
         self.epsilon = epsilon
+        self.ensemble = ensemble
+        self.optimism = optimism
         self._plan: list[int] = []
 
     def _next(self) -> int | None:
@@ -77,13 +81,10 @@ class ModelGuided(SearchStrategy):
         return features, targets, np.ones(len(indices))
 
     def _make_plan(self) -> list[int]:
-        features, targets, weights = self._training_data()
-        model = BoostedTrees(seed=int(self.rng.integers(2**31)))
-        model.fit(features, targets, weights)
         candidates = self._candidates()
         if len(candidates) == 0:
             return []
-        predicted = model.predict(self.space.legal_digits()[candidates].astype(float))
+        predicted = self._acquisition(self.space.legal_digits()[candidates].astype(float))
         # Shuffle before a stable sort so ties are broken by the seed, not by index order.
         order = self.rng.permutation(len(candidates))
         ranked = order[np.argsort(predicted[order], kind="stable")]
@@ -97,6 +98,21 @@ class ModelGuided(SearchStrategy):
                 if random_point is not None:
                     plan[slot] = random_point
         return plan
+
+    def _acquisition(self, points: np.ndarray) -> np.ndarray:
+        """Lower confidence bound: the mean prediction of models fitted on bootstrap resamples
+        of the trials, minus `optimism` times their spread. Regions the trials barely cover
+        disagree across resamples, so they get tried before the search settles on one basin."""
+        features, targets, weights = self._training_data()
+        predictions = []
+        for member in range(self.ensemble):
+            rows = (np.arange(len(targets)) if member == 0
+                    else self.rng.integers(len(targets), size=len(targets)))
+            model = BoostedTrees(seed=int(self.rng.integers(2**31)))
+            model.fit(features[rows], targets[rows], weights[rows])
+            predictions.append(model.predict(points))
+        predictions = np.array(predictions)
+        return predictions.mean(axis=0) - self.optimism * predictions.std(axis=0)
 
     def _candidates(self) -> np.ndarray:
         """Positions (in legal_indices()) of the fresh points the model scores: all of them
