@@ -104,20 +104,23 @@ def _need(path: Path, data: dict, key: str, kind: type | tuple):
     return data[key]
 
 
-def _build(path: Path, params: list[Param], entries: dict[tuple, Trial], meta: dict) -> RecordedSpace:
-    names = [p.name for p in params]
-    try:
-        probe = Space(params)
-        indices = {probe.index_of(dict(zip(names, key))): key for key in entries}
-    except SpaceError as exc:
-        raise RecordedSpaceError(f"{path}: {exc}") from None
+def _build(path: Path, params: list[Param], entries: list[tuple[str, tuple, Trial]], meta: dict) -> RecordedSpace:
+    """entries: (where in the file, parameter values in `params` order, trial)."""
     if not entries:
         raise RecordedSpaceError(f"{path}: no entries")
-    present = set(indices)
+    probe = Space(params)
+    by_index: dict[int, Trial] = {}
+    for where, values, trial in entries:
+        # By index, not by value tuple: 1 and True are equal as dict keys but distinct values.
+        try:
+            index = probe.index_of(dict(zip(probe.names, values)))
+        except SpaceError as exc:
+            raise RecordedSpaceError(f"{path}: {where}: {exc}") from None
+        by_index[index] = trial
+    present = set(by_index)
     space = Space(params, [Constraint("not in the recorded space", lambda c: probe.index_of(c) in present)],
                   legal=sorted(present))
-    trials = {index: entries[key] for index, key in indices.items()}
-    trials = {index: Trial(space.config_at(index), t.outcome, t.values, t.error) for index, t in trials.items()}
+    trials = {index: Trial(space.config_at(index), t.outcome, t.values, t.error) for index, t in by_index.items()}
     return RecordedSpace(path=str(path), space=space, trials=trials, **meta)
 
 
@@ -134,7 +137,7 @@ def _load_ours(path: Path, data: dict) -> RecordedSpace:
         except SpaceError as exc:
             raise RecordedSpaceError(f"{path}: parameters[{n}]: {exc}") from None
     names = [p.name for p in params]
-    entries: dict[tuple, Trial] = {}
+    entries: list[tuple[str, tuple, Trial]] = []
     for n, entry in enumerate(_need(path, data, "entries", list)):
         where = f"{path}: entries[{n}]"
         config = entry.get("config") if isinstance(entry, dict) else None
@@ -149,8 +152,9 @@ def _load_ours(path: Path, data: dict) -> RecordedSpace:
         if outcome is Outcome.OK and not _is_number(values.get(objective)):
             raise RecordedSpaceError(f"{where}: values.{objective}: expected a number for an ok entry")
         key = tuple(config[name] for name in names)
-        entries[key] = Trial(Config(tuple(zip(names, key))), outcome, dict(values) if outcome is Outcome.OK else {},
-                             str(entry.get("error", "")))
+        entries.append((f"entries[{n}]", key, Trial(Config(tuple(zip(names, key))), outcome,
+                                                    dict(values) if outcome is Outcome.OK else {},
+                                                    str(entry.get("error", "")))))
     shape = _need(path, data, "shape", dict)
     meta = dict(kernel=str(data.get("kernel", "")), target=str(data.get("target", "")),
                 shape=tuple(shape.items()), objective=objective)
@@ -169,7 +173,7 @@ def _load_kernel_tuner(path: Path, data: dict) -> RecordedSpace:
             params.append(Param(name, tuple(tune_params[name])))
         except SpaceError as exc:
             raise RecordedSpaceError(f"{path}: tune_params.{name}: {exc}") from None
-    entries: dict[tuple, Trial] = {}
+    entries: list[tuple[str, tuple, Trial]] = []
     for cache_key, entry in _need(path, data, "cache", dict).items():
         where = f"{path}: cache[{cache_key!r}]"
         if not isinstance(entry, dict) or any(name not in entry for name in keys):
@@ -179,9 +183,9 @@ def _load_kernel_tuner(path: Path, data: dict) -> RecordedSpace:
         value = entry.get(objective)
         if isinstance(value, str):
             outcome = KT_FAILURES.get(value, Outcome.RUNTIME_ERROR)
-            entries[key] = Trial(config, outcome, error=value)
+            entries.append((f"cache[{cache_key!r}]", key, Trial(config, outcome, error=value)))
         elif _is_number(value) and math.isfinite(value):
-            entries[key] = Trial(config, Outcome.OK, {objective: float(value)})
+            entries.append((f"cache[{cache_key!r}]", key, Trial(config, Outcome.OK, {objective: float(value)})))
         else:
             raise RecordedSpaceError(f"{where}: {objective}: expected a number or a failure string, got {value!r}")
     meta = dict(kernel=str(data.get("kernel_name", "")), target=str(data.get("device_name", "")),
