@@ -19,7 +19,7 @@ Python's and numpy's global random generators, which this script seeds per repea
 is Kernel Tuner's design, not ours). Transfer learning is given, as prior trials, the other
 recorded spaces of the same kernel (other GPUs, other matmul shapes).
 
-usage: .venv/bin/python bench/search.py [--repeats R] [--spaces SUBSTRING ...]
+usage: .venv/bin/python bench/search.py [--repeats R] [--spaces SUBSTRING ...] [--large]
                                         [--strategies NAME ...] [--kt-strategies NAME ...] [--no-kernel-tuner]
 """
 from __future__ import annotations
@@ -44,6 +44,9 @@ HERE = Path(__file__).resolve().parent
 DATA = Path("/work/shared/data")
 SPACE_FILES = sorted((DATA / "kernel_tuner").glob("*.json")) + sorted((DATA / "benchmark_hub").glob("*.json.gz")) \
     + sorted((HERE / "spaces").glob("*.json.gz"))
+# The GEMM spaces (17,956 configurations, budgets of 900-1,450 evaluations) take most of an
+# hour for all strategies on two cores: included only with --large.
+LARGE = ("gemm_",)
 OURS = [name for name in STRATEGIES if name != "exhaustive"]
 KT_STRATEGIES = ["random_sample", "genetic_algorithm", "simulated_annealing", "greedy_ils", "mls", "dual_annealing",
                  "diff_evo", "pso", "firefly_algorithm"]
@@ -127,13 +130,15 @@ def main() -> int:
     parser.add_argument("--strategies", nargs="*", default=OURS)
     parser.add_argument("--kt-strategies", nargs="*", default=KT_STRATEGIES)
     parser.add_argument("--no-kernel-tuner", action="store_true")
+    parser.add_argument("--large", action="store_true", help="Include the GEMM spaces.")
     parser.add_argument("--json", help="Also write every score to this file.")
     args = parser.parse_args()
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="edgetune-bench-") as tmp:
         everything = load_benches(Path(tmp))  # all of them: the others are transfer's prior
-        benches = [b for b in everything if not args.spaces or any(f in b.name for f in args.spaces)]
+        benches = [b for b in everything if (not args.spaces or any(f in b.name for f in args.spaces))
+                   and (args.large or not b.name.startswith(LARGE))]
         rows: dict[str, dict[str, list[float]]] = {}
         for bench in benches:
             ref = bench.reference

@@ -29,7 +29,7 @@ class BoostedTrees:
         # Exact (not histogram) trees: on tens to hundreds of trials a fit takes ~30 ms,
         # where HistGradientBoostingRegressor took ~650 ms here. Small leaves because the
         # training sets are small; no subsampling, the seed only breaks ties.
-        self._model = GradientBoostingRegressor(n_estimators=50, learning_rate=0.2, max_leaf_nodes=15,
+        self._model = GradientBoostingRegressor(n_estimators=40, learning_rate=0.25, max_leaf_nodes=15,
                                                 min_samples_leaf=2, random_state=seed)
 
     def fit(self, features: np.ndarray, targets: np.ndarray, weights: np.ndarray | None = None) -> None:
@@ -48,8 +48,8 @@ class ModelGuided(SearchStrategy):
     name = "model"
 
     def __init__(self, space: Space, rng: np.random.Generator, objective: str = "", initial: int | None = None,
-                 batch: int = 8, candidates: int = 4096, epsilon: float = 0.1, ensemble: int = 5,
-                 optimism: float = 1.0):
+                 batch: int = 8, candidates: int = 4096, epsilon: float = 0.2, ensemble: int = 3,
+                 optimism: float = 1.5):
         super().__init__(space, rng, objective)
         self.initial = initial if initial is not None else max(8, 2 * len(space.params))
         self.batch = batch
