@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from edgetune.codegen import KERNELS, KernelError, get_kernel
-from edgetune.codegen.export import ExportError, export_best
+from edgetune.codegen.export import ExportError, ManifestError, read_manifest
 from edgetune.hal import Target, TargetError
 from edgetune.targets import get_target, target_names
 from edgetune.targets.toolchain import HarnessError, ToolMissing
@@ -18,9 +18,12 @@ from edgetune.tuner.recorded import RecordedSpaceError, load_recorded
 from . import __version__
 from .replay import record, replay_json
 from .session import TuneRequest, TuneSummary, summarize, tune, workload_of
+from .progress import ProgressDisplay
+from .report import write_report
+from .verify import export_and_measure, verify_export
 
 USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError,
-               RecordedSpaceError)
+               ManifestError, RecordedSpaceError)
 
 
 class UserError(click.ClickException):
@@ -175,20 +178,6 @@ def _print_summary(summary: TuneSummary) -> None:
     click.echo(f"        {trial.config.key()}")
 
 
-def _progress_printer(objective: str):
-    best: list[float] = []
-
-    def show(done: int, budget: int, trial: Trial) -> None:
-        value = trial.value(objective)
-        if value is not None and (not best or value < best[0]):
-            best[:] = [value]
-        result = f"{objective}={value:g}" if value is not None else f"FAILED {trial.outcome.value}"
-        best_text = f"best {best[0]:g}" if best else "no success yet"
-        click.echo(f"[{done:>4}/{budget}] {result:28} {best_text:18} {trial.config.key()}", err=True)
-
-    return show
-
-
 _shape_option = click.option("--shape", required=True, help="Workload shape, e.g. m=16,n=16,k=32.")
 _target_option = click.option("--target", "target_name", default="cortex-m55", show_default=True,
                               help="Target name or path to a target .toml file.")
@@ -196,9 +185,11 @@ _db_option = click.option("--db", "db_path", default="edgetune.db", show_default
 
 
 @main.command("tune")
-@click.argument("kernel_name", metavar="KERNEL")
+@click.argument("kernel_name", metavar="KERNEL", required=False)
 @_target_option
-@_shape_option
+@click.option("--shape", help="Workload shape, e.g. m=16,n=16,k=32.")
+@click.option("--from-export", "from_export", metavar="DIR",
+              help="Re-tune every workload of an export, measuring its old best configurations first.")
 @click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
 @click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1),
               help="Trials this workload should have in the database when the run ends.")
@@ -211,21 +202,40 @@ _db_option = click.option("--db", "db_path", default="edgetune.db", show_default
 @_db_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
-def tune_cmd(kernel_name, target_name, shape, strategy, budget, jobs, seed, time_budget, patience, db_path, as_json):
-    """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept."""
-    kernel = get_kernel(kernel_name)
+def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, time_budget, patience,
+             db_path, as_json):
+    """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
+
+    With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
+    export, e.g. after a compiler upgrade made `edgetune verify` fail."""
     target = get_target(target_name)
-    shape_dict = kernel.parse_shape(shape)
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
-    db = _open_db(db_path)
-    progress = None if as_json or not sys.stderr.isatty() else _progress_printer(target.measures)
-    summary = tune(TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, time_budget, patience), db,
-                   progress)
-    if as_json:
-        click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
+    if from_export:
+        if kernel_name or shape:
+            raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL or --shape")
+        manifest = read_manifest(Path(from_export))
+        if manifest["target"] != target.name:
+            raise UserError(f"{from_export}: exported for target {manifest['target']!r}; pass --target {manifest['target']}")
+        requests = [TuneRequest(get_kernel(entry["kernel"]), target,
+                                get_kernel(entry["kernel"]).parse_shape(entry["shape"]), strategy, budget, jobs, seed,
+                                initial=(entry["config"],), time_budget=time_budget, patience=patience)
+                    for entry in manifest["kernels"]]
     else:
-        _print_summary(summary)
+        if not kernel_name or not shape:
+            raise UserError("give KERNEL and --shape (or --from-export DIR)")
+        kernel = get_kernel(kernel_name)
+        requests = [TuneRequest(kernel, target, kernel.parse_shape(shape), strategy, budget, jobs, seed,
+                                time_budget=time_budget, patience=patience)]
+    db = _open_db(db_path)
+    progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(target.measures)
+    summaries = [tune(request, db, progress) for request in requests]
+    if as_json:
+        data = [_summary_json(summary, db_path) for summary in summaries]
+        click.echo(json.dumps(data if from_export else data[0], indent=2))
+    else:
+        for summary in summaries:
+            _print_summary(summary)
 
 
 @main.command("best")
@@ -264,7 +274,7 @@ def export_cmd(target_name, out_dir, db_path, as_json):
     if not Path(db_path).exists():
         raise UserError(f"{db_path}: no such database (run `edgetune tune` first)")
     db = _open_db(db_path)
-    result = export_best(db, target, Path(out_dir), objective=target.measures)
+    result = export_and_measure(db, target, Path(out_dir))
     if as_json:
         click.echo(json.dumps({"header": str(result.header), "sources": [str(s) for s in result.sources],
                                "manifest": str(result.manifest), "kernels": len(result.entries)}, indent=2))
@@ -295,7 +305,7 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, as_json
     if not Path(out_path).resolve().parent.is_dir():
         raise UserError(f"--out {out_path}: folder {Path(out_path).parent} does not exist")
     db = _open_db(db_path)
-    progress = None if as_json or not sys.stderr.isatty() else _progress_printer(target.measures)
+    progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(target.measures)
     summary, written = record(kernel, target, shape_dict, Path(out_path), db, jobs, progress)
     if as_json:
         click.echo(json.dumps({**_summary_json(summary, db_path), "out": str(written)}, indent=2))
@@ -331,6 +341,100 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json
         failed = sum(v is None for v in run["trace"])
         best = "none" if run["best"] is None else f"{run['best']:g}"
         click.echo(f"  seed {run['seed']}: best {best} after {len(run['trace'])} evaluations ({failed} failed)")
+
+
+@main.command("report")
+@_db_option
+@click.option("--out", "out_dir", required=True, help="Folder for the PNG plots and index.html.")
+@_guard
+def report_cmd(db_path, out_dir):
+    """Plots (convergence, Pareto front, parameter effects) and one HTML page."""
+    if not Path(db_path).exists():
+        raise UserError(f"{db_path}: no such database")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out_dir}: exists and is not a folder")
+    result = write_report(_open_db(db_path), out)
+    click.echo(f"report: {result.index} ({len(result.images)} plots)")
+
+
+@main.group("db")
+def db_group():
+    """Share tuning results between machines as JSON lines."""
+
+
+@db_group.command("export")
+@_db_option
+@click.option("--out", "out_path", required=True, help="JSON-lines file to write ('-' for stdout).")
+@_guard
+def db_export_cmd(db_path, out_path):
+    """Write every trial of the database as one JSON object per line."""
+    if not Path(db_path).exists():
+        raise UserError(f"{db_path}: no such database")
+    db = _open_db(db_path)
+    if out_path == "-":
+        count = db.export_jsonl(sys.stdout)
+    else:
+        with open(out_path, "w", encoding="utf-8") as out:
+            count = db.export_jsonl(out)
+    click.echo(f"exported {count} trials", err=True)
+
+
+@db_group.command("import")
+@click.argument("in_path", metavar="FILE")
+@_db_option
+@_guard
+def db_import_cmd(in_path, db_path):
+    """Add the trials of a JSON-lines file; ones already stored are skipped."""
+    try:
+        lines = Path(in_path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{in_path}: cannot read ({exc})") from None
+    added, present = _open_db(db_path).import_jsonl(lines, source=in_path)
+    click.echo(f"imported {added} trials ({present} already present)")
+
+
+@main.command("verify")
+@click.argument("folder", metavar="DIR")
+@_target_option
+@click.option("--db", "db_path", default=None, help="Also say when this database holds a better configuration.")
+@click.option("--tolerance", "tolerance_pct", type=click.FloatRange(min=0), default=None,
+              help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host].")
+@click.option("--seed", type=int, default=None, help="Seed of the fresh random inputs [default: a new one, printed].")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_guard
+def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, as_json):
+    """Check an export in the target's emulator: still correct, still as fast as recorded.
+
+    Exit 0 when every kernel holds, 1 naming each kernel that is wrong or slower, 2 on bad
+    input (a missing, damaged or foreign export)."""
+    target = get_target(target_name)
+    db = None
+    if db_path is not None:
+        if not Path(db_path).exists():
+            raise UserError(f"{db_path}: no such database")
+        db = _open_db(db_path)
+    report = verify_export(Path(folder), target, tolerance_pct=tolerance_pct, seed=seed, db=db)
+    if as_json:
+        click.echo(json.dumps({
+            "folder": str(report.folder), "target": report.target, "ok": report.ok,
+            "tolerance_pct": report.tolerance_pct, "seed": report.seed,
+            "kernels": [{"function": v.function, "kernel": v.kernel, "shape": v.shape, "ok": v.ok,
+                         "objective": v.objective, "recorded": v.recorded, "measured": v.measured,
+                         "problems": list(v.problems), "notes": list(v.notes)} for v in report.verdicts]}, indent=2))
+    else:
+        for v in report.verdicts:
+            status = "ok  " if v.ok else "FAIL"
+            click.echo(f"{status} {v.function}: {v.objective} {v.measured if v.measured is not None else '-'} "
+                       f"(recorded {v.recorded if v.recorded is not None else '-'})")
+            for line in (*v.problems, *v.notes):
+                click.echo(f"       {line}")
+        failed = [v.function for v in report.verdicts if not v.ok]
+        click.echo(f"verify: {len(report.verdicts) - len(failed)} of {len(report.verdicts)} kernels hold "
+                   f"(seed {report.seed}, tolerance {report.tolerance_pct:g}%)"
+                   + (f"; failing: {', '.join(failed)}" if failed else ""))
+    if not report.ok:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,9 @@ from edgetune.codegen import CodegenError, Kernel, KernelIO
 from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
-from edgetune.targets.toolchain import MeasureError
-from edgetune.tuner import (STRATEGIES, Config, Outcome, PriorTrials, Record, Space, Trial, TuningDatabase, Workload,
-                            make_strategy)
+from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint
+from edgetune.tuner import (STRATEGIES, Config, Outcome, PriorTrials, Record, Space, SpaceError, Trial,
+                            TuningDatabase, Workload, make_strategy)
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class TuneRequest:
     seed: int = 0
     time_budget: float | None = None  # seconds of this run; None: no limit
     patience: int | None = None  # stop after this many evaluations without a new best
+    initial: tuple[dict, ...] = ()  # configurations to measure first (e.g. an export's old best)
 
 
 @dataclass(frozen=True)
@@ -54,13 +55,14 @@ class TuneSummary:
 
 
 def workload_of(kernel: Kernel, target: Target, shape: dict) -> Workload:
-    return Workload(kernel.name, kernel.version, target.name, tuple((k, int(v)) for k, v in shape.items()))
+    return Workload(kernel.name, kernel.version, target.name, tuple((k, int(v)) for k, v in shape.items()),
+                    toolchain_fingerprint(target))
 
 
 def workload_inputs(kernel: Kernel, workload: Workload) -> KernelIO:
     """The inputs every trial of a workload runs on: fixed by the workload, not the seed,
     so a resumed or repeated run measures exactly the same thing."""
-    seed = int.from_bytes(hashlib.sha256(workload.key().encode()).digest()[:8], "little")
+    seed = int.from_bytes(hashlib.sha256(workload.problem_key().encode()).digest()[:8], "little")
     return kernel.make_io(workload.shape_dict(), np.random.default_rng(seed))
 
 
@@ -136,6 +138,11 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     new = 0
     stop = StopRule(request, best=min((v for t in done if (v := t.value(objective)) is not None), default=None))
     stopped = "budget"
+    measured = {trial.config for trial in done}
+    # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
+    # are dropped: the search covers the workload anyway.
+    pending = [config for config in (_as_config(space, values) for values in request.initial)
+               if config is not None and config not in measured]
     with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp:
         evaluate = Evaluator(kernel, target, shape, space, workload_inputs(kernel, workload), Path(tmp))
         with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
@@ -145,7 +152,9 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
                     break
                 # Batch-synchronous: ask for a batch, measure it in parallel, tell the
                 # strategy in proposal order. Results are stored as each one completes.
-                batch = strategy.ask(min(request.jobs, request.budget - stored))
+                room = min(request.jobs, request.budget - stored)
+                batch, pending = pending[:room], pending[room:]
+                batch = batch or strategy.ask(room)
                 if not batch:
                     stopped = "exhausted"  # every legal configuration has been measured
                     break
@@ -194,6 +203,14 @@ def prior_trials(db: TuningDatabase, workload: Workload) -> tuple[PriorTrials, .
     return tuple(PriorTrials(other.key(), tuple(db.trials(other))) for other in db.workloads()
                  if other.kernel == workload.kernel and other.kernel_version == workload.kernel_version
                  and other != workload)
+
+
+def _as_config(space: Space, values: dict) -> Config | None:
+    try:
+        config = space.make(values)
+    except SpaceError:
+        return None
+    return config if space.is_legal(config) else None
 
 
 def summarize(db: TuningDatabase, workload: Workload, objective: str, new_trials: int = 0) -> TuneSummary:

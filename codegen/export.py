@@ -34,6 +34,47 @@ class ExportError(ValueError):
     """Nothing to export, or the output folder cannot be written."""
 
 
+class ManifestError(ValueError):
+    """An export folder whose manifest is missing, unreadable, edited or from a newer edgetune."""
+
+
+def _canonical(data: dict) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def write_manifest(folder: Path, data: dict) -> Path:
+    """Write manifest.json with a checksum over its own content (hand edits are detected)."""
+    body = {k: v for k, v in data.items() if k != "manifest_sha256"}
+    body["manifest_sha256"] = hashlib.sha256(_canonical(body)).hexdigest()
+    path = Path(folder) / MANIFEST
+    _write(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def read_manifest(folder: Path) -> dict:
+    """The manifest of an export folder, checked: its checksum, version and required keys."""
+    path = Path(folder) / MANIFEST
+    if not Path(folder).is_dir():
+        raise ManifestError(f"{folder}: no such export folder")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: missing (is {folder} an edgetune export?)") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or "manifest_sha256" not in data:
+        raise ManifestError(f"{path}: not an edgetune manifest (no manifest_sha256)")
+    body = {k: v for k, v in data.items() if k != "manifest_sha256"}
+    if hashlib.sha256(_canonical(body)).hexdigest() != data["manifest_sha256"]:
+        raise ManifestError(f"{path}: checksum mismatch: the manifest was edited or corrupted after export")
+    if data.get("manifest_version") != MANIFEST_VERSION:
+        raise ManifestError(f"{path}: manifest_version {data.get('manifest_version')!r} is not {MANIFEST_VERSION}")
+    for key in ("target", "objective", "kernels", "files", "dispatch"):
+        if key not in data:
+            raise ManifestError(f"{path}: required key {key!r} is missing")
+    return data
+
+
 @dataclass(frozen=True)
 class ExportEntry:
     kernel: str
@@ -81,11 +122,18 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: str) -> ExportResult:
+def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: str,
+                toolchain: str | None = None, extra_manifest: dict | None = None) -> ExportResult:
+    """Export the best variant of every workload of `target` (only those measured with
+    `toolchain`, when given: results from another compiler version are stale)."""
     from edgetune import __version__
 
     entries, sources, skipped = [], {}, []
     for workload in db.workloads(target.name):
+        if toolchain is not None and workload.toolchain != toolchain:
+            skipped.append(f"{workload.key()}: measured with another toolchain; re-tune it "
+                           f"(edgetune tune --from-export DIR re-tunes an export's workloads)")
+            continue
         kernel = KERNELS.get(workload.kernel)
         if kernel is None:
             skipped.append(f"{workload.key()}: kernel unknown to this edgetune")
@@ -159,6 +207,7 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
     for name, text in files.items():
         _write(out_dir / name, text)
     manifest = {
+        **(extra_manifest or {}),
         "manifest_version": MANIFEST_VERSION, "edgetune_version": __version__, "target": target.name,
         "objective": objective, "exported": date, "database": str(db.path),
         "dispatch": {"source": DISPATCH, "compiler_command": first.command,
@@ -167,10 +216,10 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
                      "function": e.function, "source": e.source, "config": dict(e.config),
                      "objective": e.objective, "value": e.value, "values": dict(e.values), "compiler": e.compiler,
                      "compiler_command": e.compiler_command, "cflags": list(e.cflags), "trial_id": e.trial_id,
-                     "measured": e.created} for e in entries],
+                     "measured": e.created, "toolchain": toolchain or ""} for e in entries],
         "files": {name: _sha256(text) for name, text in sorted(files.items())},
     }
-    _write(out_dir / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    write_manifest(out_dir, manifest)
     return ExportResult(folder=out_dir, header=out_dir / HEADER, dispatch=out_dir / DISPATCH,
                         sources=tuple(out_dir / name for name in sources), manifest=out_dir / MANIFEST,
                         entries=tuple(entries), skipped=tuple(skipped))

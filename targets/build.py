@@ -45,6 +45,7 @@ class Builder:
     def build_export(self, kernel: Kernel, shape: dict, io: KernelIO, export_dir: Path, workdir: Path) -> BuildResult:
         """An exported folder built as a user's firmware would: every file with the compiler
         and flags its manifest records, the kernel reached through the shape dispatcher."""
+        export_dir = Path(export_dir).resolve()  # the compiler runs in workdir
         manifest_path = export_dir / "manifest.json"
         try:
             manifest = json.loads(manifest_path.read_text())

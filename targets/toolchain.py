@@ -69,6 +69,24 @@ def tool_version(program: str) -> str:
     return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else "unknown"
 
 
+def toolchain_versions(target) -> dict[str, str]:
+    """Version lines of every program that builds or runs code for a target."""
+    programs = [c.command for c in target.compilers]
+    if target.firmware is not None:
+        programs.append(target.firmware.linker)
+    if target.runner.program:
+        programs.append(target.runner.program)
+    if target.runner.kind == "native":
+        programs.append("cc")
+    return {program: tool_version(program) for program in dict.fromkeys(programs)}
+
+
+def toolchain_fingerprint(target) -> str:
+    """Short hash of toolchain_versions: part of every workload's identity."""
+    text = "\n".join(f"{k}={v}" for k, v in sorted(toolchain_versions(target).items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def _tail(text: str, lines: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 

@@ -29,6 +29,7 @@ CREATE TABLE trials (
     kernel_version INTEGER NOT NULL,
     target TEXT NOT NULL,
     shape TEXT NOT NULL,
+    toolchain TEXT NOT NULL,
     config_key TEXT NOT NULL,
     config TEXT NOT NULL,
     outcome TEXT NOT NULL,
@@ -50,16 +51,23 @@ class DatabaseError(ValueError):
 
 @dataclass(frozen=True)
 class Workload:
-    """What is being tuned: a kernel template version, a shape, a target."""
+    """What is being tuned: a kernel template version, a shape, a target, and the toolchain
+    that measures it (a fingerprint of compiler and emulator versions: a compiler upgrade
+    starts a new workload, so nothing measured with the old one is reused by mistake)."""
 
     kernel: str
     kernel_version: int
     target: str
     shape: tuple[tuple[str, int], ...]
+    toolchain: str = ""
 
-    def key(self) -> str:
+    def problem_key(self) -> str:
+        """The computation itself, independent of the tools that measure it."""
         shape = ",".join(f"{k}={v}" for k, v in self.shape)
         return f"{self.kernel}@v{self.kernel_version}/{self.target}/{shape}"
+
+    def key(self) -> str:
+        return f"{self.problem_key()}/{self.toolchain}" if self.toolchain else self.problem_key()
 
     def shape_dict(self) -> dict[str, int]:
         return dict(self.shape)
@@ -142,18 +150,70 @@ class TuningDatabase:
         self._conn.close()
 
     # --- writing ------------------------------------------------------------------------
-    def record(self, workload: Workload, trial: Trial, strategy: str, seed: int | None) -> bool:
+    def record(self, workload: Workload, trial: Trial, strategy: str, seed: int | None,
+               created: str | None = None) -> bool:
         """Store a trial; False when this configuration of the workload is already stored."""
-        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         with self._transaction():
-            cursor = self._conn.execute(
-                "INSERT OR IGNORE INTO trials (workload, kernel, kernel_version, target, shape, config_key, config,"
-                " outcome, measured, error, info, strategy, seed, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (workload.key(), workload.kernel, workload.kernel_version, workload.target,
-                 json.dumps(dict(workload.shape)), trial.config.key(), json.dumps(list(map(list, trial.config.items))),
-                 trial.outcome.value, json.dumps(trial.values, sort_keys=True), trial.error,
-                 json.dumps(trial.info, sort_keys=True), strategy, seed, created))
-            return cursor.rowcount == 1
+            return self._insert(workload, trial, strategy, seed, created)
+
+    def _insert(self, workload: Workload, trial: Trial, strategy: str, seed: int | None, created: str | None) -> bool:
+        created = created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        cursor = self._conn.execute(
+            "INSERT OR IGNORE INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
+            " config, outcome, measured, error, info, strategy, seed, created)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (workload.key(), workload.kernel, workload.kernel_version, workload.target,
+             json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
+             json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
+             json.dumps(trial.values, sort_keys=True), trial.error, json.dumps(trial.info, sort_keys=True),
+             strategy, seed, created))
+        return cursor.rowcount == 1
+
+    # --- sharing between machines: JSON lines ----------------------------------------------
+    def export_jsonl(self, out) -> int:
+        """Write every trial as one JSON object per line; returns how many."""
+        count = 0
+        for row in self._conn.execute("SELECT * FROM trials ORDER BY id"):
+            record = self._record(row)
+            w, t = record.workload, record.trial
+            out.write(json.dumps({
+                "format": "edgetune-trial", "schema_version": SCHEMA_VERSION,
+                "workload": {"kernel": w.kernel, "kernel_version": w.kernel_version, "target": w.target,
+                             # pairs, not an object: key order is part of the workload's identity
+                             "shape": [list(pair) for pair in w.shape], "toolchain": w.toolchain},
+                "config": [list(item) for item in t.config.items], "outcome": t.outcome.value, "values": t.values,
+                "error": t.error, "info": t.info, "strategy": record.strategy, "seed": record.seed,
+                "created": record.created}, sort_keys=True) + "\n")
+            count += 1
+        return count
+
+    def import_jsonl(self, lines, source: str = "<input>") -> tuple[int, int]:
+        """Add trials from JSON lines: (added, already present). All or nothing: a bad line
+        names its number and nothing is imported."""
+        parsed = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                if data.get("format") != "edgetune-trial":
+                    raise ValueError("not an edgetune trial record")
+                if int(data["schema_version"]) > SCHEMA_VERSION:
+                    raise ValueError(f"schema version {data['schema_version']} is newer than {SCHEMA_VERSION}")
+                w = data["workload"]
+                workload = Workload(str(w["kernel"]), int(w["kernel_version"]), str(w["target"]),
+                                    tuple((str(k), int(v)) for k, v in w["shape"]), str(w.get("toolchain", "")))
+                trial = Trial(config=Config(tuple((str(k), v) for k, v in data["config"])),
+                              outcome=Outcome(data["outcome"]), values=dict(data["values"]),
+                              error=str(data.get("error", "")), info=dict(data.get("info", {})))
+                parsed.append((workload, trial, str(data.get("strategy", "")), data.get("seed"), str(data["created"])))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise DatabaseError(f"{source}: line {number}: {exc}") from None
+        added = 0
+        with self._transaction():
+            for workload, trial, strategy, seed, created in parsed:
+                added += self._insert(workload, trial, strategy, seed, created)
+        return added, len(parsed) - added
 
     # --- reading ------------------------------------------------------------------------
     def records(self, workload: Workload) -> list[Record]:
@@ -164,13 +224,13 @@ class TuningDatabase:
         return [record.trial for record in self.records(workload)]
 
     def workloads(self, target: str | None = None) -> list[Workload]:
-        query = "SELECT DISTINCT kernel, kernel_version, target, shape FROM trials"
+        query = "SELECT DISTINCT kernel, kernel_version, target, shape, toolchain FROM trials"
         args: tuple = ()
         if target is not None:
             query += " WHERE target = ?"
             args = (target,)
-        workloads = [Workload(kernel, version, tgt, tuple(json.loads(shape).items()))
-                     for kernel, version, tgt, shape in self._conn.execute(query + " ORDER BY id", args)]
+        workloads = [Workload(kernel, version, tgt, tuple(json.loads(shape).items()), toolchain)
+                     for kernel, version, tgt, shape, toolchain in self._conn.execute(query + " ORDER BY id", args)]
         return list(dict.fromkeys(workloads))
 
     def best(self, workload: Workload, objective: str) -> Record | None:
@@ -183,9 +243,9 @@ class TuningDatabase:
         return best
 
     def _record(self, row) -> Record:
-        (rid, _key, kernel, version, target, shape, _config_key, config, outcome, measured, error, info,
+        (rid, _key, kernel, version, target, shape, toolchain, _config_key, config, outcome, measured, error, info,
          strategy, seed, created) = row
-        workload = Workload(kernel, version, target, tuple(json.loads(shape).items()))
+        workload = Workload(kernel, version, target, tuple(json.loads(shape).items()), toolchain)
         trial = Trial(config=Config(tuple((k, v) for k, v in json.loads(config))), outcome=Outcome(outcome),
                       values=json.loads(measured), error=error, info=json.loads(info))
         return Record(rid, workload, trial, strategy, seed, created)

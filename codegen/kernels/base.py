@@ -165,6 +165,6 @@ def render_glue(kernel: Kernel, shape: Mapping[str, int], io: KernelIO, fn: str,
     if via_dispatch:
         return render("harness_glue.c.j2", dict(fn=f"et_{kernel.name}", declaration=kernel.dispatch_declaration(shape),
                                                 buffers=buffers, n_params=len(io.params),
-                                                leading=[int(v) for v in shape.values()], checked=True))
+                                                leading=[int(shape[key]) for key in kernel.shape_keys], checked=True))
     return render("harness_glue.c.j2", dict(fn=fn, declaration=kernel.declaration(shape, io, fn=fn),
                                             buffers=buffers, n_params=len(io.params), leading=[], checked=False))

@@ -1,0 +1,43 @@
+"""The progress line of long tuning runs (only on a terminal, never with --json).
+
+One status line rewritten in place: trials stored against the budget, the best value so far,
+failures by kind, the rate of this run and the time left at that rate. Each new best also
+leaves a permanent line, so the history of improvements stays on screen.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from edgetune.tuner import Trial
+
+
+class ProgressDisplay:
+    def __init__(self, objective: str, stream: TextIO = sys.stderr, clock=time.monotonic):
+        self.objective, self.stream, self.clock = objective, stream, clock
+        self.started = clock()
+        self.measured = 0
+        self.best: float | None = None
+        self.failures: dict[str, int] = {}
+
+    def status(self, done: int, budget: int) -> str:
+        elapsed = max(self.clock() - self.started, 1e-9)
+        rate = self.measured / elapsed
+        best = f"best {self.objective}={self.best:g}" if self.best is not None else "no success yet"
+        failed = ", ".join(f"{kind} {n}" for kind, n in sorted(self.failures.items())) or "no failures"
+        left = f"{(budget - done) / rate:.0f} s left" if rate > 0 and done < budget else "-"
+        return f"[{done:>4}/{budget}] {best} | {failed} | {rate * 60:.0f} trials/min | {left}"
+
+    def __call__(self, done: int, budget: int, trial: Trial) -> None:
+        self.measured += 1
+        value = trial.value(self.objective)
+        if trial.outcome.failed:
+            self.failures[trial.outcome.value] = self.failures.get(trial.outcome.value, 0) + 1
+        elif value is not None and (self.best is None or value < self.best):
+            self.best = value
+            self.stream.write(f"\r\x1b[K  new best {self.objective}={value:g}  {trial.config.key()}\n")
+        self.stream.write("\r\x1b[K" + self.status(done, budget))
+        if done >= budget:
+            self.stream.write("\n")
+        self.stream.flush()

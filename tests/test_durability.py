@@ -1,0 +1,126 @@
+"""Nothing is lost: a tuning run killed with SIGKILL at random moments resumes with every
+trial it completed and no duplicates, and ends where an uninterrupted run ends. Trials move
+between machines as JSON lines. Reports render from a real database."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgetune.cli import main
+from edgetune.report import best_so_far, pareto_front
+from edgetune.tuner import DatabaseError, TuningDatabase
+
+EDGETUNE = str(Path(sys.executable).parent / "edgetune")
+TUNE = ["tune", "matmul_s8", "--target", "cortex-m55", "--shape", "m=6,n=10,k=12", "--budget", "14",
+        "--jobs", "2", "--seed", "4", "--json"]
+
+
+def rows(db_path):
+    db = TuningDatabase(db_path)
+    (workload,) = db.workloads()
+    return [(r.trial.config.key(), r.trial.values.get("instructions")) for r in db.records(workload)]
+
+
+@pytest.mark.qemu
+def test_sigkill_at_random_moments_loses_nothing(tmp_path):
+    killed = tmp_path / "killed.db"
+    rng = np.random.default_rng(2024)  # the kill moments are themselves reproducible
+    seen = 0
+    for delay in rng.uniform(0.3, 2.0, size=5):
+        proc = subprocess.Popen([EDGETUNE, *TUNE, "--db", str(killed)], cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if killed.exists():
+            now = rows(killed) if TuningDatabase(killed).workloads() else []
+            assert len(now) >= seen  # nothing completed before a kill disappears
+            assert len({key for key, _ in now}) == len(now)  # and nothing is stored twice
+            seen = len(now)
+    done = subprocess.run([EDGETUNE, *TUNE, "--db", str(killed)], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout)["trials"] == 14
+
+    straight = tmp_path / "straight.db"
+    subprocess.run([EDGETUNE, *TUNE, "--db", str(straight)], cwd=tmp_path, capture_output=True, check=True)
+    assert sorted(rows(killed)) == sorted(rows(straight))
+
+
+def _tuned_db(tmp_path):
+    db_path = tmp_path / "a.db"
+    result = CliRunner().invoke(main, ["tune", "matmul_s8", "--target", "host", "--shape", "m=4,n=6,k=5",
+                                       "--budget", "4", "--db", str(db_path)])
+    assert result.exit_code == 0, result.output
+    return db_path
+
+
+def test_jsonl_round_trip_between_databases(tmp_path):
+    source = _tuned_db(tmp_path)
+    dump = tmp_path / "trials.jsonl"
+    assert CliRunner().invoke(main, ["db", "export", "--db", str(source), "--out", str(dump)]).exit_code == 0
+    assert len(dump.read_text().splitlines()) == 4
+    target = tmp_path / "b.db"
+    first = CliRunner().invoke(main, ["db", "import", str(dump), "--db", str(target)])
+    again = CliRunner().invoke(main, ["db", "import", str(dump), "--db", str(target)])
+    assert "imported 4 trials (0 already present)" in first.output
+    assert "imported 0 trials (4 already present)" in again.output
+    a, b = TuningDatabase(source), TuningDatabase(target)
+    assert a.workloads() == b.workloads()
+    assert [r.trial for r in a.records(a.workloads()[0])] == [r.trial for r in b.records(b.workloads()[0])]
+    assert [r.created for r in a.records(a.workloads()[0])] == [r.created for r in b.records(b.workloads()[0])]
+
+
+def test_jsonl_import_is_all_or_nothing_and_names_the_line(tmp_path):
+    source = _tuned_db(tmp_path)
+    buffer = io.StringIO()
+    TuningDatabase(source).export_jsonl(buffer)
+    lines = buffer.getvalue().splitlines()
+    lines.insert(2, '{"format": "edgetune-trial", "schema_version": 1}')
+    target = TuningDatabase(tmp_path / "c.db")
+    with pytest.raises(DatabaseError, match="line 3"):
+        target.import_jsonl(lines, source="shared.jsonl")
+    assert target.workloads() == []
+
+
+def test_report_writes_plots_and_a_page(tmp_path):
+    db_path = _tuned_db(tmp_path)
+    result = CliRunner().invoke(main, ["report", "--db", str(db_path), "--out", str(tmp_path / "report")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "report" / "index.html").read_text()
+    pngs = sorted((tmp_path / "report").glob("*.png"))
+    assert len(pngs) == 3
+    for png in pngs:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.name in page
+    assert "matmul_s8" in page and "best time_ns" in page
+
+
+def test_best_so_far_and_pareto_front():
+    assert best_so_far([None, 5.0, 7.0, None, 3.0, 4.0]) == [None, 5.0, 5.0, 5.0, 3.0, 3.0]
+    points = [(1, 9, 0), (2, 5, 1), (3, 6, 2), (4, 1, 3), (5, 1, 4)]
+    assert [p[2] for p in pareto_front(points)] == [0, 1, 3]
+
+
+def test_progress_line_counts_failures_rate_and_time_left():
+    from edgetune.progress import ProgressDisplay
+    from edgetune.tuner import Config, Outcome, Trial
+
+    now = [100.0]
+    out = io.StringIO()
+    show = ProgressDisplay("instructions", stream=out, clock=lambda: now[0])
+    config = Config((("tile_m", 1),))
+    now[0] += 2.0
+    show(3, 10, Trial(config, Outcome.OK, values={"instructions": 500}))
+    now[0] += 2.0
+    show(4, 10, Trial(config, Outcome.CRASH, error="fault"))
+    last = out.getvalue().rsplit("\r\x1b[K", 1)[1]
+    assert last.startswith("[   4/10] best instructions=500 | crash 1 | 30 trials/min | 12 s left")
+    assert "new best instructions=500" in out.getvalue()
