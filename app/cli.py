@@ -14,6 +14,7 @@ from edgetune.targets import get_target, target_names
 from edgetune.targets.toolchain import HarnessError, ToolMissing
 from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial, TuningDatabase
 from edgetune.tuner.recorded import RecordedSpaceError, load_recorded
+from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
 from . import __version__
 from .replay import record, replay_json
@@ -190,7 +191,7 @@ _db_option = click.option("--db", "db_path", default="edgetune.db", show_default
 @click.option("--shape", help="Workload shape, e.g. m=16,n=16,k=32.")
 @click.option("--from-export", "from_export", metavar="DIR",
               help="Re-tune every workload of an export, measuring its old best configurations first.")
-@click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
+@click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
 @click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1),
               help="Trials this workload should have in the database when the run ends.")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
@@ -316,7 +317,7 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, as_json
 
 @main.command("replay")
 @click.argument("space_file", metavar="SPACE_FILE")
-@click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
+@click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
 @click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1), help="Evaluations per repeat.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the first repeat (repeat r: seed + r).")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1), help="Independent runs.")

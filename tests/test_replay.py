@@ -219,3 +219,14 @@ def test_transfer_in_the_session_learns_from_another_shape(matmul, m55, tmp_path
     summary = tune(TuneRequest(matmul, m55, {"m": 2, "n": 4, "k": 2}, "transfer", budget=4, jobs=2), db)
     assert summary.trials == 4 and summary.best is not None
     assert {r.strategy for r in db.records(summary.workload)} == {"transfer"}
+
+
+def test_tune_defaults_to_the_benchmarks_best_strategy(matmul, m55, tmp_path):
+    from edgetune.tuner.strategies import DEFAULT_STRATEGY
+
+    code, text = cli("tune", "matmul_s8", "--shape", "m=1,n=1,k=1", "--budget", "2", "--db", str(tmp_path / "t.db"),
+                     "--json")
+    assert code == 0, text
+    db = TuningDatabase(tmp_path / "t.db")
+    records = db.records(workload_of(matmul, m55, {"m": 1, "n": 1, "k": 1}))
+    assert DEFAULT_STRATEGY in STRATEGIES and {r.strategy for r in records} == {DEFAULT_STRATEGY}

@@ -27,6 +27,11 @@ STRATEGIES: dict[str, type[SearchStrategy]] = {
                               GradientSearch, ModelGuided, TransferLearning, Bandit)
 }
 
+# What `edgetune tune` uses unless told otherwise: the best mean score in bench/search.py
+# (cost model warm-started from the database's other workloads of the kernel; with none
+# stored it is the plain cost model).
+DEFAULT_STRATEGY = "transfer"
+
 
 def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: str = "",
                   prior: Sequence[PriorTrials] = ()) -> SearchStrategy:
@@ -45,6 +50,6 @@ def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: 
     return cls(space, rng, objective)
 
 
-__all__ = ["Bandit", "Exhaustive", "GeneticAlgorithm", "GradientSearch", "LocalSearch", "ModelGuided",
+__all__ = ["Bandit", "DEFAULT_STRATEGY", "Exhaustive", "GeneticAlgorithm", "GradientSearch", "LocalSearch", "ModelGuided",
            "PriorTrials", "RandomSearch", "STRATEGIES", "SearchStrategy", "SimulatedAnnealing", "Strategy",
            "TransferLearning", "make_strategy"]
