@@ -13,8 +13,11 @@ from edgetune.hal import Target, TargetError
 from edgetune.targets import get_target, target_names
 from edgetune.targets.toolchain import HarnessError, ToolMissing
 from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial, TuningDatabase, parse_bound
+from edgetune.tuner.recorded import RecordedSpaceError, load_recorded
+from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
 from . import __version__
+from .replay import record, replay_json
 from .progress import ProgressDisplay
 from .report import write_report
 from .session import TuneRequest, TuneSummary, choose_objective, summarize, tune, workload_of
@@ -22,7 +25,7 @@ from .verify import export_and_measure, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
 
 USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError,
-               *NPU_USER_ERRORS)
+               RecordedSpaceError, *NPU_USER_ERRORS)
 
 
 class UserError(click.ClickException):
@@ -171,7 +174,8 @@ def _summary_json(summary: TuneSummary, db_path: str) -> dict:
     data = {"kernel": w.kernel, "kernel_version": w.kernel_version, "target": w.target, "shape": w.shape_dict(),
             "objective": summary.objective, "constraints": [b.text() for b in summary.bounds],
             "infeasible": summary.infeasible, "trials": summary.trials, "new_trials": summary.new_trials,
-            "failed": summary.failed, "failures": summary.failures, "db": str(db_path), "best": None}
+            "failed": summary.failed, "failures": summary.failures, "db": str(db_path), "stopped": summary.stopped,
+            "best": None}
     if summary.best is not None:
         trial = summary.best.trial
         data["best"] = {"config": trial.config.as_dict(), **trial.values, "trial_id": summary.best.id,
@@ -214,20 +218,24 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
 @click.option("--shape", help="Workload shape, e.g. m=16,n=16,k=32.")
 @click.option("--from-export", "from_export", metavar="DIR",
               help="Re-tune every workload of an export, measuring its old best configurations first.")
-@click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
+@click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
 @click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1),
               help="Trials this workload should have in the database when the run ends.")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search.")
 @_objective_option
 @_constraint_option
+@click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop starting new trials after this many seconds.")
+@click.option("--patience", type=click.IntRange(min=1), default=None,
+              help="Stop after this many evaluations without a new best.")
 @_db_option
 @click.option("--device", default="cpu", show_default=True,
               help="cpu, or an NPU of the target (ethos-u55, ethos-u65): tune Vela's options instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
 def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, objective, constraints,
-             db_path, device, as_json):
+             time_budget, patience, db_path, device, as_json):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
     With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
@@ -260,14 +268,15 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             raise UserError(f"{from_export}: exported for target {manifest['target']!r}; pass --target {manifest['target']}")
         requests = [TuneRequest(get_kernel(entry["kernel"]), target,
                                 get_kernel(entry["kernel"]).parse_shape(entry["shape"]), strategy, budget, jobs, seed,
-                                objective, bounds, initial=(entry["config"],))
+                                objective, bounds, initial=(entry["config"],), time_budget=time_budget,
+                                patience=patience)
                     for entry in manifest["kernels"]]
     else:
         if not kernel_name or not shape:
             raise UserError("give KERNEL and --shape (or --from-export DIR)")
         kernel = get_kernel(kernel_name)
         requests = [TuneRequest(kernel, target, kernel.parse_shape(shape), strategy, budget, jobs, seed, objective,
-                                bounds)]
+                                bounds, time_budget=time_budget, patience=patience)]
     db = _open_db(db_path)
     progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(objective)
     summaries = [tune(request, db, progress) for request in requests]
@@ -333,6 +342,63 @@ def export_cmd(target_name, out_dir, db_path, as_json):
         for reason in result.skipped:
             click.echo(f"  skipped {reason}", err=True)
         click.echo(f"header: {result.header}")
+
+
+# --- record / replay -------------------------------------------------------------------------
+@main.command("record")
+@click.argument("kernel_name", metavar="KERNEL")
+@_target_option
+@_shape_option
+@click.option("--out", "out_path", required=True, help="Recorded-space file to write (.json, or .json.gz).")
+@click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
+@_db_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
+@_guard
+def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, as_json):
+    """Measure KERNEL's whole space for a shape on a target and write it to a file (resumable
+    through the database: stored configurations are not measured again)."""
+    kernel = get_kernel(kernel_name)
+    target = get_target(target_name)
+    shape_dict = kernel.parse_shape(shape)
+    if not Path(out_path).resolve().parent.is_dir():
+        raise UserError(f"--out {out_path}: folder {Path(out_path).parent} does not exist")
+    db = _open_db(db_path)
+    progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(target.measures)
+    summary, written = record(kernel, target, shape_dict, Path(out_path), db, jobs, progress)
+    if as_json:
+        click.echo(json.dumps({**_summary_json(summary, db_path), "out": str(written)}, indent=2))
+    else:
+        _print_summary(summary)
+        click.echo(f"recorded space: {written}")
+
+
+@main.command("replay")
+@click.argument("space_file", metavar="SPACE_FILE")
+@click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
+@click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1), help="Evaluations per repeat.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the first repeat (repeat r: seed + r).")
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1), help="Independent runs.")
+@click.option("--prior", "prior_files", multiple=True,
+              help="Recorded space of the same kernel elsewhere, for transfer learning (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_guard
+def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json):
+    """Tune against a recorded space (edgetune's format or a Kernel Tuner cache file)
+    instead of hardware. Configurations absent from the file are not legal."""
+    if strategy not in STRATEGIES:
+        raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    recorded = load_recorded(space_file)
+    prior = [load_recorded(p) for p in prior_files]
+    result = replay_json(recorded, strategy, budget, seed, repeats, prior)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(f"{recorded.path}: {result['size']} configurations ({result['failures']} failed), "
+               f"optimum {recorded.objective}={result['optimum']:g}")
+    for run in result["repeats"]:
+        failed = sum(v is None for v in run["trace"])
+        best = "none" if run["best"] is None else f"{run['best']:g}"
+        click.echo(f"  seed {run['seed']}: best {best} after {len(run['trace'])} evaluations ({failed} failed)")
 
 
 @main.command("report")

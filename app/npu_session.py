@@ -23,9 +23,9 @@ from edgetune.codegen.npu.space import NPU_MODEL_VERSION
 from edgetune.hal import Npu, Target, TargetError
 from edgetune.targets.toolchain import MeasureError
 from edgetune.targets.vela import VelaOptions, VelaResult, check_vela, compile_model, vela_ini, vela_version
-from edgetune.tuner import Config, Outcome, Space, SpaceError, Trial, TuningDatabase, Workload, make_strategy
+from edgetune.tuner import STRATEGIES, Config, Outcome, Space, SpaceError, Trial, TuningDatabase, Workload, make_strategy
 
-from .session import ProgressFn, TuneSummary, summarize
+from .session import ProgressFn, TuneSummary, prior_trials, summarize
 
 NPU_OBJECTIVE = "total_cycles"
 
@@ -112,7 +112,9 @@ def tune_npu(request: NpuTuneRequest, db: TuningDatabase, progress: ProgressFn |
     check_vela()
     workload = npu_workload(request.operator, request.target, request.npu, request.shape)
     space = npu_space(request.target, request.npu, request.operator, request.shape, request.macs)
-    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed))
+    # Learning strategies need the objective; transfer also learns from the operator's other workloads.
+    prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
+    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), NPU_OBJECTIVE, prior)
     done = [trial for trial in db.trials(workload) if in_space(space, trial.config)]
     strategy.tell(done)
     stored, new = len(done), 0

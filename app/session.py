@@ -10,7 +10,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -21,8 +21,8 @@ from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint
-from edgetune.tuner import (Bound, Config, Outcome, Record, Space, SpaceError, Trial, TuningDatabase, Workload,
-                            check_names, feasible, make_strategy)
+from edgetune.tuner import (STRATEGIES, Bound, Config, Outcome, PriorTrials, Record, Space, SpaceError, Trial,
+                            TuningDatabase, Workload, check_names, feasible, make_strategy)
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class TuneRequest:
     seed: int = 0
     objective: str = ""  # a measured value to minimise; "" means the target's own unit
     bounds: tuple[Bound, ...] = ()  # NAME<=LIMIT on other measured values
+    time_budget: float | None = None  # seconds of this run; None: no limit
+    patience: int | None = None  # stop after this many evaluations without a new best
     initial: tuple[dict, ...] = ()  # configurations to measure first (e.g. an export's old best)
 
 
@@ -49,6 +51,7 @@ class TuneSummary:
     best: Record | None = None
     bounds: tuple[Bound, ...] = ()
     infeasible: int = 0  # successful trials that break a bound
+    stopped: str = "budget"  # budget | exhausted | time | patience
 
     @property
     def failed(self) -> int:
@@ -126,13 +129,18 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     workload = workload_of(kernel, target, shape)
     objective = choose_objective(target, request.objective, request.bounds)
     space = kernel.space(target, shape)
-    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed))
+    if request.strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {request.strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
+    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
     runner_for(target).check_tools()
 
     done = db.trials(workload)
     strategy.tell(done)
     stored = len(done)
     new = 0
+    stop = StopRule(request, best=min((v for t in done if (v := t.value(objective)) is not None), default=None))
+    stopped = "budget"
     measured = {trial.config for trial in done}
     # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
     # are dropped: the search covers the workload anyway.
@@ -142,13 +150,17 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
         evaluate = Evaluator(kernel, target, shape, space, workload_inputs(kernel, workload), Path(tmp))
         with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
             while stored < request.budget:
+                if (reason := stop.reason()) is not None:
+                    stopped = reason
+                    break
                 # Batch-synchronous: ask for a batch, measure it in parallel, tell the
                 # strategy in proposal order. Results are stored as each one completes.
                 room = min(request.jobs, request.budget - stored)
                 batch, pending = pending[:room], pending[room:]
                 batch = batch or strategy.ask(room)
                 if not batch:
-                    break  # the legal space is exhausted
+                    stopped = "exhausted"  # every legal configuration has been measured
+                    break
                 futures = [pool.submit(evaluate, config) for config in batch]
                 for future in as_completed(futures):
                     trial = future.result()
@@ -157,8 +169,44 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
                         new += 1
                     if progress:
                         progress(stored, request.budget, trial)
-                strategy.tell(future.result() for future in futures)
-    return summarize(db, workload, objective, new, request.bounds)
+                trials = [future.result() for future in futures]
+                strategy.tell(trials)
+                # A trial that breaks a bound is no improvement, whatever its objective.
+                stop.observe(trial.value(objective) if feasible(trial, request.bounds) else None for trial in trials)
+    return replace(summarize(db, workload, objective, new, request.bounds), stopped=stopped)
+
+
+class StopRule:
+    """The run's own limits besides the trial budget: wall time, and patience (evaluations
+    without a new best, counted from this run's start)."""
+
+    def __init__(self, request: TuneRequest, best: float | None):
+        self.deadline = None if request.time_budget is None else time.monotonic() + request.time_budget
+        self.patience = request.patience
+        self.best = best
+        self.since_best = 0
+
+    def observe(self, values) -> None:
+        for value in values:
+            if value is not None and (self.best is None or value < self.best):
+                self.best, self.since_best = value, 0
+            else:
+                self.since_best += 1
+
+    def reason(self) -> str | None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "time"
+        if self.patience is not None and self.since_best >= self.patience:
+            return "patience"
+        return None
+
+
+def prior_trials(db: TuningDatabase, workload: Workload) -> tuple[PriorTrials, ...]:
+    """Trials of the same kernel (same template version) on every other stored workload:
+    other shapes and other targets, for strategies that transfer what they learnt."""
+    return tuple(PriorTrials(other.key(), tuple(db.trials(other))) for other in db.workloads()
+                 if other.kernel == workload.kernel and other.kernel_version == workload.kernel_version
+                 and other != workload)
 
 
 def _as_config(space: Space, values: dict) -> Config | None:

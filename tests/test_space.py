@@ -190,8 +190,8 @@ def test_make_strategy():
     exhaustive = make_strategy("exhaustive", space, np.random.default_rng(0))
     assert isinstance(exhaustive, Exhaustive)
     assert exhaustive.ask(100) == list(space)
-    with pytest.raises(ValueError, match="'annealing'"):
-        make_strategy("annealing", space, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="'anneal'"):
+        make_strategy("anneal", space, np.random.default_rng(0))
 
 
 # --- the matmul_s8 kernel's space -----------------------------------------------------------

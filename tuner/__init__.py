@@ -5,9 +5,10 @@ Knows nothing of C, compilers or emulators; codegen declares spaces with these t
 from .database import DatabaseError, Record, TuningDatabase, Workload
 from .objective import Bound, ObjectiveError, check_names, feasible, parse_bound
 from .space import Config, Constraint, Param, Space, SpaceError, choice, powers_of_two
-from .strategies import STRATEGIES, Exhaustive, RandomSearch, Strategy, make_strategy
+from .strategies import STRATEGIES, Exhaustive, PriorTrials, RandomSearch, Strategy, make_strategy
 from .trial import Outcome, Trial
 
-__all__ = ["Bound", "ObjectiveError", "check_names", "feasible", "parse_bound", "Config", "Constraint", "DatabaseError", "Exhaustive", "Outcome", "Param", "RandomSearch", "Record",
+__all__ = ["Bound", "Config", "Constraint", "DatabaseError", "Exhaustive", "ObjectiveError", "Outcome", "Param",
+           "PriorTrials", "RandomSearch", "Record", "check_names", "feasible", "parse_bound",
            "STRATEGIES", "Space", "SpaceError", "Strategy", "Trial", "TuningDatabase", "Workload", "choice",
            "make_strategy", "powers_of_two"]

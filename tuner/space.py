@@ -27,23 +27,48 @@ class Param:
     name: str
     values: tuple[Value, ...]
     doc: str = ""
+    ordered: bool | None = None  # None: ordered when every value is a number (not a bool)
 
     def __post_init__(self):
         if not self.values:
             raise SpaceError(f"parameter {self.name!r} has no values")
-        if len(set(self.values)) != len(self.values):
+        # Compared by type and value: 1, 1.0 and True are three different choices here.
+        if len({(type(v), v) for v in self.values}) != len(self.values):
             raise SpaceError(f"parameter {self.name!r} repeats a value")
 
+    @property
+    def is_ordered(self) -> bool:
+        """Whether neighbouring positions in `values` are neighbouring choices (tile sizes are,
+        compiler names are not)."""
+        if self.ordered is not None:
+            return self.ordered
+        return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.values)
+
+    def step_positions(self, position: int) -> tuple[int, ...]:
+        """Positions one step away: the adjacent values of an ordered parameter, every other
+        value of an unordered one."""
+        if self.is_ordered:
+            return tuple(p for p in (position - 1, position + 1) if 0 <= p < len(self.values))
+        return tuple(p for p in range(len(self.values)) if p != position)
+
     def index_of(self, value: Value) -> int:
-        try:
-            return self.values.index(value)
-        except ValueError:
-            raise SpaceError(f"{value!r} is not a value of parameter {self.name!r} "
-                             f"(values: {', '.join(map(str, self.values))})") from None
+        # Typed comparison, so True never matches 1 (Kernel Tuner spaces mix them); a number
+        # of another numeric type (16.0 for 16) matches when no value of its own type does.
+        for same_type in (True, False):
+            for position, candidate in enumerate(self.values):
+                if candidate == value and (type(candidate) is type(value)) == same_type \
+                        and (same_type or _both_numbers(candidate, value)):
+                    return position
+        raise SpaceError(f"{value!r} is not a value of parameter {self.name!r} "
+                         f"(values: {', '.join(map(str, self.values))})")
 
 
-def choice(name: str, values: Sequence[Value], doc: str = "") -> Param:
-    return Param(name, tuple(values), doc)
+def _both_numbers(a, b) -> bool:
+    return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+
+
+def choice(name: str, values: Sequence[Value], doc: str = "", ordered: bool | None = None) -> Param:
+    return Param(name, tuple(values), doc, ordered)
 
 
 def powers_of_two(name: str, low: int, high: int, doc: str = "") -> Param:
@@ -86,7 +111,10 @@ class Config:
 
 
 class Space:
-    def __init__(self, params: Sequence[Param], constraints: Sequence[Constraint] = ()):
+    def __init__(self, params: Sequence[Param], constraints: Sequence[Constraint] = (),
+                 legal: Sequence[int] | None = None):
+        """`legal`, when given, is the complete list of legal indices, known in advance (a
+        recorded space: legal = measured); the constraints must agree with it."""
         names = [p.name for p in params]
         if len(set(names)) != len(names):
             raise SpaceError("a space's parameter names must be unique")
@@ -94,6 +122,12 @@ class Space:
         self.constraints = tuple(constraints)
         self._radix = [len(p.values) for p in self.params]
         self._legal_cache: np.ndarray | None = None
+        if legal is not None:
+            self._legal_cache = np.unique(np.asarray(legal, dtype=np.int64))
+            if len(self._legal_cache) and not 0 <= self._legal_cache[0] <= self._legal_cache[-1] < self.cartesian_size:
+                raise SpaceError(f"a legal index lies outside the space (size {self.cartesian_size})")
+        self._legal_positions: dict[int, int] | None = None
+        self._legal_digits: np.ndarray | None = None
 
     # --- sizes and indexing ---------------------------------------------------------
     @property
@@ -158,3 +192,80 @@ class Space:
 
     def __len__(self) -> int:
         return len(self.legal_indices())
+
+    # --- neighbourhoods and geometry (what strategies walk on) ------------------------------
+    def legal_position(self, index: int) -> int | None:
+        """Where `index` sits in legal_indices(), or None when the point is illegal."""
+        if self._legal_positions is None:
+            self._legal_positions = {int(i): p for p, i in enumerate(self.legal_indices())}
+        return self._legal_positions.get(int(index))
+
+    def is_legal_index(self, index: int) -> bool:
+        return self.legal_position(index) is not None
+
+    def digits(self, index: int) -> tuple[int, ...]:
+        """The position of each parameter's value (the mixed-radix digits of the index)."""
+        out = []
+        for radix in reversed(self._radix):
+            index, digit = divmod(int(index), radix)
+            out.append(digit)
+        return tuple(reversed(out))
+
+    def index_from_digits(self, digits: Sequence[int]) -> int:
+        index = 0
+        for digit, radix in zip(digits, self._radix):
+            if not 0 <= digit < radix:
+                raise SpaceError(f"digit {digit} outside 0..{radix - 1}")
+            index = index * radix + int(digit)
+        return index
+
+    def legal_digits(self) -> np.ndarray:
+        """Digits of every legal point, one row per point, in legal_indices() order."""
+        if self._legal_digits is None:
+            indices = self.legal_indices()
+            columns = []
+            for radix in reversed(self._radix):
+                indices, digit = np.divmod(indices, radix)
+                columns.append(digit)
+            self._legal_digits = np.stack(columns[::-1], axis=1) if columns else np.zeros((0, 0), np.int64)
+        return self._legal_digits
+
+    def neighbours(self, index: int) -> list[int]:
+        """Legal points that differ from `index` in one parameter by one step.
+
+        A step along an ordered parameter that lands on an illegal point keeps going in the
+        same direction to the first legal one, so that points stay connected in spaces where
+        constraints leave only a small fraction of the Cartesian product legal.
+        """
+        digits = list(self.digits(index))
+        found = []
+        for axis, param in enumerate(self.params):
+            here = digits[axis]
+            if param.is_ordered:
+                walks = [range(here - 1, -1, -1), range(here + 1, len(param.values))]
+            else:
+                walks = [[p] for p in param.step_positions(here)]
+            for walk in walks:
+                for position in walk:
+                    digits[axis] = position
+                    candidate = self.index_from_digits(digits)
+                    if self.is_legal_index(candidate):
+                        found.append(candidate)
+                        break
+            digits[axis] = here
+        return found
+
+    def distances(self, digits: Sequence[float]) -> np.ndarray:
+        """Distance from a point given by its digits to every legal point (legal_indices()
+        order): per ordered parameter the step difference as a fraction of its range, per
+        unordered one 0 or 1."""
+        rows = self.legal_digits().astype(float)
+        target = np.asarray(digits, dtype=float)
+        total = np.zeros(len(rows))
+        for axis, param in enumerate(self.params):
+            diff = np.abs(rows[:, axis] - target[axis])
+            if param.is_ordered:
+                total += diff / max(1, len(param.values) - 1)
+            else:
+                total += (diff > 0).astype(float)
+        return total

@@ -1,0 +1,49 @@
+"""`edgetune record` and `edgetune replay`: whole spaces to files, and searches against them.
+
+Recording is an exhaustive tune (so it resumes through the database like any tune) whose
+trials are then written in edgetune's recorded-space format (edgetune.tuner.recorded).
+Replaying runs a strategy against such a file, or a Kernel Tuner cache file, instead of
+hardware, so strategies can be compared and scored on real measurements in seconds.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Sequence
+
+from edgetune.codegen import Kernel
+from edgetune.hal import Target
+from edgetune.tuner import TuningDatabase
+from edgetune.tuner.recorded import RecordedSpace, ReplayRun, as_prior, recorded_space_json, replay, write_recorded
+
+from . import __version__
+from .session import ProgressFn, TuneRequest, TuneSummary, tune, workload_of
+
+
+def record(kernel: Kernel, target: Target, shape: dict, out: Path, db: TuningDatabase, jobs: int = 1,
+           progress: ProgressFn | None = None) -> tuple[TuneSummary, Path]:
+    """Measure every legal configuration (skipping stored ones) and write the space to `out`."""
+    space = kernel.space(target, shape)
+    summary = tune(TuneRequest(kernel, target, shape, "exhaustive", budget=len(space), jobs=jobs), db, progress)
+    workload = workload_of(kernel, target, shape)
+    legal = {config.key() for config in space}
+    trials = [t for t in db.trials(workload) if t.config.key() in legal]
+    document = recorded_space_json(
+        kernel.name, kernel.version, target.name, shape, target.measures, space.params, trials,
+        provenance={"tool": f"edgetune {__version__}", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "database": str(db.path), "workload": workload.key()})
+    return summary, write_recorded(out, document)
+
+
+def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, repeats: int,
+                prior: Sequence[RecordedSpace] = ()) -> dict:
+    """Repeat r uses seed + r. The shape of the output is the contract scorers rely on."""
+    priors = [as_prior(p) for p in prior]
+    runs: list[ReplayRun] = [replay(recorded, strategy, budget, seed + r, priors) for r in range(repeats)]
+    values = recorded.values()
+    return {"space": recorded.path, "kernel": recorded.kernel, "target": recorded.target,
+            "objective": recorded.objective, "strategy": strategy, "budget": budget,
+            "size": len(recorded.space), "failures": recorded.failures,
+            "optimum": float(values.min()) if len(values) else None,
+            "repeats": [{"seed": run.seed, "best": run.best, "best_config": run.best_config, "trace": list(run.trace)}
+                        for run in runs]}

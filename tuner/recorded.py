@@ -1,0 +1,248 @@
+"""Recorded tuning spaces: a file mapping every configuration of a space to what measuring
+it gave, so a search can be replayed without hardware (as Kernel Tuner's simulation mode
+does). Two formats are read:
+
+- edgetune's own (written by `edgetune record`), JSON, optionally gzipped:
+  {"format": "edgetune-recorded-space", "version": 1, "kernel", "kernel_version", "target",
+   "shape": {...}, "objective": "instructions",
+   "parameters": [{"name": "tile_m", "values": [1, 2, 4, 8]}, ...],
+   "entries": [{"config": {...}, "outcome": "ok", "values": {"instructions": 7673, ...}},
+               {"config": {...}, "outcome": "compile", "error": "..."}, ...]}
+  `outcome` is a trial outcome (see edgetune.tuner.trial.Outcome); failures carry no values.
+- Kernel Tuner cache files (`{"device_name", "kernel_name", "tune_params_keys",
+  "tune_params", "objective", "cache": {...}}`), where an objective value that is a string
+  ("CompilationFailedConfig", "RuntimeFailedConfig", "InvalidConfig") marks a failure.
+
+A configuration absent from the file is not legal: the replay space is exactly what was
+recorded. Objectives are minimised.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .space import Config, Constraint, Param, Space, SpaceError
+from .strategies import PriorTrials, make_strategy
+from .trial import Outcome, Trial
+
+FORMAT = "edgetune-recorded-space"
+VERSION = 1
+
+# Kernel Tuner's error strings, mapped onto our outcomes.
+KT_FAILURES = {"CompilationFailedConfig": Outcome.COMPILE_ERROR, "RuntimeFailedConfig": Outcome.RUNTIME_ERROR,
+               "InvalidConfig": Outcome.INVALID}
+
+
+class RecordedSpaceError(ValueError):
+    """A recorded-space file that cannot be read; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class RecordedSpace:
+    path: str
+    kernel: str
+    target: str
+    shape: tuple[tuple[str, object], ...]
+    objective: str
+    space: Space
+    trials: Mapping[int, Trial]  # by index in `space`; every legal point has one
+
+    def trial(self, config: Config) -> Trial:
+        return self.trials[self.space.index_of(config)]
+
+    def values(self) -> np.ndarray:
+        """The objective over every successful entry."""
+        found = (t.value(self.objective) for t in self.trials.values())
+        return np.array([v for v in found if v is not None], dtype=float)
+
+    @property
+    def failures(self) -> int:
+        return sum(t.outcome.failed for t in self.trials.values())
+
+
+@dataclass(frozen=True)
+class ReplayRun:
+    seed: int
+    best: float | None
+    best_config: dict | None
+    trace: tuple[float | None, ...]  # the objective in evaluation order, None for a failure
+
+
+# --- reading --------------------------------------------------------------------------------
+def load_recorded(path: str | Path) -> RecordedSpace:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        data = json.loads(text)
+    except OSError as exc:
+        raise RecordedSpaceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (ValueError, EOFError) as exc:
+        raise RecordedSpaceError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise RecordedSpaceError(f"{path}: expected a JSON object at the top level")
+    if data.get("format") == FORMAT:
+        return _load_ours(path, data)
+    if "cache" in data and "tune_params" in data:
+        return _load_kernel_tuner(path, data)
+    raise RecordedSpaceError(f"{path}: neither an edgetune recorded space (format {FORMAT!r}) "
+                             f"nor a Kernel Tuner cache file (keys 'tune_params' and 'cache')")
+
+
+def _need(path: Path, data: dict, key: str, kind: type | tuple):
+    if key not in data:
+        raise RecordedSpaceError(f"{path}: missing key {key!r}")
+    if not isinstance(data[key], kind):
+        raise RecordedSpaceError(f"{path}: {key}: expected {getattr(kind, '__name__', kind)}, "
+                                 f"got {type(data[key]).__name__}")
+    return data[key]
+
+
+def _build(path: Path, params: list[Param], entries: list[tuple[str, tuple, Trial]], meta: dict) -> RecordedSpace:
+    """entries: (where in the file, parameter values in `params` order, trial)."""
+    if not entries:
+        raise RecordedSpaceError(f"{path}: no entries")
+    probe = Space(params)
+    by_index: dict[int, Trial] = {}
+    for where, values, trial in entries:
+        # By index, not by value tuple: 1 and True are equal as dict keys but distinct values.
+        try:
+            index = probe.index_of(dict(zip(probe.names, values)))
+        except SpaceError as exc:
+            raise RecordedSpaceError(f"{path}: {where}: {exc}") from None
+        by_index[index] = trial
+    present = set(by_index)
+    space = Space(params, [Constraint("not in the recorded space", lambda c: probe.index_of(c) in present)],
+                  legal=sorted(present))
+    trials = {index: Trial(space.config_at(index), t.outcome, t.values, t.error) for index, t in by_index.items()}
+    return RecordedSpace(path=str(path), space=space, trials=trials, **meta)
+
+
+def _load_ours(path: Path, data: dict) -> RecordedSpace:
+    if _need(path, data, "version", int) > VERSION:
+        raise RecordedSpaceError(f"{path}: version {data['version']} is newer than this edgetune reads ({VERSION})")
+    objective = _need(path, data, "objective", str)
+    params = []
+    for n, item in enumerate(_need(path, data, "parameters", list)):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(item.get("values"), list):
+            raise RecordedSpaceError(f"{path}: parameters[{n}]: expected {{\"name\": str, \"values\": [...]}}")
+        try:
+            params.append(Param(item["name"], tuple(item["values"]), ordered=item.get("ordered")))
+        except SpaceError as exc:
+            raise RecordedSpaceError(f"{path}: parameters[{n}]: {exc}") from None
+    names = [p.name for p in params]
+    entries: list[tuple[str, tuple, Trial]] = []
+    for n, entry in enumerate(_need(path, data, "entries", list)):
+        where = f"{path}: entries[{n}]"
+        config = entry.get("config") if isinstance(entry, dict) else None
+        if not isinstance(config, dict) or set(config) != set(names):
+            raise RecordedSpaceError(f"{where}: config must name exactly the parameters {names}")
+        try:
+            outcome = Outcome(entry.get("outcome", "ok"))
+        except ValueError:
+            raise RecordedSpaceError(f"{where}: outcome: unknown {entry.get('outcome')!r} "
+                                     f"(known: {', '.join(o.value for o in Outcome)})") from None
+        values = entry.get("values", {})
+        if outcome is Outcome.OK and not _is_number(values.get(objective)):
+            raise RecordedSpaceError(f"{where}: values.{objective}: expected a number for an ok entry")
+        key = tuple(config[name] for name in names)
+        entries.append((f"entries[{n}]", key, Trial(Config(tuple(zip(names, key))), outcome,
+                                                    dict(values) if outcome is Outcome.OK else {},
+                                                    str(entry.get("error", "")))))
+    shape = _need(path, data, "shape", dict)
+    meta = dict(kernel=str(data.get("kernel", "")), target=str(data.get("target", "")),
+                shape=tuple(shape.items()), objective=objective)
+    return _build(path, params, entries, meta)
+
+
+def _load_kernel_tuner(path: Path, data: dict) -> RecordedSpace:
+    tune_params = _need(path, data, "tune_params", dict)
+    keys = data.get("tune_params_keys", list(tune_params))
+    objective = data.get("objective", "time")
+    params = []
+    for name in keys:
+        if name not in tune_params:
+            raise RecordedSpaceError(f"{path}: tune_params_keys names {name!r}, which tune_params lacks")
+        try:
+            params.append(Param(name, tuple(tune_params[name])))
+        except SpaceError as exc:
+            raise RecordedSpaceError(f"{path}: tune_params.{name}: {exc}") from None
+    entries: list[tuple[str, tuple, Trial]] = []
+    for cache_key, entry in _need(path, data, "cache", dict).items():
+        where = f"{path}: cache[{cache_key!r}]"
+        if not isinstance(entry, dict) or any(name not in entry for name in keys):
+            raise RecordedSpaceError(f"{where}: expected an object with every tuning parameter")
+        key = tuple(entry[name] for name in keys)
+        config = Config(tuple(zip(keys, key)))
+        value = entry.get(objective)
+        if isinstance(value, str):
+            outcome = KT_FAILURES.get(value, Outcome.RUNTIME_ERROR)
+            entries.append((f"cache[{cache_key!r}]", key, Trial(config, outcome, error=value)))
+        elif _is_number(value) and math.isfinite(value):
+            entries.append((f"cache[{cache_key!r}]", key, Trial(config, Outcome.OK, {objective: float(value)})))
+        else:
+            raise RecordedSpaceError(f"{where}: {objective}: expected a number or a failure string, got {value!r}")
+    meta = dict(kernel=str(data.get("kernel_name", "")), target=str(data.get("device_name", "")),
+                shape=(("problem_size", data.get("problem_size")),) if "problem_size" in data else (),
+                objective=objective)
+    return _build(path, params, entries, meta)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# --- writing --------------------------------------------------------------------------------
+def recorded_space_json(kernel: str, kernel_version: int, target: str, shape: Mapping[str, int], objective: str,
+                        params: Sequence[Param], trials: Sequence[Trial], provenance: Mapping[str, str]) -> dict:
+    entries = []
+    for trial in trials:
+        entry: dict = {"config": trial.config.as_dict(), "outcome": trial.outcome.value}
+        if trial.outcome is Outcome.OK:
+            entry["values"] = trial.values
+        else:
+            entry["error"] = trial.error
+        entries.append(entry)
+    return {"format": FORMAT, "version": VERSION, "kernel": kernel, "kernel_version": kernel_version,
+            "target": target, "shape": dict(shape), "objective": objective,
+            "parameters": [{"name": p.name, "values": list(p.values), "ordered": p.is_ordered} for p in params],
+            "provenance": dict(provenance), "entries": entries}
+
+
+def write_recorded(path: str | Path, document: dict) -> Path:
+    path = Path(path)
+    text = json.dumps(document, indent=1, sort_keys=False).encode()
+    path.write_bytes(gzip.compress(text, mtime=0) if path.suffix == ".gz" else text)
+    return path
+
+
+# --- replaying ------------------------------------------------------------------------------
+def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
+           prior: Sequence[PriorTrials] = ()) -> ReplayRun:
+    """Tune against the recording: the strategy asks, the file answers, one at a time."""
+    search = make_strategy(strategy, recorded.space, np.random.default_rng(seed), recorded.objective, prior)
+    trace: list[float | None] = []
+    best: Trial | None = None
+    while len(trace) < budget:
+        configs = search.ask(1)
+        if not configs:
+            break
+        trial = recorded.trial(configs[0])
+        search.tell([trial])
+        value = trial.value(recorded.objective)
+        trace.append(value)
+        if value is not None and (best is None or value < best.value(recorded.objective)):
+            best = trial
+    return ReplayRun(seed=seed, best=None if best is None else best.value(recorded.objective),
+                     best_config=None if best is None else best.config.as_dict(), trace=tuple(trace))
+
+
+def as_prior(recorded: RecordedSpace) -> PriorTrials:
+    """A recorded space as prior trials for a transfer-learning strategy."""
+    return PriorTrials(f"{recorded.kernel}/{recorded.target}/{recorded.path}", tuple(recorded.trials.values()))

@@ -1,0 +1,55 @@
+"""Search strategies. A strategy asks and is told; it never builds or runs anything.
+
+`ask(n)` proposes up to n legal, not yet evaluated configurations; `tell(trials)` reports
+finished trials (including ones recorded by an earlier run, so a resumed run does not
+repeat them). Every strategy takes a seeded `numpy.random.Generator`; names become
+objects only through the one table below.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..space import Space
+from .annealing import SimulatedAnnealing
+from .bandit import Bandit
+from .base import PriorTrials, SearchStrategy, Strategy
+from .basic import Exhaustive, RandomSearch
+from .genetic import GeneticAlgorithm
+from .gradient import GradientSearch
+from .local import LocalSearch
+from .model import ModelGuided
+from .transfer import TransferLearning
+
+STRATEGIES: dict[str, type[SearchStrategy]] = {
+    cls.name: cls for cls in (RandomSearch, Exhaustive, GeneticAlgorithm, SimulatedAnnealing, LocalSearch,
+                              GradientSearch, ModelGuided, TransferLearning, Bandit)
+}
+
+# What `edgetune tune` uses unless told otherwise: the best mean score in bench/search.py
+# (cost model warm-started from the database's other workloads of the kernel; with none
+# stored it is the plain cost model).
+DEFAULT_STRATEGY = "transfer"
+
+
+def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: str = "",
+                  prior: Sequence[PriorTrials] = ()) -> SearchStrategy:
+    """The one place strategy names become objects (used by the CLI and the session).
+
+    `objective` names the measured value to minimise (strategies that learn need it);
+    `prior` holds trials of the same kernel on other workloads, for strategies that
+    transfer what they learnt (others ignore it).
+    """
+    try:
+        cls = STRATEGIES[name]
+    except KeyError:
+        raise ValueError(f"unknown strategy {name!r} (known: {', '.join(sorted(STRATEGIES))})") from None
+    if cls.uses_prior:
+        return cls(space, rng, objective, prior=tuple(prior))
+    return cls(space, rng, objective)
+
+
+__all__ = ["Bandit", "DEFAULT_STRATEGY", "Exhaustive", "GeneticAlgorithm", "GradientSearch", "LocalSearch", "ModelGuided",
+           "PriorTrials", "RandomSearch", "STRATEGIES", "SearchStrategy", "SimulatedAnnealing", "Strategy",
+           "TransferLearning", "make_strategy"]

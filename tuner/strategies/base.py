@@ -1,0 +1,140 @@
+"""What every strategy shares: the ask/tell contract and the bookkeeping behind it.
+
+A strategy proposes legal, not yet evaluated configurations (`ask(n)`) and learns from
+finished trials (`tell(trials)`); it never builds or runs anything. The base class keeps
+the books (what was proposed or told, every observed value, the best so far) and owns the
+guarantees the conformance suite checks: every proposal is legal, none repeats, and `ask`
+returns [] exactly when every legal point has been evaluated. Subclasses only choose the
+next point (`_next`) and learn from values (`_observe`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Protocol, Sequence
+
+import numpy as np
+
+from ..space import Config, Space
+from ..trial import Trial
+
+
+class Strategy(Protocol):
+    def ask(self, n: int) -> list[Config]: ...
+
+    def tell(self, trials: Iterable[Trial]) -> None: ...
+
+
+@dataclass(frozen=True)
+class PriorTrials:
+    """Finished trials of the same kernel on another workload (another shape or target),
+    for strategies that transfer what they learnt. `source` names the workload."""
+
+    source: str
+    trials: tuple[Trial, ...]
+
+
+class SearchStrategy:
+    """Base of the ask/tell strategies. `objective` names the measured value to minimise."""
+
+    name = ""
+    uses_prior = False  # make_strategy passes prior trials only to strategies that want them
+
+    def __init__(self, space: Space, rng: np.random.Generator, objective: str = ""):
+        self.space = space
+        self.rng = rng
+        self.objective = objective
+        legal = space.legal_indices()
+        # One seeded permutation of the legal points: the source of fresh random points.
+        self._pool = rng.permutation(legal)
+        self._pool_next = 0
+        self._fresh = np.ones(len(legal), dtype=bool)  # by position in legal_indices()
+        self._taken: set[int] = set()  # proposed, told or skipped
+        self.results: dict[int, float | None] = {}  # told, in telling order; None = failed
+        self.best_index: int | None = None
+        self.best_value: float | None = None
+
+    # --- the contract ------------------------------------------------------------------
+    def ask(self, n: int) -> list[Config]:
+        proposals = []
+        while len(proposals) < n and len(self._taken) < self._legal_count():
+            index = self._next()
+            if index is None or not self._is_fresh(index):
+                # A subclass with nothing (valid) to offer falls back to a random fresh point.
+                index = self._random_fresh()
+                if index is None:
+                    break
+            self._take(index)
+            proposals.append(self.space.config_at(index))
+        return proposals
+
+    def tell(self, trials: Iterable[Trial]) -> None:
+        for trial in trials:
+            index = self.space.index_of(trial.config)
+            self._take(index)
+            value = trial.value(self.objective) if self.objective else None
+            self.results[index] = value
+            if value is not None and (self.best_value is None or value < self.best_value):
+                self.best_index, self.best_value = index, value
+            self._observe(index, value)
+
+    def skip(self, configs: Iterable[Config]) -> None:
+        """Never propose these (another strategy proposed them; a result may follow)."""
+        for config in configs:
+            self._take(self.space.index_of(config))
+
+    # --- for subclasses ------------------------------------------------------------------
+    def _next(self) -> int | None:
+        """The next legal fresh point to propose, or None for a random one."""
+        return None
+
+    def _observe(self, index: int, value: float | None) -> None:
+        """A result arrived (value None: the trial failed)."""
+
+    def _legal_count(self) -> int:
+        return len(self._fresh)
+
+    def _is_fresh(self, index: int) -> bool:
+        return index not in self._taken and self.space.is_legal_index(index)
+
+    def _take(self, index: int) -> None:
+        if index in self._taken:
+            return
+        self._taken.add(index)
+        position = self.space.legal_position(index)
+        if position is not None:
+            self._fresh[position] = False
+
+    def _random_fresh(self) -> int | None:
+        while self._pool_next < len(self._pool):
+            index = int(self._pool[self._pool_next])
+            self._pool_next += 1
+            if index not in self._taken:
+                return index
+        return None
+
+    def _fresh_neighbours(self, index: int) -> list[int]:
+        return [i for i in self.space.neighbours(index) if i not in self._taken]
+
+    def _closest_fresh(self, digits: Sequence[float]) -> int | None:
+        """The fresh legal point nearest to a (possibly illegal) point given by its digits:
+        how crossover and gradient steps land on legal ground in sparse spaces."""
+        if not self._fresh.any():
+            return None
+        distance = self.space.distances(digits)
+        distance[~self._fresh] = np.inf
+        nearest = np.flatnonzero(distance == distance.min())
+        return int(self.space.legal_indices()[self.rng.choice(nearest)])
+
+    def _ranked_results(self) -> list[tuple[int, float]]:
+        """Successful results, best first (ties in telling order)."""
+        ok = [(i, v) for i, v in self.results.items() if v is not None]
+        return sorted(ok, key=lambda item: item[1])
+
+    def _failure_value(self) -> float | None:
+        """What a failed trial counts as for strategies that need a number: worse than the
+        worst success seen, so failures are avoided without being trusted as measurements."""
+        ok = [v for v in self.results.values() if v is not None]
+        if not ok:
+            return None
+        worst, best = max(ok), min(ok)
+        return worst + max(worst - best, abs(worst) * 0.1, 1e-12)

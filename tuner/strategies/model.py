@@ -1,0 +1,138 @@
+"""Cost-model guided search (as AutoTVM and Ansor do): a model trained online on the
+trials so far scores many candidate configurations, and only the most promising are
+measured.
+
+The model is gradient-boosted regression trees (scikit-learn's GradientBoostingRegressor)
+on the configuration's digits (the position of each
+parameter's value), predicting the log of the objective; a small bootstrap ensemble gives a
+spread, and candidates are ranked by a lower confidence bound. Failed trials train the model too,
+as worse than the worst success, so it learns where failures are. Each refit plans a batch
+of proposals: the best predicted fresh points, plus a few random ones (epsilon-greedy) so a
+wrong model cannot trap the search.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..space import Space
+from .base import SearchStrategy
+
+
+class BoostedTrees:
+    """A small wrapper so the search depends on fit/predict, not on a library's API."""
+
+    def __init__(self, seed: int):
+        # Imported here, not at module top: scikit-learn takes most of a second to import
+        # and every `edgetune` command imports the strategy table.
+        from sklearn.ensemble import GradientBoostingRegressor
+
+        # Exact (not histogram) trees: on tens to hundreds of trials a fit takes ~30 ms,
+        # where HistGradientBoostingRegressor took ~650 ms here. Small leaves because the
+        # training sets are small; no subsampling, the seed only breaks ties.
+        self._model = GradientBoostingRegressor(n_estimators=40, learning_rate=0.25, max_leaf_nodes=15,
+                                                min_samples_leaf=2, random_state=seed)
+
+    def fit(self, features: np.ndarray, targets: np.ndarray, weights: np.ndarray | None = None) -> None:
+        self._model.fit(features, targets, sample_weight=weights)
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        return self._model.predict(features)
+
+
+def log_scale(values: np.ndarray) -> np.ndarray:
+    """Runtimes and instruction counts span orders of magnitude: learn their logarithm."""
+    return np.log(values) if len(values) and values.min() > 0 else values
+
+
+class ModelGuided(SearchStrategy):
+    name = "model"
+
+    def __init__(self, space: Space, rng: np.random.Generator, objective: str = "", initial: int | None = None,
+                 batch: int = 8, candidates: int = 4096, epsilon: float = 0.2, ensemble: int = 3,
+                 optimism: float = 1.5):
+        super().__init__(space, rng, objective)
+        self.initial = initial if initial is not None else max(8, 2 * len(space.params))
+        self.batch = batch
+        self.candidates = candidates
+        self.epsilon = epsilon
+        self.ensemble = ensemble
+        self.optimism = optimism
+        self._plan: list[int] = []
+
+    def _next(self) -> int | None:
+        while self._plan:
+            index = self._plan.pop(0)
+            if self._is_fresh(index):
+                return index
+        if not self._ready():
+            return None
+        self._plan = self._make_plan()
+        return self._plan.pop(0) if self._plan else None
+
+    def _ready(self) -> bool:
+        return sum(v is not None for v in self.results.values()) >= min(self.initial, self._legal_count())
+
+    # --- the model ---------------------------------------------------------------------
+    def _training_data(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        indices = list(self.results)
+        values = np.array([self.results[i] if self.results[i] is not None else np.nan for i in indices])
+        targets = standardised_targets(values)
+        features = np.array([self.space.digits(i) for i in indices], dtype=float).reshape(-1, len(self.space.params))
+        return features, targets, np.ones(len(indices))
+
+    def _make_plan(self) -> list[int]:
+        candidates = self._candidates()
+        if len(candidates) == 0:
+            return []
+        predicted = self._acquisition(self.space.legal_digits()[candidates].astype(float))
+        # Shuffle before a stable sort so ties are broken by the seed, not by index order.
+        order = self.rng.permutation(len(candidates))
+        ranked = order[np.argsort(predicted[order], kind="stable")]
+        # Refits get rarer as trials accumulate (each new trial moves the model less):
+        # a plan is at least `batch` long and at least a tenth of the trials so far.
+        size = max(self.batch, len(self.results) // 10)
+        plan = [int(self.space.legal_indices()[candidates[r]]) for r in ranked[:size]]
+        for slot in range(len(plan)):
+            if self.rng.random() < self.epsilon:
+                random_point = self._random_fresh()
+                if random_point is not None:
+                    plan[slot] = random_point
+        return plan
+
+    def _acquisition(self, points: np.ndarray) -> np.ndarray:
+        """Lower confidence bound: the mean prediction of models fitted on bootstrap resamples
+        of the trials, minus `optimism` times their spread. Regions the trials barely cover
+        disagree across resamples, so they get tried before the search settles on one basin."""
+        features, targets, weights = self._training_data()
+        predictions = []
+        for member in range(self.ensemble):
+            rows = (np.arange(len(targets)) if member == 0
+                    else self.rng.integers(len(targets), size=len(targets)))
+            model = BoostedTrees(seed=int(self.rng.integers(2**31)))
+            model.fit(features[rows], targets[rows], weights[rows])
+            predictions.append(model.predict(points))
+        predictions = np.array(predictions)
+        return predictions.mean(axis=0) - self.optimism * predictions.std(axis=0)
+
+    def _candidates(self) -> np.ndarray:
+        """Positions (in legal_indices()) of the fresh points the model scores: all of them
+        in a small space, else a random sample plus the fresh neighbours of the best points."""
+        fresh = np.flatnonzero(self._fresh)
+        if len(fresh) <= self.candidates:
+            return fresh
+        sample = self.rng.choice(fresh, size=self.candidates, replace=False)
+        near = [self.space.legal_position(n) for i, _ in self._ranked_results()[:8] for n in self._fresh_neighbours(i)]
+        return np.unique(np.concatenate([sample, np.asarray(near, dtype=np.int64)]))
+
+
+def standardised_targets(values: np.ndarray) -> np.ndarray:
+    """Log values scaled to mean 0 and spread 1 (so spaces of different scale can share a
+    model); NaN (failed) becomes one unit worse than the worst success."""
+    ok = ~np.isnan(values)
+    out = np.zeros(len(values))
+    if ok.any():
+        logged = log_scale(values[ok])
+        spread = logged.std() or 1.0
+        out[ok] = (logged - logged.mean()) / spread
+        out[~ok] = out[ok].max() + 1.0
+    return out
