@@ -251,7 +251,7 @@ def test_helium_int8_inner_loop_matches_arms_published_cycles(tmp_path):
     for depth in (512, 1024):
         shape = kernel.parse_shape(f"m=4,n=1,k={depth}")
         io = kernel.make_io(shape, np.random.default_rng(0))
-        config = kernel.space(m55, shape).make({"tile_m": 1, "tile_n": 4, "unroll_k": 1, "vector": "mve",
+        config = kernel.space(m55, shape).make({"tile_m": 1, "tile_n": 4, "unroll_k": 1, "vector": "mve", "layout": "rowmajor",
                                                 "compiler": "clang", "opt": "O3"})
         workdir = Path(tempfile.mkdtemp(dir=tmp_path))
         build = runner.build(kernel, shape, io, kernel.render(m55, shape, config), workdir)

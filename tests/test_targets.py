@@ -24,7 +24,7 @@ pytestmark = pytest.mark.qemu
 
 NEW_TARGETS = ["cortex-m4", "cortex-m7", "cortex-a53", "cortex-a72"]
 EXAMPLE_BOARD = Path(target_file("cortex-m4")).parent / "examples" / "my-m4-board.toml"
-CONFIG = {"tile_m": 2, "tile_n": 8, "unroll_k": 2, "vector": "c", "compiler": "gcc", "opt": "O2"}
+CONFIG = {"tile_m": 2, "tile_n": 8, "unroll_k": 2, "vector": "c", "layout": "rowmajor", "compiler": "gcc", "opt": "O2"}
 
 
 def evaluate(kernel, target, shape_text, config, tmp_path, seed=7):
@@ -188,7 +188,10 @@ def test_export_builds_for_the_target_and_matches_numpy(matmul, tmp_path, name):
     workdir = tmp_path / "build"
     workdir.mkdir()
     runner = runner_for(target)
-    values, raw = runner.run(runner.build_export(matmul, shape, io, result.folder, workdir), io)
+    # A packed-layout variant is called with packed weights, as firmware would call it.
+    (entry,) = json.loads((result.folder / "manifest.json").read_text())["kernels"]
+    deployed = matmul.deployed_io(io, matmul.space(target, shape).make(entry["config"]))
+    values, raw = runner.run(runner.build_export(matmul, shape, deployed, result.folder, workdir), deployed)
     assert np.array_equal(iobuf.unpack_outputs(io, raw)[0], matmul.reference(shape, io)[0])
     assert values["instructions"] > 0
 
