@@ -4,9 +4,9 @@ Imports nothing else of edgetune's: every other part may use it.
 """
 from .host import detect_host
 from .loader import SCHEMA_VERSION, TargetError, load_target, read_target_data, target_from_data
-from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, PowerEnvelope, Runner, Target,
-                    VectorUnit)
+from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, PowerEnvelope, RenodePlatform, Runner,
+                    SerialLink, Target, VectorUnit)
 
-__all__ = ["Cache", "Compiler", "Core", "Firmware", "MemoryRegion", "PowerEnvelope", "Runner", "SCHEMA_VERSION",
+__all__ = ["Cache", "Compiler", "Core", "Firmware", "MemoryRegion", "PowerEnvelope", "RenodePlatform", "Runner", "SerialLink", "SCHEMA_VERSION",
            "Target", "TargetError", "VectorUnit", "detect_host", "load_target", "read_target_data",
            "target_from_data"]
