@@ -33,8 +33,8 @@ from edgetune.tuner import Outcome
 from . import elf, iobuf
 from .build import Builder
 from .qemu import HARNESS_CFLAGS, _linker_script
-from .seriallink import BoardLink, BoardRefused, LinkClosed, LinkError, LinkTimeout
-from .serialproto import Cycles, ErrorCode, Hello
+from .seriallink import BoardLink, BoardRefused, BoardReset, LinkClosed, LinkError, LinkTimeout
+from .serialproto import Cycles, ErrorCode, Hello, ProtocolError
 from .toolchain import (BuildResult, MeasureError, ToolMissing, cached_object, require_program, run_tool,
                         tool_version)
 
@@ -45,10 +45,6 @@ STOP_GRACE_S = 2.0
 
 class PortUnavailable(ToolMissing):
     """The board's serial port is absent or held by another program."""
-
-
-class BoardReset(LinkError):
-    """The board answered again after going silent mid-run: it was reset."""
 
 
 def free_loopback_port() -> int:
@@ -165,6 +161,8 @@ class SerialRunner(Builder):
                 if attempt == link.retries:
                     raise MeasureError(Outcome.TIMEOUT, f"board at {board.url} stopped answering: "
                                        + "; ".join(history)) from None
+            except (LinkError, ProtocolError) as exc:  # another protocol version, a malformed reply
+                raise MeasureError(Outcome.RUNTIME_ERROR, f"{board.url}: {exc}") from None
             finally:
                 board.stop()
         raise MeasureError(Outcome.RUNTIME_ERROR, f"no complete measurement in {link.retries + 1} attempts: "
@@ -174,28 +172,45 @@ class SerialRunner(Builder):
                  history: list[str]) -> tuple[dict, bytes]:
         link, ser = board.link, self.target.serial
         block = iobuf.pack(io)
+        resets = 0
         for _ in range(ser.retries + 1):  # a board reset mid-run: measure again from LOAD
             hello = link.hello()
             self._check_hello(hello, build, len(block), board.url)
             try:
                 link.load(block)
                 link.run(ser.runs, timeout)
-            except BoardRefused as exc:
-                raise self._refusal(exc.error.code, exc) from None
-            except LinkTimeout:
-                if link.probe() is None:
-                    raise MeasureError(Outcome.TIMEOUT, f"no result within {timeout:.1f} s and the board at "
-                                       f"{board.url} no longer answers: the kernel hangs") from None
-                history.append("the board answered again after going silent mid-run (it was reset)")
-                continue
-            try:
                 raw = b"".join(link.read(offset, buf.data.nbytes)
                                for buf, offset in zip(io.buffers, iobuf.layout(io)) if buf.is_output)
                 cycles = link.cycles()
+            except BoardReset as exc:
+                history.append(str(exc))
+                resets += 1
+                continue
             except BoardRefused as exc:
+                if exc.error.code in (ErrorCode.BAD_IO, ErrorCode.NOT_RUN) and self._session_lost(link):
+                    history.append(f"{board.url}: the board was reset between requests")
+                    resets += 1
+                    continue
                 raise self._refusal(exc.error.code, exc) from None
-            return self._values(cycles), raw
-        raise BoardReset(f"the board at {board.url} was reset during every run")
+            except LinkTimeout:
+                hello = link.probe()
+                if hello is None:
+                    raise MeasureError(Outcome.TIMEOUT, f"no result within {timeout:.1f} s and the board at "
+                                       f"{board.url} no longer answers: the kernel hangs") from None
+                if hello.previous_session != link.session:
+                    resets += 1
+                history.append(f"{board.url}: a reply was lost; the board answers again, measuring again")
+                continue
+            return {**self._values(cycles), "serial_resets": resets}, raw
+        raise BoardReset(f"the board at {board.url} was reset or lost replies in every try")
+
+    @staticmethod
+    def _session_lost(link: BoardLink) -> bool:
+        try:
+            link.require_session()
+        except BoardReset:
+            return True
+        return False
 
     @staticmethod
     def _refusal(code: int, exc: BoardRefused) -> MeasureError:
@@ -238,7 +253,8 @@ class SerialRunner(Builder):
         run_tool(substitute(link.flash, build.path, None), cwd=build.workdir, outcome=Outcome.RUNTIME_ERROR,
                  timeout=link.flash_timeout_s)
         port = self._open_device(link.port)
-        return _Board(link.port, BoardLink(port, link.port, link.reply_timeout_s, link.retries), process=None)
+        return _Board(link.port, BoardLink(port, link.port, link.reply_timeout_s, link.retries,
+                                           session=_session_token(build)), process=None)
 
     def _launch_args(self, build: BuildResult, port: int) -> list[str]:
         return substitute(self.target.serial.flash, build.path, port)
@@ -265,7 +281,8 @@ class SerialRunner(Builder):
                 except (serial.SerialException, OSError):
                     time.sleep(CONNECT_POLL_S)
                     continue
-                board.link = BoardLink(port_object, url, link.reply_timeout_s, link.retries)
+                board.link = BoardLink(port_object, url, link.reply_timeout_s, link.retries,
+                                       session=_session_token(build))
                 return board
             board.stop()
             tail = (build.workdir / "board.log").read_text(errors="replace").strip()[-300:]
@@ -316,3 +333,8 @@ def _image_id(objects: list[Path], glue_text: str) -> int:
     for obj in objects:
         digest.update(Path(obj).read_bytes())
     return int.from_bytes(digest.digest()[:4], "little")
+
+
+def _session_token(build: BuildResult) -> int:
+    """Any nonzero value works (a reset board reports 0); the image id is at hand."""
+    return int(build.info.get("image_id", "0x1"), 16) | 1

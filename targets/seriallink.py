@@ -13,7 +13,7 @@ from typing import Callable
 
 import serial
 
-from .serialproto import (LOAD_REPLY, LOAD_REQUEST, OVERHEAD, PROTOCOL_MAX_PAYLOAD, READ_REPLY,
+from .serialproto import (HELLO_REQUEST, LOAD_REPLY, LOAD_REQUEST, OVERHEAD, PROTOCOL_MAX_PAYLOAD, READ_REPLY,
                           READ_REQUEST, REPLY_BIT, RUN_DONE, RUN_REPLY, RUN_REQUEST, RUN_STARTED, TRANSPORT_ERRORS,
                           VERSION, Cycles, ErrorReply, Frame, FrameParser, Hello, MsgType, ProtocolError)
 
@@ -41,14 +41,20 @@ class BoardRefused(LinkError):
         self.error = error
 
 
+class BoardReset(LinkError):
+    """The board lost the session: it was reset (power, watchdog, a debugger) under us."""
+
+
 class VersionMismatch(LinkError):
     """The board speaks another version of the protocol."""
 
 
 class BoardLink:
-    def __init__(self, port, name: str, reply_timeout_s: float, retries: int,
+    def __init__(self, port, name: str, reply_timeout_s: float, retries: int, session: int = 1,
                  clock: Callable[[], float] = time.monotonic):
-        self.port, self.name = port, name
+        if not 0 < session < 1 << 32:
+            raise ValueError(f"session token {session} is not a nonzero 32-bit value")
+        self.port, self.name, self.session = port, name, session
         self.reply_timeout_s, self.retries = reply_timeout_s, retries
         self.clock = clock
         self.parser = FrameParser()
@@ -136,8 +142,10 @@ class BoardLink:
 
     # --- requests ----------------------------------------------------------------------------
     def hello(self) -> Hello:
+        """Open (or re-establish) the session; the reply's previous_session tells whether
+        the board kept it since the last HELLO (0: it was reset)."""
         try:
-            hello = Hello.decode(self._exchange(MsgType.HELLO).payload)
+            hello = Hello.decode(self._exchange(MsgType.HELLO, HELLO_REQUEST.pack(self.session)).payload)
         except ProtocolError as exc:
             raise LinkError(f"{self.name}: {exc}") from None
         self.max_payload = hello.max_payload
@@ -175,6 +183,7 @@ class BoardLink:
             if attempt:
                 self.retransmissions += 1
                 self.resync()
+                self.require_session()  # a RUN on a board that lost its I/O block is meaningless
             seq = self._next_seq()
             sent.add(seq)
             self._write(Frame(MsgType.RUN, seq, payload).encode())
@@ -198,6 +207,8 @@ class BoardLink:
             if error.code in TRANSPORT_ERRORS:
                 return None
             raise BoardRefused(error)
+        if len(frame.payload) != RUN_REPLY.size:
+            raise ProtocolError(f"RUN reply of {len(frame.payload)} bytes, expected {RUN_REPLY.size}")
         phase, _ = RUN_REPLY.unpack_from(frame.payload)
         if phase not in (RUN_STARTED, RUN_DONE):
             raise LinkError(f"{self.name}: RUN reply with unknown phase {phase}")
@@ -208,6 +219,12 @@ class BoardLink:
             return Cycles.decode(self._exchange(MsgType.CYCLES).payload)
         except ProtocolError as exc:
             raise LinkError(f"{self.name}: {exc}") from None
+
+    def require_session(self) -> None:
+        """Raise BoardReset unless the board still holds this link's session."""
+        hello = self.hello()
+        if hello.previous_session != self.session:
+            raise BoardReset(f"{self.name}: the board was reset (it no longer holds the session)")
 
     def probe(self) -> Hello | None:
         """After a silence: does the board answer at all? (One resync, one HELLO.)"""

@@ -123,22 +123,48 @@ class FrameParser:
             if length > PROTOCOL_MAX_PAYLOAD:
                 self._drop(1)
                 continue
-            end = HEADER_BYTES + length + 2
-            if len(self.buffer) < end:
-                return None
-            body = bytes(self.buffer[len(SYNC):HEADER_BYTES + length])
-            (crc,) = struct.unpack_from("<H", self.buffer, HEADER_BYTES + length)
-            if crc != crc16(body):
+            if len(self.buffer) < HEADER_BYTES + length + 2:
+                # Incomplete: but if noise faked this header, a real frame may already sit
+                # complete behind it. Do not wait for bytes that may never come.
+                later = self._complete_frame_after(1)
+                if later is None:
+                    return None
+                self._drop(later)
+                continue
+            frame = self._frame_at(0)
+            if frame is None:
                 self._drop(1)
                 continue
-            payload = bytes(self.buffer[HEADER_BYTES:HEADER_BYTES + length])
-            del self.buffer[:end]
-            return Frame(type=type_, seq=seq, payload=payload, version=version)
+            del self.buffer[:HEADER_BYTES + len(frame.payload) + 2]
+            return frame
+
+    def _frame_at(self, start: int) -> Frame | None:
+        """The intact frame starting at `start`, or None."""
+        if len(self.buffer) < start + HEADER_BYTES or self.buffer[start:start + len(SYNC)] != SYNC:
+            return None
+        version, type_, seq, length = HEADER.unpack_from(self.buffer, start + len(SYNC))
+        end = start + HEADER_BYTES + length
+        if length > PROTOCOL_MAX_PAYLOAD or len(self.buffer) < end + 2:
+            return None
+        (crc,) = struct.unpack_from("<H", self.buffer, end)
+        if crc != crc16(bytes(self.buffer[start + len(SYNC):end])):
+            return None
+        return Frame(type=type_, seq=seq, payload=bytes(self.buffer[start + HEADER_BYTES:end]), version=version)
+
+    def _complete_frame_after(self, start: int) -> int | None:
+        at = self.buffer.find(SYNC, start)
+        while at >= 0:
+            if self._frame_at(at) is not None:
+                return at
+            at = self.buffer.find(SYNC, at + 1)
+        return None
 
 
 # --- payloads ------------------------------------------------------------------------------
-HELLO_REPLY = struct.Struct("<BBHIIHIB")  # version, counters, max_payload, io_base, io_capacity,
-#                                           max_runs, image_id, name length (name follows)
+HELLO_REQUEST = struct.Struct("<I")        # session: a nonzero token the board keeps until it resets
+HELLO_REPLY = struct.Struct("<BBHIIHIIB")  # version, counters, max_payload, io_base, io_capacity,
+#                                            max_runs, image_id, previous session (0 after a reset),
+#                                            name length (the name follows)
 LOAD_REQUEST = struct.Struct("<I")         # offset (data follows)
 LOAD_REPLY = struct.Struct("<IH")          # offset, length stored
 RUN_REQUEST = struct.Struct("<H")          # runs
@@ -159,6 +185,7 @@ class Hello:
     io_capacity: int
     max_runs: int
     image_id: int
+    previous_session: int
     board: str
 
     @classmethod
@@ -172,7 +199,7 @@ class Hello:
     def encode(self) -> bytes:
         name = self.board.encode("ascii")
         return HELLO_REPLY.pack(self.version, self.counters, self.max_payload, self.io_base, self.io_capacity,
-                                self.max_runs, self.image_id, len(name)) + name
+                                self.max_runs, self.image_id, self.previous_session, len(name)) + name
 
 
 @dataclass(frozen=True)

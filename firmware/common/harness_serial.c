@@ -58,6 +58,7 @@ static uint32_t counted_runs;               /* 0 until a RUN completes after the
 static int dwt_present;
 static volatile int kernel_status;
 static uint8_t current_type, current_seq;   /* for the fault handler's report */
+static uint32_t session;                    /* the host's token; 0 after every reset (.bss) */
 
 /* --- frames ---------------------------------------------------------------------------- */
 static void put_u16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
@@ -169,9 +170,15 @@ void et_glue_failed(int status) { kernel_status = status ? status : -1; }
 
 static uint8_t *io_block(void) { return (uint8_t *)(uintptr_t)(ET_IO_BASE); }
 
-static void on_hello(uint8_t seq)
+static void on_hello(uint8_t seq, uint32_t length)
 {
     static const char name[] = ET_BOARD_NAME;
+    if (length != 4) {
+        send_error(seq, ET_MSG_HELLO, ET_ERR_BAD_LENGTH, length);
+        return;
+    }
+    uint32_t previous = session;
+    session = get_u32(frame + ET_FRAME_HEADER);
     uint8_t *p = reply_payload();
     p[0] = ET_PROTO_VERSION;
     p[1] = (uint8_t)((dwt_present ? ET_COUNTER_FLAG_DWT : 0u) | ET_COUNTER_FLAG_SYSTICK);
@@ -180,9 +187,10 @@ static void on_hello(uint8_t seq)
     put_u32(p + 8, (uint32_t)(ET_IO_CAPACITY));
     put_u16(p + 12, ET_MAX_RUNS);
     put_u32(p + 14, (uint32_t)(uintptr_t)et_image_id);
-    p[18] = (uint8_t)(sizeof name - 1);
-    memcpy(p + 19, name, sizeof name - 1);
-    send(ET_MSG_HELLO | ET_REPLY_BIT, seq, 19 + sizeof name - 1);
+    put_u32(p + 18, previous);
+    p[22] = (uint8_t)(sizeof name - 1);
+    memcpy(p + 23, name, sizeof name - 1);
+    send(ET_MSG_HELLO | ET_REPLY_BIT, seq, 23 + sizeof name - 1);
 }
 
 static void on_load(uint8_t seq, uint32_t length)
@@ -325,7 +333,7 @@ int main(void)
         current_type = frame[3];
         current_seq = frame[4];
         switch (current_type) {
-        case ET_MSG_HELLO: on_hello(current_seq); break;
+        case ET_MSG_HELLO: on_hello(current_seq, length); break;
         case ET_MSG_LOAD: on_load(current_seq, length); break;
         case ET_MSG_RUN: on_run(current_seq, length); break;
         case ET_MSG_READ: on_read(current_seq, length); break;
