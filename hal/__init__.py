@@ -7,6 +7,6 @@ from .loader import SCHEMA_VERSION, TargetError, load_target, read_target_data, 
 from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, PowerEnvelope, RenodePlatform, Runner,
                     SerialLink, Target, VectorUnit)
 
-__all__ = ["Cache", "Compiler", "Core", "Firmware", "MemoryRegion", "PowerEnvelope", "RenodePlatform", "Runner", "SerialLink", "SCHEMA_VERSION",
-           "Target", "TargetError", "VectorUnit", "detect_host", "load_target", "read_target_data",
+__all__ = ["Cache", "Compiler", "Core", "Firmware", "MemoryRegion", "PowerEnvelope", "RenodePlatform", "Runner",
+           "SerialLink", "SCHEMA_VERSION", "Target", "TargetError", "VectorUnit", "detect_host", "load_target", "read_target_data",
            "target_from_data"]

@@ -20,6 +20,7 @@ import hashlib
 import os
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -47,10 +48,15 @@ class PortUnavailable(ToolMissing):
     """The board's serial port is absent or held by another program."""
 
 
-def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_loopback_port(taken: set[int] = frozenset()) -> int:
+    """A loopback port nothing listens on now (and that is not in `taken`)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in taken:
+            return port
+    raise OSError("no free loopback port")
 
 
 def substitute(args: tuple[str, ...], image: Path, port: int | None) -> list[str]:
@@ -88,6 +94,10 @@ class SerialRunner(Builder):
         # An emulated board on a loopback port per run can run beside itself; a physical
         # board is one device.
         self.slots = max(1, os.cpu_count() or 1) if "{port}" in link.port else 1
+        # Ports handed to boards still running: two trials started at once must not be
+        # given the same port (one would then talk to the other's board).
+        self._ports: set[int] = set()
+        self._ports_lock = threading.Lock()
 
     # --- tools --------------------------------------------------------------------------------
     def check_tools(self) -> None:
@@ -173,8 +183,9 @@ class SerialRunner(Builder):
         link, ser = board.link, self.target.serial
         block = iobuf.pack(io)
         resets = 0
-        for _ in range(ser.retries + 1):  # a board reset mid-run: measure again from LOAD
-            hello = link.hello()
+        for tries in range(ser.retries + 1):  # a board reset mid-run: measure again from LOAD
+            # Right after flashing, the board may still be booting (or an emulator starting).
+            hello = link.hello(timeout_s=max(ser.reply_timeout_s, ser.flash_timeout_s) if tries == 0 else None)
             self._check_hello(hello, build, len(block), board.url)
             try:
                 link.load(block)
@@ -195,8 +206,10 @@ class SerialRunner(Builder):
             except LinkTimeout:
                 hello = link.probe()
                 if hello is None:
+                    why = ("the kernel started and never finished: it hangs" if link.run_started
+                           else "it stopped answering")
                     raise MeasureError(Outcome.TIMEOUT, f"no result within {timeout:.1f} s and the board at "
-                                       f"{board.url} no longer answers: the kernel hangs") from None
+                                       f"{board.url} no longer answers: {why}") from None
                 if hello.previous_session != link.session:
                     resets += 1
                 history.append(f"{board.url}: a reply was lost; the board answers again, measuring again")
@@ -264,7 +277,9 @@ class SerialRunner(Builder):
         link = self.target.serial
         problems = []
         for _ in range(3):  # another program may grab the free port between our check and QEMU's bind
-            port = free_loopback_port()
+            with self._ports_lock:
+                port = free_loopback_port(self._ports)
+                self._ports.add(port)
             url = link.port.replace("{port}", str(port))
             log = open(build.workdir / "board.log", "wb")
             try:
@@ -272,8 +287,9 @@ class SerialRunner(Builder):
                                            stdout=log, stderr=subprocess.STDOUT)
             except FileNotFoundError:
                 log.close()
+                self._release(port)
                 raise ToolMissing(f"{link.flash[0]}: not found on PATH (the board's [serial].flash command)") from None
-            board = _Board(url, None, process, log)
+            board = _Board(url, None, process, log, release=lambda port=port: self._release(port))
             deadline = time.monotonic() + link.flash_timeout_s
             while time.monotonic() < deadline and process.poll() is None:
                 try:
@@ -284,12 +300,16 @@ class SerialRunner(Builder):
                 board.link = BoardLink(port_object, url, link.reply_timeout_s, link.retries,
                                        session=_session_token(build))
                 return board
+            exited = process.poll()
             board.stop()
             tail = (build.workdir / "board.log").read_text(errors="replace").strip()[-300:]
-            problems.append(f"{link.flash[0]} exited with status {process.returncode}: {tail}"
-                            if process.returncode is not None else f"nothing listened on {url} within "
-                            f"{link.flash_timeout_s:.0f} s")
+            problems.append(f"{link.flash[0]} exited with status {exited}: {tail}" if exited is not None
+                            else f"nothing listened on {url} within {link.flash_timeout_s:.0f} s")
         raise MeasureError(Outcome.RUNTIME_ERROR, "the board did not start: " + "; ".join(problems))
+
+    def _release(self, port: int) -> None:
+        with self._ports_lock:
+            self._ports.discard(port)
 
     def _open_device(self, url: str):
         """A real board's port, which may take a moment to come back after flashing."""
@@ -307,8 +327,9 @@ class SerialRunner(Builder):
 class _Board:
     """A connected board: its link, and the process that is the board when it is emulated."""
 
-    def __init__(self, url: str, link: BoardLink | None, process: subprocess.Popen | None, log=None):
-        self.url, self.link, self.process, self.log = url, link, process, log
+    def __init__(self, url: str, link: BoardLink | None, process: subprocess.Popen | None, log=None,
+                 release=None):
+        self.url, self.link, self.process, self.log, self.release = url, link, process, log, release
 
     def stop(self) -> None:
         if self.link is not None:
@@ -325,6 +346,9 @@ class _Board:
                 self.process.wait()
         if self.log is not None:
             self.log.close()
+        if self.release is not None:
+            self.release()
+            self.release = None
 
 
 def _image_id(objects: list[Path], glue_text: str) -> int:

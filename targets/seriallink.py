@@ -61,6 +61,7 @@ class BoardLink:
         self.pending: list[Frame] = []  # decoded, not yet consumed
         self.max_payload = PROTOCOL_MAX_PAYLOAD  # until the board's HELLO says otherwise
         self.retransmissions = 0
+        self.run_started = False  # the last RUN was acknowledged (the kernel began)
         self._seq = 0
 
     # --- bytes -------------------------------------------------------------------------------
@@ -117,8 +118,9 @@ class BoardLink:
                 raise LinkTimeout(f"{self.name}: no reply within {timeout_s:.1f} s")
             self.pending.extend(self.parser.feed(self._read_some(min(left, 0.1))))
 
-    def _exchange(self, type_: MsgType, payload: bytes = b"", accept=None) -> Frame:
+    def _exchange(self, type_: MsgType, payload: bytes = b"", timeout_s: float | None = None) -> Frame:
         """Send a request and return its reply, resending after lost or damaged frames."""
+        timeout_s = timeout_s or self.reply_timeout_s
         problem = "no reply"
         for attempt in range(self.retries + 1):
             if attempt:
@@ -127,9 +129,9 @@ class BoardLink:
             seq = self._next_seq()
             self._write(Frame(type_, seq, payload).encode())
             try:
-                reply = self._await({seq}, type_ | REPLY_BIT, self.reply_timeout_s)
+                reply = self._await({seq}, type_ | REPLY_BIT, timeout_s)
             except LinkTimeout:
-                problem = f"no reply within {self.reply_timeout_s:.1f} s"
+                problem = f"no reply within {timeout_s:.1f} s"
                 continue
             if reply.type == MsgType.ERROR:
                 error = ErrorReply.decode(reply.payload)
@@ -141,11 +143,12 @@ class BoardLink:
         raise LinkTimeout(f"{self.name}: {type_.name} got no intact reply in {self.retries + 1} attempts ({problem})")
 
     # --- requests ----------------------------------------------------------------------------
-    def hello(self) -> Hello:
+    def hello(self, timeout_s: float | None = None) -> Hello:
         """Open (or re-establish) the session; the reply's previous_session tells whether
-        the board kept it since the last HELLO (0: it was reset)."""
+        the board kept it since the last HELLO (0: it was reset). A board that just booted
+        may deserve a longer `timeout_s` than the usual reply timeout."""
         try:
-            hello = Hello.decode(self._exchange(MsgType.HELLO, HELLO_REQUEST.pack(self.session)).payload)
+            hello = Hello.decode(self._exchange(MsgType.HELLO, HELLO_REQUEST.pack(self.session), timeout_s).payload)
         except ProtocolError as exc:
             raise LinkError(f"{self.name}: {exc}") from None
         self.max_payload = hello.max_payload
@@ -178,6 +181,7 @@ class BoardLink:
         LinkTimeout. RUN is idempotent, so a retransmission after a lost acknowledgement
         is harmless: a DONE for any RUN sent here ends the wait."""
         sent: set[int] = set()
+        self.run_started = False
         payload = RUN_REQUEST.pack(runs)
         for attempt in range(self.retries + 1):
             if attempt:
@@ -195,6 +199,7 @@ class BoardLink:
             if phase is None:
                 continue  # a damaged request: send it again
             if phase == RUN_STARTED:
+                self.run_started = True
                 frame = self._await(sent, MsgType.RUN | REPLY_BIT, timeout_s)
                 while self._run_phase(frame) == RUN_STARTED:  # a retransmission's own ack
                     frame = self._await(sent, MsgType.RUN | REPLY_BIT, timeout_s)

@@ -30,7 +30,7 @@ QEMU = ["qemu-system-arm", "-M", "mps3-an547", "-display", "none", "-monitor", "
         "-serial", "tcp:127.0.0.1:INNER_PORT,server=on,wait=on,nodelay=on", "-kernel", "{image}"]
 
 
-def troubled_board(tmp_path_factory, mode: str, once: bool = True, reply_timeout_s: float = 0.5,
+def troubled_board(tmp_path_factory, mode: str, once: bool = True, reply_timeout_s: float = 1.0,
                    run_timeout_s: float = 4, retries: int = 2):
     """an547-serial behind tests/uart_proxy.py, which injects `mode` trouble."""
     folder = tmp_path_factory.mktemp(f"board-{mode}")
@@ -49,7 +49,7 @@ def quick_board(tmp_path_factory):
     folder = tmp_path_factory.mktemp("board-quick")
     path = folder / "board.toml"
     path.write_text(f'extends = "{SHIPPED}"\nname = "an547-quick"\n[runner]\ntimeout_s = 3\n'
-                    "[serial]\nreply_timeout_s = 0.5\nretries = 1\n")
+                    "[serial]\nreply_timeout_s = 1.0\nretries = 1\n")
     return load_target(path)
 
 
@@ -103,14 +103,14 @@ def test_a_board_that_stops_answering_is_a_timeout(matmul, tmp_path, tmp_path_fa
     started = time.monotonic()
     trial = evaluate(matmul, target, tmp_path)
     assert trial.outcome is Outcome.TIMEOUT, trial.error
-    assert "stopped answering" in trial.error or "no longer answers" in trial.error
+    assert "stopped answering" in trial.error
     assert time.monotonic() - started < 60  # bounded, however the retries went
 
 
 def test_a_hanging_kernel_is_a_timeout(tmp_path, tmp_path_factory):
     trial = evaluate(FaultyMatmul("hang"), quick_board(tmp_path_factory), tmp_path)
     assert trial.outcome is Outcome.TIMEOUT, trial.error
-    assert "the kernel hangs" in trial.error
+    assert "it hangs" in trial.error
 
 
 def test_a_faulting_kernel_is_a_crash_reported_by_the_board(tmp_path, tmp_path_factory):
@@ -144,3 +144,14 @@ def test_a_link_lost_every_time_is_a_recorded_failed_trial(matmul, tmp_path, tmp
     assert summary.trials == 1 and summary.failures == {"runtime": 1}
     (trial,) = db.trials(summary.workload)
     assert "2 attempts" in trial.error and "closed" in trial.error
+
+
+def test_a_board_that_does_not_start_is_a_failed_trial_naming_why(matmul, tmp_path, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("board-nostart")
+    flash = [arg.replace("mps3-an547", "no-such-board") for arg in get_target("an547-serial").serial.flash]
+    path = folder / "board.toml"
+    path.write_text(f'extends = "{SHIPPED}"\nname = "an547-nostart"\n[serial]\nflash = {json.dumps(flash)}\n'
+                    "retries = 0\n")
+    trial = evaluate(matmul, load_target(path), tmp_path)
+    assert trial.outcome is Outcome.RUNTIME_ERROR
+    assert "the board did not start" in trial.error and "qemu-system-arm exited with status 1" in trial.error
