@@ -185,10 +185,10 @@ class SerialRunner(Builder):
         resets = 0
         for tries in range(ser.retries + 1):  # a board reset mid-run: measure again from LOAD
             # Right after flashing, the board may still be booting (or an emulator starting).
-            hello = link.hello(timeout_s=max(ser.reply_timeout_s, ser.flash_timeout_s) if tries == 0 else None)
+            hello = link.hello(patience_s=ser.flash_timeout_s if tries == 0 else 0.0)
             self._check_hello(hello, build, len(block), board.url)
             try:
-                link.load(block)
+                link.load(block[:_input_end(io)])  # the board zeroes output buffers itself
                 link.run(ser.runs, timeout)
                 raw = b"".join(link.read(offset, buf.data.nbytes)
                                for buf, offset in zip(io.buffers, iobuf.layout(io)) if buf.is_output)
@@ -362,3 +362,10 @@ def _image_id(objects: list[Path], glue_text: str) -> int:
 def _session_token(build: BuildResult) -> int:
     """Any nonzero value works (a reset board reports 0); the image id is at hand."""
     return int(build.info.get("image_id", "0x1"), 16) | 1
+
+
+def _input_end(io: KernelIO) -> int:
+    """Bytes of the I/O block up to the end of its last input buffer (header included)."""
+    offsets = iobuf.layout(io)
+    ends = [offset + buf.data.nbytes for buf, offset in zip(io.buffers, offsets) if not buf.is_output]
+    return max(ends, default=offsets[0] if offsets else iobuf.block_size(io))

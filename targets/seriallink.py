@@ -118,9 +118,9 @@ class BoardLink:
                 raise LinkTimeout(f"{self.name}: no reply within {timeout_s:.1f} s")
             self.pending.extend(self.parser.feed(self._read_some(min(left, 0.1))))
 
-    def _exchange(self, type_: MsgType, payload: bytes = b"", timeout_s: float | None = None) -> Frame:
+    def _exchange(self, type_: MsgType, payload: bytes = b"") -> Frame:
         """Send a request and return its reply, resending after lost or damaged frames."""
-        timeout_s = timeout_s or self.reply_timeout_s
+        timeout_s = self.reply_timeout_s
         problem = "no reply"
         for attempt in range(self.retries + 1):
             if attempt:
@@ -143,14 +143,18 @@ class BoardLink:
         raise LinkTimeout(f"{self.name}: {type_.name} got no intact reply in {self.retries + 1} attempts ({problem})")
 
     # --- requests ----------------------------------------------------------------------------
-    def hello(self, timeout_s: float | None = None) -> Hello:
+    def hello(self, patience_s: float = 0.0) -> Hello:
         """Open (or re-establish) the session; the reply's previous_session tells whether
         the board kept it since the last HELLO (0: it was reset). A board that just booted
-        may deserve a longer `timeout_s` than the usual reply timeout."""
+        gets `patience_s`: HELLO is repeated every reply timeout until then."""
+        saved = self.retries
+        self.retries = max(self.retries, int(patience_s / self.reply_timeout_s))
         try:
-            hello = Hello.decode(self._exchange(MsgType.HELLO, HELLO_REQUEST.pack(self.session), timeout_s).payload)
+            hello = Hello.decode(self._exchange(MsgType.HELLO, HELLO_REQUEST.pack(self.session)).payload)
         except ProtocolError as exc:
             raise LinkError(f"{self.name}: {exc}") from None
+        finally:
+            self.retries = saved
         self.max_payload = hello.max_payload
         return hello
 

@@ -5,6 +5,8 @@ or a classified failed one, never a hang or a lost record."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -155,3 +157,26 @@ def test_a_board_that_does_not_start_is_a_failed_trial_naming_why(matmul, tmp_pa
     trial = evaluate(matmul, load_target(path), tmp_path)
     assert trial.outcome is Outcome.RUNTIME_ERROR
     assert "the board did not start" in trial.error and "qemu-system-arm exited with status 1" in trial.error
+
+
+def test_the_real_board_flow_flash_exits_then_the_port_is_opened(matmul, tmp_path, tmp_path_factory):
+    # A real board's shape: the flash command finishes, the board keeps running the image,
+    # and edgetune opens a fixed port. Here the "flasher" is QEMU daemonizing itself with
+    # UART0 on a fixed loopback port (wait=off: the firmware polls its UART until spoken to).
+    from edgetune.targets.serialboard import free_loopback_port
+
+    folder = tmp_path_factory.mktemp("board-fixed")
+    port, pidfile = free_loopback_port(), folder / "qemu.pid"
+    flash = ["qemu-system-arm", "-M", "mps3-an547", "-display", "none", "-monitor", "none", "-icount", "shift=5",
+             "-serial", f"tcp:127.0.0.1:{port},server=on,wait=off,nodelay=on", "-daemonize",
+             "-pidfile", str(pidfile), "-kernel", "{image}"]
+    path = folder / "board.toml"
+    path.write_text(f'extends = "{SHIPPED}"\nname = "an547-fixed"\n[serial]\nflash = {json.dumps(flash)}\n'
+                    f'port = "socket://127.0.0.1:{port}"\nflash_keeps_running = false\nretries = 0\n')
+    try:
+        trial = evaluate(matmul, load_target(path), tmp_path)
+    finally:
+        if pidfile.exists():
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    assert trial.outcome is Outcome.OK, trial.error
+    assert trial.values["systick_cycles"] > 0 and trial.values["serial_attempts"] == 1

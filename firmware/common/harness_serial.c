@@ -246,6 +246,11 @@ static void on_run(uint8_t seq, uint32_t length)
     const et_io_buffer_t *bufs = (const et_io_buffer_t *)(block + sizeof *hdr);
     const int32_t *params = (const int32_t *)(bufs + hdr->n_buffers);
 
+    /* Outputs start from zero on every RUN: the host need not send them, and a kernel
+       that writes nothing can never pass with a previous trial's results left in RAM. */
+    for (uint32_t i = 0; i < hdr->n_buffers; i++)
+        if (bufs[i].is_output) memset(block + bufs[i].offset, 0, bufs[i].size);
+
     counted_runs = 0;
     kernel_status = 0;
     uint8_t *p = reply_payload();
