@@ -1,6 +1,6 @@
 """The serial protocol over QEMU's emulated UART (target an547-serial), measured in one run:
 
-- round trip of a HELLO (31-byte reply), with `nodelay=on` as shipped and, as the
+- round trip of a HELLO (13-byte request, 44-byte reply), with `nodelay=on` as shipped and, as the
   reference, without it (Nagle's algorithm on QEMU's side of the socket);
 - LOAD and READ throughput in max-payload chunks;
 - one trial's run step (flash = start QEMU, connect, HELLO, LOAD, RUN, READ, CYCLES) against

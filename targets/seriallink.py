@@ -75,9 +75,15 @@ class BoardLink:
             raise LinkClosed(f"{self.name}: the port failed while writing ({exc})") from None
 
     def _read_some(self, wait_s: float) -> bytes:
-        self.port.timeout = max(0.001, wait_s)
+        """Wait up to wait_s for a byte, then take whatever else has arrived (pyserial's
+        socket:// reports at most 1 byte waiting, so asking in_waiting would go byte by byte)."""
         try:
-            return self.port.read(max(1, self.port.in_waiting))
+            self.port.timeout = max(0.001, wait_s)
+            first = self.port.read(1)
+            if not first:
+                return b""
+            self.port.timeout = 0
+            return first + self.port.read(4096)
         except (serial.SerialException, OSError) as exc:
             raise LinkClosed(f"{self.name}: the port closed ({exc})") from None
 
