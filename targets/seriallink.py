@@ -55,6 +55,8 @@ class BoardLink:
         if not 0 < session < 1 << 32:
             raise ValueError(f"session token {session} is not a nonzero 32-bit value")
         self.port, self.name, self.session = port, name, session
+        if port.write_timeout is None:  # a write must not block forever on a full buffer either
+            port.write_timeout = reply_timeout_s
         self.reply_timeout_s, self.retries = reply_timeout_s, retries
         self.clock = clock
         self.parser = FrameParser()

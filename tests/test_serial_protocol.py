@@ -211,3 +211,33 @@ def test_bad_renode_tables_name_the_key(tmp_path, table, key):
     with pytest.raises(TargetError, match=f"board.toml: {key}"):
         load_target(write_board(tmp_path, BASE, runner='kind = "renode"', extra=table))
 
+
+
+# --- the link over pyserial's loop:// (what is written is read back: no board answers) ---------
+def loop_link(retries=1):
+    from edgetune.targets.seriallink import BoardLink
+
+    link = BoardLink(serial.serial_for_url("loop://", timeout=0.1, baudrate=10_000_000), "loop://", reply_timeout_s=0.2,
+                     retries=retries, session=5)
+    link.max_payload = 1024  # as a HELLO would set it: loop:// holds only 4096 bytes
+    return link
+
+
+def test_a_silent_port_times_out_naming_it_after_bounded_retries():
+    from edgetune.targets.seriallink import LinkTimeout
+
+    link = loop_link(retries=2)
+    with pytest.raises(LinkTimeout, match=r"loop://: HELLO got no intact reply in 3 attempts"):
+        link.hello()
+    assert link.retransmissions == 2  # its own echoed requests and filler were never taken for replies
+
+
+def test_a_board_speaking_another_version_is_named():
+    from edgetune.targets.seriallink import VersionMismatch
+
+    link = loop_link()
+    # The reply the next request (seq 1) will find waiting: a version-2 frame.
+    link.port.write(Frame(MsgType.HELLO | 0x80, 1, b"", version=2).encode())
+    with pytest.raises(VersionMismatch, match="protocol version 2; this edgetune speaks 1"):
+        link.hello()
+
