@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from .cost import INSTRUCTION_CLASSES, ClassCost, CostModel
 from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, Npu, NpuMemoryMode, NpuPort, PowerEnvelope,
-                    Runner, Target, VectorUnit)
+                    RenodePlatform, Runner, SerialLink, Target, VectorUnit)
 
 SCHEMA_VERSION = 1
 
@@ -27,7 +27,17 @@ FLAG_RE = re.compile(r"^-[A-Za-z0-9_=.,+/:-]+$")
 
 MEMORY_KINDS = {"tcm", "sram", "flash", "dram"}
 CACHE_KINDS = {"data", "instruction", "unified"}
-RUNNER_KINDS = {"qemu", "native"}
+RUNNER_KINDS = {"qemu", "native", "serial", "renode"}
+FIRMWARE_RUNNERS = {"qemu", "serial", "renode"}  # runners that link a bare-metal harness image
+# Serial links: UART drivers in firmware/common and the counters the serial harness reads.
+UART_DRIVERS = {"cmsdk-apb"}
+SERIAL_COUNTERS = {"dwt", "systick"}
+# Placeholders a flash command or port may hold; everything else is plain characters.
+PLACEHOLDERS = ("{image}", "{port}")
+ARG_RE = re.compile(r"^[A-Za-z0-9_=.,+/:@%-]*$")
+PORT_RE = re.compile(r"^[A-Za-z0-9_=.,+/:@?&-]+$")
+RENODE_PATH_RE = re.compile(r"^@?[A-Za-z0-9_./-]+\.repl$")
+RENODE_PERIPHERAL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # Start-up code and link layout families the firmware folder provides (startup_<family>.*,
 # templates/<family>.ld.j2).
 STARTUP_FAMILIES = {"cortex_m", "cortex_a"}
@@ -171,7 +181,8 @@ def load_target(path: Path, overrides: dict | None = None) -> Target:
 def target_from_data(data: dict, file: str) -> Target:
     top = _Table(file, "", data)
     top.reject_unknown({"schema", "name", "description", "arch", "core", "runner", "compilers",
-                        "vector_units", "caches", "memory", "power", "firmware", "cost", "detect", "npus"})
+                        "vector_units", "caches", "memory", "power", "firmware", "cost", "detect", "npus", "serial",
+                        "renode"})
     schema = top.get("schema", int)
     if schema != SCHEMA_VERSION:
         top.fail("schema", f"version {schema} is not supported (this edgetune reads {SCHEMA_VERSION})")
@@ -240,7 +251,7 @@ def target_from_data(data: dict, file: str) -> Target:
                               source=power_t.get("source", str))
 
     firmware = None
-    fw_t = top.table("firmware", required=(kind == "qemu"))
+    fw_t = top.table("firmware", required=(kind in FIRMWARE_RUNNERS))
     if fw_t is not None:
         fw_t.reject_unknown({"startup", "linker", "ldflags", "libs", "code_region", "code_size", "data_region",
                              "data_reserved", "stack_size", "io_regions"})
@@ -279,10 +290,12 @@ def target_from_data(data: dict, file: str) -> Target:
     npus = tuple(_npu(t, {m.name for m in memory}) for t in top.tables("npus", required=False))
     _unique(top, "npus", [n.name for n in npus])
 
+    serial = _serial_link(top, kind)
+    renode = _renode_platform(top, kind)
     return Target(name=top.get("name", str, check=_name), description=top.get("description", str), arch=top.get("arch", str),
                   core=core, runner=runner, compilers=tuple(compilers), vector_units=tuple(vector_units),
                   caches=tuple(caches), memory=tuple(memory), power=power, firmware=firmware, cost=cost, npus=npus,
-                  source_file=file)
+                  source_file=file, serial=serial, renode=renode)
 
 
 def _cost_model(cost_t: _Table) -> CostModel:
@@ -386,3 +399,72 @@ def _no_overlap(top: _Table, memory: list[MemoryRegion]) -> None:
     for (_, a), (j, b) in zip(ordered, ordered[1:]):
         if b.base < a.end:
             top.fail(f"memory[{j}].base", f"region {b.name} overlaps region {a.name}")
+
+
+def _without_placeholders(text: str) -> str:
+    for placeholder in PLACEHOLDERS:
+        text = text.replace(placeholder, "")
+    return text
+
+
+def _serial_link(top: _Table, kind: str) -> SerialLink | None:
+    """[serial]: required by the serial and renode runners (Renode generates its own flash
+    step and port, so those two keys are optional there)."""
+    t = top.table("serial", required=kind in ("serial", "renode"))
+    if t is None:
+        return None
+    t.reject_unknown({"port", "flash", "flash_keeps_running", "flash_timeout_s", "uart", "uart_base", "uart_clock_hz",
+                      "baudrate", "counter", "runs", "reply_timeout_s", "retries", "source"})
+    generated = kind == "renode"
+    port = t.get("port", str, default="socket://127.0.0.1:{port}" if generated else ...,
+                 check=lambda v: None if PORT_RE.fullmatch(_without_placeholders(v)) and "{image}" not in v
+                 else f"{v!r} is not a serial device or pyserial URL of plain characters")
+    flash_list = t.get("flash", list, default=[] if generated else ...)
+    for i, arg in enumerate(flash_list):
+        if not isinstance(arg, str):
+            t.fail(f"flash[{i}]", f"expected a string, got {arg!r}")
+        rest = _without_placeholders(arg)
+        if i == 0 and not PROGRAM_RE.fullmatch(arg):
+            t.fail("flash[0]", f"{arg!r} is not a program name or absolute path")
+        if "{" in rest or "}" in rest:
+            t.fail(f"flash[{i}]", f"{arg!r}: the only placeholders are {', '.join(PLACEHOLDERS)}")
+        if not ARG_RE.fullmatch(rest):
+            t.fail(f"flash[{i}]", f"{arg!r} holds characters an argument may not have")
+    if not generated:
+        if not flash_list:
+            t.fail("flash", "the flash command is empty")
+        if not any("{image}" in arg for arg in flash_list):
+            t.fail("flash", "the flash command never names the image ({image})")
+    keeps_running = t.get("flash_keeps_running", bool, default=generated)
+    if "{port}" in port:
+        if not keeps_running:
+            t.fail("port", "{port} (a loopback port edgetune picks) needs flash_keeps_running = true")
+        if not generated and not any("{port}" in arg for arg in flash_list):
+            t.fail("flash", "the port is {port} but the flash command never passes it on")
+    uart_clock = t.get("uart_clock_hz", int, check=_positive)
+    baudrate = t.get("baudrate", int, check=_positive)
+    link = SerialLink(
+        port=port, flash=tuple(flash_list), flash_keeps_running=keeps_running,
+        flash_timeout_s=float(t.get("flash_timeout_s", (int, float), check=_positive, default=60.0)),
+        uart=t.get("uart", str, check=_one_of(UART_DRIVERS)),
+        uart_base=t.get("uart_base", int, check=_non_negative), uart_clock_hz=uart_clock, baudrate=baudrate,
+        counter=t.get("counter", str, check=_one_of(SERIAL_COUNTERS)),
+        runs=t.get("runs", int, default=5, check=lambda v: None if 1 <= v <= 32 else f"must be 1..32, got {v}"),
+        reply_timeout_s=float(t.get("reply_timeout_s", (int, float), check=_positive, default=2.0)),
+        retries=t.get("retries", int, default=2, check=lambda v: None if 0 <= v <= 10 else f"must be 0..10, got {v}"),
+        source=t.get("source", str, default=""))
+    if link.bauddiv < 16:  # CMSDK APB UART TRM: BAUDDIV must be at least 16
+        t.fail("baudrate", f"{baudrate} baud needs a divider of {link.bauddiv} at {uart_clock} Hz; the UART needs >= 16")
+    return link
+
+
+def _renode_platform(top: _Table, kind: str) -> RenodePlatform | None:
+    t = top.table("renode", required=kind == "renode")
+    if t is None:
+        return None
+    t.reject_unknown({"platform", "uart"})
+    return RenodePlatform(
+        platform=t.get("platform", str, check=lambda v: None if RENODE_PATH_RE.fullmatch(v) else
+                       f"{v!r} is not a Renode platform file (.repl) of plain characters"),
+        uart=t.get("uart", str, check=lambda v: None if RENODE_PERIPHERAL_RE.fullmatch(v) else
+                   f"{v!r} is not a Renode peripheral name like sysbus.uart0"))

@@ -110,8 +110,40 @@ class Firmware:
 
 
 @dataclass(frozen=True)
+class SerialLink:
+    """A board reached over a serial port (docs/serial-protocol.md): how to flash it, where
+    its UART is, which counter its firmware reads, and how patient the host is."""
+
+    port: str  # a device (/dev/ttyACM0) or pyserial URL; "{port}" = a free loopback TCP port
+    flash: tuple[str, ...]  # argument list; "{image}" (the ELF) and "{port}" are substituted
+    flash_keeps_running: bool  # the flash command *is* the board (an emulator): killed after the run
+    uart: str  # UART driver in firmware/common, e.g. "cmsdk-apb"
+    uart_base: int
+    uart_clock_hz: int  # the UART's peripheral clock, for its baud divider
+    baudrate: int
+    counter: str  # "dwt" (DWT CYCCNT, SysTick alongside) or "systick"
+    runs: int = 5  # kernel runs per trial; the minimum is reported
+    reply_timeout_s: float = 2.0
+    flash_timeout_s: float = 60.0
+    retries: int = 2
+    source: str = ""
+
+    @property
+    def bauddiv(self) -> int:
+        return self.uart_clock_hz // self.baudrate
+
+
+@dataclass(frozen=True)
+class RenodePlatform:
+    """What a Renode platform script (.resc) needs to boot the serial harness."""
+
+    platform: str  # a Renode platform description (.repl), e.g. "platforms/cpus/...repl"
+    uart: str  # the peripheral the harness talks to, e.g. "sysbus.uart0"
+
+
+@dataclass(frozen=True)
 class Runner:
-    kind: str  # "qemu" or "native"
+    kind: str  # "qemu", "native", "serial" or "renode"
     program: str = ""
     machine: str = ""
     cpu: str = ""
@@ -195,6 +227,8 @@ class Target:
     cost: "CostModel | None" = None
     npus: tuple[Npu, ...] = ()
     source_file: str = ""
+    serial: SerialLink | None = None
+    renode: RenodePlatform | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     # --- questions the rest of edgetune asks -------------------------------------------
@@ -247,6 +281,8 @@ class Target:
     @property
     def measures(self) -> str:
         """The unit a run on this target reports."""
+        if self.runner.kind in ("serial", "renode"):
+            return "cycles"  # counted by the board itself (DWT or SysTick)
         return "instructions" if self.runner.kind == "qemu" else "time_ns"
 
     @property

@@ -5,8 +5,10 @@ from edgetune.hal import Target
 
 from .native import NativeRunner
 from .qemu import QemuRunner
+from .renode import RenodeRunner
+from .serialboard import SerialRunner
 
-RUNNERS = {"qemu": QemuRunner, "native": NativeRunner}
+RUNNERS = {"qemu": QemuRunner, "native": NativeRunner, "serial": SerialRunner, "renode": RenodeRunner}
 
 
 def runner_for(target: Target):

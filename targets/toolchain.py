@@ -78,6 +78,8 @@ def toolchain_versions(target) -> dict[str, str]:
         programs.append(target.runner.program)
     if target.runner.kind == "native":
         programs.append("cc")
+    if target.serial is not None and target.serial.flash:
+        programs.append(target.serial.flash[0])  # the flasher, or the emulator that is the board
     return {program: tool_version(program) for program in dict.fromkeys(programs)}
 
 

@@ -23,7 +23,8 @@ __attribute__((noreturn)) void et_reset_handler(void)
     et_sh_exit(main());
 }
 
-__attribute__((noreturn)) void et_fault_handler(void)
+/* Weak: a harness that can report faults another way (harness_serial.c) overrides it. */
+__attribute__((weak, noreturn)) void et_fault_handler(void)
 {
     et_sh_write0("edgetune: fault\n");
     et_sh_exit(ET_EXIT_FAULT);
