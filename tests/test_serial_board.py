@@ -27,7 +27,7 @@ pytestmark = pytest.mark.qemu
 
 PROXY = Path(__file__).with_name("uart_proxy.py")
 SHIPPED = target_file("an547-serial").resolve()
-CONFIG = {"tile_m": 2, "tile_n": 4, "unroll_k": 1, "vector": "c", "compiler": "gcc", "opt": "O2"}
+CONFIG = {"tile_m": 2, "tile_n": 4, "unroll_k": 1, "vector": "c", "layout": "rowmajor", "compiler": "gcc", "opt": "O2"}
 QEMU = ["qemu-system-arm", "-M", "mps3-an547", "-display", "none", "-monitor", "none", "-icount", "shift=5",
         "-serial", "tcp:127.0.0.1:INNER_PORT,server=on,wait=on,nodelay=on", "-kernel", "{image}"]
 

@@ -93,7 +93,9 @@ def test_targets_json_lists_six_targets_with_memory_vector_units_and_power():
     result = CliRunner().invoke(main, ["targets", "--json"])
     assert result.exit_code == 0, result.output
     targets = {t["name"]: t for t in json.loads(result.output)}
-    assert set(targets) == {"cortex-m4", "cortex-m7", "cortex-m55", "cortex-a53", "cortex-a72", "host"}
+    # The six core targets, plus boards reached over a serial port (the emulated AN547 example).
+    assert set(targets) == {"cortex-m4", "cortex-m7", "cortex-m55", "cortex-a53", "cortex-a72", "host", "an547-serial"}
+    assert targets["an547-serial"]["runner"] == "serial"
     for name in NEW_TARGETS + ["cortex-m55"]:
         t = targets[name]
         assert t["memory"] and t["power"]["active_mw"] > t["power"]["idle_mw"] and t["cost"]["source"]
