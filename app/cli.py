@@ -18,6 +18,7 @@ from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
 from . import __version__
 from .replay import record, replay_json
+from .cluster import ClusterError, connect
 from .progress import ProgressDisplay
 from .report import write_report
 from .session import TuneRequest, TuneSummary, choose_objective, summarize, tune, workload_of
@@ -25,7 +26,7 @@ from .verify import export_and_measure, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
 
 USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError,
-               RecordedSpaceError, *NPU_USER_ERRORS)
+               RecordedSpaceError, ClusterError, *NPU_USER_ERRORS)
 
 
 class UserError(click.ClickException):
@@ -230,12 +231,14 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
 @click.option("--patience", type=click.IntRange(min=1), default=None,
               help="Stop after this many evaluations without a new best.")
 @_db_option
+@click.option("--cluster", default=None, metavar="tcp://HOST:PORT",
+              help="Build and run on this Dask scheduler's workers (docs/cluster.md); --jobs trials at once.")
 @click.option("--device", default="cpu", show_default=True,
               help="cpu, or an NPU of the target (ethos-u55, ethos-u65): tune Vela's options instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
 def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, objective, constraints,
-             time_budget, patience, db_path, device, as_json):
+             time_budget, patience, db_path, cluster, device, as_json):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
     With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
@@ -251,6 +254,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             raise UserError("--device NPU tunes one operator: give KERNEL and --shape (no --from-export)")
         if objective or constraints:
             raise UserError("--objective and --constraint apply to CPU tuning; NPU tuning minimises Vela's total_cycles")
+        if cluster:
+            raise UserError("--cluster runs CPU kernels; Vela runs on this machine")
         summary = run_npu_tune(kernel_name, target, device, shape, strategy, budget, jobs, seed,
                                lambda: _open_db(db_path), show_progress=not as_json and sys.stderr.isatty())
         if as_json:
@@ -277,9 +282,14 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         kernel = get_kernel(kernel_name)
         requests = [TuneRequest(kernel, target, kernel.parse_shape(shape), strategy, budget, jobs, seed, objective,
                                 bounds, time_budget=time_budget, patience=patience)]
-    db = _open_db(db_path)
-    progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(objective)
-    summaries = [tune(request, db, progress) for request in requests]
+    client, executor = connect(cluster, target) if cluster else (None, None)
+    try:
+        db = _open_db(db_path)
+        progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(objective)
+        summaries = [tune(request, db, progress, executor) for request in requests]
+    finally:
+        if client is not None:
+            client.close()
     if as_json:
         data = [_summary_json(summary, db_path) for summary in summaries]
         click.echo(json.dumps(data if from_export else data[0], indent=2))

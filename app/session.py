@@ -4,19 +4,21 @@ is spent. This is the only place where search (edgetune.tuner), code generation
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from edgetune.codegen import CodegenError, Kernel, KernelIO
+from edgetune.codegen import get_kernel, CodegenError, Kernel, KernelIO
 from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
@@ -124,7 +126,11 @@ class Evaluator:
 ProgressFn = Callable[[int, int, Trial], None]  # (trials stored, budget, the trial just finished)
 
 
-def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None = None) -> TuneSummary:
+def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None = None,
+         executor: Executor | None = None) -> TuneSummary:
+    """Run a tuning session. Trials are built and run in local threads, or on `executor`
+    (a Dask cluster's, from edgetune.cluster.connect); either way only this process
+    writes the database."""
     kernel, target, shape = request.kernel, request.target, request.shape
     workload = workload_of(kernel, target, shape)
     objective = choose_objective(target, request.objective, request.bounds)
@@ -146,34 +152,77 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     # are dropped: the search covers the workload anyway.
     pending = [config for config in (_as_config(space, values) for values in request.initial)
                if config is not None and config not in measured]
-    with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp:
-        evaluate = Evaluator(kernel, target, shape, space, workload_inputs(kernel, workload), Path(tmp))
-        with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
-            while stored < request.budget:
-                if (reason := stop.reason()) is not None:
-                    stopped = reason
-                    break
-                # Batch-synchronous: ask for a batch, measure it in parallel, tell the
-                # strategy in proposal order. Results are stored as each one completes.
-                room = min(request.jobs, request.budget - stored)
-                batch, pending = pending[:room], pending[room:]
-                batch = batch or strategy.ask(room)
-                if not batch:
-                    stopped = "exhausted"  # every legal configuration has been measured
-                    break
-                futures = [pool.submit(evaluate, config) for config in batch]
-                for future in as_completed(futures):
-                    trial = future.result()
-                    if db.record(workload, trial, request.strategy, request.seed):
-                        stored += 1
-                        new += 1
-                    if progress:
-                        progress(stored, request.budget, trial)
-                trials = [future.result() for future in futures]
-                strategy.tell(trials)
-                # A trial that breaks a bound is no improvement, whatever its objective.
-                stop.observe(trial.value(objective) if feasible(trial, request.bounds) else None for trial in trials)
+    with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp, ExitStack() as stack:
+        if executor is None:
+            evaluate = Evaluator(kernel, target, shape, space, workload_inputs(kernel, workload), Path(tmp))
+            pool = stack.enter_context(ThreadPoolExecutor(max_workers=max(1, request.jobs)))
+            submit = functools.partial(pool.submit, evaluate)
+        else:
+            spec = RemoteEvaluation(kernel.name, target, tuple(shape.items()))
+            submit = functools.partial(executor.submit, evaluate_remotely, spec)
+        while stored < request.budget:
+            if (reason := stop.reason()) is not None:
+                stopped = reason
+                break
+            # Batch-synchronous: ask for a batch, measure it in parallel, tell the
+            # strategy in proposal order. Results are stored as each one completes.
+            room = min(request.jobs, request.budget - stored)
+            batch, pending = pending[:room], pending[room:]
+            batch = batch or strategy.ask(room)
+            if not batch:
+                stopped = "exhausted"  # every legal configuration has been measured
+                break
+            futures = {submit(config): config for config in batch}
+            results = {}
+            for future in as_completed(futures):
+                trial = results[future] = _result(future, futures[future])
+                if db.record(workload, trial, request.strategy, request.seed):
+                    stored += 1
+                    new += 1
+                if progress:
+                    progress(stored, request.budget, trial)
+            trials = [results[future] for future in futures]
+            strategy.tell(trials)
+            # A trial that breaks a bound is no improvement, whatever its objective.
+            stop.observe(trial.value(objective) if feasible(trial, request.bounds) else None for trial in trials)
     return replace(summarize(db, workload, objective, new, request.bounds), stopped=stopped)
+
+
+@dataclass(frozen=True)
+class RemoteEvaluation:
+    """What a cluster worker needs to evaluate configurations of a workload: small and
+    picklable. Inputs and the reference are rebuilt on the worker from the workload, so
+    every worker measures exactly what a local run would."""
+
+    kernel: str
+    target: Target
+    shape: tuple[tuple[str, int], ...]
+
+
+@functools.lru_cache(maxsize=16)
+def _worker_evaluator(spec: RemoteEvaluation) -> Evaluator:
+    # One evaluator per workload per worker process: the reference is computed once.
+    kernel = get_kernel(spec.kernel)
+    shape = dict(spec.shape)
+    return Evaluator(kernel, spec.target, shape, kernel.space(spec.target, shape),
+                     workload_inputs(kernel, workload_of(kernel, spec.target, shape)),
+                     Path(tempfile.mkdtemp(prefix="edgetune-worker-")))
+
+
+def evaluate_remotely(spec: RemoteEvaluation, config: Config) -> Trial:
+    """Runs on a cluster worker."""
+    return _worker_evaluator(spec)(config)
+
+
+def _result(future, config: Config) -> Trial:
+    """A finished evaluation. Local evaluations never raise (faults are trials); on a
+    cluster, a trial Dask could not complete even after rescheduling it is recorded as a
+    failed trial instead of being lost."""
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001 - any cluster failure becomes a recorded trial
+        return Trial(config, Outcome.RUNTIME_ERROR,
+                     error=f"evaluation lost on the cluster: {type(exc).__name__}: {exc}")
 
 
 class StopRule:

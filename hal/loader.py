@@ -195,13 +195,14 @@ def target_from_data(data: dict, file: str) -> Target:
                 fpu=core_t.get("fpu", str, default=""), source=core_t.get("source", str, default=""))
 
     runner_t = top.table("runner")
-    runner_t.reject_unknown({"kind", "program", "machine", "cpu", "timeout_s"})
+    runner_t.reject_unknown({"kind", "program", "machine", "cpu", "timeout_s", "resource"})
     kind = runner_t.get("kind", str, check=_one_of(RUNNER_KINDS))
     runner = Runner(kind=kind,
                     program=runner_t.get("program", str, check=_program, default=...) if kind == "qemu" else "",
                     machine=runner_t.get("machine", str, check=_name, default=...) if kind == "qemu" else "",
                     cpu=runner_t.get("cpu", str, check=_name, default=""),
-                    timeout_s=float(runner_t.get("timeout_s", (int, float), check=_positive, default=10.0)))
+                    timeout_s=float(runner_t.get("timeout_s", (int, float), check=_positive, default=10.0)),
+                    resource=runner_t.get("resource", str, check=_name, default=""))
 
     compilers = []
     for t in top.tables("compilers"):

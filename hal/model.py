@@ -148,6 +148,9 @@ class Runner:
     machine: str = ""
     cpu: str = ""
     timeout_s: float = 10.0
+    # On a Dask cluster, runs need a worker advertising this resource (e.g. the one host
+    # wired to this board); "" runs anywhere the toolchain is installed.
+    resource: str = ""
 
 
 @dataclass(frozen=True)
