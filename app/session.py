@@ -72,11 +72,18 @@ def workload_inputs(kernel: Kernel, workload: Workload) -> KernelIO:
     return kernel.make_io(workload.shape_dict(), np.random.default_rng(seed))
 
 
+# A run far slower than the fastest so far cannot win: it is killed after this many times
+# the fastest run's wall time (OpenTuner's limit multiplier), never sooner than the floor
+# (emulator start-up and a loaded machine), never later than the target's own timeout.
+LIMIT_MULTIPLIER = 20.0
+MIN_RUN_TIMEOUT_S = 5.0
+
+
 class Evaluator:
     """Turns one configuration into one Trial; every fault becomes a failed Trial."""
 
     def __init__(self, kernel: Kernel, target: Target, shape: dict, space: Space, io: KernelIO,
-                 work_root: Path, keep_failed: bool = False):
+                 work_root: Path):
         self.kernel, self.target, self.shape, self.space, self.io = kernel, target, shape, space, io
         self.runner = runner_for(target)
         # A device slot (an emulator, the host's timing slot) serves one run at a time;
@@ -84,7 +91,13 @@ class Evaluator:
         self._slots = threading.Semaphore(self.runner.slots)
         self.expected = kernel.reference(shape, io)
         self.work_root = work_root
-        self.keep_failed = keep_failed
+        self._fastest_run: float | None = None  # wall seconds of the fastest correct run
+
+    def run_timeout(self) -> float:
+        limit = self.target.runner.timeout_s
+        if self._fastest_run is None:
+            return limit
+        return min(limit, max(MIN_RUN_TIMEOUT_S, LIMIT_MULTIPLIER * self._fastest_run))
 
     def __call__(self, config: Config) -> Trial:
         started = time.monotonic()
@@ -99,8 +112,12 @@ class Evaluator:
             build = self.runner.build(self.kernel, self.shape, io, rendered, workdir)
             info = dict(build.info)
             with self._slots:
-                values, raw = self.runner.run(build, io)
+                run_started = time.monotonic()
+                values, raw = self.runner.run(build, io, timeout_s=self.run_timeout())
+                run_seconds = time.monotonic() - run_started
             outcome, error = self._check(raw)
+            if outcome is Outcome.OK and (self._fastest_run is None or run_seconds < self._fastest_run):
+                self._fastest_run = run_seconds
             values = {**values, **build.values}
             info["seconds"] = round(time.monotonic() - started, 3)
             return Trial(config, outcome, values=values if outcome is Outcome.OK else {}, error=error, info=info)

@@ -143,3 +143,24 @@ def test_zero_point_next_to_int32_limits_saturates(matmul, m55, tmp_path, vector
         config = {**edge_config(matmul.parse_shape("m=2,n=8,k=3"), vector, "gcc", layout), "tile_m": 2}
         trial = evaluate(matmul, m55, "m=2,n=8,k=3", config, tmp_path, io=io)
         assert trial.outcome is Outcome.OK, f"{layout}: {trial.error}"
+
+
+def test_hang_timeout_follows_the_fastest_run(tmp_path):
+    """Once a run has succeeded, a hang is killed after a multiple of that run's time, not
+    after the target's whole timeout."""
+    import re
+
+    from edgetune.hal import load_target
+    from edgetune.targets import target_file
+
+    patient = load_target(target_file("cortex-m55"), overrides={"runner": {"timeout_s": 300}})
+    kernel = FaultyMatmul("hang")  # tile_m == 2 hangs, the rest is the real kernel
+    shape = kernel.parse_shape("m=4,n=4,k=4")
+    space = kernel.space(patient, shape)
+    evaluator = Evaluator(kernel, patient, shape, space, kernel.make_io(shape, np.random.default_rng(0)), tmp_path)
+    assert evaluator.run_timeout() == 300  # nothing measured yet: the target's own limit
+    assert evaluator(space.make({**CONFIG, "tile_m": 1})).outcome is Outcome.OK
+    hung = evaluator(space.make(CONFIG))
+    assert hung.outcome is Outcome.TIMEOUT
+    limit = float(re.search(r"within ([0-9.]+) s", hung.error).group(1))
+    assert abs(limit - evaluator.run_timeout()) < 0.05 and limit < 300  # the message rounds to 0.1 s
