@@ -12,7 +12,7 @@ from edgetune.codegen.export import ExportError, ManifestError, read_manifest
 from edgetune.hal import Target, TargetError
 from edgetune.targets import get_target, target_names
 from edgetune.targets.toolchain import HarnessError, ToolMissing
-from edgetune.tuner import STRATEGIES, DatabaseError, Record, SpaceError, Trial, TuningDatabase, parse_bound
+from edgetune.tuner import STRATEGIES, DatabaseError, SpaceError, TuningDatabase, parse_bound
 from edgetune.tuner.recorded import RecordedSpaceError, load_recorded
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 

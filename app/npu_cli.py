@@ -2,7 +2,6 @@
 Kept apart from cli.py, which only routes to them."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Callable

@@ -8,11 +8,12 @@ Vela's estimate of NPU cycles including memory stalls (its `cycles_total`).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from edgetune.targets.toolchain import MeasureError
 from edgetune.targets.vela import VelaOptions, VelaResult, check_vela, compile_model, vela_ini, vela_version
 from edgetune.tuner import STRATEGIES, Config, Outcome, Space, SpaceError, Trial, TuningDatabase, Workload, make_strategy
 
-from .session import ProgressFn, TuneSummary, prior_trials, summarize
+from .session import ProgressFn, TuneSummary, prior_trials, search_loop, summarize
 
 NPU_OBJECTIVE = "total_cycles"
 
@@ -117,21 +118,10 @@ def tune_npu(request: NpuTuneRequest, db: TuningDatabase, progress: ProgressFn |
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), NPU_OBJECTIVE, prior)
     done = [trial for trial in db.trials(workload) if in_space(space, trial.config)]
     strategy.tell(done)
-    stored, new = len(done), 0
     with tempfile.TemporaryDirectory(prefix="edgetune-vela-") as tmp:
         evaluate = NpuEvaluator(request, workload, Path(tmp))
         with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
-            while stored < request.budget:
-                batch = strategy.ask(min(request.jobs, request.budget - stored))
-                if not batch:
-                    break  # the legal space is exhausted
-                futures = [pool.submit(evaluate, config) for config in batch]
-                for future in as_completed(futures):
-                    trial = future.result()
-                    if db.record(workload, trial, request.strategy, request.seed):
-                        stored += 1
-                        new += 1
-                    if progress:
-                        progress(stored, request.budget, trial)
-                strategy.tell(future.result() for future in futures)
+            new, _ = search_loop(strategy, functools.partial(pool.submit, evaluate), db, workload,
+                                 budget=request.budget, jobs=request.jobs, stored=len(done),
+                                 label=(request.strategy, request.seed), progress=progress)
     return summarize(db, workload, NPU_OBJECTIVE, new)

@@ -43,7 +43,7 @@ from edgetune.hal import Npu, Target
 from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint
 from edgetune.tuner import Record, TuningDatabase, Workload
 
-from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, compile_config, npu_workload, tune_npu
+from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, compile_config, tune_npu
 from .session import workload_of
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")

@@ -14,7 +14,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -161,9 +161,8 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     done = db.trials(workload)
     strategy.tell(done)
     stored = len(done)
-    new = 0
-    stop = StopRule(request, best=min((v for t in done if (v := t.value(objective)) is not None), default=None))
-    stopped = "budget"
+    stop = StopRule(request, objective, best=min((v for t in done if feasible(t, request.bounds)
+                                                  and (v := t.value(objective)) is not None), default=None))
     measured = {trial.config for trial in done}
     # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
     # are dropped: the search covers the workload anyway.
@@ -177,31 +176,9 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
         else:
             spec = RemoteEvaluation(kernel.name, target, tuple(shape.items()))
             submit = functools.partial(executor.submit, evaluate_remotely, spec)
-        while stored < request.budget:
-            if (reason := stop.reason()) is not None:
-                stopped = reason
-                break
-            # Batch-synchronous: ask for a batch, measure it in parallel, tell the
-            # strategy in proposal order. Results are stored as each one completes.
-            room = min(request.jobs, request.budget - stored)
-            batch, pending = pending[:room], pending[room:]
-            batch = batch or strategy.ask(room)
-            if not batch:
-                stopped = "exhausted"  # every legal configuration has been measured
-                break
-            futures = {submit(config): config for config in batch}
-            results = {}
-            for future in as_completed(futures):
-                trial = results[future] = _result(future, futures[future])
-                if db.record(workload, trial, request.strategy, request.seed):
-                    stored += 1
-                    new += 1
-                if progress:
-                    progress(stored, request.budget, trial)
-            trials = [results[future] for future in futures]
-            strategy.tell(trials)
-            # A trial that breaks a bound is no improvement, whatever its objective.
-            stop.observe(trial.value(objective) if feasible(trial, request.bounds) else None for trial in trials)
+        new, stopped = search_loop(strategy, submit, db, workload, budget=request.budget, jobs=request.jobs,
+                                   stored=stored, label=(request.strategy, request.seed), progress=progress,
+                                   stop=stop, pending=pending, remote=executor is not None)
     return replace(summarize(db, workload, objective, new, request.bounds), stopped=stopped)
 
 
@@ -231,10 +208,46 @@ def evaluate_remotely(spec: RemoteEvaluation, config: Config) -> Trial:
     return _worker_evaluator(spec)(config)
 
 
-def _result(future, config: Config) -> Trial:
-    """A finished evaluation. Local evaluations never raise (faults are trials); on a
-    cluster, a trial Dask could not complete even after rescheduling it is recorded as a
-    failed trial instead of being lost."""
+def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Workload, *, budget: int, jobs: int,
+                stored: int, label: tuple[str, int | None], progress: ProgressFn | None = None,
+                stop: "StopRule | None" = None, pending: Sequence[Config] = (), remote: bool = False) -> tuple[int, str]:
+    """The loop every tuning session runs: until `budget` trials are stored, ask the strategy
+    for a batch of `jobs` (configurations in `pending` first), evaluate it through `submit`,
+    store each trial as it completes, and tell the strategy the batch in proposal order
+    (batch-synchronous, so a seed reproduces the run whatever order trials finish in).
+    `label` is the (strategy name, seed) stored with each trial. Returns the number of new
+    trials and why the loop ended: budget, exhausted, or the stop rule's reason."""
+    new, pending = 0, list(pending)
+    while stored < budget:
+        if stop is not None and (reason := stop.reason()) is not None:
+            return new, reason
+        room = min(jobs, budget - stored)
+        batch, pending = pending[:room], pending[room:]
+        batch = batch or strategy.ask(room)
+        if not batch:
+            return new, "exhausted"  # every legal configuration has been measured
+        futures = {submit(config): config for config in batch}
+        results = {}
+        for future in as_completed(futures):
+            trial = results[future] = _result(future, futures[future], remote)
+            if db.record(workload, trial, *label):
+                stored += 1
+                new += 1
+            if progress:
+                progress(stored, budget, trial)
+        trials = [results[future] for future in futures]
+        strategy.tell(trials)
+        if stop is not None:
+            stop.observe(trials)
+    return new, "budget"
+
+
+def _result(future, config: Config, remote: bool) -> Trial:
+    """A finished evaluation. Local evaluations never raise (faults are trials: anything
+    else is a bug and propagates); on a cluster, a trial Dask could not complete even after
+    rescheduling it is recorded as a failed trial instead of being lost."""
+    if not remote:
+        return future.result()
     try:
         return future.result()
     except Exception as exc:  # noqa: BLE001 - any cluster failure becomes a recorded trial
@@ -246,14 +259,17 @@ class StopRule:
     """The run's own limits besides the trial budget: wall time, and patience (evaluations
     without a new best, counted from this run's start)."""
 
-    def __init__(self, request: TuneRequest, best: float | None):
+    def __init__(self, request: TuneRequest, objective: str, best: float | None):
         self.deadline = None if request.time_budget is None else time.monotonic() + request.time_budget
         self.patience = request.patience
+        self.objective, self.bounds = objective, request.bounds
         self.best = best
         self.since_best = 0
 
-    def observe(self, values) -> None:
-        for value in values:
+    def observe(self, trials: Sequence[Trial]) -> None:
+        for trial in trials:
+            # A trial that breaks a bound is no improvement, whatever its objective.
+            value = trial.value(self.objective) if feasible(trial, self.bounds) else None
             if value is not None and (self.best is None or value < self.best):
                 self.best, self.since_best = value, 0
             else:
