@@ -18,11 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kernels import measure_naive  # noqa: E402  (bench/kernels.py: the plain-loop harness)
+from kernels import tune_and_baselines  # noqa: E402  (bench/kernels.py: tune + plain-loop baselines)
 
 from edgetune.codegen import get_kernel  # noqa: E402
 from edgetune.codegen.kernels.convolution import geometry_of  # noqa: E402
-from edgetune.session import TuneRequest, tune  # noqa: E402
 from edgetune.targets import get_target  # noqa: E402
 from edgetune.tuner import TuningDatabase  # noqa: E402
 
@@ -45,11 +44,7 @@ def main() -> None:
         db = TuningDatabase(Path(tmp) / "bench.db")
         for shape_text in args.shapes:
             shape = kernel.parse_shape(shape_text)
-            summary = tune(TuneRequest(kernel, target, shape, "random", args.budget, 2, args.seed), db)
-            space = kernel.space(target, shape)
-            plain = measure_naive(kernel, target, shape, space, summary.workload, Path(tmp), ("-O3",))
-            scalar = measure_naive(kernel, target, shape, space, summary.workload, Path(tmp),
-                                   ("-O3", "-fno-tree-vectorize"))
+            summary, plain, scalar = tune_and_baselines(kernel, target, shape, args.budget, args.seed, db, Path(tmp))
             best = summary.best.trial
             tuned = best.values["instructions"]
             geo = geometry_of(shape)

@@ -47,6 +47,16 @@ def measure_naive(kernel, target, shape, space, workload, work, cflags):
     return trial.values["instructions"]
 
 
+def tune_and_baselines(kernel, target, shape, budget, seed, db, work):
+    """One shape: a seeded random-search tune, then the plain loop at -O3 and at -O3 without
+    auto-vectorisation, on the same inputs. Returns (summary, plain, scalar) instructions."""
+    summary = tune(TuneRequest(kernel, target, shape, "random", budget, 2, seed), db)
+    space = kernel.space(target, shape)
+    plain = measure_naive(kernel, target, shape, space, summary.workload, work, ("-O3",))
+    scalar = measure_naive(kernel, target, shape, space, summary.workload, work, ("-O3", "-fno-tree-vectorize"))
+    return summary, plain, scalar
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=60)
@@ -65,11 +75,7 @@ def main() -> None:
         db = TuningDatabase(Path(tmp) / "bench.db")
         for shape_text in args.shapes:
             shape = kernel.parse_shape(shape_text)
-            summary = tune(TuneRequest(kernel, target, shape, "random", args.budget, 2, args.seed), db)
-            space = kernel.space(target, shape)
-            plain = measure_naive(kernel, target, shape, space, summary.workload, Path(tmp), ("-O3",))
-            scalar = measure_naive(kernel, target, shape, space, summary.workload, Path(tmp),
-                                   ("-O3", "-fno-tree-vectorize"))
+            summary, plain, scalar = tune_and_baselines(kernel, target, shape, args.budget, args.seed, db, Path(tmp))
             best = summary.best.trial
             tuned = best.values["instructions"]
             macs = shape["m"] * shape["n"] * shape["k"]
