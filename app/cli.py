@@ -58,6 +58,13 @@ def _open_db(path: str) -> TuningDatabase:
     return TuningDatabase(Path(path))
 
 
+def _open_existing_db(path: str) -> TuningDatabase:
+    """For commands that only read results: a missing file is an error, not a new database."""
+    if not Path(path).exists():
+        raise UserError(f"{path}: no such database (run `edgetune tune` first)")
+    return _open_db(path)
+
+
 def _target_json(target: Target, full: bool = False) -> dict:
     data = {"name": target.name, "description": target.description, "arch": target.arch,
             "core": {"name": target.core.name, "count": target.core.count, "clock_hz": target.core.clock_hz},
@@ -311,16 +318,14 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
 def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, device, as_json):
     """The best stored configuration of KERNEL for a shape on a target."""
     target = get_target(target_name)
-    if not Path(db_path).exists():
-        raise UserError(f"{db_path}: no such database (run `edgetune tune` first)")
+    db = _open_existing_db(db_path)
     if device != "cpu":
-        summary = best_npu(kernel_name, target, device, shape, _open_db(db_path))
+        summary = best_npu(kernel_name, target, device, shape, db)
     else:
         kernel = get_kernel(kernel_name)
         shape_dict = kernel.parse_shape(shape)
         bounds = tuple(parse_bound(text) for text in constraints)
         objective = choose_objective(target, objective, bounds)
-        db = _open_db(db_path)
         summary = summarize(db, workload_of(kernel, target, shape_dict), objective, bounds=bounds)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
@@ -339,9 +344,7 @@ def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, d
 def export_cmd(target_name, out_dir, db_path, as_json):
     """Bake the best variant of every tuned workload of a target into C sources."""
     target = get_target(target_name)
-    if not Path(db_path).exists():
-        raise UserError(f"{db_path}: no such database (run `edgetune tune` first)")
-    db = _open_db(db_path)
+    db = _open_existing_db(db_path)
     result = export_and_measure(db, target, Path(out_dir))
     if as_json:
         click.echo(json.dumps({"header": str(result.header), "sources": [str(s) for s in result.sources],
@@ -417,12 +420,11 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json
 @_guard
 def report_cmd(db_path, out_dir):
     """Plots (convergence, Pareto front, parameter effects) and one HTML page."""
-    if not Path(db_path).exists():
-        raise UserError(f"{db_path}: no such database")
+    db = _open_existing_db(db_path)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out_dir}: exists and is not a folder")
-    result = write_report(_open_db(db_path), out)
+    result = write_report(db, out)
     click.echo(f"report: {result.index} ({len(result.images)} plots)")
 
 
@@ -437,9 +439,7 @@ def db_group():
 @_guard
 def db_export_cmd(db_path, out_path):
     """Write every trial of the database as one JSON object per line."""
-    if not Path(db_path).exists():
-        raise UserError(f"{db_path}: no such database")
-    db = _open_db(db_path)
+    db = _open_existing_db(db_path)
     if out_path == "-":
         count = db.export_jsonl(sys.stdout)
     else:
@@ -477,11 +477,7 @@ def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, as_json):
     Exit 0 when every kernel holds, 1 naming each kernel that is wrong or slower, 2 on bad
     input (a missing, damaged or foreign export)."""
     target = get_target(target_name)
-    db = None
-    if db_path is not None:
-        if not Path(db_path).exists():
-            raise UserError(f"{db_path}: no such database")
-        db = _open_db(db_path)
+    db = _open_existing_db(db_path) if db_path is not None else None
     report = verify_export(Path(folder), target, tolerance_pct=tolerance_pct, seed=seed, db=db)
     if as_json:
         click.echo(json.dumps({
