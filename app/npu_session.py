@@ -26,7 +26,7 @@ from edgetune.targets.toolchain import MeasureError
 from edgetune.targets.vela import VelaOptions, VelaResult, check_vela, compile_model, vela_ini, vela_version
 from edgetune.tuner import STRATEGIES, Config, Outcome, Space, SpaceError, Trial, TuningDatabase, Workload, make_strategy
 
-from .session import ProgressFn, TuneSummary, prior_trials, search_loop, summarize
+from .session import ProgressFn, TuneSummary, prior_trials, search_loop, stamp, summarize
 
 NPU_OBJECTIVE = "total_cycles"
 
@@ -84,6 +84,9 @@ class NpuEvaluator:
         self.model = workload_model(request.operator, workload)
 
     def __call__(self, config: Config) -> Trial:
+        return stamp(self._evaluate(config), self.request.target)
+
+    def _evaluate(self, config: Config) -> Trial:
         started = time.monotonic()
         reason = self.space.violation(config)
         if reason:

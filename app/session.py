@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -100,6 +102,9 @@ class Evaluator:
         return min(limit, max(MIN_RUN_TIMEOUT_S, LIMIT_MULTIPLIER * self._fastest_run))
 
     def __call__(self, config: Config) -> Trial:
+        return stamp(self._evaluate(config), self.target)
+
+    def _evaluate(self, config: Config) -> Trial:
         started = time.monotonic()
         reason = self.space.violation(config)
         if reason:
@@ -138,6 +143,19 @@ class Evaluator:
             if problem:
                 return Outcome.WRONG_ANSWER, problem
         return Outcome.OK, ""
+
+
+def machine_name(target: Target) -> str:
+    """Who measures: this host, and the board resource when the target names one (a farm's
+    worker may own several boards)."""
+    host = re.sub(r"[^A-Za-z0-9_.:@\[\]-]", "_", socket.gethostname()) or "unknown"
+    return f"{host}/{target.runner.resource}" if target.runner.resource else host
+
+
+def stamp(trial: Trial, target: Target) -> Trial:
+    """The trial with the machine that measured it and the UTC time it finished there."""
+    return replace(trial, measured_by=machine_name(target),
+                   measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 
 ProgressFn = Callable[[int, int, Trial], None]  # (trials stored, budget, the trial just finished)

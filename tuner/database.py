@@ -9,41 +9,32 @@ written by a newer edgetune, is refused with its path named and left untouched.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from . import schema
+from .schema import SCHEMA_VERSION
 from .space import Config
 from .trial import Outcome, Trial
 
-SCHEMA_VERSION = 1
 APPLICATION = "edgetune-tuning-db"
+# Every column a Record is read from, in _record's order (never SELECT *: a migrated file
+# may hold its columns in another order than a new one).
+_COLUMNS = ("id, kernel, kernel_version, target, shape, toolchain, config, outcome, measured, error, info, strategy,"
+            " seed, created, measured_by, measured_at")
 
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE trials (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    workload TEXT NOT NULL,
-    kernel TEXT NOT NULL,
-    kernel_version INTEGER NOT NULL,
-    target TEXT NOT NULL,
-    shape TEXT NOT NULL,
-    toolchain TEXT NOT NULL,
-    config_key TEXT NOT NULL,
-    config TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    measured TEXT NOT NULL,
-    error TEXT NOT NULL,
-    info TEXT NOT NULL,
-    strategy TEXT NOT NULL,
-    seed INTEGER,
-    created TEXT NOT NULL,
-    UNIQUE (workload, config_key)
-);
-CREATE INDEX trials_by_target ON trials (target, kernel);
-"""
+# Whatever is stored may later reach a file name, a generated C comment or an identifier
+# (export): names, shape keys and stamps are checked on the way in and on the way out.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+SHAPE_KEY_RE = re.compile(r"[a-z_][a-z0-9_]{0,63}")
+TOOLCHAIN_RE = re.compile(r"[A-Za-z0-9]{0,64}")
+TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
+MACHINE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/\[\]-]{0,254}")
+STRATEGY_RE = re.compile(r"[A-Za-z0-9_.+-]{0,64}")
 
 
 class DatabaseError(ValueError):
@@ -61,6 +52,21 @@ class Workload:
     target: str
     shape: tuple[tuple[str, int], ...]
     toolchain: str = ""
+
+    def __post_init__(self):
+        # A workload's names end up in exported identifiers, comments and file names, and
+        # arrive from imported files and edited databases: only plain names pass.
+        for what, value in (("kernel", self.kernel), ("target", self.target)):
+            if not isinstance(value, str) or not NAME_RE.fullmatch(value):
+                raise ValueError(f"workload {what} {value!r} is not a plain name")
+        if not isinstance(self.kernel_version, int) or isinstance(self.kernel_version, bool):
+            raise ValueError(f"workload kernel_version {self.kernel_version!r} is not an integer")
+        for item in self.shape:
+            if (not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], str)
+                    or not SHAPE_KEY_RE.fullmatch(item[0]) or not isinstance(item[1], int) or isinstance(item[1], bool)):
+                raise ValueError(f"workload shape item {item!r} is not NAME=INTEGER")
+        if not isinstance(self.toolchain, str) or not TOOLCHAIN_RE.fullmatch(self.toolchain):
+            raise ValueError(f"workload toolchain {self.toolchain!r} is not a fingerprint")
 
     def problem_key(self) -> str:
         """The computation itself, independent of the tools that measure it."""
@@ -97,12 +103,13 @@ class TuningDatabase:
         self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
         try:
             # Look before writing anything: a foreign file must be left exactly as it was.
-            if not is_new:
-                self._check()
+            version = SCHEMA_VERSION if is_new else self._check()
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             if is_new:
                 self._create()
+            elif version < SCHEMA_VERSION:
+                self._migrate()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise DatabaseError(f"{self.path}: not a usable edgetune database ({exc})") from None
@@ -113,26 +120,46 @@ class TuningDatabase:
     # --- opening ------------------------------------------------------------------------
     def _create(self) -> None:
         with self._transaction():
-            for statement in filter(str.strip, _SCHEMA.split(";")):
+            for statement in schema.statements(SCHEMA_VERSION):
                 self._conn.execute(statement)
             self._conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                                    [("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION))])
 
-    def _check(self) -> None:
+    def _version(self) -> int:
+        value = dict(self._conn.execute("SELECT key, value FROM meta")).get("schema_version", "0")
+        try:
+            return int(value)
+        except ValueError:
+            raise DatabaseError(f"{self.path}: unreadable schema version {value!r}") from None
+
+    def _check(self) -> int:
+        """The schema version of an existing file, which must be an edgetune database that
+        this edgetune can read (itself, or after migrating)."""
         tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "meta" not in tables:
             raise DatabaseError(f"{self.path}: is a SQLite file but not an edgetune database (no meta table)")
         meta = dict(self._conn.execute("SELECT key, value FROM meta"))
         if meta.get("application") != APPLICATION:
             raise DatabaseError(f"{self.path}: is not an edgetune database (application {meta.get('application')!r})")
-        try:
-            version = int(meta.get("schema_version", "0"))
-        except ValueError:
-            raise DatabaseError(f"{self.path}: unreadable schema version {meta.get('schema_version')!r}") from None
+        version = self._version()
         if version > SCHEMA_VERSION:
             raise DatabaseError(f"{self.path}: schema version {version} is newer than this edgetune "
                                 f"understands ({SCHEMA_VERSION}); upgrade edgetune")
-        # Older versions would be migrated here, one step at a time; version 1 is the first.
+        if version < 1:
+            raise DatabaseError(f"{self.path}: schema version {version} was never written by edgetune")
+        return version
+
+    def _migrate(self) -> None:
+        """Upgrade an older file in place, every step in one transaction: a failure (or a
+        kill) part-way leaves the file exactly at its old version, still usable by the
+        edgetune that wrote it. The version is read again under the write lock, so two
+        processes opening one old file at once migrate it once."""
+        try:
+            with self._transaction():
+                schema.migrate(self._conn, self._version(), schema.MIGRATIONS)
+        except Exception as exc:  # noqa: BLE001 - whatever stopped a step, the file is still the old one
+            raise DatabaseError(f"{self.path}: upgrading to schema version {SCHEMA_VERSION} failed "
+                                f"({type(exc).__name__}: {exc}); the file was left as it was") from None
 
     def _transaction(self):
         conn = self._conn
@@ -161,20 +188,20 @@ class TuningDatabase:
         created = created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         cursor = self._conn.execute(
             "INSERT OR IGNORE INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
-            " config, outcome, measured, error, info, strategy, seed, created)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (workload.key(), workload.kernel, workload.kernel_version, workload.target,
              json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
              json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
              json.dumps(trial.values, sort_keys=True), trial.error, json.dumps(trial.info, sort_keys=True),
-             strategy, seed, created))
+             strategy, seed, created, trial.measured_by, trial.measured_at))
         return cursor.rowcount == 1
 
     # --- sharing between machines: JSON lines ----------------------------------------------
     def export_jsonl(self, out) -> int:
         """Write every trial as one JSON object per line; returns how many."""
         count = 0
-        for row in self._conn.execute("SELECT * FROM trials ORDER BY id"):
+        for row in self._conn.execute(f"SELECT {_COLUMNS} FROM trials ORDER BY id"):
             record = self._record(row)
             w, t = record.workload, record.trial
             out.write(json.dumps({
@@ -184,30 +211,20 @@ class TuningDatabase:
                              "shape": [list(pair) for pair in w.shape], "toolchain": w.toolchain},
                 "config": [list(item) for item in t.config.items], "outcome": t.outcome.value, "values": t.values,
                 "error": t.error, "info": t.info, "strategy": record.strategy, "seed": record.seed,
-                "created": record.created}, sort_keys=True) + "\n")
+                "created": record.created, "measured_by": t.measured_by, "measured_at": t.measured_at},
+                sort_keys=True) + "\n")
             count += 1
         return count
 
     def import_jsonl(self, lines, source: str = "<input>") -> tuple[int, int]:
-        """Add trials from JSON lines: (added, already present). All or nothing: a bad line
-        names its number and nothing is imported."""
+        """Add trials from JSON lines (of this schema version or an older one): (added,
+        already present). All or nothing: a bad line names its number and nothing is imported."""
         parsed = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
-                if data.get("format") != "edgetune-trial":
-                    raise ValueError("not an edgetune trial record")
-                if int(data["schema_version"]) > SCHEMA_VERSION:
-                    raise ValueError(f"schema version {data['schema_version']} is newer than {SCHEMA_VERSION}")
-                w = data["workload"]
-                workload = Workload(str(w["kernel"]), int(w["kernel_version"]), str(w["target"]),
-                                    tuple((str(k), int(v)) for k, v in w["shape"]), str(w.get("toolchain", "")))
-                trial = Trial(config=Config(tuple((str(k), v) for k, v in data["config"])),
-                              outcome=Outcome(data["outcome"]), values=dict(data["values"]),
-                              error=str(data.get("error", "")), info=dict(data.get("info", {})))
-                parsed.append((workload, trial, str(data.get("strategy", "")), data.get("seed"), str(data["created"])))
+                parsed.append(_parse_line(json.loads(line)))
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise DatabaseError(f"{source}: line {number}: {exc}") from None
         added = 0
@@ -218,7 +235,7 @@ class TuningDatabase:
 
     # --- reading ------------------------------------------------------------------------
     def records(self, workload: Workload) -> list[Record]:
-        rows = self._conn.execute("SELECT * FROM trials WHERE workload = ? ORDER BY id", (workload.key(),))
+        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM trials WHERE workload = ? ORDER BY id", (workload.key(),))
         return [self._record(row) for row in rows]
 
     def trials(self, workload: Workload) -> list[Trial]:
@@ -230,7 +247,7 @@ class TuningDatabase:
         if target is not None:
             query += " WHERE target = ?"
             args = (target,)
-        workloads = [Workload(kernel, version, tgt, tuple(json.loads(shape).items()), toolchain)
+        workloads = [self._workload(kernel, version, tgt, shape, toolchain)
                      for kernel, version, tgt, shape, toolchain in self._conn.execute(query + " ORDER BY id", args)]
         return list(dict.fromkeys(workloads))
 
@@ -246,10 +263,61 @@ class TuningDatabase:
                 best = record
         return best
 
+    def _workload(self, kernel, version, target, shape, toolchain) -> Workload:
+        try:
+            return Workload(kernel, version, target, tuple(json.loads(shape).items()), toolchain)
+        except (ValueError, TypeError, AttributeError) as exc:  # a hand-edited or damaged row
+            raise DatabaseError(f"{self.path}: a stored workload is unusable ({exc})") from None
+
     def _record(self, row) -> Record:
-        (rid, _key, kernel, version, target, shape, toolchain, _config_key, config, outcome, measured, error, info,
-         strategy, seed, created) = row
-        workload = Workload(kernel, version, target, tuple(json.loads(shape).items()), toolchain)
-        trial = Trial(config=Config(tuple((k, v) for k, v in json.loads(config))), outcome=Outcome(outcome),
-                      values=json.loads(measured), error=error, info=json.loads(info))
+        (rid, kernel, version, target, shape, toolchain, config, outcome, measured, error, info,
+         strategy, seed, created, measured_by, measured_at) = row
+        workload = self._workload(kernel, version, target, shape, toolchain)
+        try:
+            trial = Trial(config=Config(tuple((k, v) for k, v in json.loads(config))), outcome=Outcome(outcome),
+                          values=json.loads(measured), error=error, info=json.loads(info),
+                          measured_by=measured_by, measured_at=measured_at)
+        except (ValueError, TypeError) as exc:
+            raise DatabaseError(f"{self.path}: trial {rid} is unusable ({exc})") from None
         return Record(rid, workload, trial, strategy, seed, created)
+
+
+def _text(data: dict, key: str, pattern: re.Pattern, default=...) -> str | None:
+    """An optional (default given) or required string field of an imported line, whole-matched."""
+    if key not in data or data[key] is None:
+        if default is ...:
+            raise KeyError(key)
+        return default
+    value = data[key]
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ValueError(f"{key} {value!r} is not allowed here")
+    return value
+
+
+def _parse_line(data: dict) -> tuple[Workload, Trial, str, int | None, str]:
+    """One JSON-lines record (any schema version up to ours) as what `_insert` takes."""
+    if data.get("format") != "edgetune-trial":
+        raise ValueError("not an edgetune trial record")
+    version = data["schema_version"]
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
+        raise ValueError(f"schema version {version!r} is not one of 1..{SCHEMA_VERSION}")
+    w = data["workload"]
+    workload = Workload(w["kernel"], w["kernel_version"], w["target"],
+                        tuple((k, v) for k, v in w["shape"]), w.get("toolchain", ""))
+    config = []
+    for item in data["config"]:
+        name, value = item
+        if not isinstance(name, str) or not SHAPE_KEY_RE.fullmatch(name):
+            raise ValueError(f"configuration parameter {name!r} is not a plain name")
+        if not isinstance(value, (str, int, float, bool)):
+            raise ValueError(f"configuration value {value!r} of {name} is not a number, string or boolean")
+        config.append((name, value))
+    seed = data.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ValueError(f"seed {seed!r} is not an integer")
+    # Lines from schema version 1 carry no measured_by/measured_at: unknown (None).
+    trial = Trial(config=Config(tuple(config)), outcome=Outcome(data["outcome"]), values=dict(data["values"]),
+                  error=str(data.get("error", "")), info=dict(data.get("info", {})),
+                  measured_by=_text(data, "measured_by", MACHINE_RE, None),
+                  measured_at=_text(data, "measured_at", TIMESTAMP_RE, None))
+    return workload, trial, _text(data, "strategy", STRATEGY_RE, ""), seed, _text(data, "created", TIMESTAMP_RE)

@@ -32,6 +32,10 @@ class Trial:
     values: dict = field(default_factory=dict, hash=False)
     error: str = ""
     info: dict = field(default_factory=dict, hash=False)  # compiler versions, placement, ...
+    # Which machine (host, or host/board resource) built and ran it, and when it finished
+    # there (UTC, ISO 8601); None when unknown (stored before schema 2, lost on a cluster).
+    measured_by: str | None = None
+    measured_at: str | None = None
 
     def value(self, objective: str) -> float | None:
         if self.outcome.failed:

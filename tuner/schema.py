@@ -1,0 +1,112 @@
+"""The tuning database's schema, every version of it, and the steps between versions.
+
+`SCHEMAS[n]` is the exact text release n created files with. Old texts stay here for good:
+tests build files the way an older edgetune wrote them and check they upgrade. To change
+the schema, add `SCHEMAS[n + 1]` (what a new file gets) and one `Migration(n, n + 1, ...)`
+that turns a version-n file into exactly that; `migrate` runs the missing steps in order,
+all in the caller's single transaction.
+
+History:
+  1  first release
+  2  trials.measured_by (host, or host/board resource, that built and ran the trial) and
+     trials.measured_at (UTC time the measurement finished, by that machine's clock), so a
+     farm of hosts and boards can tell which one produced an outlier. NULL: unknown (trials
+     stored by version 1, or lost on a cluster before any machine measured them).
+"""
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Callable
+
+SCHEMAS: dict[int, str] = {
+    1: """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE trials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workload TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    kernel_version INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    toolchain TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    config TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    measured TEXT NOT NULL,
+    error TEXT NOT NULL,
+    info TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    seed INTEGER,
+    created TEXT NOT NULL,
+    UNIQUE (workload, config_key)
+);
+CREATE INDEX trials_by_target ON trials (target, kernel);
+""",
+    2: """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE trials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workload TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    kernel_version INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    toolchain TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    config TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    measured TEXT NOT NULL,
+    error TEXT NOT NULL,
+    info TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    seed INTEGER,
+    created TEXT NOT NULL,
+    measured_by TEXT,
+    measured_at TEXT,
+    UNIQUE (workload, config_key)
+);
+CREATE INDEX trials_by_target ON trials (target, kernel);
+CREATE INDEX trials_by_machine ON trials (measured_by);
+""",
+}
+SCHEMA_VERSION = max(SCHEMAS)
+
+
+def statements(version: int) -> list[str]:
+    return [s.strip() for s in SCHEMAS[version].split(";") if s.strip()]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step: a file at `source` becomes a file at `source + 1`."""
+
+    source: int
+    what: str
+    apply: Callable[[sqlite3.Connection], None]
+
+
+def _measured_by_and_at(conn: sqlite3.Connection) -> None:
+    # ADD COLUMN keeps every row; old rows read NULL (unknown), which is the truth.
+    conn.execute("ALTER TABLE trials ADD COLUMN measured_by TEXT")
+    conn.execute("ALTER TABLE trials ADD COLUMN measured_at TEXT")
+    conn.execute("CREATE INDEX trials_by_machine ON trials (measured_by)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "record which machine measured each trial, and when", _measured_by_and_at),
+)
+
+
+def migrate(conn: sqlite3.Connection, version: int, steps: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """Bring a file at `version` to SCHEMA_VERSION inside the caller's open transaction;
+    returns the new version. Any exception leaves the rollback to the caller."""
+    by_source = {step.source: step for step in steps}
+    while version < SCHEMA_VERSION:
+        step = by_source.get(version)
+        if step is None:
+            raise LookupError(f"no migration from schema version {version}")
+        step.apply(conn)
+        version += 1
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+    return version
