@@ -21,7 +21,7 @@ from .replay import record, replay_json
 from .cluster import ClusterError, connect
 from .progress import ProgressDisplay
 from .report import write_report
-from .session import TuneRequest, TuneSummary, choose_objective, summarize, tune, workload_of
+from .session import TuneRequest, TuneSummary, choose_objective, parse_config, summarize, tune, workload_of
 from .verify import export_and_measure, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
 
@@ -231,6 +231,8 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
               help="Trials this workload should have in the database when the run ends.")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search.")
+@click.option("--initial", "initial", multiple=True, metavar="NAME=VALUE,...",
+              help="A configuration to measure first, e.g. tile_m=4,tile_n=8,... (repeatable).")
 @_objective_option
 @_constraint_option
 @click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -244,7 +246,7 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
               help="cpu, or an NPU of the target (ethos-u55, ethos-u65): tune Vela's options instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
-def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, objective, constraints,
+def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, initial, objective, constraints,
              time_budget, patience, db_path, cluster, device, as_json):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
@@ -257,8 +259,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
     if device != "cpu":
-        if from_export or not kernel_name or not shape:
-            raise UserError("--device NPU tunes one operator: give KERNEL and --shape (no --from-export)")
+        if from_export or not kernel_name or not shape or initial:
+            raise UserError("--device NPU tunes one operator: give KERNEL and --shape (no --from-export or --initial)")
         if objective or constraints:
             raise UserError("--objective and --constraint apply to CPU tuning; NPU tuning minimises Vela's total_cycles")
         if cluster:
@@ -273,8 +275,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     bounds = tuple(parse_bound(text) for text in constraints)
     objective = choose_objective(target, objective, bounds)
     if from_export:
-        if kernel_name or shape:
-            raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL or --shape")
+        if kernel_name or shape or initial:
+            raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL, --shape or --initial")
         manifest = read_manifest(Path(from_export))
         if manifest["target"] != target.name:
             raise UserError(f"{from_export}: exported for target {manifest['target']!r}; pass --target {manifest['target']}")
@@ -287,8 +289,11 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         if not kernel_name or not shape:
             raise UserError("give KERNEL and --shape (or --from-export DIR)")
         kernel = get_kernel(kernel_name)
-        requests = [TuneRequest(kernel, target, kernel.parse_shape(shape), strategy, budget, jobs, seed, objective,
-                                bounds, time_budget=time_budget, patience=patience)]
+        shape_dict = kernel.parse_shape(shape)
+        space = kernel.space(target, shape_dict)
+        requests = [TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
+                                time_budget=time_budget, patience=patience,
+                                initial=tuple(parse_config(space, text) for text in initial))]
     client, executor = connect(cluster, target) if cluster else (None, None)
     try:
         db = _open_db(db_path)

@@ -15,7 +15,7 @@ import re
 
 from edgetune.hal import Target
 
-ADDRESS_RE = re.compile(r"^(tcp|tls)://[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
+ADDRESS_RE = re.compile(r"(tcp|tls)://[A-Za-z0-9.\-\[\]:]+:\d{1,5}")
 
 
 class ClusterError(ValueError):
@@ -28,7 +28,7 @@ def connect(address: str, target: Target):
     if target.runner.kind == "native":
         raise ClusterError(f"target {target.name} measures the machine edgetune runs on; "
                            "--cluster is for emulated targets and boards")
-    if not ADDRESS_RE.match(address):
+    if not ADDRESS_RE.fullmatch(address):  # fullmatch: `$` would let a trailing newline in
         raise ClusterError(f"--cluster {address!r}: expected a scheduler address such as tcp://HOST:8786")
     from distributed import Client  # imported here: only cluster runs pay for it
 

@@ -317,6 +317,34 @@ def _as_config(space: Space, values: dict) -> Config | None:
     return config if space.is_legal(config) else None
 
 
+_CONFIG_ITEM = re.compile(r"([a-z_][a-z0-9_]*)=([A-Za-z0-9_.+-]+)")
+
+
+def parse_config(space: Space, text: str) -> dict:
+    """'tile_m=4,tile_n=8,...' (a command line's configuration) -> the space's own values,
+    checked: every parameter named once, every value one of the parameter's, the whole
+    configuration legal. SpaceError names the culprit."""
+    values: dict = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        match = _CONFIG_ITEM.fullmatch(item)
+        if not match:
+            raise SpaceError(f"configuration {text!r}: {item!r} is not NAME=VALUE")
+        name, raw = match.groups()
+        param = space.param(name)  # SpaceError: unknown parameter, with the known ones
+        found = [v for v in param.values if str(v) == raw or isinstance(v, bool) and str(v).lower() == raw.lower()]
+        if not found:
+            raise SpaceError(f"configuration {text!r}: {raw!r} is not a value of parameter {name!r} "
+                             f"(values: {', '.join(map(str, param.values))})")
+        if name in values:
+            raise SpaceError(f"configuration {text!r}: parameter {name!r} is given twice")
+        values[name] = found[0]
+    config = space.make(values)
+    reason = space.violation(config)
+    if reason:
+        raise SpaceError(f"configuration {text!r} is not legal: {reason}")
+    return config.as_dict()
+
+
 def choose_objective(target: Target, objective: str = "", bounds: tuple[Bound, ...] = ()) -> str:
     """The objective to minimise (default: the target's own unit), checked with the bounds
     against what the target measures."""

@@ -12,16 +12,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from edgetune.hal import Target
+from edgetune.hal.loader import NAME_RE, PROGRAM_RE, flag_problem
 from edgetune.tuner import TuningDatabase, Workload
 
 from .kernels import KERNELS
-from .kernels.base import COMMON_CFLAGS
+from .kernels.base import COMMON_CFLAGS, KernelError, comment_safe
 from .render import render
 
 HEADER = "edgetune_kernels.h"
@@ -73,7 +75,80 @@ def read_manifest(folder: Path) -> dict:
     for key in ("target", "objective", "kernels", "files", "dispatch"):
         if key not in data:
             raise ManifestError(f"{path}: required key {key!r} is missing")
+    problem = _manifest_problem(data)
+    if problem:
+        raise ManifestError(f"{path}: {problem}")
     return data
+
+
+# A manifest's checksum only catches accidents: anyone can recompute it. Everything in it
+# that later reaches a command line, a file name or generated C is checked here.
+SOURCE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\.c")
+FILE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+VALUE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+CONFIG_TEXT_RE = re.compile(r"[A-Za-z0-9_.+-]{0,64}")
+
+
+def _unit_problem(where: str, unit) -> str | None:
+    """A compiled file of the export: {source, compiler_command, cflags}."""
+    if not isinstance(unit, dict):
+        return f"{where}: expected an object"
+    source, command, cflags = unit.get("source"), unit.get("compiler_command"), unit.get("cflags")
+    if not isinstance(source, str) or not SOURCE_RE.fullmatch(source):
+        return f"{where}.source: {source!r} is not a .c file name inside the export"
+    if not isinstance(command, str) or not PROGRAM_RE.fullmatch(command):
+        return f"{where}.compiler_command: {command!r} is not a program name or absolute path"
+    if not isinstance(cflags, list):
+        return f"{where}.cflags: expected a list of flags"
+    for i, flag in enumerate(cflags):
+        problem = flag_problem(flag)
+        if problem:
+            return f"{where}.cflags[{i}]: {problem}"
+    return None
+
+
+def _manifest_problem(data: dict) -> str | None:
+    if not isinstance(data["target"], str) or not NAME_RE.fullmatch(data["target"]):
+        return f"target: {data['target']!r} is not a target name"
+    if not isinstance(data["objective"], str) or not VALUE_NAME_RE.fullmatch(data["objective"]):
+        return f"objective: {data['objective']!r} is not a measured value's name"
+    if not isinstance(data["files"], dict):
+        return "files: expected an object of file name -> checksum"
+    for name in data["files"]:
+        if not FILE_RE.fullmatch(name):
+            return f"files: {name!r} is not a plain file name"
+    problem = _unit_problem("dispatch", data["dispatch"])
+    if problem:
+        return problem
+    if not isinstance(data["kernels"], list):
+        return "kernels: expected a list"
+    for i, entry in enumerate(data["kernels"]):
+        where = f"kernels[{i}]"
+        problem = _unit_problem(where, entry)
+        if problem:
+            return problem
+        for key in ("kernel", "kernel_version", "shape", "function", "config"):
+            if key not in entry:
+                return f"{where}: required key {key!r} is missing"
+        if not isinstance(entry["kernel"], str) or not NAME_RE.fullmatch(entry["kernel"]):
+            return f"{where}.kernel: {entry['kernel']!r} is not a kernel name"
+        if not isinstance(entry["kernel_version"], int) or isinstance(entry["kernel_version"], bool):
+            return f"{where}.kernel_version: {entry['kernel_version']!r} is not an integer"
+        if not isinstance(entry["function"], str) or not IDENTIFIER_RE.fullmatch(entry["function"]):
+            return f"{where}.function: {entry['function']!r} is not a C identifier"
+        for field in ("shape", "config"):
+            if not isinstance(entry[field], dict):
+                return f"{where}.{field}: expected an object"
+            for name, value in entry[field].items():
+                if not VALUE_NAME_RE.fullmatch(name):
+                    return f"{where}.{field}: {name!r} is not a plain name"
+                if field == "shape" and (not isinstance(value, int) or isinstance(value, bool)):
+                    return f"{where}.shape.{name}: {value!r} is not an integer"
+                if isinstance(value, str) and not CONFIG_TEXT_RE.fullmatch(value) or \
+                        not isinstance(value, (str, int, float, bool)):
+                    return f"{where}.{field}.{name}: {value!r} is not an allowed value"
+    return None
 
 
 @dataclass(frozen=True)
@@ -152,7 +227,11 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
         if record is None:
             skipped.append(f"{workload.key()}: no successful trial")
             continue
-        shape = workload.shape_dict()
+        try:  # a stored shape is checked like one from the command line before it reaches C
+            shape = kernel.parse_shape(workload.shape_dict())
+        except KernelError as exc:
+            skipped.append(f"{workload.key()}: {exc}")
+            continue
         space = kernel.space(target, shape)
         config = space.make(record.trial.config.as_dict())
         value = record.trial.values[objective]
@@ -199,12 +278,14 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
                        "condition": " && ".join(f"{k} == {int(v)}" for k, v in e.shape)} for e in mine],
         })
     view = [dict(kernel=e.kernel, shape_text=e.shape_text, objective=e.objective, value_text=f"{e.value:g}",
-                 trial_id=e.trial_id, created=e.created, config_text=e.config_text, function=e.function,
+                 trial_id=e.trial_id, created=comment_safe(e.created), config_text=e.config_text, function=e.function,
                  declaration=KERNELS[e.kernel].declaration(dict(e.shape), fn=e.function), source=e.source,
                  extra_declarations=KERNELS[e.kernel].extra_declarations(
                      dict(e.shape), KERNELS[e.kernel].space(target, dict(e.shape)).make(dict(e.config)), e.function),
                  var=e.function.upper(), compiler_command=e.compiler_command, cflags=e.cflags) for e in entries]
-    common = dict(header=HEADER, target=target.name, date=date, db=db.path.name, edgetune_version=__version__)
+    # The database's file name and the stored dates sit in C comments: defused.
+    common = dict(header=HEADER, target=target.name, date=date, db=comment_safe(db.path.name),
+                  edgetune_version=__version__)
     header_text = render("export_header.h.j2", dict(common, entries=view, dispatchers=dispatchers))
     dispatch_text = render("export_dispatch.c.j2", dict(common, dispatchers=dispatchers))
     first = target.compilers[0]

@@ -24,6 +24,24 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 PROGRAM_RE = re.compile(r"^(/[A-Za-z0-9._+/-]+|[A-Za-z0-9._+-]+)$")
 # Flags go into argument lists, but still: one dash-led token of ordinary characters.
 FLAG_RE = re.compile(r"^-[A-Za-z0-9_=.,+/:-]+$")
+# ... and not one that makes the compiler, linker or disassembler load a plugin, run another
+# program, read more options or headers from elsewhere, or write a file besides its output
+# (GCC manual: "Overall Options", "Directory Options", "Preprocessor Options", "Plugins";
+# Clang command line reference; binutils --plugin). Matched against the text after the dash.
+FORBIDDEN_FLAG_RE = re.compile(
+    r"(fplugin|fpass-plugin|fdump|fprofile|fcallgraph-info|fsave-optimization-record|save-temps|dumpdir|dumpbase"
+    r"|aux-info|-?specs|wrapper|B|-prefix|X|W[lap],|o|-output|M|include|-include|imacros|iprefix|iwithprefix"
+    r"|isystem|iquote|idirafter|isysroot|I|load|-?plugin|-ld-path|-driver-mode|ccc-|-config|T).*")
+# Macros from a target file may configure code, never rename a C library function: upper case.
+MACRO_FLAG_RE = re.compile(r"-[DU][A-Z_][A-Z0-9_]*(=[A-Za-z0-9_.+-]*)?")
+# A path inside a flag (--sysroot=..., -L...) must lie in the system's toolchain folders.
+SYSTEM_PATH_RE = re.compile(r"/(usr|opt)(/[A-Za-z0-9_.+-]+)*/?")
+# What each program of a target may be called (by name or by absolute path to it): a C
+# compiler driver, a linker, QEMU, objdump; never a shell or an interpreter.
+COMPILER_RE = re.compile(r"[A-Za-z0-9_.+-]*(gcc|clang|cc)(-[0-9]+(\.[0-9]+)*)?")
+LINKER_RE = re.compile(r"[A-Za-z0-9_.+-]*(gcc|clang|cc|ld|ld\.lld)(-[0-9]+(\.[0-9]+)*)?")
+QEMU_RE = re.compile(r"qemu-(system-)?[a-z0-9_]+")
+DISASSEMBLER_RE = re.compile(r"[A-Za-z0-9_.+-]*objdump(-[0-9]+)?")
 
 MEMORY_KINDS = {"tcm", "sram", "flash", "dram"}
 CACHE_KINDS = {"data", "instruction", "unified"}
@@ -126,6 +144,41 @@ def _program(value) -> str | None:
     return None if PROGRAM_RE.fullmatch(value) else f"{value!r} is not a program name or absolute path"
 
 
+def _program_named(pattern: re.Pattern, kind: str) -> Callable[[Any], str | None]:
+    """A program name or absolute path whose file name is that of a `kind` (e.g. a compiler)."""
+    def check(value) -> str | None:
+        if not PROGRAM_RE.fullmatch(value):
+            return f"{value!r} is not a program name or absolute path"
+        if ".." in value.split("/") or not pattern.fullmatch(value.rsplit("/", 1)[-1]):
+            return f"{value!r} is not named like a {kind}"
+        return None
+    return check
+
+
+def flag_problem(flag) -> str | None:
+    """Why a flag from a file may not reach a compiler's, linker's or objdump's argument
+    list, or None when it may."""
+    if not isinstance(flag, str) or not FLAG_RE.fullmatch(flag):
+        return f"{flag!r} is not an allowed compiler flag"
+    if flag[1:2] in ("D", "U"):
+        if not MACRO_FLAG_RE.fullmatch(flag):
+            return f"{flag!r} is not an allowed compiler flag (macros from a target file are UPPER_CASE names)"
+        return None
+    if FORBIDDEN_FLAG_RE.fullmatch(flag[1:]):
+        return (f"{flag!r} is not an allowed compiler flag (it would load a plugin, run another program, read "
+                "options or headers from elsewhere, or write another file)")
+    if flag.startswith("-L"):
+        path = flag[2:]
+        ok = SYSTEM_PATH_RE.fullmatch(path) and ".." not in path.split("/")
+        return None if ok else f"{flag!r} is not an allowed compiler flag (library folders must lie under /usr or /opt)"
+    for part in re.split(r"[=,]", flag)[1:] if "/" in flag else ():
+        if "/" in part and (not SYSTEM_PATH_RE.fullmatch(part) or ".." in part.split("/")):
+            return f"{flag!r} is not an allowed compiler flag (paths in flags must lie under /usr or /opt)"
+    if "/" in flag and "=" not in flag and "," not in flag:
+        return f"{flag!r} is not an allowed compiler flag (a path glued to a flag)"
+    return None
+
+
 def _one_of(options: set[str]) -> Callable[[Any], str | None]:
     return lambda value: None if value in options else f"{value!r} is not one of {', '.join(sorted(options))}"
 
@@ -133,8 +186,9 @@ def _one_of(options: set[str]) -> Callable[[Any], str | None]:
 def _flags(table: _Table, key: str) -> tuple[str, ...]:
     flags = table.get(key, list, default=[])
     for i, flag in enumerate(flags):
-        if not isinstance(flag, str) or not FLAG_RE.fullmatch(flag):
-            table.fail(f"{key}[{i}]", f"{flag!r} is not an allowed compiler flag")
+        problem = flag_problem(flag)
+        if problem:
+            table.fail(f"{key}[{i}]", problem)
     return tuple(flags)
 
 
@@ -198,7 +252,8 @@ def target_from_data(data: dict, file: str) -> Target:
     runner_t.reject_unknown({"kind", "program", "machine", "cpu", "timeout_s", "resource"})
     kind = runner_t.get("kind", str, check=_one_of(RUNNER_KINDS))
     runner = Runner(kind=kind,
-                    program=runner_t.get("program", str, check=_program, default=...) if kind == "qemu" else "",
+                    program=runner_t.get("program", str, check=_program_named(QEMU_RE, "QEMU emulator"),
+                                         default=...) if kind == "qemu" else "",
                     machine=runner_t.get("machine", str, check=_name, default=...) if kind == "qemu" else "",
                     cpu=runner_t.get("cpu", str, check=_name, default=""),
                     timeout_s=float(runner_t.get("timeout_s", (int, float), check=_positive, default=10.0)),
@@ -207,7 +262,8 @@ def target_from_data(data: dict, file: str) -> Target:
     compilers = []
     for t in top.tables("compilers"):
         t.reject_unknown({"name", "command", "cflags"})
-        compilers.append(Compiler(name=t.get("name", str, check=_name), command=t.get("command", str, check=_program),
+        compilers.append(Compiler(name=t.get("name", str, check=_name),
+                                  command=t.get("command", str, check=_program_named(COMPILER_RE, "C compiler")),
                                   cflags=_flags(t, "cflags")))
     if not compilers:
         top.fail("compilers", "at least one compiler is required")
@@ -266,7 +322,7 @@ def target_from_data(data: dict, file: str) -> Target:
             if not isinstance(name, str) or _region(name):
                 fw_t.fail(f"io_regions[{i}]", f"no memory region named {name!r}")
         firmware = Firmware(startup=fw_t.get("startup", str, check=_one_of(STARTUP_FAMILIES)),
-                            linker=fw_t.get("linker", str, check=_program),
+                            linker=fw_t.get("linker", str, check=_program_named(LINKER_RE, "linker")),
                             ldflags=_flags(fw_t, "ldflags"),
                             libs=_flags(fw_t, "libs") if fw_t.has("libs") else Firmware.libs,
                             code_size=fw_t.get("code_size", int, check=_non_negative, default=0),
@@ -319,7 +375,7 @@ def _cost_model(cost_t: _Table) -> CostModel:
     return CostModel(classes=tuple(classes), overlapping_units=tuple(overlapping),
                      issue_width=float(cost_t.get("issue_width", (int, float), check=_positive, default=1)),
                      static_mw=float(cost_t.get("static_mw", (int, float), check=_non_negative)),
-                     disassembler=cost_t.get("disassembler", str, check=_program),
+                     disassembler=cost_t.get("disassembler", str, check=_program_named(DISASSEMBLER_RE, "objdump")),
                      disassembler_flags=_flags(cost_t, "disassembler_flags"),
                      source=cost_t.get("source", str))
 

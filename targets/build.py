@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 from edgetune.codegen import Kernel, KernelIO, RenderedKernel, render_glue
-from edgetune.codegen.kernels.base import COMMON_CFLAGS
+from edgetune.codegen.kernels.base import COMMON_CFLAGS, OPT_LEVELS
 from edgetune.hal import Target
-from edgetune.hal.loader import FLAG_RE
 from edgetune.tuner import Outcome
 
 from . import elf
@@ -57,15 +56,17 @@ class Builder:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: unreadable manifest ({exc})") from None
         commands = {c.command for c in self.target.compilers}
+        # Manifest values reach a command line: only the target's own compilers, plain file
+        # names inside the folder, and flags edgetune itself compiles with pass.
+        allowed = {*(f for c in self.target.compilers for f in c.cflags), *COMMON_CFLAGS,
+                   *(f"-{level}" for level in OPT_LEVELS)}
         objects = []
         for source, command, cflags in units:
-            # Manifest values reach a command line: only the target's own compilers, plain
-            # file names inside the folder, and ordinary flags pass.
             if command not in commands:
                 raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: compiler {command!r} is not one of {self.target.name}'s")
-            if Path(source).name != source or not source.endswith(".c"):
+            if Path(source).name != source or not source.endswith(".c") or source.startswith("."):
                 raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: source {source!r} is not a file in the export")
-            bad = [flag for flag in cflags if not isinstance(flag, str) or not FLAG_RE.fullmatch(flag)]
+            bad = [flag for flag in cflags if not isinstance(flag, str) or flag not in allowed]
             if bad:
                 raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: flag {bad[0]!r} is not allowed")
             obj = workdir / (Path(source).stem + ".o")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgetune.hal import Target, TargetError, detect_host, load_target, read_target_data
+from edgetune.hal.loader import NAME_RE
 
 BOARDS_DIR = Path(__file__).parent / "boards"
 
@@ -20,7 +21,7 @@ def target_file(name: str) -> Path:
             raise TargetError(f"{name}: no such target file")
         return path
     path = BOARDS_DIR / f"{name}.toml"
-    if not path.is_file():
+    if not NAME_RE.fullmatch(name) or not path.is_file():  # a name, never a path out of boards/
         raise TargetError(f"unknown target {name!r} (known: {', '.join(target_names())})")
     return path
 

@@ -124,3 +124,18 @@ def test_host_tune_reports_time_ns(tmp_path):
     data = json.loads(out)
     assert data["trials"] == 3 and data["best"]["time_ns"] > 0
     assert data["best"]["config"]["vector"] == "c"
+
+
+def test_initial_configuration_is_measured_first(tmp_path):
+    config = "tile_m=2,tile_n=4,unroll_k=2,vector=c,layout=rowmajor,compiler=clang,opt=Os"
+    db = tmp_path / "i.db"
+    code, out = cli("tune", "matmul_s8", "--target", "host", "--shape", "m=4,n=4,k=4", "--budget", "1",
+                    "--initial", config, "--db", str(db), "--json")
+    assert code == 0, out
+    from edgetune.tuner import TuningDatabase
+    database = TuningDatabase(db)
+    [workload] = database.workloads()
+    [record] = database.records(workload)
+    assert record.trial.config.as_dict() == dict(item.split("=") for item in config.split(",")) | {
+        "tile_m": 2, "tile_n": 4, "unroll_k": 2}
+    database.close()
