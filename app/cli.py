@@ -94,7 +94,31 @@ def _target_json(target: Target, full: bool = False) -> dict:
     return data
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _OneLineErrors(click.Group):
+    """Click's own usage errors (an unknown option, a missing argument, a bad number) in
+    edgetune's convention too: one line naming the culprit, exit status 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path[len(exc.ctx.find_root().command_path):].strip() if exc.ctx else ""
+            where = f"{command}: " if command else ""
+            UserError(f"{where}{exc.format_message()} (see --help)").show()
+            sys.exit(UserError.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        # Without standalone mode click returns a command's exit code instead of exiting.
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="edgetune")
 def main():
     """Auto-tune C kernels for embedded and edge targets, and bake the best into C."""

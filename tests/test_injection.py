@@ -1,0 +1,438 @@
+"""Nothing from a target file, a stored or imported trial, an export manifest or the command
+line reaches a shell, a command line, a linker script or generated C unvalidated.
+
+Every input that flows there is listed below, and each is tried with the usual payloads:
+shell separators and substitutions, a newline followed by an #include, a C comment escape,
+a smuggled compiler flag, a path out of its folder. Each attempt must be refused with one
+line naming the culprit (exit status 2 on the command line), no marker file may appear,
+and nothing already stored may change.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import sqlite3
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from edgetune.cli import main
+from edgetune.codegen.export import write_manifest
+from edgetune.targets import target_file
+from edgetune.tuner import Config, Outcome, Trial, TuningDatabase, Workload
+
+MARK = "PWNED"  # the file every payload tries to create (or include)
+
+PAYLOADS = {
+    "semicolon": "x; touch {m}",
+    "subshell": "$(touch {m})",
+    "backticks": "`touch {m}`",
+    "newline-include": 'x\n#include "{m}"',
+    "comment-escape": "x */ int pwned; /*",
+    "flag-smuggling": "-fplugin={m}.so",
+    "dotdot": "../../{m}",
+}
+
+
+def payload(kind: str, tmp_path: Path) -> str:
+    return PAYLOADS[kind].format(m=tmp_path / MARK)
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def assert_refused(code: int, out: str, culprit: str, tmp_path: Path) -> None:
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert code == 2, out
+    assert len(lines) == 1 and lines[0].startswith("edgetune: error: "), out
+    assert culprit in lines[0], out
+    assert not list(tmp_path.rglob(f"*{MARK}*")), "a payload ran"
+
+
+# --- target files -----------------------------------------------------------------------------
+def _toml(value) -> str:
+    """TOML for a value (inline tables and arrays; JSON string escapes are TOML's too)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_toml, value)) + "]"
+    return "{" + ", ".join(f"{key} = {_toml(item)}" for key, item in value.items()) + "}"
+
+
+def write_target(path: Path, data: dict) -> Path:
+    path.write_text("".join(f"{key} = {_toml(value)}\n" for key, value in data.items()), encoding="utf-8")
+    return path
+
+
+def board(name: str) -> dict:
+    data = tomllib.loads(target_file(name).read_text(encoding="utf-8"))
+    if "extends" in data:  # the serial board: its parent's tables, then its own
+        parent = board(Path(data.pop("extends")).stem)
+        for key, value in data.items():
+            parent[key] = {**parent[key], **value} if isinstance(value, dict) and key in parent else value
+        data = parent
+    return data
+
+
+def renode_board() -> dict:
+    data = board("an547-serial")
+    data["runner"] = {**data["runner"], "kind": "renode"}
+    data["renode"] = {"platform": "@platforms/cpus/cortex-m55.repl", "uart": "sysbus.uart0"}
+    return data
+
+
+# (base target, path to the field, the key an error must name). Every string of a target
+# file that reaches a command line, a linker script, a file name or generated C.
+TARGET_FIELDS = [
+    ("cortex-m55", ("name",), "name"),
+    ("cortex-m55", ("compilers", 0, "name"), "compilers[0].name"),
+    ("cortex-m55", ("compilers", 0, "command"), "compilers[0].command"),
+    ("cortex-m55", ("compilers", 0, "cflags", 0), "compilers[0].cflags[0]"),
+    ("cortex-m55", ("compilers", 1, "cflags", 5), "compilers[1].cflags[5]"),
+    ("cortex-m55", ("firmware", "linker"), "firmware.linker"),
+    ("cortex-m55", ("firmware", "ldflags", 0), "firmware.ldflags[0]"),
+    ("cortex-m55", ("firmware", "libs", "*"), "firmware.libs[0]"),
+    ("cortex-m55", ("firmware", "code_region"), "firmware.code_region"),
+    ("cortex-m55", ("firmware", "io_regions", 0), "firmware.io_regions[0]"),
+    ("cortex-m55", ("firmware", "startup"), "firmware.startup"),
+    ("cortex-m55", ("runner", "program"), "runner.program"),
+    ("cortex-m55", ("runner", "machine"), "runner.machine"),
+    ("cortex-m55", ("runner", "cpu"), "runner.cpu"),
+    ("cortex-m55", ("runner", "resource"), "runner.resource"),
+    ("cortex-m55", ("memory", 0, "name"), "memory[0].name"),
+    ("cortex-m55", ("vector_units", 0, "name"), "vector_units[0].name"),
+    ("cortex-m55", ("cost", "disassembler"), "cost.disassembler"),
+    ("cortex-m55", ("cost", "disassembler_flags", "*"), "cost.disassembler_flags[0]"),
+    ("cortex-m55", ("cost", "classes", "alu", "unit"), "cost.classes.alu.unit"),
+    ("cortex-m55", ("npus", 0, "memory_modes", 0, "name"), "npus[0].memory_modes[0].name"),
+    ("cortex-m55", ("npus", 0, "ports", 0, "region"), "npus[0].ports[0].region"),
+    ("host", ("compilers", 0, "cflags", 0), "compilers[0].cflags[0]"),
+    ("host", ("compilers", 0, "command"), "compilers[0].command"),
+    ("an547-serial", ("serial", "port"), "serial.port"),
+    ("an547-serial", ("serial", "flash", 0), "serial.flash[0]"),
+    ("an547-serial", ("serial", "flash", 2), "serial.flash[2]"),
+    ("an547-serial", ("serial", "flash", 12), "serial.flash[12]"),
+    ("renode", ("renode", "platform"), "renode.platform"),
+    ("renode", ("renode", "uart"), "renode.uart"),
+]
+
+
+def _set(data: dict, path: tuple, value) -> dict:
+    """A copy of `data` with the field at `path` set; a path ending in "*" sets a list
+    field to [value]."""
+    data = copy.deepcopy(data)
+    if path[-1] == "*":
+        path, value = path[:-1], [value]
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return data
+
+
+def _base(name: str) -> dict:
+    return renode_board() if name == "renode" else board(name)
+
+
+@pytest.mark.parametrize("base", sorted({b for b, _, _ in TARGET_FIELDS}))
+def test_unchanged_base_targets_load(tmp_path, base):
+    """The bases load as written here: every refusal below is the payload's doing."""
+    code, out = cli("targets", "show", str(write_target(tmp_path / "t.toml", _base(base))))
+    assert code == 0, out
+
+
+# A flasher's arguments and a serial port are the user's own recipe for a device: any plain
+# token passes there (a flag or a relative path is what such commands take), never a shell
+# character. Every other field refuses every payload.
+PLAIN_TOKEN_FIELDS = {"serial.port", "serial.flash[2]", "serial.flash[12]"}
+PLAIN_TOKEN_PAYLOADS = {"flag-smuggling", "dotdot"}
+
+
+@pytest.mark.parametrize("kind", PAYLOADS)
+@pytest.mark.parametrize("base, path, key", TARGET_FIELDS, ids=[f"{b}:{k}" for b, _, k in TARGET_FIELDS])
+def test_target_file_fields_refuse_injection(tmp_path, base, path, key, kind):
+    if key in PLAIN_TOKEN_FIELDS and kind in PLAIN_TOKEN_PAYLOADS:
+        kind = "backticks"
+    toml = write_target(tmp_path / "evil.toml", _set(_base(base), path, payload(kind, tmp_path)))
+    code, out = cli("targets", "show", str(toml))
+    assert_refused(code, out, key, tmp_path)
+    assert str(toml) in out
+
+
+@pytest.mark.parametrize("base, path, key", [f for f in TARGET_FIELDS if f[0] in ("cortex-m55", "host")][:6])
+def test_a_tuning_run_with_a_poisoned_target_stores_nothing(tmp_path, base, path, key):
+    db = stored_db(tmp_path)
+    before = db.read_bytes()
+    toml = write_target(tmp_path / "evil.toml", _set(_base(base), path, payload("subshell", tmp_path)))
+    code, out = cli("tune", "matmul_s8", "--target", str(toml), "--shape", "m=2,n=2,k=2", "--db", str(db))
+    assert_refused(code, out, key, tmp_path)
+    assert db.read_bytes() == before
+
+
+@pytest.mark.parametrize("flag", ["-fplugin=/usr/lib/x.so", "-fplugin-arg-x-y=1", "-B/usr/bin", "-wrapper",
+                                  "--specs=/usr/lib/x.specs", "-Xclang", "-Xlinker", "-Wl,-plugin=/usr/lib/x.so",
+                                  "-Wa,-o", "-o/usr/x", "--output=/usr/x", "-MF/usr/x", "-include", "-I/usr/evil",
+                                  "-isystem/usr/evil", "-T/usr/x.ld", "-fdump-tree-all", "-save-temps",
+                                  "-Dfopen=popen", "-L/home/evil", "--sysroot=/home/evil", "--sysroot=/usr/../home",
+                                  "-fuse-ld=/home/evil/ld", "-fprofile-generate=/usr/x", "--config=/usr/x",
+                                  "--plugin=/usr/lib/x.so"])
+def test_flags_that_load_code_run_programs_or_write_files_are_refused(tmp_path, flag):
+    """Plain tokens, yet each would load a plugin, run another program, pull in other
+    headers or options, or write a file of the attacker's choosing."""
+    toml = write_target(tmp_path / "evil.toml", _set(board("cortex-m55"), ("compilers", 0, "cflags", 0), flag))
+    assert_refused(*cli("targets", "show", str(toml)), "compilers[0].cflags[0]", tmp_path)
+
+
+@pytest.mark.parametrize("path, program", [(("compilers", 0, "command"), "sh"), (("compilers", 0, "command"), "python3"),
+                                           (("firmware", "linker"), "/bin/bash"), (("runner", "program"), "env"),
+                                           (("cost", "disassembler"), "perl")])
+def test_programs_must_be_named_for_their_job(tmp_path, path, program):
+    """A shell or an interpreter as 'compiler' would turn flags into a script."""
+    toml = write_target(tmp_path / "evil.toml", _set(board("cortex-m55"), path, program))
+    assert_refused(*cli("targets", "show", str(toml)), ".".join(map(str, path)).replace(".0", "[0]"), tmp_path)
+
+
+# --- the command line -------------------------------------------------------------------------------
+TUNE = ["tune", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2"]
+
+
+def _with(args: list[str], option: str, value: str) -> list[str]:
+    if option == "KERNEL":
+        return ["tune", value, *args[2:]]
+    if option in args:
+        i = args.index(option)
+        return [*args[:i + 1], value, *args[i + 2:]]
+    return [*args, option, value]
+
+
+# (option, culprit the error names: the payload itself is always in the line, repr-quoted)
+CLI_OPTIONS = [("KERNEL", "unknown kernel"), ("--target", "target"), ("--shape", "shape"),
+               ("--constraint", "constraint"), ("--objective", "objective"), ("--strategy", "strategy"),
+               ("--initial", "configuration"), ("--cluster", "--cluster")]
+
+
+@pytest.mark.parametrize("kind", PAYLOADS)
+@pytest.mark.parametrize("option, culprit", CLI_OPTIONS, ids=[o for o, _ in CLI_OPTIONS])
+def test_command_line_options_refuse_injection(tmp_path, option, culprit, kind):
+    db = stored_db(tmp_path)
+    before = db.read_bytes()
+    value = payload(kind, tmp_path)
+    args = TUNE if option != "--cluster" else _with(TUNE, "--target", "cortex-m55")
+    code, out = cli(*_with(args, option, value), "--db", str(db))
+    if option == "KERNEL" and value.startswith("-"):
+        culprit = "No such option '-f'"  # taken for an option: click's usage error, in one line too
+    assert_refused(code, out, culprit, tmp_path)
+    assert db.read_bytes() == before
+
+
+@pytest.mark.parametrize("kind", ["semicolon", "subshell", "newline-include"])
+def test_cluster_address_must_be_a_whole_address(tmp_path, kind):
+    """`re.match` with `$` accepts a trailing newline; the address is matched whole."""
+    value = "tcp://127.0.0.1:8786" + ("\n" if kind == "newline-include" else payload(kind, tmp_path))
+    code, out = cli(*_with(TUNE, "--target", "cortex-m55"), "--cluster", value, "--db", str(tmp_path / "c.db"))
+    assert_refused(code, out, "--cluster", tmp_path)
+
+
+@pytest.mark.parametrize("command", [["export", "--target", "host", "--out"], ["report", "--out"]])
+def test_an_output_path_that_is_a_file_is_refused_and_kept(tmp_path, command):
+    db = stored_db(tmp_path)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("mine")
+    code, out = cli(*command, str(blocker), "--db", str(db))
+    assert_refused(code, out, "blocker", tmp_path)
+    assert blocker.read_text() == "mine"
+
+
+def test_output_folders_are_used_literally(tmp_path):
+    """An output path is a path, never handed to a shell: a payload in it is only an odd
+    folder name."""
+    db = stored_db(tmp_path)
+    out_dir = tmp_path / payload("subshell", tmp_path).replace("/", "_")
+    code, out = cli("report", "--db", str(db), "--out", str(out_dir))
+    assert code == 0, out
+    assert (out_dir / "index.html").is_file()
+    assert not (tmp_path / MARK).exists()
+
+
+# --- stored and imported trials -------------------------------------------------------------------------
+def stored_db(tmp_path: Path) -> Path:
+    """A database holding one successful host trial of matmul_s8 m=2,n=2,k=2 (the kernel's
+    own legal configuration), recorded as a tuning run would."""
+    from edgetune.codegen import get_kernel
+    from edgetune.session import workload_of
+    from edgetune.targets import get_target
+
+    path = tmp_path / "stored.db"
+    if path.exists():
+        return path
+    kernel, target = get_kernel("matmul_s8"), get_target("host")
+    shape = {"m": 2, "n": 2, "k": 2}
+    space = kernel.space(target, shape)
+    config = space.config_at(int(space.legal_indices()[0]))
+    db = TuningDatabase(path)
+    db.record(workload_of(kernel, target, shape), Trial(config, Outcome.OK, {"time_ns": 10.0}), "random", 0)
+    db.close()
+    return path
+
+
+CONFIG_PARAM = "tile_m"
+
+
+def test_a_tampered_stored_configuration_never_reaches_the_exported_c(tmp_path):
+    db = stored_db(tmp_path)
+    conn = sqlite3.connect(db)
+    (config_json,) = conn.execute("SELECT config FROM trials").fetchone()
+    items = [[k, f'1); system("touch {tmp_path / MARK}"); //' if k == CONFIG_PARAM else v]
+             for k, v in json.loads(config_json)]
+    conn.execute("UPDATE trials SET config = ?", (json.dumps(items),))
+    conn.commit()
+    conn.close()
+    out_dir = tmp_path / "export"
+    code, out = cli("export", "--target", "host", "--out", str(out_dir), "--db", str(db))
+    assert_refused(code, out, CONFIG_PARAM, tmp_path)
+    assert not out_dir.exists() or not list(out_dir.glob("*.c"))
+
+
+@pytest.mark.parametrize("column, value, culprit", [
+    ("kernel", "matmul_s8; touch {m}", "kernel"),
+    ("target", "$(touch {m})", "target"),
+    ("shape", '{{"m); system(\\"touch {m}\\"); //": 2, "n": 2, "k": 2}}', "shape"),
+    ("toolchain", "`touch {m}`", "toolchain"),
+])
+def test_a_tampered_stored_workload_is_refused_by_name(tmp_path, column, value, culprit):
+    db = stored_db(tmp_path)
+    conn = sqlite3.connect(db)
+    conn.execute(f"UPDATE trials SET {column} = ?", (value.format(m=tmp_path / MARK),))
+    conn.commit()
+    conn.close()
+    code, out = cli("export", "--target", "host", "--out", str(tmp_path / "export"), "--db", str(db))
+    assert_refused(code, out, culprit, tmp_path)
+    if column != "target":  # a foreign target name simply matches no workload of host
+        assert str(db) in out
+    assert not (tmp_path / "export").exists()
+
+
+def _line(**changes) -> dict:
+    line = {"format": "edgetune-trial", "schema_version": 2,
+            "workload": {"kernel": "matmul_s8", "kernel_version": 2, "target": "host",
+                         "shape": [["m", 2], ["n", 2], ["k", 2]], "toolchain": "0123456789ab"},
+            "config": [["tile_m", 1]], "outcome": "ok", "values": {"time_ns": 1.0}, "error": "", "info": {},
+            "strategy": "random", "seed": 0, "created": "2026-11-01T00:00:00Z",
+            "measured_by": "lab-host-1", "measured_at": "2026-11-01T00:00:00Z"}
+    for path, value in changes.items():
+        node = line
+        keys = path.split("__")
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+    return line
+
+
+IMPORT_FIELDS = [("workload__kernel", "kernel"), ("workload__target", "target"), ("workload__toolchain", "toolchain"),
+                 ("created", "created"), ("measured_by", "measured_by"), ("measured_at", "measured_at"),
+                 ("strategy", "strategy")]
+
+
+@pytest.mark.parametrize("kind", PAYLOADS)
+@pytest.mark.parametrize("field, culprit", IMPORT_FIELDS, ids=[f for f, _ in IMPORT_FIELDS])
+def test_imported_trials_refuse_injection(tmp_path, field, culprit, kind):
+    db = stored_db(tmp_path)
+    before = db.read_bytes()
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(json.dumps(_line()) + "\n" + json.dumps(_line(**{field: payload(kind, tmp_path)})) + "\n")
+    code, out = cli("db", "import", str(lines), "--db", str(db))
+    assert_refused(code, out, "line 2", tmp_path)
+    assert culprit in out
+    assert db.read_bytes() == before  # all or nothing: the good first line is not imported either
+
+
+@pytest.mark.parametrize("kind", PAYLOADS)
+@pytest.mark.parametrize("where", ["shape key", "config name"])
+def test_imported_names_refuse_injection(tmp_path, where, kind):
+    bad = payload(kind, tmp_path)
+    line = _line(workload__shape=[[bad, 2], ["n", 2], ["k", 2]]) if where == "shape key" else \
+        _line(config=[[bad, 1]])
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(json.dumps(line) + "\n")
+    db = tmp_path / "fresh.db"
+    code, out = cli("db", "import", str(lines), "--db", str(db))
+    assert_refused(code, out, "line 1", tmp_path)
+    assert TuningDatabase(db).workloads() == []
+
+
+def test_workloads_refuse_unplain_names_wherever_they_come_from():
+    for bad in ({"kernel": "a b"}, {"target": "../x"}, {"shape": (("m=1;", 2),)}, {"shape": (("m", "2"),)},
+                {"toolchain": "x\n"}, {"kernel_version": True}):
+        fields = {"kernel": "matmul_s8", "kernel_version": 2, "target": "host", "shape": (("m", 2),), **bad}
+        with pytest.raises(ValueError, match="workload"):
+            Workload(**fields)
+
+
+# --- export manifests: verify, tune --from-export ------------------------------------------------------------
+def manifest() -> dict:
+    """A host export's manifest as export_best writes it (values a real export holds)."""
+    cflags = ["-march=native", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections",
+              "-fdata-sections", "-O2"]
+    return {"manifest_version": 1, "edgetune_version": "0.1.0", "target": "host", "objective": "time_ns",
+            "exported": "2026-11-29 10:00 UTC", "database": "edgetune.db",
+            "dispatch": {"source": "edgetune_kernels.c", "compiler_command": "gcc", "cflags": list(cflags)},
+            "kernels": [{"kernel": "matmul_s8", "kernel_version": 2, "shape": {"m": 2, "n": 2, "k": 2},
+                         "function": "et_matmul_s8_m2_n2_k2", "source": "et_matmul_s8_m2_n2_k2.c",
+                         "config": {"tile_m": 1, "tile_n": 2, "unroll_k": 1, "vector": "c", "layout": "rowmajor",
+                                    "compiler": "gcc", "opt": "O2"},
+                         "objective": "time_ns", "value": 10.0, "values": {"time_ns": 10.0}, "compiler": "gcc",
+                         "compiler_command": "gcc", "cflags": list(cflags), "trial_id": 1, "measured": "",
+                         "toolchain": ""}],
+            "files": {"edgetune_kernels.c": "0" * 64, "edgetune_kernels.h": "0" * 64,
+                      "et_matmul_s8_m2_n2_k2.c": "0" * 64}}
+
+
+MANIFEST_FIELDS = [("target",), ("objective",), ("dispatch", "source"), ("dispatch", "compiler_command"),
+                   ("dispatch", "cflags", 0), ("kernels", 0, "kernel"), ("kernels", 0, "function"),
+                   ("kernels", 0, "source"), ("kernels", 0, "compiler_command"), ("kernels", 0, "cflags", 1),
+                   ("kernels", 0, "config", "vector"), ("kernels", 0, "config", "opt")]
+
+
+def _culprit(path: tuple) -> str:
+    text = ""
+    for key in path:
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else key)
+    return text
+
+
+@pytest.mark.parametrize("kind", PAYLOADS)
+@pytest.mark.parametrize("path", MANIFEST_FIELDS, ids=[_culprit(p) for p in MANIFEST_FIELDS])
+def test_export_manifests_refuse_injection(tmp_path, path, kind):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    data = _set(manifest(), path, payload(kind, tmp_path))
+    write_manifest(folder, data)  # with a correct checksum: anyone can recompute it
+    for args in (["verify", str(folder), "--target", "host"],
+                 ["tune", "--from-export", str(folder), "--target", "host", "--db", str(tmp_path / "t.db")]):
+        assert_refused(*cli(*args), _culprit(path), tmp_path)
+    assert not (tmp_path / "t.db").exists()
+
+
+@pytest.mark.parametrize("where", ["shape key", "config name", "file name"])
+def test_export_manifest_names_refuse_injection(tmp_path, where):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    data = manifest()
+    bad = payload("dotdot", tmp_path)
+    if where == "shape key":
+        data["kernels"][0]["shape"][bad] = 2
+    elif where == "config name":
+        data["kernels"][0]["config"][bad] = 1
+    else:
+        data["files"][bad] = "0" * 64
+    write_manifest(folder, data)
+    code, out = cli("verify", str(folder), "--target", "host")
+    assert_refused(code, out, "kernels[0]" if where != "file name" else "files", tmp_path)
