@@ -19,6 +19,7 @@ from edgetune.tuner.strategies import DEFAULT_STRATEGY
 from . import __version__
 from .replay import record, replay_json
 from .cluster import ClusterError, connect
+from .outputs import OutputError, writable_file, writable_folder
 from .progress import ProgressDisplay
 from .report import write_report
 from .session import TuneRequest, TuneSummary, choose_objective, parse_config, summarize, tune, workload_of
@@ -26,7 +27,7 @@ from .verify import export_and_measure, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
 
 USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError,
-               RecordedSpaceError, ClusterError, *NPU_USER_ERRORS)
+               RecordedSpaceError, ClusterError, OutputError, *NPU_USER_ERRORS)
 
 
 class UserError(click.ClickException):
@@ -402,8 +403,7 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, as_json
     kernel = get_kernel(kernel_name)
     target = get_target(target_name)
     shape_dict = kernel.parse_shape(shape)
-    if not Path(out_path).resolve().parent.is_dir():
-        raise UserError(f"--out {out_path}: folder {Path(out_path).parent} does not exist")
+    writable_file(out_path, "--out", keep=(db_path,))
     db = _open_db(db_path)
     progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(target.measures)
     summary, written = record(kernel, target, shape_dict, Path(out_path), db, jobs, progress)
@@ -450,10 +450,7 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json
 def report_cmd(db_path, out_dir):
     """Plots (convergence, Pareto front, parameter effects) and one HTML page."""
     db = _open_existing_db(db_path)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out_dir}: exists and is not a folder")
-    result = write_report(db, out)
+    result = write_report(db, writable_folder(out_dir, "--out"))
     click.echo(f"report: {result.index} ({len(result.images)} plots)")
 
 
@@ -472,6 +469,7 @@ def db_export_cmd(db_path, out_path):
     if out_path == "-":
         count = db.export_jsonl(sys.stdout)
     else:
+        writable_file(out_path, "--out", keep=(db_path,))
         with open(out_path, "w", encoding="utf-8") as out:
             count = db.export_jsonl(out)
     click.echo(f"exported {count} trials", err=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from edgetune.cli import main
+from edgetune.targets import target_file
+from stored import stored_db
 
 EDGETUNE = [sys.executable, "-m", "edgetune.cli"]
 
@@ -49,47 +53,87 @@ def test_kernels_json_lists_parameters():
     assert params["vector"]["values"] == ["c", "mve"]
 
 
+TUNE = ["tune", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2"]
+
+
+def bad_inputs(folder: Path) -> None:
+    """The files the cases below refer to as {name}: databases that are corrupt, foreign or
+    too new, malformed target files, a file where a folder should be, bad JSON lines."""
+    stored_db(folder)
+    (folder / "corrupt.db").write_bytes(random.Random(0).randbytes(8192))
+    (folder / "notes.db").write_text("my notes, not a database\n")
+    conn = sqlite3.connect(folder / "other-app.db")
+    conn.execute("CREATE TABLE foo (x INTEGER)")
+    conn.commit()
+    conn.close()
+    stored_db(folder, "future.db")
+    conn = sqlite3.connect(folder / "future.db")
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    host = target_file("host").read_text()
+    (folder / "bad-key.toml").write_text(host.replace("timeout_s = ", 'timeout_s = "slow" # ', 1))
+    (folder / "broken.toml").write_text(host + "\n[[compilers]\n")
+    (folder / "blocker").write_text("a file, not a folder")
+    (folder / "bad.jsonl").write_text('{"format": "edgetune-trial", "schema_version": 1, "workload": 3}\n')
+
+
+# The issue's list: a corrupt or foreign file, a malformed target TOML, an unknown kernel,
+# target, parameter, objective or strategy, a bad shape, an unwritable output folder. Each is
+# one line naming the culprit, exit status 2, and nothing stored changes. {name}: a file of
+# bad_inputs; {db}: the stored database (passed wherever a command takes --db).
 @pytest.mark.parametrize("args, culprit", [
-    (["tune", "nokernel", "--shape", "m=1,n=1,k=1"], "nokernel"),
-    (["tune", "matmul_s8", "--target", "nosuch", "--shape", "m=1,n=1,k=1"], "nosuch"),
-    (["tune", "matmul_s8", "--shape", "m=1,n=1"], "'k'"),
-    (["tune", "matmul_s8", "--shape", "m=1,n=1,k=1,q=3"], "'q'"),
-    (["tune", "matmul_s8", "--shape", "m=0,n=1,k=1"], "m=0"),
-    (["tune", "matmul_s8", "--shape", "m=1;n=1"], "m=1;n=1"),
-    (["tune", "matmul_s8", "--shape", "m=1,n=1,k=99999"], "k=99999"),
-    (["tune", "matmul_s8", "--shape", "m=1,n=1,k=1", "--strategy", "psychic"], "psychic"),
+    (["tune", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2", "--db", "{corrupt.db}"], "corrupt.db"),
+    (["tune", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2", "--db", "{notes.db}"], "notes.db"),
+    (["best", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2", "--db", "{other-app.db}"], "not an edgetune database"),
+    (["report", "--db", "{future.db}", "--out", "{report}"], "schema version 99 is newer"),
+    (["best", "matmul_s8", "--shape", "m=2,n=2,k=2", "--db", "{none.db}"], "none.db"),
+    (["db", "import", "{bad.jsonl}", "--db", "{db}"], "bad.jsonl: line 1"),
+    ([*TUNE[:3], "{bad-key.toml}", *TUNE[4:], "--db", "{db}"], "runner.timeout_s"),
+    ([*TUNE[:3], "{broken.toml}", *TUNE[4:], "--db", "{db}"], "not valid TOML"),
+    (["targets", "show", "{broken.toml}"], "broken.toml"),
+    (["tune", "nokernel", "--shape", "m=1,n=1,k=1", "--db", "{db}"], "nokernel"),
+    (["tune", "matmul_s8", "--target", "nosuch", "--shape", "m=1,n=1,k=1", "--db", "{db}"], "nosuch"),
     (["targets", "show", "nosuch"], "nosuch"),
     (["targets", "show", "/no/such/file.toml"], "/no/such/file.toml"),
-])
+    ([*TUNE, "--initial", "tile_q=1", "--db", "{db}"], "tile_q"),
+    ([*TUNE, "--initial", "tile_m=3", "--db", "{db}"], "'3'"),
+    ([*TUNE, "--objective", "bogus_value", "--db", "{db}"], "bogus_value"),
+    ([*TUNE, "--constraint", "energy_uj<=lots", "--db", "{db}"], "energy_uj<=lots"),
+    (["best", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2", "--objective", "cycles", "--db", "{db}"],
+     "'cycles'"),
+    ([*TUNE, "--strategy", "psychic", "--db", "{db}"], "psychic"),
+    (["tune", "matmul_s8", "--shape", "m=1,n=1", "--db", "{db}"], "'k'"),
+    (["tune", "matmul_s8", "--shape", "m=1,n=1,k=1,q=3", "--db", "{db}"], "'q'"),
+    (["tune", "matmul_s8", "--shape", "m=0,n=1,k=1", "--db", "{db}"], "m=0"),
+    (["tune", "matmul_s8", "--shape", "m=1;n=1", "--db", "{db}"], "m=1;n=1"),
+    (["tune", "matmul_s8", "--shape", "m=1,n=1,k=99999", "--db", "{db}"], "k=99999"),
+    (["export", "--target", "host", "--out", "{blocker}", "--db", "{db}"], "blocker"),
+    (["export", "--target", "host", "--out", "{blocker}/sub", "--db", "{db}"], "blocker"),
+    (["report", "--out", "{blocker}/sub", "--db", "{db}"], "blocker/sub"),
+    (["report", "--out", "/proc/edgetune-report", "--db", "{db}"], "/proc/edgetune-report"),
+    (["db", "export", "--out", "{blocker}/trials.jsonl", "--db", "{db}"], "blocker"),
+    (["db", "export", "--out", "{db}", "--db", "{db}"], "the database itself"),
+    (["record", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2", "--out", "/proc/space.json",
+      "--db", "{db}"], "/proc/space.json"),
+    ([*TUNE, "--db", "/proc/edgetune.db"], "/proc/edgetune.db"),
+    (["verify", "{report}", "--target", "host"], "no such export folder"),
+    ([*TUNE, "--budget", "lots", "--db", "{db}"], "--budget"),
+], ids=lambda value: " ".join(value) if isinstance(value, list) else None)
 def test_bad_input_is_one_line_naming_the_culprit(args, culprit, tmp_path):
-    code, out = cli(*args, "--db", str(tmp_path / "e.db")) if args[0] == "tune" else cli(*args)
-    assert code == 2
+    bad_inputs(tmp_path)
+    before = {path: path.read_bytes() for path in tmp_path.iterdir() if path.is_file()}
+    names = {path.name: str(path) for path in [*before, tmp_path / "none.db", tmp_path / "report"]}
+    args = [arg.replace("{db}", str(tmp_path / "stored.db")) for arg in args]
+    for name, path in names.items():
+        args = [arg.replace("{" + name + "}", path) for arg in args]
+    code, out = cli(*args)
+    assert code == 2, out
     lines = [line for line in out.splitlines() if line.strip()]
-    assert len(lines) == 1 and culprit in lines[0], out
-    if args[0] == "tune":
-        assert not (tmp_path / "e.db").exists()  # rejected before anything was written
-
-
-def test_foreign_database_is_refused_and_left_alone(tmp_path):
-    db = tmp_path / "notes.db"
-    db.write_text("my notes, not a database\n")
-    code, out = cli("tune", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2", "--db", str(db))
-    assert code == 2 and str(db) in out
-    assert db.read_text() == "my notes, not a database\n"
-
-
-def test_best_without_database_is_an_error(tmp_path):
-    code, out = cli("best", "matmul_s8", "--shape", "m=2,n=2,k=2", "--db", str(tmp_path / "none.db"))
-    assert code == 2 and "none.db" in out
-
-
-def test_export_into_a_file_path_is_an_error(tmp_path):
-    db = tmp_path / "h.db"
-    assert cli("tune", "matmul_s8", "--target", "host", "--shape", "m=2,n=3,k=4", "--budget", "2", "--db", str(db))[0] == 0
-    blocker = tmp_path / "blocker"
-    blocker.write_text("x")
-    code, out = cli("export", "--target", "host", "--out", str(blocker), "--db", str(db))
-    assert code == 2 and "blocker" in out
+    assert len(lines) == 1 and lines[0].startswith("edgetune: error: ") and culprit in lines[0], out
+    for path, content in before.items():  # nothing stored was overwritten, nothing was cleared
+        assert path.read_bytes() == content, f"{path.name} changed"
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "report").exists()
 
 
 @pytest.mark.qemu

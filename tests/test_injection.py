@@ -21,7 +21,8 @@ from click.testing import CliRunner
 from edgetune.cli import main
 from edgetune.codegen.export import write_manifest
 from edgetune.targets import target_file
-from edgetune.tuner import Config, Outcome, Trial, TuningDatabase, Workload
+from edgetune.tuner import TuningDatabase, Workload
+from stored import stored_db
 
 MARK = "PWNED"  # the file every payload tries to create (or include)
 
@@ -263,26 +264,6 @@ def test_output_folders_are_used_literally(tmp_path):
 
 
 # --- stored and imported trials -------------------------------------------------------------------------
-def stored_db(tmp_path: Path) -> Path:
-    """A database holding one successful host trial of matmul_s8 m=2,n=2,k=2 (the kernel's
-    own legal configuration), recorded as a tuning run would."""
-    from edgetune.codegen import get_kernel
-    from edgetune.session import workload_of
-    from edgetune.targets import get_target
-
-    path = tmp_path / "stored.db"
-    if path.exists():
-        return path
-    kernel, target = get_kernel("matmul_s8"), get_target("host")
-    shape = {"m": 2, "n": 2, "k": 2}
-    space = kernel.space(target, shape)
-    config = space.config_at(int(space.legal_indices()[0]))
-    db = TuningDatabase(path)
-    db.record(workload_of(kernel, target, shape), Trial(config, Outcome.OK, {"time_ns": 10.0}), "random", 0)
-    db.close()
-    return path
-
-
 CONFIG_PARAM = "tile_m"
 
 

@@ -100,7 +100,10 @@ class TuningDatabase:
         if not self.path.parent.exists():
             raise DatabaseError(f"{self.path}: folder {self.path.parent} does not exist")
         is_new = not self.path.exists() or self.path.stat().st_size == 0
-        self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
+        try:
+            self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
+        except sqlite3.Error as exc:  # e.g. a folder that takes no new files
+            raise DatabaseError(f"{self.path}: cannot open ({exc})") from None
         try:
             # Look before writing anything: a foreign file must be left exactly as it was.
             version = SCHEMA_VERSION if is_new else self._check()

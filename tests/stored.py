@@ -1,0 +1,26 @@
+"""A database that already holds a trial, for tests that check a refused command leaves
+what is stored exactly as it was."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgetune.codegen import get_kernel
+from edgetune.session import workload_of
+from edgetune.targets import get_target
+from edgetune.tuner import Outcome, Trial, TuningDatabase
+
+
+def stored_db(folder: Path, name: str = "stored.db") -> Path:
+    """`folder/name` holding one successful host trial of matmul_s8 m=2,n=2,k=2 (the first
+    legal configuration), recorded as a tuning run records it."""
+    path = folder / name
+    if path.exists():
+        return path
+    kernel, target = get_kernel("matmul_s8"), get_target("host")
+    shape = {"m": 2, "n": 2, "k": 2}
+    space = kernel.space(target, shape)
+    config = space.config_at(int(space.legal_indices()[0]))
+    db = TuningDatabase(path)
+    db.record(workload_of(kernel, target, shape), Trial(config, Outcome.OK, {"time_ns": 10.0}), "random", 0)
+    db.close()
+    return path
