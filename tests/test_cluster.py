@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.cluster import ClusterError, connect
-from edgetune.session import TuneRequest, tune, workload_of
+from edgetune.session import TuneRequest, machine_name, tune, workload_of
 from edgetune.tuner import Outcome, TuningDatabase
 
 pytestmark = pytest.mark.qemu
@@ -60,6 +60,9 @@ def test_cluster_run_measures_what_a_local_run_measures_despite_a_killed_worker(
         if outcome is Outcome.RUNTIME_ERROR:  # Dask gave up on it: recorded as failed, not lost
             continue
         assert (outcome, count) == local[key]
+    # Every trial a worker measured says which machine measured it, and when.
+    stamped = [t for t in remote_db.trials(workload_of(matmul, m55, shape)) if t.measured_by is not None]
+    assert stamped and all(t.measured_by == machine_name(m55) and t.measured_at for t in stamped)
 
 
 def test_cli_tunes_through_the_cluster(cluster, tmp_path):

@@ -201,6 +201,22 @@ def test_programs_must_be_named_for_their_job(tmp_path, path, program):
     assert_refused(*cli("targets", "show", str(toml)), ".".join(map(str, path)).replace(".0", "[0]"), tmp_path)
 
 
+# --- network files (edgetune place) ------------------------------------------------------------------
+NETWORK_FIELDS = [(("name",), "name"), (("layers", 0, "name"), "layers[0].name"), (("layers", 0, "op"), "layers[0].op"),
+                  (("layers", 1, "shape", "pad"), "layers[1].shape")]
+
+
+@pytest.mark.parametrize("kind", PAYLOADS)
+@pytest.mark.parametrize("path, key", NETWORK_FIELDS, ids=[k for _, k in NETWORK_FIELDS])
+def test_network_files_refuse_injection(tmp_path, path, key, kind):
+    """Layer names become C identifiers and strings of the plan header."""
+    example = Path(__file__).parent.parent / "examples" / "tiny_cnn.toml"
+    network = write_target(tmp_path / "net.toml", _set(tomllib.loads(example.read_text()), path, payload(kind, tmp_path)))
+    code, out = cli("place", str(network), "--out", str(tmp_path / "plan"), "--db", str(tmp_path / "p.db"))
+    assert_refused(code, out, key, tmp_path)
+    assert not (tmp_path / "plan").exists() and not (tmp_path / "p.db").exists()
+
+
 # --- the command line -------------------------------------------------------------------------------
 TUNE = ["tune", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2"]
 
