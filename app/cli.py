@@ -163,7 +163,7 @@ def kernels(as_json, target_name):
     target = get_target(target_name)
     items = []
     for kernel in KERNELS.values():
-        space = kernel.space(target, kernel.parse_shape(kernel.example_shape()))
+        space = kernel.tuning_space(target, kernel.parse_shape(kernel.example_shape()))
         items.append({"name": kernel.name, "version": kernel.version, "description": kernel.description,
                       "shape": list(kernel.shape_keys), "example_shape": kernel.example_shape(),
                       "parameters": {p.name: {"values": list(p.values), "doc": p.doc} for p in space.params}})
