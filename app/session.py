@@ -160,11 +160,12 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     runner_for(target).check_tools()
 
     done = db.trials(workload)
-    strategy.tell(in_space(space, done))
+    told = in_space(space, done)
+    strategy.tell(told)
     stored = len(done)
     stop = StopRule(request, objective, best=min((v for t in done if feasible(t, request.bounds)
                                                   and (v := t.value(objective)) is not None), default=None))
-    measured = {trial.config for trial in done} | {trial.config for trial in in_space(space, done)}
+    measured = {trial.config for trial in (*done, *told)}
     # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
     # are dropped: the search covers the workload anyway.
     pending = [config for config in (_as_config(space, values) for values in request.initial)

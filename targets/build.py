@@ -7,12 +7,10 @@ from pathlib import Path
 
 from edgetune.codegen import Kernel, KernelIO, RenderedKernel, render_glue
 from edgetune.codegen.kernels.base import COMMON_CFLAGS
-from edgetune.codegen.placement import (ACTIVATIONS_PARAM, WEIGHTS_PARAM, PlacementError, default_placement,
-                                        placement_of)
+from edgetune.codegen.placement import PLACEMENT_PARAMS, PlacementError, placement_of
 from edgetune.hal import Placement, Target
 from edgetune.hal.loader import FLAG_RE
-from edgetune.tuner import Config
-from edgetune.tuner import Outcome
+from edgetune.tuner import Config, Outcome
 
 from . import elf
 from .toolchain import BuildResult, MeasureError, run_tool, tool_version
@@ -89,7 +87,5 @@ class Builder:
     def _export_placement(self, io: KernelIO, config: dict) -> Placement | None:
         """Where the exported variant expects its buffers (its configuration's placement;
         region names from the manifest are checked against the HAL's before use)."""
-        if default_placement(self.target, io) is None:
-            return None
-        chosen = {k: v for k, v in config.items() if k in (WEIGHTS_PARAM, ACTIVATIONS_PARAM)}
+        chosen = {k: v for k, v in config.items() if k in PLACEMENT_PARAMS}
         return placement_of(self.target, io, Config(tuple(chosen.items())))
