@@ -47,6 +47,16 @@ def test_every_kernel_offers_placement_where_the_board_has_two_regions(name, reg
         assert {p.name for p in kernel.space(target, shape).params} | {WEIGHTS_PARAM, ACTIVATIONS_PARAM} == set(space.names)
 
 
+def test_kernels_command_lists_placement_with_the_target_regions():
+    code, out = cli("kernels", "--json", "--target", "cortex-m7")
+    assert code == 0, out
+    for item in json.loads(out):
+        assert item["parameters"][WEIGHTS_PARAM]["values"] == ["ssram23", "psram"], item["name"]
+        assert item["parameters"][ACTIVATIONS_PARAM]["values"] == ["ssram23", "psram"], item["name"]
+    code, out = cli("kernels", "--json", "--target", "host")
+    assert code == 0 and not any(WEIGHTS_PARAM in item["parameters"] for item in json.loads(out))
+
+
 @pytest.mark.parametrize("name", ["host", "cortex-a53"])
 def test_no_placement_where_the_board_has_one_region_or_none(name):
     target = get_target(name)
