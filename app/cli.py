@@ -188,7 +188,7 @@ def kernels(as_json, target_name):
     target = get_target(target_name)
     items = []
     for kernel in KERNELS.values():
-        space = kernel.space(target, kernel.parse_shape(kernel.example_shape()))
+        space = kernel.tuning_space(target, kernel.parse_shape(kernel.example_shape()))
         items.append({"name": kernel.name, "version": kernel.version, "description": kernel.description,
                       "shape": list(kernel.shape_keys), "example_shape": kernel.example_shape(),
                       "parameters": {p.name: {"values": list(p.values), "doc": p.doc} for p in space.params}})
@@ -315,7 +315,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             raise UserError("give KERNEL and --shape (or --from-export DIR)")
         kernel = get_kernel(kernel_name)
         shape_dict = kernel.parse_shape(shape)
-        space = kernel.space(target, shape_dict)
+        space = kernel.tuning_space(target, shape_dict)
         requests = [TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
                                 time_budget=time_budget, patience=patience,
                                 initial=tuple(parse_config(space, text) for text in initial))]

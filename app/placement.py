@@ -13,8 +13,8 @@ or from a measurement, the assumptions are named):
     configuration with the board's MAC configuration, scaled by cpu_clock / npu_clock, plus
     the NPU's `invoke_cycles` (driver start and completion interrupt; each NPU layer is its
     own Vela model, so one invocation each).
-  - Moving a tensor: the CPU's kernels keep their buffers in the region the HAL places them in
-    (`Target.place_buffers`, e.g. DTCM, which the NPU cannot reach); the NPU keeps feature
+  - Moving a tensor: the CPU's kernels keep their activations where their best trial had
+    them (`activations_in`, default `Target.place_buffers`, e.g. DTCM, which the NPU cannot reach); the NPU keeps feature
     maps in the region behind the arena port of its memory mode (e.g. SRAM on axi0). When a
     tensor's producer and consumer sit in different regions, the CPU copies it:
     ceil(bytes / copy_bytes_per_cycle) cycles. The network's input arrives in, and its output
@@ -209,11 +209,12 @@ def _cpu_option(layer: Layer, target: Target, db: TuningDatabase) -> CpuOption:
     if record is None:
         return CpuOption(None, f"{layer.operator.name} not tuned on {target.name} in {db.path.name} "
                                f"(edgetune tune {layer.operator.name} --shape {layer.operator.shape_text(shape)}): NPU-only")
+    # Where the best variant kept its activations (tunable placement; older trials: the default).
     io_bytes = kernel.make_io(shape, np.random.default_rng(0)).nbytes
-    region = target.place_buffers(io_bytes)
+    default = target.place_buffers(io_bytes)
+    region = record.trial.info.get("activations_region") or (default.name if default else "cpu")
     value = int(record.trial.values[target.measures])
-    return CpuOption(value, f"{value} {target.measures} (trial {record.id})", workload, record,
-                     region.name if region else "cpu")
+    return CpuOption(value, f"{value} {target.measures} (trial {record.id})", workload, record, region)
 
 
 def _best_with_macs(db: TuningDatabase, workload: Workload, macs: int) -> Record | None:

@@ -17,13 +17,13 @@ from edgetune.tuner import TuningDatabase
 from edgetune.tuner.recorded import RecordedSpace, ReplayRun, as_prior, recorded_space_json, replay, write_recorded
 
 from . import __version__
-from .session import ProgressFn, TuneRequest, TuneSummary, tune, workload_of
+from .session import ProgressFn, TuneRequest, TuneSummary, search_space, tune, workload_of
 
 
 def record(kernel: Kernel, target: Target, shape: dict, out: Path, db: TuningDatabase, jobs: int = 1,
            progress: ProgressFn | None = None) -> tuple[TuneSummary, Path]:
     """Measure every legal configuration (skipping stored ones) and write the space to `out`."""
-    space = kernel.space(target, shape)
+    space = search_space(kernel, target, shape, target.measures)
     summary = tune(TuneRequest(kernel, target, shape, "exhaustive", budget=len(space), jobs=jobs), db, progress)
     workload = workload_of(kernel, target, shape)
     legal = {config.key() for config in space}

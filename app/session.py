@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from edgetune.codegen import get_kernel, CodegenError, Kernel, KernelIO
+from edgetune.codegen.placement import PlacementError, pinned
 from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
@@ -126,7 +127,7 @@ class Evaluator:
             values = {**values, **build.values}
             info["seconds"] = round(time.monotonic() - started, 3)
             return Trial(config, outcome, values=values if outcome is Outcome.OK else {}, error=error, info=info)
-        except CodegenError as exc:
+        except (CodegenError, PlacementError) as exc:
             return Trial(config, Outcome.CODEGEN_ERROR, error=str(exc), info=info)
         except MeasureError as exc:
             return Trial(config, exc.outcome, error=exc.message, info=info)
@@ -169,7 +170,7 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     kernel, target, shape = request.kernel, request.target, request.shape
     workload = workload_of(kernel, target, shape)
     objective = choose_objective(target, request.objective, request.bounds)
-    space = kernel.space(target, shape)
+    space = search_space(kernel, target, shape, objective, request.bounds)
     if request.strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {request.strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
     prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
@@ -177,11 +178,12 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     runner_for(target).check_tools()
 
     done = db.trials(workload)
-    strategy.tell(done)
+    told = in_space(space, done)
+    strategy.tell(told)
     stored = len(done)
     stop = StopRule(request, objective, best=min((v for t in done if feasible(t, request.bounds)
                                                   and (v := t.value(objective)) is not None), default=None))
-    measured = {trial.config for trial in done}
+    measured = {trial.config for trial in (*done, *told)}
     # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
     # are dropped: the search covers the workload anyway.
     pending = [config for config in (_as_config(space, values) for values in request.initial)
@@ -216,7 +218,7 @@ def _worker_evaluator(spec: RemoteEvaluation) -> Evaluator:
     # One evaluator per workload per worker process: the reference is computed once.
     kernel = get_kernel(spec.kernel)
     shape = dict(spec.shape)
-    return Evaluator(kernel, spec.target, shape, kernel.space(spec.target, shape),
+    return Evaluator(kernel, spec.target, shape, kernel.tuning_space(spec.target, shape),
                      workload_inputs(kernel, workload_of(kernel, spec.target, shape)),
                      Path(tempfile.mkdtemp(prefix="edgetune-worker-")))
 
@@ -299,6 +301,30 @@ class StopRule:
         if self.patience is not None and self.since_best >= self.patience:
             return "patience"
         return None
+
+
+def search_space(kernel: Kernel, target: Target, shape: dict, objective: str, bounds: tuple[Bound, ...] = ()) -> Space:
+    """What a session searches: the kernel's tuning space, with buffer placement pinned to
+    its default unless the objective or a bound is a value placement changes."""
+    space = kernel.tuning_space(target, shape)
+    if objective in target.placement_values or any(b.name in target.placement_values for b in bounds):
+        return space
+    return pinned(space, target, objective)
+
+
+def in_space(space: Space, trials: Sequence[Trial]) -> list[Trial]:
+    """Stored trials as legal points of `space`: a parameter added since they were measured
+    takes its default; trials outside it (another placement while placement is pinned, a
+    value no longer offered) are left out."""
+    found = []
+    for trial in trials:
+        try:
+            config = space.make(trial.config.as_dict())
+        except SpaceError:
+            continue
+        if space.is_legal(config):
+            found.append(replace(trial, config=config))
+    return found
 
 
 def prior_trials(db: TuningDatabase, workload: Workload) -> tuple[PriorTrials, ...]:

@@ -66,7 +66,7 @@ def _workload(entry: dict, target: Target) -> Workload:
 
 
 def _deployed(kernel, target: Target, shape: dict, entry: dict, io: KernelIO) -> KernelIO:
-    config = kernel.space(target, shape).make(entry["config"])
+    config = kernel.tuning_space(target, shape).make(entry["config"])
     return kernel.deployed_io(io, config)
 
 

@@ -5,6 +5,9 @@ An export folder holds:
   edgetune_kernels.c   the dispatchers
   <function>.c         one self-contained source per tuned workload, with its provenance
   edgetune_kernels.mk  the compiler and flags each file was measured with
+  edgetune_sections.ld on targets that place buffers: the linker sections the header's
+                       <FN>_WEIGHTS_SECTION / _ACTIVATIONS_SECTION macros name, in the
+                       memory regions each variant was measured with its buffers in
   manifest.json        workloads, configurations, measured values, file checksums
 """
 from __future__ import annotations
@@ -18,17 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+import numpy as np
+
 from edgetune.hal import Target
 from edgetune.hal.loader import NAME_RE, PROGRAM_RE, flag_problem
 from edgetune.tuner import TuningDatabase, Workload
 
 from .kernels import KERNELS
 from .kernels.base import COMMON_CFLAGS, KernelError, comment_safe
+from .placement import check_regions, placement_of
 from .render import render
 
 HEADER = "edgetune_kernels.h"
 DISPATCH = "edgetune_kernels.c"
 MAKEFILE = "edgetune_kernels.mk"
+SECTIONS_LD = "edgetune_sections.ld"
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
 
@@ -167,6 +174,8 @@ class ExportEntry:
     cflags: tuple[str, ...]
     trial_id: int
     created: str
+    weights_region: str = ""  # where the variant expects its buffers ("" where the target places none)
+    activations_region: str = ""
 
     @property
     def config_text(self) -> str:
@@ -186,6 +195,13 @@ class ExportResult:
     manifest: Path
     entries: tuple[ExportEntry, ...]
     skipped: tuple[str, ...]  # workloads that could not be exported, with the reason
+
+
+def _sections(target: Target, entry: ExportEntry) -> list[dict]:
+    """The section macros of one variant: a group and the linker section of its region."""
+    return [{"group": group.upper(), "region": region, "section": target.section_name(region)}
+            for group, region in (("weights", entry.weights_region), ("activations", entry.activations_region))
+            if region]
 
 
 def _write(path: Path, text: str) -> None:
@@ -232,8 +248,9 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
         except KernelError as exc:
             skipped.append(f"{workload.key()}: {exc}")
             continue
-        space = kernel.space(target, shape)
+        space = kernel.tuning_space(target, shape)
         config = space.make(record.trial.config.as_dict())
+        placement = placement_of(target, kernel.make_io(shape, np.random.default_rng(0)), config)
         value = record.trial.values[objective]
         provenance = (f"Tuned on {target.name}: {objective}={value:g} (best of {len(db.trials(workload))} trials),",
                       f"trial {record.id} of {db.path.name}, measured {record.created},",
@@ -246,7 +263,8 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
             source=f"{rendered.function}.c", config=config.items, objective=objective, value=float(value),
             values=tuple(sorted(record.trial.values.items())), compiler=compiler.name,
             compiler_command=compiler.command, cflags=(*compiler.cflags, *COMMON_CFLAGS, *rendered.cflags),
-            trial_id=record.id, created=record.created))
+            trial_id=record.id, created=record.created, weights_region=placement.weights if placement else "",
+            activations_region=placement.activations if placement else ""))
     if not entries:
         detail = "; ".join(skipped) if skipped else "the database holds no trials for it"
         raise ExportError(f"nothing to export for target {target.name}: {detail}")
@@ -281,8 +299,9 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
                  trial_id=e.trial_id, created=comment_safe(e.created), config_text=e.config_text, function=e.function,
                  declaration=KERNELS[e.kernel].declaration(dict(e.shape), fn=e.function), source=e.source,
                  extra_declarations=KERNELS[e.kernel].extra_declarations(
-                     dict(e.shape), KERNELS[e.kernel].space(target, dict(e.shape)).make(dict(e.config)), e.function),
-                 var=e.function.upper(), compiler_command=e.compiler_command, cflags=e.cflags) for e in entries]
+                     dict(e.shape), KERNELS[e.kernel].tuning_space(target, dict(e.shape)).make(dict(e.config)), e.function),
+                 var=e.function.upper(), compiler_command=e.compiler_command, cflags=e.cflags,
+                 sections=_sections(target, e)) for e in entries]
     # The database's file name and the stored dates sit in C comments: defused.
     common = dict(header=HEADER, target=target.name, date=date, db=comment_safe(db.path.name),
                   edgetune_version=__version__)
@@ -293,6 +312,12 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
                                                   dispatch_cflags=" ".join((*first.cflags, *COMMON_CFLAGS, "-O2"))))
 
     files = {HEADER: header_text, DISPATCH: dispatch_text, MAKEFILE: make_text, **sources}
+    used = list(dict.fromkeys(r for e in entries for r in (e.activations_region, e.weights_region) if r))
+    if used:
+        check_regions(target, used, "export")
+        files[SECTIONS_LD] = render("export_sections.ld.j2", dict(common, regions=[dict(
+            name=r, section=target.section_name(r), memory="EDGETUNE_" + r.upper(), origin=target.io_address(r),
+            length=target.io_capacity(r), kind=target.region(r).kind) for r in used]))
     for name, text in files.items():
         _write(out_dir / name, text)
     manifest = {
@@ -305,7 +330,9 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
                      "function": e.function, "source": e.source, "config": dict(e.config),
                      "objective": e.objective, "value": e.value, "values": dict(e.values), "compiler": e.compiler,
                      "compiler_command": e.compiler_command, "cflags": list(e.cflags), "trial_id": e.trial_id,
-                     "measured": e.created, "toolchain": toolchain or ""} for e in entries],
+                     "measured": e.created, "toolchain": toolchain or "",
+                     **({"placement": {"weights": e.weights_region, "activations": e.activations_region}}
+                        if e.weights_region else {})} for e in entries],
         "files": {name: _sha256(text) for name, text in sorted(files.items())},
     }
     write_manifest(out_dir, manifest)

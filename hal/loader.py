@@ -20,6 +20,9 @@ SCHEMA_VERSION = 1
 
 # Names end up in C identifiers, file names and command lines: keep them boring.
 NAME_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
+# Memory region names reach C macros, section names and linker scripts (buffer placement,
+# codegen/placement.py): C identifiers only.
+REGION_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 # A program is a bare name looked up on PATH or an absolute path, never a shell snippet.
 PROGRAM_RE = re.compile(r"^(/[A-Za-z0-9._+/-]+|[A-Za-z0-9._+-]+)$")
 # Flags go into argument lists, but still: one dash-led token of ordinary characters.
@@ -138,6 +141,10 @@ def _non_negative(value) -> str | None:
 
 def _name(value) -> str | None:
     return None if NAME_RE.fullmatch(value) else f"{value!r} is not a valid name (lower-case letters, digits, _ . -)"
+
+
+def _region_name(value: str) -> str | None:
+    return None if REGION_RE.fullmatch(value) else f"{value!r} is not a valid region name (a lower-case C identifier: letters, digits, _)"
 
 
 def _program(value) -> str | None:
@@ -290,7 +297,7 @@ def target_from_data(data: dict, file: str) -> Target:
     memory = []
     for t in top.tables("memory", required=False):
         t.reject_unknown({"name", "kind", "base", "size", "access", "source", "wait_states", "access_pj"})
-        memory.append(MemoryRegion(name=t.get("name", str, check=_name), kind=t.get("kind", str, check=_one_of(MEMORY_KINDS)),
+        memory.append(MemoryRegion(name=t.get("name", str, check=_region_name), kind=t.get("kind", str, check=_one_of(MEMORY_KINDS)),
                                    base=t.get("base", int, check=_non_negative), size=t.get("size", int, check=_positive),
                                    access=t.get("access", str, check=_one_of({"rx", "rw", "rwx"})),
                                    source=t.get("source", str, default=""),

@@ -215,6 +215,22 @@ class Npu:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where the two groups of a workload's buffers live, by memory region name: the
+    kernel's constant inputs (weights, bias, quantisation tables) and everything else
+    (activations: inputs and outputs). Both are regions of the target's `io_regions`."""
+
+    weights: str
+    activations: str
+
+    def bytes_by_region(self, weight_bytes: int, activation_bytes: int) -> dict[str, int]:
+        """Bytes each region must hold (the activations' region first)."""
+        need = {self.activations: activation_bytes}
+        need[self.weights] = need.get(self.weights, 0) + weight_bytes
+        return need
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     description: str
@@ -280,6 +296,39 @@ class Target:
             if nbytes <= self.io_capacity(name):
                 return self.region(name)
         return None
+
+    # --- buffer placement (codegen/placement.py makes it a tunable parameter) ----------------
+    @property
+    def placement_regions(self) -> tuple[str, ...]:
+        """Regions a workload's buffers may be placed in, in order of preference."""
+        return self.firmware.io_regions if self.firmware else ()
+
+    def placement_fits(self, placement: Placement, weight_bytes: int, activation_bytes: int) -> bool:
+        return all(region in self.placement_regions and nbytes <= self.io_capacity(region)
+                   for region, nbytes in placement.bytes_by_region(weight_bytes, activation_bytes).items())
+
+    def default_placement(self, weight_bytes: int, activation_bytes: int) -> Placement | None:
+        """Both groups in the first region that holds them together (place_buffers' rule),
+        or None when no region does (or the target places nothing, e.g. the host)."""
+        region = self.place_buffers(weight_bytes + activation_bytes)
+        return Placement(region.name, region.name) if region else None
+
+    @staticmethod
+    def section_name(region_name: str) -> str:
+        """The linker section of buffers placed in a region (exported section macros and
+        linker-script fragment)."""
+        return f".edgetune.{region_name}"
+
+    @property
+    def placement_values(self) -> tuple[str, ...]:
+        """Measured values that depend on where buffers live: the cost model's estimates
+        (it charges each load and store by its data's region) and a board's own cycle
+        counts. Instruction counts and code and RAM sizes do not."""
+        if self.runner.kind == "qemu" and self.cost:
+            return ("cycles", "energy_uj", "power_mw")
+        if self.runner.kind in ("serial", "renode"):
+            return ("cycles", "dwt_cycles", "systick_cycles")
+        return ()
 
     @property
     def measures(self) -> str:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from edgetune.codegen import Kernel, KernelIO, RenderedKernel, render_glue
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, OPT_LEVELS
-from edgetune.hal import Target
-from edgetune.tuner import Outcome
+from edgetune.codegen.placement import PLACEMENT_PARAMS, PlacementError, placement_of
+from edgetune.hal import Placement, Target
+from edgetune.tuner import Config, Outcome
 
 from . import elf
 from .toolchain import BuildResult, MeasureError, run_tool, tool_version
@@ -20,12 +21,13 @@ def kernel_header(declaration: str) -> str:
 
 
 class Builder:
-    """Base of the runners: subclasses provide `link(workdir, objects, glue_text, io)`."""
+    """Base of the runners: subclasses provide `link(workdir, objects, glue_text, io, placement)`."""
 
     def __init__(self, target: Target):
         self.target = target
 
-    def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO) -> BuildResult:
+    def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO,
+             placement: Placement | None = None) -> BuildResult:
         raise NotImplementedError
 
     def build(self, kernel: Kernel, shape: dict, io: KernelIO, rendered: RenderedKernel, workdir: Path) -> BuildResult:
@@ -35,13 +37,14 @@ class Builder:
         (workdir / "kernel.c").write_text(rendered.source)
         run_tool([compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags, "-I", str(workdir),
                   "-c", "kernel.c", "-o", "kernel.o"], cwd=workdir)
-        result = self.link(workdir, [workdir / "kernel.o"], render_glue(kernel, shape, io, rendered.function), io)
+        result = self.link(workdir, [workdir / "kernel.o"], render_glue(kernel, shape, io, rendered.function), io,
+                           rendered.placement)
         # RAM: the workload's buffers plus the kernel's own .data/.bss (its stack is not counted).
         values = {**result.values, "code_bytes": elf.code_bytes(workdir / "kernel.o"),
                   "ram_bytes": io.nbytes + elf.ram_bytes(workdir / "kernel.o")}
         info = {**result.info, "compiler": compiler.command, "compiler_version": tool_version(compiler.command),
                 "cflags": " ".join(rendered.cflags)}
-        return BuildResult(path=result.path, workdir=workdir, values=values, info=info)
+        return BuildResult(path=result.path, workdir=workdir, values=values, info=info, placement=result.placement)
 
     def build_export(self, kernel: Kernel, shape: dict, io: KernelIO, export_dir: Path, workdir: Path) -> BuildResult:
         """An exported folder built as a user's firmware would: every file with the compiler
@@ -53,7 +56,14 @@ class Builder:
             units = [(manifest["dispatch"]["source"], manifest["dispatch"]["compiler_command"],
                       manifest["dispatch"]["cflags"])]
             units += [(k["source"], k["compiler_command"], k["cflags"]) for k in manifest["kernels"]]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            entry = next(k for k in manifest["kernels"] if k["kernel"] == kernel.name and k["shape"] == dict(shape))
+            placement = self._export_placement(io, entry["config"])
+        except StopIteration:
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: no {kernel.name} variant for shape "
+                                                      f"{dict(shape)}") from None
+        except PlacementError as exc:
+            raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: {exc}") from None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: unreadable manifest ({exc})") from None
         commands = {c.command for c in self.target.compilers}
         # Manifest values reach a command line: only the target's own compilers, plain file
@@ -73,4 +83,10 @@ class Builder:
             run_tool([command, *cflags, "-I", str(export_dir), "-c", str(export_dir / source), "-o", str(obj)], cwd=workdir)
             objects.append(obj)
         glue = render_glue(kernel, shape, io, kernel.function_name(shape), via_dispatch=True)
-        return self.link(workdir, objects, glue, io)
+        return self.link(workdir, objects, glue, io, placement)
+
+    def _export_placement(self, io: KernelIO, config: dict) -> Placement | None:
+        """Where the exported variant expects its buffers (its configuration's placement;
+        region names from the manifest are checked against the HAL's before use)."""
+        chosen = {k: v for k, v in config.items() if k in PLACEMENT_PARAMS}
+        return placement_of(self.target, io, Config(tuple(chosen.items())))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from edgetune.codegen import KernelIO
 from edgetune.firmware import COMMON_DIR, HOST_DIR
+from edgetune.hal import Placement
 from edgetune.tuner import Outcome
 
 from . import iobuf
@@ -30,7 +31,8 @@ class NativeRunner(Builder):
         for compiler in self.target.compilers:
             require_program(compiler.command)
 
-    def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO) -> BuildResult:
+    def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO,
+             placement: Placement | None = None) -> BuildResult:
         (workdir / "glue.c").write_text(glue_text)
         harness_cc = [*HARNESS_CC, "-I", str(COMMON_DIR)]
         harness = cached_object("host", HOST_DIR / "harness_native.c", harness_cc)

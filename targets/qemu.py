@@ -17,7 +17,7 @@ from pathlib import Path
 
 from edgetune.codegen import KernelIO, render
 from edgetune.firmware import COMMON_DIR, TEMPLATES_DIR
-from edgetune.hal import Target
+from edgetune.hal import Placement, Target
 from edgetune.tuner import Outcome
 
 from . import elf, iobuf, mix
@@ -86,19 +86,18 @@ class QemuRunner(Builder):
             require_program(compiler.command)
 
     # --- build --------------------------------------------------------------------------
-    def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO) -> BuildResult:
+    def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO,
+             placement: Placement | None = None) -> BuildResult:
         target, fw = self.target, self.target.firmware
-        region = target.place_buffers(iobuf.block_size(io))
-        if region is None:
-            raise MeasureError(Outcome.TOO_LARGE, f"I/O block of {iobuf.block_size(io)} bytes fits no region of {target.name}")
-        io_base = target.io_address(region.name)
+        plan = iobuf.plan_io(target, io, placement)
+        bases = [target.io_address(region) for region in plan.regions]
+        defines = [f"-DET_IO_BASE{index or ''}={base:#x}" for index, base in enumerate(bases)]
         (workdir / "glue.c").write_text(glue_text)
         (workdir / "link.ld").write_text(_linker_script(target))
         harness_cc = [fw.linker, *fw.ldflags, *HARNESS_CFLAGS, "-I", str(COMMON_DIR)]
         harness = [cached_object(target.name, _startup_source(fw.startup), harness_cc),
                    cached_object(target.name, COMMON_DIR / "semihost.c", harness_cc),
-                   cached_object(target.name, COMMON_DIR / "harness_semihost.c",
-                                 [*harness_cc, f"-DET_IO_BASE={io_base:#x}"], extra_key=f"io={io_base:#x}")]
+                   cached_object(target.name, COMMON_DIR / "harness_semihost.c", [*harness_cc, *defines])]
         run_tool([*harness_cc, "-c", "glue.c", "-o", "glue.o"], cwd=workdir, outcome=Outcome.RUNTIME_ERROR)
 
         code_region = target.region(fw.code_region)
@@ -113,26 +112,30 @@ class QemuRunner(Builder):
                 raise MeasureError(Outcome.TOO_LARGE, exc.message) from None
             raise
         return BuildResult(path=workdir / "image.elf", workdir=workdir,
-                           info={"io_region": region.name, "emulator": tool_version(target.runner.program)})
+                           info={**placement_info(plan), "emulator": tool_version(target.runner.program)},
+                           placement=Placement(plan.region_of("weights"), plan.region_of("activations")))
 
     # --- run ------------------------------------------------------------------------------
     def run(self, build: BuildResult, io: KernelIO, timeout_s: float | None = None) -> tuple[dict, bytes]:
         """Run the image once: (measured values, raw output bytes)."""
         target, workdir = self.target, build.workdir
-        region = target.place_buffers(iobuf.block_size(io))
+        plan = iobuf.plan_io(target, io, build.placement)
         symbols = elf.symbols(build.path)
         try:
             start, stop = symbols["et_mark_start"] & ~1, symbols["et_mark_stop"] & ~1
         except KeyError as exc:
             raise MeasureError(Outcome.RUNTIME_ERROR, f"image lacks marker symbol {exc}") from None
-        (workdir / "in.bin").write_bytes(iobuf.pack(io))
+        loaders = []
+        for index, (region, data) in enumerate(zip(plan.regions, iobuf.pack_segments(io, plan))):
+            (workdir / f"in{index}.bin").write_bytes(data)
+            loaders += ["-device", f"loader,file=in{index}.bin,addr={target.io_address(region):#x},force-raw=on"]
         for name in ("out.bin", "counts.txt"):
             (workdir / name).unlink(missing_ok=True)
         args = [target.runner.program, "-M", target.runner.machine, *(["-cpu", target.runner.cpu] if target.runner.cpu else []),
                 "-nographic", "-monitor", "none", "-serial", "none",
                 "-semihosting-config", "enable=on,target=native",
                 "-kernel", "image.elf",
-                "-device", f"loader,file=in.bin,addr={target.io_address(region.name):#x},force-raw=on",
+                *loaders,
                 "-plugin", f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt,pcs={int(target.cost is not None)},mem={int(target.cost is not None)}"]
         timeout = timeout_s or target.runner.timeout_s
         try:
@@ -180,6 +183,13 @@ class QemuRunner(Builder):
         estimate = cost.estimate(classes, self.target.core.clock_hz, priced)
         return {"cycles": round(estimate.cycles, 1), "energy_uj": round(estimate.energy_uj, 6),
                 "power_mw": round(estimate.power_mw, 4), "mix": classes, "accesses": accesses}
+
+
+def placement_info(plan: iobuf.IoPlan) -> dict:
+    """What a trial records about where its buffers lived (io_region: the I/O block's
+    header and activations, as before placement was tunable)."""
+    return {"io_region": plan.regions[0], "activations_region": plan.region_of("activations"),
+            "weights_region": plan.region_of("weights")}
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,12 @@ import serial
 
 from edgetune.codegen import KernelIO
 from edgetune.firmware import COMMON_DIR
-from edgetune.hal import Target
+from edgetune.hal import Placement, Target
 from edgetune.tuner import Outcome
 
 from . import elf, iobuf
 from .build import Builder
-from .qemu import HARNESS_CFLAGS, _linker_script
+from .qemu import HARNESS_CFLAGS, _linker_script, placement_info
 from .seriallink import BoardLink, BoardRefused, BoardReset, LinkClosed, LinkError, LinkTimeout
 from .serialproto import Cycles, ErrorCode, Hello, ProtocolError
 from .toolchain import (BuildResult, MeasureError, ToolMissing, cached_object, require_program, run_tool,
@@ -116,17 +116,17 @@ class SerialRunner(Builder):
         require_program(self.target.serial.flash[0], hint="the board's [serial].flash command needs it")
 
     # --- build --------------------------------------------------------------------------------
-    def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO) -> BuildResult:
+    def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO,
+             placement: Placement | None = None) -> BuildResult:
         target, fw, link = self.target, self.target.firmware, self.target.serial
-        region = target.place_buffers(iobuf.block_size(io))
-        if region is None:
-            raise MeasureError(Outcome.TOO_LARGE, f"I/O block of {iobuf.block_size(io)} bytes fits no region of {target.name}")
+        plan = iobuf.plan_io(target, io, placement)
         (workdir / "glue.c").write_text(glue_text)
         (workdir / "link.ld").write_text(_linker_script(target))
         harness_cc = [fw.linker, *fw.ldflags, *HARNESS_CFLAGS, "-I", str(COMMON_DIR)]
-        defines = [f"-DET_IO_BASE={target.io_address(region.name):#x}",
-                   f"-DET_IO_CAPACITY={target.io_capacity(region.name):#x}",
-                   f"-DET_UART_BASE={link.uart_base:#x}", f"-DET_UART_BAUDDIV={link.bauddiv}",
+        defines = [define for index, region in enumerate(plan.regions)
+                   for define in (f"-DET_IO_BASE{index or ''}={target.io_address(region):#x}",
+                                  f"-DET_IO_CAPACITY{index or ''}={target.io_capacity(region):#x}")]
+        defines += [f"-DET_UART_BASE={link.uart_base:#x}", f"-DET_UART_BAUDDIV={link.bauddiv}",
                    f'-DET_BOARD_NAME="{target.name}"', f"-DET_CORE_HZ={target.core.clock_hz}u",
                    f"-DET_COUNTER_DWT={1 if link.counter == 'dwt' else 0}"]
         harness = [cached_object(target.name, COMMON_DIR / f"startup_{fw.startup}.c", harness_cc),
@@ -148,8 +148,9 @@ class SerialRunner(Builder):
                 raise MeasureError(Outcome.TOO_LARGE, exc.message) from None
             raise
         return BuildResult(path=workdir / "image.elf", workdir=workdir,
-                           info={"io_region": region.name, "image_id": f"{image_id:#010x}",
-                                 "flash_tool": tool_version(link.flash[0]) if link.flash else ""})
+                           info={**placement_info(plan), "image_id": f"{image_id:#010x}",
+                                 "flash_tool": tool_version(link.flash[0]) if link.flash else ""},
+                           placement=Placement(plan.region_of("weights"), plan.region_of("activations")))
 
     # --- run ----------------------------------------------------------------------------------
     def run(self, build: BuildResult, io: KernelIO, timeout_s: float | None = None) -> tuple[dict, bytes]:
@@ -181,17 +182,22 @@ class SerialRunner(Builder):
     def _measure(self, board: "_Board", build: BuildResult, io: KernelIO, timeout: float,
                  history: list[str]) -> tuple[dict, bytes]:
         link, ser = board.link, self.target.serial
-        block = iobuf.pack(io)
+        plan = iobuf.plan_io(self.target, io, build.placement)
+        segments = iobuf.pack_segments(io, plan)
+        # The board's I/O area: its segments one after the other (harness_serial.c).
+        starts = [sum(self.target.io_capacity(r) for r in plan.regions[:i]) for i in range(len(plan.regions))]
+        offsets = iobuf.layout(io, plan)
         resets = 0
         for tries in range(ser.retries + 1):  # a board reset mid-run: measure again from LOAD
             # Right after flashing, the board may still be booting (or an emulator starting).
             hello = link.hello(patience_s=ser.flash_timeout_s if tries == 0 else 0.0)
-            self._check_hello(hello, build, len(block), board.url)
+            self._check_hello(hello, build, starts[-1] + len(segments[-1]), board.url)
             try:
-                link.load(block[:_input_end(io)])  # the board zeroes output buffers itself
+                for start, data, end in zip(starts, segments, iobuf.input_ends(io, plan)):
+                    link.load(data[:end], base_offset=start)  # the board zeroes output buffers itself
                 link.run(ser.runs, timeout)
-                raw = b"".join(link.read(offset, buf.data.nbytes)
-                               for buf, offset in zip(io.buffers, iobuf.layout(io)) if buf.is_output)
+                raw = b"".join(link.read(starts[segment] + offset, buf.data.nbytes)
+                               for buf, segment, offset in zip(io.buffers, plan.segment_of, offsets) if buf.is_output)
                 cycles = link.cycles()
             except BoardReset as exc:
                 history.append(str(exc))
@@ -240,7 +246,7 @@ class SerialRunner(Builder):
                                f"the board at {url} runs image {hello.image_id:#010x} of {hello.board!r}, not "
                                f"{expected} of {self.target.name!r}: did the flash step fail?")
         if block_bytes > hello.io_capacity:
-            raise MeasureError(Outcome.TOO_LARGE, f"I/O block of {block_bytes} bytes; the board holds {hello.io_capacity}")
+            raise MeasureError(Outcome.TOO_LARGE, f"I/O area of {block_bytes} bytes needed; the board holds {hello.io_capacity}")
 
     def _values(self, cycles: Cycles) -> dict:
         """The kernel's cycles: the minimum over the runs of (region - empty region) for each
@@ -362,10 +368,3 @@ def _image_id(objects: list[Path], glue_text: str) -> int:
 def _session_token(build: BuildResult) -> int:
     """Any nonzero value works (a reset board reports 0); the image id is at hand."""
     return int(build.info.get("image_id", "0x1"), 16) | 1
-
-
-def _input_end(io: KernelIO) -> int:
-    """Bytes of the I/O block up to the end of its last input buffer (header included)."""
-    offsets = iobuf.layout(io)
-    ends = [offset + buf.data.nbytes for buf, offset in zip(io.buffers, offsets) if not buf.is_output]
-    return max(ends, default=offsets[0] if offsets else iobuf.block_size(io))

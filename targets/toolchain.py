@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from edgetune.hal import Placement
 from edgetune.tuner import Outcome
 
 COMPILE_TIMEOUT_S = 120.0
@@ -42,6 +43,7 @@ class BuildResult:
     workdir: Path
     values: dict = field(default_factory=dict, hash=False)  # e.g. code_bytes
     info: dict = field(default_factory=dict, hash=False)  # compiler versions, placement
+    placement: Placement | None = None  # where the run must load its buffers (None: the target's default)
 
 
 def cache_dir() -> Path:

@@ -34,7 +34,7 @@ def run_export(kernel, target, folder, shape_text, tmp_path, edge="random", seed
     manifest = json.loads((folder / "manifest.json").read_text())
     for entry in manifest["kernels"]:
         if entry["kernel"] == kernel.name and entry["shape"] == shape:
-            io = kernel.deployed_io(io, kernel.space(target, shape).make(entry["config"]))
+            io = kernel.deployed_io(io, kernel.tuning_space(target, shape).make(entry["config"]))
     runner = runner_for(target)
     workdir = tmp_path / f"build-{shape_text.replace(',', '_').replace('=', '')}-{edge}"
     workdir.mkdir()

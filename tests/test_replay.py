@@ -79,8 +79,10 @@ def test_our_format_round_trips_through_record_and_replay(matmul, m55, tmp_path)
                      "--db", str(tmp_path / "t.db"), "--out", str(out), "--json")
     assert code == 0, text
     summary = json.loads(text)
-    space = matmul.space(m55, {"m": 1, "n": 1, "k": 1})
-    size = len(space)  # the whole legal space of this tiny shape
+    # The kernel's parameters plus buffer placement, which stays at its default while the
+    # objective (instructions) cannot see it: the legal space is the kernel's own.
+    space = matmul.tuning_space(m55, {"m": 1, "n": 1, "k": 1})
+    size = len(matmul.space(m55, {"m": 1, "n": 1, "k": 1}))  # the whole legal space of this tiny shape
     assert summary["trials"] == summary["new_trials"] == size
     document = json.loads(gzip.decompress(out.read_bytes()))
     assert document["format"] == "edgetune-recorded-space" and document["objective"] == "instructions"

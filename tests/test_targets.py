@@ -192,7 +192,7 @@ def test_export_builds_for_the_target_and_matches_numpy(matmul, tmp_path, name):
     runner = runner_for(target)
     # A packed-layout variant is called with packed weights, as firmware would call it.
     (entry,) = json.loads((result.folder / "manifest.json").read_text())["kernels"]
-    deployed = matmul.deployed_io(io, matmul.space(target, shape).make(entry["config"]))
+    deployed = matmul.deployed_io(io, matmul.tuning_space(target, shape).make(entry["config"]))
     values, raw = runner.run(runner.build_export(matmul, shape, deployed, result.folder, workdir), deployed)
     assert np.array_equal(iobuf.unpack_outputs(io, raw)[0], matmul.reference(shape, io)[0])
     assert values["instructions"] > 0

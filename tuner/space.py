@@ -28,6 +28,9 @@ class Param:
     values: tuple[Value, ...]
     doc: str = ""
     ordered: bool | None = None  # None: ordered when every value is a number (not a bool)
+    # The value a configuration without this parameter stands for: configurations stored
+    # before the parameter joined the space were measured with it. None: required.
+    default: Value | None = None
 
     def __post_init__(self):
         if not self.values:
@@ -35,6 +38,8 @@ class Param:
         # Compared by type and value: 1, 1.0 and True are three different choices here.
         if len({(type(v), v) for v in self.values}) != len(self.values):
             raise SpaceError(f"parameter {self.name!r} repeats a value")
+        if self.default is not None:
+            self.index_of(self.default)
 
     @property
     def is_ordered(self) -> bool:
@@ -67,8 +72,9 @@ def _both_numbers(a, b) -> bool:
     return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
 
 
-def choice(name: str, values: Sequence[Value], doc: str = "", ordered: bool | None = None) -> Param:
-    return Param(name, tuple(values), doc, ordered)
+def choice(name: str, values: Sequence[Value], doc: str = "", ordered: bool | None = None,
+           default: Value | None = None) -> Param:
+    return Param(name, tuple(values), doc, ordered, default)
 
 
 def powers_of_two(name: str, low: int, high: int, doc: str = "") -> Param:
@@ -160,9 +166,9 @@ class Space:
             raise SpaceError(f"unknown parameter {sorted(extra)[0]!r} (parameters: {', '.join(self.names)})")
         index = 0
         for p, radix in zip(self.params, self._radix):
-            if p.name not in values:
+            if p.name not in values and p.default is None:
                 raise SpaceError(f"configuration lacks parameter {p.name!r}")
-            index = index * radix + p.index_of(values[p.name])
+            index = index * radix + p.index_of(values.get(p.name, p.default))
         return index
 
     def make(self, values: Mapping[str, Value]) -> Config:

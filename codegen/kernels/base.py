@@ -8,9 +8,10 @@ from typing import Mapping
 
 import numpy as np
 
-from edgetune.hal import Target
+from edgetune.hal import Placement, Target
 from edgetune.tuner import Config, Space
 
+from ..placement import placement_of, with_placement
 from ..render import render
 
 C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(np.int32): "int32_t",
@@ -26,6 +27,9 @@ class Buffer:
     name: str
     data: np.ndarray  # for outputs: an array of the right shape and dtype (contents unused)
     is_output: bool = False
+    # A constant input of the kernel (weights, bias, quantisation tables, coefficients):
+    # placed with the weights (codegen/placement.py), everything else with the activations.
+    weight: bool = False
 
     @property
     def ctype(self) -> str:
@@ -57,6 +61,7 @@ class RenderedKernel:
     declaration: str
     compiler: str  # the target compiler's name ("gcc", "clang")
     cflags: tuple[str, ...]  # flags chosen by the configuration (optimisation level, ...)
+    placement: Placement | None = None  # where its buffers live (None: the target's default)
 
 
 SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+)\s*$")
@@ -126,7 +131,13 @@ class Kernel:
 
     # --- to be provided by each kernel ---------------------------------------------------
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
+        """The kernel's own parameters (tiles, vector path, compiler, ...)."""
         raise NotImplementedError
+
+    def tuning_space(self, target: Target, shape: Mapping[str, int]) -> Space:
+        """What a tuning session searches: the kernel's own space plus the parameters every
+        kernel shares on a target (buffer placement, codegen/placement.py)."""
+        return with_placement(self.space(target, shape), target, self.make_io(shape, np.random.default_rng(0)))
 
     def make_io(self, shape: Mapping[str, int], rng: np.random.Generator) -> KernelIO:
         raise NotImplementedError
@@ -186,8 +197,9 @@ class Kernel:
                          version=self.version, build_hint=build_hint,
                          config_text=", ".join(f"{k}={v}" for k, v in config.items))
         source = render(self.template_for(config), variables)
+        placement = placement_of(target, self.make_io(shape, np.random.default_rng(0)), config)
         return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
-                              compiler=compiler.name, cflags=cflags)
+                              compiler=compiler.name, cflags=cflags, placement=placement)
 
 
 def render_glue(kernel: Kernel, shape: Mapping[str, int], io: KernelIO, fn: str, via_dispatch: bool = False) -> str:

@@ -100,7 +100,7 @@ class Conv2dS8(Kernel):
         x = int8_tensor((shape["h"], shape["w"], cin), rng, edge)
         weights = int8_tensor((cout, shape["kh"], shape["kw"], cin), rng, edge)
         quant, params = quant_params(cout, rng, edge)
-        return KernelIO(buffers=(Buffer("input", x), Buffer("weights", weights), *quant,
+        return KernelIO(buffers=(Buffer("input", x), Buffer("weights", weights, weight=True), *quant,
                                  Buffer("output", np.zeros((geo.oh, geo.ow, cout), dtype=np.int8), is_output=True)),
                         params=params)
 

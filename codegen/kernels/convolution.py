@@ -127,7 +127,8 @@ def quant_params(channels: int, rng: np.random.Generator, edge: str) -> tuple[tu
     else:
         lo, hi = sorted(int(v) for v in rng.integers(-128, 128, size=2))
         act_min, act_max = (-128, 127) if edge == "extreme" else (lo, hi)
-    buffers = (Buffer("bias", bias.astype(np.int32)), Buffer("multiplier", multiplier), Buffer("shift", shift))
+    buffers = (Buffer("bias", bias.astype(np.int32), weight=True), Buffer("multiplier", multiplier, weight=True),
+               Buffer("shift", shift, weight=True))
     params = (("in_zero", in_zero), ("out_zero", out_zero), ("act_min", act_min), ("act_max", act_max))
     return buffers, params
 

@@ -69,7 +69,7 @@ class DwConv2dS8(Kernel):
         x = int8_tensor((shape["h"], shape["w"], c), rng, edge)
         weights = int8_tensor((shape["kh"], shape["kw"], c), rng, edge)
         quant, params = quant_params(c, rng, edge)
-        return KernelIO(buffers=(Buffer("input", x), Buffer("weights", weights), *quant,
+        return KernelIO(buffers=(Buffer("input", x), Buffer("weights", weights, weight=True), *quant,
                                  Buffer("output", np.zeros((geo.oh, geo.ow, c), dtype=np.int8), is_output=True)),
                         params=params)
 

@@ -73,7 +73,7 @@ class _Fir(Kernel):
                     unroll=int(config["unroll"]), vector=config["vector"], n_full=n_full, n_rem=n_rem)
 
     def _buffers(self, shape: Mapping[str, int], x: np.ndarray, coeffs: np.ndarray) -> KernelIO:
-        return KernelIO(buffers=(Buffer("x", x), Buffer("coeffs", coeffs),
+        return KernelIO(buffers=(Buffer("x", x), Buffer("coeffs", coeffs, weight=True),
                                  Buffer("y", np.zeros(shape["block"], dtype=self.dtype), is_output=True)), params=())
 
     @staticmethod

@@ -150,7 +150,7 @@ class MatmulF32(Kernel):
             a = rng.uniform(-1, 1, size=(m, k)).astype(np.float32)
             b = rng.uniform(-1, 1, size=(k, n)).astype(np.float32)
         bias = rng.uniform(-1, 1, size=n).astype(np.float32)
-        return KernelIO(buffers=(Buffer("a", a), Buffer("b", b), Buffer("bias", bias),
+        return KernelIO(buffers=(Buffer("a", a), Buffer("b", b, weight=True), Buffer("bias", bias, weight=True),
                                  Buffer("c", np.zeros((m, n), dtype=np.float32), is_output=True)),
                         params=())
 

@@ -100,7 +100,7 @@ class MatmulS8(Kernel):
         multiplier = int(rng.integers(1 << 30, (1 << 31) - 1))
         shift = int(rng.integers(-20, 2)) if edge == "random" else -int(rng.integers(0, 32))
         return KernelIO(
-            buffers=(Buffer("a", a), Buffer("b", b), Buffer("bias", bias),
+            buffers=(Buffer("a", a), Buffer("b", b, weight=True), Buffer("bias", bias, weight=True),
                      Buffer("c", np.zeros((m, n), dtype=np.int8), is_output=True)),
             params=(("a_zero", a_zero), ("b_zero", b_zero), ("c_zero", c_zero),
                     ("multiplier", multiplier), ("shift", shift)))
@@ -116,7 +116,8 @@ class MatmulS8(Kernel):
         a, b, bias, c = io.buffers
         params = dict(io.params)
         b_packed, col_term = pack_weights(b.data, bias.data, params["a_zero"], params["b_zero"])
-        return KernelIO(buffers=(a, Buffer("b", b_packed), Buffer("bias", col_term), c), params=io.params)
+        return KernelIO(buffers=(a, Buffer("b", b_packed, weight=True), Buffer("bias", col_term, weight=True), c),
+                        params=io.params)
 
     def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
         if config["layout"] != "packed":

@@ -1,21 +1,28 @@
 /* The contract between the generic harness and a generated kernel's entry glue.
 
-   The host preloads an I/O block into target memory (QEMU's loader device) or writes it
-   into a file (native host runs). Layout, all fields little-endian uint32:
+   The host preloads an I/O block into target memory (QEMU's loader device, a board's
+   LOAD requests) or writes it into a file (native host runs). A block has one or two
+   segments, each in its own memory region: segment 0 at ET_IO_BASE holds, all fields
+   little-endian uint32:
      magic 'ETIO', version, n_buffers, n_params,
-     n_buffers x {offset from block start, size in bytes, is_output},
+     n_buffers x {segment, offset from the segment's start, size in bytes, is_output},
      n_params x int32 parameter,
-     buffer bytes (each at its offset, 16-byte aligned).
+     the bytes of the buffers of segment 0 (each at its offset, 16-byte aligned);
+   segment 1 at ET_IO_BASE1 (built only when the host placed the kernel's weights in
+   another region than its activations: buffer placement, codegen/placement.py) holds the
+   bytes of the buffers of segment 1.
 */
 #ifndef EDGETUNE_HARNESS_H
 #define EDGETUNE_HARNESS_H
 #include <stdint.h>
 
 #define ET_IO_MAGIC 0x4F495445u /* "ETIO" */
-#define ET_IO_VERSION 1u
+#define ET_IO_VERSION 2u
 #define ET_MAX_BUFFERS 8
+#define ET_MAX_SEGMENTS 2
 
 typedef struct {
+    uint32_t segment;
     uint32_t offset;
     uint32_t size;
     uint32_t is_output;
@@ -35,9 +42,10 @@ typedef struct {
 #define ET_EXIT_FAULT 5
 
 /* Implemented by the generated glue: checks the block matches the compiled workload and
-   returns 0, or returns nonzero; then runs the kernel once. */
+   returns 0, or returns nonzero; then runs the kernel once. The harness checks every
+   buffer's segment before; segments[s] is the address of segment s. */
 int et_glue_check(const et_io_header_t *hdr, const et_io_buffer_t *bufs, const int32_t *params);
-void et_glue_run(uint8_t *block, const et_io_buffer_t *bufs, const int32_t *params);
+void et_glue_run(uint8_t *const *segments, const et_io_buffer_t *bufs, const int32_t *params);
 
 /* Called by glue when the kernel entry point reports failure (e.g. an exported dispatcher
    that has no variant for the shape); ends the run with ET_EXIT_BAD_IO. */

@@ -1,14 +1,19 @@
 /* Harness for boards reached over a serial port (docs/serial-protocol.md).
 
-   The host loads the I/O block (firmware/common/harness.h) in chunks into ET_IO_BASE, asks
+   The host loads the I/O block (firmware/common/harness.h) in chunks into its I/O area, asks
    for N runs, reads the output buffers back and then the counts. The kernel is reached
    through the same generated glue as in the semihosting harness (et_glue_check,
    et_glue_run). Every region is counted with both the DWT cycle counter and SysTick:
    real boards have a DWT CYCCNT, QEMU 7.2 reads it as 0 (shared/FACTS.md), and the reply
    says which counter saw what, so the host never has to guess.
 
-   Build-time defines (from the board's TOML): ET_IO_BASE, ET_IO_CAPACITY, ET_UART_BASE,
-   ET_UART_BAUDDIV (uart_cmsdk.c), ET_BOARD_NAME, ET_CORE_HZ, ET_COUNTER_DWT (0 or 1).
+   The I/O area is segment 0 (ET_IO_BASE, ET_IO_CAPACITY bytes) followed, when the build
+   defines ET_IO_BASE1 and ET_IO_CAPACITY1 (weights placed in another memory region), by
+   segment 1: LOAD and READ offsets at or beyond ET_IO_CAPACITY address segment 1.
+
+   Build-time defines (from the board's TOML): ET_IO_BASE, ET_IO_CAPACITY, optionally
+   ET_IO_BASE1 and ET_IO_CAPACITY1, ET_UART_BASE, ET_UART_BAUDDIV (uart_cmsdk.c),
+   ET_BOARD_NAME, ET_CORE_HZ, ET_COUNTER_DWT (0 or 1).
    The linker defines the absolute symbol et_image_id (the host's identity for the image). */
 #include <stdint.h>
 #include <string.h>
@@ -168,7 +173,34 @@ static inline __attribute__((always_inline)) void counters_stop(uint32_t start, 
 /* --- requests ----------------------------------------------------------------------------- */
 void et_glue_failed(int status) { kernel_status = status ? status : -1; }
 
-static uint8_t *io_block(void) { return (uint8_t *)(uintptr_t)(ET_IO_BASE); }
+#if defined(ET_IO_BASE1) && defined(ET_IO_CAPACITY1)
+#define ET_IO_SEGMENTS 2u
+static uint8_t *const segments[ET_IO_SEGMENTS] = {(uint8_t *)(uintptr_t)(ET_IO_BASE), (uint8_t *)(uintptr_t)(ET_IO_BASE1)};
+static const uint32_t capacities[ET_IO_SEGMENTS] = {(uint32_t)(ET_IO_CAPACITY), (uint32_t)(ET_IO_CAPACITY1)};
+#else
+#define ET_IO_SEGMENTS 1u
+static uint8_t *const segments[ET_IO_SEGMENTS] = {(uint8_t *)(uintptr_t)(ET_IO_BASE)};
+static const uint32_t capacities[ET_IO_SEGMENTS] = {(uint32_t)(ET_IO_CAPACITY)};
+#endif
+
+static uint8_t *io_block(void) { return segments[0]; }
+
+static uint32_t io_capacity(void)
+{
+    uint32_t total = 0;
+    for (uint32_t s = 0; s < ET_IO_SEGMENTS; s++) total += capacities[s];
+    return total;
+}
+
+/* The bytes [offset, offset + n) of the I/O area, or NULL unless they lie in one segment. */
+static uint8_t *io_range(uint32_t offset, uint32_t n)
+{
+    for (uint32_t s = 0; s < ET_IO_SEGMENTS; s++) {
+        if (offset < capacities[s]) return n <= capacities[s] - offset ? segments[s] + offset : 0;
+        offset -= capacities[s];
+    }
+    return 0;
+}
 
 static void on_hello(uint8_t seq, uint32_t length)
 {
@@ -184,7 +216,7 @@ static void on_hello(uint8_t seq, uint32_t length)
     p[1] = (uint8_t)((dwt_present ? ET_COUNTER_FLAG_DWT : 0u) | ET_COUNTER_FLAG_SYSTICK);
     put_u16(p + 2, ET_MAX_PAYLOAD);
     put_u32(p + 4, (uint32_t)(ET_IO_BASE));
-    put_u32(p + 8, (uint32_t)(ET_IO_CAPACITY));
+    put_u32(p + 8, io_capacity());
     put_u16(p + 12, ET_MAX_RUNS);
     put_u32(p + 14, (uint32_t)(uintptr_t)et_image_id);
     put_u32(p + 18, previous);
@@ -200,11 +232,12 @@ static void on_load(uint8_t seq, uint32_t length)
         return;
     }
     uint32_t offset = get_u32(frame + ET_FRAME_HEADER), n = length - 4;
-    if (offset > (uint32_t)(ET_IO_CAPACITY) || n > (uint32_t)(ET_IO_CAPACITY) - offset) {
+    uint8_t *to = io_range(offset, n);
+    if (!to) {
         send_error(seq, ET_MSG_LOAD, ET_ERR_OUT_OF_RANGE, offset);
         return;
     }
-    memcpy(io_block() + offset, frame + ET_FRAME_HEADER + 4, n);
+    memcpy(to, frame + ET_FRAME_HEADER + 4, n);
     counted_runs = 0;
     uint8_t *p = reply_payload();
     put_u32(p, offset);
@@ -219,9 +252,11 @@ static int block_is_sound(void)
     const et_io_header_t *hdr = (const et_io_header_t *)io_block();
     if (hdr->magic != ET_IO_MAGIC || hdr->version != ET_IO_VERSION || hdr->n_buffers > ET_MAX_BUFFERS) return 0;
     const et_io_buffer_t *bufs = (const et_io_buffer_t *)(io_block() + sizeof *hdr);
-    for (uint32_t i = 0; i < hdr->n_buffers; i++)
-        if (bufs[i].offset > (uint32_t)(ET_IO_CAPACITY) || bufs[i].size > (uint32_t)(ET_IO_CAPACITY) - bufs[i].offset)
-            return 0;
+    for (uint32_t i = 0; i < hdr->n_buffers; i++) {
+        if (bufs[i].segment >= ET_IO_SEGMENTS) return 0;
+        uint32_t capacity = capacities[bufs[i].segment];
+        if (bufs[i].offset > capacity || bufs[i].size > capacity - bufs[i].offset) return 0;
+    }
     const int32_t *params = (const int32_t *)(bufs + hdr->n_buffers);
     return et_glue_check(hdr, bufs, params) == 0;
 }
@@ -249,7 +284,7 @@ static void on_run(uint8_t seq, uint32_t length)
     /* Outputs start from zero on every RUN: the host need not send them, and a kernel
        that writes nothing can never pass with a previous trial's results left in RAM. */
     for (uint32_t i = 0; i < hdr->n_buffers; i++)
-        if (bufs[i].is_output) memset(block + bufs[i].offset, 0, bufs[i].size);
+        if (bufs[i].is_output) memset(segments[bufs[i].segment] + bufs[i].offset, 0, bufs[i].size);
 
     counted_runs = 0;
     kernel_status = 0;
@@ -262,7 +297,7 @@ static void on_run(uint8_t seq, uint32_t length)
     counters_stop(start, &counts[0]);
     for (uint32_t i = 1; i <= runs && kernel_status == 0; i++) {
         start = counters_start();
-        et_glue_run(block, bufs, params);
+        et_glue_run(segments, bufs, params);
         counters_stop(start, &counts[i]);
     }
     if (kernel_status != 0) {
@@ -287,13 +322,14 @@ static void on_read(uint8_t seq, uint32_t length)
         send_error(seq, ET_MSG_READ, ET_ERR_BAD_LENGTH, n);
         return;
     }
-    if (offset > (uint32_t)(ET_IO_CAPACITY) || n > (uint32_t)(ET_IO_CAPACITY) - offset) {
+    const uint8_t *from = io_range(offset, n);
+    if (!from) {
         send_error(seq, ET_MSG_READ, ET_ERR_OUT_OF_RANGE, offset);
         return;
     }
     uint8_t *p = reply_payload();
     put_u32(p, offset);
-    memcpy(p + 4, io_block() + offset, n);
+    memcpy(p + 4, from, n);
     send(ET_MSG_READ | ET_REPLY_BIT, seq, 4 + n);
 }
 

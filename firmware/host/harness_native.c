@@ -67,9 +67,14 @@ int main(int argc, char **argv)
         return ET_EXIT_BAD_IO;
     const et_io_buffer_t *bufs = (const et_io_buffer_t *)(block + sizeof *hdr);
     const int32_t *params = (const int32_t *)(bufs + hdr->n_buffers);
+    /* One segment: the host places no buffers (codegen/placement.py). */
+    for (uint32_t i = 0; i < hdr->n_buffers; i++)
+        if (bufs[i].segment != 0 || bufs[i].offset > (uint32_t)size || bufs[i].size > (uint32_t)size - bufs[i].offset)
+            return ET_EXIT_BAD_IO;
     if (et_glue_check(hdr, bufs, params) != 0) return ET_EXIT_BAD_IO;
+    uint8_t *const segments[1] = {block};
 
-    et_glue_run(block, bufs, params);
+    et_glue_run(segments, bufs, params);
     FILE *out = fopen(argv[2], "wb");
     if (!out) return ET_EXIT_OUTPUT_FAILED;
     for (uint32_t i = 0; i < hdr->n_buffers; i++)
@@ -81,7 +86,7 @@ int main(int argc, char **argv)
     long reps = 1;
     for (;;) {
         double t0 = now_ns();
-        for (long r = 0; r < reps; r++) et_glue_run(block, bufs, params);
+        for (long r = 0; r < reps; r++) et_glue_run(segments, bufs, params);
         if (now_ns() - t0 >= ET_MIN_BATCH_NS || reps >= (1L << 30)) break;
         reps *= 2;
     }
@@ -89,7 +94,7 @@ int main(int argc, char **argv)
     if (!per_call) return ET_EXIT_OUTPUT_FAILED;
     for (int b = 0; b < batches; b++) {
         double t0 = now_ns();
-        for (long r = 0; r < reps; r++) et_glue_run(block, bufs, params);
+        for (long r = 0; r < reps; r++) et_glue_run(segments, bufs, params);
         per_call[b] = (now_ns() - t0) / (double)reps;
     }
     qsort(per_call, (size_t)batches, sizeof(double), compare_doubles);
