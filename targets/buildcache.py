@@ -24,6 +24,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -39,6 +40,7 @@ META = "meta.json"
 # objects (toolchain.cached_object) and the instruction-count plugin (qemu.plugin_path).
 PARTS = (f"{VARIANTS}/objects", f"{VARIANTS}/images", "objects", "plugins")
 LOCK_STRIPES = 16
+STALE_STAGING_S = 3600.0  # a staging folder this old belongs to a process that was killed
 
 
 class CachedFailure(MeasureError):
@@ -179,10 +181,15 @@ def clear(root: Path | None = None, parts: tuple[str, ...] = PARTS) -> int:
     return freed
 
 
-def prune(max_bytes: int, root: Path | None = None) -> tuple[int, int]:
-    """Remove the least recently used compiled variants until they take at most `max_bytes`;
-    returns (entries removed, bytes freed)."""
+def prune(max_bytes: int, root: Path | None = None, now: float | None = None) -> tuple[int, int]:
+    """Remove the least recently used compiled variants until they take at most `max_bytes`,
+    and staging folders a killed process left behind; returns (entries removed, bytes freed)."""
     root = root or cache_dir()
+    now = time.time() if now is None else now
+    for part in PARTS[:2]:
+        for staging in (root / part).glob("*/.tmp-*"):
+            if now - staging.stat().st_mtime > STALE_STAGING_S:
+                shutil.rmtree(staging, ignore_errors=True)
     entries = [(e.stat().st_mtime, _size(e), e) for part in PARTS[:2] for e in _entries(root, part)]
     total = sum(size for _, size, _ in entries)
     removed = freed = 0

@@ -187,7 +187,13 @@ def _entry(cache: Path, key: str, size: int, mtime: float) -> None:
 def test_prune_removes_the_least_recently_used_first(cache):
     for n, key in enumerate(("11" * 32, "22" * 32, "33" * 32)):
         _entry(cache, key, 1000, mtime=1_000_000 + n)
+    stale = cache / "variants" / "images" / "11" / ".tmp-killed"  # a killed process's leftover
+    stale.mkdir()
+    os.utime(stale, (1_000_000, 1_000_000))
+    fresh = cache / "variants" / "images" / "22" / ".tmp-busy"  # another process publishing now
+    fresh.mkdir()
     removed, freed = buildcache.prune(2100)
+    assert not stale.exists() and fresh.exists()
     assert removed == 1 and freed >= 1000
     assert not (cache / "variants" / "images" / "11").joinpath("11" * 32).exists()
     assert (cache / "variants" / "images" / "33" / ("33" * 32)).exists()

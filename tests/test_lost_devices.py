@@ -126,3 +126,30 @@ def test_an_emulated_board_killed_from_outside_is_emulator_lost(matmul, tmp_path
     trial = Evaluator(matmul, target, shape, space, matmul.make_io(shape, np.random.default_rng(1)), tmp_path)(config)
     assert trial.outcome is Outcome.EMULATOR_LOST, trial.error
     assert "killed by signal 9" in trial.error
+
+
+def test_lost_kinds_are_stored_exported_counted_and_shown(tmp_path):
+    import io
+
+    from edgetune.progress import ProgressDisplay
+    from edgetune.session import summarize
+    from edgetune.tuner import Config, Trial, Workload
+
+    workload = Workload("matmul_s8", 2, "cortex-m55", (("m", 4),), "t")
+    trials = [Trial(Config((("tile_m", 1),)), Outcome.EMULATOR_LOST, error="QEMU was killed by signal 9"),
+              Trial(Config((("tile_m", 2),)), Outcome.DEVICE_LOST, error="the port closed"),
+              Trial(Config((("tile_m", 4),)), Outcome.OK, values={"instructions": 10})]
+    db = TuningDatabase(tmp_path / "a.db")
+    out = io.StringIO()
+    show = ProgressDisplay("instructions", stream=out)
+    for n, trial in enumerate(trials, 1):
+        assert db.record(workload, trial, "random", 0)
+        show(n, 3, trial)
+    assert "device_lost 1, emulator_lost 1" in out.getvalue()
+    lines = io.StringIO()
+    db.export_jsonl(lines)
+    copy = TuningDatabase(tmp_path / "b.db")
+    assert copy.import_jsonl(lines.getvalue().splitlines()) == (3, 0)
+    summary = summarize(copy, workload, "instructions")
+    assert summary.failures == {"emulator_lost": 1, "device_lost": 1} and summary.failed == 2
+    assert [t.outcome for t in copy.trials(workload)] == [t.outcome for t in trials]
