@@ -153,3 +153,39 @@ def test_lost_kinds_are_stored_exported_counted_and_shown(tmp_path):
     summary = summarize(copy, workload, "instructions")
     assert summary.failures == {"emulator_lost": 1, "device_lost": 1} and summary.failed == 2
     assert [t.outcome for t in copy.trials(workload)] == [t.outcome for t in trials]
+
+
+def test_a_port_that_vanishes_under_a_trial_is_device_lost_one_absent_before_stops(tmp_path, monkeypatch):
+    from edgetune.targets import get_target
+    from edgetune.targets.seriallink import LinkClosed
+    from edgetune.targets.serialboard import PortUnavailable, SerialRunner, _Board
+    from edgetune.targets.toolchain import BuildResult, MeasureError
+
+    runner = SerialRunner(load_target(target_file("an547-serial"), overrides={"serial": {"retries": 1}}))
+    build = BuildResult(path=tmp_path / "image.elf", workdir=tmp_path)
+    gone = PortUnavailable("serial port /dev/ttyACM9 is absent: no such device (is the board connected?)")
+
+    def closing_link(*_args):
+        raise LinkClosed("/dev/ttyACM9: the port closed ([Errno 5] Input/output error)")
+
+    monkeypatch.setattr(runner, "_measure", closing_link)
+    boards = iter([_Board("/dev/ttyACM9", None, None)])
+
+    def flash_once(_build):  # the first attempt reaches the board; the retry finds no port
+        board = next(boards, None)
+        if board is None:
+            raise gone
+        return board
+
+    monkeypatch.setattr(runner, "_start_board", flash_once)
+    with pytest.raises(MeasureError) as err:
+        runner.run(build, io=None)
+    assert err.value.outcome is Outcome.DEVICE_LOST
+    assert "the port closed" in err.value.message and "is absent" in err.value.message
+
+    def absent(_build):
+        raise gone
+
+    monkeypatch.setattr(runner, "_start_board", absent)
+    with pytest.raises(PortUnavailable):  # gone before the trial began: the session stops, naming the port
+        runner.run(build, io=None)
