@@ -113,9 +113,12 @@ class ArtifactStore:
                 raise CachedFailure(Outcome(meta["outcome"]), meta["error"])
             for name in meta["files"]:
                 shutil.copy2(folder / name, workdir / name)
-            os.utime(folder)  # recently used: pruned last
         except (OSError, ValueError, KeyError, TypeError):
             return None  # absent, or removed by a prune while we read it: build again
+        try:
+            os.utime(folder)  # recently used: pruned last
+        except OSError:
+            pass  # a read-only shared cache still serves hits
         return meta
 
     def _publish(self, key: str, files: list[Path], meta: dict) -> None:
