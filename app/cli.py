@@ -25,6 +25,7 @@ from .report import write_report
 from .session import TuneRequest, TuneSummary, choose_objective, parse_config, summarize, tune, workload_of
 from .verify import export_and_measure, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
+from .cache_cli import cache_group
 
 USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError,
                RecordedSpaceError, ClusterError, OutputError, *NPU_USER_ERRORS)
@@ -530,6 +531,7 @@ def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, as_json):
 
 place_cmd.callback = _guard(place_cmd.callback)  # defined in npu_cli.py; same error convention
 main.add_command(place_cmd)
+main.add_command(cache_group)
 
 if __name__ == "__main__":
     main()

@@ -24,6 +24,7 @@ from edgetune.codegen import get_kernel, CodegenError, Kernel, KernelIO
 from edgetune.codegen.placement import PlacementError, pinned
 from edgetune.hal import Target
 from edgetune.targets import iobuf
+from edgetune.targets.buildcache import CachedFailure
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint
 from edgetune.tuner import (STRATEGIES, Bound, Config, Outcome, PriorTrials, Record, Space, SpaceError, Trial,
@@ -130,6 +131,8 @@ class Evaluator:
         except (CodegenError, PlacementError) as exc:
             return Trial(config, Outcome.CODEGEN_ERROR, error=str(exc), info=info)
         except MeasureError as exc:
+            if isinstance(exc, CachedFailure):
+                info = {**info, "build_cache": "hit"}  # the same failure, replayed without building
             return Trial(config, exc.outcome, error=exc.message, info=info)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -11,8 +11,9 @@ from edgetune.codegen.placement import PLACEMENT_PARAMS, PlacementError, placeme
 from edgetune.hal import Placement, Target
 from edgetune.tuner import Config, Outcome
 
-from . import elf
-from .toolchain import BuildResult, MeasureError, run_tool, tool_version
+from . import elf, iobuf
+from .buildcache import ArtifactStore, content_key, firmware_digest, headers_of
+from .toolchain import BuildResult, MeasureError, run_tool, tool_version, toolchain_versions
 
 
 def kernel_header(declaration: str) -> str:
@@ -21,10 +22,16 @@ def kernel_header(declaration: str) -> str:
 
 
 class Builder:
-    """Base of the runners: subclasses provide `link(workdir, objects, glue_text, io, placement)`."""
+    """Base of the runners: subclasses provide `link(workdir, objects, glue_text, io, placement)`.
+
+    Kernel objects and linked images go through the content-addressed cache (buildcache):
+    a variant built before, by this session or any other sharing the cache folder, is
+    copied instead of compiled; a variant that failed to build fails again the same way."""
 
     def __init__(self, target: Target):
         self.target = target
+        self._objects = ArtifactStore("objects")
+        self._images = ArtifactStore("images")
 
     def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO,
              placement: Placement | None = None) -> BuildResult:
@@ -35,16 +42,55 @@ class Builder:
         compiler = self.target.compiler(rendered.compiler)
         (workdir / "kernel.h").write_text(kernel_header(rendered.declaration))
         (workdir / "kernel.c").write_text(rendered.source)
-        run_tool([compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags, "-I", str(workdir),
-                  "-c", "kernel.c", "-o", "kernel.o"], cwd=workdir)
-        result = self.link(workdir, [workdir / "kernel.o"], render_glue(kernel, shape, io, rendered.function), io,
-                           rendered.placement)
+        args = [compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags]
+        object_key, object_hit = self.compile(args, workdir / "kernel.c", workdir, workdir / "kernel.o")
+        glue = render_glue(kernel, shape, io, rendered.function)
+        result, image_hit = self.link_cached(workdir, [object_key], [workdir / "kernel.o"], glue, io,
+                                             rendered.placement)
         # RAM: the workload's buffers plus the kernel's own .data/.bss (its stack is not counted).
         values = {**result.values, "code_bytes": elf.code_bytes(workdir / "kernel.o"),
                   "ram_bytes": io.nbytes + elf.ram_bytes(workdir / "kernel.o")}
         info = {**result.info, "compiler": compiler.command, "compiler_version": tool_version(compiler.command),
-                "cflags": " ".join(rendered.cflags)}
+                "cflags": " ".join(rendered.cflags),
+                # hit: nothing compiled or linked; object: the kernel object reused, linked anew
+                "build_cache": "hit" if image_hit else "object" if object_hit else "miss"}
         return BuildResult(path=result.path, workdir=workdir, values=values, info=info, placement=result.placement)
+
+    def compile(self, args: list[str], source: Path, include_dir: Path, obj: Path) -> tuple[str, bool]:
+        """`args -I include_dir -c source -o obj`, run in obj's folder, through the cache:
+        (the object's key, whether it was a hit). Paths are not part of the key; the
+        source's and the include folder's contents are."""
+        key = content_key("object", tool_version(args[0]), *args, source.read_bytes(), *headers_of(include_dir))
+        name = source.name if source.parent == obj.parent else str(source)
+
+        def build():
+            run_tool([*args, "-I", str(include_dir), "-c", name, "-o", obj.name], cwd=obj.parent)
+            return [obj], {}
+
+        _, hit = self._objects.get_or_build(key, obj.parent, build)
+        return key, hit
+
+    def link_cached(self, workdir: Path, object_keys: list[str], objects: list[Path], glue_text: str,
+                    io: KernelIO, placement: Placement | None = None) -> tuple[BuildResult, bool]:
+        """`link` through the cache, keyed by the objects' keys and everything else the image
+        is made of, the buffers' placement and segment sizes included: (the result, whether
+        it was a hit)."""
+        versions = sorted(toolchain_versions(self.target).items())
+        sizes = [buf.data.nbytes for buf in io.buffers] + [int(buf.weight) for buf in io.buffers]
+        key = content_key("image", type(self).__name__, repr(self.target), firmware_digest(),
+                          str(iobuf.block_size(io)), repr(sizes), repr(placement), glue_text, *object_keys,
+                          *(f"{k}={v}" for k, v in versions))
+
+        def build():
+            result = self.link(workdir, objects, glue_text, io, placement)
+            where = None if result.placement is None else [result.placement.weights, result.placement.activations]
+            return [result.path], {"image": result.path.name, "values": result.values, "info": result.info,
+                                   "placement": where}
+
+        meta, hit = self._images.get_or_build(key, workdir, build)
+        where = meta.get("placement")
+        return BuildResult(path=workdir / meta["image"], workdir=workdir, values=dict(meta["values"]),
+                           info=dict(meta["info"]), placement=None if where is None else Placement(*where)), hit
 
     def build_export(self, kernel: Kernel, shape: dict, io: KernelIO, export_dir: Path, workdir: Path) -> BuildResult:
         """An exported folder built as a user's firmware would: every file with the compiler
@@ -70,7 +116,7 @@ class Builder:
         # names inside the folder, and flags edgetune itself compiles with pass.
         allowed = {*(f for c in self.target.compilers for f in c.cflags), *COMMON_CFLAGS,
                    *(f"-{level}" for level in OPT_LEVELS)}
-        objects = []
+        objects, keys = [], []
         for source, command, cflags in units:
             if command not in commands:
                 raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: compiler {command!r} is not one of {self.target.name}'s")
@@ -80,10 +126,10 @@ class Builder:
             if bad:
                 raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: flag {bad[0]!r} is not allowed")
             obj = workdir / (Path(source).stem + ".o")
-            run_tool([command, *cflags, "-I", str(export_dir), "-c", str(export_dir / source), "-o", str(obj)], cwd=workdir)
+            keys.append(self.compile([command, *cflags], export_dir / source, export_dir, obj)[0])
             objects.append(obj)
         glue = render_glue(kernel, shape, io, kernel.function_name(shape), via_dispatch=True)
-        return self.link(workdir, objects, glue, io, placement)
+        return self.link_cached(workdir, keys, objects, glue, io, placement)[0]
 
     def _export_placement(self, io: KernelIO, config: dict) -> Placement | None:
         """Where the exported variant expects its buffers (its configuration's placement;

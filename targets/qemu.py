@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -22,8 +23,8 @@ from edgetune.tuner import Outcome
 
 from . import elf, iobuf, mix
 from .build import Builder
-from .toolchain import (BuildResult, MeasureError, cache_dir, cached_object, require_program, run_tool,
-                        tool_version)
+from .toolchain import (BuildResult, MeasureError, cache_dir, cached_object, killed_from_outside, require_program,
+                        run_tool, tool_version)
 
 PLUGIN_SOURCE = Path(__file__).parent / "qemu" / "insn_count.c"
 HARNESS_CFLAGS = ("-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
@@ -144,6 +145,9 @@ class QemuRunner(Builder):
             raise MeasureError(Outcome.TIMEOUT, f"no exit within {timeout:.1f} s; QEMU was killed") from None
         if proc.returncode == EXIT_FAULT:
             raise MeasureError(Outcome.CRASH, "the kernel faulted (HardFault/BusFault/UsageFault)")
+        if killed_from_outside(proc.returncode):
+            raise MeasureError(Outcome.EMULATOR_LOST, f"QEMU was killed by signal {-proc.returncode} "
+                               f"({signal.Signals(-proc.returncode).name}) from outside: {proc.stderr.strip()[-300:]}")
         if proc.returncode < 0:
             raise MeasureError(Outcome.CRASH, f"QEMU died with signal {-proc.returncode}: {proc.stderr.strip()[-300:]}")
         if proc.returncode != EXIT_OK:

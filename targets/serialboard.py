@@ -10,9 +10,11 @@ Failure handling, per trial:
 - no RUN_DONE in time: if the board still answers a HELLO it was reset under us, and the
   trial is measured again from LOAD; if it does not, the kernel hangs -> a TIMEOUT trial;
 - the port closes (the emulator died, the adapter vanished): flash and start again;
-- at most `retries` repeats; then a failed trial saying what happened each time.
-The port itself missing or busy is not a trial's fault: PortUnavailable (naming the port)
-stops the session.
+- at most `retries` repeats; then a failed trial saying what happened each time: DEVICE_LOST
+  when the last attempt lost its link (EMULATOR_LOST when the board is an emulator that was
+  killed by a signal from outside), and DEVICE_LOST too when the port is gone on a retry.
+The port missing or busy before a trial starts is not that trial's fault: PortUnavailable
+(naming the port) stops the session.
 """
 from __future__ import annotations
 
@@ -36,12 +38,13 @@ from .build import Builder
 from .qemu import HARNESS_CFLAGS, _linker_script, placement_info
 from .seriallink import BoardLink, BoardRefused, BoardReset, LinkClosed, LinkError, LinkTimeout
 from .serialproto import Cycles, ErrorCode, Hello, ProtocolError
-from .toolchain import (BuildResult, MeasureError, ToolMissing, cached_object, require_program, run_tool,
-                        tool_version)
+from .toolchain import (BuildResult, MeasureError, ToolMissing, cached_object, killed_from_outside, require_program,
+                        run_tool, tool_version)
 
 UART_SOURCES = {"cmsdk-apb": "uart_cmsdk.c"}  # one polled driver per UART family
 CONNECT_POLL_S = 0.02
 STOP_GRACE_S = 2.0
+LOST_GRACE_S = 1.0
 
 
 class PortUnavailable(ToolMissing):
@@ -157,14 +160,25 @@ class SerialRunner(Builder):
         link = self.target.serial
         timeout = timeout_s or self.target.runner.timeout_s
         history: list[str] = []
+        lost: Outcome | None = None  # how the last attempt lost its board, if it did
         for attempt in range(link.retries + 1):
-            board = self._start_board(build)
+            try:
+                board = self._start_board(build)
+            except PortUnavailable as exc:
+                if attempt == 0:
+                    raise  # absent before this trial began: not the trial's fault, the session stops
+                # It vanished under this trial (its link closed or it reset, and now the port is gone).
+                raise MeasureError(Outcome.DEVICE_LOST, "; ".join([*history, str(exc)])) from None
+            lost = None
             try:
                 values, raw = self._measure(board, build, io, timeout, history)
                 values_info = {"serial_attempts": attempt + 1, "serial_retransmissions": board.link.retransmissions}
                 return {**values, **values_info}, raw
             except LinkClosed as exc:
-                history.append(f"attempt {attempt + 1}: {exc}")
+                lost = board.lost()
+                history.append(f"attempt {attempt + 1}: {exc}"
+                               + (f" (the emulated board was killed by signal {-board.process.returncode})"
+                                  if lost is Outcome.EMULATOR_LOST else ""))
             except BoardReset as exc:
                 history.append(f"attempt {attempt + 1}: {exc}")
             except LinkTimeout as exc:
@@ -176,7 +190,7 @@ class SerialRunner(Builder):
                 raise MeasureError(Outcome.RUNTIME_ERROR, f"{board.url}: {exc}") from None
             finally:
                 board.stop()
-        raise MeasureError(Outcome.RUNTIME_ERROR, f"no complete measurement in {link.retries + 1} attempts: "
+        raise MeasureError(lost or Outcome.RUNTIME_ERROR, f"no complete measurement in {link.retries + 1} attempts: "
                            + "; ".join(history))
 
     def _measure(self, board: "_Board", build: BuildResult, io: KernelIO, timeout: float,
@@ -336,6 +350,18 @@ class _Board:
     def __init__(self, url: str, link: BoardLink | None, process: subprocess.Popen | None, log=None,
                  release=None):
         self.url, self.link, self.process, self.log, self.release = url, link, process, log, release
+
+    def lost(self) -> Outcome:
+        """After its link closed: was the board an emulator killed from outside, or did the
+        device go away (a real board unplugged, an emulator or proxy that just exited)?"""
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=LOST_GRACE_S)  # the port closes a moment before the exit
+            except subprocess.TimeoutExpired:
+                pass
+            if killed_from_outside(self.process.returncode):
+                return Outcome.EMULATOR_LOST
+        return Outcome.DEVICE_LOST
 
     def stop(self) -> None:
         if self.link is not None:

@@ -6,6 +6,7 @@ import functools
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -25,6 +26,11 @@ class MeasureError(Exception):
         super().__init__(message)
         self.outcome = outcome
         self.message = message
+
+
+class ToolTimeout(MeasureError):
+    """A tool did not finish in time: maybe the machine's load, so never cached as the
+    variant's own failure."""
 
 
 class ToolMissing(RuntimeError):
@@ -91,6 +97,17 @@ def toolchain_fingerprint(target) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+# Signals that come from outside (a user, a supervisor, the kernel's OOM killer, a closed
+# terminal): an emulator ended by one was lost; the variant did nothing wrong. Any other
+# signal (SIGSEGV, SIGABRT, ...) is the emulator or the process crashing on what it ran.
+EXTERNAL_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
+
+
+def killed_from_outside(returncode: int | None) -> bool:
+    """Whether a process's exit status (subprocess's: -N for signal N) is an external kill."""
+    return returncode is not None and returncode < 0 and -returncode in EXTERNAL_SIGNALS
+
+
 def _tail(text: str, lines: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
@@ -101,7 +118,7 @@ def run_tool(args: Sequence[str], cwd: Path, outcome: Outcome = Outcome.COMPILE_
     try:
         proc = subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise MeasureError(outcome, f"{args[0]} did not finish within {timeout:.0f} s") from None
+        raise ToolTimeout(outcome, f"{args[0]} did not finish within {timeout:.0f} s") from None
     except FileNotFoundError:
         raise ToolMissing(f"{args[0]}: not found on PATH (run scripts/setup.sh to install the toolchains)") from None
     if proc.returncode != 0:

@@ -143,7 +143,7 @@ def test_a_link_lost_every_time_is_a_recorded_failed_trial(matmul, tmp_path, tmp
     db = TuningDatabase(tmp_path / "t.db")
     shape = matmul.parse_shape("m=4,n=4,k=8")
     summary = tune(TuneRequest(matmul, target, shape, budget=1, seed=3), db)
-    assert summary.trials == 1 and summary.failures == {"runtime": 1}
+    assert summary.trials == 1 and summary.failures == {"device_lost": 1}
     (trial,) = db.trials(summary.workload)
     assert "2 attempts" in trial.error and "closed" in trial.error
 

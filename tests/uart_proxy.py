@@ -8,9 +8,12 @@ and forwards bytes both ways, except that it injects one kind of trouble:
   mute     after the first RUN request reaches the board, nothing comes back from it
   reset    after the first RUN request, the board is killed and booted again (the link stays)
   die      after the first RUN request, the link closes and the proxy exits
+  kill     after the first RUN request, the board is killed and the proxy kills itself with
+           SIGKILL (an emulated board killed from outside, e.g. by the OOM killer)
 
 With --once-file, trouble happens only for the first launch that creates that file, so a
-retried launch behaves. Everything is bounded: the proxy exits after --limit seconds.
+retried launch behaves. With --launch-dir, launches are numbered (1, 2, ...) through files
+in that folder and trouble happens only for those listed in --trouble-on. Everything is bounded: the proxy exits after --limit seconds.
 """
 from __future__ import annotations
 
@@ -63,8 +66,10 @@ class Board:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--listen", type=int, required=True)
-    parser.add_argument("--mode", choices=["garbage", "mute", "reset", "die"], required=True)
+    parser.add_argument("--mode", choices=["garbage", "mute", "reset", "die", "kill"], required=True)
     parser.add_argument("--once-file", default="")
+    parser.add_argument("--launch-dir", default="")
+    parser.add_argument("--trouble-on", default="1", help="comma-separated launch numbers (with --launch-dir)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--limit", type=float, default=60.0)
     parser.add_argument("board", nargs=argparse.REMAINDER)
@@ -78,6 +83,8 @@ def main() -> int:
             os.close(os.open(args.once_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
             trouble = False
+    if args.launch_dir:
+        trouble = launch_number(args.launch_dir) in {int(n) for n in args.trouble_on.split(",")}
 
     listener = socket.create_server(("127.0.0.1", args.listen))
     board = Board(command)
@@ -114,6 +121,9 @@ def main() -> int:
                         continue
                     elif args.mode == "die":
                         return 0
+                    elif args.mode == "kill":
+                        board.stop()
+                        os.kill(os.getpid(), signal.SIGKILL)
             if board.sock in ready:
                 data = board.sock.recv(4096)
                 if not data:
@@ -128,6 +138,17 @@ def main() -> int:
     finally:
         host.close()
         board.stop()
+
+
+def launch_number(folder: str) -> int:
+    """1 for the first launch that numbers itself in `folder`, 2 for the next, ..."""
+    n = 1
+    while True:
+        try:
+            os.close(os.open(os.path.join(folder, str(n)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return n
+        except FileExistsError:
+            n += 1
 
 
 def _inject(data: bytes, position: int, at: set[int], rng: random.Random) -> bytes:

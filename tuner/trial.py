@@ -14,9 +14,11 @@ class Outcome(enum.Enum):
     COMPILE_ERROR = "compile"      # the compiler or linker refused it
     TOO_LARGE = "too_large"        # the image or buffers do not fit the target's memory
     TIMEOUT = "timeout"            # the run hung and was killed
-    CRASH = "crash"                # fault handler, signal, or the emulator died
+    CRASH = "crash"                # the kernel faulted (fault handler, or a signal it caused)
     WRONG_ANSWER = "wrong_answer"  # ran, but the output differs from the reference
     RUNTIME_ERROR = "runtime"      # the harness or runner failed in another way
+    EMULATOR_LOST = "emulator_lost"  # the emulator was killed from outside (SIGKILL, SIGTERM, OOM)
+    DEVICE_LOST = "device_lost"    # the board went away: its port closed or vanished
 
     @property
     def failed(self) -> bool:
