@@ -17,10 +17,13 @@ from edgetune.codegen import get_kernel
 from edgetune.codegen.kernels.matmul_f32 import lane_chunks
 from edgetune.codegen.kernels.matmul_s8_neon import packed_registers, rowmajor_registers
 from edgetune.hal import load_target
-from edgetune.session import Evaluator
+from edgetune.codegen.export import export_best
+from edgetune.session import Evaluator, workload_inputs, workload_of
 from edgetune.targets import get_target, target_file
+from edgetune.targets import iobuf
 from edgetune.targets.build import kernel_header
-from edgetune.tuner import Outcome
+from edgetune.targets.runners import runner_for
+from edgetune.tuner import Outcome, TuningDatabase
 from test_render import compile_only
 
 A_TARGETS = ("cortex-a53", "cortex-a72")
@@ -226,3 +229,31 @@ def test_edge_shapes_are_exact_under_address_and_undefined_behaviour_sanitizers(
                 want = kernel.reference(shape, io)
                 for buf, g, w in zip(io.outputs(), got, want):
                     assert kernel.compare(shape, io, buf.name, g, w) is None, f"{shape_text} {config.key()}"
+
+
+# --- export ------------------------------------------------------------------------------------
+@pytest.mark.qemu
+@pytest.mark.parametrize("kernel_name, values", [
+    ("matmul_s8", {"vector": "neon", "layout": "packed", "tile_m": 2, "tile_n": 4, "unroll_k": 2}),
+    ("matmul_f32", {"vector": "neon", "pack": "ab", "tile_m": 6, "tile_n": 8, "unroll_k": 2}),
+])
+def test_exported_neon_variant_builds_and_matches_the_reference(kernel_name, values, a53, tmp_path):
+    kernel = get_kernel(kernel_name)
+    shape = kernel.parse_shape("m=10,n=21,k=37")
+    space = kernel.space(a53, shape)
+    config = next(c for c in space if all(c[k] == v for k, v in values.items()))
+    workload = workload_of(kernel, a53, shape)
+    trial = Evaluator(kernel, a53, shape, space, workload_inputs(kernel, workload), tmp_path)(config)
+    assert trial.outcome is Outcome.OK, trial.error
+    db = TuningDatabase(tmp_path / "t.db")
+    db.record(workload, trial, "manual", 0)
+    result = export_best(db, a53, tmp_path / "export", objective="instructions")
+    assert "vector=neon" in result.header.read_text()
+    io = kernel.make_io(shape, np.random.default_rng(77), edge="extreme")  # never seen while tuning
+    deployed = kernel.deployed_io(io, config)  # packed weights where the variant wants them
+    (tmp_path / "build").mkdir()
+    runner = runner_for(a53)
+    build = runner.build_export(kernel, shape, deployed, result.folder, tmp_path / "build")
+    _, raw = runner.run(build, deployed)
+    got = iobuf.unpack_outputs(io, raw)[0]
+    assert kernel.compare(shape, io, "c", got, kernel.reference(shape, io)[0]) is None

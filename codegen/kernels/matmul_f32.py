@@ -23,7 +23,8 @@ import numpy as np
 from edgetune.hal import Target
 from edgetune.tuner import Config, Constraint, Space, choice
 
-from .base import Buffer, Kernel, KernelIO, describe_mismatch
+from ..render import render
+from .base import Buffer, Kernel, KernelIO, RenderedKernel, describe_mismatch
 
 UNIT_ROUNDOFF = 2.0 ** -24
 TOLERANCE_FACTOR = 2.0
@@ -195,3 +196,10 @@ class MatmulF32(Kernel):
                     kc=blocks["kc"], mc=blocks["mc"], nc=blocks["nc"], uk=int(config["unroll_k"]),
                     pack_a=config["pack"] == "ab", pack_b=config["pack"] in ("b", "ab"),
                     scratch=scratch_bytes(shape, config), tolerance_factor=TOLERANCE_FACTOR)
+
+    def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
+        """The plain loop nest, for benchmarks: what tuned variants are compared against."""
+        fn = self.function_name(shape)
+        source = render("matmul_f32_naive.c.j2", dict(fn=fn, header="kernel.h", **shape))
+        return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
+                              compiler=compiler, cflags=cflags)
