@@ -29,7 +29,7 @@ from .base import Buffer, Kernel, KernelIO, RenderedKernel, describe_mismatch
 UNIT_ROUNDOFF = 2.0 ** -24
 TOLERANCE_FACTOR = 2.0
 
-# Vector paths: (target vector unit, float32 lanes used per register, header).
+# Vector paths: the target vector unit each needs (None: any target), and float32 lanes.
 VECTOR_PATHS = {"c": None, "avx2": "avx2", "avx512": "avx512", "mve": "mve", "neon": "neon"}
 LANES = {"c": 1, "avx2": 8, "avx512": 16, "mve": 4, "neon": 4}
 KC_VALUES = (64, 128, 256, 512)
