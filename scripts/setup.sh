@@ -11,6 +11,7 @@ packages=(
     clang lld llvm                                                     # Clang 14, the second compiler knob
     qemu-system-arm                                                    # mps3-an547, mps2-an386/an500, virt (aarch64)
     gcc-aarch64-linux-gnu                                              # Cortex-A53/A72 bare-metal builds (freestanding)
+    qemu-user libc6-dev-arm64-cross                                    # NEON kernels under ASan/UBSan (AArch64 Linux, tests)
     gcc libc6-dev                                                      # host builds and the QEMU plugin
 )
 if ! python3 -c "import venv, ensurepip" >/dev/null 2>&1; then

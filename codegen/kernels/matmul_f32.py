@@ -23,19 +23,23 @@ import numpy as np
 from edgetune.hal import Target
 from edgetune.tuner import Config, Constraint, Space, choice
 
-from .base import Buffer, Kernel, KernelIO, describe_mismatch
+from ..render import render
+from .base import Buffer, Kernel, KernelIO, RenderedKernel, describe_mismatch
 
 UNIT_ROUNDOFF = 2.0 ** -24
 TOLERANCE_FACTOR = 2.0
 
-# Vector paths: (target vector unit, float32 lanes used per register, header).
-VECTOR_PATHS = {"c": None, "avx2": "avx2", "avx512": "avx512", "mve": "mve"}
+# Vector paths: the target vector unit each needs (None: any target), and float32 lanes.
+VECTOR_PATHS = {"c": None, "avx2": "avx2", "avx512": "avx512", "mve": "mve", "neon": "neon"}
+LANES = {"c": 1, "avx2": 8, "avx512": 16, "mve": 4, "neon": 4}
 KC_VALUES = (64, 128, 256, 512)
 MC_VALUES = (32, 64, 128, 256, 512)
 NC_VALUES = (256, 1024, 4096)
 PACK_MODES = ("none", "b", "ab")
 HOST_TILES_M, HOST_TILES_N = (1, 2, 4, 6, 8, 12, 14), (8, 16, 32, 48, 64)
 SMALL_TILES_M, SMALL_TILES_N = (1, 2, 3, 4, 6), (4, 8, 12, 16)
+# NEON's 32 registers also hold an 8 x 12 block (24 accumulators, 3 of B, 2 of A).
+NEON_TILES_M = (1, 2, 3, 4, 6, 8)
 # The M55's packing scratch lives in the harness's .bss next to the stack (firmware
 # data_reserved minus the stack); keep this much of it for everything else.
 EMBEDDED_BSS_MARGIN = 8 * 1024
@@ -64,6 +68,18 @@ def blocking(shape: Mapping[str, int], config: Mapping) -> dict[str, int]:
     return {"kc": min(int(config["kc"]), k), "mc": min(mc, -(-m // tm) * tm), "nc": min(nc, -(-n // tn) * tn)}
 
 
+def lane_chunks(tile_m: int) -> list[tuple[int, int]]:
+    """(first row, rows) pieces of a tile_m-row step of a packed A sliver that NEON loads as
+    one vector each: 4 rows in a Q register, 2 in a D register, 1 as a scalar. None reads
+    past the tile_m values of its step."""
+    chunks, start = [], 0
+    for width in (4, 2, 1):
+        while tile_m - start >= width:
+            chunks.append((start, width))
+            start += width
+    return chunks
+
+
 def scratch_bytes(shape: Mapping[str, int], config: Mapping) -> int:
     """Static packing memory a variant reserves (its .bss), in bytes."""
     blocks = blocking(shape, config)
@@ -88,6 +104,8 @@ class MatmulF32(Kernel):
         vectors = self._vectors(target)
         wide = target.has_vector("avx2") or target.has_vector("avx512")
         tiles_m, tiles_n = (HOST_TILES_M, HOST_TILES_N) if wide else (SMALL_TILES_M, SMALL_TILES_N)
+        if target.has_vector("neon"):
+            tiles_m = NEON_TILES_M
         # Per vector path: float32 lanes and the registers a tile_m x tile_n block of
         # accumulators may take (the rest hold B vectors and the broadcast of A).
         limits = {}
@@ -105,6 +123,8 @@ class MatmulF32(Kernel):
             vectors_n = c["tile_n"] // lanes
             if c["vector"] == "mve":  # A comes from a core register (VFMA Qd, Qn, Rm)
                 return c["tile_m"] * vectors_n + 2 <= registers
+            if c["vector"] == "neon":  # A as lanes of vectors (FMLA by element): ceil(tile_m / 4) of them
+                return c["tile_m"] * vectors_n + vectors_n + -(-c["tile_m"] // 4) <= registers
             return c["tile_m"] * vectors_n + vectors_n + 1 <= registers
 
         top = {"tile_m": covering(tiles_m, m), "kc": covering(KC_VALUES, k), "mc": covering(MC_VALUES, m),
@@ -169,9 +189,17 @@ class MatmulF32(Kernel):
         m, n, k = shape["m"], shape["n"], shape["k"]
         tm, tn = int(config["tile_m"]), int(config["tile_n"])
         vector = str(config["vector"])
-        lanes = {"c": 1, "avx2": 8, "avx512": 16, "mve": 4}[vector]
+        lanes = LANES[vector]
         blocks = blocking(shape, config)
         return dict(m=m, n=n, k=k, tm=tm, tn=tn, vector=vector, lanes=lanes, nv=tn // lanes if lanes > 1 else 0,
+                    a_chunks=lane_chunks(tm),
                     kc=blocks["kc"], mc=blocks["mc"], nc=blocks["nc"], uk=int(config["unroll_k"]),
                     pack_a=config["pack"] == "ab", pack_b=config["pack"] in ("b", "ab"),
                     scratch=scratch_bytes(shape, config), tolerance_factor=TOLERANCE_FACTOR)
+
+    def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
+        """The plain loop nest, for benchmarks: what tuned variants are compared against."""
+        fn = self.function_name(shape)
+        source = render("matmul_f32_naive.c.j2", dict(fn=fn, header="kernel.h", **shape))
+        return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
+                              compiler=compiler, cflags=cflags)
