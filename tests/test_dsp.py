@@ -244,3 +244,19 @@ def test_exported_dsp_variant_builds_with_its_flags_and_matches_numpy(m4, tmp_pa
     build = runner.build_export(matmul, shape, matmul.deployed_io(io, config), result.folder, tmp_path / "build")
     _, raw = runner.run(build, matmul.deployed_io(io, config))
     assert np.array_equal(iobuf.unpack_outputs(io, raw)[0], matmul.reference(shape, io)[0])
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("taps", [65535, 65536])
+def test_dsp_fir_saturates_at_the_largest_sums(m4, tmp_path, taps):
+    """Every product +2^30: the rounded sum is 2^31 - 2^15 at 65535 taps (the SSAT path) and
+    2^31 at 65536 taps, which no longer fits int32 (the template clamps in int64 there)."""
+    fir = get_kernel("fir_q15")
+    shape = fir.parse_shape({"taps": taps, "block": 2})
+    space = fir.space(m4, shape)
+    x = np.full(taps + 1, -32768, np.int16)
+    x[-1] = 32767  # the second output's window ends with a positive sample
+    io = fir._buffers(shape, x, np.full(taps, -32768, np.int16))
+    assert fir.reference(shape, io)[0].tolist() == [32767, 32767]
+    trial = Evaluator(fir, m4, shape, space, io, tmp_path)(complete(space, {"vector": "dsp", "tile": 2, "unroll": 4}))
+    assert_ok(trial)
