@@ -111,7 +111,7 @@ class MatmulS8(Kernel):
 
     def template_for(self, config: Config) -> str:
         if config["vector"] == "dsp":
-            return "matmul_s8_dsp.c.j2"
+            return "matmul_s8_dsp.c.j2" if config["layout"] == "packed" else "matmul_s8_dsp_rowmajor.c.j2"
         return "matmul_s8_packed.c.j2" if config["layout"] == "packed" else self.template
 
     def variant_cflags(self, config: Config) -> tuple[str, ...]:
@@ -160,11 +160,10 @@ class MatmulS8(Kernel):
 
 
 def dsp_constraints(shape: Mapping[str, int]) -> list[Constraint]:
-    """Where vector="dsp" (matmul_s8_dsp.c.j2) applies: dot products over contiguous K, so
-    packed weights only; accumulators and operand pairs live in the 13 usable core registers."""
+    """Where vector="dsp" (matmul_s8_dsp.c.j2 on packed weights, matmul_s8_dsp_rowmajor.c.j2
+    on row-major ones) applies: accumulators and operand pairs live in the 13 usable core
+    registers, and unrolling takes whole steps of 4 along K."""
     return [
-        Constraint("the DSP path reads B along K: packed layout only",
-                   lambda c: c["vector"] != "dsp" or c["layout"] == "packed"),
         Constraint("DSP tile needs tile_m * tile_n <= 8 int32 accumulators in core registers",
                    lambda c: c["vector"] != "dsp" or c["tile_m"] * c["tile_n"] <= 8),
         Constraint("DSP unrolls 4-element steps: 4 * unroll_k must not exceed k",
