@@ -87,7 +87,8 @@ def _target_json(target: Target, full: bool = False) -> dict:
             "overlapping_units": list(target.cost.overlapping_units),
             "classes": {name: {"cycles": c.cycles, "unit": c.unit, "energy_pj": c.energy_pj} for name, c in target.cost.classes}}
         data["measured_values"] = list(target.measured_values)
-        data["core"].update(isa=target.core.isa, fpu=target.core.fpu, source=target.core.source)
+        data["core"].update(isa=target.core.isa, fpu=target.core.fpu, source=target.core.source,
+                            extensions=list(target.core.extensions))
         data["npus"] = [{"name": n.name, "product": n.product, "macs_per_cycle": list(n.macs_per_cycle),
                          "clock_hz": n.clock_hz, "memory_modes": [m.name for m in n.memory_modes],
                          "ports": [{"name": p.name, "memory": p.memory, "region": p.region, "data_bits": p.data_bits,
@@ -156,7 +157,8 @@ def targets_show(name, as_json):
         click.echo(json.dumps(data, indent=2))
         return
     click.echo(f"{t.name}: {t.description}\n  file: {t.source_file}")
-    click.echo(f"  core: {t.core.name} x{t.core.count}, {t.core.isa}, {t.core.clock_hz / 1e6:.0f} MHz")
+    click.echo(f"  core: {t.core.name} x{t.core.count}, {t.core.isa}, {t.core.clock_hz / 1e6:.0f} MHz"
+               + (f", extensions: {', '.join(t.core.extensions)}" if t.core.extensions else ""))
     for v in t.vector_units:
         lanes = ", ".join(f"{d}x{n}" for d, n in v.lanes)
         click.echo(f"  vector: {v.name} ({v.register_bits}-bit x{v.registers}; {lanes})")

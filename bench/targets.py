@@ -6,7 +6,10 @@ chosen objective (default: estimated cycles); then the plain triple loop on the 
 inputs in the same harness. Ratios are plain / tuned. Cycles and energy are estimates from
 each target's cost model (README, "Cycle and energy estimates").
 
-usage: .venv/bin/python bench/targets.py [--budget N] [--shape m=..,n=..,k=..] [--objective cycles]
+Then the Arm DSP-extension path on the Cortex-M4 and M7 (bench/dsp.py): matmul_s8 and
+fir_q15 tuned with vector=dsp only and with plain C only, against the plain loop at -O3.
+
+usage: .venv/bin/python bench/targets.py [--budget N] [--shape m=..,n=..,k=..] [--objective cycles] [--no-dsp]
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from dsp import dsp_table  # bench/dsp.py: the DSP-extension path against plain C on M4/M7
 from kernels import NaiveLoop  # bench/kernels.py: builds the plain loop through an Evaluator
 
 from edgetune.codegen import get_kernel
@@ -30,6 +34,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shape", default="m=16,n=16,k=32")
     parser.add_argument("--objective", default="cycles")
+    parser.add_argument("--no-dsp", action="store_true", help="skip the DSP-extension table")
     args = parser.parse_args()
 
     kernel = get_kernel("matmul_s8")
@@ -53,6 +58,9 @@ def main() -> None:
             print(f"{name:>11} {best['instructions']:>8} {best['cycles']:>9.0f} {best['cycles'] / blocks:>9.1f} "
                   f"{best['energy_uj']:>9.3f} {plain.values['instructions']:>11} {plain.values['cycles']:>12.0f} "
                   f"{plain.values['cycles'] / best['cycles']:>9.2f}  {summary.best.trial.config.key()}")
+        if not args.no_dsp:
+            print()
+            dsp_table(args.budget, args.seed, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -62,6 +62,10 @@ RENODE_PERIPHERAL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-
 # Start-up code and link layout families the firmware folder provides (startup_<family>.*,
 # templates/<family>.ld.j2).
 STARTUP_FAMILIES = {"cortex_m", "cortex_a"}
+# Core instruction-set extensions a kernel may ask for ([core] extensions). "dsp": the DSP
+# extension of Armv7E-M and Armv8-M Mainline (Armv7-M ARM DDI 0403, A1.4 "the DSP extension";
+# Armv8-M ARM DDI 0553, "DSP Extension"): SIMD on 16- and 8-bit halves of core registers.
+CORE_EXTENSIONS = {"dsp"}
 # Vela's memory types and accelerator prefixes (Vela 5.2 OPTIONS.md, "Configuration File").
 NPU_MEMORY_TYPES = {"Sram", "Dram", "OnChipFlash", "OffChipFlash"}
 NPU_NAMES = {"ethos-u55", "ethos-u65"}
@@ -199,6 +203,17 @@ def _flags(table: _Table, key: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
+def _extensions(core_t: _Table) -> tuple[str, ...]:
+    names = core_t.get("extensions", list, default=[])
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or name not in CORE_EXTENSIONS:
+            core_t.fail(f"extensions[{i}]", f"{name!r} is not a known core extension "
+                                            f"(known: {', '.join(sorted(CORE_EXTENSIONS))})")
+        if name in names[:i]:
+            core_t.fail(f"extensions[{i}]", f"{name!r} is listed twice")
+    return tuple(names)
+
+
 def _merge(parent: dict, child: dict) -> dict:
     merged = dict(parent)
     for key, value in child.items():
@@ -249,11 +264,12 @@ def target_from_data(data: dict, file: str) -> Target:
         top.fail("schema", f"version {schema} is not supported (this edgetune reads {SCHEMA_VERSION})")
 
     core_t = top.table("core")
-    core_t.reject_unknown({"name", "isa", "count", "clock_hz", "fpu", "source"})
+    core_t.reject_unknown({"name", "isa", "count", "clock_hz", "fpu", "source", "extensions"})
     core = Core(name=core_t.get("name", str), isa=core_t.get("isa", str),
                 count=core_t.get("count", int, check=_positive),
                 clock_hz=core_t.get("clock_hz", int, check=_positive),
-                fpu=core_t.get("fpu", str, default=""), source=core_t.get("source", str, default=""))
+                fpu=core_t.get("fpu", str, default=""), source=core_t.get("source", str, default=""),
+                extensions=_extensions(core_t))
 
     runner_t = top.table("runner")
     runner_t.reject_unknown({"kind", "program", "machine", "cpu", "timeout_s", "resource"})

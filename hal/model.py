@@ -61,6 +61,9 @@ class Core:
     clock_hz: int
     fpu: str = ""
     source: str = ""
+    # Instruction-set extensions of the core that are not a vector unit, e.g. "dsp": the
+    # Armv7E-M / Armv8-M DSP extension (SMLAD, SXTB16, SSAT, ... on 32-bit core registers).
+    extensions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,10 @@ class Target:
     # --- questions the rest of edgetune asks -------------------------------------------
     def has_vector(self, name: str) -> bool:
         return any(unit.name == name for unit in self.vector_units)
+
+    def has_extension(self, name: str) -> bool:
+        """Whether the core implements an instruction-set extension ([core] extensions)."""
+        return name in self.core.extensions
 
     def vector_unit(self, name: str) -> VectorUnit:
         for unit in self.vector_units:

@@ -201,7 +201,8 @@ SHAPES = [{"m": 1, "n": 1, "k": 1}, {"m": 3, "n": 33, "k": 5}, {"m": 16, "n": 16
 
 def test_vector_values_follow_the_target():
     shape = {"m": 16, "n": 16, "k": 32}
-    assert MATMUL.space(get_target("cortex-m55"), shape).param("vector").values == ("c", "mve")
+    assert MATMUL.space(get_target("cortex-m55"), shape).param("vector").values == ("c", "mve", "dsp")
+    assert MATMUL.space(get_target("cortex-m4"), shape).param("vector").values == ("c", "dsp")
     assert MATMUL.space(get_target("host"), shape).param("vector").values == ("c",)
 
 

@@ -64,8 +64,11 @@ def test_the_space_offers_only_legal_points(matmul, name):
     target = get_target(name)
     space = matmul.space(target, matmul.parse_shape("m=16,n=16,k=32"))
     values = {p.name: tuple(p.values) for p in space.params}
-    # No MVE on M4, M7, A53 or A72; NEON where the target file describes it (the A-cores).
-    assert values["vector"] == (("c", "neon") if name.startswith("cortex-a") else ("c",))
+    assert "mve" not in values["vector"]  # no MVE on M4, M7, A53 or A72
+    # NEON where the target file describes it (the A-cores).
+    assert ("neon" in values["vector"]) == name.startswith("cortex-a")
+    # The DSP extension's path exactly where the HAL lists it (M4 and M7; A-profile has none).
+    assert ("dsp" in values["vector"]) == target.has_extension("dsp") == name.startswith("cortex-m")
     assert values["compiler"] == tuple(c.name for c in target.compilers)
 
 

@@ -158,6 +158,11 @@ class Kernel:
         with weights packed at export time gets them packed (same sizes and types)."""
         return io
 
+    def variant_cflags(self, config: Config) -> tuple[str, ...]:
+        """Flags a configuration adds to the target compiler's own: its optimisation level,
+        plus whatever its code path relies on (see codegen/kernels/dsp.py)."""
+        return (f"-{config['opt']}",)
+
     def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
         """Other public functions of a variant's source (e.g. a weight packing helper)."""
         return []
@@ -190,7 +195,7 @@ class Kernel:
                fn: str | None = None, provenance: tuple[str, ...] = ()) -> RenderedKernel:
         fn = fn or self.function_name(shape)
         compiler = target.compiler(str(config["compiler"]))
-        cflags = (f"-{config['opt']}",)
+        cflags = self.variant_cflags(config)
         build_hint = " ".join((compiler.command, *compiler.cflags, *COMMON_CFLAGS[:1], *cflags, "-c", f"{fn}.c"))
         variables = dict(self.template_vars(target, shape, config))
         variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, provenance=tuple(map(comment_safe, provenance)),

@@ -21,6 +21,7 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, describe_mismatch
 from .conv2d_s8 import tile_schedule
+from .dsp import DSP_CFLAGS, offers_dsp
 
 MAX_TAPS = 1 << 16  # int64 sums of up to 2^16 products of 2^30 are exact; keeps buffers sane
 MAX_BLOCK = 1 << 20
@@ -31,6 +32,7 @@ class _Fir(Kernel):
     shape_keys = ("taps", "block")
     dtype: type = np.int16
     vector_tiles: tuple[int, ...] = ()  # block tiles the MVE path offers
+    dsp_template: str = ""  # the Arm DSP-extension variant's template, if the kernel has one
 
     def example_shape(self) -> str:
         return "taps=32,block=64"
@@ -44,6 +46,7 @@ class _Fir(Kernel):
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         block, taps = shape["block"], shape["taps"]
         vectors = ["c"] + (["mve"] if target.has_vector("mve") else [])
+        vectors += ["dsp"] if self.dsp_template and offers_dsp(target) else []
         tiles = self.vector_tiles
         constraints = [
             Constraint("tile larger than needed to cover the block",
@@ -53,18 +56,24 @@ class _Fir(Kernel):
             Constraint(f"MVE tiles are {', '.join(map(str, tiles))} outputs",
                        lambda c: c["vector"] != "mve" or c["tile"] in tiles),
         ]
-        constraints += self.extra_constraints()
+        constraints += self.extra_constraints(shape)
         params = [
             powers_of_two("tile", 1, 16, "output samples computed together (share coefficient loads)"),
             powers_of_two("unroll", 1, 8, "unroll factor over taps"),
-            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("vector", vectors, "plain C (compiler's choice), Helium/MVE intrinsics or the Arm DSP extension"),
             choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
             choice("opt", OPT_LEVELS, "optimisation level"),
         ]
         return Space(params, constraints)
 
-    def extra_constraints(self) -> list[Constraint]:
+    def extra_constraints(self, shape: Mapping[str, int]) -> list[Constraint]:
         return []
+
+    def template_for(self, config: Config) -> str:
+        return self.dsp_template if config["vector"] == "dsp" else self.template
+
+    def variant_cflags(self, config: Config) -> tuple[str, ...]:
+        return super().variant_cflags(config) + (DSP_CFLAGS if config["vector"] == "dsp" else ())
 
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         tile = int(config["tile"])
@@ -89,10 +98,15 @@ class FirQ15(_Fir):
     template = "fir_q15.c.j2"
     dtype = np.int16
     vector_tiles = (1, 2, 4)  # each output keeps a 64-bit accumulator in a pair of core registers
+    dsp_template = "fir_q15_dsp.c.j2"  # SMLALD on pairs of Q15 samples
 
-    def extra_constraints(self) -> list[Constraint]:
-        return [Constraint("unroll applies to the plain C path (MVE takes eight taps per step)",
-                           lambda c: c["vector"] == "c" or c["unroll"] == 1)]
+    def extra_constraints(self, shape: Mapping[str, int]) -> list[Constraint]:
+        return [Constraint("unroll applies to the plain C and DSP paths (MVE takes eight taps per step)",
+                           lambda c: c["vector"] != "mve" or c["unroll"] == 1),
+                Constraint(f"DSP tiles are {', '.join(map(str, self.vector_tiles))} outputs (64-bit accumulators "
+                           "in core register pairs)", lambda c: c["vector"] != "dsp" or c["tile"] in self.vector_tiles),
+                Constraint("DSP unrolls 2-tap steps: 2 * unroll must not exceed taps",
+                           lambda c: c["vector"] != "dsp" or c["unroll"] == 1 or 2 * c["unroll"] <= shape["taps"])]
 
     def make_io(self, shape: Mapping[str, int], rng: np.random.Generator, edge: str = "random") -> KernelIO:
         n = shape["taps"] + shape["block"] - 1

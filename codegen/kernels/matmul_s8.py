@@ -13,6 +13,7 @@ from ..quant import requantize
 from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from . import matmul_s8_neon
+from .dsp import DSP_CFLAGS, offers_dsp
 
 MAX_K = 32767  # keeps K * 255 * 255 + |bias| inside int32 (see the template's limits)
 LAYOUTS = ("rowmajor", "packed")
@@ -65,6 +66,9 @@ class MatmulS8(Kernel):
         if target.has_vector("neon"):
             vectors.append("neon")
             constraints.extend(matmul_s8_neon.neon_constraints(target.vector_unit("neon"), shape))
+        if offers_dsp(target):
+            vectors.append("dsp")
+            constraints += dsp_constraints(shape)
         constraints.append(Constraint("plain C on packed weights leaves the k loop to the compiler (unroll_k=1)",
                                       lambda c: c["layout"] != "packed" or c["vector"] != "c" or c["unroll_k"] == 1))
         constraints.append(Constraint("packed MVE unrolls 16-element steps: 16 * unroll_k must not exceed k",
@@ -80,7 +84,8 @@ class MatmulS8(Kernel):
             powers_of_two("tile_m", 1, 8, "rows of C computed together"),
             powers_of_two("tile_n", 1, 32, "columns of C computed together"),
             powers_of_two("unroll_k", 1, 8, "unroll factor of the reduction loop"),
-            choice("vector", vectors, "plain C (compiler's choice) or intrinsics of a vector unit the target has"),
+            choice("vector", vectors, "plain C (compiler's choice), intrinsics of a vector unit the target has "
+                                      "(Helium/MVE, NEON) or the Arm DSP extension"),
             choice("layout", LAYOUTS, "weights as given (rowmajor) or packed at export time: B transposed plus "
                                       "per-column terms folding bias and zero points (pack_weights)"),
             choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
@@ -112,7 +117,12 @@ class MatmulS8(Kernel):
     def template_for(self, config: Config) -> str:
         if config["vector"] == "neon":
             return matmul_s8_neon.TEMPLATE
+        if config["vector"] == "dsp":
+            return "matmul_s8_dsp.c.j2" if config["layout"] == "packed" else "matmul_s8_dsp_rowmajor.c.j2"
         return "matmul_s8_packed.c.j2" if config["layout"] == "packed" else self.template
+
+    def variant_cflags(self, config: Config) -> tuple[str, ...]:
+        return super().variant_cflags(config) + (DSP_CFLAGS if config["vector"] == "dsp" else ())
 
     def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
         """layout=packed variants take b_packed and col_term in place of b and bias (same
@@ -156,3 +166,15 @@ class MatmulS8(Kernel):
         return dict(m=m, n=n, k=k, tm=tm, tn=tn, uk=uk, tv=tn // 4, vector=config["vector"],
                     bands=bands, n_full=n_full, n_rem=n % tn, m_rem=m % tm,
                     layout=config["layout"])
+
+
+def dsp_constraints(shape: Mapping[str, int]) -> list[Constraint]:
+    """Where vector="dsp" (matmul_s8_dsp.c.j2 on packed weights, matmul_s8_dsp_rowmajor.c.j2
+    on row-major ones) applies: accumulators and operand pairs live in the 13 usable core
+    registers, and unrolling takes whole steps of 4 along K."""
+    return [
+        Constraint("DSP tile needs tile_m * tile_n <= 8 int32 accumulators in core registers",
+                   lambda c: c["vector"] != "dsp" or c["tile_m"] * c["tile_n"] <= 8),
+        Constraint("DSP unrolls 4-element steps: 4 * unroll_k must not exceed k",
+                   lambda c: c["vector"] != "dsp" or c["unroll_k"] == 1 or 4 * c["unroll_k"] <= shape["k"]),
+    ]

@@ -1,0 +1,102 @@
+"""The Arm DSP-extension path (vector=dsp: SXTB16/SMLAD, SMLALD) on the Cortex-M4 and M7 in
+QEMU, side by side with plain C, all measured in the same run on the same inputs.
+
+For each target and kernel: two short random-search tunes over the same space pinned to
+vector=dsp and to vector=c (fixed seed, fresh database each), best by estimated cycles; and
+the plain loop built with arm-none-eabi-gcc -O3 (matmul_s8: the triple loop of
+matmul_s8_naive.c.j2; fir_q15: the C variant with one output per tile and no unrolling, i.e.
+the two nested loops). Instructions are exact QEMU counts; cycles are estimates from the
+target's cost model (README, "Cycle and energy estimates"). Ratios are plain / DSP and
+best C / DSP; MAC/cycle = the kernel's multiply-accumulates / estimated DSP cycles.
+
+usage: .venv/bin/python bench/dsp.py [--budget N] [--seed S]   (also printed by bench/targets.py)
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from kernels import NaiveLoop  # bench/kernels.py: builds the plain loop through an Evaluator
+
+from edgetune.codegen import get_kernel
+from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs, workload_of
+from edgetune.targets import get_target
+from edgetune.tuner import Constraint, Space, TuningDatabase
+
+TARGETS = ("cortex-m4", "cortex-m7")
+WORKLOADS = (("matmul_s8", "m=16,n=16,k=32"), ("matmul_s8", "m=32,n=32,k=64"), ("fir_q15", "taps=32,block=64"))
+
+
+class PinnedVector:
+    """A kernel whose space keeps only one value of `vector` (so a search compares paths)."""
+
+    def __init__(self, kernel, vector):
+        self.kernel, self.vector = kernel, vector
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+    def space(self, target, shape):
+        full = self.kernel.space(target, shape)
+        return Space(full.params, (*full.constraints,
+                                   Constraint(f"vector={self.vector} only", lambda c: c["vector"] == self.vector)))
+
+
+def macs_of(name, shape):
+    return shape["m"] * shape["n"] * shape["k"] if name == "matmul_s8" else shape["taps"] * shape["block"]
+
+
+def plain_loop(kernel, target, shape, work):
+    """The plain C loop at -O3 with GCC, on the workload's inputs."""
+    space = kernel.space(target, shape)
+    inputs = workload_inputs(kernel, workload_of(kernel, target, shape))
+    if kernel.name == "matmul_s8":
+        trial = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, inputs, work)(next(iter(space)))
+    else:
+        config = space.make({"tile": 1, "unroll": 1, "vector": "c", "compiler": "gcc", "opt": "O3"})
+        trial = Evaluator(kernel, target, shape, space, inputs, work)(config)
+    if trial.outcome.failed:
+        raise SystemExit(f"{target.name} {kernel.name}: plain loop failed: {trial.outcome.value}: {trial.error}")
+    return trial.values
+
+
+def best_of(kernel, target, shape, vector, budget, seed, work):
+    db = TuningDatabase(work / f"{target.name}-{kernel.name}-{vector}.db")
+    summary = tune(TuneRequest(PinnedVector(kernel, vector), target, shape, "random", budget, 2, seed, "cycles"), db)
+    if summary.best is None:
+        raise SystemExit(f"{target.name} {kernel.name} vector={vector}: no successful trial")
+    return summary.best.trial
+
+
+def dsp_table(budget: int, seed: int, work: Path) -> None:
+    print(f"Arm DSP extension (vector=dsp) vs plain C; random search per path, budget {budget}, seed {seed}, "
+          "best by estimated cycles")
+    print(f"{'target':>10} {'workload':>26} {'plain instr':>11} {'plain cyc':>9} {'C instr':>8} {'C cyc':>8} "
+          f"{'DSP instr':>9} {'DSP cyc':>8} {'plain/DSP':>9} {'C/DSP':>6} {'MAC/cyc':>7}  best DSP configuration")
+    for target_name in TARGETS:
+        target = get_target(target_name)
+        for kernel_name, shape_text in WORKLOADS:
+            kernel = get_kernel(kernel_name)
+            shape = kernel.parse_shape(shape_text)
+            plain = plain_loop(kernel, target, shape, work)
+            c = best_of(kernel, target, shape, "c", budget, seed, work)
+            dsp = best_of(kernel, target, shape, "dsp", budget, seed, work)
+            print(f"{target_name:>10} {kernel_name + ' ' + shape_text:>26} {plain['instructions']:>11} "
+                  f"{plain['cycles']:>9.0f} {c.values['instructions']:>8} {c.values['cycles']:>8.0f} "
+                  f"{dsp.values['instructions']:>9} {dsp.values['cycles']:>8.0f} "
+                  f"{plain['cycles'] / dsp.values['cycles']:>9.2f} {c.values['cycles'] / dsp.values['cycles']:>6.2f} "
+                  f"{macs_of(kernel_name, shape) / dsp.values['cycles']:>7.2f}  {dsp.config.key()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=24)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        dsp_table(args.budget, args.seed, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
