@@ -38,11 +38,13 @@ def test_kernels_json_lists_every_kernel_with_parameters():
     assert code == 0
     kernels = {k["name"]: k for k in json.loads(out)}
     assert set(NEW_KERNELS) <= set(kernels)
-    assert {"algo", "im2col_pixels", "tile_p", "tile_oc", "unroll", "vector", "weight_sums", "fusion", "compiler",
-            "opt"} == \
+    assert {"algo", "im2col_pixels", "tile_p", "tile_oc", "unroll", "vector", "weight_sums", "fusion", "layout",
+            "compiler", "opt"} == \
         set(kernels["conv2d_s8"]["parameters"])
     assert kernels["conv2d_s8"]["parameters"]["fusion"]["values"] == ["fused", "unfused"]
     assert "unrolled3x3" in kernels["dwconv2d_s8"]["parameters"]["taps"]["values"]
+    for name, given in (("conv2d_s8", "ohwi"), ("dwconv2d_s8", "hwc")):
+        assert kernels[name]["parameters"]["layout"]["values"] == [given, "packed"]
 
 
 @pytest.mark.qemu
