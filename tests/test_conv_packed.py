@@ -205,3 +205,111 @@ def test_export_ships_the_packed_conv_and_its_packing_helper(conv, m55, tmp_path
     build = runner.build_export(conv, shape, conv.deployed_io(io, config), result.folder, tmp_path / "build")
     _, raw = runner.run(build, conv.deployed_io(io, config))
     assert np.array_equal(iobuf.unpack_outputs(io, raw)[0], conv.reference(shape, io)[0])
+
+
+@pytest.fixture(scope="module")
+def dw():
+    return get_kernel("dwconv2d_s8")
+
+
+@pytest.mark.parametrize("edge", ["random", "extreme"])
+def test_depthwise_packing_folds_the_term_and_keeps_each_tile_contiguous(dw, m55, edge, rng):
+    shape = dw.parse_shape("h=5,w=4,c=11,kh=3,kw=2,stride=1,pad=2,dilation=1")
+    io = dw.make_io(shape, rng, edge=edge)
+    weights, bias = io.buffers[1].data, io.buffers[2].data
+    in_zero = dict(io.params)["in_zero"]
+    config = next(c for c in dw.space(m55, shape) if c["layout"] == "packed" and c["tile_c"] == 4)
+    deployed = dw.deployed_io(io, config)
+    packed, terms = deployed.buffers[1].data.reshape(-1), deployed.buffers[2].data
+    assert deployed.buffers[1].data.shape == weights.shape
+    taps = weights.reshape(-1, 11)  # [kh*kw][c]
+    # Tile c0 = 8 holds channels 8..10, tap after tap.
+    assert np.array_equal(packed[8 * 6:].reshape(6, 3), taps[:, 8:])
+    assert np.array_equal(terms, bias.astype(np.int64) - in_zero * taps.astype(np.int64).sum(axis=0))
+
+
+def test_depthwise_c_packing_helper_matches_numpy(dw, m55, tmp_path, rng):
+    shape = dw.parse_shape("h=4,w=4,c=13,kh=3,kw=3,stride=1,pad=1,dilation=1")
+    for index, config in enumerate(c for c in dw.space(m55, shape)
+                                   if c["layout"] == "packed" and c["tile_p"] == 1 and c["taps"] == "loop"
+                                   and c["vector"] == "c" and c["compiler"] == "gcc" and c["opt"] == "O2"):
+        rendered = dw.render(m55, shape, config)
+        helper = rendered.source.split("enum {", 1)[1].split("typedef struct")[0]
+        folder = tmp_path / str(index)
+        folder.mkdir()
+        (folder / "kernel.h").write_text(kernel_header(rendered.declaration))
+        (folder / "kernel.c").write_text("#include <stdint.h>\n#include \"kernel.h\"\nenum {" + helper)
+        subprocess.run(["cc", *COMMON_CFLAGS, "-O2", "-fPIC", "-shared", "-I", str(folder), "kernel.c", "-o", "k.so"],
+                       cwd=folder, check=True)
+        pack = getattr(ctypes.CDLL(str(folder / "k.so")), f"{rendered.function}_pack")
+        io = dw.make_io(shape, rng, edge="extreme")
+        weights, bias = (np.ascontiguousarray(b.data) for b in io.buffers[1:3])
+        packed, terms = np.zeros_like(weights), np.zeros_like(bias)
+        pack(weights.ctypes.data_as(ctypes.c_void_p), bias.ctypes.data_as(ctypes.c_void_p),
+             ctypes.c_int32(dict(io.params)["in_zero"]), packed.ctypes.data_as(ctypes.c_void_p),
+             terms.ctypes.data_as(ctypes.c_void_p))
+        deployed = dw.deployed_io(io, config)
+        assert np.array_equal(packed, deployed.buffers[1].data) and np.array_equal(terms, deployed.buffers[2].data)
+    assert dw.version == 2 and index == 2  # tile_c 4, 8 and 16
+
+
+dw_shapes = st.fixed_dictionaries({
+    "h": st.integers(1, 6), "w": st.integers(1, 6), "c": st.sampled_from([1, 3, 4, 9, 17]),
+    "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
+    "dilation": st.integers(1, 2),
+}).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
+
+
+@pytest.mark.qemu
+def test_drawn_packed_depthwise_variants_are_bit_exact_in_qemu(dw, m55, tmp_path_factory):
+    work = tmp_path_factory.mktemp("dw-packed")
+
+    @settings(max_examples=10, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
+              phases=[Phase.explicit, Phase.generate])
+    @given(data=st.data())
+    def run(data):
+        shape = dw.parse_shape(data.draw(dw_shapes, "shape"))
+        space = dw.space(m55, shape)
+        indices = [int(i) for i in space.legal_indices() if space.config_at(int(i))["layout"] == "packed"]
+        config = space.config_at(data.draw(st.sampled_from(indices), "config index"))
+        io = dw.make_io(shape, np.random.default_rng(data.draw(st.integers(0, 3), "seed")),
+                        edge=data.draw(st.sampled_from(["random", "extreme"]), "edge"))
+        trial = Evaluator(dw, m55, shape, space, io, work)(config)
+        assert trial.outcome is Outcome.OK, f"{shape} {config.key()}: {trial.error}"
+
+    run()
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("shape_text", ["h=7,w=5,c=3,kh=3,kw=3,stride=2,pad=3,dilation=1",
+                                        "h=9,w=8,c=17,kh=3,kw=3,stride=1,pad=2,dilation=2",
+                                        "h=1,w=1,c=1,kh=1,kw=1,stride=1,pad=0,dilation=1"])
+def test_depthwise_edge_shapes_every_packed_family(dw, m55, tmp_path, shape_text):
+    shape = dw.parse_shape(shape_text)
+    space = dw.space(m55, shape)
+    work = tmp_path / "work"
+    work.mkdir()
+    families = [{"vector": "mve", "tile_c": 8, "tile_p": 2, "taps": "unrolled3x3", "compiler": "clang"},
+                {"vector": "mve", "tile_c": 16, "tile_p": 1, "taps": "loop", "compiler": "gcc"},
+                {"vector": "c", "tile_c": 4, "tile_p": 4, "taps": "loop", "compiler": "clang", "opt": "O3"}]
+    for index, family in enumerate(families):
+        wanted = {"layout": "packed", **{k: v for k, v in family.items() if any(c[k] == v for c in space)}}
+        config = next(c for c in space if all(c[k] == v for k, v in wanted.items()))
+        io = dw.make_io(shape, np.random.default_rng(index), edge="extreme" if index % 2 else "random")
+        trial = Evaluator(dw, m55, shape, space, io, work)(config)
+        assert trial.outcome is Outcome.OK, f"{config.key()}: {trial.outcome.value}: {trial.error}"
+
+
+def test_packed_variants_run_bit_exact_on_the_host(conv, dw, host, tmp_path):
+    shapes = {conv: "h=6,w=5,cin=7,cout=9,kh=3,kw=2,stride=2,pad=2,dilation=1",
+              dw: "h=6,w=5,c=7,kh=3,kw=3,stride=1,pad=2,dilation=2"}
+    for kernel, text in shapes.items():
+        shape = kernel.parse_shape(text)
+        space = kernel.space(host, shape)
+        for compiler in ("gcc", "clang"):
+            config = next(c for c in space if c["layout"] == "packed" and c["compiler"] == compiler and c["opt"] == "O3")
+            io = kernel.make_io(shape, np.random.default_rng(5), edge="extreme")
+            work = tmp_path / f"{kernel.name}-{compiler}"
+            work.mkdir()
+            trial = Evaluator(kernel, host, shape, space, io, work)(config)
+            assert trial.outcome is Outcome.OK, f"{config.key()}: {trial.outcome.value}: {trial.error}"
