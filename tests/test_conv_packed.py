@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from edgetune.codegen import get_kernel
-from edgetune.codegen.export import export_best
 from edgetune.codegen.kernels.base import COMMON_CFLAGS
 from edgetune.codegen.kernels.convolution import geometry_of
 from edgetune.codegen.kernels.weight_packing import Packing, pack_rows
 from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.verify import export_and_measure, verify_export
 from edgetune.targets import iobuf
 from edgetune.targets.build import kernel_header
 from edgetune.targets.runners import runner_for
@@ -194,7 +194,7 @@ def test_export_ships_the_packed_conv_and_its_packing_helper(conv, m55, tmp_path
     trial = Evaluator(conv, m55, shape, space, workload_inputs(conv, workload), tmp_path)(config)
     assert trial.outcome is Outcome.OK, trial.error
     db.record(workload, trial, "manual", 0)
-    result = export_best(db, m55, tmp_path / "export", objective="instructions")
+    result = export_and_measure(db, m55, tmp_path / "export")  # builds, runs and checks the packed export
     function = result.entries[0].function
     header = result.header.read_text()
     assert f"void {function}_pack(const int8_t *weights, const int32_t *bias, int32_t in_zero" in header
@@ -205,6 +205,9 @@ def test_export_ships_the_packed_conv_and_its_packing_helper(conv, m55, tmp_path
     build = runner.build_export(conv, shape, conv.deployed_io(io, config), result.folder, tmp_path / "build")
     _, raw = runner.run(build, conv.deployed_io(io, config))
     assert np.array_equal(iobuf.unpack_outputs(io, raw)[0], conv.reference(shape, io)[0])
+    report = verify_export(result.folder, m55, seed=11)  # fresh and saturating inputs, packed as deployed
+    assert report.ok, [v.problems for v in report.verdicts]
+    assert report.verdicts[0].measured == report.verdicts[0].recorded  # exact counts: 0% tolerance holds
 
 
 @pytest.fixture(scope="module")
