@@ -157,10 +157,11 @@ EDGE_SHAPES = [
     "h=7,w=5,cin=3,cout=5,kh=3,kw=3,stride=2,pad=2,dilation=1",  # odd channels, stride 2, pad > 1
     "h=9,w=8,cin=17,cout=7,kh=3,kw=3,stride=1,pad=2,dilation=2",  # dilation 2, cin and K with tails
     "h=2,w=3,cin=5,cout=3,kh=1,kw=1,stride=1,pad=3,dilation=1",  # pixels that see only padding
+    "h=6,w=7,cin=32,cout=7,kh=3,kw=3,stride=1,pad=1,dilation=1",  # whole 16-byte chunks, inside and border windows
 ]
 PACKED_VARIANTS = [
     {"algo": "im2col", "vector": "mve", "tile_p": 4, "tile_oc": 2, "im2col_pixels": 8, "fusion": "fused", "compiler": "clang"},
-    {"algo": "im2col", "vector": "mve", "tile_p": 2, "tile_oc": 4, "im2col_pixels": 4, "fusion": "unfused", "compiler": "gcc"},
+    {"algo": "im2col", "vector": "mve", "tile_p": 2, "tile_oc": 3, "im2col_pixels": 4, "fusion": "unfused", "compiler": "gcc"},
     {"algo": "direct", "vector": "mve", "tile_oc": 4, "fusion": "fused", "compiler": "gcc"},
     {"algo": "direct", "vector": "mve", "tile_oc": 2, "fusion": "unfused", "compiler": "clang"},
     {"algo": "im2col", "vector": "c", "tile_p": 2, "tile_oc": 4, "im2col_pixels": 4, "fusion": "unfused", "compiler": "clang"},
