@@ -76,6 +76,13 @@ def test_folded_term_plus_plain_dot_product_is_the_accumulator_at_every_pixel(co
     assert np.array_equal(dot + terms, want)
 
 
+def packing_helper(rendered) -> str:
+    """The <fn>_pack() prototype and definition from a variant's source: plain C without
+    intrinsics, so the MVE variants' helper builds for the host too."""
+    start = rendered.source.index(f"void {rendered.function}_pack(")
+    return rendered.source[start:rendered.source.index("\n}\n", start) + 3]
+
+
 def test_c_packing_helper_matches_numpy(conv, m55, host, tmp_path, rng):
     """The exported <fn>_pack(), compiled for the host, against pack_weights, for each
     packed form (plain C rows, Helium blocks over K, Helium blocks per tap)."""
@@ -87,11 +94,8 @@ def test_c_packing_helper_matches_numpy(conv, m55, host, tmp_path, rng):
             forms.setdefault((config["vector"], config["algo"], config["tile_oc"]), config)
     assert {(v, a) for v, a, _ in forms} == {("c", "im2col"), ("c", "direct"), ("mve", "im2col"), ("mve", "direct")}
     for index, config in enumerate(forms.values()):
-        # Render the MVE variants' pack helper as plain C: the helper needs no intrinsics,
-        # so a host build of the same template checks the same loops.
         rendered = conv.render(m55, shape, config)
-        helper = rendered.source.split("enum {", 1)[1].split("/* The epilogue's inputs")[0]
-        source = "#include <stdint.h>\n#include \"kernel.h\"\nenum {" + helper
+        source = "#include <stdint.h>\n#include \"kernel.h\"\n" + packing_helper(rendered)
         folder = tmp_path / str(index)
         folder.mkdir()
         (folder / "kernel.h").write_text(kernel_header(rendered.declaration))
@@ -238,11 +242,10 @@ def test_depthwise_c_packing_helper_matches_numpy(dw, m55, tmp_path, rng):
                                    if c["layout"] == "packed" and c["tile_p"] == 1 and c["taps"] == "loop"
                                    and c["vector"] == "c" and c["compiler"] == "gcc" and c["opt"] == "O2"):
         rendered = dw.render(m55, shape, config)
-        helper = rendered.source.split("enum {", 1)[1].split("typedef struct")[0]
         folder = tmp_path / str(index)
         folder.mkdir()
         (folder / "kernel.h").write_text(kernel_header(rendered.declaration))
-        (folder / "kernel.c").write_text("#include <stdint.h>\n#include \"kernel.h\"\nenum {" + helper)
+        (folder / "kernel.c").write_text("#include <stdint.h>\n#include \"kernel.h\"\n" + packing_helper(rendered))
         subprocess.run(["cc", *COMMON_CFLAGS, "-O2", "-fPIC", "-shared", "-I", str(folder), "kernel.c", "-o", "k.so"],
                        cwd=folder, check=True)
         pack = getattr(ctypes.CDLL(str(folder / "k.so")), f"{rendered.function}_pack")

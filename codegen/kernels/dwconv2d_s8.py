@@ -12,7 +12,7 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 from ..quant import requantize_per_channel
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO
 from .conv2d_s8 import tile_schedule
-from .convolution import MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params
+from .convolution import MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params, scratch_capacity
 from .weight_packing import Packing, pack_rows
 
 LAYOUTS = ("hwc", "packed")
@@ -56,6 +56,11 @@ class DwConv2dS8(Kernel):
             Constraint("tile_c larger than needed to cover c",
                        lambda cfg: cfg["tile_c"] <= max(4, 1 << (c - 1).bit_length())),
         ]
+        if shape["pad"] > 0:  # the packed loop reads taps in the padding from a static row of in_zero
+            capacity = scratch_capacity(target)
+            constraints.append(Constraint(f"the packed layout's {c}-byte row of in_zero exceeds the {capacity} bytes "
+                                          f"of scratch memory on {target.name}",
+                                          lambda cfg: cfg["layout"] != "packed" or c <= capacity))
         if target.has_vector("mve"):
             vectors.append("mve")
             unit = target.vector_unit("mve")
