@@ -11,7 +11,7 @@ Each shape is tuned twice, in separate databases with the same seed and budget: 
 weights as given (layout=ohwi only) and once with weights packed at export time allowed
 (layout=packed: reordered for the inner loop, bias and input zero point folded into a term).
 
-usage: .venv/bin/python bench/conv.py [--budget N] [--seed S] [--shapes h=..,w=..,... ...]
+usage: .venv/bin/python bench/conv.py [--budget N] [--seed S] [--strategy NAME] [--shapes h=..,w=..,... ...]
 """
 from __future__ import annotations
 
@@ -51,11 +51,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--strategy", default="random", help="search strategy of both tunes (default: random)")
     parser.add_argument("--shapes", nargs="*", default=DEFAULT_SHAPES)
     args = parser.parse_args()
 
     kernel, target = get_kernel("conv2d_s8"), get_target("cortex-m55")
-    print(f"conv2d_s8 on {target.name} (QEMU {target.runner.machine}); random search, budget {args.budget}, "
+    print(f"conv2d_s8 on {target.name} (QEMU {target.runner.machine}); {args.strategy} search, budget {args.budget}, "
           f"seed {args.seed}")
     print(f"{'shape':>58} {'plain -O3':>11} {'plain novec':>11} {'tuned':>9} {'ratio':>7} {'ratio novec':>11} "
           f"{'MAC/instr':>9}  best configuration")
@@ -66,7 +67,7 @@ def main() -> None:
             for shape_text in args.shapes:
                 shape = kernel.parse_shape(shape_text)
                 summary, plain, scalar = tune_and_baselines(variant, target, shape, args.budget, args.seed, db,
-                                                            Path(tmp))
+                                                            Path(tmp), args.strategy)
                 best = summary.best.trial
                 tuned = best.values["instructions"]
                 geo = geometry_of(shape)
