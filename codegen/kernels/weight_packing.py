@@ -37,16 +37,16 @@ class Packing:
         if k % self.segment:
             raise ValueError(f"segment {self.segment} does not divide the row length {k}")
         full = self.segment - self.segment % self.lanes
-        order = []
+        lanes = np.arange(self.lanes)
+        tail = np.arange(full, self.segment)
+        pieces = []
         for o0 in range(0, rows, self.block):
-            channels = range(o0, min(rows, o0 + self.block))
+            starts = np.arange(o0, min(rows, o0 + self.block))[:, None] * k  # row starts of the block's channels
             for g in range(0, k, self.segment):
-                for s in range(0, full, self.lanes):
-                    for o in channels:
-                        order.extend(o * k + g + s + lane for lane in range(self.lanes))
-                for o in channels:
-                    order.extend(o * k + g + i for i in range(full, self.segment))
-        return np.array(order, dtype=np.int64)
+                chunks = np.arange(g, g + full, self.lanes)[:, None, None]  # [chunk][channel][lane]
+                pieces.append((chunks + starts[None] + lanes[None, None]).reshape(-1))
+                pieces.append((starts + g + tail[None]).reshape(-1))  # [channel][tail]
+        return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
 
 
 def channel_terms(rows: np.ndarray, bias: np.ndarray, in_zero: int) -> np.ndarray:
