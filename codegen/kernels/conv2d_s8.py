@@ -14,7 +14,7 @@ from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .convolution import (MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params,
                           scratch_capacity, stack_budget)
-from .weight_packing import Packing, pack_rows
+from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
 
 IM2COL_PIXELS = (1, 2, 4, 8, 16, 32, 64)
 LAYOUTS = ("ohwi", "packed")
@@ -153,19 +153,14 @@ class Conv2dS8(Kernel):
         return "conv2d_s8_packed.c.j2" if config["layout"] == "packed" else self.template
 
     def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
-        """layout=packed variants take the packed weights and terms in place of the weights
-        and bias (same sizes and types: every variant has the same signature)."""
+        """layout=packed variants take the packed weights and terms in place of the weights and bias."""
         if config["layout"] != "packed":
             return io
-        x, weights, bias, *rest = io.buffers
-        packed, terms = pack_weights(weights.data, bias.data, dict(io.params)["in_zero"], config)
-        return KernelIO(buffers=(x, Buffer("weights", packed), Buffer("bias", terms), *rest), params=io.params)
+        weights, bias = io.buffers[1], io.buffers[2]
+        return with_packed_weights(io, *pack_weights(weights.data, bias.data, dict(io.params)["in_zero"], config))
 
     def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
-        if config["layout"] != "packed":
-            return []
-        return [f"void {fn}_pack(const int8_t *weights, const int32_t *bias, int32_t in_zero, int8_t *packed, "
-                "int32_t *term)"]
+        return [pack_declaration(fn)] if config["layout"] == "packed" else []
 
     def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
         geo = geometry_of(shape)
@@ -184,14 +179,14 @@ class Conv2dS8(Kernel):
         last_full, last_rem = tile_schedule(last_chunk, tp)
         pack = packing(shape["kh"], shape["kw"], shape["cin"], config)
         variables = dict(**shape, oh=geo.oh, ow=geo.ow, k=k, npix=npix, algo=config["algo"], ip=ip, tp=tp, toc=toc,
-                    block=pack.block, segment=pack.segment, zero_row=self.reads_zero_row(shape, config),
-                    unroll=int(config["unroll"]), vector=config["vector"], fusion=config["fusion"],
-                    precomputed_wsum=config["weight_sums"] == "precomputed",
-                    oc_full=oc_full, oc_rem=oc_rem, full_chunks=npix // ip, last_chunk=last_chunk,
-                    last_full=last_full, last_rem=last_rem, scratch_bytes=self.scratch_bytes(shape, config),
-                    # Which requantisation helpers the variant calls (clang rejects unused ones).
-                    scalar_rq=config["vector"] == "c" or (config["algo"] == "direct" and config["fusion"] == "fused"),
-                    vector_rq=config["vector"] == "mve" and (config["algo"] == "im2col" or config["fusion"] == "unfused"))
+                         block=pack.block, segment=pack.segment, zero_row=self.reads_zero_row(shape, config),
+                         unroll=int(config["unroll"]), vector=config["vector"], fusion=config["fusion"],
+                         precomputed_wsum=config["weight_sums"] == "precomputed",
+                         oc_full=oc_full, oc_rem=oc_rem, full_chunks=npix // ip, last_chunk=last_chunk,
+                         last_full=last_full, last_rem=last_rem, scratch_bytes=self.scratch_bytes(shape, config),
+                         # Which requantisation helpers the variant calls (clang rejects unused ones).
+                         scalar_rq=config["vector"] == "c" or (config["algo"] == "direct" and config["fusion"] == "fused"),
+                         vector_rq=config["vector"] == "mve" and (config["algo"] == "im2col" or config["fusion"] == "unfused"))
         if config["layout"] == "packed":  # every packed variant requantises whole rows (requant_rows)
             variables.update(scalar_rq=config["vector"] == "c", vector_rq=config["vector"] == "mve")
         return variables

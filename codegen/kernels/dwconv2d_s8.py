@@ -13,7 +13,7 @@ from ..quant import requantize_per_channel
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO
 from .conv2d_s8 import tile_schedule
 from .convolution import MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params, scratch_capacity
-from .weight_packing import Packing, pack_rows
+from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
 
 LAYOUTS = ("hwc", "packed")
 
@@ -93,19 +93,14 @@ class DwConv2dS8(Kernel):
                         params=params)
 
     def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
-        """layout=packed variants take the packed weights and terms in place of the weights
-        and bias (same sizes and types: every variant has the same signature)."""
+        """layout=packed variants take the packed weights and terms in place of the weights and bias."""
         if config["layout"] != "packed":
             return io
-        x, weights, bias, *rest = io.buffers
-        packed, terms = pack_weights(weights.data, bias.data, dict(io.params)["in_zero"], int(config["tile_c"]))
-        return KernelIO(buffers=(x, Buffer("weights", packed), Buffer("bias", terms), *rest), params=io.params)
+        weights, bias = io.buffers[1], io.buffers[2]
+        return with_packed_weights(io, *pack_weights(weights.data, bias.data, dict(io.params)["in_zero"], int(config["tile_c"])))
 
     def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
-        if config["layout"] != "packed":
-            return []
-        return [f"void {fn}_pack(const int8_t *weights, const int32_t *bias, int32_t in_zero, int8_t *packed, "
-                "int32_t *term)"]
+        return [pack_declaration(fn)] if config["layout"] == "packed" else []
 
     def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
         geo = geometry_of(shape)
@@ -122,4 +117,5 @@ class DwConv2dS8(Kernel):
         c_full, c_rem = tile_schedule(shape["c"], tc)
         p_full, p_rem = tile_schedule(npix, tp)
         return dict(**shape, oh=geo.oh, ow=geo.ow, npix=npix, tc=tc, tv=tc // 4, tp=tp, vector=config["vector"],
-                    unrolled3x3=config["taps"] == "unrolled3x3", packed=config["layout"] == "packed", c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)
+                    unrolled3x3=config["taps"] == "unrolled3x3", packed=config["layout"] == "packed",
+                    c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .base import Buffer, KernelIO
+
 
 @dataclass(frozen=True)
 class Packing:
@@ -61,3 +63,15 @@ def pack_rows(rows: np.ndarray, bias: np.ndarray, in_zero: int, packing: Packing
     flat = np.ascontiguousarray(rows).reshape(-1)
     packed = flat[packing.order(*rows.shape)].astype(np.int8)
     return packed, channel_terms(rows, bias, in_zero)
+
+
+def pack_declaration(fn: str) -> str:
+    """The exported packing helper of a packed variant `fn` (common/pack_rows.c.j2)."""
+    return f"void {fn}_pack(const int8_t *weights, const int32_t *bias, int32_t in_zero, int8_t *packed, int32_t *term)"
+
+
+def with_packed_weights(io: KernelIO, packed: np.ndarray, terms: np.ndarray) -> KernelIO:
+    """The convolutions' I/O (input, weights, bias, ...) with the packed weights and terms in
+    place of the weights and bias: same sizes and types, so every variant has one signature."""
+    x, _, _, *rest = io.buffers
+    return KernelIO(buffers=(x, Buffer("weights", packed), Buffer("bias", terms), *rest), params=io.params)
