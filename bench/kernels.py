@@ -47,10 +47,10 @@ def measure_naive(kernel, target, shape, space, workload, work, cflags):
     return trial.values["instructions"]
 
 
-def tune_and_baselines(kernel, target, shape, budget, seed, db, work):
-    """One shape: a seeded random-search tune, then the plain loop at -O3 and at -O3 without
-    auto-vectorisation, on the same inputs. Returns (summary, plain, scalar) instructions."""
-    summary = tune(TuneRequest(kernel, target, shape, "random", budget, 2, seed), db)
+def tune_and_baselines(kernel, target, shape, budget, seed, db, work, strategy="random"):
+    """One shape: a seeded tune (random search unless told), then the plain loop at -O3 and at
+    -O3 without auto-vectorisation, on the same inputs. Returns (summary, plain, scalar) instructions."""
+    summary = tune(TuneRequest(kernel, target, shape, strategy, budget, 2, seed), db)
     space = kernel.space(target, shape)
     plain = measure_naive(kernel, target, shape, space, summary.workload, work, ("-O3",))
     scalar = measure_naive(kernel, target, shape, space, summary.workload, work, ("-O3", "-fno-tree-vectorize"))

@@ -38,11 +38,13 @@ def test_kernels_json_lists_every_kernel_with_parameters():
     assert code == 0
     kernels = {k["name"]: k for k in json.loads(out)}
     assert set(NEW_KERNELS) <= set(kernels)
-    assert {"algo", "im2col_pixels", "tile_p", "tile_oc", "unroll", "vector", "weight_sums", "fusion", "compiler",
-            "opt"} == \
+    assert {"algo", "im2col_pixels", "tile_p", "tile_oc", "unroll", "vector", "weight_sums", "fusion", "layout",
+            "compiler", "opt"} == \
         set(kernels["conv2d_s8"]["parameters"]) - {"weights_in", "activations_in"}  # test_buffer_placement.py
     assert kernels["conv2d_s8"]["parameters"]["fusion"]["values"] == ["fused", "unfused"]
     assert "unrolled3x3" in kernels["dwconv2d_s8"]["parameters"]["taps"]["values"]
+    for name, given in (("conv2d_s8", "ohwi"), ("dwconv2d_s8", "hwc")):
+        assert kernels[name]["parameters"]["layout"]["values"] == [given, "packed"]
 
 
 @pytest.mark.qemu
@@ -83,9 +85,12 @@ def test_exported_convolutions_build_and_match_numpy(m55, host, tmp_path, target
         kernel = get_kernel(name)
         shape = kernel.parse_shape(SHAPES[name])
         io = kernel.make_io(shape, np.random.default_rng(77), edge="extreme")  # inputs never seen while tuning
+        # Firmware passes the weights in the form the exported variant takes (packed or not).
+        entry = next(e for e in result.entries if e.kernel == name)
+        deployed = kernel.deployed_io(io, kernel.space(target, shape).make(dict(entry.config)))
         workdir = tmp_path / f"build-{name}"
         workdir.mkdir()
-        values, raw = runner.run(runner.build_export(kernel, shape, io, result.folder, workdir), io)
+        values, raw = runner.run(runner.build_export(kernel, shape, deployed, result.folder, workdir), deployed)
         assert np.array_equal(iobuf.unpack_outputs(io, raw)[0], kernel.reference(shape, io)[0]), name
         assert values[target.measures] > 0
 

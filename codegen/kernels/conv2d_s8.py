@@ -14,8 +14,33 @@ from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .convolution import (MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params,
                           scratch_capacity, stack_budget)
+from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
 
 IM2COL_PIXELS = (1, 2, 4, 8, 16, 32, 64)
+LAYOUTS = ("ohwi", "packed")
+PACKED_VECTORS = ("c", "mve")  # the paths conv2d_s8_packed.c.j2 implements
+HELIUM_BYTES = 16  # int8 lanes of one Helium Q register
+
+
+def packing(kh: int, kw: int, cin: int, config: Mapping) -> Packing:
+    """How layout=packed lays the weights out for a configuration (weight_packing.Packing):
+    plain C reads each output channel's row as it is (a dot product the compiler vectorises);
+    Helium interleaves the tile_oc channels of a tile in 16-byte chunks, along all of K for
+    im2col, tap by tap (segments of cin) for the direct loop."""
+    k = kh * kw * cin
+    if config["vector"] != "mve":
+        return Packing(block=1, segment=k, lanes=HELIUM_BYTES)
+    return Packing(block=int(config["tile_oc"]), segment=k if config["algo"] == "im2col" else cin,
+                   lanes=HELIUM_BYTES)
+
+
+def pack_weights(weights: np.ndarray, bias: np.ndarray, in_zero: int, config: Mapping) -> tuple[np.ndarray, np.ndarray]:
+    """OHWI weights [cout][kh][kw][cin] -> the packed weights (same shape and size, reordered) and the
+    per-output-channel terms bias - in_zero * sum(w) of layout=packed, as the exported
+    `<fn>_pack()` computes them in C."""
+    rows = weights.reshape(weights.shape[0], -1)
+    packed, terms = pack_rows(rows, bias, in_zero, packing(*weights.shape[1:], config))
+    return packed.reshape(weights.shape), terms
 
 
 def tile_schedule(total: int, tile: int) -> tuple[int, int]:
@@ -25,7 +50,7 @@ def tile_schedule(total: int, tile: int) -> tuple[int, int]:
 
 class Conv2dS8(Kernel):
     name = "conv2d_s8"
-    version = 1
+    version = 2  # v2: the `layout` parameter (weights packed at export time)
     shape_keys = ("h", "w", "cin", "cout", "kh", "kw", "stride", "pad", "dilation")
     zero_allowed = ("pad",)
     description = ("int8 NHWC convolution, OHWI weights, per-channel requantisation, stride/pad/dilation, "
@@ -52,7 +77,13 @@ class Conv2dS8(Kernel):
         col = config["im2col_pixels"] * k if config["algo"] == "im2col" else 0
         acc = geo.oh * geo.ow * shape["cout"] * 4 if config["fusion"] == "unfused" else 0
         sums = shape["cout"] * 4 if config["weight_sums"] == "precomputed" else 0
-        return col + acc + sums
+        zero_row = shape["cin"] if Conv2dS8.reads_zero_row(shape, config) else 0
+        return col + acc + sums + zero_row
+
+    @staticmethod
+    def reads_zero_row(shape: Mapping[str, int], config: Mapping) -> bool:
+        """The packed direct loop reads taps in the padding from a row of in_zero."""
+        return config["layout"] == "packed" and config["algo"] == "direct" and shape["pad"] > 0
 
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         geo = geometry_of(shape)
@@ -73,20 +104,34 @@ class Conv2dS8(Kernel):
             Constraint("unroll applies to the plain C path only", lambda c: c["vector"] == "c" or c["unroll"] == 1),
             Constraint("weight_sums applies to the MVE im2col path only",
                        lambda c: c["weight_sums"] == "in_loop" or (c["vector"] == "mve" and c["algo"] == "im2col")),
+            Constraint(f"layout=packed has the {'/'.join(PACKED_VECTORS)} paths only",
+                       lambda c: c["layout"] == "ohwi" or c["vector"] in PACKED_VECTORS),
+            Constraint("weight_sums applies to layout=ohwi only (packed weights fold them into the term)",
+                       lambda c: c["layout"] == "ohwi" or c["weight_sums"] == "in_loop"),
+            Constraint("plain C on packed weights leaves the dot products to the compiler (unroll=1)",
+                       lambda c: c["layout"] == "ohwi" or c["vector"] != "c" or c["unroll"] == 1),
+            # One scalar accumulator per pixel and channel of a tile, and one Q register per
+            # pixel chunk and weight chunk in flight (8 Q registers on Helium).
+            Constraint("packed Helium tile needs tile_p + tile_oc <= 8 Q registers and tile_p * tile_oc <= 8 accumulators",
+                       lambda c: c["layout"] == "ohwi" or c["vector"] != "mve"
+                       or (c["tile_p"] + c["tile_oc"] <= 8 and c["tile_p"] * c["tile_oc"] <= 8)),
             Constraint(f"static buffers exceed the {capacity} bytes of scratch memory on {target.name}",
                        lambda c: self.scratch_bytes(shape, c) <= capacity),
-            Constraint(f"the fused im2col row tile (tile_p * cout int32) exceeds {stack} bytes of stack on {target.name}",
-                       lambda c: c["algo"] == "direct" or c["fusion"] == "unfused" or c["tile_p"] * cout * 4 <= stack),
+            Constraint(f"the fused row tile (tile_p * cout int32) exceeds {stack} bytes of stack on {target.name}",
+                       lambda c: (c["algo"] == "direct" and c["layout"] == "ohwi") or c["fusion"] == "unfused"
+                       or c["tile_p"] * cout * 4 <= stack),
         ]
         params = [
             choice("algo", ["direct", "im2col"], "direct loop over taps, or a partial im2col buffer and a matrix product"),
             choice("im2col_pixels", IM2COL_PIXELS, "output pixels whose patches the im2col buffer holds"),
             powers_of_two("tile_p", 1, 4, "output pixels computed together (shares weight loads)"),
-            powers_of_two("tile_oc", 1, 4, "output channels computed together (shares input loads)"),
+            choice("tile_oc", [1, 2, 3, 4], "output channels computed together (shares input loads)"),
             powers_of_two("unroll", 1, 4, "unroll factor of the reduction loop (plain C)"),
             choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
             choice("weight_sums", ["in_loop", "precomputed"], "MVE im2col: zero-point correction from weight sums "
                                                                "taken in the inner loop, or once per call into .bss"),
+            choice("layout", LAYOUTS, "weights as given (OHWI) or packed at export time: reordered for the inner "
+                                      "loop, bias and input zero point folded into a term per channel (pack_weights)"),
             choice("fusion", ["fused", "unfused"], "bias+requantise+clamp in the conv loop, or a second pass over "
                                                    "an int32 intermediate in memory"),
             choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
@@ -104,6 +149,19 @@ class Conv2dS8(Kernel):
                                  Buffer("output", np.zeros((geo.oh, geo.ow, cout), dtype=np.int8), is_output=True)),
                         params=params)
 
+    def template_for(self, config: Config) -> str:
+        return "conv2d_s8_packed.c.j2" if config["layout"] == "packed" else self.template
+
+    def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
+        """layout=packed variants take the packed weights and terms in place of the weights and bias."""
+        if config["layout"] != "packed":
+            return io
+        weights, bias = io.buffers[1], io.buffers[2]
+        return with_packed_weights(io, *pack_weights(weights.data, bias.data, dict(io.params)["in_zero"], config))
+
+    def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
+        return [pack_declaration(fn)] if config["layout"] == "packed" else []
+
     def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
         geo = geometry_of(shape)
         x, w, bias, mult, shift = (buf.data for buf in io.buffers[:5])
@@ -119,14 +177,19 @@ class Conv2dS8(Kernel):
         oc_full, oc_rem = tile_schedule(shape["cout"], toc)
         last_chunk = npix % ip
         last_full, last_rem = tile_schedule(last_chunk, tp)
-        return dict(**shape, oh=geo.oh, ow=geo.ow, k=k, npix=npix, algo=config["algo"], ip=ip, tp=tp, toc=toc,
-                    unroll=int(config["unroll"]), vector=config["vector"], fusion=config["fusion"],
-                    precomputed_wsum=config["weight_sums"] == "precomputed",
-                    oc_full=oc_full, oc_rem=oc_rem, full_chunks=npix // ip, last_chunk=last_chunk,
-                    last_full=last_full, last_rem=last_rem, scratch_bytes=self.scratch_bytes(shape, config),
-                    # Which requantisation helpers the variant calls (clang rejects unused ones).
-                    scalar_rq=config["vector"] == "c" or (config["algo"] == "direct" and config["fusion"] == "fused"),
-                    vector_rq=config["vector"] == "mve" and (config["algo"] == "im2col" or config["fusion"] == "unfused"))
+        pack = packing(shape["kh"], shape["kw"], shape["cin"], config)
+        variables = dict(**shape, oh=geo.oh, ow=geo.ow, k=k, npix=npix, algo=config["algo"], ip=ip, tp=tp, toc=toc,
+                         block=pack.block, segment=pack.segment, zero_row=self.reads_zero_row(shape, config),
+                         unroll=int(config["unroll"]), vector=config["vector"], fusion=config["fusion"],
+                         precomputed_wsum=config["weight_sums"] == "precomputed",
+                         oc_full=oc_full, oc_rem=oc_rem, full_chunks=npix // ip, last_chunk=last_chunk,
+                         last_full=last_full, last_rem=last_rem, scratch_bytes=self.scratch_bytes(shape, config),
+                         # Which requantisation helpers the variant calls (clang rejects unused ones).
+                         scalar_rq=config["vector"] == "c" or (config["algo"] == "direct" and config["fusion"] == "fused"),
+                         vector_rq=config["vector"] == "mve" and (config["algo"] == "im2col" or config["fusion"] == "unfused"))
+        if config["layout"] == "packed":  # every packed variant requantises whole rows (requant_rows)
+            variables.update(scalar_rq=config["vector"] == "c", vector_rq=config["vector"] == "mve")
+        return variables
 
     def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
         """The plain loop nest, for benchmarks: what tuned variants are compared against."""

@@ -12,12 +12,24 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 from ..quant import requantize_per_channel
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO
 from .conv2d_s8 import tile_schedule
-from .convolution import MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params
+from .convolution import MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params, scratch_capacity
+from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
+
+LAYOUTS = ("hwc", "packed")
+
+
+def pack_weights(weights: np.ndarray, bias: np.ndarray, in_zero: int, tile_c: int) -> tuple[np.ndarray, np.ndarray]:
+    """[kh][kw][c] weights -> layout=packed: the weights of each tile_c channel tile tap after
+    tap ([c / tile_c][kh][kw][tile_c], same size, returned in the original shape) and the
+    per-channel terms bias - in_zero * sum(w), as the exported `<fn>_pack()` computes them."""
+    rows = weights.reshape(-1, weights.shape[-1]).T  # one row of kh*kw taps per channel
+    packed, terms = pack_rows(rows, bias, in_zero, Packing(block=tile_c, segment=1, lanes=16))
+    return packed.reshape(weights.shape), terms
 
 
 class DwConv2dS8(Kernel):
     name = "dwconv2d_s8"
-    version = 1
+    version = 2  # v2: the `layout` parameter (weights packed at export time)
     shape_keys = ("h", "w", "c", "kh", "kw", "stride", "pad", "dilation")
     zero_allowed = ("pad",)
     description = "int8 depthwise NHWC convolution (multiplier 1), per-channel requantisation, 3x3 special case"
@@ -44,6 +56,11 @@ class DwConv2dS8(Kernel):
             Constraint("tile_c larger than needed to cover c",
                        lambda cfg: cfg["tile_c"] <= max(4, 1 << (c - 1).bit_length())),
         ]
+        if shape["pad"] > 0:  # the packed loop reads taps in the padding from a static row of in_zero
+            capacity = scratch_capacity(target)
+            constraints.append(Constraint(f"the packed layout's {c}-byte row of in_zero exceeds the {capacity} bytes "
+                                          f"of scratch memory on {target.name}",
+                                          lambda cfg: cfg["layout"] != "packed" or c <= capacity))
         if target.has_vector("mve"):
             vectors.append("mve")
             unit = target.vector_unit("mve")
@@ -57,6 +74,8 @@ class DwConv2dS8(Kernel):
             powers_of_two("tile_p", 1, 4, "output pixels computed together (share weight loads)"),
             choice("taps", ["loop", "unrolled3x3"], "tap loop with bounds checks, or (3x3 only) nine unrolled "
                                                     "taps without checks inside the input"),
+            choice("layout", LAYOUTS, "weights as given ([kh][kw][c]) or packed at export time: each channel tile's "
+                                      "taps contiguous, bias and input zero point folded into a term per channel"),
             choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
             choice("compiler", [cc.name for cc in target.compilers], "compiler from the target description"),
             choice("opt", OPT_LEVELS, "optimisation level"),
@@ -73,6 +92,16 @@ class DwConv2dS8(Kernel):
                                  Buffer("output", np.zeros((geo.oh, geo.ow, c), dtype=np.int8), is_output=True)),
                         params=params)
 
+    def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
+        """layout=packed variants take the packed weights and terms in place of the weights and bias."""
+        if config["layout"] != "packed":
+            return io
+        weights, bias = io.buffers[1], io.buffers[2]
+        return with_packed_weights(io, *pack_weights(weights.data, bias.data, dict(io.params)["in_zero"], int(config["tile_c"])))
+
+    def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
+        return [pack_declaration(fn)] if config["layout"] == "packed" else []
+
     def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
         geo = geometry_of(shape)
         x, w, bias, mult, shift = (buf.data for buf in io.buffers[:5])
@@ -88,4 +117,5 @@ class DwConv2dS8(Kernel):
         c_full, c_rem = tile_schedule(shape["c"], tc)
         p_full, p_rem = tile_schedule(npix, tp)
         return dict(**shape, oh=geo.oh, ow=geo.ow, npix=npix, tc=tc, tv=tc // 4, tp=tp, vector=config["vector"],
-                    unrolled3x3=config["taps"] == "unrolled3x3", c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)
+                    unrolled3x3=config["taps"] == "unrolled3x3", packed=config["layout"] == "packed",
+                    c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)
