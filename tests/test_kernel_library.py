@@ -87,7 +87,7 @@ def test_exported_convolutions_build_and_match_numpy(m55, host, tmp_path, target
         io = kernel.make_io(shape, np.random.default_rng(77), edge="extreme")  # inputs never seen while tuning
         # Firmware passes the weights in the form the exported variant takes (packed or not).
         entry = next(e for e in result.entries if e.kernel == name)
-        deployed = kernel.deployed_io(io, kernel.space(target, shape).make(dict(entry.config)))
+        deployed = kernel.deployed_io(io, kernel.tuning_space(target, shape).make(dict(entry.config)))
         workdir = tmp_path / f"build-{name}"
         workdir.mkdir()
         values, raw = runner.run(runner.build_export(kernel, shape, deployed, result.folder, workdir), deployed)
