@@ -14,6 +14,8 @@ from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO
 from .conv2d_s8 import tile_schedule
 from .convolution import MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params
 
+AVX2_LANES = 8  # int32 lanes of a 256-bit register: channels per vector on the AVX2 path
+
 
 class DwConv2dS8(Kernel):
     name = "dwconv2d_s8"
@@ -42,7 +44,8 @@ class DwConv2dS8(Kernel):
             Constraint("taps=unrolled3x3 needs a 3x3 kernel",
                        lambda cfg: cfg["taps"] == "loop" or (shape["kh"] == 3 and shape["kw"] == 3)),
             Constraint("tile_c larger than needed to cover c",
-                       lambda cfg: cfg["tile_c"] <= max(4, 1 << (c - 1).bit_length())),
+                       lambda cfg: cfg["tile_c"] <= max(AVX2_LANES if cfg["vector"] == "avx2" else 4,
+                                                        1 << (c - 1).bit_length())),
         ]
         if target.has_vector("mve"):
             vectors.append("mve")
@@ -52,12 +55,21 @@ class DwConv2dS8(Kernel):
             constraints.append(Constraint(
                 f"MVE tile_p * tile_c / {lanes} accumulators + 2 exceed {unit.registers} vector registers",
                 lambda cfg: cfg["vector"] != "mve" or cfg["tile_p"] * cfg["tile_c"] // lanes + 2 <= unit.registers))
+        if target.has_vector("avx2"):
+            vectors.append("avx2")
+            registers = target.vector_unit("avx2").registers
+            # Accumulators, the bias vectors they start from, one input and one weight vector.
+            constraints.append(Constraint(
+                f"AVX2 tile_c must be a multiple of {AVX2_LANES} and (tile_p + 1) * tile_c / {AVX2_LANES} + 2 "
+                f"vectors must fit {registers} registers",
+                lambda cfg: cfg["vector"] != "avx2" or (cfg["tile_c"] % AVX2_LANES == 0 and
+                                                        (cfg["tile_p"] + 1) * cfg["tile_c"] // AVX2_LANES + 2 <= registers)))
         params = [
             powers_of_two("tile_c", 4, 16, "channels computed together"),
             powers_of_two("tile_p", 1, 4, "output pixels computed together (share weight loads)"),
             choice("taps", ["loop", "unrolled3x3"], "tap loop with bounds checks, or (3x3 only) nine unrolled "
                                                     "taps without checks inside the input"),
-            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE or AVX2 intrinsics"),
             choice("compiler", [cc.name for cc in target.compilers], "compiler from the target description"),
             choice("opt", OPT_LEVELS, "optimisation level"),
         ]
@@ -81,11 +93,15 @@ class DwConv2dS8(Kernel):
         acc = np.einsum("yxabc,abc->yxc", patches, w.astype(np.int64)) + bias.astype(np.int64)
         return [requantize_per_channel(acc, mult, shift, p["out_zero"], p["act_min"], p["act_max"])]
 
+    def template_for(self, config: Config) -> str:
+        return "dwconv2d_s8_avx2.c.j2" if config["vector"] == "avx2" else self.template
+
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         geo = geometry_of(shape)
         npix = geo.oh * geo.ow
         tc, tp = int(config["tile_c"]), int(config["tile_p"])
         c_full, c_rem = tile_schedule(shape["c"], tc)
         p_full, p_rem = tile_schedule(npix, tp)
-        return dict(**shape, oh=geo.oh, ow=geo.ow, npix=npix, tc=tc, tv=tc // 4, tp=tp, vector=config["vector"],
+        lanes = AVX2_LANES if config["vector"] == "avx2" else 4  # int32 lanes per vector (MVE: 4)
+        return dict(**shape, oh=geo.oh, ow=geo.ow, npix=npix, tc=tc, tv=tc // lanes, tp=tp, vector=config["vector"],
                     unrolled3x3=config["taps"] == "unrolled3x3", c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)
