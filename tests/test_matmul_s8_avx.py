@@ -12,10 +12,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from edgetune.codegen.export import export_best
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
-from edgetune.session import Evaluator
+from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.targets import iobuf
 from edgetune.targets.build import kernel_header
-from edgetune.tuner import Outcome
+from edgetune.targets.runners import runner_for
+from edgetune.tuner import Outcome, TuningDatabase
 from test_render import compile_only
 
 PATHS = ("avx2", "avx512")
@@ -235,3 +238,31 @@ def test_source_refuses_a_build_without_the_vector_unit(matmul, host, tmp_path):
     result = subprocess.run(["gcc", "-march=x86-64", *COMMON_CFLAGS, "-c", "kernel.c", "-I", str(tmp_path)],
                             cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode != 0 and "compile with -mavx2" in result.stderr
+
+
+# --- export ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("layout", ["rowmajor", "packed"])
+def test_exported_avx_variant_builds_and_matches_the_reference(matmul, host, layout, tmp_path):
+    """The widest path's variant, exported as the best for its shape, built from the export
+    folder with the flags it was measured with, on inputs it never saw (packed weights packed
+    by the firmware, here numpy's pack_weights)."""
+    path = next((p for p in reversed(PATHS) if host.has_vector(p)), None)
+    if path is None:
+        return
+    shape = matmul.parse_shape("m=6,n=21,k=45")
+    space = matmul.space(host, shape)
+    workload = workload_of(matmul, host, shape)
+    config = legal(space, vector=path, layout=layout, compiler="clang")[-1]
+    trial = Evaluator(matmul, host, shape, space, workload_inputs(matmul, workload), tmp_path)(config)
+    assert trial.outcome is Outcome.OK, trial.error
+    db = TuningDatabase(tmp_path / "t.db")
+    db.record(workload, trial, "manual", 0)
+    result = export_best(db, host, tmp_path / "export", objective="time_ns")
+    source = (result.folder / result.entries[0].source).read_text()
+    assert f"vector={path}" in source and f"layout={layout}" in source
+    io = matmul.make_io(shape, np.random.default_rng(321), edge="extreme")
+    runner = runner_for(host)
+    (tmp_path / "build").mkdir()
+    build = runner.build_export(matmul, shape, matmul.deployed_io(io, config), result.folder, tmp_path / "build")
+    _, raw = runner.run(build, matmul.deployed_io(io, config))
+    assert np.array_equal(iobuf.unpack_outputs(io, raw)[0], matmul.reference(shape, io)[0])
