@@ -203,7 +203,9 @@ def test_vector_values_follow_the_target():
     shape = {"m": 16, "n": 16, "k": 32}
     assert MATMUL.space(get_target("cortex-m55"), shape).param("vector").values == ("c", "mve", "dsp")
     assert MATMUL.space(get_target("cortex-m4"), shape).param("vector").values == ("c", "dsp")
-    assert MATMUL.space(get_target("host"), shape).param("vector").values == ("c",)
+    host = get_target("host")
+    detected = tuple(path for path in ("avx2", "avx512") if host.has_vector(path))
+    assert MATMUL.space(host, shape).param("vector").values == ("c", *detected)
 
 
 @pytest.mark.parametrize("target_name", ["cortex-m55", "host"])
@@ -227,10 +229,11 @@ def test_legal_matmul_points_fit_the_shape(target_name, shape):
 def test_one_by_one_matmul_space_is_tiny(target_name):
     space = MATMUL.space(get_target(target_name), {"m": 1, "n": 1, "k": 1})
     # Only vector x layout x compiler x opt remain free: every tile and unroll is pinned to
-    # its smallest (whole vectors of 4 int32 lanes for row-major MVE).
+    # its smallest (whole vectors of int32 lanes for row-major MVE and AVX: 4, 8 or 16).
     free = (len(space.param("vector").values) * len(space.param("layout").values)
             * len(space.param("compiler").values) * len(space.param("opt").values))
     assert len(space) == free
     for c in space:
-        narrowest = 4 if (c["vector"], c["layout"]) == ("mve", "rowmajor") else 1
+        widths = {"mve": 4, "avx2": 8, "avx512": 16}
+        narrowest = widths.get(c["vector"], 1) if c["layout"] == "rowmajor" else 1
         assert (c["tile_m"], c["tile_n"], c["unroll_k"]) == (1, narrowest, 1)

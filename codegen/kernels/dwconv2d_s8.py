@@ -26,6 +26,8 @@ def pack_weights(weights: np.ndarray, bias: np.ndarray, in_zero: int, tile_c: in
     packed, terms = pack_rows(rows, bias, in_zero, Packing(block=tile_c, segment=1, lanes=16))
     return packed.reshape(weights.shape), terms
 
+AVX2_LANES = 8  # int32 lanes of a 256-bit register: channels per vector on the AVX2 path
+
 
 class DwConv2dS8(Kernel):
     name = "dwconv2d_s8"
@@ -54,7 +56,8 @@ class DwConv2dS8(Kernel):
             Constraint("taps=unrolled3x3 needs a 3x3 kernel",
                        lambda cfg: cfg["taps"] == "loop" or (shape["kh"] == 3 and shape["kw"] == 3)),
             Constraint("tile_c larger than needed to cover c",
-                       lambda cfg: cfg["tile_c"] <= max(4, 1 << (c - 1).bit_length())),
+                       lambda cfg: cfg["tile_c"] <= max(AVX2_LANES if cfg["vector"] == "avx2" else 4,
+                                                        1 << (c - 1).bit_length())),
         ]
         if shape["pad"] > 0:  # the packed loop reads taps in the padding from a static row of in_zero
             capacity = scratch_capacity(target)
@@ -69,6 +72,17 @@ class DwConv2dS8(Kernel):
             constraints.append(Constraint(
                 f"MVE tile_p * tile_c / {lanes} accumulators + 2 exceed {unit.registers} vector registers",
                 lambda cfg: cfg["vector"] != "mve" or cfg["tile_p"] * cfg["tile_c"] // lanes + 2 <= unit.registers))
+        if target.has_vector("avx2"):
+            vectors.append("avx2")
+            registers = target.vector_unit("avx2").registers
+            # Accumulators, the bias vectors they start from, one input and one weight vector.
+            constraints.append(Constraint(
+                f"AVX2 tile_c must be a multiple of {AVX2_LANES} and (tile_p + 1) * tile_c / {AVX2_LANES} + 2 "
+                f"vectors must fit {registers} registers",
+                lambda cfg: cfg["vector"] != "avx2" or (cfg["tile_c"] % AVX2_LANES == 0 and
+                                                        (cfg["tile_p"] + 1) * cfg["tile_c"] // AVX2_LANES + 2 <= registers)))
+            constraints.append(Constraint("the AVX2 path reads the weights as given (layout=hwc)",
+                                          lambda cfg: cfg["vector"] != "avx2" or cfg["layout"] != "packed"))
         params = [
             powers_of_two("tile_c", 4, 16, "channels computed together"),
             powers_of_two("tile_p", 1, 4, "output pixels computed together (share weight loads)"),
@@ -76,7 +90,7 @@ class DwConv2dS8(Kernel):
                                                     "taps without checks inside the input"),
             choice("layout", LAYOUTS, "weights as given ([kh][kw][c]) or packed at export time: each channel tile's "
                                       "taps contiguous, bias and input zero point folded into a term per channel"),
-            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE or AVX2 intrinsics"),
             choice("compiler", [cc.name for cc in target.compilers], "compiler from the target description"),
             choice("opt", OPT_LEVELS, "optimisation level"),
         ]
@@ -110,12 +124,16 @@ class DwConv2dS8(Kernel):
         acc = np.einsum("yxabc,abc->yxc", patches, w.astype(np.int64)) + bias.astype(np.int64)
         return [requantize_per_channel(acc, mult, shift, p["out_zero"], p["act_min"], p["act_max"])]
 
+    def template_for(self, config: Config) -> str:
+        return "dwconv2d_s8_avx2.c.j2" if config["vector"] == "avx2" else self.template
+
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         geo = geometry_of(shape)
         npix = geo.oh * geo.ow
         tc, tp = int(config["tile_c"]), int(config["tile_p"])
         c_full, c_rem = tile_schedule(shape["c"], tc)
         p_full, p_rem = tile_schedule(npix, tp)
-        return dict(**shape, oh=geo.oh, ow=geo.ow, npix=npix, tc=tc, tv=tc // 4, tp=tp, vector=config["vector"],
+        lanes = AVX2_LANES if config["vector"] == "avx2" else 4  # int32 lanes per vector (MVE: 4)
+        return dict(**shape, oh=geo.oh, ow=geo.ow, npix=npix, tc=tc, tv=tc // lanes, tp=tp, vector=config["vector"],
                     unrolled3x3=config["taps"] == "unrolled3x3", packed=config["layout"] == "packed",
                     c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)

@@ -14,6 +14,7 @@ from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from . import matmul_s8_neon
 from .dsp import DSP_CFLAGS, offers_dsp
+from .matmul_s8_avx import AVX_PATHS, avx_constraints, avx_template_vars, avx_vectors, rowmajor_width
 
 MAX_K = 32767  # keeps K * 255 * 255 + |bias| inside int32 (see the template's limits)
 LAYOUTS = ("rowmajor", "packed")
@@ -74,18 +75,21 @@ class MatmulS8(Kernel):
         constraints.append(Constraint("packed MVE unrolls 16-element steps: 16 * unroll_k must not exceed k",
                                       lambda c: c["layout"] != "packed" or c["vector"] != "mve"
                                       or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]))
+        vectors += avx_vectors(target)
+        constraints += avx_constraints(target, shape)
         # tile_n beyond the first tile that covers n only repeats that tile.
-        # (Row-major MVE needs whole vectors of 4; other tiles may be narrower.)
-        vector_cover = min(t for t in (4, 8, 16, 32) if t >= min(shape["n"], 32))
-        any_cover = min(t for t in (1, 2, 4, 8, 16, 32) if t >= min(shape["n"], 32))
-        constraints.append(Constraint("tile_n larger than needed to cover n", lambda c: c["tile_n"] <= (
-            vector_cover if c["vector"] == "mve" and c["layout"] == "rowmajor" else any_cover)))
+        # (Row-major MVE and AVX need whole vectors; other tiles may be narrower.)
+        widths = {"mve": 4, **{name: rowmajor_width(name) for name in AVX_PATHS}}
+        cover = {width: min(t for t in (1, 2, 4, 8, 16, 32) if t >= max(width, min(shape["n"], 32)))
+                 for width in (1, *widths.values())}
+        constraints.append(Constraint("tile_n larger than needed to cover n", lambda c: c["tile_n"] <= cover[
+            widths.get(c["vector"], 1) if c["layout"] == "rowmajor" else 1]))
         params = [
             powers_of_two("tile_m", 1, 8, "rows of C computed together"),
             powers_of_two("tile_n", 1, 32, "columns of C computed together"),
             powers_of_two("unroll_k", 1, 8, "unroll factor of the reduction loop"),
             choice("vector", vectors, "plain C (compiler's choice), intrinsics of a vector unit the target has "
-                                      "(Helium/MVE, NEON) or the Arm DSP extension"),
+                                      "(Helium/MVE, NEON, AVX2, AVX-512) or the Arm DSP extension"),
             choice("layout", LAYOUTS, "weights as given (rowmajor) or packed at export time: B transposed plus "
                                       "per-column terms folding bias and zero points (pack_weights)"),
             choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
@@ -119,6 +123,8 @@ class MatmulS8(Kernel):
             return matmul_s8_neon.TEMPLATE
         if config["vector"] == "dsp":
             return "matmul_s8_dsp.c.j2" if config["layout"] == "packed" else "matmul_s8_dsp_rowmajor.c.j2"
+        if config["vector"] in AVX_PATHS:
+            return "matmul_s8_avx.c.j2"
         return "matmul_s8_packed.c.j2" if config["layout"] == "packed" else self.template
 
     def variant_cflags(self, config: Config) -> tuple[str, ...]:
@@ -163,9 +169,11 @@ class MatmulS8(Kernel):
             bands.append({"start": 0, "stop": m_full, "rows": tm})
         if m % tm:
             bands.append({"start": m_full, "stop": m, "rows": m % tm})
-        return dict(m=m, n=n, k=k, tm=tm, tn=tn, uk=uk, tv=tn // 4, vector=config["vector"],
-                    bands=bands, n_full=n_full, n_rem=n % tn, m_rem=m % tm,
-                    layout=config["layout"])
+        variables = dict(m=m, n=n, k=k, tm=tm, tn=tn, uk=uk, tv=tn // 4, vector=config["vector"],
+                         bands=bands, n_full=n_full, n_rem=n % tn, m_rem=m % tm, layout=config["layout"])
+        if config["vector"] in AVX_PATHS:
+            variables.update(avx_template_vars(shape, config))
+        return variables
 
 
 def dsp_constraints(shape: Mapping[str, int]) -> list[Constraint]:

@@ -1,0 +1,151 @@
+"""Tuned matmul_s8 on this machine against the plain C loop at -O3, side by side.
+
+For each shape: a short seeded random-search tune of matmul_s8 on `host` (fresh database;
+the space holds plain C, AVX2 and AVX-512 variants where the CPU has them, both weight
+layouts), then the plain triple loop (matmul_s8_naive.c.j2: no tiling, no intrinsics)
+built by gcc -O3 with the host's flags (-march=native, so GCC may auto-vectorise it). Both
+run on the workload's inputs through edgetune's host runner (median of 15 batches of at
+least 2 ms, 64-byte aligned buffers); they are re-measured in alternation ROUNDS times and
+the ratio plain / tuned is the median over the rounds. GOP/s = 2*M*N*K / time_ns (a MAC
+counts as two operations). Then the best trial of each vector path and layout that the
+search measured.
+
+Last, dwconv2d_s8 (no plain-loop template): a seeded tune per shape, then the best plain C
+variant and the best AVX2 variant the search found, re-measured in alternation ROUNDS
+times; ratio = C / AVX2 (median of the rounds), GOP/s from 2 MACs per tap and channel.
+
+usage: .venv/bin/python bench/host_int8.py [--budget N] [--seed S] [--shapes m=..,n=..,k=.. ...]
+                                           [--dw-shapes h=..,w=..,c=..,... ...]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from kernels import NaiveLoop  # noqa: E402  (bench/kernels.py: makes an Evaluator build the plain loop)
+
+from edgetune.codegen import get_kernel  # noqa: E402
+from edgetune.codegen.kernels.convolution import geometry_of  # noqa: E402
+from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs  # noqa: E402
+from edgetune.targets import get_target  # noqa: E402
+from edgetune.tuner import TuningDatabase  # noqa: E402
+
+DEFAULT_SHAPES = ["m=64,n=64,k=64", "m=128,n=256,k=512", "m=1,n=1024,k=1024", "m=49,n=96,k=288"]
+DEFAULT_DW_SHAPES = ["h=32,w=32,c=64,kh=3,kw=3,stride=1,pad=1,dilation=1",
+                     "h=14,w=14,c=144,kh=3,kw=3,stride=2,pad=1,dilation=1"]
+ROUNDS = 5
+
+
+def gops(shape: dict, time_ns: float) -> float:
+    return 2.0 * shape["m"] * shape["n"] * shape["k"] / time_ns
+
+
+def timed(evaluate, config, what: str) -> float:
+    trial = evaluate(config)
+    if trial.outcome.failed:
+        raise SystemExit(f"{what} failed: {trial.outcome.value}: {trial.error}")
+    return trial.values["time_ns"]
+
+
+def best_per_path(db, workload) -> dict:
+    """The fastest successful trial of each (vector path, layout) in the database."""
+    best = {}
+    for trial in db.trials(workload):
+        if trial.outcome.failed:
+            continue
+        key = (trial.config["vector"], trial.config["layout"])
+        if key not in best or trial.values["time_ns"] < best[key].values["time_ns"]:
+            best[key] = trial
+    return dict(sorted(best.items()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=40, help="trials per shape (default 40)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2, help="parallel builds (timed runs never overlap)")
+    parser.add_argument("--shapes", nargs="*", default=DEFAULT_SHAPES)
+    parser.add_argument("--dw-shapes", nargs="*", default=DEFAULT_DW_SHAPES)
+    args = parser.parse_args()
+
+    kernel, target = get_kernel("matmul_s8"), get_target("host")
+    print(f"matmul_s8 on {target.name} ({target.core.name}; vector units: "
+          f"{', '.join(u.name for u in target.vector_units)}); random search, budget {args.budget}, seed {args.seed}")
+    print(f"{'shape':>18} {'plain -O3 us':>12} {'tuned us':>9} {'ratio':>6} {'plain GOP/s':>11} {'tuned GOP/s':>11}"
+          "  best configuration")
+    per_path = []
+    with tempfile.TemporaryDirectory() as tmp:
+        db = TuningDatabase(Path(tmp) / "bench.db")
+        for shape_text in args.shapes:
+            shape = kernel.parse_shape(shape_text)
+            summary = tune(TuneRequest(kernel, target, shape, "random", args.budget, args.jobs, args.seed), db)
+            if summary.best is None:
+                raise SystemExit(f"{shape_text}: no successful trial ({summary.failures})")
+            best = summary.best.trial.config
+            space = kernel.space(target, shape)
+            inputs = workload_inputs(kernel, summary.workload)
+            tuned_eval = Evaluator(kernel, target, shape, space, inputs, Path(tmp))
+            plain_eval = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, inputs, Path(tmp))
+            plain, tuned = [], []
+            for _ in range(ROUNDS):
+                plain.append(timed(plain_eval, best, "plain loop"))  # NaiveLoop ignores the configuration
+                tuned.append(timed(tuned_eval, best, "tuned variant"))
+            ratio = statistics.median(p / t for p, t in zip(plain, tuned))
+            plain_ns, tuned_ns = statistics.median(plain), statistics.median(tuned)
+            print(f"{shape_text:>18} {plain_ns / 1e3:>12.1f} {tuned_ns / 1e3:>9.1f} {ratio:>6.2f} "
+                  f"{gops(shape, plain_ns):>11.1f} {gops(shape, tuned_ns):>11.1f}  {best.key()}", flush=True)
+            per_path.append((shape_text, shape, best_per_path(db, summary.workload)))
+    print("\nbest trial of each vector path and layout found by the search (GOP/s, from the tuning run)")
+    for shape_text, shape, best in per_path:
+        cells = "  ".join(f"{vector}/{layout} {gops(shape, trial.values['time_ns']):6.1f}"
+                          for (vector, layout), trial in best.items())
+        print(f"{shape_text:>18}  {cells}")
+    if args.dw_shapes:
+        depthwise(args)
+
+
+def depthwise(args) -> None:
+    kernel, target = get_kernel("dwconv2d_s8"), get_target("host")
+    print(f"\ndwconv2d_s8 on {target.name}: best plain C vs best AVX2 variant of a random search, budget "
+          f"{args.budget}, seed {args.seed}")
+    print(f"{'shape':>52} {'C us':>8} {'AVX2 us':>8} {'ratio':>6} {'C GOP/s':>8} {'AVX2 GOP/s':>10}  best AVX2 configuration")
+    with tempfile.TemporaryDirectory() as tmp:
+        db = TuningDatabase(Path(tmp) / "bench.db")
+        for shape_text in args.dw_shapes:
+            shape = kernel.parse_shape(shape_text)
+            summary = tune(TuneRequest(kernel, target, shape, "random", args.budget, args.jobs, args.seed), db)
+            best = {}
+            for trial in db.trials(summary.workload):
+                vector = trial.config["vector"]
+                if not trial.outcome.failed and (vector not in best
+                                                 or trial.values["time_ns"] < best[vector].values["time_ns"]):
+                    best[vector] = trial
+            if not {"c", "avx2"} <= set(best):
+                print(f"{shape_text:>52}  the search measured no successful {' and '.join({'c', 'avx2'} - set(best))} variant")
+                continue
+            evaluate = Evaluator(kernel, target, shape, kernel.space(target, shape),
+                                 workload_inputs(kernel, summary.workload), Path(tmp))
+            plain, vector = [], []
+            for _ in range(ROUNDS):
+                plain.append(timed(evaluate, best["c"].config, "plain C variant"))
+                vector.append(timed(evaluate, best["avx2"].config, "AVX2 variant"))
+            ratio = statistics.median(p / v for p, v in zip(plain, vector))
+            ops = 2 * kernel_outputs(shape) * shape["kh"] * shape["kw"]
+            plain_ns, vector_ns = statistics.median(plain), statistics.median(vector)
+            print(f"{shape_text:>52} {plain_ns / 1e3:>8.1f} {vector_ns / 1e3:>8.1f} {ratio:>6.2f} {ops / plain_ns:>8.1f} "
+                  f"{ops / vector_ns:>10.1f}  {best['avx2'].config.key()}", flush=True)
+
+
+def kernel_outputs(shape: dict) -> int:
+    """Output elements of a depthwise convolution (oh * ow * c)."""
+    geo = geometry_of(shape)
+    return geo.oh * geo.ow * shape["c"]
+
+
+if __name__ == "__main__":
+    main()
