@@ -23,28 +23,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from kernels import tune_and_baselines  # noqa: E402  (bench/kernels.py: tune + plain-loop baselines)
+from restricted import Restricted  # noqa: E402  (bench/restricted.py)
 
 from edgetune.codegen import get_kernel  # noqa: E402
 from edgetune.codegen.kernels.convolution import geometry_of  # noqa: E402
 from edgetune.targets import get_target  # noqa: E402
-from edgetune.tuner import Constraint, Space, TuningDatabase  # noqa: E402
+from edgetune.tuner import Constraint, TuningDatabase  # noqa: E402
 
 DEFAULT_SHAPES = ["h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1"]
-
-
-class WithoutPacking:
-    """conv2d_s8 with layout=packed taken out of the space (the weights as given only)."""
-
-    def __init__(self, kernel):
-        self.kernel = kernel
-
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def space(self, target, shape):
-        space = self.kernel.space(target, shape)
-        return Space(space.params, (*space.constraints, Constraint("packed weights not allowed in this run",
-                                                                   lambda c: c["layout"] != "packed")))
 
 
 def main() -> None:
@@ -61,7 +47,8 @@ def main() -> None:
     print(f"{'shape':>58} {'plain -O3':>11} {'plain novec':>11} {'tuned':>9} {'ratio':>7} {'ratio novec':>11} "
           f"{'MAC/instr':>9}  best configuration")
     with tempfile.TemporaryDirectory() as tmp:
-        for label, variant in (("weights as given", WithoutPacking(kernel)), ("packed weights allowed", kernel)):
+        as_given = Restricted(kernel, Constraint("packed weights not allowed in this run", lambda c: c["layout"] != "packed"))
+        for label, variant in (("weights as given", as_given), ("packed weights allowed", kernel)):
             print(label)
             db = TuningDatabase(Path(tmp) / f"bench-{len(label)}.db")
             for shape_text in args.shapes:

@@ -18,29 +18,15 @@ import tempfile
 from pathlib import Path
 
 from kernels import NaiveLoop  # bench/kernels.py: builds the plain loop through an Evaluator
+from restricted import one_vector_path  # bench/restricted.py
 
 from edgetune.codegen import get_kernel
 from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs, workload_of
 from edgetune.targets import get_target
-from edgetune.tuner import Constraint, Space, TuningDatabase
+from edgetune.tuner import TuningDatabase
 
 TARGETS = ("cortex-m4", "cortex-m7")
 WORKLOADS = (("matmul_s8", "m=16,n=16,k=32"), ("matmul_s8", "m=32,n=32,k=64"), ("fir_q15", "taps=32,block=64"))
-
-
-class PinnedVector:
-    """A kernel whose space keeps only one value of `vector` (so a search compares paths)."""
-
-    def __init__(self, kernel, vector):
-        self.kernel, self.vector = kernel, vector
-
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def space(self, target, shape):
-        full = self.kernel.space(target, shape)
-        return Space(full.params, (*full.constraints,
-                                   Constraint(f"vector={self.vector} only", lambda c: c["vector"] == self.vector)))
 
 
 def macs_of(name, shape):
@@ -63,7 +49,7 @@ def plain_loop(kernel, target, shape, work):
 
 def best_of(kernel, target, shape, vector, budget, seed, work):
     db = TuningDatabase(work / f"{target.name}-{kernel.name}-{vector}.db")
-    summary = tune(TuneRequest(PinnedVector(kernel, vector), target, shape, "random", budget, 2, seed, "cycles"), db)
+    summary = tune(TuneRequest(one_vector_path(kernel, vector), target, shape, "random", budget, 2, seed, "cycles"), db)
     if summary.best is None:
         raise SystemExit(f"{target.name} {kernel.name} vector={vector}: no successful trial")
     return summary.best.trial

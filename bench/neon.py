@@ -21,35 +21,20 @@ import tempfile
 from pathlib import Path
 
 from kernels import NaiveLoop  # bench/kernels.py: builds the plain loop through an Evaluator
+from restricted import one_vector_path  # bench/restricted.py
 
 from edgetune.codegen import get_kernel
 from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs
 from edgetune.targets import get_target
-from edgetune.tuner import Constraint, Space, TuningDatabase
+from edgetune.tuner import TuningDatabase
 
 TARGETS = ("cortex-a53", "cortex-a72")
-
-
-class OnePath:
-    """A kernel whose space keeps one vector path (for a search over that path only)."""
-
-    def __init__(self, kernel, vector):
-        self.kernel, self.vector = kernel, vector
-
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def space(self, target, shape):
-        full = self.kernel.space(target, shape)
-        vector = self.vector
-        return Space(full.params, (*full.constraints,
-                                   Constraint(f"vector path other than {vector}", lambda c: c["vector"] == vector)))
 
 
 def best_of_path(kernel, target, shape, vector, budget, seed, work):
     """The best trial of a seeded random search restricted to one vector path."""
     db = TuningDatabase(work / f"{vector}.db")
-    summary = tune(TuneRequest(OnePath(kernel, vector), target, shape, "random", budget, 2, seed, "cycles"), db)
+    summary = tune(TuneRequest(one_vector_path(kernel, vector), target, shape, "random", budget, 2, seed, "cycles"), db)
     if summary.best is None:
         raise SystemExit(f"{kernel.name} {target.name}: no {vector} variant ran: {summary.failures}")
     return summary.best.trial, summary.workload
