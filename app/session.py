@@ -180,7 +180,10 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
     runner_for(target).check_tools()
 
-    done = db.trials(workload)
+    stored_trials = db.trials(workload)
+    # Trials lost with their machine (emulator killed, board gone) are measured again first.
+    done = [trial for trial in stored_trials if not trial.outcome.lost]
+    lost = [trial.config for trial in stored_trials if trial.outcome.lost]
     told = in_space(space, done)
     strategy.tell(told)
     stored = len(done)
@@ -189,8 +192,9 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     measured = {trial.config for trial in (*done, *told)}
     # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
     # are dropped: the search covers the workload anyway.
-    pending = [config for config in (_as_config(space, values) for values in request.initial)
-               if config is not None and config not in measured]
+    seeds = [*request.initial, *(config.as_dict() for config in lost)]
+    pending = list(dict.fromkeys(config for config in (_as_config(space, values) for values in seeds)
+                                 if config is not None and config not in measured))
     with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp, ExitStack() as stack:
         if executor is None:
             evaluate = Evaluator(kernel, target, shape, space, workload_inputs(kernel, workload), Path(tmp))

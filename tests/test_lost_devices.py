@@ -81,6 +81,26 @@ def test_qemu_killed_mid_run_is_emulator_lost_and_tuning_goes_on(matmul, tmp_pat
     assert sum(t.outcome is Outcome.OK for t in trials) == 3
 
 
+def test_a_resumed_run_measures_lost_trials_again_and_keeps_the_rest(matmul, tmp_path):
+    shape = matmul.parse_shape("m=4,n=4,k=8")
+    db = TuningDatabase(tmp_path / "t.db")
+    target = killing_m55(tmp_path, kill={1})  # only the first run of the emulator is killed
+    first = tune(TuneRequest(matmul, target, shape, budget=3, seed=5), db)
+    assert first.failures == {"emulator_lost": 1}
+    before = {t.config: t for t in db.trials(first.workload)}
+    (lost,) = [config for config, t in before.items() if t.outcome.lost]
+    # Resumed, the emulator survives: only the lost configuration is measured (again).
+    again = tune(TuneRequest(matmul, target, shape, budget=3, seed=5), db)
+    assert again.workload == first.workload
+    assert again.new_trials == 1 and again.trials == 3 and again.failures == {}
+    after = {t.config: t for t in db.trials(first.workload)}
+    assert after.keys() == before.keys() and after[lost].outcome is Outcome.OK
+    assert all(after[c].values == before[c].values for c in before if c != lost)
+    # A lost trial never replaces a measured one (e.g. an import of an older, lost result).
+    assert not db.record(first.workload, before[lost], "random", 5)
+    assert {t.config: t.outcome for t in db.trials(first.workload)}[lost] is Outcome.OK
+
+
 @pytest.mark.parametrize("signum, outcome", [(signal.SIGTERM, Outcome.EMULATOR_LOST), (signal.SIGSEGV, Outcome.CRASH)])
 def test_qemu_ended_by_a_signal_is_lost_or_crashed_by_the_signal(matmul, tmp_path, signum, outcome):
     # SIGSEGV: QEMU itself crashed, which only what the guest ran can cause; SIGTERM came from outside.

@@ -183,16 +183,24 @@ class TuningDatabase:
     # --- writing ------------------------------------------------------------------------
     def record(self, workload: Workload, trial: Trial, strategy: str, seed: int | None,
                created: str | None = None) -> bool:
-        """Store a trial; False when this configuration of the workload is already stored."""
+        """Store a trial; False when this configuration of the workload is already stored
+        (unless the stored trial was lost with its machine: then the new one replaces it)."""
         with self._transaction():
             return self._insert(workload, trial, strategy, seed, created)
 
     def _insert(self, workload: Workload, trial: Trial, strategy: str, seed: int | None, created: str | None) -> bool:
         created = created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         cursor = self._conn.execute(
-            "INSERT OR IGNORE INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
+            "INSERT INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
             " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            # A configuration is stored once; only a trial whose machine was lost under it
+            # (it says nothing about the configuration) gives way to a new measurement.
+            " ON CONFLICT (workload, config_key) DO UPDATE SET config = excluded.config,"
+            " outcome = excluded.outcome, measured = excluded.measured, error = excluded.error,"
+            " info = excluded.info, strategy = excluded.strategy, seed = excluded.seed, created = excluded.created,"
+            " measured_by = excluded.measured_by, measured_at = excluded.measured_at"
+            f" WHERE trials.outcome IN ({', '.join(repr(o.value) for o in Outcome if o.lost)})",
             (workload.key(), workload.kernel, workload.kernel_version, workload.target,
              json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
              json.dumps(list(map(list, trial.config.items))), trial.outcome.value,

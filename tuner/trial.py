@@ -24,6 +24,13 @@ class Outcome(enum.Enum):
     def failed(self) -> bool:
         return self is not Outcome.OK
 
+    @property
+    def lost(self) -> bool:
+        """The machine went away under the trial: it says nothing about the configuration,
+        so a resumed run measures that configuration again (TuningDatabase.record replaces
+        the lost trial)."""
+        return self in (Outcome.EMULATOR_LOST, Outcome.DEVICE_LOST)
+
 
 @dataclass(frozen=True)
 class Trial:
