@@ -11,8 +11,8 @@ matmul_s8's packed AVX path (matmul_s8_avx.py):
   in_zero (im2col), so they add 0.
 - layout=packed: the raw input times the weight (in_zero is folded into the per-channel term
   by pack_weights), padded taps read in_zero like the C path of conv2d_s8_packed.c.j2.
-Each accumulator's lanes are summed once per output; the rows of int32 accumulators are then
-requantised eight channels at a time (common/requantize_avx_channels.c.j2, bit-exact with the
+The lanes of a tile row's accumulators are summed together (up to four channels, one
+vector of sums); the rows of int32 accumulators are then requantised eight channels at a time (common/requantize_avx_channels.c.j2, bit-exact with the
 scalar common/requantize.c.j2).
 """
 from __future__ import annotations
@@ -23,13 +23,15 @@ from edgetune.tuner import Config, Constraint
 from .matmul_s8_avx import AVX_PATHS, avx_vectors
 
 TEMPLATE = "conv2d_s8_avx.c.j2"
+MAX_TILE_OC = 4  # the channels of a tile row whose lane sums one 128-bit vector holds
 
 
 def conv_avx_constraints(target: Target) -> list[Constraint]:
     """Register limits of the AVX paths from the HAL's register count: tile_p * tile_oc vector
     accumulators, one input vector per pixel of the tile, one weight vector in flight, and
     (layout=ohwi) the broadcast input zero point."""
-    constraints = []
+    constraints = [Constraint(f"the AVX paths sum at most {MAX_TILE_OC} channels of a tile row together (tile_oc <= {MAX_TILE_OC})",
+                              lambda c: c["vector"] not in AVX_PATHS or c["tile_oc"] <= MAX_TILE_OC)]
     for name in avx_vectors(target):
         registers = target.vector_unit(AVX_PATHS[name][0]).registers
         constraints.append(Constraint(
