@@ -14,8 +14,16 @@ Last, dwconv2d_s8 (no plain-loop template): a seeded tune per shape, then the be
 variant and the best AVX2 variant the search found, re-measured in alternation ROUNDS
 times; ratio = C / AVX2 (median of the rounds), GOP/s from 2 MACs per tap and channel.
 
+Then conv2d_s8: per shape, one seeded random search per vector family (plain C, AVX2,
+AVX-512 where the CPU has them; the space restricted to that family, fresh database each),
+then the plain loop nest (conv2d_s8_naive.c.j2) at gcc -O3 and the best variant of each
+family, re-measured in alternation ROUNDS times on the same inputs. Ratios (median over the
+rounds): plain loop / best AVX variant and best plain-C variant / best AVX variant. GOP/s from
+2 * oh*ow*cout*kh*kw*cin (taps in the padding count).
+
 usage: .venv/bin/python bench/host_int8.py [--budget N] [--seed S] [--shapes m=..,n=..,k=.. ...]
                                            [--dw-shapes h=..,w=..,c=..,... ...]
+                                           [--conv-budget N] [--conv-shapes h=..,w=..,cin=..,... ...]
 """
 from __future__ import annotations
 
@@ -33,11 +41,13 @@ from edgetune.codegen import get_kernel  # noqa: E402
 from edgetune.codegen.kernels.convolution import geometry_of  # noqa: E402
 from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs  # noqa: E402
 from edgetune.targets import get_target  # noqa: E402
-from edgetune.tuner import TuningDatabase  # noqa: E402
+from edgetune.tuner import Constraint, Space, TuningDatabase  # noqa: E402
 
 DEFAULT_SHAPES = ["m=64,n=64,k=64", "m=128,n=256,k=512", "m=1,n=1024,k=1024", "m=49,n=96,k=288"]
 DEFAULT_DW_SHAPES = ["h=32,w=32,c=64,kh=3,kw=3,stride=1,pad=1,dilation=1",
                      "h=14,w=14,c=144,kh=3,kw=3,stride=2,pad=1,dilation=1"]
+DEFAULT_CONV_SHAPES = ["h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1",
+                       "h=14,w=14,cin=96,cout=96,kh=1,kw=1,stride=1,pad=0,dilation=1"]
 ROUNDS = 5
 
 
@@ -71,6 +81,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="parallel builds (timed runs never overlap)")
     parser.add_argument("--shapes", nargs="*", default=DEFAULT_SHAPES)
     parser.add_argument("--dw-shapes", nargs="*", default=DEFAULT_DW_SHAPES)
+    parser.add_argument("--conv-budget", type=int, default=24, help="conv2d_s8 trials per shape and vector family")
+    parser.add_argument("--conv-shapes", nargs="*", default=DEFAULT_CONV_SHAPES)
     args = parser.parse_args()
 
     kernel, target = get_kernel("matmul_s8"), get_target("host")
@@ -107,6 +119,8 @@ def main() -> None:
         print(f"{shape_text:>18}  {cells}")
     if args.dw_shapes:
         depthwise(args)
+    if args.conv_shapes:
+        convolution(args)
 
 
 def depthwise(args) -> None:
@@ -139,6 +153,70 @@ def depthwise(args) -> None:
             plain_ns, vector_ns = statistics.median(plain), statistics.median(vector)
             print(f"{shape_text:>52} {plain_ns / 1e3:>8.1f} {vector_ns / 1e3:>8.1f} {ratio:>6.2f} {ops / plain_ns:>8.1f} "
                   f"{ops / vector_ns:>10.1f}  {best['avx2'].config.key()}", flush=True)
+
+
+class OnlyVector:
+    """A kernel whose space is restricted to one vector family (one search per family)."""
+
+    def __init__(self, kernel, vector: str):
+        self.kernel, self.vector = kernel, vector
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+    def restrict(self, space: Space) -> Space:
+        return Space(space.params, (*space.constraints, Constraint(f"vector={self.vector} only in this search",
+                                                                   lambda c: c["vector"] == self.vector)))
+
+    def space(self, target, shape):
+        return self.restrict(self.kernel.space(target, shape))
+
+    def tuning_space(self, target, shape):  # what tune() searches (the kernel's own method calls its own space)
+        return self.restrict(self.kernel.tuning_space(target, shape))
+
+
+def convolution(args) -> None:
+    kernel, target = get_kernel("conv2d_s8"), get_target("host")
+    families = [v for v in kernel.space(target, kernel.parse_shape(args.conv_shapes[0])).param("vector").values]
+    avx = [v for v in families if v != "c"]
+    print(f"\nconv2d_s8 on {target.name}: plain loop (gcc -O3) vs the best variant of a random search per vector "
+          f"family ({', '.join(families)}), budget {args.conv_budget} each, seed {args.seed}; times in us, "
+          f"re-measured in alternation {ROUNDS} times")
+    if not avx:
+        print("this CPU has no AVX2: nothing to compare")
+        return
+    header = "".join(f" {name + ' us':>11}" for name in ("plain", *families))
+    print(f"{'shape':>52}{header} {'plain/AVX':>9} {'C/AVX':>6} {'AVX GOP/s':>9}  best AVX configuration")
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape_text in args.conv_shapes:
+            shape = kernel.parse_shape(shape_text)
+            best, workload = {}, None
+            for number, vector in enumerate(families):
+                db = TuningDatabase(Path(tmp) / f"conv-{number}.db")
+                summary = tune(TuneRequest(OnlyVector(kernel, vector), target, shape, "random", args.conv_budget,
+                                           args.jobs, args.seed), db)
+                if summary.best is None:
+                    raise SystemExit(f"{shape_text}: no successful {vector} trial ({summary.failures})")
+                best[vector], workload = summary.best.trial.config, summary.workload
+            space = kernel.tuning_space(target, shape)
+            inputs = workload_inputs(kernel, workload)
+            evaluate = Evaluator(kernel, target, shape, space, inputs, Path(tmp))
+            plain_eval = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, inputs, Path(tmp))
+            times = {name: [] for name in ("plain", *families)}
+            for _ in range(ROUNDS):
+                times["plain"].append(timed(plain_eval, best["c"], "plain loop"))  # NaiveLoop ignores the configuration
+                for vector in families:
+                    times[vector].append(timed(evaluate, best[vector], f"{vector} variant"))
+            medians = {name: statistics.median(values) for name, values in times.items()}
+            fastest = min(avx, key=medians.get)
+            plain_ratio = statistics.median(p / v for p, v in zip(times["plain"], times[fastest]))
+            c_ratio = statistics.median(p / v for p, v in zip(times["c"], times[fastest]))
+            geo = geometry_of(shape)
+            ops = 2 * geo.oh * geo.ow * shape["cout"] * shape["kh"] * shape["kw"] * shape["cin"]
+            cells = "".join(f" {medians[name] / 1e3:>11.1f}" for name in times)
+            print(f"{shape_text:>52}{cells} {plain_ratio:>9.2f} {c_ratio:>6.2f} {ops / medians[fastest]:>9.1f}  "
+                  f"{best[fastest].key()}", flush=True)
+            print(f"{'':>52}  best plain C: {best['c'].key()}")
 
 
 def kernel_outputs(shape: dict) -> int:

@@ -12,13 +12,15 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 from ..quant import requantize_per_channel
 from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
+from .conv2d_s8_avx import TEMPLATE as AVX_TEMPLATE, conv_avx_constraints, conv_avx_template_vars
 from .convolution import (MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params,
                           scratch_capacity, stack_budget)
+from .matmul_s8_avx import AVX_PATHS, avx_vectors
 from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
 
 IM2COL_PIXELS = (1, 2, 4, 8, 16, 32, 64)
 LAYOUTS = ("ohwi", "packed")
-PACKED_VECTORS = ("c", "mve")  # the paths conv2d_s8_packed.c.j2 implements
+PACKED_VECTORS = ("c", "mve", *AVX_PATHS)  # conv2d_s8_packed.c.j2's paths, and the AVX ones (conv2d_s8_avx.c.j2)
 HELIUM_BYTES = 16  # int8 lanes of one Helium Q register
 
 
@@ -90,6 +92,7 @@ class Conv2dS8(Kernel):
         npix, cout = geo.oh * geo.ow, shape["cout"]
         capacity, stack = scratch_capacity(target), stack_budget(target)
         vectors = ["c"] + (["mve"] if target.has_vector("mve") else [])
+        vectors += avx_vectors(target)  # x86 hosts: conv2d_s8_avx.py
         # Values beyond the first one that covers a dimension only repeat that tile.
         covering_p = min(v for v in IM2COL_PIXELS if v >= min(npix, IM2COL_PIXELS[-1]))
         constraints = [
@@ -121,13 +124,14 @@ class Conv2dS8(Kernel):
                        lambda c: (c["algo"] == "direct" and c["layout"] == "ohwi") or c["fusion"] == "unfused"
                        or c["tile_p"] * cout * 4 <= stack),
         ]
+        constraints += conv_avx_constraints(target)
         params = [
             choice("algo", ["direct", "im2col"], "direct loop over taps, or a partial im2col buffer and a matrix product"),
             choice("im2col_pixels", IM2COL_PIXELS, "output pixels whose patches the im2col buffer holds"),
             powers_of_two("tile_p", 1, 4, "output pixels computed together (shares weight loads)"),
             choice("tile_oc", [1, 2, 3, 4], "output channels computed together (shares input loads)"),
             powers_of_two("unroll", 1, 4, "unroll factor of the reduction loop (plain C)"),
-            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("vector", vectors, "plain C (compiler's choice), Helium/MVE or AVX2/AVX-512 intrinsics"),
             choice("weight_sums", ["in_loop", "precomputed"], "MVE im2col: zero-point correction from weight sums "
                                                                "taken in the inner loop, or once per call into .bss"),
             choice("layout", LAYOUTS, "weights as given (OHWI) or packed at export time: reordered for the inner "
@@ -150,6 +154,8 @@ class Conv2dS8(Kernel):
                         params=params)
 
     def template_for(self, config: Config) -> str:
+        if config["vector"] in AVX_PATHS:
+            return AVX_TEMPLATE
         return "conv2d_s8_packed.c.j2" if config["layout"] == "packed" else self.template
 
     def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
@@ -189,6 +195,8 @@ class Conv2dS8(Kernel):
                          vector_rq=config["vector"] == "mve" and (config["algo"] == "im2col" or config["fusion"] == "unfused"))
         if config["layout"] == "packed":  # every packed variant requantises whole rows (requant_rows)
             variables.update(scalar_rq=config["vector"] == "c", vector_rq=config["vector"] == "mve")
+        if config["vector"] in AVX_PATHS:
+            variables.update(conv_avx_template_vars(config))
         return variables
 
     def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:

@@ -1,0 +1,47 @@
+"""The x86 vector paths of conv2d_s8: AVX2 and AVX-512 (template conv2d_s8_avx.c.j2).
+
+Every output is a dot product of int8 rows that lie contiguous along the reduction: the
+weights of one output channel (OHWI rows, or layout=packed rows, which keep that order with
+block=1) against one tap's cin input channels (algo=direct) or one im2col row of
+K = kh*kw*cin (algo=im2col). Sixteen (AVX2) or thirty-two (AVX-512) bytes of each are
+sign-extended to int16 and multiplied pairwise with VPMADDWD into int32 lanes, as in
+matmul_s8's packed AVX path (matmul_s8_avx.py):
+- layout=ohwi: the input minus in_zero, in [-255, 255], times a weight in [-128, 127]: a pair
+  sum is at most 65280 in magnitude, exact. Taps in the padding are skipped (direct) or hold
+  in_zero (im2col), so they add 0.
+- layout=packed: the raw input times the weight (in_zero is folded into the per-channel term
+  by pack_weights), padded taps read in_zero like the C path of conv2d_s8_packed.c.j2.
+The lanes of a tile row's accumulators are summed together (up to four channels, one
+vector of sums); the rows of int32 accumulators are then requantised eight channels at a time (common/requantize_avx_channels.c.j2, bit-exact with the
+scalar common/requantize.c.j2).
+"""
+from __future__ import annotations
+
+from edgetune.hal import Target
+from edgetune.tuner import Config, Constraint
+
+from .matmul_s8_avx import AVX_PATHS, avx_vectors
+
+TEMPLATE = "conv2d_s8_avx.c.j2"
+MAX_TILE_OC = 4  # the channels of a tile row whose lane sums one 128-bit vector holds
+
+
+def conv_avx_constraints(target: Target) -> list[Constraint]:
+    """Register limits of the AVX paths from the HAL's register count: tile_p * tile_oc vector
+    accumulators, one input vector per pixel of the tile, one weight vector in flight, and
+    (layout=ohwi) the broadcast input zero point."""
+    constraints = [Constraint(f"the AVX paths sum at most {MAX_TILE_OC} channels of a tile row together (tile_oc <= {MAX_TILE_OC})",
+                              lambda c: c["vector"] not in AVX_PATHS or c["tile_oc"] <= MAX_TILE_OC)]
+    for name in avx_vectors(target):
+        registers = target.vector_unit(AVX_PATHS[name][0]).registers
+        constraints.append(Constraint(
+            f"{name} tile needs tile_p * tile_oc + tile_p + 1 (+1 for layout=ohwi) <= {registers} vector registers",
+            lambda c, name=name, registers=registers: c["vector"] != name
+            or c["tile_p"] * c["tile_oc"] + c["tile_p"] + 1 + (c["layout"] == "ohwi") <= registers))
+    return constraints
+
+
+def conv_avx_template_vars(config: Config) -> dict:
+    """What conv2d_s8_avx.c.j2 needs beyond conv2d_s8's shared variables."""
+    vector = str(config["vector"])
+    return dict(avx512=vector == "avx512", step=AVX_PATHS[vector][2], packed=config["layout"] == "packed")
