@@ -36,12 +36,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from kernels import NaiveLoop  # noqa: E402  (bench/kernels.py: makes an Evaluator build the plain loop)
+from restricted import one_vector_path  # noqa: E402  (bench/restricted.py)
 
 from edgetune.codegen import get_kernel  # noqa: E402
 from edgetune.codegen.kernels.convolution import geometry_of  # noqa: E402
 from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs  # noqa: E402
 from edgetune.targets import get_target  # noqa: E402
-from edgetune.tuner import Constraint, Space, TuningDatabase  # noqa: E402
+from edgetune.tuner import TuningDatabase  # noqa: E402
 
 DEFAULT_SHAPES = ["m=64,n=64,k=64", "m=128,n=256,k=512", "m=1,n=1024,k=1024", "m=49,n=96,k=288"]
 DEFAULT_DW_SHAPES = ["h=32,w=32,c=64,kh=3,kw=3,stride=1,pad=1,dilation=1",
@@ -155,26 +156,6 @@ def depthwise(args) -> None:
                   f"{ops / vector_ns:>10.1f}  {best['avx2'].config.key()}", flush=True)
 
 
-class OnlyVector:
-    """A kernel whose space is restricted to one vector family (one search per family)."""
-
-    def __init__(self, kernel, vector: str):
-        self.kernel, self.vector = kernel, vector
-
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def restrict(self, space: Space) -> Space:
-        return Space(space.params, (*space.constraints, Constraint(f"vector={self.vector} only in this search",
-                                                                   lambda c: c["vector"] == self.vector)))
-
-    def space(self, target, shape):
-        return self.restrict(self.kernel.space(target, shape))
-
-    def tuning_space(self, target, shape):  # what tune() searches (the kernel's own method calls its own space)
-        return self.restrict(self.kernel.tuning_space(target, shape))
-
-
 def convolution(args) -> None:
     kernel, target = get_kernel("conv2d_s8"), get_target("host")
     families = [v for v in kernel.space(target, kernel.parse_shape(args.conv_shapes[0])).param("vector").values]
@@ -193,7 +174,7 @@ def convolution(args) -> None:
             best, workload = {}, None
             for number, vector in enumerate(families):
                 db = TuningDatabase(Path(tmp) / f"conv-{number}.db")
-                summary = tune(TuneRequest(OnlyVector(kernel, vector), target, shape, "random", args.conv_budget,
+                summary = tune(TuneRequest(one_vector_path(kernel, vector), target, shape, "random", args.conv_budget,
                                            args.jobs, args.seed), db)
                 if summary.best is None:
                     raise SystemExit(f"{shape_text}: no successful {vector} trial ({summary.failures})")
