@@ -12,13 +12,15 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 from ..quant import requantize_per_channel
 from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
+from . import conv2d_s8_dsp
 from .convolution import (MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params,
                           scratch_capacity, stack_budget)
+from .dsp import offers_dsp
 from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
 
 IM2COL_PIXELS = (1, 2, 4, 8, 16, 32, 64)
 LAYOUTS = ("ohwi", "packed")
-PACKED_VECTORS = ("c", "mve")  # the paths conv2d_s8_packed.c.j2 implements
+PACKED_VECTORS = ("c", "mve", "dsp")  # the paths with a packed form (dsp: conv2d_s8_dsp.c.j2)
 HELIUM_BYTES = 16  # int8 lanes of one Helium Q register
 
 
@@ -82,14 +84,16 @@ class Conv2dS8(Kernel):
 
     @staticmethod
     def reads_zero_row(shape: Mapping[str, int], config: Mapping) -> bool:
-        """The packed direct loop reads taps in the padding from a row of in_zero."""
-        return config["layout"] == "packed" and config["algo"] == "direct" and shape["pad"] > 0
+        """The packed (and every DSP) direct loop reads taps in the padding from a row of in_zero."""
+        folded = config["layout"] == "packed" or config["vector"] == "dsp"
+        return folded and config["algo"] == "direct" and shape["pad"] > 0
 
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         geo = geometry_of(shape)
         npix, cout = geo.oh * geo.ow, shape["cout"]
         capacity, stack = scratch_capacity(target), stack_budget(target)
         vectors = ["c"] + (["mve"] if target.has_vector("mve") else [])
+        vectors += ["dsp"] if offers_dsp(target) else []
         # Values beyond the first one that covers a dimension only repeat that tile.
         covering_p = min(v for v in IM2COL_PIXELS if v >= min(npix, IM2COL_PIXELS[-1]))
         constraints = [
@@ -121,13 +125,14 @@ class Conv2dS8(Kernel):
                        lambda c: (c["algo"] == "direct" and c["layout"] == "ohwi") or c["fusion"] == "unfused"
                        or c["tile_p"] * cout * 4 <= stack),
         ]
+        constraints += conv2d_s8_dsp.dsp_constraints(target, shape) if offers_dsp(target) else []
         params = [
             choice("algo", ["direct", "im2col"], "direct loop over taps, or a partial im2col buffer and a matrix product"),
             choice("im2col_pixels", IM2COL_PIXELS, "output pixels whose patches the im2col buffer holds"),
             powers_of_two("tile_p", 1, 4, "output pixels computed together (shares weight loads)"),
             choice("tile_oc", [1, 2, 3, 4], "output channels computed together (shares input loads)"),
             powers_of_two("unroll", 1, 4, "unroll factor of the reduction loop (plain C)"),
-            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("vector", vectors, "plain C (compiler's choice), Helium/MVE intrinsics or the Arm DSP extension"),
             choice("weight_sums", ["in_loop", "precomputed"], "MVE im2col: zero-point correction from weight sums "
                                                                "taken in the inner loop, or once per call into .bss"),
             choice("layout", LAYOUTS, "weights as given (OHWI) or packed at export time: reordered for the inner "
@@ -150,7 +155,12 @@ class Conv2dS8(Kernel):
                         params=params)
 
     def template_for(self, config: Config) -> str:
+        if config["vector"] == "dsp":
+            return conv2d_s8_dsp.TEMPLATE
         return "conv2d_s8_packed.c.j2" if config["layout"] == "packed" else self.template
+
+    def variant_cflags(self, config: Config) -> tuple[str, ...]:
+        return super().variant_cflags(config) + conv2d_s8_dsp.dsp_cflags(config)
 
     def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
         """layout=packed variants take the packed weights and terms in place of the weights and bias."""
@@ -189,6 +199,8 @@ class Conv2dS8(Kernel):
                          vector_rq=config["vector"] == "mve" and (config["algo"] == "im2col" or config["fusion"] == "unfused"))
         if config["layout"] == "packed":  # every packed variant requantises whole rows (requant_rows)
             variables.update(scalar_rq=config["vector"] == "c", vector_rq=config["vector"] == "mve")
+        if config["vector"] == "dsp":  # conv2d_s8_dsp.c.j2 serves both layouts
+            variables.update(layout=config["layout"])
         return variables
 
     def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
