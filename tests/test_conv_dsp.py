@@ -201,3 +201,17 @@ def test_exported_packed_dsp_conv_builds_with_its_flags_and_matches_numpy(conv, 
     build = runner.build_export(conv, shape, conv.deployed_io(io, config), result.folder, tmp_path / "build")
     _, raw = runner.run(build, conv.deployed_io(io, config))
     assert np.array_equal(iobuf.unpack_outputs(io, raw)[0], conv.reference(shape, io)[0])
+
+
+@pytest.mark.qemu
+def test_small_reductions_build_with_clang_on_the_m55_and_match_numpy(conv, tmp_path):
+    """K = 2: the tile loops become straight-line code, which Clang 14's Helium vectoriser turned
+    into scatters and then crashed on ("MVE gather/scatter lowering") until the template kept
+    the DSP path's loops scalar."""
+    m55 = get_target("cortex-m55")
+    shape = conv.parse_shape("h=6,w=7,cin=1,cout=4,kh=1,kw=2,stride=1,pad=0,dilation=1")
+    space = conv.space(m55, shape)
+    config = complete(space, {"vector": "dsp", "algo": "im2col", "layout": "packed", "tile_p": 1, "tile_oc": 4,
+                              "im2col_pixels": 64, "fusion": "unfused", "compiler": "clang", "opt": "O2"})
+    io = conv.make_io(shape, np.random.default_rng(0))
+    assert_ok(Evaluator(conv, m55, shape, space, io, tmp_path)(config))
