@@ -28,7 +28,8 @@ def packing(kh: int, kw: int, cin: int, config: Mapping) -> Packing:
     """How layout=packed lays the weights out for a configuration (weight_packing.Packing):
     plain C reads each output channel's row as it is (a dot product the compiler vectorises);
     Helium interleaves the tile_oc channels of a tile in 16-byte chunks, along all of K for
-    im2col, tap by tap (segments of cin) for the direct loop."""
+    im2col, tap by tap (segments of cin) for the direct loop. The DSP path (conv2d_s8_dsp.c.j2)
+    reads whole rows like plain C."""
     k = kh * kw * cin
     if config["vector"] != "mve":
         return Packing(block=1, segment=k, lanes=HELIUM_BYTES)
