@@ -4,12 +4,12 @@ QEMU, side by side with plain C, all measured in the same run on the same inputs
 For each target and kernel: two short random-search tunes over the same space pinned to
 vector=dsp and to vector=c (fixed seed, fresh database each), best by estimated cycles; and
 the plain loop built with arm-none-eabi-gcc -O3 (matmul_s8: the triple loop of
-matmul_s8_naive.c.j2; fir_q15: the C variant with one output per tile and no unrolling, i.e.
+matmul_s8_naive.c.j2; conv2d_s8: the loop nest of conv2d_s8_naive.c.j2; fir_q15: the C variant with one output per tile and no unrolling, i.e.
 the two nested loops). Instructions are exact QEMU counts; cycles are estimates from the
 target's cost model (README, "Cycle and energy estimates"). Ratios are plain / DSP and
 best C / DSP; MAC/cycle = the kernel's multiply-accumulates / estimated DSP cycles.
 
-usage: .venv/bin/python bench/dsp.py [--budget N] [--seed S]   (also printed by bench/targets.py)
+usage: .venv/bin/python bench/dsp.py [--budget N] [--seed S] [--kernel NAME]   (also printed by bench/targets.py)
 """
 from __future__ import annotations
 
@@ -21,15 +21,21 @@ from kernels import NaiveLoop  # bench/kernels.py: builds the plain loop through
 from restricted import one_vector_path  # bench/restricted.py
 
 from edgetune.codegen import get_kernel
+from edgetune.codegen.kernels.convolution import geometry_of
 from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs, workload_of
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 
 TARGETS = ("cortex-m4", "cortex-m7")
-WORKLOADS = (("matmul_s8", "m=16,n=16,k=32"), ("matmul_s8", "m=32,n=32,k=64"), ("fir_q15", "taps=32,block=64"))
+WORKLOADS = (("matmul_s8", "m=16,n=16,k=32"), ("matmul_s8", "m=32,n=32,k=64"), ("fir_q15", "taps=32,block=64"),
+             ("conv2d_s8", "h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1"))
+NAIVE_TEMPLATES = ("matmul_s8", "conv2d_s8")  # kernels with a plain-loop template (render_naive)
 
 
 def macs_of(name, shape):
+    if name == "conv2d_s8":
+        geo = geometry_of(shape)
+        return geo.oh * geo.ow * shape["cout"] * shape["kh"] * shape["kw"] * shape["cin"]
     return shape["m"] * shape["n"] * shape["k"] if name == "matmul_s8" else shape["taps"] * shape["block"]
 
 
@@ -37,7 +43,7 @@ def plain_loop(kernel, target, shape, work):
     """The plain C loop at -O3 with GCC, on the workload's inputs."""
     space = kernel.space(target, shape)
     inputs = workload_inputs(kernel, workload_of(kernel, target, shape))
-    if kernel.name == "matmul_s8":
+    if kernel.name in NAIVE_TEMPLATES:
         trial = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, inputs, work)(next(iter(space)))
     else:
         config = space.make({"tile": 1, "unroll": 1, "vector": "c", "compiler": "gcc", "opt": "O3"})
@@ -55,7 +61,14 @@ def best_of(kernel, target, shape, vector, budget, seed, work):
     return summary.best.trial
 
 
-def dsp_table(budget: int, seed: int, work: Path) -> None:
+def label_of(name, shape_text, shape):
+    if name == "conv2d_s8":  # the layer in the usual notation; stride 1, pad 1, dilation 1 in WORKLOADS
+        return f"{name} {shape['h']}x{shape['w']}x{shape['cin']}->{shape['cout']} {shape['kh']}x{shape['kw']}"
+    return f"{name} {shape_text}"
+
+
+def dsp_table(budget: int, seed: int, work: Path, kernels: tuple[str, ...] | None = None) -> None:
+    """One row per target and workload (of `kernels` only, when given)."""
     print(f"Arm DSP extension (vector=dsp) vs plain C; random search per path, budget {budget}, seed {seed}, "
           "best by estimated cycles")
     print(f"{'target':>10} {'workload':>26} {'plain instr':>11} {'plain cyc':>9} {'C instr':>8} {'C cyc':>8} "
@@ -63,12 +76,14 @@ def dsp_table(budget: int, seed: int, work: Path) -> None:
     for target_name in TARGETS:
         target = get_target(target_name)
         for kernel_name, shape_text in WORKLOADS:
+            if kernels is not None and kernel_name not in kernels:
+                continue
             kernel = get_kernel(kernel_name)
             shape = kernel.parse_shape(shape_text)
             plain = plain_loop(kernel, target, shape, work)
             c = best_of(kernel, target, shape, "c", budget, seed, work)
             dsp = best_of(kernel, target, shape, "dsp", budget, seed, work)
-            print(f"{target_name:>10} {kernel_name + ' ' + shape_text:>26} {plain['instructions']:>11} "
+            print(f"{target_name:>10} {label_of(kernel_name, shape_text, shape):>26} {plain['instructions']:>11} "
                   f"{plain['cycles']:>9.0f} {c.values['instructions']:>8} {c.values['cycles']:>8.0f} "
                   f"{dsp.values['instructions']:>9} {dsp.values['cycles']:>8.0f} "
                   f"{plain['cycles'] / dsp.values['cycles']:>9.2f} {c.values['cycles'] / dsp.values['cycles']:>6.2f} "
@@ -79,9 +94,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
+    names = tuple(dict.fromkeys(name for name, _ in WORKLOADS))
+    parser.add_argument("--kernel", action="append", choices=names, help="only this kernel's workloads (repeatable)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        dsp_table(args.budget, args.seed, Path(tmp))
+        dsp_table(args.budget, args.seed, Path(tmp), tuple(args.kernel) if args.kernel else None)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ chosen objective (default: estimated cycles); then the plain triple loop on the 
 inputs in the same harness. Ratios are plain / tuned. Cycles and energy are estimates from
 each target's cost model (README, "Cycle and energy estimates").
 
-Then the Arm DSP-extension path on the Cortex-M4 and M7 (bench/dsp.py): matmul_s8 and
+Then the Arm DSP-extension path on the Cortex-M4 and M7 (bench/dsp.py): matmul_s8, conv2d_s8 and
 fir_q15 tuned with vector=dsp only and with plain C only, against the plain loop at -O3.
 
 usage: .venv/bin/python bench/targets.py [--budget N] [--shape m=..,n=..,k=..] [--objective cycles] [--no-dsp]

@@ -85,14 +85,14 @@ def packing_helper(rendered) -> str:
 
 def test_c_packing_helper_matches_numpy(conv, m55, host, tmp_path, rng):
     """The exported <fn>_pack(), compiled for the host, against pack_weights, for each
-    packed form (plain C rows, Helium blocks over K, Helium blocks per tap)."""
+    packed form (plain C and DSP rows, Helium blocks over K, Helium blocks per tap)."""
     shape = conv.parse_shape("h=4,w=4,cin=19,cout=7,kh=3,kw=2,stride=1,pad=1,dilation=1")
     space = conv.space(m55, shape)
     forms = {}
     for config in space:
         if config["layout"] == "packed":
             forms.setdefault((config["vector"], config["algo"], config["tile_oc"]), config)
-    assert {(v, a) for v, a, _ in forms} == {("c", "im2col"), ("c", "direct"), ("mve", "im2col"), ("mve", "direct")}
+    assert {(v, a) for v, a, _ in forms} == {(v, a) for v in ("c", "mve", "dsp") for a in ("im2col", "direct")}
     for index, config in enumerate(forms.values()):
         rendered = conv.render(m55, shape, config)
         source = "#include <stdint.h>\n#include \"kernel.h\"\n" + packing_helper(rendered)
@@ -119,7 +119,7 @@ def test_space_rules_for_packed_weights(conv, m55, host):
     shape = conv.parse_shape(conv.example_shape())
     space = list(conv.space(m55, shape))
     packed = [c for c in space if c["layout"] == "packed"]
-    assert packed and {c["vector"] for c in packed} == {"c", "mve"}
+    assert packed and {c["vector"] for c in packed} == {"c", "mve", "dsp"}
     assert all(c["weight_sums"] == "in_loop" for c in packed)
     assert all(c["tile_p"] * c["tile_oc"] <= 8 for c in packed if c["vector"] == "mve")
     assert all(c["unroll"] == 1 for c in packed if c["vector"] == "c")

@@ -12,15 +12,19 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 from ..quant import requantize_per_channel
 from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
+from . import conv2d_s8_dsp
 from .conv2d_s8_avx import TEMPLATE as AVX_TEMPLATE, conv_avx_constraints, conv_avx_template_vars
 from .convolution import (MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params,
                           scratch_capacity, stack_budget)
+from .dsp import offers_dsp
 from .matmul_s8_avx import AVX_PATHS, avx_vectors
 from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
 
 IM2COL_PIXELS = (1, 2, 4, 8, 16, 32, 64)
 LAYOUTS = ("ohwi", "packed")
-PACKED_VECTORS = ("c", "mve", *AVX_PATHS)  # conv2d_s8_packed.c.j2's paths, and the AVX ones (conv2d_s8_avx.c.j2)
+# The paths with a packed form: conv2d_s8_packed.c.j2's (c, mve), conv2d_s8_dsp.c.j2's and
+# the AVX ones (conv2d_s8_avx.c.j2).
+PACKED_VECTORS = ("c", "mve", "dsp", *AVX_PATHS)
 HELIUM_BYTES = 16  # int8 lanes of one Helium Q register
 
 
@@ -28,7 +32,8 @@ def packing(kh: int, kw: int, cin: int, config: Mapping) -> Packing:
     """How layout=packed lays the weights out for a configuration (weight_packing.Packing):
     plain C reads each output channel's row as it is (a dot product the compiler vectorises);
     Helium interleaves the tile_oc channels of a tile in 16-byte chunks, along all of K for
-    im2col, tap by tap (segments of cin) for the direct loop."""
+    im2col, tap by tap (segments of cin) for the direct loop. The DSP path (conv2d_s8_dsp.c.j2)
+    and the AVX ones (conv2d_s8_avx.c.j2) read whole rows like plain C."""
     k = kh * kw * cin
     if config["vector"] != "mve":
         return Packing(block=1, segment=k, lanes=HELIUM_BYTES)
@@ -84,8 +89,9 @@ class Conv2dS8(Kernel):
 
     @staticmethod
     def reads_zero_row(shape: Mapping[str, int], config: Mapping) -> bool:
-        """The packed direct loop reads taps in the padding from a row of in_zero."""
-        return config["layout"] == "packed" and config["algo"] == "direct" and shape["pad"] > 0
+        """The packed (and every DSP) direct loop reads taps in the padding from a row of in_zero."""
+        folded = config["layout"] == "packed" or config["vector"] == "dsp"
+        return folded and config["algo"] == "direct" and shape["pad"] > 0
 
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         geo = geometry_of(shape)
@@ -93,6 +99,7 @@ class Conv2dS8(Kernel):
         capacity, stack = scratch_capacity(target), stack_budget(target)
         vectors = ["c"] + (["mve"] if target.has_vector("mve") else [])
         vectors += avx_vectors(target)  # x86 hosts: conv2d_s8_avx.py
+        vectors += ["dsp"] if offers_dsp(target) else []
         # Values beyond the first one that covers a dimension only repeat that tile.
         covering_p = min(v for v in IM2COL_PIXELS if v >= min(npix, IM2COL_PIXELS[-1]))
         constraints = [
@@ -125,13 +132,15 @@ class Conv2dS8(Kernel):
                        or c["tile_p"] * cout * 4 <= stack),
         ]
         constraints += conv_avx_constraints(target)
+        constraints += conv2d_s8_dsp.dsp_constraints(target, shape) if offers_dsp(target) else []
         params = [
             choice("algo", ["direct", "im2col"], "direct loop over taps, or a partial im2col buffer and a matrix product"),
             choice("im2col_pixels", IM2COL_PIXELS, "output pixels whose patches the im2col buffer holds"),
             powers_of_two("tile_p", 1, 4, "output pixels computed together (shares weight loads)"),
             choice("tile_oc", [1, 2, 3, 4], "output channels computed together (shares input loads)"),
             powers_of_two("unroll", 1, 4, "unroll factor of the reduction loop (plain C)"),
-            choice("vector", vectors, "plain C (compiler's choice), Helium/MVE or AVX2/AVX-512 intrinsics"),
+            choice("vector", vectors, "plain C (compiler's choice), Helium/MVE or AVX2/AVX-512 intrinsics, "
+                                      "or the Arm DSP extension"),
             choice("weight_sums", ["in_loop", "precomputed"], "MVE im2col: zero-point correction from weight sums "
                                                                "taken in the inner loop, or once per call into .bss"),
             choice("layout", LAYOUTS, "weights as given (OHWI) or packed at export time: reordered for the inner "
@@ -156,7 +165,12 @@ class Conv2dS8(Kernel):
     def template_for(self, config: Config) -> str:
         if config["vector"] in AVX_PATHS:
             return AVX_TEMPLATE
+        if config["vector"] == "dsp":
+            return conv2d_s8_dsp.TEMPLATE
         return "conv2d_s8_packed.c.j2" if config["layout"] == "packed" else self.template
+
+    def variant_cflags(self, config: Config) -> tuple[str, ...]:
+        return super().variant_cflags(config) + conv2d_s8_dsp.dsp_cflags(config)
 
     def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
         """layout=packed variants take the packed weights and terms in place of the weights and bias."""
@@ -197,6 +211,8 @@ class Conv2dS8(Kernel):
             variables.update(scalar_rq=config["vector"] == "c", vector_rq=config["vector"] == "mve")
         if config["vector"] in AVX_PATHS:
             variables.update(conv_avx_template_vars(config))
+        if config["vector"] == "dsp":  # conv2d_s8_dsp.c.j2 serves both layouts
+            variables.update(layout=config["layout"])
         return variables
 
     def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
