@@ -11,6 +11,7 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 
 from ..quant import requantize_per_channel
 from ..render import render
+from . import conv2d_s8_neon
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .convolution import (MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params,
                           scratch_capacity, stack_budget)
@@ -18,13 +19,13 @@ from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_we
 
 IM2COL_PIXELS = (1, 2, 4, 8, 16, 32, 64)
 LAYOUTS = ("ohwi", "packed")
-PACKED_VECTORS = ("c", "mve")  # the paths conv2d_s8_packed.c.j2 implements
+PACKED_VECTORS = ("c", "mve", "neon")  # the paths conv2d_s8_packed.c.j2 and conv2d_s8_neon.c.j2 implement
 HELIUM_BYTES = 16  # int8 lanes of one Helium Q register
 
 
 def packing(kh: int, kw: int, cin: int, config: Mapping) -> Packing:
     """How layout=packed lays the weights out for a configuration (weight_packing.Packing):
-    plain C reads each output channel's row as it is (a dot product the compiler vectorises);
+    plain C and NEON read each output channel's row as it is (contiguous dot products);
     Helium interleaves the tile_oc channels of a tile in 16-byte chunks, along all of K for
     im2col, tap by tap (segments of cin) for the direct loop."""
     k = kh * kw * cin
@@ -89,7 +90,7 @@ class Conv2dS8(Kernel):
         geo = geometry_of(shape)
         npix, cout = geo.oh * geo.ow, shape["cout"]
         capacity, stack = scratch_capacity(target), stack_budget(target)
-        vectors = ["c"] + (["mve"] if target.has_vector("mve") else [])
+        vectors = ["c"] + (["mve"] if target.has_vector("mve") else []) + (["neon"] if target.has_vector("neon") else [])
         # Values beyond the first one that covers a dimension only repeat that tile.
         covering_p = min(v for v in IM2COL_PIXELS if v >= min(npix, IM2COL_PIXELS[-1]))
         constraints = [
@@ -121,13 +122,15 @@ class Conv2dS8(Kernel):
                        lambda c: (c["algo"] == "direct" and c["layout"] == "ohwi") or c["fusion"] == "unfused"
                        or c["tile_p"] * cout * 4 <= stack),
         ]
+        if target.has_vector("neon"):
+            constraints.extend(conv2d_s8_neon.neon_constraints(target.vector_unit("neon")))
         params = [
             choice("algo", ["direct", "im2col"], "direct loop over taps, or a partial im2col buffer and a matrix product"),
             choice("im2col_pixels", IM2COL_PIXELS, "output pixels whose patches the im2col buffer holds"),
             powers_of_two("tile_p", 1, 4, "output pixels computed together (shares weight loads)"),
             choice("tile_oc", [1, 2, 3, 4], "output channels computed together (shares input loads)"),
             powers_of_two("unroll", 1, 4, "unroll factor of the reduction loop (plain C)"),
-            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE intrinsics"),
+            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE or NEON intrinsics"),
             choice("weight_sums", ["in_loop", "precomputed"], "MVE im2col: zero-point correction from weight sums "
                                                                "taken in the inner loop, or once per call into .bss"),
             choice("layout", LAYOUTS, "weights as given (OHWI) or packed at export time: reordered for the inner "
@@ -150,6 +153,8 @@ class Conv2dS8(Kernel):
                         params=params)
 
     def template_for(self, config: Config) -> str:
+        if config["vector"] == "neon":
+            return conv2d_s8_neon.TEMPLATE
         return "conv2d_s8_packed.c.j2" if config["layout"] == "packed" else self.template
 
     def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:

@@ -10,8 +10,9 @@ from edgetune.hal import Target
 from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 
 from ..quant import requantize_per_channel
+from ..render import render
 from . import dwconv2d_s8_neon
-from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO
+from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .conv2d_s8 import tile_schedule
 from .convolution import MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params, scratch_capacity
 from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
@@ -147,3 +148,11 @@ class DwConv2dS8(Kernel):
         return dict(**shape, oh=geo.oh, ow=geo.ow, npix=npix, tc=tc, tv=tc // lanes, tp=tp, vector=config["vector"],
                     unrolled3x3=config["taps"] == "unrolled3x3", packed=config["layout"] == "packed",
                     c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)
+
+    def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
+        """The plain loop nest, for benchmarks: what tuned variants are compared against."""
+        geo = geometry_of(shape)
+        fn = self.function_name(shape)
+        source = render("dwconv2d_s8_naive.c.j2", dict(fn=fn, prefix=fn, header="kernel.h", oh=geo.oh, ow=geo.ow, **shape))
+        return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
+                              compiler=compiler, cflags=cflags)
