@@ -1,4 +1,4 @@
-"""NEON variants of matmul_s8, matmul_f32 and dwconv2d_s8 on the Cortex-A53 and A72 (QEMU
+"""NEON variants of matmul_s8, matmul_f32, conv2d_s8 and dwconv2d_s8 on the Cortex-A53 and A72 (QEMU
 virt): tuned instructions and estimated cycles against the plain C loop at -O3, side by side.
 
 For each kernel, target and shape, on the same inputs in the same harness and run:
@@ -12,8 +12,9 @@ cycles are estimates of each target's cost model (README, "Cycle and energy esti
 a throughput bound, L1 hits, no dependency stalls). Ratios are plain / tuned.
 
 usage: .venv/bin/python bench/neon.py [--budget N] [--seed S] [--s8-shapes m=..,n=..,k=.. ...]
-                                      [--f32-shapes ...] [--dw-shapes h=..,w=..,c=..,kh=.. ...]
-                                      [--kernels matmul_s8 matmul_f32 dwconv2d_s8]
+                                      [--f32-shapes ...] [--conv-shapes h=..,w=..,cin=.. ...]
+                                      [--dw-shapes h=..,w=..,c=..,kh=.. ...]
+                                      [--kernels matmul_s8 matmul_f32 conv2d_s8 dwconv2d_s8]
 """
 from __future__ import annotations
 
@@ -31,14 +32,15 @@ from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 
 TARGETS = ("cortex-a53", "cortex-a72")
-KERNELS = ("matmul_s8", "matmul_f32", "dwconv2d_s8")
+KERNELS = ("matmul_s8", "matmul_f32", "conv2d_s8", "dwconv2d_s8")
 
 
 def macs_of(kernel_name, shape) -> int:
     """Multiply-accumulates of one call (the work the MAC/cycle column divides)."""
-    if kernel_name == "dwconv2d_s8":
+    if kernel_name in ("conv2d_s8", "dwconv2d_s8"):
         geo = geometry_of(shape)
-        return geo.oh * geo.ow * shape["c"] * shape["kh"] * shape["kw"]
+        channels = shape["cin"] * shape["cout"] if kernel_name == "conv2d_s8" else shape["c"]
+        return geo.oh * geo.ow * channels * shape["kh"] * shape["kw"]
     return shape["m"] * shape["n"] * shape["k"]
 
 
@@ -68,6 +70,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--s8-shapes", nargs="*", default=["m=16,n=16,k=32", "m=64,n=64,k=64"])
     parser.add_argument("--f32-shapes", nargs="*", default=["m=16,n=16,k=32", "m=64,n=64,k=64"])
+    parser.add_argument("--conv-shapes", nargs="*",
+                        default=["h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1",
+                                 "h=9,w=9,cin=19,cout=13,kh=3,kw=3,stride=2,pad=2,dilation=1"])
     parser.add_argument("--dw-shapes", nargs="*", default=["h=16,w=16,c=32,kh=3,kw=3,stride=1,pad=1,dilation=1",
                                                            "h=15,w=15,c=45,kh=3,kw=3,stride=2,pad=1,dilation=1"])
     parser.add_argument("--kernels", nargs="*", default=list(KERNELS), choices=KERNELS)
@@ -79,7 +84,7 @@ def main() -> None:
           f"{'C instr':>9} {'C cyc':>9} | {'NEON instr':>10} {'NEON cyc':>9} | {'instr x':>7} {'cyc x':>6} "
           f"{'vs C cyc':>8} {'MAC/cyc':>7}  best NEON configuration")
     for kernel_name, shapes in (("matmul_s8", args.s8_shapes), ("matmul_f32", args.f32_shapes),
-                                ("dwconv2d_s8", args.dw_shapes)):
+                                ("conv2d_s8", args.conv_shapes), ("dwconv2d_s8", args.dw_shapes)):
         if kernel_name not in args.kernels:
             continue
         kernel = get_kernel(kernel_name)
