@@ -116,12 +116,13 @@ def test_drawn_neon_variants_are_bit_exact_in_qemu(dw, a53, a72, tmp_path_factor
     "h=5,w=6,c=17,kh=2,kw=3,stride=3,pad=3,dilation=2",   # padding wider than the kernel's reach
 ])
 def test_edge_shapes_are_exact_under_address_and_undefined_behaviour_sanitizers(dw, a72, tmp_path, shape_text):
-    """The largest tile (the most remainder code) in both layouts, with the 3x3 special case
-    where it applies, on extreme inputs; each buffer in an allocation of exactly its size."""
+    """The largest tile (the most remainder code) in both layouts, on extreme inputs, the 3x3
+    special case (where it applies) with the weights as given and the tap loop with packed
+    weights (reading the row of in_zero); each buffer in an allocation of exactly its size."""
     shape = dw.parse_shape(shape_text)
     space = dw.space(a72, shape)
-    taps = "unrolled3x3" if shape["kh"] == shape["kw"] == 3 else "loop"
-    for layout in ("hwc", "packed"):
+    unrolled = "unrolled3x3" if shape["kh"] == shape["kw"] == 3 else "loop"
+    for layout, taps in (("hwc", unrolled), ("packed", "loop")):
         config = max(neon_configs(space, layout=layout, taps=taps, compiler="gcc", opt="O2"),
                      key=lambda c: c["tile_p"] * c["tile_c"])
         work = tmp_path / layout
