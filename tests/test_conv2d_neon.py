@@ -2,7 +2,8 @@
 unfused): offered only where the HAL describes the unit, tiles within its registers,
 warning-free with every compiler of the A-targets, bit-exact with numpy on drawn shapes and
 configurations in QEMU, and free of out-of-bounds accesses and undefined behaviour on edge
-shapes (AddressSanitizer and UBSan in qemu-aarch64)."""
+shapes (AddressSanitizer and UBSan in qemu-aarch64). Exported NEON variants of both
+convolutions build and pass their reference check on unseen inputs."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,10 +13,12 @@ from hypothesis import strategies as st
 
 from edgetune.codegen import get_kernel
 from edgetune.codegen.kernels.conv2d_s8_neon import tile_registers
+from edgetune.codegen.export import export_best
 from edgetune.hal import load_target
-from edgetune.session import Evaluator
-from edgetune.targets import get_target, target_file
-from edgetune.tuner import Outcome
+from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.targets import get_target, iobuf, target_file
+from edgetune.targets.runners import runner_for
+from edgetune.tuner import Outcome, TuningDatabase
 from test_neon import run_sanitized
 from test_render import compile_only
 
@@ -125,3 +128,33 @@ def test_edge_shapes_are_exact_under_address_and_undefined_behaviour_sanitizers(
         got = run_sanitized(conv, a72, shape, config, io, work)
         want = conv.reference(shape, io)
         assert conv.compare(shape, io, "output", got[0], want[0]) is None, f"{shape_text} {config.key()}"
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("kernel_name, shape_text, values", [
+    ("conv2d_s8", "h=6,w=5,cin=19,cout=7,kh=3,kw=3,stride=1,pad=2,dilation=1",
+     {"vector": "neon", "algo": "im2col", "tile_p": 2, "tile_oc": 3, "fusion": "fused"}),
+    ("dwconv2d_s8", "h=6,w=5,c=19,kh=3,kw=3,stride=1,pad=2,dilation=1",
+     {"vector": "neon", "layout": "packed", "tile_c": 16, "tile_p": 2, "taps": "unrolled3x3"}),
+])
+def test_exported_neon_convolution_builds_and_matches_the_reference(kernel_name, shape_text, values, a53, tmp_path):
+    kernel = get_kernel(kernel_name)
+    shape = kernel.parse_shape(shape_text)
+    space = kernel.space(a53, shape)
+    config = next(c for c in space if all(c[k] == v for k, v in values.items()))
+    workload = workload_of(kernel, a53, shape)
+    trial = Evaluator(kernel, a53, shape, space, workload_inputs(kernel, workload), tmp_path)(config)
+    assert trial.outcome is Outcome.OK, trial.error
+    db = TuningDatabase(tmp_path / "t.db")
+    db.record(workload, trial, "manual", 0)
+    result = export_best(db, a53, tmp_path / "export", objective="instructions")
+    assert "vector=neon" in result.header.read_text()
+    io = kernel.make_io(shape, np.random.default_rng(77), edge="extreme")  # never seen while tuning
+    deployed = kernel.deployed_io(io, config)  # the packed weights and terms the variant takes
+    assert deployed.buffers[1].weight  # packed weights stay weights (placement)
+    (tmp_path / "build").mkdir()
+    runner = runner_for(a53)
+    build = runner.build_export(kernel, shape, deployed, result.folder, tmp_path / "build")
+    _, raw = runner.run(build, deployed)
+    got = iobuf.unpack_outputs(io, raw)[0]
+    assert kernel.compare(shape, io, "output", got, kernel.reference(shape, io)[0]) is None
