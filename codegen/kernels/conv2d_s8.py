@@ -11,6 +11,7 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 
 from ..quant import requantize_per_channel
 from ..render import render
+from . import conv2d_s8_neon
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from . import conv2d_s8_dsp
 from .conv2d_s8_avx import TEMPLATE as AVX_TEMPLATE, conv_avx_constraints, conv_avx_template_vars
@@ -22,15 +23,15 @@ from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_we
 
 IM2COL_PIXELS = (1, 2, 4, 8, 16, 32, 64)
 LAYOUTS = ("ohwi", "packed")
-# The paths with a packed form: conv2d_s8_packed.c.j2's (c, mve), conv2d_s8_dsp.c.j2's and
-# the AVX ones (conv2d_s8_avx.c.j2).
-PACKED_VECTORS = ("c", "mve", "dsp", *AVX_PATHS)
+# The paths with a packed form: conv2d_s8_packed.c.j2's (c, mve), conv2d_s8_dsp.c.j2's,
+# conv2d_s8_neon.c.j2's and the AVX ones (conv2d_s8_avx.c.j2).
+PACKED_VECTORS = ("c", "mve", "dsp", "neon", *AVX_PATHS)
 HELIUM_BYTES = 16  # int8 lanes of one Helium Q register
 
 
 def packing(kh: int, kw: int, cin: int, config: Mapping) -> Packing:
     """How layout=packed lays the weights out for a configuration (weight_packing.Packing):
-    plain C reads each output channel's row as it is (a dot product the compiler vectorises);
+    plain C and NEON read each output channel's row as it is (contiguous dot products);
     Helium interleaves the tile_oc channels of a tile in 16-byte chunks, along all of K for
     im2col, tap by tap (segments of cin) for the direct loop. The DSP path (conv2d_s8_dsp.c.j2)
     and the AVX ones (conv2d_s8_avx.c.j2) read whole rows like plain C."""
@@ -100,6 +101,7 @@ class Conv2dS8(Kernel):
         vectors = ["c"] + (["mve"] if target.has_vector("mve") else [])
         vectors += avx_vectors(target)  # x86 hosts: conv2d_s8_avx.py
         vectors += ["dsp"] if offers_dsp(target) else []
+        vectors += ["neon"] if target.has_vector("neon") else []
         # Values beyond the first one that covers a dimension only repeat that tile.
         covering_p = min(v for v in IM2COL_PIXELS if v >= min(npix, IM2COL_PIXELS[-1]))
         constraints = [
@@ -133,13 +135,15 @@ class Conv2dS8(Kernel):
         ]
         constraints += conv_avx_constraints(target)
         constraints += conv2d_s8_dsp.dsp_constraints(target, shape) if offers_dsp(target) else []
+        if target.has_vector("neon"):
+            constraints.extend(conv2d_s8_neon.neon_constraints(target.vector_unit("neon")))
         params = [
             choice("algo", ["direct", "im2col"], "direct loop over taps, or a partial im2col buffer and a matrix product"),
             choice("im2col_pixels", IM2COL_PIXELS, "output pixels whose patches the im2col buffer holds"),
             powers_of_two("tile_p", 1, 4, "output pixels computed together (shares weight loads)"),
             choice("tile_oc", [1, 2, 3, 4], "output channels computed together (shares input loads)"),
             powers_of_two("unroll", 1, 4, "unroll factor of the reduction loop (plain C)"),
-            choice("vector", vectors, "plain C (compiler's choice), Helium/MVE or AVX2/AVX-512 intrinsics, "
+            choice("vector", vectors, "plain C (compiler's choice), Helium/MVE, NEON or AVX2/AVX-512 intrinsics, "
                                       "or the Arm DSP extension"),
             choice("weight_sums", ["in_loop", "precomputed"], "MVE im2col: zero-point correction from weight sums "
                                                                "taken in the inner loop, or once per call into .bss"),
@@ -163,6 +167,8 @@ class Conv2dS8(Kernel):
                         params=params)
 
     def template_for(self, config: Config) -> str:
+        if config["vector"] == "neon":
+            return conv2d_s8_neon.TEMPLATE
         if config["vector"] in AVX_PATHS:
             return AVX_TEMPLATE
         if config["vector"] == "dsp":

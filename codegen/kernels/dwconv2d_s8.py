@@ -10,7 +10,9 @@ from edgetune.hal import Target
 from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 
 from ..quant import requantize_per_channel
-from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO
+from ..render import render
+from . import dwconv2d_s8_neon
+from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .conv2d_s8 import tile_schedule
 from .convolution import MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params, scratch_capacity
 from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
@@ -27,6 +29,11 @@ def pack_weights(weights: np.ndarray, bias: np.ndarray, in_zero: int, tile_c: in
     return packed.reshape(weights.shape), terms
 
 AVX2_LANES = 8  # int32 lanes of a 256-bit register: channels per vector on the AVX2 path
+
+
+def channels_per_step(vector: str) -> int:
+    """Channels one vector step of a path covers (plain C: MVE's four, the smallest tile_c)."""
+    return {"avx2": AVX2_LANES, "neon": dwconv2d_s8_neon.LANES}.get(vector, 4)
 
 
 class DwConv2dS8(Kernel):
@@ -56,8 +63,7 @@ class DwConv2dS8(Kernel):
             Constraint("taps=unrolled3x3 needs a 3x3 kernel",
                        lambda cfg: cfg["taps"] == "loop" or (shape["kh"] == 3 and shape["kw"] == 3)),
             Constraint("tile_c larger than needed to cover c",
-                       lambda cfg: cfg["tile_c"] <= max(AVX2_LANES if cfg["vector"] == "avx2" else 4,
-                                                        1 << (c - 1).bit_length())),
+                       lambda cfg: cfg["tile_c"] <= max(channels_per_step(cfg["vector"]), 1 << (c - 1).bit_length())),
         ]
         if shape["pad"] > 0:  # the packed loop reads taps in the padding from a static row of in_zero
             capacity = scratch_capacity(target)
@@ -72,6 +78,9 @@ class DwConv2dS8(Kernel):
             constraints.append(Constraint(
                 f"MVE tile_p * tile_c / {lanes} accumulators + 2 exceed {unit.registers} vector registers",
                 lambda cfg: cfg["vector"] != "mve" or cfg["tile_p"] * cfg["tile_c"] // lanes + 2 <= unit.registers))
+        if target.has_vector("neon"):
+            vectors.append("neon")
+            constraints.extend(dwconv2d_s8_neon.neon_constraints(target.vector_unit("neon")))
         if target.has_vector("avx2"):
             vectors.append("avx2")
             registers = target.vector_unit("avx2").registers
@@ -90,7 +99,7 @@ class DwConv2dS8(Kernel):
                                                     "taps without checks inside the input"),
             choice("layout", LAYOUTS, "weights as given ([kh][kw][c]) or packed at export time: each channel tile's "
                                       "taps contiguous, bias and input zero point folded into a term per channel"),
-            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE or AVX2 intrinsics"),
+            choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE, NEON or AVX2 intrinsics"),
             choice("compiler", [cc.name for cc in target.compilers], "compiler from the target description"),
             choice("opt", OPT_LEVELS, "optimisation level"),
         ]
@@ -125,6 +134,8 @@ class DwConv2dS8(Kernel):
         return [requantize_per_channel(acc, mult, shift, p["out_zero"], p["act_min"], p["act_max"])]
 
     def template_for(self, config: Config) -> str:
+        if config["vector"] == "neon":
+            return dwconv2d_s8_neon.TEMPLATE
         return "dwconv2d_s8_avx2.c.j2" if config["vector"] == "avx2" else self.template
 
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
@@ -133,7 +144,15 @@ class DwConv2dS8(Kernel):
         tc, tp = int(config["tile_c"]), int(config["tile_p"])
         c_full, c_rem = tile_schedule(shape["c"], tc)
         p_full, p_rem = tile_schedule(npix, tp)
-        lanes = AVX2_LANES if config["vector"] == "avx2" else 4  # int32 lanes per vector (MVE: 4)
+        lanes = channels_per_step(config["vector"])  # channels per vector step (MVE: 4 int32 lanes)
         return dict(**shape, oh=geo.oh, ow=geo.ow, npix=npix, tc=tc, tv=tc // lanes, tp=tp, vector=config["vector"],
                     unrolled3x3=config["taps"] == "unrolled3x3", packed=config["layout"] == "packed",
                     c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)
+
+    def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
+        """The plain loop nest, for benchmarks: what tuned variants are compared against."""
+        geo = geometry_of(shape)
+        fn = self.function_name(shape)
+        source = render("dwconv2d_s8_naive.c.j2", dict(fn=fn, prefix=fn, header="kernel.h", oh=geo.oh, ow=geo.ow, **shape))
+        return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
+                              compiler=compiler, cflags=cflags)
