@@ -36,8 +36,33 @@ def host():
 
 
 @pytest.fixture(scope="session")
+def m4():
+    return get_target("cortex-m4")
+
+
+@pytest.fixture(scope="session")
+def a53():
+    return get_target("cortex-a53")
+
+
+@pytest.fixture(scope="session")
+def a72():
+    return get_target("cortex-a72")
+
+
+@pytest.fixture(scope="session")
 def matmul():
     return get_kernel("matmul_s8")
+
+
+@pytest.fixture(scope="session")
+def conv():
+    return get_kernel("conv2d_s8")
+
+
+@pytest.fixture(scope="session")
+def dw():
+    return get_kernel("dwconv2d_s8")
 
 
 @pytest.fixture

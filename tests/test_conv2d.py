@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgetune.codegen import KernelError, get_kernel
+from edgetune.codegen import KernelError
 from edgetune.codegen.kernels.convolution import scratch_capacity
 from edgetune.hal import load_target
 from edgetune.targets import target_file
@@ -16,11 +16,6 @@ from edgetune.targets import target_file
 from kernel_runs import assert_ok, run_config
 
 FEW = settings(max_examples=6, derandomize=True, deadline=None, database=None)
-
-
-@pytest.fixture(scope="module")
-def conv():
-    return get_kernel("conv2d_s8")
 
 
 def loop_model(shape, io):

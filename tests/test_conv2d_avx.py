@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from edgetune.codegen import get_kernel
 from edgetune.codegen.export import export_best
 from edgetune.session import Evaluator, workload_inputs, workload_of
 from edgetune.targets import iobuf
@@ -38,11 +37,6 @@ EDGE_SHAPES = (
     "h=9,w=8,cin=33,cout=7,kh=3,kw=3,stride=1,pad=2,dilation=2",  # dilation 2, cin past a whole step
     "h=2,w=3,cin=5,cout=3,kh=1,kw=1,stride=1,pad=3,dilation=1",   # pixels that see only padding
 )
-
-
-@pytest.fixture(scope="module")
-def conv():
-    return get_kernel("conv2d_s8")
 
 
 def offered(conv, host, path) -> bool:

@@ -16,7 +16,7 @@ from edgetune.codegen.kernels.conv2d_s8_neon import tile_registers
 from edgetune.codegen.export import export_best
 from edgetune.hal import load_target
 from edgetune.session import Evaluator, workload_inputs, workload_of
-from edgetune.targets import get_target, iobuf, target_file
+from edgetune.targets import iobuf, target_file
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
 from test_neon import run_sanitized
@@ -27,21 +27,6 @@ shapes = st.fixed_dictionaries({
     "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
     "dilation": st.integers(1, 2),
 }).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
-
-
-@pytest.fixture(scope="module")
-def conv():
-    return get_kernel("conv2d_s8")
-
-
-@pytest.fixture(scope="module")
-def a53():
-    return get_target("cortex-a53")
-
-
-@pytest.fixture(scope="module")
-def a72():
-    return get_target("cortex-a72")
 
 
 def neon_configs(space, **values):

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from edgetune.codegen import get_kernel
 from edgetune.codegen.kernels.conv2d_s8_dsp import MAX_ACCUMULATORS, dsp_stack_bytes
 from edgetune.codegen.kernels.convolution import stack_budget
 from edgetune.codegen.kernels.dsp import DSP_CFLAGS
@@ -23,16 +22,6 @@ from edgetune.verify import export_and_measure
 from kernel_runs import assert_ok, complete
 from test_dsp import Misaligned
 from test_render import compile_only
-
-
-@pytest.fixture(scope="module")
-def conv():
-    return get_kernel("conv2d_s8")
-
-
-@pytest.fixture(scope="module")
-def m4():
-    return get_target("cortex-m4")
 
 
 def dsp_configs(space):

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from edgetune.codegen import get_kernel
 from edgetune.codegen.kernels.base import COMMON_CFLAGS
 from edgetune.codegen.kernels.convolution import geometry_of
 from edgetune.codegen.kernels.weight_packing import Packing, pack_rows
@@ -22,11 +21,6 @@ from edgetune.targets import iobuf
 from edgetune.targets.build import kernel_header
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
-
-
-@pytest.fixture(scope="module")
-def conv():
-    return get_kernel("conv2d_s8")
 
 
 def unpack(packed: np.ndarray, packing: Packing, rows: int, k: int) -> np.ndarray:
@@ -213,11 +207,6 @@ def test_export_ships_the_packed_conv_and_its_packing_helper(conv, m55, tmp_path
     report = verify_export(result.folder, m55, seed=11)  # fresh and saturating inputs, packed as deployed
     assert report.ok, [v.problems for v in report.verdicts]
     assert report.verdicts[0].measured == report.verdicts[0].recorded  # exact counts: 0% tolerance holds
-
-
-@pytest.fixture(scope="module")
-def dw():
-    return get_kernel("dwconv2d_s8")
 
 
 @pytest.mark.parametrize("edge", ["random", "extreme"])

@@ -27,11 +27,6 @@ DSP_KERNELS = ("matmul_s8", "fir_q15")
 M4_TEXT = target_file("cortex-m4").read_text(encoding="utf-8")
 
 
-@pytest.fixture(scope="module")
-def m4():
-    return get_target("cortex-m4")
-
-
 def dsp_configs(space):
     return [config for config in space if config["vector"] == "dsp"]
 

@@ -8,15 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgetune.codegen import KernelError, get_kernel
+from edgetune.codegen import KernelError
 from edgetune.codegen.quant import requantize
 
 from kernel_runs import assert_ok, run_config
-
-
-@pytest.fixture(scope="module")
-def dw():
-    return get_kernel("dwconv2d_s8")
 
 
 def loop_model(shape, io):

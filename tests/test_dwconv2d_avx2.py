@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from edgetune.codegen import get_kernel
 from edgetune.session import Evaluator
 from edgetune.tuner import Outcome
 from kernel_runs import assert_ok, run_config
@@ -19,11 +18,6 @@ shapes = st.fixed_dictionaries({
     "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
     "dilation": st.integers(1, 2),
 }).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
-
-
-@pytest.fixture(scope="module")
-def dw():
-    return get_kernel("dwconv2d_s8")
 
 
 def has_avx2(dw, host) -> bool:

@@ -10,11 +10,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from edgetune.codegen import get_kernel
 from edgetune.codegen.kernels.dwconv2d_s8_neon import LANES, tile_registers
 from edgetune.hal import load_target
 from edgetune.session import Evaluator
-from edgetune.targets import get_target, target_file
+from edgetune.targets import target_file
 from edgetune.tuner import Outcome
 from test_neon import run_sanitized
 from test_render import compile_only
@@ -24,21 +23,6 @@ shapes = st.fixed_dictionaries({
     "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
     "dilation": st.integers(1, 2),
 }).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
-
-
-@pytest.fixture(scope="module")
-def dw():
-    return get_kernel("dwconv2d_s8")
-
-
-@pytest.fixture(scope="module")
-def a53():
-    return get_target("cortex-a53")
-
-
-@pytest.fixture(scope="module")
-def a72():
-    return get_target("cortex-a72")
 
 
 def neon_configs(space, **values):

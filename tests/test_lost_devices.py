@@ -176,7 +176,6 @@ def test_lost_kinds_are_stored_exported_counted_and_shown(tmp_path):
 
 
 def test_a_port_that_vanishes_under_a_trial_is_device_lost_one_absent_before_stops(tmp_path, monkeypatch):
-    from edgetune.targets import get_target
     from edgetune.targets.seriallink import LinkClosed
     from edgetune.targets.serialboard import PortUnavailable, SerialRunner, _Board
     from edgetune.targets.toolchain import BuildResult, MeasureError

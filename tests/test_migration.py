@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from edgetune.codegen import get_kernel
 from edgetune.session import TuneRequest, tune, workload_of
-from edgetune.targets import get_target
 from edgetune.tuner import DatabaseError, Outcome, Space, Trial, TuningDatabase, Workload, choice, schema
 
 SPACE = Space([choice("tile", [1, 2, 4, 8]), choice("compiler", ["gcc", "clang"])])

@@ -32,16 +32,6 @@ A_TARGETS = ("cortex-a53", "cortex-a72")
 FAMILIES = (("matmul_f32", "pack", ("none", "b", "ab")), ("matmul_s8", "layout", ("rowmajor", "packed")))
 
 
-@pytest.fixture(scope="module")
-def a53():
-    return get_target("cortex-a53")
-
-
-@pytest.fixture(scope="module")
-def a72():
-    return get_target("cortex-a72")
-
-
 def neon_indices(space, **values):
     return [int(i) for i in space.legal_indices()
             if space.config_at(int(i))["vector"] == "neon"

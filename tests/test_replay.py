@@ -6,7 +6,6 @@ import gzip
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
