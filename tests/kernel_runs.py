@@ -3,6 +3,8 @@ tuning session's Evaluator (render -> build -> run -> compare with the numpy ref
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from edgetune.session import Evaluator
 from edgetune.tuner import Outcome, Trial
@@ -29,3 +31,23 @@ def complete(space, values: dict):
 
 def assert_ok(trial: Trial) -> None:
     assert trial.outcome is Outcome.OK, f"{trial.config.key()}: {trial.outcome.value}: {trial.error}"
+
+
+def check_drawn_variants(kernel, targets, shapes, vector: str, work, examples: int = 10) -> None:
+    """Hypothesis draws a target, a shape (from the `shapes` strategy of shape dicts), one
+    legal configuration of the `vector` path, inputs (random or saturating) and a seed; every
+    drawn variant must match the reference. No shrinking: each example builds and runs."""
+    @settings(max_examples=examples, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
+              phases=[Phase.explicit, Phase.generate])
+    @given(shape=shapes, seed=st.integers(0, 2**16), data=st.data(), edge=st.sampled_from(["random", "extreme"]))
+    def run(shape, seed, data, edge):
+        target = data.draw(st.sampled_from(list(targets)), "target")
+        shape = kernel.parse_shape(shape)
+        space = kernel.space(target, shape)
+        indices = [int(i) for i in space.legal_indices() if space.config_at(int(i))["vector"] == vector]
+        config = space.config_at(data.draw(st.sampled_from(indices), "config index"))
+        io = kernel.make_io(shape, np.random.default_rng(seed), edge=edge)
+        trial = Evaluator(kernel, target, shape, space, io, work)(config)
+        assert trial.outcome is Outcome.OK, f"{shape} {config.key()}: {trial.outcome.value}: {trial.error}"
+
+    run()

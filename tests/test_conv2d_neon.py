@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from edgetune.codegen import get_kernel
@@ -21,6 +20,7 @@ from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
 from test_neon import run_sanitized
 from test_render import compile_only
+from kernel_runs import check_drawn_variants
 
 shapes = st.fixed_dictionaries({
     "h": st.integers(1, 6), "w": st.integers(1, 6), "cin": st.integers(1, 35), "cout": st.integers(1, 11),
@@ -76,21 +76,7 @@ def test_neon_compiles_warning_free_with_every_compiler(conv, a53, a72, tmp_path
 @pytest.mark.qemu
 def test_drawn_neon_variants_are_bit_exact_in_qemu(conv, a53, a72, tmp_path_factory):
     work = tmp_path_factory.mktemp("conv-neon")
-
-    @settings(max_examples=10, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
-              phases=[Phase.explicit, Phase.generate])  # each example builds and runs: no shrinking
-    @given(shape=shapes, seed=st.integers(0, 2**16), data=st.data(), edge=st.sampled_from(["random", "extreme"]))
-    def run(shape, seed, data, edge):
-        target = data.draw(st.sampled_from([a53, a72]), "target")
-        shape = conv.parse_shape(shape)
-        space = conv.space(target, shape)
-        indices = [int(i) for i in space.legal_indices() if space.config_at(int(i))["vector"] == "neon"]
-        config = space.config_at(data.draw(st.sampled_from(indices), "config index"))
-        io = conv.make_io(shape, np.random.default_rng(seed), edge=edge)
-        trial = Evaluator(conv, target, shape, space, io, work)(config)
-        assert trial.outcome is Outcome.OK, f"{shape} {config.key()}: {trial.outcome.value}: {trial.error}"
-
-    run()
+    check_drawn_variants(conv, (a53, a72), shapes, "neon", work)
 
 
 @pytest.mark.qemu

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from edgetune.codegen.kernels.dwconv2d_s8_neon import LANES, tile_registers
@@ -17,6 +16,7 @@ from edgetune.targets import target_file
 from edgetune.tuner import Outcome
 from test_neon import run_sanitized
 from test_render import compile_only
+from kernel_runs import check_drawn_variants
 
 shapes = st.fixed_dictionaries({
     "h": st.integers(1, 7), "w": st.integers(1, 7), "c": st.integers(1, 27),
@@ -75,21 +75,7 @@ def test_neon_compiles_warning_free_with_every_compiler(dw, a53, a72, tmp_path):
 @pytest.mark.qemu
 def test_drawn_neon_variants_are_bit_exact_in_qemu(dw, a53, a72, tmp_path_factory):
     work = tmp_path_factory.mktemp("dw-neon")
-
-    @settings(max_examples=10, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
-              phases=[Phase.explicit, Phase.generate])  # each example builds and runs: no shrinking
-    @given(shape=shapes, seed=st.integers(0, 2**16), data=st.data(), edge=st.sampled_from(["random", "extreme"]))
-    def run(shape, seed, data, edge):
-        target = data.draw(st.sampled_from([a53, a72]), "target")
-        shape = dw.parse_shape(shape)
-        space = dw.space(target, shape)
-        indices = [int(i) for i in space.legal_indices() if space.config_at(int(i))["vector"] == "neon"]
-        config = space.config_at(data.draw(st.sampled_from(indices), "config index"))
-        io = dw.make_io(shape, np.random.default_rng(seed), edge=edge)
-        trial = Evaluator(dw, target, shape, space, io, work)(config)
-        assert trial.outcome is Outcome.OK, f"{shape} {config.key()}: {trial.outcome.value}: {trial.error}"
-
-    run()
+    check_drawn_variants(dw, (a53, a72), shapes, "neon", work)
 
 
 @pytest.mark.qemu
