@@ -9,7 +9,6 @@ import ctypes
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from edgetune.codegen.export import export_best
@@ -17,13 +16,11 @@ from edgetune.session import Evaluator, workload_inputs, workload_of
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
-from kernel_runs import assert_ok, run_config
+from kernel_runs import assert_ok, check_drawn_variants, run_config
 from test_matmul_s8_avx import build_shared, misaligned
 from test_render import compile_only
 
 PATHS = ("avx2", "avx512")
-EXAMPLES = settings(max_examples=8, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
-                    phases=[Phase.explicit, Phase.generate])  # each example builds and runs: no shrinking
 
 shapes = st.fixed_dictionaries({
     "h": st.integers(1, 7), "w": st.integers(1, 7), "cin": st.integers(1, 40), "cout": st.integers(1, 11),
@@ -89,19 +86,7 @@ def test_drawn_variants_are_bit_exact(conv, host, path, tmp_path_factory):
     if not offered(conv, host, path):
         return
     work = tmp_path_factory.mktemp(f"conv-{path}")
-
-    @EXAMPLES
-    @given(shape=shapes, seed=st.integers(0, 2**16), data=st.data(), edge=st.sampled_from(["random", "extreme"]))
-    def run(shape, seed, data, edge):
-        shape = conv.parse_shape(shape)
-        space = conv.space(host, shape)
-        indices = [int(i) for i in space.legal_indices() if space.config_at(int(i))["vector"] == path]
-        config = space.config_at(data.draw(st.sampled_from(indices), "config index"))
-        io = conv.make_io(shape, np.random.default_rng(seed), edge=edge)
-        trial = Evaluator(conv, host, shape, space, io, work)(config)
-        assert trial.outcome is Outcome.OK, f"{shape} {config.key()}: {trial.outcome.value}: {trial.error}"
-
-    run()
+    check_drawn_variants(conv, (host,), shapes, path, work, examples=8)
 
 
 @pytest.mark.parametrize("shape_text", EDGE_SHAPES)
