@@ -60,6 +60,26 @@ def _linker_script(target: Target) -> str:
         data_base=fw.data_base(data), data_reserved=fw.data_reserved, stack_size=fw.stack_size))
 
 
+def link_image(target: Target, workdir: Path, objects: list[Path], harness: list[Path],
+               extra_args: list[str] | tuple[str, ...]) -> None:
+    """Link workdir/image.elf from the kernel's objects, workdir/glue.o and the harness with
+    workdir/link.ld. A kernel larger than the code region is TOO_LARGE before linking; a
+    link that fails while kernel and harness together exceed the region is TOO_LARGE too
+    (the linker's overflow message), any other link failure a compile error."""
+    fw = target.firmware
+    code_region = target.region(fw.code_region)
+    kernel_bytes = sum(elf.alloc_bytes(o) for o in objects)
+    if kernel_bytes > code_region.size:
+        raise MeasureError(Outcome.TOO_LARGE, f"kernel needs {kernel_bytes} bytes; {code_region.name} holds {code_region.size}")
+    try:
+        run_tool([fw.linker, *fw.ldflags, "-nostartfiles", "-T", "link.ld", *map(str, objects), "glue.o",
+                  *map(str, harness), "-Wl,--gc-sections", *extra_args, "-o", "image.elf"], cwd=workdir)
+    except MeasureError as exc:
+        if kernel_bytes + sum(elf.alloc_bytes(o) for o in harness) > code_region.size:
+            raise MeasureError(Outcome.TOO_LARGE, exc.message) from None
+        raise
+
+
 def _startup_source(family: str) -> Path:
     """startup_<family>.c or .S in firmware/common (the loader admits known families only)."""
     for suffix in (".c", ".S"):
@@ -101,17 +121,7 @@ class QemuRunner(Builder):
                    cached_object(target.name, COMMON_DIR / "harness_semihost.c", [*harness_cc, *defines])]
         run_tool([*harness_cc, "-c", "glue.c", "-o", "glue.o"], cwd=workdir, outcome=Outcome.RUNTIME_ERROR)
 
-        code_region = target.region(fw.code_region)
-        kernel_bytes = sum(elf.alloc_bytes(o) for o in objects)
-        if kernel_bytes > code_region.size:
-            raise MeasureError(Outcome.TOO_LARGE, f"kernel needs {kernel_bytes} bytes; {code_region.name} holds {code_region.size}")
-        try:
-            run_tool([fw.linker, *fw.ldflags, "-nostartfiles", "-T", "link.ld", *map(str, objects), "glue.o",
-                      *map(str, harness), "-Wl,--gc-sections", *fw.libs, "-o", "image.elf"], cwd=workdir)
-        except MeasureError as exc:
-            if kernel_bytes + sum(elf.alloc_bytes(o) for o in harness) > code_region.size:
-                raise MeasureError(Outcome.TOO_LARGE, exc.message) from None
-            raise
+        link_image(target, workdir, objects, harness, fw.libs)
         return BuildResult(path=workdir / "image.elf", workdir=workdir,
                            info={**placement_info(plan), "emulator": tool_version(target.runner.program)},
                            placement=Placement(plan.region_of("weights"), plan.region_of("activations")))

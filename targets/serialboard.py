@@ -33,9 +33,9 @@ from edgetune.firmware import COMMON_DIR
 from edgetune.hal import Placement, Target
 from edgetune.tuner import Outcome
 
-from . import elf, iobuf
+from . import iobuf
 from .build import Builder
-from .qemu import HARNESS_CFLAGS, _linker_script, placement_info
+from .qemu import HARNESS_CFLAGS, _linker_script, link_image, placement_info
 from .seriallink import BoardLink, BoardRefused, BoardReset, LinkClosed, LinkError, LinkTimeout
 from .serialproto import Cycles, ErrorCode, Hello, ProtocolError
 from .toolchain import (BuildResult, MeasureError, ToolMissing, cached_object, killed_from_outside, require_program,
@@ -138,18 +138,7 @@ class SerialRunner(Builder):
                    cached_object(target.name, COMMON_DIR / "harness_serial.c", [*harness_cc, *defines])]
         run_tool([*harness_cc, "-c", "glue.c", "-o", "glue.o"], cwd=workdir, outcome=Outcome.RUNTIME_ERROR)
         image_id = _image_id(objects, glue_text)
-        code_region = target.region(fw.code_region)
-        kernel_bytes = sum(elf.alloc_bytes(o) for o in objects)
-        if kernel_bytes > code_region.size:
-            raise MeasureError(Outcome.TOO_LARGE, f"kernel needs {kernel_bytes} bytes; {code_region.name} holds {code_region.size}")
-        try:
-            run_tool([fw.linker, *fw.ldflags, "-nostartfiles", "-T", "link.ld", *map(str, objects), "glue.o",
-                      *map(str, harness), "-Wl,--gc-sections", f"-Wl,--defsym=et_image_id={image_id:#x}",
-                      "-lc", "-lgcc", "-o", "image.elf"], cwd=workdir)
-        except MeasureError as exc:
-            if kernel_bytes + sum(elf.alloc_bytes(o) for o in harness) > code_region.size:
-                raise MeasureError(Outcome.TOO_LARGE, exc.message) from None
-            raise
+        link_image(target, workdir, objects, harness, [f"-Wl,--defsym=et_image_id={image_id:#x}", "-lc", "-lgcc"])
         return BuildResult(path=workdir / "image.elf", workdir=workdir,
                            info={**placement_info(plan), "image_id": f"{image_id:#010x}",
                                  "flash_tool": tool_version(link.flash[0]) if link.flash else ""},
