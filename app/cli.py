@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import click
 from edgetune.codegen import KERNELS, KernelError, get_kernel
 from edgetune.codegen.export import ExportError, ManifestError, read_manifest
 from edgetune.hal import Target, TargetError
+from edgetune.hal.loader import ALLOW_TOOLS_ENV
 from edgetune.targets import get_target, target_names
 from edgetune.targets.toolchain import HarnessError, ToolMissing
 from edgetune.tuner import STRATEGIES, DatabaseError, SpaceError, TuningDatabase, parse_bound
@@ -123,8 +125,15 @@ class _OneLineErrors(click.Group):
 
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="edgetune")
-def main():
+@click.option("--allow-tool", "allow_tools", multiple=True, metavar="PATH",
+              help=f"Let target files run the program at this absolute path (repeatable; adds to ${ALLOW_TOOLS_ENV}).")
+def main(allow_tools):
     """Auto-tune C kernels for embedded and edge targets, and bake the best into C."""
+    for path in allow_tools:
+        if not path.startswith("/") or "\n" in path:
+            raise click.BadParameter(f"{path!r} is not an absolute path", param_hint="--allow-tool")
+    if allow_tools:  # the environment, so worker and flasher processes started from here agree
+        os.environ[ALLOW_TOOLS_ENV] = ":".join(filter(None, (os.environ.get(ALLOW_TOOLS_ENV, ""), *allow_tools)))
 
 
 # --- targets ----------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Iterable
 import numpy as np
 
 from edgetune.hal import Target
-from edgetune.hal.loader import NAME_RE, PROGRAM_RE, flag_problem
+from edgetune.hal.loader import NAME_RE, PROGRAM_RE, flags_problem
 from edgetune.tuner import TuningDatabase, Workload
 
 from .kernels import KERNELS
@@ -108,10 +108,9 @@ def _unit_problem(where: str, unit) -> str | None:
         return f"{where}.compiler_command: {command!r} is not a program name or absolute path"
     if not isinstance(cflags, list):
         return f"{where}.cflags: expected a list of flags"
-    for i, flag in enumerate(cflags):
-        problem = flag_problem(flag)
-        if problem:
-            return f"{where}.cflags[{i}]: {problem}"
+    problem = flags_problem(cflags)  # -mllvm and --param take the next flag as their value
+    if problem:
+        return f"{where}.cflags[{problem[0]}]: {problem[1]}"
     return None
 
 

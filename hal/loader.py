@@ -7,11 +7,15 @@ replace the parent's key by key, so a user's board only states what differs from
 """
 from __future__ import annotations
 
+import math
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
+from .flags import flag_problem, flags_problem, lib_problem, objdump_flag_problem
 from .cost import INSTRUCTION_CLASSES, ClassCost, CostModel
 from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, Npu, NpuMemoryMode, NpuPort, PowerEnvelope,
                     RenodePlatform, Runner, SerialLink, Target, VectorUnit)
@@ -25,26 +29,32 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 REGION_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 # A program is a bare name looked up on PATH or an absolute path, never a shell snippet.
 PROGRAM_RE = re.compile(r"^(/[A-Za-z0-9._+/-]+|[A-Za-z0-9._+-]+)$")
-# Flags go into argument lists, but still: one dash-led token of ordinary characters.
-FLAG_RE = re.compile(r"^-[A-Za-z0-9_=.,+/:-]+$")
-# ... and not one that makes the compiler, linker or disassembler load a plugin, run another
-# program, read more options or headers from elsewhere, or write a file besides its output
-# (GCC manual: "Overall Options", "Directory Options", "Preprocessor Options", "Plugins";
-# Clang command line reference; binutils --plugin). Matched against the text after the dash.
-FORBIDDEN_FLAG_RE = re.compile(
-    r"(fplugin|fpass-plugin|fdump|fprofile|fcallgraph-info|fsave-optimization-record|save-temps|dumpdir|dumpbase"
-    r"|aux-info|-?specs|wrapper|B|-prefix|X|W[lap],|o|-output|M|include|-include|imacros|iprefix|iwithprefix"
-    r"|isystem|iquote|idirafter|isysroot|I|load|-?plugin|-ld-path|-driver-mode|ccc-|-config|T).*")
-# Macros from a target file may configure code, never rename a C library function: upper case.
-MACRO_FLAG_RE = re.compile(r"-[DU][A-Z_][A-Z0-9_]*(=[A-Za-z0-9_.+-]*)?")
-# A path inside a flag (--sysroot=..., -L...) must lie in the system's toolchain folders.
-SYSTEM_PATH_RE = re.compile(r"/(usr|opt)(/[A-Za-z0-9_.+-]+)*/?")
-# What each program of a target may be called (by name or by absolute path to it): a C
-# compiler driver, a linker, QEMU, objdump; never a shell or an interpreter.
-COMPILER_RE = re.compile(r"[A-Za-z0-9_.+-]*(gcc|clang|cc)(-[0-9]+(\.[0-9]+)*)?")
-LINKER_RE = re.compile(r"[A-Za-z0-9_.+-]*(gcc|clang|cc|ld|ld\.lld)(-[0-9]+(\.[0-9]+)*)?")
-QEMU_RE = re.compile(r"qemu-(system-)?[a-z0-9_]+")
-DISASSEMBLER_RE = re.compile(r"[A-Za-z0-9_.+-]*objdump(-[0-9]+)?")
+# What each program of a target may be called: a C compiler driver, a linker, QEMU's system
+# emulator, objdump, a flasher; never a shell, an interpreter or another QEMU tool. The cross
+# prefixes are the GNU target triples of the toolchains Debian and Arm ship.
+_TRIPLE = r"((arm-none-eabi|aarch64-linux-gnu|aarch64-none-elf|aarch64-none-linux-gnu|arm-linux-gnueabihf" \
+          r"|x86_64-linux-gnu|riscv32-unknown-elf|riscv64-unknown-elf)-)?"
+_VERSION = r"(-[0-9]+(\.[0-9]+)*)?"
+COMPILER_RE = re.compile(rf"{_TRIPLE}(gcc|clang|cc){_VERSION}")
+LINKER_RE = re.compile(rf"{_TRIPLE}(gcc|clang|cc|ld|ld\.bfd|ld\.lld){_VERSION}")
+QEMU_RE = re.compile(r"qemu-system-(arm|aarch64|riscv32|riscv64|x86_64|i386)")
+DISASSEMBLER_RE = re.compile(rf"({_TRIPLE}|llvm-)objdump{_VERSION}")
+FLASHER_RE = re.compile(r"pyocd|openocd|probe-rs|JLinkExe|st-flash|STM32_Programmer_CLI|nrfjprog|dfu-util|picotool"
+                        r"|bossac|qemu-system-(arm|aarch64|riscv32|riscv64)")
+# Absolute paths to programs the user allows, separated by ":" (the CLI's --allow-tool adds to it).
+ALLOW_TOOLS_ENV = "EDGETUNE_ALLOW_TOOLS"
+# The targets shipped with edgetune (targets/boards in the package), which `extends` may name.
+# A folder, not an import: the HAL imports nothing of ours.
+SHIPPED_TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets" / "boards"
+# Ranges of numbers no real part has outside them: 1 kHz .. 10 GHz clocks, a day of timeout.
+CLOCK_HZ_RANGE = (1_000, 10_000_000_000)
+MAX_TIMEOUT_S = 86_400.0
+MAX_POWER_MW = 1_000_000.0  # 1 kW
+MAX_ENERGY_PJ = 1_000_000.0  # 1 uJ per instruction or access
+MAX_CYCLES = 1_000_000.0  # per instruction class; wait states too
+# Address width of the core's data side: M-profile and Armv7 cores address 4 GiB; AArch64
+# and x86-64 harnesses run 64-bit (arch names as the shipped targets spell them).
+THIRTY_TWO_BIT_ARCH_RE = re.compile(r"armv[4-8](\.[0-9])?[a-z]*-m(\.[a-z]+)?|armv[4-7][a-z]*(-[ar])?|riscv32[a-z]*|i[3-6]86")
 
 MEMORY_KINDS = {"tcm", "sram", "flash", "dram"}
 CACHE_KINDS = {"data", "instruction", "unified"}
@@ -103,6 +113,9 @@ class _Table:
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
             names = " or ".join(k.__name__ for k in kinds)
             self.fail(key, f"expected {names}, got {value!r}")
+        # TOML has inf and nan; no key of a target means either.
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(key, f"must be a finite number, got {value!r}")
         if check is not None:
             problem = check(value)
             if problem:
@@ -143,6 +156,23 @@ def _non_negative(value) -> str | None:
     return None if value >= 0 else f"must not be negative, got {value}"
 
 
+def _between(low: float, high: float, low_open: bool = False) -> Callable[[Any], str | None]:
+    """A number in [low, high] ((low, high] when low_open): what a real part can be."""
+    def check(value) -> str | None:
+        if value < low or value == low and low_open or value > high:
+            opening = "(" if low_open else "["
+            return f"must be in {opening}{low:g}, {high:g}], got {value:g}"
+        return None
+    return check
+
+
+_CLOCK = _between(*CLOCK_HZ_RANGE)
+_TIMEOUT = _between(0, MAX_TIMEOUT_S, low_open=True)
+_POWER = _between(0, MAX_POWER_MW)
+_ENERGY = _between(0, MAX_ENERGY_PJ)
+_CYCLES = _between(0, MAX_CYCLES)
+
+
 def _name(value) -> str | None:
     return None if NAME_RE.fullmatch(value) else f"{value!r} is not a valid name (lower-case letters, digits, _ . -)"
 
@@ -151,55 +181,40 @@ def _region_name(value: str) -> str | None:
     return None if REGION_RE.fullmatch(value) else f"{value!r} is not a valid region name (a lower-case C identifier: letters, digits, _)"
 
 
-def _program(value) -> str | None:
-    return None if PROGRAM_RE.fullmatch(value) else f"{value!r} is not a program name or absolute path"
+def allowed_tools() -> frozenset[str]:
+    """Absolute program paths the user opted into ($EDGETUNE_ALLOW_TOOLS, ":"-separated)."""
+    entries = os.environ.get(ALLOW_TOOLS_ENV, "").split(":")
+    return frozenset(os.path.normpath(e) for e in entries if e.startswith("/"))
 
 
-def _program_named(pattern: re.Pattern, kind: str) -> Callable[[Any], str | None]:
-    """A program name or absolute path whose file name is that of a `kind` (e.g. a compiler)."""
+def _program_named(pattern: re.Pattern, kind: str, any_name_when_allowed: bool = False) -> Callable[[Any], str | None]:
+    """A bare program name of a `kind` (found on PATH when run), or an absolute path the user
+    allowed in $EDGETUNE_ALLOW_TOOLS (or with --allow-tool). A path is never trusted for its
+    file name alone: a script named arm-none-eabi-gcc in /tmp is still a script in /tmp."""
     def check(value) -> str | None:
-        if not PROGRAM_RE.fullmatch(value):
+        if not PROGRAM_RE.fullmatch(value) or ".." in value.split("/"):
             return f"{value!r} is not a program name or absolute path"
-        if ".." in value.split("/") or not pattern.fullmatch(value.rsplit("/", 1)[-1]):
+        if value.startswith("/"):
+            if os.path.normpath(value) not in allowed_tools():
+                return (f"{value!r} is an absolute path; a program is a name found on PATH, or a path you allow "
+                        f"with {ALLOW_TOOLS_ENV}={value} (or edgetune --allow-tool {value})")
+            if any_name_when_allowed:
+                return None
+        if not pattern.fullmatch(value.rsplit("/", 1)[-1]):
             return f"{value!r} is not named like a {kind}"
         return None
     return check
-
-
-def flag_problem(flag) -> str | None:
-    """Why a flag from a file may not reach a compiler's, linker's or objdump's argument
-    list, or None when it may."""
-    if not isinstance(flag, str) or not FLAG_RE.fullmatch(flag):
-        return f"{flag!r} is not an allowed compiler flag"
-    if flag[1:2] in ("D", "U"):
-        if not MACRO_FLAG_RE.fullmatch(flag):
-            return f"{flag!r} is not an allowed compiler flag (macros from a target file are UPPER_CASE names)"
-        return None
-    if FORBIDDEN_FLAG_RE.fullmatch(flag[1:]):
-        return (f"{flag!r} is not an allowed compiler flag (it would load a plugin, run another program, read "
-                "options or headers from elsewhere, or write another file)")
-    if flag.startswith("-L"):
-        path = flag[2:]
-        ok = SYSTEM_PATH_RE.fullmatch(path) and ".." not in path.split("/")
-        return None if ok else f"{flag!r} is not an allowed compiler flag (library folders must lie under /usr or /opt)"
-    for part in re.split(r"[=,]", flag)[1:] if "/" in flag else ():
-        if "/" in part and (not SYSTEM_PATH_RE.fullmatch(part) or ".." in part.split("/")):
-            return f"{flag!r} is not an allowed compiler flag (paths in flags must lie under /usr or /opt)"
-    if "/" in flag and "=" not in flag and "," not in flag:
-        return f"{flag!r} is not an allowed compiler flag (a path glued to a flag)"
-    return None
 
 
 def _one_of(options: set[str]) -> Callable[[Any], str | None]:
     return lambda value: None if value in options else f"{value!r} is not one of {', '.join(sorted(options))}"
 
 
-def _flags(table: _Table, key: str) -> tuple[str, ...]:
+def _flags(table: _Table, key: str, check=flag_problem) -> tuple[str, ...]:
     flags = table.get(key, list, default=[])
-    for i, flag in enumerate(flags):
-        problem = flag_problem(flag)
-        if problem:
-            table.fail(f"{key}[{i}]", problem)
+    problem = flags_problem(flags, check)
+    if problem:
+        table.fail(f"{key}[{problem[0]}]", problem[1])
     return tuple(flags)
 
 
@@ -224,31 +239,82 @@ def _merge(parent: dict, child: dict) -> dict:
     return merged
 
 
-def read_target_data(path: Path, _seen: tuple[Path, ...] = ()) -> dict:
+def _read_text(path: Path) -> str:
+    """A target file's text. Only a regular file is read: a folder, a FIFO or a device is
+    refused before anything blocks on it (opened non-blocking, then checked)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise TargetError(f"{path}: no such target file") from None
+    except IsADirectoryError:
+        raise TargetError(f"{path}: is a folder, not a target file") from None
+    except OSError as exc:
+        raise TargetError(f"{path}: cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if stat.S_ISDIR(mode):
+            raise TargetError(f"{path}: is a folder, not a target file")
+        if not stat.S_ISREG(mode):
+            raise TargetError(f"{path}: is not a regular file (a pipe or a device), not a target file")
+        os.set_blocking(handle.fileno(), True)
+        data = handle.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TargetError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _shipped_names(shipped_dir: Path) -> str:
+    return ", ".join(sorted(p.stem for p in shipped_dir.glob("*.toml"))) or "none"
+
+
+def resolve_extends(path: Path, value, shipped_dir: Path = SHIPPED_TARGETS_DIR) -> Path:
+    """The parent file `extends = value` in the target file `path` means: a path ending in
+    .toml or holding a "/" (relative to `path`'s folder, or absolute); otherwise a target
+    name: a shipped target, or NAME.toml beside `path`. A name both could mean is refused
+    (which one was meant is a guess), and so is one neither has."""
+    if not isinstance(value, str) or not value:
+        raise TargetError(f"{path}: extends: expected a target name or a .toml file, got {value!r}")
+    if value.endswith(".toml") or "/" in value:
+        return path.parent / value
+    if not NAME_RE.fullmatch(value):
+        raise TargetError(f"{path}: extends: {value!r} is neither a target name nor a .toml file")
+    shipped, beside = shipped_dir / f"{value}.toml", path.parent / f"{value}.toml"
+    found = [p for p in (shipped, beside) if p.is_file()]
+    if len(found) == 2 and shipped.resolve() != beside.resolve():
+        raise TargetError(f"{path}: extends: {value!r} is ambiguous: both the shipped target and {beside} "
+                          f"(write extends = \"{value}.toml\" for the file beside this one, or rename it)")
+    if not found:
+        raise TargetError(f"{path}: extends: unknown target {value!r} (shipped: {_shipped_names(shipped_dir)}; "
+                          "a file is named by a path ending in .toml)")
+    return found[0]
+
+
+def read_target_data(path: Path, _seen: tuple[Path, ...] = (), shipped_dir: Path = SHIPPED_TARGETS_DIR) -> dict:
     """The raw TOML of a target with its `extends` chain resolved."""
     path = Path(path)
     if path.resolve() in _seen:
         raise TargetError(f"{path}: extends: circular chain through {path.name}")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TargetError(f"{path}: no such target file") from None
-    except UnicodeDecodeError as exc:
-        raise TargetError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        data = tomllib.loads(_read_text(path))
     except tomllib.TOMLDecodeError as exc:
         raise TargetError(f"{path}: not valid TOML: {exc}") from None
-    parent_name = data.pop("extends", None)
-    if parent_name is None:
+    if "extends" not in data:
         return data
-    if not isinstance(parent_name, str):
-        raise TargetError(f"{path}: extends: expected a file name, got {parent_name!r}")
-    parent = read_target_data(path.parent / parent_name, _seen + (path.resolve(),))
-    return _merge(parent, data)
+    parent = resolve_extends(path, data.pop("extends"), shipped_dir)
+    try:
+        mode = parent.stat().st_mode
+    except OSError:
+        raise TargetError(f"{path}: extends: no such target file {parent}") from None
+    if not stat.S_ISREG(mode):
+        what = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a pipe or a device)"
+        raise TargetError(f"{path}: extends: {parent} is {what}, not a target file")
+    return _merge(read_target_data(parent, _seen + (path.resolve(),), shipped_dir), data)
 
 
-def load_target(path: Path, overrides: dict | None = None) -> Target:
+def load_target(path: Path, overrides: dict | None = None, shipped_dir: Path = SHIPPED_TARGETS_DIR) -> Target:
     """Load and validate one target file. `overrides` (e.g. detected host facts) merge on top."""
-    data = read_target_data(Path(path))
+    data = read_target_data(Path(path), shipped_dir=shipped_dir)
     if overrides:
         data = _merge(data, overrides)
     return target_from_data(data, str(path))
@@ -267,7 +333,7 @@ def target_from_data(data: dict, file: str) -> Target:
     core_t.reject_unknown({"name", "isa", "count", "clock_hz", "fpu", "source", "extensions"})
     core = Core(name=core_t.get("name", str), isa=core_t.get("isa", str),
                 count=core_t.get("count", int, check=_positive),
-                clock_hz=core_t.get("clock_hz", int, check=_positive),
+                clock_hz=core_t.get("clock_hz", int, check=_CLOCK),
                 fpu=core_t.get("fpu", str, default=""), source=core_t.get("source", str, default=""),
                 extensions=_extensions(core_t))
 
@@ -279,7 +345,7 @@ def target_from_data(data: dict, file: str) -> Target:
                                          default=...) if kind == "qemu" else "",
                     machine=runner_t.get("machine", str, check=_name, default=...) if kind == "qemu" else "",
                     cpu=runner_t.get("cpu", str, check=_name, default=""),
-                    timeout_s=float(runner_t.get("timeout_s", (int, float), check=_positive, default=10.0)),
+                    timeout_s=float(runner_t.get("timeout_s", (int, float), check=_TIMEOUT, default=10.0)),
                     resource=runner_t.get("resource", str, check=_name, default=""))
 
     compilers = []
@@ -317,17 +383,18 @@ def target_from_data(data: dict, file: str) -> Target:
                                    base=t.get("base", int, check=_non_negative), size=t.get("size", int, check=_positive),
                                    access=t.get("access", str, check=_one_of({"rx", "rw", "rwx"})),
                                    source=t.get("source", str, default=""),
-                                   wait_states=float(t.get("wait_states", (int, float), check=_non_negative, default=0)),
-                                   access_pj=float(t.get("access_pj", (int, float), check=_non_negative, default=0))))
+                                   wait_states=float(t.get("wait_states", (int, float), check=_CYCLES, default=0)),
+                                   access_pj=float(t.get("access_pj", (int, float), check=_ENERGY, default=0))))
     _unique(top, "memory", [m.name for m in memory])
     _no_overlap(top, memory)
+    _within_address_space(top, memory)
 
     power = None
     power_t = top.table("power", required=False)
     if power_t is not None:
         power_t.reject_unknown({"active_mw", "idle_mw", "source"})
-        power = PowerEnvelope(active_mw=float(power_t.get("active_mw", (int, float), check=_positive)),
-                              idle_mw=float(power_t.get("idle_mw", (int, float), check=_non_negative)),
+        power = PowerEnvelope(active_mw=float(power_t.get("active_mw", (int, float), check=_between(0, MAX_POWER_MW, low_open=True))),
+                              idle_mw=float(power_t.get("idle_mw", (int, float), check=_POWER)),
                               source=power_t.get("source", str))
 
     firmware = None
@@ -347,7 +414,7 @@ def target_from_data(data: dict, file: str) -> Target:
         firmware = Firmware(startup=fw_t.get("startup", str, check=_one_of(STARTUP_FAMILIES)),
                             linker=fw_t.get("linker", str, check=_program_named(LINKER_RE, "linker")),
                             ldflags=_flags(fw_t, "ldflags"),
-                            libs=_flags(fw_t, "libs") if fw_t.has("libs") else Firmware.libs,
+                            libs=_flags(fw_t, "libs", lib_problem) if fw_t.has("libs") else Firmware.libs,
                             code_size=fw_t.get("code_size", int, check=_non_negative, default=0),
                             code_region=fw_t.get("code_region", str, check=_region),
                             data_region=fw_t.get("data_region", str, check=_region),
@@ -387,9 +454,9 @@ def _cost_model(cost_t: _Table) -> CostModel:
     for name in INSTRUCTION_CLASSES:
         t = classes_t.table(name)
         t.reject_unknown({"cycles", "unit", "energy_pj"})
-        classes.append((name, ClassCost(cycles=float(t.get("cycles", (int, float), check=_non_negative)),
+        classes.append((name, ClassCost(cycles=float(t.get("cycles", (int, float), check=_CYCLES)),
                                         unit=t.get("unit", str, check=_name),
-                                        energy_pj=float(t.get("energy_pj", (int, float), check=_non_negative)))))
+                                        energy_pj=float(t.get("energy_pj", (int, float), check=_ENERGY)))))
     units = {cost.unit for _, cost in classes}
     overlapping = cost_t.get("overlapping_units", list, default=[])
     for i, unit in enumerate(overlapping):
@@ -397,9 +464,9 @@ def _cost_model(cost_t: _Table) -> CostModel:
             cost_t.fail(f"overlapping_units[{i}]", f"no instruction class uses unit {unit!r}")
     return CostModel(classes=tuple(classes), overlapping_units=tuple(overlapping),
                      issue_width=float(cost_t.get("issue_width", (int, float), check=_positive, default=1)),
-                     static_mw=float(cost_t.get("static_mw", (int, float), check=_non_negative)),
+                     static_mw=float(cost_t.get("static_mw", (int, float), check=_POWER)),
                      disassembler=cost_t.get("disassembler", str, check=_program_named(DISASSEMBLER_RE, "objdump")),
-                     disassembler_flags=_flags(cost_t, "disassembler_flags"),
+                     disassembler_flags=_flags(cost_t, "disassembler_flags", objdump_flag_problem),
                      source=cost_t.get("source", str))
 
 
@@ -459,7 +526,7 @@ def _npu(t: _Table, region_names: set[str]) -> Npu:
     _unique(t, "memory_modes", [m.name for m in modes])
 
     return Npu(name=t.get("name", str, check=_one_of(NPU_NAMES)), product=t.get("product", str),
-               macs_per_cycle=tuple(macs), clock_hz=t.get("clock_hz", int, check=_positive), ports=tuple(ports),
+               macs_per_cycle=tuple(macs), clock_hz=t.get("clock_hz", int, check=_CLOCK), ports=tuple(ports),
                memory_modes=tuple(modes), arena_cache_sizes=tuple(sizes),
                invoke_cycles=t.get("invoke_cycles", int, check=_non_negative),
                copy_bytes_per_cycle=float(t.get("copy_bytes_per_cycle", (int, float), check=_positive)),
@@ -481,10 +548,24 @@ def _no_overlap(top: _Table, memory: list[MemoryRegion]) -> None:
             top.fail(f"memory[{j}].base", f"region {b.name} overlaps region {a.name}")
 
 
+def _within_address_space(top: _Table, memory: list[MemoryRegion]) -> None:
+    """Every region inside what the core can address: 4 GiB on a 32-bit core (the harness
+    takes addresses as 32-bit values), 2^64 bytes otherwise."""
+    arch = top.data.get("arch")
+    bits = 32 if isinstance(arch, str) and THIRTY_TWO_BIT_ARCH_RE.fullmatch(arch) else 64
+    for i, region in enumerate(memory):
+        if region.end > 1 << bits:
+            top.fail(f"memory[{i}]", f"region {region.name} ends at {region.end:#x}, beyond the {bits}-bit address "
+                                     f"space of {arch} (last address {(1 << bits) - 1:#x})")
+
+
 def _without_placeholders(text: str) -> str:
     for placeholder in PLACEHOLDERS:
         text = text.replace(placeholder, "")
     return text
+
+
+_FLASHER_CHECK = _program_named(FLASHER_RE, "flasher or emulator", any_name_when_allowed=True)
 
 
 def _serial_link(top: _Table, kind: str) -> SerialLink | None:
@@ -504,8 +585,8 @@ def _serial_link(top: _Table, kind: str) -> SerialLink | None:
         if not isinstance(arg, str):
             t.fail(f"flash[{i}]", f"expected a string, got {arg!r}")
         rest = _without_placeholders(arg)
-        if i == 0 and not PROGRAM_RE.fullmatch(arg):
-            t.fail("flash[0]", f"{arg!r} is not a program name or absolute path")
+        if i == 0 and (problem := _FLASHER_CHECK(arg)):
+            t.fail("flash[0]", problem)
         if "{" in rest or "}" in rest:
             t.fail(f"flash[{i}]", f"{arg!r}: the only placeholders are {', '.join(PLACEHOLDERS)}")
         if not ARG_RE.fullmatch(rest):
@@ -521,16 +602,16 @@ def _serial_link(top: _Table, kind: str) -> SerialLink | None:
             t.fail("port", "{port} (a loopback port edgetune picks) needs flash_keeps_running = true")
         if not generated and not any("{port}" in arg for arg in flash_list):
             t.fail("flash", "the port is {port} but the flash command never passes it on")
-    uart_clock = t.get("uart_clock_hz", int, check=_positive)
+    uart_clock = t.get("uart_clock_hz", int, check=_CLOCK)
     baudrate = t.get("baudrate", int, check=_positive)
     link = SerialLink(
         port=port, flash=tuple(flash_list), flash_keeps_running=keeps_running,
-        flash_timeout_s=float(t.get("flash_timeout_s", (int, float), check=_positive, default=60.0)),
+        flash_timeout_s=float(t.get("flash_timeout_s", (int, float), check=_TIMEOUT, default=60.0)),
         uart=t.get("uart", str, check=_one_of(UART_DRIVERS)),
         uart_base=t.get("uart_base", int, check=_non_negative), uart_clock_hz=uart_clock, baudrate=baudrate,
         counter=t.get("counter", str, check=_one_of(SERIAL_COUNTERS)),
         runs=t.get("runs", int, default=5, check=lambda v: None if 1 <= v <= 32 else f"must be 1..32, got {v}"),
-        reply_timeout_s=float(t.get("reply_timeout_s", (int, float), check=_positive, default=2.0)),
+        reply_timeout_s=float(t.get("reply_timeout_s", (int, float), check=_TIMEOUT, default=2.0)),
         retries=t.get("retries", int, default=2, check=lambda v: None if 0 <= v <= 10 else f"must be 0..10, got {v}"),
         source=t.get("source", str, default=""))
     if link.bauddiv < 16:  # CMSDK APB UART TRM: BAUDDIV must be at least 16

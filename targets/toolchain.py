@@ -64,6 +64,9 @@ def require_program(program: str, hint: str = "run scripts/setup.sh to install t
     found = shutil.which(program)
     if not found:
         raise ToolMissing(f"{program}: not found on PATH ({hint})")
+    if not os.path.isabs(found):  # PATH holds "." or another relative folder: whatever the cwd has
+        raise ToolMissing(f"{program}: found as {found} through a relative folder on PATH; "
+                          "only absolute PATH folders are searched for a target's programs")
     return found
 
 

@@ -307,8 +307,13 @@ def test_compiler_command_must_be_a_program(tmp_path, command):
     expect_error(tmp_path, text, "compilers[0].command", "not a program name or absolute path")
 
 
-def test_absolute_compiler_command_is_allowed(tmp_path):
+def test_absolute_compiler_command_needs_the_users_opt_in(tmp_path, monkeypatch):
+    """A path is run only when the user allowed that very path ($EDGETUNE_ALLOW_TOOLS):
+    a file name like a compiler's proves nothing about what the file is."""
     text = mutate(M55_TEXT, 'command = "arm-none-eabi-gcc"', 'command = "/opt/gcc-arm/bin/arm-none-eabi-gcc"')
+    monkeypatch.delenv("EDGETUNE_ALLOW_TOOLS", raising=False)
+    expect_error(tmp_path, text, "compilers[0].command", "absolute path", "EDGETUNE_ALLOW_TOOLS")
+    monkeypatch.setenv("EDGETUNE_ALLOW_TOOLS", "/opt/other/gcc:/opt/gcc-arm/bin/../bin/arm-none-eabi-gcc")
     _, target = load_text(tmp_path, text)
     assert target.compiler("gcc").command == "/opt/gcc-arm/bin/arm-none-eabi-gcc"
 

@@ -201,6 +201,152 @@ def test_programs_must_be_named_for_their_job(tmp_path, path, program):
     assert_refused(*cli("targets", "show", str(toml)), ".".join(map(str, path)).replace(".0", "[0]"), tmp_path)
 
 
+# Flags that write a file of their own (GCC "Developer Options", "Instrumentation Options",
+# "Overall Options"): each passed the old deny-list, and -fopt-info-all=FILE made a tune append
+# to a file of the attacker's choosing. The allow-list of option shapes refuses them all.
+FILE_WRITING_FLAGS = ["-fopt-info-all=/usr/local/x.txt", "-fopt-info", "--coverage", "-ftest-coverage",
+                      "-fprofile-arcs", "-fstack-usage", "-save-temps", "-save-temps=obj", "-fdump-tree-all",
+                      "-fdump-rtl-expand", "-fdump-ipa-all", "-E", "-S", "-gsplit-dwarf", "-fcallgraph-info",
+                      "-fsave-optimization-record", "-Wl,-Map=/usr/x.map", "-Wl,--script=/usr/x.ld",
+                      "-Wa,-adhln=/usr/x.lst", "-Wp,-MD,/usr/x.d", "-MD", "-frecord-gcc-switches",
+                      "-fdiagnostics-format=sarif-file", "-aux-info=/usr/x", "-fno-dump-tree-all", "-f",
+                      "-fstack-usage=1", "-O4", "-std=c99x", "--specs=/usr/lib/x.specs", "-mllvm=-print-after-all"]
+
+
+@pytest.mark.parametrize("flag", FILE_WRITING_FLAGS)
+def test_flags_that_write_files_are_refused(tmp_path, flag):
+    toml = write_target(tmp_path / "evil.toml", _set(board("cortex-m55"), ("compilers", 0, "cflags", 0), flag))
+    assert_refused(*cli("targets", "show", str(toml)), "compilers[0].cflags[0]", tmp_path)
+    assert repr(flag) in cli("targets", "show", str(toml))[1]  # the error names the flag
+
+
+@pytest.mark.parametrize("flags, culprit", [
+    (["-mllvm", "-print-after-all"], "cflags[1]"), (["-mllvm", "-stats-file=/usr/x"], "cflags[1]"),
+    (["-mllvm"], "cflags[0]"), (["--param", "x;y"], "cflags[1]"), (["-O2", "--param"], "cflags[1]"),
+    (["-mllvm", "-force-vector-width"], "cflags[1]"), (["-mllvm", "-enable-loop-flatten=1"], "cflags[1]"),
+])
+def test_paired_flags_take_only_vetted_values(tmp_path, flags, culprit):
+    """-mllvm and --param pass the next element on: it is checked as their value."""
+    toml = write_target(tmp_path / "evil.toml", _set(board("cortex-m55"), ("compilers", 1, "cflags"), flags))
+    assert_refused(*cli("targets", "show", str(toml)), f"compilers[1].{culprit}", tmp_path)
+
+
+def test_a_tune_with_a_file_writing_flag_writes_no_file(tmp_path):
+    """The reported case end to end: the tune is refused before any compiler runs."""
+    written = tmp_path / "opt-info.txt"
+    db = stored_db(tmp_path)
+    before = db.read_bytes()
+    data = _set(board("host"), ("compilers", 0, "cflags"), ["-march=native", f"-fopt-info-all={written}"])
+    toml = write_target(tmp_path / "evil.toml", data)
+    code, out = cli("tune", "matmul_s8", "--target", str(toml), "--shape", "m=2,n=2,k=2", "--db", str(db))
+    assert_refused(code, out, "compilers[0].cflags[1]", tmp_path)
+    assert not written.exists() and db.read_bytes() == before
+
+
+def _shipped_flags() -> list[str]:
+    """Every flag the shipped targets, the kernels and their vector paths compile with."""
+    from edgetune.codegen.kernels.base import COMMON_CFLAGS, OPT_LEVELS
+    from edgetune.codegen.kernels.dsp import DSP_CFLAGS
+    from edgetune.targets import get_target, target_names
+    flags = {*COMMON_CFLAGS, *(f"-{level}" for level in OPT_LEVELS), *DSP_CFLAGS}
+    for name in target_names():
+        target = get_target(name)
+        flags.update(f for c in target.compilers for f in c.cflags)
+        if target.firmware is not None:
+            flags.update(target.firmware.ldflags)
+    return sorted(flags)
+
+
+@pytest.mark.parametrize("flag", _shipped_flags())
+def test_the_flags_edgetune_ships_pass(flag):
+    from edgetune.hal.flags import flag_problem
+    assert flag_problem(flag) is None
+
+
+@pytest.mark.parametrize("flags", [
+    ["-O3", "-funroll-loops", "-fno-unroll-loops", "-ffp-contract=fast", "-falign-loops=16", "-fno-pie"],
+    ["-mcpu=cortex-m7", "-mtune=cortex-m7", "-mfpu=fpv5-d16", "-mno-unaligned-access", "-Wno-unused-parameter",
+     "-Werror=vla", "-Wframe-larger-than=512", "-DUSE_FAST=1", "-UNDEBUG", "-std=gnu11", "-g3"],
+    ["--param", "max-unroll-times=4", "--param=max-completely-peel-times=2", "-Wl,--gc-sections", "-lm"],
+    ["-mllvm", "-force-vector-width=4", "-mllvm", "-enable-loopinterchange", "--target=thumbv7em-none-eabi"],
+], ids=["optimisation", "target-and-warnings", "param-and-link", "mllvm"])
+def test_ordinary_tuning_flags_pass(tmp_path, flags):
+    toml = write_target(tmp_path / "ok.toml", _set(board("cortex-m55"), ("compilers", 1, "cflags"), flags))
+    code, out = cli("targets", "show", str(toml))
+    assert code == 0, out
+
+
+# Programs: a bare name of the program's kind (found on PATH when run), or an absolute path the
+# user opted into. A script named like a compiler, anywhere, used to be run.
+PROGRAM_FIELDS = [(("compilers", 0, "command"), "compilers[0].command", "arm-none-eabi-gcc"),
+                  (("runner", "program"), "runner.program", "qemu-system-arm"),
+                  (("firmware", "linker"), "firmware.linker", "arm-none-eabi-gcc"),
+                  (("cost", "disassembler"), "cost.disassembler", "arm-none-eabi-objdump")]
+
+
+def _fake_tool(folder: Path, name: str, marker: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    script = folder / name
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("path, key, name", PROGRAM_FIELDS, ids=[k for _, k, _ in PROGRAM_FIELDS])
+def test_a_program_by_absolute_path_needs_the_users_opt_in(tmp_path, monkeypatch, path, key, name):
+    monkeypatch.delenv("EDGETUNE_ALLOW_TOOLS", raising=False)
+    script = _fake_tool(tmp_path / "x", name, tmp_path / MARK)
+    toml = write_target(tmp_path / "evil.toml", _set(board("cortex-m55"), path, str(script)))
+    code, out = cli("targets", "show", str(toml))
+    assert_refused(code, out, key, tmp_path)
+    assert "EDGETUNE_ALLOW_TOOLS" in out and "--allow-tool" in out
+    db = tmp_path / "t.db"
+    code, out = cli("tune", "matmul_s8", "--target", str(toml), "--shape", "m=2,n=2,k=2", "--db", str(db))
+    assert_refused(code, out, key, tmp_path)  # and the script never ran
+
+
+def test_allowed_tool_paths_come_from_the_environment_or_the_command_line(tmp_path, monkeypatch):
+    monkeypatch.delenv("EDGETUNE_ALLOW_TOOLS", raising=False)
+    script = tmp_path / "toolchain" / "arm-none-eabi-gcc"
+    toml = write_target(tmp_path / "mine.toml", _set(board("cortex-m55"), ("compilers", 0, "command"), str(script)))
+    result = CliRunner().invoke(main, ["targets", "show", str(toml)], env={"EDGETUNE_ALLOW_TOOLS": f"/opt/x:{script}"})
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["--allow-tool", str(script), "targets", "show", str(toml)],
+                                env={"EDGETUNE_ALLOW_TOOLS": ""})
+    assert result.exit_code == 0, result.output
+    # Allowing one path allows that path only, not its folder or a name like it.
+    other = write_target(tmp_path / "other.toml", _set(board("cortex-m55"), ("compilers", 0, "command"),
+                                                       str(script.parent / "gcc")))
+    result = CliRunner().invoke(main, ["--allow-tool", str(script), "targets", "show", str(other)],
+                                env={"EDGETUNE_ALLOW_TOOLS": ""})
+    assert_refused(result.exit_code, result.output, "compilers[0].command", tmp_path)
+    code, out = cli("--allow-tool", "relative/gcc", "targets")
+    assert_refused(code, out, "--allow-tool", tmp_path)
+
+
+@pytest.mark.parametrize("path, key, name", [
+    (("runner", "program"), "runner.program", "qemu-img"), (("runner", "program"), "runner.program", "qemu-arm"),
+    (("runner", "program"), "runner.program", "qemu-system-arm-evil"),
+    (("compilers", 0, "command"), "compilers[0].command", "evilgcc"),
+    (("compilers", 0, "command"), "compilers[0].command", "x-gcc"),
+    (("cost", "disassembler"), "cost.disassembler", "objdump.sh")])
+def test_bare_names_come_from_the_allow_list(tmp_path, path, key, name):
+    toml = write_target(tmp_path / "evil.toml", _set(board("cortex-m55"), path, name))
+    assert_refused(*cli("targets", "show", str(toml)), key, tmp_path)
+
+
+def test_a_flasher_is_a_known_name_or_an_allowed_path(tmp_path, monkeypatch):
+    monkeypatch.delenv("EDGETUNE_ALLOW_TOOLS", raising=False)
+    for flasher, ok in (("pyocd", True), ("sh", False), ("/usr/local/bin/my-flash", False)):
+        toml = write_target(tmp_path / "b.toml", _set(board("an547-serial"), ("serial", "flash", 0), flasher))
+        code, out = cli("targets", "show", str(toml))
+        assert (code == 0) is ok, out
+        if not ok:
+            assert_refused(code, out, "serial.flash[0]", tmp_path)
+    monkeypatch.setenv("EDGETUNE_ALLOW_TOOLS", "/usr/local/bin/my-flash")
+    assert cli("targets", "show", str(toml))[0] == 0  # any name once the user allowed the path
+
+
 # --- network files (edgetune place) ------------------------------------------------------------------
 NETWORK_FIELDS = [(("name",), "name"), (("layers", 0, "name"), "layers[0].name"), (("layers", 0, "op"), "layers[0].op"),
                   (("layers", 1, "shape", "pad"), "layers[1].shape")]
