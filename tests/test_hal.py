@@ -397,3 +397,137 @@ def test_child_errors_name_the_child_file(tmp_path):
     child.write_text('extends = "m55.toml"\n\n[core]\nclock_hz = "fast"\n')
     with pytest.raises(TargetError, match=re.escape(f"{child}: core.clock_hz: ")):
         load_target(child)
+
+
+# --- extends: a shipped target by name, a path, and what is neither ---------------------------------
+def test_extends_names_a_shipped_target(tmp_path):
+    """A pip-installed user cannot know where site-packages is: a shipped target's name works
+    from any folder."""
+    child = tmp_path / "my-m7.toml"
+    child.write_text('extends = "cortex-m7"\nname = "my-m7"\n\n[core]\nclock_hz = 200_000_000\n')
+    target, shipped = load_target(child), get_target("cortex-m7")
+    assert target.name == "my-m7" and target.core.clock_hz == 200_000_000
+    assert target.memory == shipped.memory and target.compilers == shipped.compilers
+
+
+def test_extends_names_a_file_beside_it_by_name_or_path(tmp_path):
+    (tmp_path / "family.toml").write_text(M55_TEXT, encoding="utf-8")
+    for value in ("family", "family.toml", "./family.toml"):
+        child = tmp_path / "child.toml"
+        child.write_text(f'extends = "{value}"\nname = "child"\n')
+        assert load_target(child).memory == get_target("cortex-m55").memory, value
+
+
+def test_the_shipped_folder_the_loader_knows_is_the_catalogs():
+    from edgetune.hal.loader import SHIPPED_TARGETS_DIR
+    assert SHIPPED_TARGETS_DIR == target_file("cortex-m55").parent.resolve()
+
+
+def _extends_error(tmp_path: Path, value: str, *words: str) -> str:
+    child = tmp_path / "child.toml"
+    child.write_text(f"extends = {value}\nname = \"child\"\n")
+    with pytest.raises(TargetError) as info:
+        load_target(child)
+    message = str(info.value)
+    assert message.startswith(f"{child}: extends: "), message
+    for word in words:
+        assert word in message, message
+    return message
+
+
+def test_an_ambiguous_extends_name_is_refused(tmp_path):
+    """A local cortex-m7.toml and the shipped one: which was meant is a guess."""
+    (tmp_path / "cortex-m7.toml").write_text(mutate(M55_TEXT, CLOCK_LINE, "clock_hz = 48_000_000"), encoding="utf-8")
+    _extends_error(tmp_path, '"cortex-m7"', "ambiguous", "cortex-m7.toml")
+
+
+def test_an_unknown_extends_name_lists_the_shipped_targets(tmp_path):
+    _extends_error(tmp_path, '"cortex-m9"', "unknown target 'cortex-m9'", "cortex-m7", "cortex-m55")
+
+
+@pytest.mark.parametrize("value, words", [('"."', ("neither a target name",)), ('"./"', ("folder",)),
+                                          ('".."', ("neither",)), ('""', ("expected a target name",)),
+                                          ('"sub/"', ("folder",)), ("3", ("expected a target name",)),
+                                          ('"nothing.toml"', ("no such target file",))])
+def test_extends_that_is_no_file_is_refused(tmp_path, value, words):
+    (tmp_path / "sub").mkdir()
+    _extends_error(tmp_path, value, *words)
+
+
+def _no_hang(seconds: int = 10):
+    """Fail instead of hanging (reading a FIFO nobody writes blocks forever)."""
+    import signal
+
+    def alarm(*_):
+        raise AssertionError("the loader blocked")
+    signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+
+
+def test_extends_naming_a_fifo_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "pipe.toml")
+    _no_hang()
+    try:
+        _extends_error(tmp_path, '"pipe.toml"', "not a regular file")
+        with pytest.raises(TargetError, match="not a regular file"):
+            load_target(tmp_path / "pipe.toml")  # named directly, too
+    finally:
+        import signal
+        signal.alarm(0)
+
+
+@pytest.mark.parametrize("value", ['"."', '"pipe.toml"', '"cortex-m9"'])
+def test_a_bad_extends_on_the_command_line_is_one_line_exit_2(tmp_path, value):
+    from click.testing import CliRunner
+    from edgetune.cli import main
+    os.mkfifo(tmp_path / "pipe.toml")
+    child = tmp_path / "child.toml"
+    child.write_text(f"extends = {value}\n")
+    _no_hang()
+    try:
+        result = CliRunner().invoke(main, ["targets", "show", str(child)])
+    finally:
+        import signal
+        signal.alarm(0)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"edgetune: error: {child}: extends: "), result.output
+
+
+# --- numbers a real part can have ------------------------------------------------------------------------
+@pytest.mark.parametrize("old, new, key, words", [
+    ("timeout_s = 20", "timeout_s = inf", "runner.timeout_s", ("finite",)),
+    ("timeout_s = 20", "timeout_s = nan", "runner.timeout_s", ("finite",)),
+    ("timeout_s = 20", "timeout_s = 1e9", "runner.timeout_s", ("86400",)),
+    (CLOCK_LINE, "clock_hz = 100000000000000000000000000000", "core.clock_hz", ("must be in",)),
+    (CLOCK_LINE, "clock_hz = 12", "core.clock_hz", ("must be in",)),
+    ("active_mw = 1.0", "active_mw = 3e21", "power.active_mw", ("must be in",)),
+], ids=["timeout-inf", "timeout-nan", "timeout-huge", "clock-1e29", "clock-12", "power-3e21"])
+def test_numbers_out_of_any_real_range_are_refused(tmp_path, old, new, key, words):
+    expect_error(tmp_path, mutate(M55_TEXT, old, new), key, *words)
+
+
+def test_the_cli_refuses_an_infinite_timeout_in_one_line(tmp_path):
+    from click.testing import CliRunner
+    from edgetune.cli import main
+    path = tmp_path / "board.toml"
+    path.write_text(mutate(M55_TEXT, "timeout_s = 20", "timeout_s = inf"), encoding="utf-8")
+    result = CliRunner().invoke(main, ["tune", "matmul_s8", "--target", str(path), "--shape", "m=2,n=2,k=2",
+                                       "--db", str(tmp_path / "t.db")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "runner.timeout_s" in result.output and not (tmp_path / "t.db").exists()
+
+
+def test_a_region_beyond_4_gib_on_a_32_bit_core_is_refused(tmp_path):
+    """The harness takes addresses as 32-bit values: such a region used to pass and end in a
+    13-line compile error of the harness."""
+    text = mutate(M55_TEXT, "base = 0x2100_0000", "base = 0x1_2100_0000")
+    expect_error(tmp_path, text, "memory[3]", "sram2", "32-bit", "armv8.1-m.main")
+    text = mutate(M55_TEXT, "base = 0x2100_0000", "base = 0xFFF0_0000")  # starts inside, ends outside
+    expect_error(tmp_path, text, "memory[3]", "32-bit")
+
+
+def test_a_region_beyond_4_gib_on_a_64_bit_core_is_fine(tmp_path):
+    text = target_file("cortex-a53").read_text(encoding="utf-8").replace("base = 0x4000_0000", "base = 0x8_0000_0000")
+    _, target = load_text(tmp_path, text)
+    assert target.memory[0].base == 0x8_0000_0000
