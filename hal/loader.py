@@ -159,6 +159,8 @@ def _non_negative(value) -> str | None:
 def _between(low: float, high: float, low_open: bool = False) -> Callable[[Any], str | None]:
     """A number in [low, high] ((low, high] when low_open): what a real part can be."""
     def check(value) -> str | None:
+        if low == 0 and (value < 0 or value == 0 and low_open):
+            return f"must be positive, got {value:g}" if low_open else f"must not be negative, got {value:g}"
         if value < low or value == low and low_open or value > high:
             opening = "(" if low_open else "["
             return f"must be in {opening}{low:g}, {high:g}], got {value:g}"

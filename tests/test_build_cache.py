@@ -21,6 +21,7 @@ from edgetune.targets.buildcache import ArtifactStore, CachedFailure
 from edgetune.targets.toolchain import MeasureError, ToolTimeout
 from edgetune.tuner import Outcome, TuningDatabase
 
+from allowed_tools import allowing
 from faulty import FaultyMatmul
 
 GCC_FLAGS = ["-march=armv8.1-m.main+mve.fp+fp.dp", "-mfloat-abi=hard", "-mthumb"]
@@ -41,14 +42,16 @@ class CountingGcc:
 
     def __init__(self, folder: Path):
         self.log = folder / "gcc.log"
-        self.wrapper = folder / "counting-gcc"
+        (folder / "counting").mkdir()
+        self.wrapper = folder / "counting" / "arm-none-eabi-gcc"  # named for its job, allowed by its path
         self.wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{self.log}"\nexec arm-none-eabi-gcc "$@"\n')
         self.wrapper.chmod(0o755)
 
     def target(self, extra_cflags: tuple[str, ...] = ()):
-        return load_target(target_file("cortex-m55"), overrides={
-            "compilers": [{"name": "gcc", "command": str(self.wrapper), "cflags": [*GCC_FLAGS, *extra_cflags]}],
-            "firmware": {"linker": str(self.wrapper)}})
+        with allowing(self.wrapper):
+            return load_target(target_file("cortex-m55"), overrides={
+                "compilers": [{"name": "gcc", "command": str(self.wrapper), "cflags": [*GCC_FLAGS, *extra_cflags]}],
+                "firmware": {"linker": str(self.wrapper)}})
 
     def _lines(self) -> list[str]:
         return self.log.read_text().splitlines() if self.log.exists() else []
@@ -102,9 +105,10 @@ def test_a_changed_flag_shape_or_source_misses(matmul, cache, tmp_path):
 def test_a_target_change_relinks_but_reuses_the_object(matmul, cache, tmp_path):
     gcc = CountingGcc(tmp_path)
     evaluate(matmul, gcc.target(), tmp_path)
-    moved = load_target(target_file("cortex-m55"), overrides={
-        "compilers": [{"name": "gcc", "command": str(gcc.wrapper), "cflags": GCC_FLAGS}],
-        "firmware": {"linker": str(gcc.wrapper), "stack_size": 0x2000}})  # another linker script
+    with allowing(gcc.wrapper):
+        moved = load_target(target_file("cortex-m55"), overrides={
+            "compilers": [{"name": "gcc", "command": str(gcc.wrapper), "cflags": GCC_FLAGS}],
+            "firmware": {"linker": str(gcc.wrapper), "stack_size": 0x2000}})  # another linker script
     trial = evaluate(matmul, moved, tmp_path)
     assert trial.outcome is Outcome.OK, trial.error
     assert trial.info["build_cache"] == "object" and gcc.compiles() == 1 and gcc.links() == 2

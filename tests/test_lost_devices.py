@@ -17,6 +17,7 @@ from edgetune.targets import target_file
 from edgetune.targets.toolchain import killed_from_outside
 from edgetune.tuner import Outcome, TuningDatabase
 
+from allowed_tools import allowing
 from test_serial_board import PROXY, QEMU, SHIPPED
 
 pytestmark = pytest.mark.qemu
@@ -57,10 +58,12 @@ os.execvp(args[0], args)
 def killing_m55(tmp_path: Path, kill: set[int], signum: int = signal.SIGKILL):
     runs = tmp_path / "runs"
     runs.mkdir()
-    wrapper = tmp_path / "qemu-killer"
+    (tmp_path / "killer").mkdir()
+    wrapper = tmp_path / "killer" / "qemu-system-arm"  # named for its job, allowed by its path
     wrapper.write_text(KILLER.format(python=sys.executable, runs=str(runs), kill=kill, signal=int(signum)))
     wrapper.chmod(0o755)
-    return load_target(target_file("cortex-m55"), overrides={"runner": {"program": str(wrapper)}})
+    with allowing(wrapper):
+        return load_target(target_file("cortex-m55"), overrides={"runner": {"program": str(wrapper)}})
 
 
 def test_only_signals_from_outside_count_as_lost():
@@ -124,7 +127,8 @@ def board_in_trouble(tmp_path: Path, mode: str, launches: str):
     # outlast a board that is slow because the machine is loaded (1 s was not always enough).
     path.write_text(f'extends = "{SHIPPED}"\nname = "an547-{mode}"\n[runner]\ntimeout_s = 10\n'
                     f"[serial]\nflash = {json.dumps(flash)}\nreply_timeout_s = 5.0\nretries = 0\n")
-    return load_target(path)
+    with allowing(sys.executable):
+        return load_target(path)
 
 
 def test_a_board_disconnected_mid_run_is_device_lost_and_tuning_goes_on(matmul, tmp_path):

@@ -134,7 +134,9 @@ def test_bad_serial_settings_name_the_key(tmp_path, override, key):
 
 # --- ports -------------------------------------------------------------------------------------
 def absent_port_board(tmp_path, port="/dev/ttyedgetune-absent0"):
-    return write_board(tmp_path, BASE + f'flash = ["true", "{{image}}"]\nport = "{port}"\nflash_keeps_running = false\n')
+    # The flasher (an allowed name, installed) never runs: the port check comes first.
+    return write_board(tmp_path, BASE + f'flash = ["qemu-system-arm", "{{image}}"]\nport = "{port}"\n'
+                                        'flash_keeps_running = false\n')
 
 
 def test_an_absent_port_is_named(tmp_path):
