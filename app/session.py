@@ -22,7 +22,7 @@ import numpy as np
 
 from edgetune.codegen import get_kernel, CodegenError, Kernel, KernelIO
 from edgetune.codegen.placement import PlacementError, pinned
-from edgetune.hal import Target
+from edgetune.hal import Target, TargetError
 from edgetune.targets import iobuf
 from edgetune.targets.buildcache import CachedFailure
 from edgetune.targets.runners import runner_for
@@ -179,6 +179,10 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
     runner_for(target).check_tools()
+    inputs = workload_inputs(kernel, workload)
+    problem = iobuf.fit_problem(target, inputs)
+    if problem:  # one refusal before any trial, not one too_large trial per variant
+        raise TargetError(problem)
 
     stored_trials = db.trials(workload)
     # Trials lost with their machine (emulator killed, board gone) are measured again first.
@@ -197,7 +201,7 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
                                  if config is not None and config not in measured))
     with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp, ExitStack() as stack:
         if executor is None:
-            evaluate = Evaluator(kernel, target, shape, space, workload_inputs(kernel, workload), Path(tmp))
+            evaluate = Evaluator(kernel, target, shape, space, inputs, Path(tmp))
             pool = stack.enter_context(ThreadPoolExecutor(max_workers=max(1, request.jobs)))
             submit = functools.partial(pool.submit, evaluate)
         else:

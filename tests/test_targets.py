@@ -263,3 +263,29 @@ def test_buffers_in_slower_memory_cost_stalls_not_instructions(matmul, tmp_path)
     sram2 = slow.region("sram2")
     assert slower["cycles"] == pytest.approx(fast["cycles"] + slower["accesses"]["sram2"] * sram2.wait_states, abs=0.2)
     assert slower["energy_uj"] > fast["energy_uj"]
+
+
+def _one_region_board(tmp_path: Path, region: str = "dtcm") -> Path:
+    path = tmp_path / "one-region.toml"
+    path.write_text(f'extends = "cortex-m55"\nname = "one-region"\n[firmware]\nio_regions = ["{region}"]\n')
+    return path
+
+
+def test_a_workload_no_io_region_holds_is_refused_once_before_any_trial(tmp_path):
+    """A 646 KB I/O block in a board whose only I/O region (DTCM) has 448 KiB free: one line
+    naming the region, exit 2, nothing stored; it used to be one too_large trial per variant."""
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(main, ["tune", "matmul_s8", "--target", str(_one_region_board(tmp_path)),
+                                       "--shape", "m=800,n=800,k=8", "--budget", "9", "--db", str(db)])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert "firmware.io_regions" in lines[0] and "dtcm 458752" in lines[0] and "one-region.toml" in lines[0]
+    assert not db.exists() or TuningDatabase(db).workloads() == []
+
+
+def test_a_workload_some_placement_holds_is_not_refused(matmul, tmp_path):
+    shape = matmul.parse_shape("m=800,n=800,k=8")
+    io = matmul.make_io(shape, np.random.default_rng(0))
+    assert "dtcm" in iobuf.fit_problem(load_target(_one_region_board(tmp_path)), io)
+    assert iobuf.fit_problem(get_target("cortex-m55"), io) is None  # sram2 holds it
+    assert iobuf.fit_problem(get_target("host"), io) is None  # the host places nothing
