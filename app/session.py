@@ -104,7 +104,9 @@ class Evaluator:
         return min(limit, max(MIN_RUN_TIMEOUT_S, LIMIT_MULTIPLIER * self._fastest_run))
 
     def __call__(self, config: Config) -> Trial:
-        return stamp(self._evaluate(config), self.target)
+        trial = self._evaluate(config)
+        # The target's run limit it was measured under (see timed_out_below).
+        return stamp(replace(trial, info={**trial.info, "timeout_limit_s": self.target.runner.timeout_s}), self.target)
 
     def _evaluate(self, config: Config) -> Trial:
         started = time.monotonic()
@@ -149,6 +151,16 @@ class Evaluator:
         return Outcome.OK, ""
 
 
+def timed_out_below(trial: Trial, limit_s: float) -> bool:
+    """A timeout under a smaller run limit than `limit_s` (or an unrecorded one): it says the
+    limit was too short, not that the configuration is slow, so it is measured again once the
+    target allows longer (TuningDatabase.record replaces it)."""
+    if trial.outcome is not Outcome.TIMEOUT:
+        return False
+    recorded = trial.info.get("timeout_limit_s")
+    return not isinstance(recorded, (int, float)) or recorded < limit_s
+
+
 def machine_name(target: Target) -> str:
     """Who measures: this host, and the board resource when the target names one (a farm's
     worker may own several boards)."""
@@ -185,9 +197,11 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
         raise TargetError(problem)
 
     stored_trials = db.trials(workload)
-    # Trials lost with their machine (emulator killed, board gone) are measured again first.
-    done = [trial for trial in stored_trials if not trial.outcome.lost]
-    lost = [trial.config for trial in stored_trials if trial.outcome.lost]
+    # Trials lost with their machine (emulator killed, board gone), and timeouts under a
+    # smaller limit than the target's now, are measured again first.
+    again = [t.outcome.lost or timed_out_below(t, target.runner.timeout_s) for t in stored_trials]
+    done = [trial for trial, redo in zip(stored_trials, again) if not redo]
+    lost = [trial.config for trial, redo in zip(stored_trials, again) if redo]
     told = in_space(space, done)
     strategy.tell(told)
     stored = len(done)

@@ -289,3 +289,46 @@ def test_a_workload_some_placement_holds_is_not_refused(matmul, tmp_path):
     assert "dtcm" in iobuf.fit_problem(load_target(_one_region_board(tmp_path)), io)
     assert iobuf.fit_problem(get_target("cortex-m55"), io) is None  # sram2 holds it
     assert iobuf.fit_problem(get_target("host"), io) is None  # the host places nothing
+
+
+def _host_with_timeout(seconds: float):
+    from dataclasses import replace
+    host = get_target("host")
+    return replace(host, runner=replace(host.runner, timeout_s=seconds))
+
+
+def test_timeouts_under_a_smaller_limit_are_measured_again_when_it_grows(tmp_path):
+    """A target file with too short a timeout stores every variant as a timeout; those say
+    nothing about the configurations, so once the limit grows they are measured again (and
+    under the same limit they stand). The hanging kernel times out under any limit: the
+    counts, not the timing, are what is checked."""
+    hang = FaultyMatmul("hang", always=True)
+    shape = hang.parse_shape("m=2,n=2,k=2")
+    db = TuningDatabase(tmp_path / "t.db")
+    first = tune(TuneRequest(hang, _host_with_timeout(0.5), shape, budget=2, jobs=2, seed=3), db)
+    assert first.failures == {"timeout": 2} and first.new_trials == 2
+    assert {t.info["timeout_limit_s"] for t in db.trials(first.workload)} == {0.5}
+    same = tune(TuneRequest(hang, _host_with_timeout(0.5), shape, budget=2, jobs=2, seed=3), db)
+    assert same.new_trials == 0 and same.trials == 2
+    longer = tune(TuneRequest(hang, _host_with_timeout(1.0), shape, budget=2, jobs=2, seed=3), db)
+    assert longer.new_trials == 2 and longer.trials == 2 and longer.failures == {"timeout": 2}
+    assert {t.info["timeout_limit_s"] for t in db.trials(first.workload)} == {1.0}
+    shorter = tune(TuneRequest(hang, _host_with_timeout(0.5), shape, budget=2, jobs=2, seed=3), db)
+    assert shorter.new_trials == 0  # a timeout under a larger limit is a result under a smaller one
+
+
+def test_a_stored_timeout_gives_way_only_to_a_trial_under_a_larger_limit(tmp_path):
+    from edgetune.tuner import Config, Trial, Workload
+    db = TuningDatabase(tmp_path / "t.db")
+    workload = Workload("matmul_s8", 1, "host", (("m", 2),), "x")
+    config = Config((("tile_m", 1),))
+    timeout = Trial(config, Outcome.TIMEOUT, info={"timeout_limit_s": 1.0})
+    assert db.record(workload, timeout, "random", 0)
+    assert not db.record(workload, Trial(config, Outcome.TIMEOUT, info={"timeout_limit_s": 1.0}), "random", 0)
+    assert not db.record(workload, Trial(config, Outcome.OK, {"time_ns": 5.0}, info={"timeout_limit_s": 0.5}),
+                         "random", 0)
+    assert db.record(workload, Trial(config, Outcome.OK, {"time_ns": 5.0}, info={"timeout_limit_s": 2.0}), "random", 0)
+    (stored,) = db.trials(workload)
+    assert stored.outcome is Outcome.OK
+    assert not db.record(workload, Trial(config, Outcome.OK, {"time_ns": 4.0}, info={"timeout_limit_s": 9.0}),
+                         "random", 0)  # a result is never replaced

@@ -184,7 +184,8 @@ class TuningDatabase:
     def record(self, workload: Workload, trial: Trial, strategy: str, seed: int | None,
                created: str | None = None) -> bool:
         """Store a trial; False when this configuration of the workload is already stored
-        (unless the stored trial was lost with its machine: then the new one replaces it)."""
+        (unless the stored trial was lost with its machine, or timed out under a smaller run
+        limit than the new one's: then the new one replaces it)."""
         with self._transaction():
             return self._insert(workload, trial, strategy, seed, created)
 
@@ -200,7 +201,10 @@ class TuningDatabase:
             " outcome = excluded.outcome, measured = excluded.measured, error = excluded.error,"
             " info = excluded.info, strategy = excluded.strategy, seed = excluded.seed, created = excluded.created,"
             " measured_by = excluded.measured_by, measured_at = excluded.measured_at"
-            f" WHERE trials.outcome IN ({', '.join(repr(o.value) for o in Outcome if o.lost)})",
+            f" WHERE trials.outcome IN ({', '.join(repr(o.value) for o in Outcome if o.lost)})"
+            # ... and a timeout under a smaller run limit than the new trial's (edgetune.session.timed_out_below).
+            f" OR trials.outcome = '{Outcome.TIMEOUT.value}' AND coalesce(json_extract(trials.info, '$.timeout_limit_s'), 0)"
+            " < coalesce(json_extract(excluded.info, '$.timeout_limit_s'), 0)",
             (workload.key(), workload.kernel, workload.kernel_version, workload.target,
              json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
              json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
