@@ -2,8 +2,10 @@
 
 Errors name the file and the dotted key at fault, e.g.
 ``targets/boards/cortex-m55.toml: memory[1].size: expected an integer, got 'big'``.
-A target may `extends = "other.toml"` (a path relative to its own file): the child's tables
-replace the parent's key by key, so a user's board only states what differs from its core.
+A target may `extends = "cortex-m7"` (a shipped target by name) or `extends = "other.toml"`
+(a path relative to its own file): the child's tables replace the parent's key by key, so a
+user's board only states what differs from its core. Compiler flags are checked against the
+allow-list of option shapes in `flags`; the rules are written out in docs/targets.md.
 """
 from __future__ import annotations
 
@@ -54,7 +56,8 @@ MAX_ENERGY_PJ = 1_000_000.0  # 1 uJ per instruction or access
 MAX_CYCLES = 1_000_000.0  # per instruction class; wait states too
 # Address width of the core's data side: M-profile and Armv7 cores address 4 GiB; AArch64
 # and x86-64 harnesses run 64-bit (arch names as the shipped targets spell them).
-THIRTY_TWO_BIT_ARCH_RE = re.compile(r"armv[4-8](\.[0-9])?[a-z]*-m(\.[a-z]+)?|armv[4-7][a-z]*(-[ar])?|riscv32[a-z]*|i[3-6]86")
+THIRTY_TWO_BIT_ARCH_RE = re.compile(r"armv[4-8](\.[0-9])?[a-z]*-[mr](\.[a-z]+)?|armv[4-7][a-z]*(-a)?"
+                                    r"|riscv32[a-z]*|i[3-6]86")
 
 MEMORY_KINDS = {"tcm", "sram", "flash", "dram"}
 CACHE_KINDS = {"data", "instruction", "unified"}
