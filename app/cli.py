@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -219,11 +220,22 @@ def _summary_json(summary: TuneSummary, db_path: str) -> dict:
     return data
 
 
-def _print_summary(summary: TuneSummary) -> None:
+STOP_REASONS = {
+    "budget": "the budget is reached",
+    "exhausted": "the space is exhausted: every legal configuration is measured, before the budget was reached",
+    "time": "the --time-budget is spent",
+    "patience": "--patience evaluations in a row brought no new best",
+    "interrupted": "interrupted (Ctrl-C); the stored trials are kept: run the same command again to resume",
+}
+
+
+def _print_summary(summary: TuneSummary, show_stop: bool = False) -> None:
     w = summary.workload
     shape = ",".join(f"{k}={v}" for k, v in w.shape)
     click.echo(f"{w.kernel} {shape} on {w.target}: {summary.trials} trials stored "
                f"({summary.new_trials} new), {summary.failed} failed")
+    if show_stop:  # only a run has a reason to stop; `best` and `record` print no such line
+        click.echo(f"  stopped: {STOP_REASONS.get(summary.stopped, summary.stopped)}")
     if summary.failures:
         click.echo("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())))
     if summary.bounds:
@@ -298,7 +310,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         if as_json:
             click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
         else:
-            _print_summary(summary)
+            _print_summary(summary, show_stop=True)
         return
     bounds = tuple(parse_bound(text) for text in constraints)
     objective = choose_objective(target, objective, bounds)
@@ -324,9 +336,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
                                 initial=tuple(parse_config(space, text) for text in initial))]
     client, executor = connect(cluster, target) if cluster else (None, None)
     try:
-        db = _open_db(db_path)
-        progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(objective)
-        summaries = [tune(request, db, progress, executor) for request in requests]
+        summaries, interrupted = _tune_all(requests, _open_db(db_path), executor,
+                                           show_progress=not as_json and sys.stderr.isatty())
     finally:
         if client is not None:
             client.close()
@@ -335,7 +346,37 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         click.echo(json.dumps(data if from_export else data[0], indent=2))
     else:
         for summary in summaries:
-            _print_summary(summary)
+            _print_summary(summary, show_stop=True)
+    if interrupted:
+        sys.exit(INTERRUPTED_EXIT)
+
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+
+
+def _tune_all(requests: list[TuneRequest], db: TuningDatabase, executor, show_progress: bool
+              ) -> tuple[list[TuneSummary], bool]:
+    """Tune each request in turn. Ctrl-C (SIGINT) ends the run: every trial already stored
+    stays stored (each is committed as it completes), the trials in flight are dropped, and
+    the summaries so far are returned with the interrupted one marked, so the command still
+    says where it stands. Returns (summaries, interrupted)."""
+    summaries = []
+    for request in requests:
+        workload = workload_of(request.kernel, request.target, request.shape)
+        before = summarize(db, workload, request.objective, bounds=request.bounds)
+        progress = None
+        if show_progress:
+            stored_best = None if before.best is None else before.best.trial.value(request.objective)
+            progress = ProgressDisplay(request.objective, best=stored_best, bounds=request.bounds)
+        try:
+            summaries.append(tune(request, db, progress, executor))
+        except KeyboardInterrupt:
+            if progress is not None:
+                progress.interrupted()
+            after = summarize(db, workload, request.objective, bounds=request.bounds)
+            summaries.append(replace(after, new_trials=after.trials - before.trials, stopped="interrupted"))
+            return summaries, True
+    return summaries, False
 
 
 @main.command("best")
