@@ -32,13 +32,22 @@ USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing,
                RecordedSpaceError, ClusterError, OutputError, *NPU_USER_ERRORS)
 
 
+def error_line(message: str) -> str:
+    """The one form of every user-facing error: `edgetune: error: ...` on exactly one line.
+    Whatever the message quotes (a path, a value read from a file) is shown with its line
+    breaks and other control characters escaped (a newline as \\n, ESC as \\x1b), so a
+    name cannot split the line or drive the terminal."""
+    shown = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in message)
+    return f"edgetune: error: {shown}"
+
+
 class UserError(click.ClickException):
     """One line on stderr naming what is wrong, exit status 2."""
 
     exit_code = 2
 
     def show(self, file=None):
-        click.echo(f"edgetune: error: {self.message}", err=True)
+        click.echo(error_line(self.message), err=True)
 
 
 def _guard(fn):
@@ -113,7 +122,10 @@ class _OneLineErrors(click.Group):
             UserError(f"{where}{exc.format_message()} (see --help)").show()
             sys.exit(UserError.exit_code)
         except click.ClickException as exc:
-            exc.show()
+            if isinstance(exc, UserError):
+                exc.show()
+            else:  # click's own (a file it could not open, ...): the same one-line form
+                click.echo(error_line(exc.format_message()), err=True)
             sys.exit(exc.exit_code)
         except click.Abort:
             click.echo("Aborted!", err=True)
@@ -330,6 +342,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             raise UserError("give KERNEL and --shape (or --from-export DIR)")
         kernel = get_kernel(kernel_name)
         shape_dict = kernel.parse_shape(shape)
+        kernel.check_fits(target, shape_dict)
         space = kernel.tuning_space(target, shape_dict)
         requests = [TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
                                 time_budget=time_budget, patience=patience,
@@ -447,6 +460,7 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, as_json
     kernel = get_kernel(kernel_name)
     target = get_target(target_name)
     shape_dict = kernel.parse_shape(shape)
+    kernel.check_fits(target, shape_dict)
     writable_file(out_path, "--out", keep=(db_path,))
     db = _open_db(db_path)
     progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(target.measures)
