@@ -22,14 +22,14 @@ from .replay import record, replay_json
 from .cluster import ClusterError, connect
 from .outputs import OutputError, writable_file, writable_folder
 from .progress import ProgressDisplay
-from .report import write_report
+from .report import ReportError, check_objective, write_report
 from .session import TuneRequest, TuneSummary, choose_objective, parse_config, summarize, tune, workload_of
 from .verify import export_and_measure, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
 
 USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError,
-               RecordedSpaceError, ClusterError, OutputError, *NPU_USER_ERRORS)
+               RecordedSpaceError, ClusterError, OutputError, ReportError, *NPU_USER_ERRORS)
 
 
 def error_line(message: str) -> str:
@@ -504,11 +504,14 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json
 @main.command("report")
 @_db_option
 @click.option("--out", "out_dir", required=True, help="Folder for the PNG plots and index.html.")
+@click.option("--objective", default="", help="Measured value to plot [default: each workload's own: the target's "
+              "unit, what `tune` minimises unless told otherwise].")
 @_guard
-def report_cmd(db_path, out_dir):
-    """Plots (convergence, Pareto front, parameter effects) and one HTML page."""
+def report_cmd(db_path, out_dir, objective):
+    """Plots (convergence, Pareto front, parameter effects), tables and one HTML page."""
     db = _open_existing_db(db_path)
-    result = write_report(db, writable_folder(out_dir, "--out"))
+    check_objective(db, objective)  # before the output folder is created
+    result = write_report(db, writable_folder(out_dir, "--out"), objective)
     click.echo(f"report: {result.index} ({len(result.images)} plots)")
 
 
