@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -85,34 +86,70 @@ def test_resumed_run_shows_the_stored_best(tmp_path, monkeypatch, matmul, host):
     assert made and made[0]["best"] == best
 
 
-def _stored_count(path: Path) -> int:
+def _stored(path: Path) -> list[tuple[str, str, str]]:
+    """(configuration, outcome, measured values) of every stored trial, read without
+    writing (the run under test holds the database)."""
     if not path.exists():
-        return 0
+        return []
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            return conn.execute("SELECT count(*) FROM trials").fetchone()[0]
+            return conn.execute("SELECT config_key, outcome, measured FROM trials ORDER BY config_key").fetchall()
     except sqlite3.OperationalError:  # the schema is not there yet
-        return 0
+        return []
 
 
-def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path):
-    db = tmp_path / "int.db"
-    args = ["tune", "matmul_s8", "--target", "host", "--shape", "m=16,n=16,k=16", "--budget", "2000",
-            "--jobs", "2", "--db", str(db)]
-    proc = subprocess.Popen([EDGETUNE, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+@pytest.mark.parametrize("target, shape", [("host", "m=16,n=16,k=16"), ("cortex-m55", "m=8,n=8,k=16")])
+def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path, target, shape):
+    """SIGINT to the whole process group, as a terminal's Ctrl-C sends it: the compilers and
+    emulators die with the run. Nothing they did under the signal may pass for the variant's
+    own failure, neither in the database nor in the build cache."""
+    db, cache = tmp_path / "int.db", tmp_path / "cache"
+    args = ["tune", "matmul_s8", "--target", target, "--shape", shape, "--jobs", "2", "--db", str(db)]
+    env = {**os.environ, "EDGETUNE_CACHE": str(cache)}
+    proc = subprocess.Popen([EDGETUNE, *args, "--budget", "2000"], cwd=tmp_path, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while _stored_count(db) < 3 and proc.poll() is None and time.monotonic() < deadline:
+    while len(_stored(db)) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)
     assert "Aborted!" not in err and "Traceback" not in err, err
     assert "stopped: interrupted" in out, out
-    kept = _stored_count(db)
-    assert kept >= 3
-    assert f"{kept} trials stored ({kept} new)" in out  # the summary counts what is stored
-    again = subprocess.run([EDGETUNE, *args[:-4], "--budget", str(kept + 1), "--db", str(db), "--json"],
-                           cwd=tmp_path, capture_output=True, text=True, check=True)
-    resumed = json.loads(again.stdout)
-    assert resumed["trials"] == kept + 1 and resumed["new_trials"] == 1  # nothing stored was lost
+    kept = _stored(db)
+    assert len(kept) >= 3
+    assert f"{len(kept)} trials stored ({len(kept)} new)" in out  # the summary counts what is stored
+    lost = {"emulator_lost", "device_lost"}
+    assert all(outcome in {"ok"} | lost for _, outcome, _ in kept), kept  # no compile error made by the signal
+    failures = [m.read_text() for m in cache.rglob("meta.json") if '"error"' in m.read_text()]
+    assert failures == []  # and none cached, to be replayed on resume
+
+    again = subprocess.run([EDGETUNE, *args, "--budget", str(len(kept) + 1), "--json"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, check=True)
+    assert json.loads(again.stdout)["trials"] == len(kept) + 1
+    after = {key: (outcome, values) for key, outcome, values in _stored(db)}
+    for key, outcome, values in kept:  # every measured trial kept as it was; lost ones measured again
+        assert after[key] == (outcome, values) if outcome == "ok" else after[key][0] not in lost
+
+
+def test_a_build_tool_killed_from_outside_is_a_lost_trial_never_cached(tmp_path, monkeypatch):
+    from edgetune.targets.buildcache import ArtifactStore
+    from edgetune.targets.toolchain import ToolKilled, run_tool
+
+    with pytest.raises(ToolKilled, match="killed by SIGINT") as err:
+        run_tool(["sh", "-c", "kill -INT $$"], cwd=tmp_path)
+    assert err.value.outcome.lost  # measured again on resume
+    monkeypatch.setenv("EDGETUNE_CACHE", str(tmp_path / "cache"))
+    store, calls = ArtifactStore("images"), []
+
+    def interrupted():
+        calls.append(1)
+        run_tool(["sh", "-c", "kill -INT $$"], cwd=tmp_path)
+
+    for _ in range(2):
+        with pytest.raises(ToolKilled):
+            store.get_or_build("ab" * 32, tmp_path, interrupted)
+    assert calls == [1, 1]  # built again, not replayed from the cache
+    with pytest.raises(Exception, match=r"exit 3"):  # an ordinary failure is still the variant's
+        run_tool(["sh", "-c", "exit 3"], cwd=tmp_path)
