@@ -62,13 +62,25 @@ def target_unit(target_name: str) -> str | None:
         return None
 
 
-def objective_of(records: list[Record], requested: str = "", unit: str | None = None) -> Objective | None:
-    """What to plot for a workload: --objective when given, else the target's own unit (what
-    `tune` minimised unless told otherwise), else the first of OBJECTIVE_PREFERENCE the
-    trials hold. None when no successful trial has it."""
+def tuned_for(db: TuningDatabase, workload: Workload) -> str | None:
+    """The objective `tune` stored with the workload, where the database keeps one (the
+    workload goals of schema 3: `TuningDatabase.goal`); None where it keeps none."""
+    goal_of = getattr(db, "goal", None)  # absent from databases without stored goals
+    goal = goal_of(workload) if goal_of is not None else None
+    return None if goal is None else goal.objective
+
+
+def objective_of(records: list[Record], requested: str = "", unit: str | None = None,
+                 tuned: str | None = None) -> Objective | None:
+    """What to plot for a workload: --objective when given, else the objective it was tuned
+    for (when stored), else the target's own unit (what `tune` minimises unless told
+    otherwise), else the first of OBJECTIVE_PREFERENCE the trials hold. None when no
+    successful trial has it."""
     present = measured_names(records)
     if requested:
         return Objective(requested, "--objective") if requested in present else None
+    if tuned in present:
+        return Objective(tuned, "what the workload was tuned for")
     if unit in present:
         return Objective(unit, "the target's own unit (tune's default)")
     name = next((name for name in OBJECTIVE_PREFERENCE if name in present), None)
@@ -331,7 +343,7 @@ def write_report(db: TuningDatabase, out_dir: Path, objective: str = "") -> Repo
     sections, images = [], []
     for number, workload in enumerate(db.workloads(), start=1):
         records = db.records(workload)
-        chosen = objective_of(records, objective, target_unit(workload.target))
+        chosen = objective_of(records, objective, target_unit(workload.target), tuned_for(db, workload))
         names, front = [], 0
         if chosen:
             stem, title = f"w{number:02d}", workload_title(workload, chosen.name)

@@ -158,3 +158,19 @@ def test_objective_of_prefers_the_targets_unit(present, unit, expected):
     trial = Trial(Config((("tile_m", 1),)), Outcome.OK, {name: 1.0 for name in present})
     records = [Record(1, None, trial, "random", 0, "")]
     assert report.objective_of(records, "", unit).name == expected
+
+
+def test_the_objective_a_workload_was_tuned_for_wins_over_the_targets_unit(tmp_path, monkeypatch):
+    """Where the database stores each workload's goal (TuningDatabase.goal), that objective
+    is plotted; --objective still overrides it."""
+    from types import SimpleNamespace
+
+    db, workload = _m55_db(tmp_path)
+    monkeypatch.setattr(db, "goal", lambda w: SimpleNamespace(objective="cycles") if w == workload else None,
+                        raising=False)
+    saved = _figures(monkeypatch)
+    report.write_report(db, tmp_path / "out")
+    assert "minimising cycles" in saved["w01-convergence.png"][1]
+    assert "what the workload was tuned for" in (tmp_path / "out" / "index.html").read_text()
+    report.write_report(db, tmp_path / "again", objective="instructions")
+    assert "minimising instructions" in saved["w01-convergence.png"][1]
