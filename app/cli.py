@@ -323,6 +323,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
         else:
             _print_summary(summary, show_stop=True)
+        if summary.stopped == "interrupted":
+            sys.exit(INTERRUPTED_EXIT)
         return
     bounds = tuple(parse_bound(text) for text in constraints)
     objective = choose_objective(target, objective, bounds)
@@ -376,20 +378,27 @@ def _tune_all(requests: list[TuneRequest], db: TuningDatabase, executor, show_pr
     summaries = []
     for request in requests:
         workload = workload_of(request.kernel, request.target, request.shape)
-        before = summarize(db, workload, request.objective, bounds=request.bounds)
+        objective, bounds = _goal_shown(db, request)
+        before = summarize(db, workload, objective, bounds=bounds)
         progress = None
         if show_progress:
-            stored_best = None if before.best is None else before.best.trial.value(request.objective)
-            progress = ProgressDisplay(request.objective, best=stored_best, bounds=request.bounds)
+            stored_best = None if before.best is None else before.best.trial.value(objective)
+            progress = ProgressDisplay(objective, best=stored_best, bounds=bounds)
         try:
             summaries.append(tune(request, db, progress, executor))
         except KeyboardInterrupt:
             if progress is not None:
                 progress.interrupted()
-            after = summarize(db, workload, request.objective, bounds=request.bounds)
+            after = summarize(db, workload, objective, bounds=bounds)
             summaries.append(replace(after, new_trials=after.trials - before.trials, stopped="interrupted"))
             return summaries, True
     return summaries, False
+
+
+def _goal_shown(db: TuningDatabase, request: TuneRequest) -> tuple[str, tuple]:
+    """The objective and bounds a run works to, for its progress line and an interrupted
+    run's summary: the request's, the objective defaulting to the target's unit as in tune."""
+    return choose_objective(request.target, request.objective, request.bounds), request.bounds
 
 
 @main.command("best")

@@ -133,6 +133,23 @@ def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path, targ
         assert after[key] == (outcome, values) if outcome == "ok" else after[key][0] not in lost
 
 
+def test_ctrl_c_during_npu_tuning_keeps_the_trials_and_exits_130(tmp_path):
+    db = tmp_path / "npu.db"
+    args = ["tune", "conv2d_s8", "--device", "ethos-u55", "--target", "cortex-m55", "--shape",
+            "h=16,w=16,cin=16,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1", "--jobs", "2", "--db", str(db)]
+    proc = subprocess.Popen([EDGETUNE, *args, "--budget", "2000"], cwd=tmp_path, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while len(_stored(db)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    kept = _stored(db)
+    assert proc.returncode == 130 and "Traceback" not in err and "Aborted!" not in err, (out, err)
+    assert "stopped: interrupted" in out and f"{len(kept)} trials stored ({len(kept)} new)" in out, out
+
+
 def test_a_build_tool_killed_from_outside_is_a_lost_trial_never_cached(tmp_path, monkeypatch):
     from edgetune.targets.buildcache import ArtifactStore
     from edgetune.targets.toolchain import ToolKilled, run_tool
