@@ -358,11 +358,13 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             client.close()
     if as_json:
         data = [_summary_json(summary, db_path) for summary in summaries]
-        click.echo(json.dumps(data if from_export else data[0], indent=2))
+        click.echo(json.dumps(data if from_export else (data[0] if data else None), indent=2))
     else:
         for summary in summaries:
             _print_summary(summary, show_stop=True)
     if interrupted:
+        if not summaries:
+            click.echo("edgetune: interrupted before any trial was measured", err=True)
         sys.exit(INTERRUPTED_EXIT)
 
 
@@ -377,20 +379,21 @@ def _tune_all(requests: list[TuneRequest], db: TuningDatabase, executor, show_pr
     says where it stands. Returns (summaries, interrupted)."""
     summaries = []
     for request in requests:
-        workload = workload_of(request.kernel, request.target, request.shape)
-        objective, bounds = _goal_shown(db, request)
-        before = summarize(db, workload, objective, bounds=bounds)
-        progress = None
-        if show_progress:
-            stored_best = None if before.best is None else before.best.trial.value(objective)
-            progress = ProgressDisplay(objective, best=stored_best, bounds=bounds)
+        before = progress = None
         try:
+            workload = workload_of(request.kernel, request.target, request.shape)
+            objective, bounds = _goal_shown(db, request)
+            before = summarize(db, workload, objective, bounds=bounds)
+            if show_progress:
+                stored_best = None if before.best is None else before.best.trial.value(objective)
+                progress = ProgressDisplay(objective, best=stored_best, bounds=bounds)
             summaries.append(tune(request, db, progress, executor))
         except KeyboardInterrupt:
             if progress is not None:
                 progress.interrupted()
-            after = summarize(db, workload, objective, bounds=bounds)
-            summaries.append(replace(after, new_trials=after.trials - before.trials, stopped="interrupted"))
+            if before is not None:  # else interrupted while preparing: nothing of it was measured
+                after = summarize(db, workload, objective, bounds=bounds)
+                summaries.append(replace(after, new_trials=after.trials - before.trials, stopped="interrupted"))
             return summaries, True
     return summaries, False
 
