@@ -382,7 +382,7 @@ def _tune_all(requests: list[TuneRequest], db: TuningDatabase, executor, show_pr
         before = progress = None
         try:
             workload = workload_of(request.kernel, request.target, request.shape)
-            objective, bounds = _goal_shown(db, request)
+            objective, bounds = _goal_shown(request)
             before = summarize(db, workload, objective, bounds=bounds)
             if show_progress:
                 stored_best = None if before.best is None else before.best.trial.value(objective)
@@ -398,7 +398,7 @@ def _tune_all(requests: list[TuneRequest], db: TuningDatabase, executor, show_pr
     return summaries, False
 
 
-def _goal_shown(db: TuningDatabase, request: TuneRequest) -> tuple[str, tuple]:
+def _goal_shown(request: TuneRequest) -> tuple[str, tuple]:
     """The objective and bounds a run works to, for its progress line and an interrupted
     run's summary: the request's, the objective defaulting to the target's unit as in tune."""
     return choose_objective(request.target, request.objective, request.bounds), request.bounds
@@ -516,8 +516,8 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json
 @main.command("report")
 @_db_option
 @click.option("--out", "out_dir", required=True, help="Folder for the PNG plots and index.html.")
-@click.option("--objective", default="", help="Measured value to plot [default: each workload's own: the target's "
-              "unit, what `tune` minimises unless told otherwise].")
+@click.option("--objective", default="", help="Measured value to plot [default: what each workload was tuned for "
+              "where stored, else the target's unit, what `tune` minimises unless told otherwise].")
 @_guard
 def report_cmd(db_path, out_dir, objective):
     """Plots (convergence, Pareto front, parameter effects), tables and one HTML page."""

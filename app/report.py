@@ -180,12 +180,14 @@ def parameters_figure(records: list[Record], objective: str, title: str) -> Figu
     fig, axes = plt.subplots(rows, cols, figsize=(13, 3.2 * rows + 0.8), squeeze=False)
     log = _wide([t.value(objective) for t in ok])
     for ax, name in zip(axes.flat, names):
-        values = _value_order({t.config[name] for t in ok})
-        groups = [[t.value(objective) for t in ok if t.config[name] == v] for v in values]
-        ax.boxplot(groups, showfliers=True)
+        # Trials stored before a parameter existed lack it: they are left out of its plot.
+        with_it = [(t.config.as_dict()[name], t.value(objective)) for t in ok if name in t.config.as_dict()]
+        values = _value_order({value for value, _ in with_it})
+        ax.boxplot([[measured for value, measured in with_it if value == v] for v in values], showfliers=True)
         labels = [str(v) for v in values]
-        ax.set_xticks(range(1, len(values) + 1), labels,
-                      rotation=30 if sum(map(len, labels)) > 24 else 0, ha="right" if sum(map(len, labels)) > 24 else "center")
+        crowded = sum(map(len, labels)) > 24  # long labels side by side would overlap: slant them
+        ax.set_xticks(range(1, len(values) + 1), labels, rotation=30 if crowded else 0,
+                      ha="right" if crowded else "center")
         ax.set_title(name, fontsize=11)
         ax.set_ylabel(objective, fontsize=9)
         if log:
