@@ -46,6 +46,12 @@ def test_every_npu_operator_key_refuses_a_huge_value_by_name(name, key):
         operator.parse_shape(_with(operator.example, key, HUGE))
 
 
+def test_npu_tensors_are_limited_too():
+    with pytest.raises(NpuOperatorError, match="the input tensor has 4503599627370496 elements"):
+        NPU_OPERATORS["conv2d_s8"].parse_shape("h=16777216,w=16777216,cin=16,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1")
+    NPU_OPERATORS["conv2d_s8"].parse_shape(NPU_OPERATORS["conv2d_s8"].example)  # a sensible one passes
+
+
 @pytest.mark.parametrize("shape, target, culprit", [
     (f"m={HUGE},n=4,k=4", "host", f"m={HUGE} is too large"),  # numpy's "Maximum allowed dimension exceeded" before
     ("m=100000,n=100000,k=4", "host", "the output tensor has 10000000000 elements"),  # a 74 GiB allocation before

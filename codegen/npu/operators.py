@@ -93,6 +93,10 @@ class NpuOperator:
                 raise NpuOperatorError(f"shape: missing {key!r} for {self.name} (e.g. {self.example})")
             result[key] = self._value(key, items[key])
         self.check_shape(result)
+        sizes = self.sizes(result)
+        for tensor, nbytes in (("input", sizes.ifm_bytes), ("output", sizes.ofm_bytes), ("weight", sizes.weight_bytes)):
+            if nbytes > MAX_SHAPE_VALUE:  # int8 tensors: bytes are elements
+                raise NpuOperatorError(f"shape: the {tensor} tensor has {nbytes} elements, more than {MAX_SHAPE_VALUE}")
         return result
 
     def _value(self, key: str, raw: object) -> int:
