@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -23,14 +24,23 @@ from .replay import record, replay_json
 from .cluster import ClusterError, connect
 from .outputs import OutputError, writable_file, writable_folder
 from .progress import ProgressDisplay
-from .report import write_report
+from .report import ReportError, check_objective, write_report
 from .session import TuneRequest, TuneSummary, choose_objective, parse_config, summarize, tune, workload_of
 from .verify import export_and_measure, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
 
 USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError,
-               RecordedSpaceError, ClusterError, OutputError, *NPU_USER_ERRORS)
+               RecordedSpaceError, ClusterError, OutputError, ReportError, *NPU_USER_ERRORS)
+
+
+def error_line(message: str) -> str:
+    """The one form of every user-facing error: `edgetune: error: ...` on exactly one line.
+    Whatever the message quotes (a path, a value read from a file) is shown with its line
+    breaks and other control characters escaped (a newline as \\n, ESC as \\x1b), so a
+    name cannot split the line or drive the terminal."""
+    shown = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in message)
+    return f"edgetune: error: {shown}"
 
 
 class UserError(click.ClickException):
@@ -39,7 +49,7 @@ class UserError(click.ClickException):
     exit_code = 2
 
     def show(self, file=None):
-        click.echo(f"edgetune: error: {self.message}", err=True)
+        click.echo(error_line(self.message), err=True)
 
 
 def _guard(fn):
@@ -114,7 +124,10 @@ class _OneLineErrors(click.Group):
             UserError(f"{where}{exc.format_message()} (see --help)").show()
             sys.exit(UserError.exit_code)
         except click.ClickException as exc:
-            exc.show()
+            if isinstance(exc, UserError):
+                exc.show()
+            else:  # click's own (a file it could not open, ...): the same one-line form
+                click.echo(error_line(exc.format_message()), err=True)
             sys.exit(exc.exit_code)
         except click.Abort:
             click.echo("Aborted!", err=True)
@@ -228,11 +241,22 @@ def _summary_json(summary: TuneSummary, db_path: str) -> dict:
     return data
 
 
-def _print_summary(summary: TuneSummary) -> None:
+STOP_REASONS = {
+    "budget": "the budget is reached",
+    "exhausted": "the space is exhausted: every legal configuration is measured, before the budget was reached",
+    "time": "the --time-budget is spent",
+    "patience": "--patience evaluations in a row brought no new best",
+    "interrupted": "interrupted (Ctrl-C); the stored trials are kept: run the same command again to resume",
+}
+
+
+def _print_summary(summary: TuneSummary, show_stop: bool = False) -> None:
     w = summary.workload
     shape = ",".join(f"{k}={v}" for k, v in w.shape)
     click.echo(f"{w.kernel} {shape} on {w.target}: {summary.trials} trials stored "
                f"({summary.new_trials} new), {summary.failed} failed")
+    if show_stop:  # only a run has a reason to stop; `best` and `record` print no such line
+        click.echo(f"  stopped: {STOP_REASONS.get(summary.stopped, summary.stopped)}")
     if summary.failures:
         click.echo("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())))
     if summary.bounds:
@@ -307,7 +331,9 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         if as_json:
             click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
         else:
-            _print_summary(summary)
+            _print_summary(summary, show_stop=True)
+        if summary.stopped == "interrupted":
+            sys.exit(INTERRUPTED_EXIT)
         return
     bounds = tuple(parse_bound(text) for text in constraints)
     objective = choose_objective(target, objective, bounds)
@@ -327,24 +353,64 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             raise UserError("give KERNEL and --shape (or --from-export DIR)")
         kernel = get_kernel(kernel_name)
         shape_dict = kernel.parse_shape(shape)
+        kernel.check_fits(target, shape_dict)
         space = kernel.tuning_space(target, shape_dict)
         requests = [TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
                                 time_budget=time_budget, patience=patience,
                                 initial=tuple(parse_config(space, text) for text in initial))]
     client, executor = connect(cluster, target) if cluster else (None, None)
     try:
-        db = _open_db(db_path)
-        progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(objective)
-        summaries = [tune(request, db, progress, executor) for request in requests]
+        summaries, interrupted = _tune_all(requests, _open_db(db_path), executor,
+                                           show_progress=not as_json and sys.stderr.isatty())
     finally:
         if client is not None:
             client.close()
     if as_json:
         data = [_summary_json(summary, db_path) for summary in summaries]
-        click.echo(json.dumps(data if from_export else data[0], indent=2))
+        click.echo(json.dumps(data if from_export else (data[0] if data else None), indent=2))
     else:
         for summary in summaries:
-            _print_summary(summary)
+            _print_summary(summary, show_stop=True)
+    if interrupted:
+        if not summaries:
+            click.echo("edgetune: interrupted before any trial was measured", err=True)
+        sys.exit(INTERRUPTED_EXIT)
+
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+
+
+def _tune_all(requests: list[TuneRequest], db: TuningDatabase, executor, show_progress: bool
+              ) -> tuple[list[TuneSummary], bool]:
+    """Tune each request in turn. Ctrl-C (SIGINT) ends the run: every trial already stored
+    stays stored (each is committed as it completes), the trials in flight are dropped, and
+    the summaries so far are returned with the interrupted one marked, so the command still
+    says where it stands. Returns (summaries, interrupted)."""
+    summaries = []
+    for request in requests:
+        before = progress = None
+        try:
+            workload = workload_of(request.kernel, request.target, request.shape)
+            objective, bounds = _goal_shown(request)
+            before = summarize(db, workload, objective, bounds=bounds)
+            if show_progress:
+                stored_best = None if before.best is None else before.best.trial.value(objective)
+                progress = ProgressDisplay(objective, best=stored_best, bounds=bounds)
+            summaries.append(tune(request, db, progress, executor))
+        except KeyboardInterrupt:
+            if progress is not None:
+                progress.interrupted()
+            if before is not None:  # else interrupted while preparing: nothing of it was measured
+                after = summarize(db, workload, objective, bounds=bounds)
+                summaries.append(replace(after, new_trials=after.trials - before.trials, stopped="interrupted"))
+            return summaries, True
+    return summaries, False
+
+
+def _goal_shown(request: TuneRequest) -> tuple[str, tuple]:
+    """The objective and bounds a run works to, for its progress line and an interrupted
+    run's summary: the request's, the objective defaulting to the target's unit as in tune."""
+    return choose_objective(request.target, request.objective, request.bounds), request.bounds
 
 
 @main.command("best")
@@ -415,6 +481,7 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, as_json
     kernel = get_kernel(kernel_name)
     target = get_target(target_name)
     shape_dict = kernel.parse_shape(shape)
+    kernel.check_fits(target, shape_dict)
     writable_file(out_path, "--out", keep=(db_path,))
     db = _open_db(db_path)
     progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(target.measures)
@@ -458,11 +525,14 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json
 @main.command("report")
 @_db_option
 @click.option("--out", "out_dir", required=True, help="Folder for the PNG plots and index.html.")
+@click.option("--objective", default="", help="Measured value to plot [default: what each workload was tuned for "
+              "where stored, else the target's unit, what `tune` minimises unless told otherwise].")
 @_guard
-def report_cmd(db_path, out_dir):
-    """Plots (convergence, Pareto front, parameter effects) and one HTML page."""
+def report_cmd(db_path, out_dir, objective):
+    """Plots (convergence, Pareto front, parameter effects), tables and one HTML page."""
     db = _open_existing_db(db_path)
-    result = write_report(db, writable_folder(out_dir, "--out"))
+    check_objective(db, objective)  # before the output folder is created
+    result = write_report(db, writable_folder(out_dir, "--out"), objective)
     click.echo(f"report: {result.index} ({len(result.images)} plots)")
 
 

@@ -3,6 +3,7 @@ Kept apart from cli.py, which only routes to them."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -27,7 +28,18 @@ def run_npu_tune(kernel_name: str, target: Target, device: str, shape: str, stra
     npu = resolve_npu(target, device)
     operator = get_npu_operator(kernel_name)
     request = NpuTuneRequest(operator, target, npu, operator.parse_shape(shape), strategy, budget, jobs, seed)
-    return tune_npu(request, open_db(), ProgressDisplay(NPU_OBJECTIVE) if show_progress else None)
+    db = open_db()
+    workload = npu_workload(operator, target, npu, request.shape)
+    before = summarize(db, workload, NPU_OBJECTIVE)
+    stored_best = None if before.best is None else before.best.trial.value(NPU_OBJECTIVE)
+    progress = ProgressDisplay(NPU_OBJECTIVE, best=stored_best) if show_progress else None
+    try:
+        return tune_npu(request, db, progress)
+    except KeyboardInterrupt:  # Ctrl-C: what is stored stays; the caller exits 130 on "interrupted"
+        if progress is not None:
+            progress.interrupted()
+        after = summarize(db, workload, NPU_OBJECTIVE)
+        return replace(after, new_trials=after.trials - before.trials, stopped="interrupted")
 
 
 def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: TuningDatabase) -> TuneSummary:

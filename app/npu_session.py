@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -124,7 +124,7 @@ def tune_npu(request: NpuTuneRequest, db: TuningDatabase, progress: ProgressFn |
     with tempfile.TemporaryDirectory(prefix="edgetune-vela-") as tmp:
         evaluate = NpuEvaluator(request, workload, Path(tmp))
         with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
-            new, _ = search_loop(strategy, functools.partial(pool.submit, evaluate), db, workload,
+            new, stopped = search_loop(strategy, functools.partial(pool.submit, evaluate), db, workload,
                                  budget=request.budget, jobs=request.jobs, stored=len(done),
                                  label=(request.strategy, request.seed), progress=progress)
-    return summarize(db, workload, NPU_OBJECTIVE, new)
+    return replace(summarize(db, workload, NPU_OBJECTIVE, new), stopped=stopped)

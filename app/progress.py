@@ -1,8 +1,10 @@
 """The progress line of long tuning runs (only on a terminal, never with --json).
 
-One status line rewritten in place: trials stored against the budget, the best value so far,
-failures by kind, the rate of this run and the time left at that rate. Each new best also
-leaves a permanent line, so the history of improvements stays on screen.
+One status line rewritten in place: trials stored against the budget, the best value stored
+for the workload (earlier runs' trials included, so a resumed run never shows a worse best
+than the database holds), failures by kind, the rate of this run and the time left at that
+rate. Each new best also leaves a permanent line, so the history of improvements stays on
+screen.
 """
 from __future__ import annotations
 
@@ -10,15 +12,16 @@ import sys
 import time
 from typing import TextIO
 
-from edgetune.tuner import Trial
+from edgetune.tuner import Bound, Trial, feasible
 
 
 class ProgressDisplay:
-    def __init__(self, objective: str, stream: TextIO = sys.stderr, clock=time.monotonic):
-        self.objective, self.stream, self.clock = objective, stream, clock
+    def __init__(self, objective: str, stream: TextIO = sys.stderr, clock=time.monotonic,
+                 best: float | None = None, bounds: tuple[Bound, ...] = ()):
+        self.objective, self.stream, self.clock, self.bounds = objective, stream, clock, bounds
         self.started = clock()
         self.measured = 0
-        self.best: float | None = None
+        self.best: float | None = best  # the stored best when the run started, then this run's improvements
         self.failures: dict[str, int] = {}
 
     def status(self, done: int, budget: int) -> str:
@@ -31,7 +34,8 @@ class ProgressDisplay:
 
     def __call__(self, done: int, budget: int, trial: Trial) -> None:
         self.measured += 1
-        value = trial.value(self.objective)
+        # A trial that breaks a --constraint bound is no best, whatever its objective.
+        value = trial.value(self.objective) if feasible(trial, self.bounds) else None
         if trial.outcome.failed:
             self.failures[trial.outcome.value] = self.failures.get(trial.outcome.value, 0) + 1
         elif value is not None and (self.best is None or value < self.best):
@@ -40,4 +44,9 @@ class ProgressDisplay:
         self.stream.write("\r\x1b[K" + self.status(done, budget))
         if done >= budget:
             self.stream.write("\n")
+        self.stream.flush()
+
+    def interrupted(self) -> None:
+        """End the status line so what follows starts on a line of its own."""
+        self.stream.write("\n")
         self.stream.flush()

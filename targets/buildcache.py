@@ -8,7 +8,8 @@ Two kinds of artifact are kept, each under a key that hashes everything that goe
   harness sources and the version of every tool the target uses.
 A build that fails (compile error, image too large, ...) is cached too, as its outcome and
 message, so an identical failing variant is reported again without running the compiler.
-A tool that timed out is not cached: that may be the machine's load, not the variant.
+A tool that timed out or was killed from outside (Ctrl-C) is not cached: that is the
+machine or the user, not the variant.
 
 Each entry is a directory written under a temporary name and renamed into place, so
 parallel trials and Dask workers sharing the folder never see a half-written entry; an
@@ -32,7 +33,7 @@ from typing import Callable
 from edgetune.firmware import FIRMWARE_DIR
 from edgetune.tuner import Outcome
 
-from .toolchain import MeasureError, ToolTimeout, cache_dir
+from .toolchain import MeasureError, ToolKilled, ToolTimeout, cache_dir
 
 VARIANTS = "variants"  # this module's part of the cache folder
 META = "meta.json"
@@ -97,7 +98,7 @@ class ArtifactStore:
                 return meta, True
             try:
                 files, meta = build()
-            except ToolTimeout:
+            except (ToolTimeout, ToolKilled):  # the machine's load or an outside signal, not the variant
                 raise
             except MeasureError as exc:
                 self._publish(key, [], {"outcome": exc.outcome.value, "error": exc.message})

@@ -33,6 +33,12 @@ class ToolTimeout(MeasureError):
     variant's own failure."""
 
 
+class ToolKilled(MeasureError):
+    """A tool ended by a signal from outside (Ctrl-C reaches the whole process group, a
+    supervisor's SIGTERM, the OOM killer): it says nothing about the variant, so the trial
+    is lost (measured again on resume) and the failure is never cached."""
+
+
 class ToolMissing(RuntimeError):
     """A program a target needs is not installed."""
 
@@ -124,6 +130,9 @@ def run_tool(args: Sequence[str], cwd: Path, outcome: Outcome = Outcome.COMPILE_
         raise ToolTimeout(outcome, f"{args[0]} did not finish within {timeout:.0f} s") from None
     except FileNotFoundError:
         raise ToolMissing(f"{args[0]}: not found on PATH (run scripts/setup.sh to install the toolchains)") from None
+    if killed_from_outside(proc.returncode):
+        raise ToolKilled(Outcome.EMULATOR_LOST, f"{Path(args[0]).name} was killed by "
+                         f"{signal.Signals(-proc.returncode).name} from outside")
     if proc.returncode != 0:
         raise MeasureError(outcome, f"{Path(args[0]).name} failed (exit {proc.returncode}):\n{_tail(proc.stderr or proc.stdout)}")
     return proc
@@ -150,6 +159,8 @@ def cached_object(kind: str, source: Path, args_before_source: Sequence[str], ex
         try:
             run_tool([*args_before_source, "-c", str(source), "-o", str(tmp_obj)], cwd=Path(tmp),
                      outcome=Outcome.RUNTIME_ERROR)
+        except ToolKilled:
+            raise  # an interrupted run, not a harness that does not build
         except MeasureError as exc:
             raise HarnessError(f"{source.name}: the harness does not build: {exc.message}") from None
         os.replace(tmp_obj, target)

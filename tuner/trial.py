@@ -17,7 +17,7 @@ class Outcome(enum.Enum):
     CRASH = "crash"                # the kernel faulted (fault handler, or a signal it caused)
     WRONG_ANSWER = "wrong_answer"  # ran, but the output differs from the reference
     RUNTIME_ERROR = "runtime"      # the harness or runner failed in another way
-    EMULATOR_LOST = "emulator_lost"  # the emulator was killed from outside (SIGKILL, SIGTERM, OOM)
+    EMULATOR_LOST = "emulator_lost"  # the emulator (or a build tool) was killed from outside (SIGKILL, SIGTERM, Ctrl-C, OOM)
     DEVICE_LOST = "device_lost"    # the board went away: its port closed or vanished
 
     @property

@@ -11,7 +11,7 @@ import numpy as np
 from edgetune.hal import Placement, Target
 from edgetune.tuner import Config, Space
 
-from ..placement import placement_of, with_placement
+from ..placement import group_bytes, placement_of, with_placement
 from ..render import render
 
 C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(np.int32): "int32_t",
@@ -62,6 +62,21 @@ class RenderedKernel:
     compiler: str  # the target compiler's name ("gcc", "clang")
     cflags: tuple[str, ...]  # flags chosen by the configuration (optimisation level, ...)
     placement: Placement | None = None  # where its buffers live (None: the target's default)
+
+
+# Index arithmetic is done in `int` (32 bits on every target offered); keep every tensor's
+# element count far from its limit. No single shape value may exceed it either: every key
+# is a tensor dimension, a padding or a step, and none is sensible beyond that, while a
+# value like 2**70 would otherwise reach numpy (or a C `int`) and fail without naming the key.
+MAX_ELEMENTS = 1 << 24
+MAX_SHAPE_VALUE = MAX_ELEMENTS
+
+
+def check_elements(**counts: int) -> None:
+    """Refuse a shape whose tensors would be too large, naming the tensor."""
+    for name, count in counts.items():
+        if count > MAX_ELEMENTS:
+            raise KernelError(f"shape: the {name} tensor has {count} elements, more than {MAX_ELEMENTS}")
 
 
 SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+)\s*$")
@@ -115,6 +130,8 @@ class Kernel:
             least = 0 if key in self.zero_allowed else 1
             if not isinstance(items[key], int) or isinstance(items[key], bool) or items[key] < least:
                 raise KernelError(f"shape: {key}={items[key]!r} must be {'a non-negative' if least == 0 else 'a positive'} integer")
+            if items[key] > MAX_SHAPE_VALUE:
+                raise KernelError(f"shape: {key}={items[key]} is too large (at most {MAX_SHAPE_VALUE})")
         shape_dict = {key: items[key] for key in self.shape_keys}
         self.check_shape(shape_dict)
         return shape_dict
@@ -124,6 +141,20 @@ class Kernel:
 
     def check_shape(self, shape: dict[str, int]) -> None:
         """Kernel-specific limits; raise KernelError naming the key."""
+
+    def check_fits(self, target: Target, shape: Mapping[str, int]) -> None:
+        """Refuse, before any trial, a workload whose buffers no placement on the target can
+        hold: every trial would only fail as too large."""
+        regions = target.placement_regions
+        if not regions:  # the host places nothing: its buffers live in the process
+            return
+        weights, activations = group_bytes(self.make_io(shape, np.random.default_rng(0)))
+        if any(target.placement_fits(Placement(w, a), weights, activations) for w in regions for a in regions):
+            return
+        text = ",".join(f"{k}={v}" for k, v in shape.items())
+        free = ", ".join(f"{r} {target.io_capacity(r)}" for r in regions)
+        raise KernelError(f"shape: {text} needs {weights} bytes of weights and {activations} bytes of activations; "
+                          f"no memory of {target.name} holds them (bytes free: {free})")
 
     def function_name(self, shape: Mapping[str, int]) -> str:
         # Only validated integers and the kernel's own name go into the identifier.

@@ -17,16 +17,13 @@ import numpy as np
 
 from edgetune.hal import Target
 
-from .base import Buffer, KernelError
+from .base import MAX_ELEMENTS, Buffer, KernelError, check_elements  # noqa: F401 - re-exported
 
 # |x - in_zero| <= 255 and |w| <= 128, so each product is at most 32640 in magnitude; a
 # reduction of 32767 products stays below 1.07e9, and bias is limited to 2^30 (make_io and
 # the documented contract), so every accumulator fits in int32 with the bias added.
 MAX_REDUCTION = 32767
 MAX_BIAS = 1 << 30
-# Index arithmetic is done in `int` (32 bits on every target offered); keep every tensor's
-# element count far from its limit.
-MAX_ELEMENTS = 1 << 24
 # Bytes of the harness's own .data/.bss (newlib state, the harness's statics) kept out of
 # the scratch budget on firmware targets; the linker script's ASSERT still guards the rest.
 HARNESS_STATIC_RESERVE = 4096
@@ -100,12 +97,6 @@ class Geometry:
 
 def geometry_of(shape: Mapping[str, int]) -> Geometry:
     return Geometry(shape["h"], shape["w"], shape["kh"], shape["kw"], shape["stride"], shape["pad"], shape["dilation"])
-
-
-def check_elements(**counts: int) -> None:
-    for name, count in counts.items():
-        if count > MAX_ELEMENTS:
-            raise KernelError(f"shape: the {name} tensor has {count} elements, more than {MAX_ELEMENTS}")
 
 
 def quant_params(channels: int, rng: np.random.Generator, edge: str) -> tuple[tuple[Buffer, ...], tuple[tuple[str, int], ...]]:

@@ -24,7 +24,7 @@ from edgetune.hal import Target
 from edgetune.tuner import Config, Constraint, Space, choice
 
 from ..render import render
-from .base import Buffer, Kernel, KernelIO, RenderedKernel, describe_mismatch
+from .base import Buffer, Kernel, KernelIO, RenderedKernel, check_elements, describe_mismatch
 
 UNIT_ROUNDOFF = 2.0 ** -24
 TOLERANCE_FACTOR = 2.0
@@ -95,6 +95,9 @@ class MatmulF32(Kernel):
     shape_keys = ("m", "n", "k")
     description = "float32 matrix multiply with bias, packed and register-blocked (GEMM)"
     template = "matmul_f32.c.j2"
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        check_elements(a=shape["m"] * shape["k"], b=shape["k"] * shape["n"], output=shape["m"] * shape["n"])
 
     def _vectors(self, target: Target) -> list[str]:
         return [name for name, unit in VECTOR_PATHS.items() if unit is None or target.has_vector(unit)]

@@ -11,7 +11,7 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 
 from ..quant import requantize
 from ..render import render
-from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
+from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel, check_elements
 from . import matmul_s8_neon
 from .dsp import DSP_CFLAGS, offers_dsp
 from .matmul_s8_avx import AVX_PATHS, avx_constraints, avx_template_vars, avx_vectors, rowmajor_width
@@ -43,6 +43,7 @@ class MatmulS8(Kernel):
     def check_shape(self, shape: dict[str, int]) -> None:
         if shape["k"] > MAX_K:
             raise KernelError(f"shape: k={shape['k']} exceeds {MAX_K} (int32 accumulators would overflow)")
+        check_elements(a=shape["m"] * shape["k"], b=shape["k"] * shape["n"], output=shape["m"] * shape["n"])
 
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         vectors = ["c"]

@@ -23,6 +23,8 @@ import numpy as np
 from .tflite_model import ModelSpec, OperatorSpec, Quant, TensorSpec
 
 PAD_SAME = -1
+# The CPU kernels' limit too (codegen/kernels/base.py): no dimension, padding or step beyond 2^24.
+MAX_SHAPE_VALUE = 1 << 24
 SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|same|valid)\s*$")
 
 
@@ -91,6 +93,10 @@ class NpuOperator:
                 raise NpuOperatorError(f"shape: missing {key!r} for {self.name} (e.g. {self.example})")
             result[key] = self._value(key, items[key])
         self.check_shape(result)
+        sizes = self.sizes(result)
+        for tensor, nbytes in (("input", sizes.ifm_bytes), ("output", sizes.ofm_bytes), ("weight", sizes.weight_bytes)):
+            if nbytes > MAX_SHAPE_VALUE:  # int8 tensors: bytes are elements
+                raise NpuOperatorError(f"shape: the {tensor} tensor has {nbytes} elements, more than {MAX_SHAPE_VALUE}")
         return result
 
     def _value(self, key: str, raw: object) -> int:
@@ -103,6 +109,8 @@ class NpuOperator:
         except ValueError:
             raise NpuOperatorError(f"shape: {key}={raw!r} must be an integer") from None
         low = -1 if key in self.signed_keys else 1
+        if value > MAX_SHAPE_VALUE:  # 2**70 would reach numpy and TFLite's int32 fields
+            raise NpuOperatorError(f"shape: {key}={value} is too large (at most {MAX_SHAPE_VALUE})")
         if value < low:
             kind = "an integer >= 0, same or valid" if key in self.signed_keys else "a positive integer"
             raise NpuOperatorError(f"shape: {key}={raw!r} must be {kind}")

@@ -1,0 +1,172 @@
+"""What `edgetune tune` says: why a run stopped (every reason), the stored best in the
+progress line of a resumed run, and Ctrl-C: stored trials kept, the summary printed, exit 130."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from edgetune.cli import STOP_REASONS, main
+from edgetune.progress import ProgressDisplay
+from edgetune.tuner import Bound, Config, Outcome, Trial, TuningDatabase
+
+EDGETUNE = str(Path(sys.executable).parent / "edgetune")
+HOST_TUNE = ["tune", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2", "--jobs", "1"]
+
+
+def tune(*args):
+    result = CliRunner().invoke(main, [*HOST_TUNE, *args])
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("extra, reason", [
+    (["--budget", "2"], "budget"),
+    (["--budget", "1000"], "exhausted"),  # m=n=k=2 has 144 legal configurations on the host
+    (["--budget", "1000", "--time-budget", "0.001"], "time"),
+    (["--budget", "1000", "--patience", "1", "--strategy", "random"], "patience"),
+])
+def test_every_stopping_reason_is_said_in_the_human_output(tmp_path, extra, reason):
+    code, out = tune(*extra, "--db", str(tmp_path / "t.db"))
+    assert code == 0, out
+    assert f"  stopped: {STOP_REASONS[reason]}\n" in out
+    code, data = tune(*extra, "--db", str(tmp_path / "j.db"), "--json")
+    assert json.loads(data)["stopped"] == reason  # the text says what the JSON says
+
+
+def test_best_prints_no_stopping_reason(tmp_path):
+    db = tmp_path / "t.db"
+    assert tune("--budget", "2", "--db", str(db))[0] == 0
+    result = CliRunner().invoke(main, ["best", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2",
+                                       "--db", str(db)])
+    assert result.exit_code == 0 and "stopped:" not in result.output
+
+
+def test_progress_starts_from_the_stored_best_not_this_runs():
+    out = io.StringIO()
+    show = ProgressDisplay("instructions", stream=out, best=680.0)
+    show(11, 20, Trial(Config((("tile_m", 1),)), Outcome.OK, values={"instructions": 1817}))
+    assert "best instructions=680" in out.getvalue() and "1817" not in out.getvalue()
+    assert "new best" not in out.getvalue()  # 1817 is worse than what the database holds
+    show(12, 20, Trial(Config((("tile_m", 2),)), Outcome.OK, values={"instructions": 600}))
+    assert "new best instructions=600" in out.getvalue()
+
+
+def test_progress_ignores_a_best_that_breaks_a_constraint():
+    out = io.StringIO()
+    show = ProgressDisplay("instructions", stream=out, bounds=(Bound("code_bytes", 100.0),))
+    show(1, 5, Trial(Config((("tile_m", 1),)), Outcome.OK, values={"instructions": 5, "code_bytes": 900}))
+    assert "no success yet" in out.getvalue() and "new best" not in out.getvalue()
+
+
+def test_resumed_run_shows_the_stored_best(tmp_path, monkeypatch, matmul, host):
+    """Through the command's own loop: the display of a resumed run starts from the database's best."""
+    from edgetune.cli import _tune_all
+    from edgetune.session import TuneRequest
+
+    db = tmp_path / "t.db"
+    assert tune("--budget", "4", "--db", str(db))[0] == 0
+    stored = TuningDatabase(db)
+    (workload,) = stored.workloads()
+    best = stored.best(workload, "time_ns").trial.values["time_ns"]
+    made = []
+    monkeypatch.setattr("edgetune.cli.ProgressDisplay",
+                        lambda *a, **k: made.append(k) or ProgressDisplay(*a, stream=io.StringIO(), **k))
+    request = TuneRequest(matmul, host, {"m": 2, "n": 2, "k": 2}, budget=5, objective="time_ns")
+    summaries, interrupted = _tune_all([request], stored, None, show_progress=True)
+    assert not interrupted and summaries[0].trials == 5
+    assert made and made[0]["best"] == best
+
+
+def _stored(path: Path) -> list[tuple[str, str, str]]:
+    """(configuration, outcome, measured values) of every stored trial, read without
+    writing (the run under test holds the database)."""
+    if not path.exists():
+        return []
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            return conn.execute("SELECT config_key, outcome, measured FROM trials ORDER BY config_key").fetchall()
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return []
+
+
+@pytest.mark.parametrize("target, shape", [("host", "m=16,n=16,k=16"), ("cortex-m55", "m=8,n=8,k=16")])
+def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path, target, shape):
+    """SIGINT to the whole process group, as a terminal's Ctrl-C sends it: the compilers and
+    emulators die with the run. Nothing they did under the signal may pass for the variant's
+    own failure, neither in the database nor in the build cache."""
+    db, cache = tmp_path / "int.db", tmp_path / "cache"
+    args = ["tune", "matmul_s8", "--target", target, "--shape", shape, "--jobs", "2", "--db", str(db)]
+    env = {**os.environ, "EDGETUNE_CACHE": str(cache)}
+    proc = subprocess.Popen([EDGETUNE, *args, "--budget", "2000"], cwd=tmp_path, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while len(_stored(db)) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert "Aborted!" not in err and "Traceback" not in err, err
+    assert "stopped: interrupted" in out, out
+    kept = _stored(db)
+    assert len(kept) >= 3
+    assert f"{len(kept)} trials stored ({len(kept)} new)" in out  # the summary counts what is stored
+    lost = {"emulator_lost", "device_lost"}
+    assert all(outcome in {"ok"} | lost for _, outcome, _ in kept), kept  # no compile error made by the signal
+    failures = [m.read_text() for m in cache.rglob("meta.json") if '"error"' in m.read_text()]
+    assert failures == []  # and none cached, to be replayed on resume
+
+    again = subprocess.run([EDGETUNE, *args, "--budget", str(len(kept) + 1), "--json"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, check=True)
+    assert json.loads(again.stdout)["trials"] == len(kept) + 1
+    after = {key: (outcome, values) for key, outcome, values in _stored(db)}
+    for key, outcome, values in kept:  # every measured trial kept as it was; lost ones measured again
+        assert after[key] == (outcome, values) if outcome == "ok" else after[key][0] not in lost
+
+
+def test_ctrl_c_during_npu_tuning_keeps_the_trials_and_exits_130(tmp_path):
+    db = tmp_path / "npu.db"
+    args = ["tune", "conv2d_s8", "--device", "ethos-u55", "--target", "cortex-m55", "--shape",
+            "h=16,w=16,cin=16,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1", "--jobs", "2", "--db", str(db)]
+    proc = subprocess.Popen([EDGETUNE, *args, "--budget", "2000"], cwd=tmp_path, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while len(_stored(db)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    kept = _stored(db)
+    assert proc.returncode == 130 and "Traceback" not in err and "Aborted!" not in err, (out, err)
+    assert "stopped: interrupted" in out and f"{len(kept)} trials stored ({len(kept)} new)" in out, out
+
+
+def test_a_build_tool_killed_from_outside_is_a_lost_trial_never_cached(tmp_path, monkeypatch):
+    from edgetune.targets.buildcache import ArtifactStore
+    from edgetune.targets.toolchain import ToolKilled, run_tool
+
+    with pytest.raises(ToolKilled, match="killed by SIGINT") as err:
+        run_tool(["sh", "-c", "kill -INT $$"], cwd=tmp_path)
+    assert err.value.outcome.lost  # measured again on resume
+    monkeypatch.setenv("EDGETUNE_CACHE", str(tmp_path / "cache"))
+    store, calls = ArtifactStore("images"), []
+
+    def interrupted():
+        calls.append(1)
+        run_tool(["sh", "-c", "kill -INT $$"], cwd=tmp_path)
+
+    for _ in range(2):
+        with pytest.raises(ToolKilled):
+            store.get_or_build("ab" * 32, tmp_path, interrupted)
+    assert calls == [1, 1]  # built again, not replayed from the cache
+    with pytest.raises(Exception, match=r"exit 3"):  # an ordinary failure is still the variant's
+        run_tool(["sh", "-c", "exit 3"], cwd=tmp_path)
