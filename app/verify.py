@@ -115,7 +115,7 @@ def _measure_export(folder: Path, target: Target) -> None:
                 if _exact(target):
                     direct = runner.build_export(kernel, shape, deployed, folder, Path(tempfile.mkdtemp(dir=tmp)),
                                                  direct=True)
-                    _check_stored_count(entry, target, runner.run(direct, deployed)[0])
+                    _check_stored_count(entry, shape, target, runner.run(direct, deployed)[0])
             except MeasureError as exc:
                 raise ExportError(f"{entry['function']}: the exported code does not run ({exc.outcome.value}): "
                                   f"{exc.message}") from None
@@ -126,11 +126,11 @@ def _measure_export(folder: Path, target: Target) -> None:
     write_manifest(folder, manifest)
 
 
-def _check_stored_count(entry: dict, target: Target, measured: dict) -> None:
+def _check_stored_count(entry: dict, shape: dict, target: Target, measured: dict) -> None:
     unit = target.measures
     stored = entry["values"].get(unit)
     if stored != measured[unit]:
-        raise ExportError(f"workload {entry['kernel']} {_shape_text(entry['shape'])} on {target.name}: the database "
+        raise ExportError(f"workload {entry['kernel']} {_shape_text(shape)} on {target.name}: the database "
                           f"says trial {entry['trial_id']} measured {unit}={stored!r}, the same code measures "
                           f"{measured[unit]} at export (counts on {target.name} are exact): the stored trial was "
                           "not measured from this code; remove it and re-tune")
