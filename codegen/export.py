@@ -280,10 +280,10 @@ def _regions(target: Target, entries: list[ExportEntry]) -> list[dict]:
     measured with, and the firmware's data region when a variant has static scratch (the
     harness keeps .bss there)."""
     used = [r for e in entries for r in (e.activations_region, e.weights_region) if r]
-    if any(e.scratch for e in entries) and target.firmware is not None:
-        used.append(target.firmware.data_region)
-    used = list(dict.fromkeys(used))
     check_regions(target, used, "export")
+    if any(e.scratch for e in entries) and target.firmware is not None:
+        used.append(target.firmware.data_region)  # a HAL region name (the loader checked it)
+    used = list(dict.fromkeys(used))
     return [dict(name=r, section=target.section_name(r), alias=region_alias(r), kind=target.region(r).kind,
                  wait_states=target.region(r).wait_states, origin=target.io_address(r), length=target.io_capacity(r))
             for r in used]
@@ -381,8 +381,11 @@ STAGING_MARK = ".edgetune-partial-"
 
 def _remove_abandoned_staging(out_dir: Path) -> None:
     """Folders left beside out_dir by exports that were killed (their process is gone)."""
-    for path in out_dir.parent.glob(f".{out_dir.name}{STAGING_MARK}*"):
-        pid = path.name[len(f".{out_dir.name}{STAGING_MARK}"):].split("-", 1)[0]
+    prefix = f".{out_dir.name}{STAGING_MARK}"
+    for path in out_dir.parent.iterdir():  # not glob: the folder's name may hold [ or *
+        if not path.name.startswith(prefix) or not path.is_dir():
+            continue
+        pid = path.name[len(prefix):].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
 

@@ -6,7 +6,6 @@ reproduce on an emulator is refused naming the workload."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import sqlite3
