@@ -191,3 +191,55 @@ def test_zephyr_module_files_follow_the_module_layout(export):
                  "zephyr_library_sources(${EDGETUNE_KERNELS_SOURCES})", "edgetune_kernels_source_flags(edgetune_kernels)",
                  "zephyr_linker_sources(SECTIONS"):
         assert call in cmake
+
+
+# Stand-ins for the four Zephyr CMake functions the module calls, written from their
+# documented behaviour (Zephyr's cmake/modules/extensions.cmake): a library named and made
+# current, sources and include folders added to it, and a linker snippet recorded for a
+# location. With them the module's CMakeLists.txt runs for real in plain CMake.
+ZEPHYR_STUBS = """
+cmake_minimum_required(VERSION 3.20)
+project(zephyr_stand_in C)
+macro(zephyr_library_named name)
+  set(ZEPHYR_CURRENT_LIBRARY ${name})
+  add_library(${name} STATIC "")
+endmacro()
+function(zephyr_library_sources)
+  target_sources(${ZEPHYR_CURRENT_LIBRARY} PRIVATE ${ARGN})
+endfunction()
+function(zephyr_include_directories)
+  include_directories(${ARGN})
+endfunction()
+function(zephyr_linker_sources location file)
+  file(APPEND "${CMAKE_BINARY_DIR}/linker_snippets.txt" "${location} ${file}\\n")
+endfunction()
+set(CONFIG_EDGETUNE_KERNELS y)
+add_subdirectory(${MODULE}/zephyr module)
+"""
+
+
+@pytest.mark.parametrize("alias_given", [True, False])
+def test_zephyr_module_cmake_builds_the_library_and_names_the_board_regions(export, tmp_path, alias_given):
+    folder, _ = export
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(ZEPHYR_STUBS)
+    build = tmp_path / "build"
+    extra = ["-DEDGETUNE_DTCM=DTCM"] if alias_given else []
+    configure = subprocess.run(["cmake", "-S", str(project), "-B", str(build), "-G", "Unix Makefiles", f"-DMODULE={folder}",
+                                f"-DCMAKE_TOOLCHAIN_FILE={FIRMWARE / 'toolchain.cmake'}", *extra],
+                               capture_output=True, text=True)
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    snippets = build / "linker_snippets.txt"
+    if not alias_given:
+        assert "set EDGETUNE_DTCM to the board's memory region" in configure.stderr
+        assert not snippets.exists()
+        return
+    location, path = snippets.read_text().split()
+    assert location == "SECTIONS"
+    fragment = Path(path).read_text()
+    assert "} > DTCM\n" in fragment and "} > EDGETUNE_DTCM" not in fragment
+    made = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stdout + made.stderr
+    objects = {p.name[:-len(".obj")]: p for p in build.rglob("*.c.obj")}
+    _check_objects_are_the_measured_ones(folder, objects, tmp_path)
