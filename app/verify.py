@@ -83,11 +83,25 @@ def _mismatch(kernel, shape: dict, io: KernelIO, raw: bytes, expected: list[np.n
 
 
 def export_and_measure(db: TuningDatabase, target: Target, out_dir: Path) -> ExportResult:
-    """Export the best variants and record how each measures when built as exported."""
+    """Export the best variants and record how each measures when built as exported. The
+    folder appears (or replaces the old one) only once every kernel is measured."""
     versions = toolchain_versions(target)
-    result = export_best(db, target, out_dir, objective=target.measures, toolchain=toolchain_fingerprint(target),
-                         extra_manifest={"toolchain_versions": versions})
-    manifest = read_manifest(result.folder)
+    return export_best(db, target, out_dir, objective=target.measures, toolchain=toolchain_fingerprint(target),
+                       extra_manifest={"toolchain_versions": versions},
+                       measure=lambda folder: _measure_export(folder, target))
+
+
+def _exact(target: Target) -> bool:
+    """Counts on this target are exact: the same code counts the same, run after run."""
+    return target.runner.kind == "qemu"
+
+
+def _measure_export(folder: Path, target: Target) -> None:
+    """Build and run every kernel of a staged export as firmware would; store each count in
+    the manifest as `exported_value`. On an emulated target the variant is also run on its
+    own (as tuning ran it): that count must equal the stored trial's, or the stored value
+    was not measured from this code (a forged or corrupted database)."""
+    manifest = read_manifest(folder)
     runner = runner_for(target)
     with tempfile.TemporaryDirectory(prefix="edgetune-export-") as tmp:
         for entry in manifest["kernels"]:
@@ -95,10 +109,13 @@ def export_and_measure(db: TuningDatabase, target: Target, out_dir: Path) -> Exp
             shape = kernel.parse_shape(entry["shape"])
             io = workload_inputs(kernel, _workload(entry, target))
             deployed = _deployed(kernel, target, shape, entry, io)
-            workdir = Path(tempfile.mkdtemp(dir=tmp))
             try:
-                build = runner.build_export(kernel, shape, deployed, result.folder, workdir)
+                build = runner.build_export(kernel, shape, deployed, folder, Path(tempfile.mkdtemp(dir=tmp)))
                 values, raw = runner.run(build, deployed)
+                if _exact(target):
+                    direct = runner.build_export(kernel, shape, deployed, folder, Path(tempfile.mkdtemp(dir=tmp)),
+                                                 direct=True)
+                    _check_stored_count(entry, shape, target, runner.run(direct, deployed)[0])
             except MeasureError as exc:
                 raise ExportError(f"{entry['function']}: the exported code does not run ({exc.outcome.value}): "
                                   f"{exc.message}") from None
@@ -106,8 +123,21 @@ def export_and_measure(db: TuningDatabase, target: Target, out_dir: Path) -> Exp
             if problem:
                 raise ExportError(f"{entry['function']}: the exported code computes a wrong answer: {problem}")
             entry["exported_value"] = values[manifest["objective"]]
-    write_manifest(result.folder, manifest)
-    return result
+    write_manifest(folder, manifest)
+
+
+def _check_stored_count(entry: dict, shape: dict, target: Target, measured: dict) -> None:
+    unit = target.measures
+    stored = entry["values"].get(unit)
+    if stored != measured[unit]:
+        raise ExportError(f"workload {entry['kernel']} {_shape_text(shape)} on {target.name}: the database "
+                          f"says trial {entry['trial_id']} measured {unit}={stored!r}, the same code measures "
+                          f"{measured[unit]} at export (counts on {target.name} are exact): the stored trial was "
+                          "not measured from this code; remove it and re-tune")
+
+
+def _shape_text(shape: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in shape.items())
 
 
 def _sha256_file(path: Path) -> str | None:
@@ -115,6 +145,25 @@ def _sha256_file(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
+
+
+def _check_folder_contents(folder: Path, manifest: dict) -> None:
+    """The folder holds exactly the files the manifest lists (and the manifest): a missing
+    file, or one the export did not write (a stale et_*.c beside the new ones), is named."""
+    from edgetune.codegen.export import FILE_RE, MANIFEST, ManifestError
+
+    for name in manifest["files"]:
+        if not FILE_RE.fullmatch(name):
+            raise ManifestError(f"{folder}/manifest.json: file entry {name!r} is not a file of an export")
+        if not (folder / name).is_file():
+            raise ManifestError(f"{folder / name}: listed in the manifest but missing")
+    listed = {*manifest["files"], MANIFEST}
+    folders = {name.rsplit("/", 1)[0] for name in listed if "/" in name}
+    for path in sorted(folder.rglob("*")):
+        name = path.relative_to(folder).as_posix()
+        if name not in listed and not (path.is_dir() and name in folders):
+            raise ManifestError(f"{path}: not part of the export (not in its manifest); the folder must hold "
+                                "exactly what the export wrote: remove it, or export again")
 
 
 def verify_export(folder: Path, target: Target, tolerance_pct: float | None = None, seed: int | None = None,
@@ -127,11 +176,11 @@ def verify_export(folder: Path, target: Target, tolerance_pct: float | None = No
     manifest = read_manifest(folder)
     if manifest["target"] != target.name:
         raise ManifestError(f"{folder}: exported for target {manifest['target']!r}, not {target.name!r}")
-    for name in manifest["files"]:
-        if Path(name).name != name:
-            raise ManifestError(f"{folder}/manifest.json: file entry {name!r} is not a plain file name")
-        if not (folder / name).is_file():
-            raise ManifestError(f"{folder / name}: listed in the manifest but missing")
+    _check_folder_contents(folder, manifest)
+    for entry in manifest["kernels"]:
+        if entry.get("exported_value") is None:
+            raise ManifestError(f"{folder}/manifest.json: {entry['function']} has no value measured at export "
+                                "(the export did not finish); export again")
     tolerance = DEFAULT_TOLERANCE_PCT[target.runner.kind] if tolerance_pct is None else tolerance_pct
     seed = secrets.randbits(32) if seed is None else seed
     objective = manifest["objective"]
@@ -183,8 +232,6 @@ def verify_export(folder: Path, target: Target, tolerance_pct: float | None = No
                                     f"(+{100 * (measured / recorded - 1):.2f}%, tolerance {tolerance:g}%)")
                 elif measured < recorded:
                     notes.append(f"faster than recorded: {measured:g} < {recorded:g}")
-            elif recorded is None:
-                notes.append("no value recorded at export; speed not checked")
             if db is not None:
                 best = db.best(_workload(entry, target), objective)
                 if best is not None and recorded is not None and best.trial.config.as_dict() != entry["config"]:

@@ -1,25 +1,34 @@
 """Bake the best stored variant of each tuned workload into C that builds without edgetune.
 
-An export folder holds:
-  edgetune_kernels.h   prototypes of every variant and of one shape dispatcher per kernel
-  edgetune_kernels.c   the dispatchers
-  <function>.c         one self-contained source per tuned workload, with its provenance
-  edgetune_kernels.mk  the compiler and flags each file was measured with
-  edgetune_sections.ld on targets that place buffers: the linker sections the header's
-                       <FN>_WEIGHTS_SECTION / _ACTIVATIONS_SECTION macros name, in the
-                       memory regions each variant was measured with its buffers in
-  manifest.json        workloads, configurations, measured values, file checksums
+An export folder holds exactly what its manifest lists:
+  edgetune_kernels.h      prototypes of every variant and of one shape dispatcher per kernel,
+                          each argument documented (CMSIS-style doc comments)
+  edgetune_kernels.c      the dispatchers
+  <function>.c            one self-contained source per tuned workload, with its provenance
+  edgetune_kernels.mk     Make: the compiler and flags each file was measured with, and rules
+  edgetune_kernels.cmake  CMake: edgetune_kernels_add(<target>) adds the sources with their flags
+  zephyr/                 the folder as a Zephyr module (module.yml, CMakeLists.txt, Kconfig)
+  edgetune_sections.ld    on targets that place buffers: output sections for the buffers the
+                          header's EDGETUNE_<FN>_*_SECTION macros name and for the variants'
+                          static scratch, in memory regions named EDGETUNE_<REGION> that the
+                          firmware's linker script defines (REGION_ALIAS)
+  manifest.json           workloads, configurations, measured values, file checksums
+docs/export.md describes how firmware builds them.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
 import re
+import shutil
+import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -27,15 +36,22 @@ from edgetune.hal import Target
 from edgetune.hal.loader import NAME_RE, PROGRAM_RE, flags_problem
 from edgetune.tuner import TuningDatabase, Workload
 
+from .calling import FunctionDoc, dispatch_doc, pack_doc, variant_doc
 from .kernels import KERNELS
 from .kernels.base import COMMON_CFLAGS, KernelError, comment_safe
-from .placement import check_regions, placement_of
+from .placement import check_regions, placement_of, scratch_section
 from .render import render
 
 HEADER = "edgetune_kernels.h"
 DISPATCH = "edgetune_kernels.c"
 MAKEFILE = "edgetune_kernels.mk"
+CMAKE = "edgetune_kernels.cmake"
 SECTIONS_LD = "edgetune_sections.ld"
+# A Zephyr module (docs.zephyrproject.org, "Modules"): zephyr/module.yml names the folder
+# of its CMakeLists.txt and its Kconfig file.
+ZEPHYR_MODULE = "zephyr/module.yml"
+ZEPHYR_CMAKE = "zephyr/CMakeLists.txt"
+ZEPHYR_KCONFIG = "zephyr/Kconfig"
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
 
@@ -91,7 +107,7 @@ def read_manifest(folder: Path) -> dict:
 # A manifest's checksum only catches accidents: anyone can recompute it. Everything in it
 # that later reaches a command line, a file name or generated C is checked here.
 SOURCE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\.c")
-FILE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+FILE_RE = re.compile(r"(zephyr/)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a file of the folder or of its zephyr/
 IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 VALUE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 CONFIG_TEXT_RE = re.compile(r"[A-Za-z0-9_.+-]{0,64}")
@@ -175,6 +191,7 @@ class ExportEntry:
     created: str
     weights_region: str = ""  # where the variant expects its buffers ("" where the target places none)
     activations_region: str = ""
+    scratch: bool = False  # the variant has static scratch (placed in the section scratch_section names)
 
     @property
     def config_text(self) -> str:
@@ -213,12 +230,242 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+CMAKE_ID = {"gcc": "GNU", "clang": "Clang"}  # CMAKE_C_COMPILER_ID of each compiler name targets use
+
+
+def region_alias(region: str) -> str:
+    """The memory region name the linker fragment puts a region's sections in: the user's
+    linker script defines it, e.g. REGION_ALIAS("EDGETUNE_DTCM", DTCM)."""
+    return "EDGETUNE_" + region.upper()
+
+
+def _own_cflags(target: Target, entry_compiler: str, cflags: tuple[str, ...]) -> tuple[str, ...]:
+    """The flags a file was measured with minus the target compiler's own (-march, -mcpu...),
+    which a firmware's toolchain sets for every file."""
+    prefix = target.compiler(entry_compiler).cflags
+    return cflags[len(prefix):] if cflags[:len(prefix)] == prefix else cflags
+
+
+def _units(target: Target, entries: list[ExportEntry]) -> list[dict]:
+    """Every compiled file with its compiler and flags: the dispatcher, then the variants."""
+    first = target.compilers[0]
+    units = [dict(source=DISPATCH, var="EDGETUNE_DISPATCH", compiler=first.name, compiler_command=first.command,
+                  cmake_id=CMAKE_ID.get(first.name, ""), target_cflags=first.cflags,
+                  own_cflags=(*COMMON_CFLAGS, "-O2"), note="the shape dispatcher")]
+    for e in entries:
+        units.append(dict(source=e.source, var=e.function.upper(), compiler=e.compiler,
+                          compiler_command=e.compiler_command, cmake_id=CMAKE_ID.get(e.compiler, ""),
+                          target_cflags=target.compiler(e.compiler).cflags,
+                          own_cflags=_own_cflags(target, e.compiler, e.cflags),
+                          note=f"{e.objective}={e.value:g}"))
+    return units
+
+
+# Compiler names and flags are written into Make and CMake files: only text that means the
+# same, unquoted, to make, to CMake and to a shell passes.
+BUILD_TEXT_RE = re.compile(r"[A-Za-z0-9_+=,./:-]{1,200}")
+
+
+def _check_build_text(units: list[dict]) -> None:
+    for unit in units:
+        for text in (unit["compiler_command"], *unit["target_cflags"], *unit["own_cflags"]):
+            if not BUILD_TEXT_RE.fullmatch(text):
+                raise ExportError(f"{unit['source']}: {text!r} cannot be written into the Make and CMake files "
+                                  "(allowed: letters, digits and _+=,./:-)")
+
+
+def _regions(target: Target, entries: list[ExportEntry]) -> list[dict]:
+    """The memory regions the fragment places sections in: every buffer region a variant was
+    measured with, and the firmware's data region when a variant has static scratch (the
+    harness keeps .bss there)."""
+    used = [r for e in entries for r in (e.activations_region, e.weights_region) if r]
+    check_regions(target, used, "export")
+    if any(e.scratch for e in entries) and target.firmware is not None:
+        used.append(target.firmware.data_region)  # a HAL region name (the loader checked it)
+    used = list(dict.fromkeys(used))
+    return [dict(name=r, section=target.section_name(r), alias=region_alias(r), kind=target.region(r).kind,
+                 wait_states=target.region(r).wait_states, origin=target.io_address(r), length=target.io_capacity(r))
+            for r in used]
+
+
+def doc_comment(doc: FunctionDoc, details: tuple[str, ...] = ()) -> str:
+    """A CMSIS-style doc comment: @brief, details, one @param per argument, @return."""
+    lines = textwrap.wrap("@brief  " + comment_safe(doc.brief), 96, subsequent_indent="        ")
+    for text in details:
+        lines += textwrap.wrap(comment_safe(text), 96)
+    width = max((len(name) for _, name, _ in doc.params), default=0)
+    for direction, name, text in doc.params:
+        head = f"@param[{direction}]{' ' if direction == 'out' else '  '}{name.ljust(width)}  "
+        lines += textwrap.wrap(head + comment_safe(text), 96, subsequent_indent=" " * len(head))
+    if doc.returns:
+        lines += textwrap.wrap("@return " + comment_safe(doc.returns), 96, subsequent_indent="        ")
+    return "/**\n" + "".join(f" * {line}\n" for line in lines) + " */"
+
+
+def _entry_view(target: Target, e: ExportEntry) -> dict:
+    """What the header shows of one variant: its documented declaration, its helpers, the
+    element counts of its buffers, and the sections its buffers and scratch belong in."""
+    kernel = KERNELS[e.kernel]
+    shape = dict(e.shape)
+    config = kernel.tuning_space(target, shape).make(dict(e.config))
+    declaration = kernel.declaration(shape, fn=e.function)
+    where = [f"{s['group'].lower()} in {s['region']}" for s in _sections(target, e)]
+    details = (f"Measured on {target.name}: {e.objective}={e.value:g} (trial {e.trial_id}, {e.created}).",
+               f"Configuration: {e.config_text}.",
+               *([f"Measured with its buffers in: {'; '.join(where)}: declare the arrays you pass with the "
+                  f"EDGETUNE_{e.function.upper()}_*_SECTION macros below."] if where else []),
+               *([f"Static scratch: in section {scratch_section(target)} (where it was measured); not reentrant."]
+                 if e.scratch else []))
+    doc = variant_doc(e.kernel, kernel.description, e.shape_text, declaration, shape, dict(e.config), "")
+    extras = [dict(declaration=extra, doc=doc_comment(pack_doc(e.kernel, extra, e.function)))
+              for extra in kernel.extra_declarations(shape, config, e.function)]
+    io = kernel.make_io(shape, np.random.default_rng(0))
+    sizes = [dict(macro=f"EDGETUNE_{e.function.upper()}_{b.name.upper()}_ELEMENTS", count=int(b.data.size),
+                  ctype=b.ctype, name=b.name) for b in io.buffers]
+    return dict(kernel=e.kernel, shape_text=e.shape_text, function=e.function, declaration=declaration,
+                doc=doc_comment(doc, details), extra_declarations=extras, sizes=sizes, var=e.function.upper(),
+                sections=_sections(target, e))
+
+
+def _render_files(target: Target, entries: list[ExportEntry], sources: dict[str, str], common: dict) -> dict[str, str]:
+    """Every file of the export folder but the manifest, by name."""
+    dispatchers = []
+    for name in dict.fromkeys(e.kernel for e in entries):
+        kernel = KERNELS[name]
+        mine = [e for e in entries if e.kernel == name]
+        example = dict(mine[0].shape)
+        dispatchers.append({
+            "kernel": name,
+            "declaration": kernel.dispatch_declaration(example),
+            "definition": kernel.dispatch_declaration(example),
+            "arg_names": kernel.argument_names(example),
+            "shapes": [e.shape_text for e in mine],
+            "cases": [{"function": e.function,
+                       "condition": " && ".join(f"{k} == {int(v)}" for k, v in e.shape)} for e in mine],
+        })
+    for d, name in zip(dispatchers, dict.fromkeys(e.kernel for e in entries)):
+        first = next(e for e in entries if e.kernel == name)
+        d["doc"] = doc_comment(dispatch_doc(name, KERNELS[name].shape_keys, d["declaration"], dict(first.shape),
+                                            d["shapes"], dict(first.config)))
+    view = [_entry_view(target, e) for e in entries]
+    regions = _regions(target, entries)
+    units = _units(target, entries)
+    _check_build_text(units)
+    build = dict(common, units=units, regions=regions, sections_ld=SECTIONS_LD if regions else "")
+    files = {HEADER: render("export_header.h.j2", dict(common, entries=view, dispatchers=dispatchers)),
+             DISPATCH: render("export_dispatch.c.j2", dict(common, dispatchers=dispatchers)),
+             MAKEFILE: render("export_build.mk.j2", build),
+             CMAKE: render("export_build.cmake.j2", build),
+             ZEPHYR_MODULE: render("export_zephyr_module.yml.j2", build),
+             ZEPHYR_CMAKE: render("export_zephyr_CMakeLists.txt.j2", build),
+             ZEPHYR_KCONFIG: render("export_zephyr_Kconfig.j2", build),
+             **sources}
+    if regions:
+        files[SECTIONS_LD] = render("export_sections.ld.j2", dict(common, regions=regions))
+    return files
+
+
+def _check_destination(out_dir: Path) -> None:
+    """An export replaces its folder whole: only a missing or empty folder, or an earlier
+    export (one with a manifest), may be replaced; never a folder of someone's own files."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportError(f"{out_dir}: exists and is not a folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file():
+        raise ExportError(f"{out_dir}: exists, is not empty and holds no {MANIFEST} (not an earlier export); "
+                          "an export replaces its folder whole: choose a new folder")
+
+
+STAGING_MARK = ".edgetune-partial-"
+
+
+def _remove_abandoned_staging(out_dir: Path) -> None:
+    """Folders left beside out_dir by exports that were killed (their process is gone)."""
+    prefix = f".{out_dir.name}{STAGING_MARK}"
+    for path in out_dir.parent.iterdir():  # not glob: the folder's name may hold [ or *
+        if not path.name.startswith(prefix) or not path.is_dir():
+            continue
+        pid = path.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stage_and_publish(out_dir: Path, files: dict[str, str], manifest: dict,
+                       measure: Callable[[Path], None] | None) -> None:
+    """Write the export beside out_dir, let `measure` finish it, then swap it into place."""
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned_staging(out_dir)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}{STAGING_MARK}{os.getpid()}-", dir=out_dir.parent))
+    except OSError as exc:
+        raise ExportError(f"{out_dir}: cannot write there ({exc.strerror})") from None
+    try:
+        for name, text in files.items():
+            (staging / name).parent.mkdir(exist_ok=True)
+            _write(staging / name, text)
+        write_manifest(staging, manifest)
+        if measure is not None:
+            measure(staging)
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; an export is an ordinary folder
+        _swap_into_place(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when published
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _swap_into_place(staging: Path, out_dir: Path) -> None:
+    """out_dir becomes staging. An existing out_dir is exchanged in one step where the
+    kernel offers it (Linux renameat2 RENAME_EXCHANGE), else renamed aside first: a kill
+    between the two renames leaves out_dir absent (the old export kept beside it), never
+    half-written."""
+    if not out_dir.exists():
+        os.rename(staging, out_dir)
+        return
+    if not _exchange(staging, out_dir):
+        aside = staging.with_name(staging.name + "-old")
+        os.rename(out_dir, aside)
+        os.rename(staging, out_dir)
+        staging = aside
+    shutil.rmtree(staging, ignore_errors=True)  # now the old export
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange two paths (Linux >= 3.15, glibc >= 2.28); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    done = renameat2(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange) == 0
+    return done
+
+
 def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: str,
                 toolchain: str | None = None, extra_manifest: dict | None = None,
-                only: Iterable[Workload] | None = None) -> ExportResult:
+                only: Iterable[Workload] | None = None, measure: Callable[[Path], None] | None = None) -> ExportResult:
     """Export the best variant of every workload of `target` (only those measured with
     `toolchain`, when given: results from another compiler version are stale; only the
-    workloads in `only`, when given, e.g. the CPU part of a placement plan)."""
+    workloads in `only`, when given, e.g. the CPU part of a placement plan).
+
+    The export is written into a fresh folder beside `out_dir`, handed to `measure` (which
+    may rewrite its manifest, e.g. with the values measured at export), and only then put
+    in place of `out_dir` in one rename: an export killed part-way leaves the old folder as
+    it was, and the new folder holds exactly the files its manifest lists."""
     from edgetune import __version__
 
     entries, sources, skipped = [], {}, []
@@ -263,68 +510,23 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
             values=tuple(sorted(record.trial.values.items())), compiler=compiler.name,
             compiler_command=compiler.command, cflags=(*compiler.cflags, *COMMON_CFLAGS, *rendered.cflags),
             trial_id=record.id, created=record.created, weights_region=placement.weights if placement else "",
-            activations_region=placement.activations if placement else ""))
+            activations_region=placement.activations if placement else "",
+            scratch=scratch_section(target) is not None and scratch_section(target) in rendered.source))
     if not entries:
         detail = "; ".join(skipped) if skipped else "the database holds no trials for it"
         raise ExportError(f"nothing to export for target {target.name}: {detail}")
 
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ExportError(f"{out_dir}: exists and is not a folder")
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / ".edgetune-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise ExportError(f"{out_dir}: cannot write there ({exc.strerror})") from None
-
+    _check_destination(out_dir)
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    dispatchers = []
-    for name in dict.fromkeys(e.kernel for e in entries):
-        kernel = KERNELS[name]
-        mine = [e for e in entries if e.kernel == name]
-        example = dict(mine[0].shape)
-        dispatchers.append({
-            "kernel": name,
-            "declaration": kernel.dispatch_declaration(example),
-            "definition": kernel.dispatch_declaration(example),
-            "arg_names": kernel.argument_names(example),
-            "shapes": [e.shape_text for e in mine],
-            "cases": [{"function": e.function,
-                       "condition": " && ".join(f"{k} == {int(v)}" for k, v in e.shape)} for e in mine],
-        })
-    view = [dict(kernel=e.kernel, shape_text=e.shape_text, objective=e.objective, value_text=f"{e.value:g}",
-                 trial_id=e.trial_id, created=comment_safe(e.created), config_text=e.config_text, function=e.function,
-                 declaration=KERNELS[e.kernel].declaration(dict(e.shape), fn=e.function), source=e.source,
-                 extra_declarations=KERNELS[e.kernel].extra_declarations(
-                     dict(e.shape), KERNELS[e.kernel].tuning_space(target, dict(e.shape)).make(dict(e.config)), e.function),
-                 var=e.function.upper(), compiler_command=e.compiler_command, cflags=e.cflags,
-                 sections=_sections(target, e)) for e in entries]
-    # The database's file name and the stored dates sit in C comments: defused.
-    common = dict(header=HEADER, target=target.name, date=date, db=comment_safe(db.path.name),
-                  edgetune_version=__version__)
-    header_text = render("export_header.h.j2", dict(common, entries=view, dispatchers=dispatchers))
-    dispatch_text = render("export_dispatch.c.j2", dict(common, dispatchers=dispatchers))
-    first = target.compilers[0]
-    make_text = render("export_build.mk.j2", dict(common, entries=view, dispatch_cc=first.command,
-                                                  dispatch_cflags=" ".join((*first.cflags, *COMMON_CFLAGS, "-O2"))))
-
-    files = {HEADER: header_text, DISPATCH: dispatch_text, MAKEFILE: make_text, **sources}
-    used = list(dict.fromkeys(r for e in entries for r in (e.activations_region, e.weights_region) if r))
-    if used:
-        check_regions(target, used, "export")
-        files[SECTIONS_LD] = render("export_sections.ld.j2", dict(common, regions=[dict(
-            name=r, section=target.section_name(r), memory="EDGETUNE_" + r.upper(), origin=target.io_address(r),
-            length=target.io_capacity(r), kind=target.region(r).kind) for r in used]))
-    for name, text in files.items():
-        _write(out_dir / name, text)
+    files = _render_files(target, entries, sources, dict(header=HEADER, target=target.name, date=date,
+                                                         db=comment_safe(db.path.name), edgetune_version=__version__))
     manifest = {
         **(extra_manifest or {}),
         "manifest_version": MANIFEST_VERSION, "edgetune_version": __version__, "target": target.name,
         "objective": objective, "exported": date, "database": str(db.path),
-        "dispatch": {"source": DISPATCH, "compiler_command": first.command,
-                     "cflags": [*first.cflags, *COMMON_CFLAGS, "-O2"]},
+        "dispatch": {"source": DISPATCH, "compiler_command": target.compilers[0].command,
+                     "cflags": [*target.compilers[0].cflags, *COMMON_CFLAGS, "-O2"]},
         "kernels": [{"kernel": e.kernel, "kernel_version": e.kernel_version, "shape": dict(e.shape),
                      "function": e.function, "source": e.source, "config": dict(e.config),
                      "objective": e.objective, "value": e.value, "values": dict(e.values), "compiler": e.compiler,
@@ -334,7 +536,7 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
                         if e.weights_region else {})} for e in entries],
         "files": {name: _sha256(text) for name, text in sorted(files.items())},
     }
-    write_manifest(out_dir, manifest)
+    _stage_and_publish(out_dir, files, manifest, measure)
     return ExportResult(folder=out_dir, header=out_dir / HEADER, dispatch=out_dir / DISPATCH,
                         sources=tuple(out_dir / name for name in sources), manifest=out_dir / MANIFEST,
                         entries=tuple(entries), skipped=tuple(skipped))

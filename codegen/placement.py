@@ -109,6 +109,16 @@ def placement_of(target: Target, io, config: Config) -> Placement | None:
     return chosen
 
 
+def scratch_section(target: Target) -> str | None:
+    """The linker section of a variant's static scratch (im2col rows, packing slivers,
+    unfused accumulators): in the harness it is .bss in the firmware's data region, so an
+    export places it in that region too (the section is named after it), and the harness's
+    linker script gathers it into .bss. None on targets without firmware (the host)."""
+    if target.firmware is None:
+        return None
+    return f"{target.section_name(target.firmware.data_region)}.scratch"
+
+
 def check_regions(target: Target, names, where: str) -> None:
     """Region names reach C macros, section names and linker scripts: only the regions
     this target offers for buffers, each a plain identifier, pass."""

@@ -93,9 +93,11 @@ class Builder:
         return BuildResult(path=workdir / meta["image"], workdir=workdir, values=dict(meta["values"]),
                            info=dict(meta["info"]), placement=None if where is None else Placement(*where)), hit
 
-    def build_export(self, kernel: Kernel, shape: dict, io: KernelIO, export_dir: Path, workdir: Path) -> BuildResult:
+    def build_export(self, kernel: Kernel, shape: dict, io: KernelIO, export_dir: Path, workdir: Path,
+                     direct: bool = False) -> BuildResult:
         """An exported folder built as a user's firmware would: every file with the compiler
-        and flags its manifest records, the kernel reached through the shape dispatcher."""
+        and flags its manifest records, the kernel reached through the shape dispatcher (or,
+        `direct`, called as a tuning run calls it: the count is then the trial's count)."""
         export_dir = Path(export_dir).resolve()  # the compiler runs in workdir
         manifest_path = export_dir / "manifest.json"
         try:
@@ -129,7 +131,7 @@ class Builder:
             obj = workdir / (Path(source).stem + ".o")
             keys.append(self.compile([command, *cflags], export_dir / source, export_dir, obj)[0])
             objects.append(obj)
-        glue = render_glue(kernel, shape, io, kernel.function_name(shape), via_dispatch=True)
+        glue = render_glue(kernel, shape, io, kernel.function_name(shape), via_dispatch=not direct)
         return self.link_cached(workdir, keys, objects, glue, io, placement)[0]
 
     def _export_placement(self, io: KernelIO, config: dict) -> Placement | None:

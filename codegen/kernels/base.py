@@ -11,7 +11,7 @@ import numpy as np
 from edgetune.hal import Placement, Target
 from edgetune.tuner import Config, Space
 
-from ..placement import group_bytes, placement_of, with_placement
+from ..placement import group_bytes, placement_of, scratch_section, with_placement
 from ..render import render
 
 C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(np.int32): "int32_t",
@@ -229,8 +229,10 @@ class Kernel:
         cflags = self.variant_cflags(config)
         build_hint = " ".join((compiler.command, *compiler.cflags, *COMMON_CFLAGS[:1], *cflags, "-c", f"{fn}.c"))
         variables = dict(self.template_vars(target, shape, config))
+        section = scratch_section(target)
         variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, provenance=tuple(map(comment_safe, provenance)),
                          version=self.version, build_hint=build_hint,
+                         scratch_attr=f' __attribute__((section("{section}")))' if section else "",
                          config_text=", ".join(f"{k}={v}" for k, v in config.items))
         source = render(self.template_for(config), variables)
         placement = placement_of(target, self.make_io(shape, np.random.default_rng(0)), config)
