@@ -23,7 +23,7 @@ from .outputs import OutputError, writable_file, writable_folder
 from .progress import ProgressDisplay
 from .report import write_report
 from .session import TuneRequest, TuneSummary, choose_objective, parse_config, summarize, tune, workload_of
-from .verify import export_and_measure, verify_export
+from .verify import export_and_measure, manifest_target, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
 
@@ -494,7 +494,8 @@ def db_import_cmd(in_path, db_path):
 
 @main.command("verify")
 @click.argument("folder", metavar="DIR")
-@_target_option
+@click.option("--target", "target_name", default=None,
+              help="Target name or .toml file [default: the target the manifest names].")
 @click.option("--db", "db_path", default=None, help="Also say when this database holds a better configuration.")
 @click.option("--tolerance", "tolerance_pct", type=click.FloatRange(min=0), default=None,
               help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host].")
@@ -506,7 +507,7 @@ def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, as_json):
 
     Exit 0 when every kernel holds, 1 naming each kernel that is wrong or slower, 2 on bad
     input (a missing, damaged or foreign export)."""
-    target = get_target(target_name)
+    target = get_target(target_name) if target_name else manifest_target(Path(folder))
     db = _open_existing_db(db_path) if db_path is not None else None
     report = verify_export(Path(folder), target, tolerance_pct=tolerance_pct, seed=seed, db=db)
     if as_json:
