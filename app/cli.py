@@ -22,6 +22,7 @@ from .cluster import ClusterError, connect
 from .outputs import OutputError, writable_file, writable_folder
 from .progress import ProgressDisplay
 from .report import write_report
+from .identity import recompute_estimates
 from .session import TuneRequest, TuneSummary, choose_objective, parse_config, summarize, tune, workload_of
 from .verify import export_and_measure, manifest_target, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
@@ -359,6 +360,7 @@ def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, d
         shape_dict = kernel.parse_shape(shape)
         bounds = tuple(parse_bound(text) for text in constraints)
         objective = choose_objective(target, objective, bounds)
+        recompute_estimates(db, target)
         summary = summarize(db, workload_of(kernel, target, shape_dict), objective, bounds=bounds)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
@@ -449,12 +451,28 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json
 @main.command("report")
 @_db_option
 @click.option("--out", "out_dir", required=True, help="Folder for the PNG plots and index.html.")
+@click.option("--target", "board_names", multiple=True, metavar="NAME|FILE",
+              help="A board file whose current cost tables price its trials (repeatable; shipped targets are "
+                   "found by name).")
 @_guard
-def report_cmd(db_path, out_dir):
+def report_cmd(db_path, out_dir, board_names):
     """Plots (convergence, Pareto front, parameter effects) and one HTML page."""
     db = _open_existing_db(db_path)
+    _price_with_current_tables(db, board_names)
     result = write_report(db, writable_folder(out_dir, "--out"))
     click.echo(f"report: {result.index} ({len(result.images)} plots)")
+
+
+def _price_with_current_tables(db: TuningDatabase, names) -> None:
+    """Estimates of stored trials from today's target files: the ones named, and every
+    shipped target the database holds trials of."""
+    given = [get_target(name) for name in names]
+    shipped = set(target_names())
+    for name in sorted({w.target for w in db.workloads()} - {t.name for t in given}):
+        if name in shipped:
+            given.append(get_target(name))
+    for target in given:
+        recompute_estimates(db, target)
 
 
 @main.group("db")

@@ -40,10 +40,11 @@ from edgetune.codegen.export import ExportResult, export_best
 from edgetune.codegen.npu import NPU_OPERATORS, NpuOperator, NpuOperatorError
 from edgetune.codegen.render import render
 from edgetune.hal import Npu, Target
-from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint
+from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Record, TuningDatabase, Workload
 
 from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, compile_config, tune_npu
+from .identity import measurement_fingerprint, recompute_estimates
 from .session import workload_of
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
@@ -251,6 +252,7 @@ def _npu_option(layer: Layer, target: Target, npu: Npu, macs: int, db: TuningDat
 def plan_network(network: Network, target: Target, npu: Npu, db: TuningDatabase, macs: int | None = None,
                  npu_budget: int = 12, seed: int = 0, jobs: int = 2) -> Plan:
     macs = macs if macs is not None else max(npu.macs_per_cycle)
+    recompute_estimates(db, target)
     if macs not in npu.macs_per_cycle:
         raise PlacementError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
     cpu = [_cpu_option(layer, target, db) for layer in network.layers]
@@ -364,7 +366,7 @@ def export_plan(plan: Plan, db: TuningDatabase, out_dir: Path) -> PlanExport:
     cpu_layers = [lp for lp in plan.layers if lp.device == "cpu"]
     cpu_export = None
     if cpu_layers:
-        cpu_export = export_best(db, target, out_dir / "cpu", target.measures, toolchain=toolchain_fingerprint(target),
+        cpu_export = export_best(db, target, out_dir / "cpu", target.measures, toolchain=measurement_fingerprint(target),
                                  only=[lp.cpu.workload for lp in cpu_layers])
     functions = {e.kernel + str(e.shape): e.function for e in (cpu_export.entries if cpu_export else ())}
     npu_dir = out_dir / "npu"

@@ -26,9 +26,11 @@ from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.buildcache import CachedFailure
 from edgetune.targets.runners import runner_for
-from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint
+from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import (STRATEGIES, Bound, Config, Outcome, PriorTrials, Record, Space, SpaceError, Trial,
                             TuningDatabase, Workload, check_names, feasible, make_strategy)
+
+from .identity import measurement_fingerprint, recompute_estimates
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,11 @@ class TuneSummary:
 
 
 def workload_of(kernel: Kernel, target: Target, shape: dict) -> Workload:
+    """The workload's identity: kernel, template version, shape, target name, and a
+    fingerprint of the tools and of every part of the target description a measurement
+    depends on (app/identity.py; estimates are recomputed, not part of it)."""
     return Workload(kernel.name, kernel.version, target.name, tuple((k, int(v)) for k, v in shape.items()),
-                    toolchain_fingerprint(target))
+                    measurement_fingerprint(target))
 
 
 def workload_inputs(kernel: Kernel, workload: Workload) -> KernelIO:
@@ -172,6 +177,7 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     writes the database."""
     kernel, target, shape = request.kernel, request.target, request.shape
     workload = workload_of(kernel, target, shape)
+    recompute_estimates(db, target)  # stored trials priced by the target's current tables
     objective = choose_objective(target, request.objective, request.bounds)
     space = search_space(kernel, target, shape, objective, request.bounds)
     if request.strategy not in STRATEGIES:

@@ -21,9 +21,10 @@ from edgetune.codegen.export import ExportError, ExportResult, export_best, read
 from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
-from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint, toolchain_versions
+from edgetune.targets.toolchain import MeasureError, toolchain_versions
 from edgetune.tuner import TuningDatabase, Workload
 
+from .identity import measurement_fingerprint, recompute_estimates
 from .session import workload_inputs
 
 # Allowed slow-down by default, per runner kind. Emulators count deterministically (QEMU's
@@ -112,7 +113,8 @@ def _mismatch(kernel, shape: dict, io: KernelIO, raw: bytes, expected: list[np.n
 def export_and_measure(db: TuningDatabase, target: Target, out_dir: Path) -> ExportResult:
     """Export the best variants and record how each measures when built as exported."""
     versions = toolchain_versions(target)
-    result = export_best(db, target, out_dir, objective=target.measures, toolchain=toolchain_fingerprint(target),
+    recompute_estimates(db, target)
+    result = export_best(db, target, out_dir, objective=target.measures, toolchain=measurement_fingerprint(target),
                          extra_manifest={"toolchain_versions": versions})
     manifest = read_manifest(result.folder)
     runner = runner_for(target)
@@ -152,6 +154,8 @@ def verify_export(folder: Path, target: Target, tolerance_pct: float | None = No
 
     folder = Path(folder)
     manifest = read_manifest(folder)
+    if db is not None:
+        recompute_estimates(db, target)
     if manifest["target"] != target.name:
         raise ManifestError(f"{folder}: exported for target {manifest['target']!r}, but --target names "
                             f"{target.name!r} (omit --target to use the export's own)")

@@ -100,6 +100,7 @@ class TuningDatabase:
         if not self.path.parent.exists():
             raise DatabaseError(f"{self.path}: folder {self.path.parent} does not exist")
         is_new = not self.path.exists() or self.path.stat().st_size == 0
+        self.revaluer: Callable[[Workload, Trial], Trial] | None = None
         try:
             self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
         except sqlite3.Error as exc:  # e.g. a folder that takes no new files
@@ -180,6 +181,12 @@ class TuningDatabase:
     def close(self) -> None:
         self._conn.close()
 
+    def revalue_with(self, revaluer: Callable[[Workload, Trial], Trial] | None) -> None:
+        """Pass every trial read (records, trials, best) through `revaluer`, e.g. to
+        recompute estimates from raw counts with current tables. What is stored, and what
+        `export_jsonl` writes, stays as measured."""
+        self.revaluer = revaluer
+
     # --- writing ------------------------------------------------------------------------
     def record(self, workload: Workload, trial: Trial, strategy: str, seed: int | None,
                created: str | None = None) -> bool:
@@ -213,7 +220,7 @@ class TuningDatabase:
         """Write every trial as one JSON object per line; returns how many."""
         count = 0
         for row in self._conn.execute(f"SELECT {_COLUMNS} FROM trials ORDER BY id"):
-            record = self._record(row)
+            record = self._record(row, revalue=False)
             w, t = record.workload, record.trial
             out.write(json.dumps({
                 "format": "edgetune-trial", "schema_version": SCHEMA_VERSION,
@@ -280,7 +287,7 @@ class TuningDatabase:
         except (ValueError, TypeError, AttributeError) as exc:  # a hand-edited or damaged row
             raise DatabaseError(f"{self.path}: a stored workload is unusable ({exc})") from None
 
-    def _record(self, row) -> Record:
+    def _record(self, row, revalue: bool = True) -> Record:
         (rid, kernel, version, target, shape, toolchain, config, outcome, measured, error, info,
          strategy, seed, created, measured_by, measured_at) = row
         workload = self._workload(kernel, version, target, shape, toolchain)
@@ -290,6 +297,8 @@ class TuningDatabase:
                           measured_by=measured_by, measured_at=measured_at)
         except (ValueError, TypeError) as exc:
             raise DatabaseError(f"{self.path}: trial {rid} is unusable ({exc})") from None
+        if revalue and self.revaluer is not None:
+            trial = self.revaluer(workload, trial)
         return Record(rid, workload, trial, strategy, seed, created)
 
 
