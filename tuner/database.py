@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import schema
+from .objective import Bound, Goal
 from .schema import SCHEMA_VERSION
 from .space import Config
 from .trial import Outcome, Trial
@@ -215,6 +216,31 @@ class TuningDatabase:
              strategy, seed, created, trial.measured_by, trial.measured_at))
         return cursor.rowcount == 1
 
+    # --- what each workload is tuned for ------------------------------------------------------
+    def set_goal(self, workload: Workload, goal: Goal) -> None:
+        """Remember the objective and bounds `workload` is tuned for (the last run's)."""
+        with self._transaction():
+            self._set_goal(workload, goal)
+
+    def _set_goal(self, workload: Workload, goal: Goal, replace: bool = True) -> None:
+        self._conn.execute(
+            "INSERT INTO workloads (workload, objective, bounds, updated) VALUES (?,?,?,?)"
+            + (" ON CONFLICT (workload) DO UPDATE SET objective = excluded.objective, bounds = excluded.bounds,"
+               " updated = excluded.updated" if replace else " ON CONFLICT (workload) DO NOTHING"),
+            (workload.key(), _checked_goal(goal).objective, json.dumps([[b.name, b.limit] for b in goal.bounds]),
+             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+
+    def goal(self, workload: Workload) -> Goal | None:
+        """The goal `workload` was last tuned for; None when none is stored."""
+        row = self._conn.execute("SELECT objective, bounds FROM workloads WHERE workload = ?",
+                                 (workload.key(),)).fetchone()
+        if row is None:
+            return None
+        try:
+            return _goal_from(row[0], json.loads(row[1]))
+        except (ValueError, TypeError) as exc:  # a hand-edited or damaged row
+            raise DatabaseError(f"{self.path}: the stored goal of {workload.key()} is unusable ({exc})") from None
+
     # --- sharing between machines: JSON lines ----------------------------------------------
     def export_jsonl(self, out) -> int:
         """Write every trial as one JSON object per line; returns how many."""
@@ -229,7 +255,8 @@ class TuningDatabase:
                              "shape": [list(pair) for pair in w.shape], "toolchain": w.toolchain},
                 "config": [list(item) for item in t.config.items], "outcome": t.outcome.value, "values": t.values,
                 "error": t.error, "info": t.info, "strategy": record.strategy, "seed": record.seed,
-                "created": record.created, "measured_by": t.measured_by, "measured_at": t.measured_at},
+                "created": record.created, "measured_by": t.measured_by, "measured_at": t.measured_at,
+                **_goal_json(self.goal(w))},
                 sort_keys=True) + "\n")
             count += 1
         return count
@@ -242,13 +269,16 @@ class TuningDatabase:
             if not line.strip():
                 continue
             try:
-                parsed.append(_parse_line(json.loads(line)))
+                data = json.loads(line)
+                parsed.append((*_parse_line(data), _parse_goal(data)))
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise DatabaseError(f"{source}: line {number}: {exc}") from None
         added = 0
         with self._transaction():
-            for workload, trial, strategy, seed, created in parsed:
+            for workload, trial, strategy, seed, created, goal in parsed:
                 added += self._insert(workload, trial, strategy, seed, created)
+                if goal is not None:  # a goal set here is kept: this machine's tuning decides
+                    self._set_goal(workload, goal, replace=False)
         return added, len(parsed) - added
 
     # --- reading ------------------------------------------------------------------------
@@ -312,6 +342,45 @@ def _text(data: dict, key: str, pattern: re.Pattern, default=...) -> str | None:
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise ValueError(f"{key} {value!r} is not allowed here")
     return value
+
+
+VALUE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def _goal_from(objective, bounds) -> Goal:
+    """A goal from stored or imported data: [[name, limit], ...] bounds, names checked."""
+    if not isinstance(bounds, list):
+        raise ValueError(f"bounds {bounds!r} is not a list")
+    parsed = []
+    for item in bounds:
+        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[1], (int, float))
+                or isinstance(item[1], bool)):
+            raise ValueError(f"bound {item!r} is not [NAME, LIMIT]")
+        parsed.append(Bound(item[0], float(item[1])))
+    return _checked_goal(Goal(objective, tuple(parsed)))
+
+
+def _checked_goal(goal: Goal) -> Goal:
+    for name in (goal.objective, *(b.name for b in goal.bounds)):
+        if not isinstance(name, str) or not VALUE_NAME_RE.fullmatch(name):
+            raise ValueError(f"goal value name {name!r} is not a measured value's name")
+    return goal
+
+
+def _goal_json(goal: Goal | None) -> dict:
+    if goal is None:
+        return {}
+    return {"goal": {"objective": goal.objective, "bounds": [[b.name, b.limit] for b in goal.bounds]}}
+
+
+def _parse_goal(data: dict) -> Goal | None:
+    """The optional goal of a JSON line (lines before schema 3 have none)."""
+    goal = data.get("goal")
+    if goal is None:
+        return None
+    if not isinstance(goal, dict):
+        raise ValueError(f"goal {goal!r} is not an object")
+    return _goal_from(goal.get("objective"), goal.get("bounds", []))
 
 
 def _parse_line(data: dict) -> tuple[Workload, Trial, str, int | None, str]:
