@@ -23,8 +23,8 @@ from .outputs import OutputError, writable_file, writable_folder
 from .progress import ProgressDisplay
 from .report import write_report
 from .identity import recompute_estimates
-from .session import TuneRequest, TuneSummary, choose_objective, parse_config, summarize, tune, workload_of
-from .verify import export_and_measure, manifest_target, verify_export
+from .session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
+from .verify import export_and_measure, manifest_goal, manifest_target, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
 
@@ -302,17 +302,19 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             _print_summary(summary)
         return
     bounds = tuple(parse_bound(text) for text in constraints)
-    objective = choose_objective(target, objective, bounds)
+    if objective or bounds:
+        choose_objective(target, objective or target.measures, bounds)  # names checked before anything runs
     if from_export:
         if kernel_name or shape or initial:
             raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL, --shape or --initial")
         manifest = read_manifest(Path(from_export))
         if manifest["target"] != target.name:
             raise UserError(f"{from_export}: exported for target {manifest['target']!r}; pass --target {manifest['target']}")
+        # Each workload is re-tuned for what its kernel was exported by, unless told otherwise.
         requests = [TuneRequest(get_kernel(entry["kernel"]), target,
                                 get_kernel(entry["kernel"]).parse_shape(entry["shape"]), strategy, budget, jobs, seed,
-                                objective, bounds, initial=(entry["config"],), time_budget=time_budget,
-                                patience=patience)
+                                *((objective, bounds) if objective or bounds else manifest_goal(manifest, entry)),
+                                initial=(entry["config"],), time_budget=time_budget, patience=patience)
                     for entry in manifest["kernels"]]
     else:
         if not kernel_name or not shape:
@@ -326,7 +328,9 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     client, executor = connect(cluster, target) if cluster else (None, None)
     try:
         db = _open_db(db_path)
-        progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(objective)
+        first = requests[0]
+        shown = goal_of(db, workload_of(first.kernel, target, first.shape), target, first.objective, first.bounds)
+        progress = None if as_json or not sys.stderr.isatty() else ProgressDisplay(shown.objective)
         summaries = [tune(request, db, progress, executor) for request in requests]
     finally:
         if client is not None:
@@ -359,9 +363,10 @@ def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, d
         kernel = get_kernel(kernel_name)
         shape_dict = kernel.parse_shape(shape)
         bounds = tuple(parse_bound(text) for text in constraints)
-        objective = choose_objective(target, objective, bounds)
         recompute_estimates(db, target)
-        summary = summarize(db, workload_of(kernel, target, shape_dict), objective, bounds=bounds)
+        workload = workload_of(kernel, target, shape_dict)
+        goal = goal_of(db, workload, target, objective, bounds)  # what it was tuned for, unless overridden
+        summary = summarize(db, workload, goal.objective, bounds=goal.bounds)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
     else:
@@ -374,19 +379,25 @@ def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, d
 @_target_option
 @click.option("--out", "out_dir", required=True, help="Folder for the header, sources and manifest.")
 @_db_option
+@click.option("--objective", default="", help="Choose every kernel by this value instead of what its workload "
+              "was tuned for.")
+@_constraint_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_guard
-def export_cmd(target_name, out_dir, db_path, as_json):
-    """Bake the best variant of every tuned workload of a target into C sources."""
+def export_cmd(target_name, out_dir, db_path, objective, constraints, as_json):
+    """Bake the best variant of every tuned workload of a target into C sources: each
+    chosen by the objective and constraints it was tuned with, unless overridden."""
     target = get_target(target_name)
     db = _open_existing_db(db_path)
-    result = export_and_measure(db, target, Path(out_dir))
+    bounds = tuple(parse_bound(text) for text in constraints)
+    result = export_and_measure(db, target, Path(out_dir), objective, bounds)
     if as_json:
         click.echo(json.dumps({"header": str(result.header), "sources": [str(s) for s in result.sources],
                                "manifest": str(result.manifest), "kernels": len(result.entries)}, indent=2))
     else:
         for entry in result.entries:
-            click.echo(f"  {entry.function}: {entry.objective}={entry.value:g} ({entry.config_text})")
+            within = f" within {', '.join(b.text() for b in entry.bounds)}" if entry.bounds else ""
+            click.echo(f"  {entry.function}: {entry.objective}={entry.value:g}{within} ({entry.config_text})")
         for reason in result.skipped:
             click.echo(f"  skipped {reason}", err=True)
         click.echo(f"header: {result.header}")
@@ -518,16 +529,19 @@ def db_import_cmd(in_path, db_path):
 @click.option("--tolerance", "tolerance_pct", type=click.FloatRange(min=0), default=None,
               help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host].")
 @click.option("--seed", type=int, default=None, help="Seed of the fresh random inputs [default: a new one, printed].")
+@click.option("--objective", default="", help="Check this value instead of the one each kernel was chosen by.")
+@_constraint_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_guard
-def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, as_json):
+def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, objective, constraints, as_json):
     """Check an export in the target's emulator: still correct, still as fast as recorded.
 
     Exit 0 when every kernel holds, 1 naming each kernel that is wrong or slower, 2 on bad
     input (a missing, damaged or foreign export)."""
     target = get_target(target_name) if target_name else manifest_target(Path(folder))
     db = _open_existing_db(db_path) if db_path is not None else None
-    report = verify_export(Path(folder), target, tolerance_pct=tolerance_pct, seed=seed, db=db)
+    report = verify_export(Path(folder), target, tolerance_pct=tolerance_pct, seed=seed, db=db, objective=objective,
+                           bounds=tuple(parse_bound(text) for text in constraints))
     if as_json:
         click.echo(json.dumps({
             "folder": str(report.folder), "target": report.target, "ok": report.ok,

@@ -29,6 +29,7 @@ from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import (STRATEGIES, Bound, Config, Outcome, PriorTrials, Record, Space, SpaceError, Trial,
                             TuningDatabase, Workload, check_names, feasible, make_strategy)
+from edgetune.tuner import Goal, resolve_goal
 
 from .identity import measurement_fingerprint, recompute_estimates
 
@@ -42,11 +43,14 @@ class TuneRequest:
     budget: int = 20
     jobs: int = 1
     seed: int = 0
-    objective: str = ""  # a measured value to minimise; "" means the target's own unit
-    bounds: tuple[Bound, ...] = ()  # NAME<=LIMIT on other measured values
+    # A measured value to minimise and NAME<=LIMIT bounds on others; neither given: the
+    # workload's stored goal, or the target's own unit (tuner.resolve_goal).
+    objective: str = ""
+    bounds: tuple[Bound, ...] = ()
     time_budget: float | None = None  # seconds of this run; None: no limit
     patience: int | None = None  # stop after this many evaluations without a new best
     initial: tuple[dict, ...] = ()  # configurations to measure first (e.g. an export's old best)
+    remember_goal: bool = True  # store the goal with the workload (not for `record`, which measures everything)
 
 
 @dataclass(frozen=True)
@@ -178,13 +182,17 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     kernel, target, shape = request.kernel, request.target, request.shape
     workload = workload_of(kernel, target, shape)
     recompute_estimates(db, target)  # stored trials priced by the target's current tables
-    objective = choose_objective(target, request.objective, request.bounds)
+    goal = goal_of(db, workload, target, request.objective, request.bounds)
+    request = replace(request, objective=goal.objective, bounds=goal.bounds)
+    objective = goal.objective
     space = search_space(kernel, target, shape, objective, request.bounds)
     if request.strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {request.strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
     prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
     runner_for(target).check_tools()
+    if request.remember_goal:
+        db.set_goal(workload, goal)
 
     stored_trials = db.trials(workload)
     # Trials lost with their machine (emulator killed, board gone) are measured again first.
@@ -382,6 +390,16 @@ def parse_config(space: Space, text: str) -> dict:
     if reason:
         raise SpaceError(f"configuration {text!r} is not legal: {reason}")
     return config.as_dict()
+
+
+def goal_of(db: TuningDatabase, workload: Workload, target: Target, objective: str = "",
+            bounds: tuple[Bound, ...] = ()) -> Goal:
+    """What a command on `workload` works to: the given objective and bounds, or those it
+    was tuned for (stored with it), or the target's own unit; checked against what the
+    target measures."""
+    goal = resolve_goal(db.goal(workload), objective, bounds, target.measures)
+    check_names(goal.objective, goal.bounds, target.measured_values, target.name)
+    return goal
 
 
 def choose_objective(target: Target, objective: str = "", bounds: tuple[Bound, ...] = ()) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 
 from edgetune.hal import Target
 from edgetune.hal.loader import NAME_RE, PROGRAM_RE, flag_problem
-from edgetune.tuner import TuningDatabase, Workload
+from edgetune.tuner import Bound, TuningDatabase, Workload, resolve_goal
 
 from .kernels import KERNELS
 from .kernels.base import COMMON_CFLAGS, KernelError, comment_safe
@@ -176,6 +176,10 @@ class ExportEntry:
     created: str
     weights_region: str = ""  # where the variant expects its buffers ("" where the target places none)
     activations_region: str = ""
+    bounds: tuple[Bound, ...] = ()  # the constraints it was chosen within
+    # What chose it: "tuned" (the goal stored with the workload), "override" (the export's
+    # --objective/--constraint), "default" (no stored goal: the target's own unit)
+    chosen_by: str = "default"
 
     @property
     def config_text(self) -> str:
@@ -214,12 +218,14 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: str,
+def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: str = "",
                 toolchain: str | None = None, extra_manifest: dict | None = None,
-                only: Iterable[Workload] | None = None) -> ExportResult:
+                only: Iterable[Workload] | None = None, bounds: tuple[Bound, ...] = ()) -> ExportResult:
     """Export the best variant of every workload of `target` (only those measured with
-    `toolchain`, when given: results from another compiler version are stale; only the
-    workloads in `only`, when given, e.g. the CPU part of a placement plan)."""
+    `toolchain`, when given: results from another compiler version or board description
+    are stale; only the workloads in `only`, when given, e.g. the CPU part of a placement
+    plan). Each workload's best is chosen by the goal it was tuned for (stored with it),
+    unless `objective`/`bounds` override it (tuner.resolve_goal)."""
     from edgetune import __version__
 
     entries, sources, skipped = [], {}, []
@@ -239,9 +245,13 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
             skipped.append(f"{workload.key()}: tuned with template v{workload.kernel_version}, "
                            f"this edgetune has v{kernel.version}; re-tune it")
             continue
-        record = db.best(workload, objective)
+        stored_goal = db.goal(workload)
+        goal = resolve_goal(stored_goal, objective, bounds, target.measures)
+        chosen_by = "override" if objective or bounds else "tuned" if stored_goal is not None else "default"
+        record = db.best(workload, goal.objective, goal.allows)
         if record is None:
-            skipped.append(f"{workload.key()}: no successful trial")
+            skipped.append(f"{workload.key()}: no successful trial" + (f" within {', '.join(b.text() for b in goal.bounds)}"
+                                                                         if goal.bounds else ""))
             continue
         try:  # a stored shape is checked like one from the command line before it reaches C
             shape = kernel.parse_shape(workload.shape_dict())
@@ -251,8 +261,9 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
         space = kernel.tuning_space(target, shape)
         config = space.make(record.trial.config.as_dict())
         placement = placement_of(target, kernel.make_io(shape, np.random.default_rng(0)), config)
-        value = record.trial.values[objective]
-        provenance = (f"Tuned on {target.name}: {objective}={value:g} (best of {len(db.trials(workload))} trials),",
+        value = record.trial.values[goal.objective]
+        within = f" within {', '.join(b.text() for b in goal.bounds)}" if goal.bounds else ""
+        provenance = (f"Tuned on {target.name}: {goal.objective}={value:g}{within} (best of {len(db.trials(workload))} trials),",
                       f"trial {record.id} of {db.path.name}, measured {record.created},",
                       f"compiler: {record.trial.info.get('compiler_version', 'unknown')}.")
         rendered = kernel.render(target, shape, config, header=HEADER, provenance=provenance)
@@ -260,11 +271,11 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
         sources[f"{rendered.function}.c"] = rendered.source
         entries.append(ExportEntry(
             kernel=kernel.name, kernel_version=kernel.version, shape=workload.shape, function=rendered.function,
-            source=f"{rendered.function}.c", config=config.items, objective=objective, value=float(value),
+            source=f"{rendered.function}.c", config=config.items, objective=goal.objective, value=float(value),
             values=tuple(sorted(record.trial.values.items())), compiler=compiler.name,
             compiler_command=compiler.command, cflags=(*compiler.cflags, *COMMON_CFLAGS, *rendered.cflags),
             trial_id=record.id, created=record.created, weights_region=placement.weights if placement else "",
-            activations_region=placement.activations if placement else ""))
+            activations_region=placement.activations if placement else "", bounds=goal.bounds, chosen_by=chosen_by))
     if not entries:
         detail = "; ".join(skipped) if skipped else "the database holds no trials for it"
         raise ExportError(f"nothing to export for target {target.name}: {detail}")
@@ -323,12 +334,16 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
     manifest = {
         **(extra_manifest or {}),
         "manifest_version": MANIFEST_VERSION, "edgetune_version": __version__, "target": target.name,
-        "objective": objective, "exported": date, "database": str(db.path),
+        # What every kernel was chosen by, or "per_kernel" when they differ (each entry says).
+        "objective": objectives.pop() if len(objectives := {e.objective for e in entries}) == 1 else "per_kernel",
+        "exported": date, "database": str(db.path),
         "dispatch": {"source": DISPATCH, "compiler_command": first.command,
                      "cflags": [*first.cflags, *COMMON_CFLAGS, "-O2"]},
         "kernels": [{"kernel": e.kernel, "kernel_version": e.kernel_version, "shape": dict(e.shape),
                      "function": e.function, "source": e.source, "config": dict(e.config),
-                     "objective": e.objective, "value": e.value, "values": dict(e.values), "compiler": e.compiler,
+                     "objective": e.objective, "constraints": [b.text() for b in e.bounds],
+                     "bounds": [[b.name, b.limit] for b in e.bounds], "chosen_by": e.chosen_by,
+                     "value": e.value, "values": dict(e.values), "compiler": e.compiler,
                      "compiler_command": e.compiler_command, "cflags": list(e.cflags), "trial_id": e.trial_id,
                      "measured": e.created, "toolchain": toolchain or "",
                      **({"placement": {"weights": e.weights_region, "activations": e.activations_region}}
