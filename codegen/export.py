@@ -234,7 +234,7 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
         if wanted is not None and workload not in wanted:
             continue
         if toolchain is not None and workload.toolchain != toolchain:
-            skipped.append(f"{workload.key()}: measured with another toolchain; re-tune it "
+            skipped.append(f"{workload.key()}: measured with another toolchain or board description; re-tune it "
                            f"(edgetune tune --from-export DIR re-tunes an export's workloads)")
             continue
         kernel = KERNELS.get(workload.kernel)

@@ -134,3 +134,17 @@ def test_an_untouched_file_reuses_everything(tuned, tmp_path):
     again = tune(db, board(tmp_path / "board.toml"))
     assert again["new_trials"] == 0 and again["best"] == first["best"]
     assert stored(db, tmp_path / "board.toml") == stored(root / "t.db", root / "board.toml")
+
+
+def test_report_prices_a_board_files_trials_with_its_current_tables(tuned, tmp_path):
+    root, first = tuned
+    db = copy_db(root / "t.db", tmp_path / "t.db")
+    before = min(values["cycles"] for values in stored(db, root / "board.toml").values())
+    edited = board(tmp_path / "board.toml", "cost")
+    after = min(values["cycles"] for values in stored(db, edited).values())
+    assert after != before
+    for extra, shown in (((), before), (("--target", edited), after)):
+        result = CliRunner().invoke(main, ["report", "--db", str(db), "--out", str(tmp_path / "r"), *map(str, extra)])
+        assert result.exit_code == 0, result.output
+        page = (tmp_path / "r" / "index.html").read_text()
+        assert f"<th>best cycles</th><td>{shown:g}</td>" in page  # the stale figure without the file
