@@ -527,7 +527,8 @@ def db_import_cmd(in_path, db_path):
               help="Target name or .toml file [default: the target the manifest names].")
 @click.option("--db", "db_path", default=None, help="Also say when this database holds a better configuration.")
 @click.option("--tolerance", "tolerance_pct", type=click.FloatRange(min=0), default=None,
-              help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host].")
+              help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host, "
+                   "2 on a real board].")
 @click.option("--seed", type=int, default=None, help="Seed of the fresh random inputs [default: a new one, printed].")
 @click.option("--objective", default="", help="Check this value instead of the one each kernel was chosen by.")
 @_constraint_option

@@ -9,8 +9,9 @@ or from a measurement, the assumptions are named):
     counted by QEMU. QEMU has no pipeline model, so edgetune counts one cycle per
     instruction (CPI 1: an assumption; the M55 issues at most one instruction per cycle for
     most code, so this is optimistic for the CPU); a kernel tuned for `cycles` costs the
-    cost model's cycle estimate instead, which charges its buffers' regions. A layer with no CPU kernel in this edgetune, or none tuned in
-    the database, can only run on the NPU, and the plan says so.
+    cost model's cycle estimate instead, which charges its buffers' regions. A layer with
+    no CPU kernel in this edgetune, or none tuned in the database, can only run on the
+    NPU, and the plan says so.
   - NPU layer: Vela's total_cycles estimate (NPU cycles including memory stalls) of the best
     configuration with the board's MAC configuration, scaled by cpu_clock / npu_clock, plus
     the NPU's `invoke_cycles` (driver start and completion interrupt; each NPU layer is its
@@ -149,6 +150,7 @@ class CpuOption:
     workload: Workload | None = None
     record: Record | None = None
     region: str = ""  # where the kernel's buffers live
+    unit: str = ""  # what `cycles` counts: "cycles" (the cost model's estimate) or instructions at CPI 1
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,7 @@ def _cpu_option(layer: Layer, target: Target, db: TuningDatabase, override: tupl
     unit = "cycles" if goal.objective == "cycles" and "cycles" in record.trial.values else target.measures
     value = math.ceil(record.trial.values[unit])
     chosen = f", best by {goal.text()}" if goal.objective != unit or goal.bounds else ""
-    return CpuOption(value, f"{value} {unit} (trial {record.id}{chosen})", workload, record, region)
+    return CpuOption(value, f"{value} {unit} (trial {record.id}{chosen})", workload, record, region, unit)
 
 
 def _best_with_macs(db: TuningDatabase, workload: Workload, macs: int) -> Record | None:
@@ -341,7 +343,7 @@ def _explain(layer: Layer, device: str, cpu: CpuOption, npu: NpuOption, costs: d
                 ([f"{copy} to copy its {copied}-byte input"] if copy else [])
         return f"{name.upper()} {total} cycles = {' + '.join(parts)} ({detail})"
 
-    per_instruction = "" if " cycles (trial" in cpu.note else "; 1 cycle per instruction assumed"
+    per_instruction = "" if cpu.unit == "cycles" else "; 1 cycle per instruction assumed"
     cpu_detail = f"best {layer.operator.name} variant: {cpu.note}{per_instruction}"
     texts = [candidate("cpu", cpu, cpu_detail), candidate("npu", npu, npu.note)]
     if len(costs) == 1:
