@@ -8,7 +8,8 @@ An export folder holds:
   edgetune_sections.ld on targets that place buffers: the linker sections the header's
                        <FN>_WEIGHTS_SECTION / _ACTIVATIONS_SECTION macros name, in the
                        memory regions each variant was measured with its buffers in
-  manifest.json        workloads, configurations, measured values, file checksums
+  manifest.json        workloads, configurations, measured values, the objective and
+                       constraints each variant was chosen by, file checksums
 """
 from __future__ import annotations
 

@@ -143,3 +143,14 @@ def test_place_chooses_cpu_kernels_by_their_goal(tuned, tmp_path):
     cpu = plan.layers[0].cpu
     assert cpu.record.trial.config.as_dict() == by_instructions["best"]["config"]
     assert cpu.cycles == by_instructions["best"]["instructions"]  # one cycle per instruction
+
+
+def test_from_export_retunes_for_what_each_kernel_was_chosen_by(tuned, tmp_path):
+    root, db, summary, _ = tuned
+    cli("export", "--target", "cortex-m55", "--out", tmp_path / "x", "--db", db, "--objective", "instructions",
+        "--constraint", f"cycles<={summary['best']['cycles']}")
+    again = cli("tune", "--from-export", tmp_path / "x", "--budget", 1, "--db", tmp_path / "new.db", "--json")
+    [workload] = again
+    assert workload["objective"] == "instructions" and workload["constraints"] == [f"cycles<={summary['best']['cycles']:g}"]
+    assert placement(workload["best"]["config"]) == "dtcm/dtcm"  # the exported variant, measured first
+    assert workload["best"]["cycles"] <= summary["best"]["cycles"]

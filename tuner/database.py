@@ -44,9 +44,11 @@ class DatabaseError(ValueError):
 
 @dataclass(frozen=True)
 class Workload:
-    """What is being tuned: a kernel template version, a shape, a target, and the toolchain
-    that measures it (a fingerprint of compiler and emulator versions: a compiler upgrade
-    starts a new workload, so nothing measured with the old one is reused by mistake)."""
+    """What is being tuned: a kernel template version, a shape, a target, and what measures
+    it (`toolchain`: a fingerprint of the compiler and emulator versions and of the parts of
+    the target description a measurement depends on, computed by the application: a
+    compiler upgrade or an edited memory map starts a new workload, so nothing measured
+    under the old one is reused by mistake)."""
 
     kernel: str
     kernel_version: int
