@@ -92,7 +92,13 @@ class Estimates:
         values = trial.values
         if target is None or target.cost is None or "mix" not in values or "accesses" not in values:
             return trial  # nothing to price again: a measurement only, or another setup
-        return replace(trial, values={**values, **target.estimated_values(values["mix"], values["accesses"])})
+        try:
+            estimates = target.estimated_values(values["mix"], values["accesses"])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            # A mix this edgetune cannot price (an instruction class it no longer has, an
+            # imported or hand-edited record): the figures it was stored with stand.
+            return trial
+        return replace(trial, values={**values, **estimates})
 
 
 def recompute_estimates(db: TuningDatabase, target: Target) -> None:

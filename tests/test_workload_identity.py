@@ -148,3 +148,20 @@ def test_report_prices_a_board_files_trials_with_its_current_tables(tuned, tmp_p
         assert result.exit_code == 0, result.output
         page = (tmp_path / "r" / "index.html").read_text()
         assert f"<th>best cycles</th><td>{shown:g}</td>" in page  # the stale figure without the file
+
+
+def test_a_mix_that_cannot_be_priced_keeps_its_stored_figures(tuned):
+    from edgetune.identity import Estimates
+    from edgetune.tuner import Config, Outcome, Trial
+
+    root, _ = tuned
+    target = load_target(root / "board.toml")
+    kernel = get_kernel("matmul_s8")
+    workload = workload_of(kernel, target, kernel.parse_shape(SHAPE))
+    estimates = Estimates()
+    estimates.add(target)
+    values = {"instructions": 10, "cycles": 12.0, "mix": {"teleport": 10}, "accesses": {}}
+    trial = Trial(Config((("tile_m", 1),)), Outcome.OK, values)
+    assert estimates(workload, trial) == trial
+    priced = estimates(workload, Trial(Config((("tile_m", 1),)), Outcome.OK, {**values, "mix": {"alu": 10}}))
+    assert priced.values["cycles"] == target.estimated_values({"alu": 10}, {})["cycles"] != 12.0
