@@ -154,3 +154,18 @@ def test_from_export_retunes_for_what_each_kernel_was_chosen_by(tuned, tmp_path)
     assert workload["objective"] == "instructions" and workload["constraints"] == [f"cycles<={summary['best']['cycles']:g}"]
     assert placement(workload["best"]["config"]) == "dtcm/dtcm"  # the exported variant, measured first
     assert workload["best"]["cycles"] <= summary["best"]["cycles"]
+
+
+@pytest.mark.parametrize("command", ["export", "place", "verify", "best"])
+def test_an_override_naming_no_measured_value_is_one_line(tuned, tmp_path, command):
+    root, db, _, _ = tuned
+    network = tmp_path / "net.toml"
+    network.write_text('name = "fc"\n[[layers]]\nname = "fc"\nop = "matmul_s8"\nshape = { m = 1, n = 4, k = 16 }\n')
+    cli("export", "--target", "cortex-m55", "--out", tmp_path / "x", "--db", db)
+    args = {"export": ["export", "--out", tmp_path / "y", "--db", db],
+            "place": ["place", network, "--out", tmp_path / "plan", "--db", db],
+            "verify": ["verify", tmp_path / "x"],
+            "best": ["best", "matmul_s8", "--shape", SHAPE, "--db", db]}[command]
+    for extra, culprit in ((["--objective", "teleports"], "teleports"), (["--constraint", "warp<=3"], "warp")):
+        out = cli(*args, *extra, code=2)
+        assert culprit in out and "Traceback" not in out and len(out.strip().splitlines()) == 1
