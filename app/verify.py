@@ -173,7 +173,8 @@ def _sha256_file(path: Path) -> str | None:
 
 
 def verify_export(folder: Path, target: Target, tolerance_pct: float | None = None, seed: int | None = None,
-                  db: TuningDatabase | None = None, objective: str = "", bounds: tuple[Bound, ...] = ()) -> VerifyReport:
+                  db: TuningDatabase | None = None, objective: str = "",
+                  bounds: tuple[Bound, ...] = ()) -> VerifyReport:
     """Check every kernel of an export: correct on fresh and edge inputs, not slower than
     recorded in the value it was chosen by (or `objective`), within the bounds it was
     chosen within (or `bounds`). Raises ManifestError (bad input) for a damaged or foreign export."""

@@ -250,9 +250,9 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
         goal = resolve_goal(stored_goal, objective, bounds, target.measures)
         chosen_by = "override" if objective or bounds else "tuned" if stored_goal is not None else "default"
         record = db.best(workload, goal.objective, goal.allows)
+        within = f" within {', '.join(b.text() for b in goal.bounds)}" if goal.bounds else ""
         if record is None:
-            skipped.append(f"{workload.key()}: no successful trial" + (f" within {', '.join(b.text() for b in goal.bounds)}"
-                                                                         if goal.bounds else ""))
+            skipped.append(f"{workload.key()}: no successful trial{within}")
             continue
         try:  # a stored shape is checked like one from the command line before it reaches C
             shape = kernel.parse_shape(workload.shape_dict())
@@ -263,8 +263,8 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
         config = space.make(record.trial.config.as_dict())
         placement = placement_of(target, kernel.make_io(shape, np.random.default_rng(0)), config)
         value = record.trial.values[goal.objective]
-        within = f" within {', '.join(b.text() for b in goal.bounds)}" if goal.bounds else ""
-        provenance = (f"Tuned on {target.name}: {goal.objective}={value:g}{within} (best of {len(db.trials(workload))} trials),",
+        provenance = (f"Tuned on {target.name}: {goal.objective}={value:g}{within} "
+                      f"(best of {len(db.trials(workload))} trials),",
                       f"trial {record.id} of {db.path.name}, measured {record.created},",
                       f"compiler: {record.trial.info.get('compiler_version', 'unknown')}.")
         rendered = kernel.render(target, shape, config, header=HEADER, provenance=provenance)

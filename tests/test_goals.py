@@ -151,7 +151,8 @@ def test_from_export_retunes_for_what_each_kernel_was_chosen_by(tuned, tmp_path)
         "--constraint", f"cycles<={summary['best']['cycles']}")
     again = cli("tune", "--from-export", tmp_path / "x", "--budget", 1, "--db", tmp_path / "new.db", "--json")
     [workload] = again
-    assert workload["objective"] == "instructions" and workload["constraints"] == [f"cycles<={summary['best']['cycles']:g}"]
+    assert workload["objective"] == "instructions"
+    assert workload["constraints"] == [f"cycles<={summary['best']['cycles']:g}"]
     assert placement(workload["best"]["config"]) == "dtcm/dtcm"  # the exported variant, measured first
     assert workload["best"]["cycles"] <= summary["best"]["cycles"]
 
