@@ -25,8 +25,9 @@ from .cluster import ClusterError, connect
 from .outputs import OutputError, writable_file, writable_folder
 from .progress import ProgressDisplay
 from .report import ReportError, check_objective, write_report
-from .session import TuneRequest, TuneSummary, choose_objective, parse_config, summarize, tune, workload_of
-from .verify import export_and_measure, verify_export
+from .identity import recompute_estimates
+from .session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
+from .verify import export_and_measure, manifest_goal, manifest_target, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
 
@@ -336,17 +337,19 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             sys.exit(INTERRUPTED_EXIT)
         return
     bounds = tuple(parse_bound(text) for text in constraints)
-    objective = choose_objective(target, objective, bounds)
+    if objective or bounds:
+        choose_objective(target, objective or target.measures, bounds)  # names checked before anything runs
     if from_export:
         if kernel_name or shape or initial:
             raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL, --shape or --initial")
         manifest = read_manifest(Path(from_export))
         if manifest["target"] != target.name:
             raise UserError(f"{from_export}: exported for target {manifest['target']!r}; pass --target {manifest['target']}")
+        # Each workload is re-tuned for what its kernel was exported by, unless told otherwise.
         requests = [TuneRequest(get_kernel(entry["kernel"]), target,
                                 get_kernel(entry["kernel"]).parse_shape(entry["shape"]), strategy, budget, jobs, seed,
-                                objective, bounds, initial=(entry["config"],), time_budget=time_budget,
-                                patience=patience)
+                                *((objective, bounds) if objective or bounds else manifest_goal(manifest, entry)),
+                                initial=(entry["config"],), time_budget=time_budget, patience=patience)
                     for entry in manifest["kernels"]]
     else:
         if not kernel_name or not shape:
@@ -391,7 +394,7 @@ def _tune_all(requests: list[TuneRequest], db: TuningDatabase, executor, show_pr
         before = progress = None
         try:
             workload = workload_of(request.kernel, request.target, request.shape)
-            objective, bounds = _goal_shown(request)
+            objective, bounds = _goal_shown(db, request)
             before = summarize(db, workload, objective, bounds=bounds)
             if show_progress:
                 stored_best = None if before.best is None else before.best.trial.value(objective)
@@ -407,10 +410,13 @@ def _tune_all(requests: list[TuneRequest], db: TuningDatabase, executor, show_pr
     return summaries, False
 
 
-def _goal_shown(request: TuneRequest) -> tuple[str, tuple]:
+def _goal_shown(db: TuningDatabase, request: TuneRequest) -> tuple[str, tuple]:
     """The objective and bounds a run works to, for its progress line and an interrupted
-    run's summary: the request's, the objective defaulting to the target's unit as in tune."""
-    return choose_objective(request.target, request.objective, request.bounds), request.bounds
+    run's summary: as tune() resolves them (the request's, else the workload's stored goal,
+    else the target's unit)."""
+    goal = goal_of(db, workload_of(request.kernel, request.target, request.shape), request.target,
+                   request.objective, request.bounds)
+    return goal.objective, goal.bounds
 
 
 @main.command("best")
@@ -433,8 +439,10 @@ def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, d
         kernel = get_kernel(kernel_name)
         shape_dict = kernel.parse_shape(shape)
         bounds = tuple(parse_bound(text) for text in constraints)
-        objective = choose_objective(target, objective, bounds)
-        summary = summarize(db, workload_of(kernel, target, shape_dict), objective, bounds=bounds)
+        recompute_estimates(db, target)
+        workload = workload_of(kernel, target, shape_dict)
+        goal = goal_of(db, workload, target, objective, bounds)  # what it was tuned for, unless overridden
+        summary = summarize(db, workload, goal.objective, bounds=goal.bounds)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
     else:
@@ -447,19 +455,25 @@ def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, d
 @_target_option
 @click.option("--out", "out_dir", required=True, help="Folder for the header, sources and manifest.")
 @_db_option
+@click.option("--objective", default="", help="Choose every kernel by this value instead of what its workload "
+              "was tuned for.")
+@_constraint_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_guard
-def export_cmd(target_name, out_dir, db_path, as_json):
-    """Bake the best variant of every tuned workload of a target into C sources."""
+def export_cmd(target_name, out_dir, db_path, objective, constraints, as_json):
+    """Bake the best variant of every tuned workload of a target into C sources: each
+    chosen by the objective and constraints it was tuned with, unless overridden."""
     target = get_target(target_name)
     db = _open_existing_db(db_path)
-    result = export_and_measure(db, target, Path(out_dir))
+    bounds = tuple(parse_bound(text) for text in constraints)
+    result = export_and_measure(db, target, Path(out_dir), objective, bounds)
     if as_json:
         click.echo(json.dumps({"header": str(result.header), "sources": [str(s) for s in result.sources],
                                "manifest": str(result.manifest), "kernels": len(result.entries)}, indent=2))
     else:
         for entry in result.entries:
-            click.echo(f"  {entry.function}: {entry.objective}={entry.value:g} ({entry.config_text})")
+            within = f" within {', '.join(b.text() for b in entry.bounds)}" if entry.bounds else ""
+            click.echo(f"  {entry.function}: {entry.objective}={entry.value:g}{within} ({entry.config_text})")
         for reason in result.skipped:
             click.echo(f"  skipped {reason}", err=True)
         click.echo(f"header: {result.header}")
@@ -527,13 +541,29 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json
 @click.option("--out", "out_dir", required=True, help="Folder for the PNG plots and index.html.")
 @click.option("--objective", default="", help="Measured value to plot [default: what each workload was tuned for "
               "where stored, else the target's unit, what `tune` minimises unless told otherwise].")
+@click.option("--target", "board_names", multiple=True, metavar="NAME|FILE",
+              help="A board file whose current cost tables price its trials (repeatable; shipped targets are "
+                   "found by name).")
 @_guard
-def report_cmd(db_path, out_dir, objective):
+def report_cmd(db_path, out_dir, objective, board_names):
     """Plots (convergence, Pareto front, parameter effects), tables and one HTML page."""
     db = _open_existing_db(db_path)
+    _price_with_current_tables(db, board_names)
     check_objective(db, objective)  # before the output folder is created
     result = write_report(db, writable_folder(out_dir, "--out"), objective)
     click.echo(f"report: {result.index} ({len(result.images)} plots)")
+
+
+def _price_with_current_tables(db: TuningDatabase, names) -> None:
+    """Estimates of stored trials from today's target files: the ones named, and every
+    shipped target the database holds trials of."""
+    given = [get_target(name) for name in names]
+    shipped = set(target_names())
+    for name in sorted({w.target for w in db.workloads()} - {t.name for t in given}):
+        if name in shipped:
+            given.append(get_target(name))
+    for target in given:
+        recompute_estimates(db, target)
 
 
 @main.group("db")
@@ -573,21 +603,26 @@ def db_import_cmd(in_path, db_path):
 
 @main.command("verify")
 @click.argument("folder", metavar="DIR")
-@_target_option
+@click.option("--target", "target_name", default=None,
+              help="Target name or .toml file [default: the target the manifest names].")
 @click.option("--db", "db_path", default=None, help="Also say when this database holds a better configuration.")
 @click.option("--tolerance", "tolerance_pct", type=click.FloatRange(min=0), default=None,
-              help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host].")
+              help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host, "
+                   "2 on a real board].")
 @click.option("--seed", type=int, default=None, help="Seed of the fresh random inputs [default: a new one, printed].")
+@click.option("--objective", default="", help="Check this value instead of the one each kernel was chosen by.")
+@_constraint_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_guard
-def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, as_json):
+def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, objective, constraints, as_json):
     """Check an export in the target's emulator: still correct, still as fast as recorded.
 
     Exit 0 when every kernel holds, 1 naming each kernel that is wrong or slower, 2 on bad
     input (a missing, damaged or foreign export)."""
-    target = get_target(target_name)
+    target = get_target(target_name) if target_name else manifest_target(Path(folder))
     db = _open_existing_db(db_path) if db_path is not None else None
-    report = verify_export(Path(folder), target, tolerance_pct=tolerance_pct, seed=seed, db=db)
+    report = verify_export(Path(folder), target, tolerance_pct=tolerance_pct, seed=seed, db=db, objective=objective,
+                           bounds=tuple(parse_bound(text) for text in constraints))
     if as_json:
         click.echo(json.dumps({
             "folder": str(report.folder), "target": report.target, "ok": report.ok,

@@ -12,7 +12,7 @@ import click
 from edgetune.codegen.npu import ModelBuildError, NpuOperatorError, get_npu_operator
 from edgetune.hal import Target
 from edgetune.targets import get_target
-from edgetune.tuner import STRATEGIES, TuningDatabase
+from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, parse_bound
 
 from .progress import ProgressDisplay
 from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, npu_workload, resolve_npu, tune_npu
@@ -60,8 +60,12 @@ def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: Tuni
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Vela runs at once.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the NPU search.")
 @click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
+@click.option("--objective", default="", help="Choose the CPU kernels by this value instead of what each was tuned for.")
+@click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE",
+              help="Bound the CPU kernels' other measured values instead of their tuned bounds (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print plan.json instead of the explanation.")
-def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_budget, jobs, seed, strategy, as_json):
+def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_budget, jobs, seed, strategy,
+              objective, constraints, as_json):
     """Place each layer of NETWORK_FILE on the CPU or the NPU and export the plan.
 
     Per layer: the best tuned CPU kernel (from --db) against the best Vela configuration
@@ -77,8 +81,12 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
         raise PlacementError("--strategy: place tunes the NPU with random search")
     if macs is not None and macs not in npu.macs_per_cycle:
         raise PlacementError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
+    bounds = tuple(parse_bound(text) for text in constraints)
+    if objective or bounds:
+        check_names(objective or target.measures, bounds, target.measured_values, target.name)
     db = TuningDatabase(Path(db_path))
-    plan = plan_network(network, target, npu, db, macs=macs, npu_budget=npu_budget, seed=seed, jobs=jobs)
+    plan = plan_network(network, target, npu, db, macs=macs, npu_budget=npu_budget, seed=seed, jobs=jobs,
+                        objective=objective, bounds=bounds)
     exported = export_plan(plan, db, Path(out_dir))
     if as_json:
         click.echo(exported.plan_json.read_text(encoding="utf-8"), nl=False)

@@ -4,11 +4,14 @@ tensors between them.
 
 Cost model (all in CPU cycles at the target's core clock; every figure comes from the HAL
 or from a measurement, the assumptions are named):
-  - CPU layer: the best stored trial of its C kernel, in instructions counted by QEMU.
-    QEMU has no pipeline model, so edgetune counts one cycle per instruction (CPI 1: an
-    assumption; the M55 issues at most one instruction per cycle for most code, so this is
-    optimistic for the CPU). A layer with no CPU kernel in this edgetune, or none tuned in
-    the database, can only run on the NPU, and the plan says so.
+  - CPU layer: the best stored trial of its C kernel, chosen by the objective and bounds
+    its workload was tuned for (or place's --objective/--constraint), in instructions
+    counted by QEMU. QEMU has no pipeline model, so edgetune counts one cycle per
+    instruction (CPI 1: an assumption; the M55 issues at most one instruction per cycle for
+    most code, so this is optimistic for the CPU); a kernel tuned for `cycles` costs the
+    cost model's cycle estimate instead, which charges its buffers' regions. A layer with
+    no CPU kernel in this edgetune, or none tuned in the database, can only run on the
+    NPU, and the plan says so.
   - NPU layer: Vela's total_cycles estimate (NPU cycles including memory stalls) of the best
     configuration with the board's MAC configuration, scaled by cpu_clock / npu_clock, plus
     the NPU's `invoke_cycles` (driver start and completion interrupt; each NPU layer is its
@@ -40,11 +43,12 @@ from edgetune.codegen.export import ExportResult, export_best
 from edgetune.codegen.npu import NPU_OPERATORS, NpuOperator, NpuOperatorError
 from edgetune.codegen.render import render
 from edgetune.hal import Npu, Target
-from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint
-from edgetune.tuner import Record, TuningDatabase, Workload
+from edgetune.targets.toolchain import MeasureError
+from edgetune.tuner import Bound, Record, TuningDatabase, Workload
 
 from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, compile_config, tune_npu
-from .session import workload_of
+from .identity import measurement_fingerprint, recompute_estimates
+from .session import goal_of, workload_of
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 PLAN_HEADER = "edgetune_plan.h"
@@ -146,6 +150,7 @@ class CpuOption:
     workload: Workload | None = None
     record: Record | None = None
     region: str = ""  # where the kernel's buffers live
+    unit: str = ""  # what `cycles` counts: "cycles" (the cost model's estimate) or instructions at CPI 1
 
 
 @dataclass(frozen=True)
@@ -183,6 +188,8 @@ class Plan:
     total_cycles: int
     all_npu_cycles: int | None
     all_cpu_cycles: int | None
+    objective: str = ""  # the override the CPU kernels were chosen by ("": each workload's own goal)
+    bounds: tuple[Bound, ...] = ()
 
     @property
     def accelerator(self) -> str:
@@ -196,7 +203,7 @@ def _copy_cycles(npu: Npu, nbytes: int, source: str, destination: str) -> tuple[
     return nbytes, math.ceil(nbytes / npu.copy_bytes_per_cycle)
 
 
-def _cpu_option(layer: Layer, target: Target, db: TuningDatabase) -> CpuOption:
+def _cpu_option(layer: Layer, target: Target, db: TuningDatabase, override: tuple = ("", ())) -> CpuOption:
     kernel = KERNELS.get(layer.operator.name)
     if kernel is None:
         return CpuOption(None, f"no CPU kernel {layer.operator.name} in this edgetune: NPU-only")
@@ -205,16 +212,20 @@ def _cpu_option(layer: Layer, target: Target, db: TuningDatabase) -> CpuOption:
     except KernelError as exc:
         return CpuOption(None, f"the CPU kernel refuses this shape ({exc}): NPU-only")
     workload = workload_of(kernel, target, shape)
-    record = db.best(workload, target.measures)
+    goal = goal_of(db, workload, target, *override)
+    record = db.best(workload, goal.objective, goal.allows)
     if record is None:
-        return CpuOption(None, f"{layer.operator.name} not tuned on {target.name} in {db.path.name} "
+        within = f" within {', '.join(b.text() for b in goal.bounds)}" if goal.bounds else ""
+        return CpuOption(None, f"{layer.operator.name} not tuned on {target.name} in {db.path.name}{within} "
                                f"(edgetune tune {layer.operator.name} --shape {layer.operator.shape_text(shape)}): NPU-only")
     # Where the best variant kept its activations (tunable placement; older trials: the default).
     io_bytes = kernel.make_io(shape, np.random.default_rng(0)).nbytes
     default = target.place_buffers(io_bytes)
     region = record.trial.info.get("activations_region") or (default.name if default else "cpu")
-    value = int(record.trial.values[target.measures])
-    return CpuOption(value, f"{value} {target.measures} (trial {record.id})", workload, record, region)
+    unit = "cycles" if goal.objective == "cycles" and "cycles" in record.trial.values else target.measures
+    value = math.ceil(record.trial.values[unit])
+    chosen = f", best by {goal.text()}" if goal.objective != unit or goal.bounds else ""
+    return CpuOption(value, f"{value} {unit} (trial {record.id}{chosen})", workload, record, region, unit)
 
 
 def _best_with_macs(db: TuningDatabase, workload: Workload, macs: int) -> Record | None:
@@ -249,11 +260,14 @@ def _npu_option(layer: Layer, target: Target, npu: Npu, macs: int, db: TuningDat
 
 
 def plan_network(network: Network, target: Target, npu: Npu, db: TuningDatabase, macs: int | None = None,
-                 npu_budget: int = 12, seed: int = 0, jobs: int = 2) -> Plan:
+                 npu_budget: int = 12, seed: int = 0, jobs: int = 2, objective: str = "",
+                 bounds: tuple[Bound, ...] = ()) -> Plan:
+    """`objective`/`bounds` choose the CPU kernels instead of their workloads' own goals."""
     macs = macs if macs is not None else max(npu.macs_per_cycle)
+    recompute_estimates(db, target)
     if macs not in npu.macs_per_cycle:
         raise PlacementError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
-    cpu = [_cpu_option(layer, target, db) for layer in network.layers]
+    cpu = [_cpu_option(layer, target, db, (objective, bounds)) for layer in network.layers]
     npus = [_npu_option(layer, target, npu, macs, db, npu_budget, seed, jobs) for layer in network.layers]
     for layer, c, n in zip(network.layers, cpu, npus):
         if c.cycles is None and n.cycles is None:
@@ -310,7 +324,7 @@ def plan_network(network: Network, target: Target, npu: Npu, db: TuningDatabase,
         return seq_total + out_cost[device][1]
 
     return Plan(network, target, npu, macs, tuple(layer_plans), copy_out_bytes, copy_out_cycles, total,
-                uniform("npu"), uniform("cpu"))
+                uniform("npu"), uniform("cpu"), objective, bounds)
 
 
 def _app_region(target: Target, nbytes: int) -> str:
@@ -329,7 +343,8 @@ def _explain(layer: Layer, device: str, cpu: CpuOption, npu: NpuOption, costs: d
                 ([f"{copy} to copy its {copied}-byte input"] if copy else [])
         return f"{name.upper()} {total} cycles = {' + '.join(parts)} ({detail})"
 
-    cpu_detail = f"best {layer.operator.name} variant: {cpu.note}; 1 cycle per instruction assumed"
+    per_instruction = "" if cpu.unit == "cycles" else "; 1 cycle per instruction assumed"
+    cpu_detail = f"best {layer.operator.name} variant: {cpu.note}{per_instruction}"
     texts = [candidate("cpu", cpu, cpu_detail), candidate("npu", npu, npu.note)]
     if len(costs) == 1:
         why = "the only device that can run it"
@@ -364,8 +379,9 @@ def export_plan(plan: Plan, db: TuningDatabase, out_dir: Path) -> PlanExport:
     cpu_layers = [lp for lp in plan.layers if lp.device == "cpu"]
     cpu_export = None
     if cpu_layers:
-        cpu_export = export_best(db, target, out_dir / "cpu", target.measures, toolchain=toolchain_fingerprint(target),
-                                 only=[lp.cpu.workload for lp in cpu_layers])
+        # Chosen exactly as the plan chose them: each workload's goal, or the plan's override.
+        cpu_export = export_best(db, target, out_dir / "cpu", plan.objective, bounds=plan.bounds,
+                                 toolchain=measurement_fingerprint(target), only=[lp.cpu.workload for lp in cpu_layers])
     functions = {e.kernel + str(e.shape): e.function for e in (cpu_export.entries if cpu_export else ())}
     npu_dir = out_dir / "npu"
     models = []

@@ -24,7 +24,9 @@ def record(kernel: Kernel, target: Target, shape: dict, out: Path, db: TuningDat
            progress: ProgressFn | None = None) -> tuple[TuneSummary, Path]:
     """Measure every legal configuration (skipping stored ones) and write the space to `out`."""
     space = search_space(kernel, target, shape, target.measures)
-    summary = tune(TuneRequest(kernel, target, shape, "exhaustive", budget=len(space), jobs=jobs), db, progress)
+    # Every configuration is measured whatever the workload is tuned for: its goal is left alone.
+    summary = tune(TuneRequest(kernel, target, shape, "exhaustive", budget=len(space), jobs=jobs,
+                               objective=target.measures, remember_goal=False), db, progress)
     workload = workload_of(kernel, target, shape)
     legal = {config.key() for config in space}
     trials = [t for t in db.trials(workload) if t.config.key() in legal]

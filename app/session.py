@@ -26,9 +26,12 @@ from edgetune.hal import Target, TargetError
 from edgetune.targets import iobuf
 from edgetune.targets.buildcache import CachedFailure
 from edgetune.targets.runners import runner_for
-from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint
+from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import (STRATEGIES, Bound, Config, Outcome, PriorTrials, Record, Space, SpaceError, Trial,
                             TuningDatabase, Workload, check_names, feasible, make_strategy)
+from edgetune.tuner import Goal, resolve_goal
+
+from .identity import measurement_fingerprint, recompute_estimates
 
 
 @dataclass(frozen=True)
@@ -40,11 +43,14 @@ class TuneRequest:
     budget: int = 20
     jobs: int = 1
     seed: int = 0
-    objective: str = ""  # a measured value to minimise; "" means the target's own unit
-    bounds: tuple[Bound, ...] = ()  # NAME<=LIMIT on other measured values
+    # A measured value to minimise and NAME<=LIMIT bounds on others; neither given: the
+    # workload's stored goal, or the target's own unit (tuner.resolve_goal).
+    objective: str = ""
+    bounds: tuple[Bound, ...] = ()
     time_budget: float | None = None  # seconds of this run; None: no limit
     patience: int | None = None  # stop after this many evaluations without a new best
     initial: tuple[dict, ...] = ()  # configurations to measure first (e.g. an export's old best)
+    remember_goal: bool = True  # store the goal with the workload (not for `record`, which measures everything)
 
 
 @dataclass(frozen=True)
@@ -65,8 +71,11 @@ class TuneSummary:
 
 
 def workload_of(kernel: Kernel, target: Target, shape: dict) -> Workload:
+    """The workload's identity: kernel, template version, shape, target name, and a
+    fingerprint of the tools and of every part of the target description a measurement
+    depends on (app/identity.py; estimates are recomputed, not part of it)."""
     return Workload(kernel.name, kernel.version, target.name, tuple((k, int(v)) for k, v in shape.items()),
-                    toolchain_fingerprint(target))
+                    measurement_fingerprint(target))
 
 
 def workload_inputs(kernel: Kernel, workload: Workload) -> KernelIO:
@@ -184,13 +193,18 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     writes the database."""
     kernel, target, shape = request.kernel, request.target, request.shape
     workload = workload_of(kernel, target, shape)
-    objective = choose_objective(target, request.objective, request.bounds)
+    recompute_estimates(db, target)  # stored trials priced by the target's current tables
+    goal = goal_of(db, workload, target, request.objective, request.bounds)
+    request = replace(request, objective=goal.objective, bounds=goal.bounds)
+    objective = goal.objective
     space = search_space(kernel, target, shape, objective, request.bounds)
     if request.strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {request.strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
     prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
     runner_for(target).check_tools()
+    if request.remember_goal:
+        db.set_goal(workload, goal)
     inputs = workload_inputs(kernel, workload)
     problem = iobuf.fit_problem(target, inputs)
     if problem:  # one refusal before any trial, not one too_large trial per variant
@@ -394,6 +408,16 @@ def parse_config(space: Space, text: str) -> dict:
     if reason:
         raise SpaceError(f"configuration {text!r} is not legal: {reason}")
     return config.as_dict()
+
+
+def goal_of(db: TuningDatabase, workload: Workload, target: Target, objective: str = "",
+            bounds: tuple[Bound, ...] = ()) -> Goal:
+    """What a command on `workload` works to: the given objective and bounds, or those it
+    was tuned for (stored with it), or the target's own unit; checked against what the
+    target measures."""
+    goal = resolve_goal(db.goal(workload), objective, bounds, target.measures)
+    check_names(goal.objective, goal.bounds, target.measured_values, target.name)
+    return goal
 
 
 def choose_objective(target: Target, objective: str = "", bounds: tuple[Bound, ...] = ()) -> str:

@@ -21,12 +21,40 @@ from edgetune.codegen.export import ExportError, ExportResult, export_best, read
 from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
-from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint, toolchain_versions
-from edgetune.tuner import TuningDatabase, Workload
+from edgetune.targets.toolchain import MeasureError, toolchain_versions
+from edgetune.tuner import Bound, Goal, TuningDatabase, Workload, check_names, resolve_goal
 
+from .identity import measurement_fingerprint, recompute_estimates
 from .session import workload_inputs
 
-DEFAULT_TOLERANCE_PCT = {"qemu": 0.0, "native": 15.0}  # host timing drifts a few % (FACTS.md)
+# Allowed slow-down by default, per runner kind. Emulators count deterministically (QEMU's
+# instruction counts; an emulated serial board or Renode counts virtual time), so 0% is
+# meaningful there; host timing drifts a few per cent run to run (docs/ci.md). A real board
+# over a serial link counts real cycles (DWT, the minimum of several runs), which caches and
+# bus contention move slightly: 2% is a starting point, not a measurement (no real board
+# was at hand); pass --tolerance for your board.
+DEFAULT_TOLERANCE_PCT = {"qemu": 0.0, "native": 15.0, "renode": 0.0, "serial": 2.0}
+
+
+def default_tolerance(target: Target) -> float:
+    if target.runner.kind == "serial" and target.serial is not None and target.serial.flash_keeps_running:
+        return 0.0  # the flash command is the board: an emulator, counting deterministically
+    return DEFAULT_TOLERANCE_PCT[target.runner.kind]
+
+
+def manifest_target(folder: Path) -> Target:
+    """The target an export names: verify's default. A board file that is not shipped
+    cannot be found by name: the user must pass it."""
+    from edgetune.codegen.export import ManifestError
+    from edgetune.hal import TargetError
+    from edgetune.targets import get_target
+
+    name = read_manifest(folder)["target"]
+    try:
+        return get_target(name)
+    except TargetError:
+        raise ManifestError(f"{folder}: exported for target {name!r}, which is not a shipped target; "
+                            f"pass its board file with --target FILE") from None
 
 
 @dataclass(frozen=True)
@@ -82,12 +110,38 @@ def _mismatch(kernel, shape: dict, io: KernelIO, raw: bytes, expected: list[np.n
     return None
 
 
-def export_and_measure(db: TuningDatabase, target: Target, out_dir: Path) -> ExportResult:
-    """Export the best variants and record how each measures when built as exported. The
-    folder appears (or replaces the old one) only once every kernel is measured."""
+def manifest_goal(manifest: dict, entry: dict) -> tuple[str, tuple[Bound, ...]]:
+    """The objective and bounds an exported kernel was chosen by (manifests before goals
+    were recorded: the export's objective, unbounded). ManifestError when malformed."""
+    from edgetune.codegen.export import VALUE_NAME_RE, ManifestError
+
+    objective, bounds = entry.get("objective", manifest["objective"]), entry.get("bounds", [])
+    where = f"manifest.json: kernel {entry.get('function')!r}"
+    if not isinstance(objective, str) or not VALUE_NAME_RE.fullmatch(objective) or objective == "per_kernel":
+        raise ManifestError(f"{where}: objective {objective!r} is not a measured value's name")
+    if not isinstance(bounds, list) or not all(
+            isinstance(b, list) and len(b) == 2 and isinstance(b[0], str) and VALUE_NAME_RE.fullmatch(b[0])
+            and isinstance(b[1], (int, float)) and not isinstance(b[1], bool) for b in bounds):
+        raise ManifestError(f"{where}: bounds {bounds!r} are not [[NAME, LIMIT], ...]")
+    return objective, tuple(Bound(name, float(limit)) for name, limit in bounds)
+
+
+def _numbers(values: dict) -> dict:
+    """The measured numbers of a run (not its instruction mix or accesses)."""
+    return {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def export_and_measure(db: TuningDatabase, target: Target, out_dir: Path, objective: str = "",
+                       bounds: tuple[Bound, ...] = ()) -> ExportResult:
+    """Export the best variants (each by the goal its workload was tuned for, unless
+    `objective`/`bounds` override it) and record how each measures when built as exported.
+    The folder appears (or replaces the old one) only once every kernel is measured."""
     versions = toolchain_versions(target)
-    return export_best(db, target, out_dir, objective=target.measures, toolchain=toolchain_fingerprint(target),
-                       extra_manifest={"toolchain_versions": versions},
+    recompute_estimates(db, target)
+    if objective or bounds:
+        check_names(objective or target.measures, bounds, target.measured_values, target.name)
+    return export_best(db, target, out_dir, objective=objective, bounds=bounds,
+                       toolchain=measurement_fingerprint(target), extra_manifest={"toolchain_versions": versions},
                        measure=lambda folder: _measure_export(folder, target))
 
 
@@ -98,9 +152,10 @@ def _exact(target: Target) -> bool:
 
 def _measure_export(folder: Path, target: Target) -> None:
     """Build and run every kernel of a staged export as firmware would; store each count in
-    the manifest as `exported_value`. On an emulated target the variant is also run on its
-    own (as tuning ran it): that count must equal the stored trial's, or the stored value
-    was not measured from this code (a forged or corrupted database)."""
+    the manifest as `exported_value` (the value it was chosen by) and `exported_values`.
+    On an emulated target the variant is also run on its own (as tuning ran it): that count
+    must equal the stored trial's, or the stored value was not measured from this code (a
+    forged or corrupted database)."""
     manifest = read_manifest(folder)
     runner = runner_for(target)
     with tempfile.TemporaryDirectory(prefix="edgetune-export-") as tmp:
@@ -122,7 +177,8 @@ def _measure_export(folder: Path, target: Target) -> None:
             problem = _mismatch(kernel, shape, io, raw, kernel.reference(shape, io))
             if problem:
                 raise ExportError(f"{entry['function']}: the exported code computes a wrong answer: {problem}")
-            entry["exported_value"] = values[manifest["objective"]]
+            entry["exported_value"] = values[entry["objective"]]
+            entry["exported_values"] = _numbers(values)  # verify --objective may check another
     write_manifest(folder, manifest)
 
 
@@ -167,23 +223,29 @@ def _check_folder_contents(folder: Path, manifest: dict) -> None:
 
 
 def verify_export(folder: Path, target: Target, tolerance_pct: float | None = None, seed: int | None = None,
-                  db: TuningDatabase | None = None) -> VerifyReport:
+                  db: TuningDatabase | None = None, objective: str = "",
+                  bounds: tuple[Bound, ...] = ()) -> VerifyReport:
     """Check every kernel of an export: correct on fresh and edge inputs, not slower than
-    recorded. Raises ManifestError (bad input) for a damaged or foreign export."""
+    recorded in the value it was chosen by (or `objective`), within the bounds it was
+    chosen within (or `bounds`). Raises ManifestError (bad input) for a damaged or foreign export."""
     from edgetune.codegen.export import ManifestError
 
     folder = Path(folder)
     manifest = read_manifest(folder)
+    if db is not None:
+        recompute_estimates(db, target)
     if manifest["target"] != target.name:
-        raise ManifestError(f"{folder}: exported for target {manifest['target']!r}, not {target.name!r}")
+        raise ManifestError(f"{folder}: exported for target {manifest['target']!r}, but --target names "
+                            f"{target.name!r} (omit --target to use the export's own)")
     _check_folder_contents(folder, manifest)
     for entry in manifest["kernels"]:
         if entry.get("exported_value") is None:
             raise ManifestError(f"{folder}/manifest.json: {entry['function']} has no value measured at export "
                                 "(the export did not finish); export again")
-    tolerance = DEFAULT_TOLERANCE_PCT[target.runner.kind] if tolerance_pct is None else tolerance_pct
+    tolerance = default_tolerance(target) if tolerance_pct is None else tolerance_pct
     seed = secrets.randbits(32) if seed is None else seed
-    objective = manifest["objective"]
+    if objective or bounds:
+        check_names(objective or target.measures, bounds, target.measured_values, target.name)
     runner = runner_for(target)
     changed = {name for name, digest in manifest["files"].items() if _sha256_file(folder / name) != digest}
     # Files every kernel is built with: a change there concerns all of them.
@@ -197,7 +259,11 @@ def verify_export(folder: Path, target: Target, tolerance_pct: float | None = No
             if kernel is None:
                 raise ManifestError(f"{folder}: kernel {entry['kernel']!r} is unknown to this edgetune")
             shape = kernel.parse_shape(entry["shape"])
-            recorded = entry.get("exported_value")
+            goal = resolve_goal(Goal(*manifest_goal(manifest, entry)), objective, bounds, target.measures)
+            exported = entry.get("exported_values")
+            recorded = exported.get(goal.objective) if isinstance(exported, dict) else None
+            if recorded is None and goal.objective == entry.get("objective", manifest["objective"]):
+                recorded = entry.get("exported_value")
             if entry["source"] in changed:
                 problems.append(f"{entry['source']} differs from the exported file (checksum mismatch)")
             for name in sorted(shared_changed):
@@ -211,7 +277,10 @@ def verify_export(folder: Path, target: Target, tolerance_pct: float | None = No
                 deployed = _deployed(kernel, target, shape, entry, canonical)
                 build = runner.build_export(kernel, shape, deployed, folder, workdir)
                 values, raw = runner.run(build, deployed)
-                measured = values[objective]
+                measured = values[goal.objective]
+                problems += [f"breaks its constraint {b.text()}: {b.name}={values.get(b.name)}"
+                             for b in goal.bounds if not isinstance(values.get(b.name), (int, float))
+                             or values[b.name] > b.limit]
                 checks = [("the tuning inputs", canonical, raw)]
                 rng = np.random.default_rng([seed, index])
                 for label, edge in (("fresh random inputs", "random"), ("saturating edge inputs", "extreme")):
@@ -228,16 +297,16 @@ def verify_export(folder: Path, target: Target, tolerance_pct: float | None = No
             if measured is not None and recorded is not None:
                 limit = recorded * (1 + tolerance / 100)
                 if measured > limit:
-                    problems.append(f"slower: {objective}={measured:g} against {recorded:g} recorded at export "
+                    problems.append(f"slower: {goal.objective}={measured:g} against {recorded:g} recorded at export "
                                     f"(+{100 * (measured / recorded - 1):.2f}%, tolerance {tolerance:g}%)")
                 elif measured < recorded:
                     notes.append(f"faster than recorded: {measured:g} < {recorded:g}")
             if db is not None:
-                best = db.best(_workload(entry, target), objective)
+                best = db.best(_workload(entry, target), goal.objective, goal.allows)
                 if best is not None and recorded is not None and best.trial.config.as_dict() != entry["config"]:
                     notes.append(f"the database holds a different best configuration ({best.trial.config.key()}); "
                                  "re-export to deploy it")
             verdicts.append(KernelVerdict(function=entry["function"], kernel=entry["kernel"], shape=shape,
-                                          objective=objective, recorded=recorded, measured=measured,
+                                          objective=goal.objective, recorded=recorded, measured=measured,
                                           problems=tuple(problems), notes=tuple(notes)))
     return VerifyReport(folder=folder, target=target.name, tolerance_pct=tolerance, seed=seed, verdicts=tuple(verdicts))

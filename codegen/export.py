@@ -12,7 +12,8 @@ An export folder holds exactly what its manifest lists:
                           header's EDGETUNE_<FN>_*_SECTION macros name and for the variants'
                           static scratch, in memory regions named EDGETUNE_<REGION> that the
                           firmware's linker script defines (REGION_ALIAS)
-  manifest.json           workloads, configurations, measured values, file checksums
+  manifest.json           workloads, configurations, measured values, the objective and
+                          constraints each variant was chosen by, file checksums
 docs/export.md describes how firmware builds them.
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 
 from edgetune.hal import Target
 from edgetune.hal.loader import NAME_RE, PROGRAM_RE, flags_problem
-from edgetune.tuner import TuningDatabase, Workload
+from edgetune.tuner import Bound, TuningDatabase, Workload, resolve_goal
 
 from .calling import FunctionDoc, dispatch_doc, pack_doc, variant_doc
 from .kernels import KERNELS
@@ -192,6 +193,10 @@ class ExportEntry:
     weights_region: str = ""  # where the variant expects its buffers ("" where the target places none)
     activations_region: str = ""
     scratch: bool = False  # the variant has static scratch (placed in the section scratch_section names)
+    bounds: tuple[Bound, ...] = ()  # the constraints it was chosen within
+    # What chose it: "tuned" (the goal stored with the workload), "override" (the export's
+    # --objective/--constraint), "default" (no stored goal: the target's own unit)
+    chosen_by: str = "default"
 
     @property
     def config_text(self) -> str:
@@ -455,12 +460,15 @@ def _exchange(a: Path, b: Path) -> bool:
     return done
 
 
-def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: str,
+def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: str = "",
                 toolchain: str | None = None, extra_manifest: dict | None = None,
-                only: Iterable[Workload] | None = None, measure: Callable[[Path], None] | None = None) -> ExportResult:
+                only: Iterable[Workload] | None = None, measure: Callable[[Path], None] | None = None,
+                bounds: tuple[Bound, ...] = ()) -> ExportResult:
     """Export the best variant of every workload of `target` (only those measured with
-    `toolchain`, when given: results from another compiler version are stale; only the
-    workloads in `only`, when given, e.g. the CPU part of a placement plan).
+    `toolchain`, when given: results from another compiler version or board description
+    are stale; only the workloads in `only`, when given, e.g. the CPU part of a placement
+    plan). Each workload's best is chosen by the goal it was tuned for (stored with it),
+    unless `objective`/`bounds` override it (tuner.resolve_goal).
 
     The export is written into a fresh folder beside `out_dir`, handed to `measure` (which
     may rewrite its manifest, e.g. with the values measured at export), and only then put
@@ -474,7 +482,7 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
         if wanted is not None and workload not in wanted:
             continue
         if toolchain is not None and workload.toolchain != toolchain:
-            skipped.append(f"{workload.key()}: measured with another toolchain; re-tune it "
+            skipped.append(f"{workload.key()}: measured with another toolchain or board description; re-tune it "
                            f"(edgetune tune --from-export DIR re-tunes an export's workloads)")
             continue
         kernel = KERNELS.get(workload.kernel)
@@ -485,9 +493,13 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
             skipped.append(f"{workload.key()}: tuned with template v{workload.kernel_version}, "
                            f"this edgetune has v{kernel.version}; re-tune it")
             continue
-        record = db.best(workload, objective)
+        stored_goal = db.goal(workload)
+        goal = resolve_goal(stored_goal, objective, bounds, target.measures)
+        chosen_by = "override" if objective or bounds else "tuned" if stored_goal is not None else "default"
+        record = db.best(workload, goal.objective, goal.allows)
+        within = f" within {', '.join(b.text() for b in goal.bounds)}" if goal.bounds else ""
         if record is None:
-            skipped.append(f"{workload.key()}: no successful trial")
+            skipped.append(f"{workload.key()}: no successful trial{within}")
             continue
         try:  # a stored shape is checked like one from the command line before it reaches C
             shape = kernel.parse_shape(workload.shape_dict())
@@ -497,8 +509,9 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
         space = kernel.tuning_space(target, shape)
         config = space.make(record.trial.config.as_dict())
         placement = placement_of(target, kernel.make_io(shape, np.random.default_rng(0)), config)
-        value = record.trial.values[objective]
-        provenance = (f"Tuned on {target.name}: {objective}={value:g} (best of {len(db.trials(workload))} trials),",
+        value = record.trial.values[goal.objective]
+        provenance = (f"Tuned on {target.name}: {goal.objective}={value:g}{within} "
+                      f"(best of {len(db.trials(workload))} trials),",
                       f"trial {record.id} of {db.path.name}, measured {record.created},",
                       f"compiler: {record.trial.info.get('compiler_version', 'unknown')}.")
         rendered = kernel.render(target, shape, config, header=HEADER, provenance=provenance)
@@ -506,11 +519,11 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
         sources[f"{rendered.function}.c"] = rendered.source
         entries.append(ExportEntry(
             kernel=kernel.name, kernel_version=kernel.version, shape=workload.shape, function=rendered.function,
-            source=f"{rendered.function}.c", config=config.items, objective=objective, value=float(value),
+            source=f"{rendered.function}.c", config=config.items, objective=goal.objective, value=float(value),
             values=tuple(sorted(record.trial.values.items())), compiler=compiler.name,
             compiler_command=compiler.command, cflags=(*compiler.cflags, *COMMON_CFLAGS, *rendered.cflags),
             trial_id=record.id, created=record.created, weights_region=placement.weights if placement else "",
-            activations_region=placement.activations if placement else "",
+            activations_region=placement.activations if placement else "", bounds=goal.bounds, chosen_by=chosen_by,
             scratch=scratch_section(target) is not None and scratch_section(target) in rendered.source))
     if not entries:
         detail = "; ".join(skipped) if skipped else "the database holds no trials for it"
@@ -524,12 +537,16 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
     manifest = {
         **(extra_manifest or {}),
         "manifest_version": MANIFEST_VERSION, "edgetune_version": __version__, "target": target.name,
-        "objective": objective, "exported": date, "database": str(db.path),
+        # What every kernel was chosen by, or "per_kernel" when they differ (each entry says).
+        "objective": objectives.pop() if len(objectives := {e.objective for e in entries}) == 1 else "per_kernel",
+        "exported": date, "database": str(db.path),
         "dispatch": {"source": DISPATCH, "compiler_command": target.compilers[0].command,
                      "cflags": [*target.compilers[0].cflags, *COMMON_CFLAGS, "-O2"]},
         "kernels": [{"kernel": e.kernel, "kernel_version": e.kernel_version, "shape": dict(e.shape),
                      "function": e.function, "source": e.source, "config": dict(e.config),
-                     "objective": e.objective, "value": e.value, "values": dict(e.values), "compiler": e.compiler,
+                     "objective": e.objective, "constraints": [b.text() for b in e.bounds],
+                     "bounds": [[b.name, b.limit] for b in e.bounds], "chosen_by": e.chosen_by,
+                     "value": e.value, "values": dict(e.values), "compiler": e.compiler,
                      "compiler_command": e.compiler_command, "cflags": list(e.cflags), "trial_id": e.trial_id,
                      "measured": e.created, "toolchain": toolchain or "",
                      **({"placement": {"weights": e.weights_region, "activations": e.activations_region}}

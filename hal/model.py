@@ -304,6 +304,18 @@ class Target:
                 return self.region(name)
         return None
 
+    def estimated_values(self, mix: dict, accesses: dict) -> dict:
+        """The cost model's estimates of a run, from its instruction mix (instructions per
+        class) and its loads and stores per memory region ("unmapped": outside every region,
+        priced as a class's own cost). What a QEMU trial records, and what is recomputed
+        from its stored mix when the cost table, clock or wait states change."""
+        if self.cost is None:
+            raise ValueError(f"target {self.name} has no cost model")
+        priced = [(region, accesses[region.name]) for region in self.memory if accesses.get(region.name)]
+        estimate = self.cost.estimate(mix, self.core.clock_hz, priced)
+        return {"cycles": round(estimate.cycles, 1), "energy_uj": round(estimate.energy_uj, 6),
+                "power_mw": round(estimate.power_mw, 4)}
+
     # --- buffer placement (codegen/placement.py makes it a tunable parameter) ----------------
     @property
     def placement_regions(self) -> tuple[str, ...]:

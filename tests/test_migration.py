@@ -67,7 +67,9 @@ def layout(path: Path) -> tuple:
     a migration must reproduce."""
     conn = sqlite3.connect(str(path))
     try:
-        columns = sorted((row[1], row[2], row[3]) for row in conn.execute("PRAGMA table_info(trials)"))
+        tables = sorted(row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+        columns = {table: sorted((row[1], row[2], row[3]) for row in conn.execute(f"PRAGMA table_info({table})"))
+                   for table in tables}
         indexes = sorted(row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='index'"))
         return columns, indexes
     finally:
@@ -92,12 +94,12 @@ def test_a_version_1_file_is_upgraded_in_place_and_keeps_every_trial(tmp_path):
         assert db.records(W)[-1].trial == new
     finally:
         db.close()
-    assert schema_version(path) == schema.SCHEMA_VERSION == 2
+    assert schema_version(path) == schema.SCHEMA_VERSION
     fresh = tmp_path / "fresh.db"
     TuningDatabase(fresh).close()
     assert layout(path) == layout(fresh)  # the migration yields exactly what a new file gets
     TuningDatabase(path).close()  # and opening it again changes nothing
-    assert schema_version(path) == 2
+    assert schema_version(path) == schema.SCHEMA_VERSION
 
 
 def test_every_migration_step_is_registered_once_in_order():
@@ -176,7 +178,7 @@ def test_a_process_killed_mid_migration_leaves_the_version_1_file_usable(tmp_pat
         assert len(db.records(W)) == 5
     finally:
         db.close()
-    assert schema_version(path) == 2
+    assert schema_version(path) == schema.SCHEMA_VERSION
 
 
 def test_a_file_from_a_newer_edgetune_is_refused_untouched(tmp_path):
@@ -209,7 +211,7 @@ def test_version_1_json_lines_still_import(tmp_path):
         out = io.StringIO()
         db.export_jsonl(out)
         exported = json.loads(out.getvalue())
-        assert exported["schema_version"] == 2 and exported["measured_by"] is None
+        assert exported["schema_version"] == schema.SCHEMA_VERSION and exported["measured_by"] is None
     finally:
         db.close()
 
@@ -236,3 +238,68 @@ def test_a_resumed_tuning_run_on_an_upgraded_file_measures_nothing_twice(tmp_pat
     assert len(set(keys)) == 6 and keys[:3] == [r.trial.config.key() for r in old]
     assert [r.trial.measured_by for r in records[:3]] == [None] * 3  # measured before schema 2: unknown
     assert all(r.trial.measured_by and r.trial.measured_at for r in records[3:])  # stamped by this run
+
+
+def test_a_version_2_file_gains_workload_goals_and_keeps_its_trials(tmp_path):
+    """Schema 3's "workload goals" step: a version-2 file (as 0.2 wrote it) opens, keeps
+    every trial, has no goal for its old workloads, and stores goals afterwards."""
+    from edgetune.tuner import Bound, Goal
+
+    path = tmp_path / "v2.db"
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    for statement in schema.statements(2):
+        conn.execute(statement)
+    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                     [("application", "edgetune-tuning-db"), ("schema_version", "2")])
+    for workload, trial, strategy, seed, created in v1_rows():
+        conn.execute(
+            "INSERT INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key, config,"
+            " outcome, measured, error, info, strategy, seed, created, measured_by, measured_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (workload.key(), workload.kernel, workload.kernel_version, workload.target,
+             json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
+             json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
+             json.dumps(trial.values, sort_keys=True), trial.error, json.dumps(trial.info, sort_keys=True),
+             strategy, seed, created, "farm-1", "2026-11-20T10:00:00Z"))
+    conn.execute("COMMIT")
+    conn.close()
+    db = TuningDatabase(path)
+    try:
+        assert schema_version(path) == schema.SCHEMA_VERSION
+        assert [r.trial.config for r in db.records(W)] == [t.config for _, t, _, _, _ in v1_rows()]
+        assert db.goal(W) is None  # tuned before goals were stored: commands use the target's unit
+        goal = Goal("cycles", (Bound("energy_uj", 2.123456789),))
+        db.set_goal(W, goal)
+        assert db.goal(W) == goal  # the limit exactly, not as printed
+        db.set_goal(W, Goal("instructions"))
+        assert db.goal(W) == Goal("instructions")  # the last run's goal
+        assert len(db.records(W)) == 5
+    finally:
+        db.close()
+    fresh = tmp_path / "fresh.db"
+    TuningDatabase(fresh).close()
+    assert layout(path) == layout(fresh)
+
+
+def test_goals_travel_with_json_lines_and_never_overwrite_a_local_one(tmp_path):
+    from edgetune.tuner import Bound, Goal
+
+    source = TuningDatabase(tmp_path / "a.db")
+    source.record(W, v1_rows()[1][1], "random", 1)
+    source.set_goal(W, Goal("cycles", (Bound("code_bytes", 4096),)))
+    out = io.StringIO()
+    source.export_jsonl(out)
+    source.close()
+    lines = out.getvalue().splitlines()
+    fresh = TuningDatabase(tmp_path / "b.db")
+    assert fresh.import_jsonl(lines) == (1, 0)
+    assert fresh.goal(W) == Goal("cycles", (Bound("code_bytes", 4096.0),))
+    local = TuningDatabase(tmp_path / "c.db")
+    local.set_goal(W, Goal("energy_uj"))
+    local.import_jsonl(lines)
+    assert local.goal(W) == Goal("energy_uj")
+    bad = json.loads(lines[0])
+    bad["goal"] = {"objective": "cycles; DROP", "bounds": []}
+    with pytest.raises(DatabaseError, match="line 1: .*cycles; DROP"):
+        fresh.import_jsonl([json.dumps(bad)])

@@ -182,3 +182,24 @@ def test_the_real_board_flow_flash_exits_then_the_port_is_opened(matmul, tmp_pat
             os.kill(int(pidfile.read_text()), signal.SIGKILL)
     assert trial.outcome is Outcome.OK, trial.error
     assert trial.values["systick_cycles"] > 0 and trial.values["serial_attempts"] == 1
+
+
+def test_verify_on_a_serial_board_defaults_to_the_manifest_target_and_a_known_tolerance(tmp_path):
+    """verify once read its tolerance from a table without serial boards (KeyError) and
+    defaulted --target to cortex-m55 whatever the manifest named."""
+    db, out = tmp_path / "serial.db", tmp_path / "export"
+    runner = CliRunner()
+    result = runner.invoke(main, ["tune", "matmul_s8", "--target", "an547-serial", "--shape", "m=4,n=4,k=8",
+                                  "--budget", "2", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["export", "--target", "an547-serial", "--out", str(out), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["verify", str(out), "--json"])  # no --target: the manifest's
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    # The board here is QEMU (the flash command keeps running): its counts are exact.
+    assert report["target"] == "an547-serial" and report["tolerance_pct"] == 0
+    assert [k["measured"] == k["recorded"] > 0 for k in report["kernels"]] == [True]
+    result = runner.invoke(main, ["verify", str(out), "--target", "cortex-m55"])
+    assert result.exit_code == 2
+    assert "'an547-serial'" in result.output and "'cortex-m55'" in result.output and "Traceback" not in result.output

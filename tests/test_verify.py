@@ -214,3 +214,19 @@ def test_packed_weight_export_is_measured_and_verified_with_packed_weights(tmp_p
     code, report = verify_json(tmp_path / "export", "--seed", 3)
     assert code == 0, report
     assert report["kernels"][0]["measured"] == report["kernels"][0]["recorded"]
+
+
+def test_every_runner_kind_has_a_default_tolerance():
+    """The table once lacked serial and Renode boards: verify on them ended in a KeyError."""
+    from dataclasses import replace
+
+    from edgetune.hal.loader import RUNNER_KINDS
+    from edgetune.targets import get_target
+    from edgetune.verify import default_tolerance
+
+    board = get_target("an547-serial")
+    assert default_tolerance(board) == 0  # its "board" is QEMU, started by the flash command
+    real = replace(board, serial=replace(board.serial, flash=("openocd", "{image}"), flash_keeps_running=False))
+    assert default_tolerance(real) > 0  # a real core's cycle counts move a little
+    for kind in sorted(RUNNER_KINDS):
+        assert default_tolerance(replace(board, runner=replace(board.runner, kind=kind))) >= 0

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import schema
+from .objective import Bound, Goal
 from .schema import SCHEMA_VERSION
 from .space import Config
 from .trial import Outcome, Trial
@@ -43,9 +44,11 @@ class DatabaseError(ValueError):
 
 @dataclass(frozen=True)
 class Workload:
-    """What is being tuned: a kernel template version, a shape, a target, and the toolchain
-    that measures it (a fingerprint of compiler and emulator versions: a compiler upgrade
-    starts a new workload, so nothing measured with the old one is reused by mistake)."""
+    """What is being tuned: a kernel template version, a shape, a target, and what measures
+    it (`toolchain`: a fingerprint of the compiler and emulator versions and of the parts of
+    the target description a measurement depends on, computed by the application: a
+    compiler upgrade or an edited memory map starts a new workload, so nothing measured
+    under the old one is reused by mistake)."""
 
     kernel: str
     kernel_version: int
@@ -100,6 +103,7 @@ class TuningDatabase:
         if not self.path.parent.exists():
             raise DatabaseError(f"{self.path}: folder {self.path.parent} does not exist")
         is_new = not self.path.exists() or self.path.stat().st_size == 0
+        self.revaluer: Callable[[Workload, Trial], Trial] | None = None
         try:
             self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
         except sqlite3.Error as exc:  # e.g. a folder that takes no new files
@@ -180,6 +184,12 @@ class TuningDatabase:
     def close(self) -> None:
         self._conn.close()
 
+    def revalue_with(self, revaluer: Callable[[Workload, Trial], Trial] | None) -> None:
+        """Pass every trial read (records, trials, best) through `revaluer`, e.g. to
+        recompute estimates from raw counts with current tables. What is stored, and what
+        `export_jsonl` writes, stays as measured."""
+        self.revaluer = revaluer
+
     # --- writing ------------------------------------------------------------------------
     def record(self, workload: Workload, trial: Trial, strategy: str, seed: int | None,
                created: str | None = None) -> bool:
@@ -212,12 +222,37 @@ class TuningDatabase:
              strategy, seed, created, trial.measured_by, trial.measured_at))
         return cursor.rowcount == 1
 
+    # --- what each workload is tuned for ------------------------------------------------------
+    def set_goal(self, workload: Workload, goal: Goal) -> None:
+        """Remember the objective and bounds `workload` is tuned for (the last run's)."""
+        with self._transaction():
+            self._set_goal(workload, goal)
+
+    def _set_goal(self, workload: Workload, goal: Goal, replace: bool = True) -> None:
+        self._conn.execute(
+            "INSERT INTO workloads (workload, objective, bounds, updated) VALUES (?,?,?,?)"
+            + (" ON CONFLICT (workload) DO UPDATE SET objective = excluded.objective, bounds = excluded.bounds,"
+               " updated = excluded.updated" if replace else " ON CONFLICT (workload) DO NOTHING"),
+            (workload.key(), _checked_goal(goal).objective, json.dumps([[b.name, b.limit] for b in goal.bounds]),
+             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+
+    def goal(self, workload: Workload) -> Goal | None:
+        """The goal `workload` was last tuned for; None when none is stored."""
+        row = self._conn.execute("SELECT objective, bounds FROM workloads WHERE workload = ?",
+                                 (workload.key(),)).fetchone()
+        if row is None:
+            return None
+        try:
+            return _goal_from(row[0], json.loads(row[1]))
+        except (ValueError, TypeError) as exc:  # a hand-edited or damaged row
+            raise DatabaseError(f"{self.path}: the stored goal of {workload.key()} is unusable ({exc})") from None
+
     # --- sharing between machines: JSON lines ----------------------------------------------
     def export_jsonl(self, out) -> int:
         """Write every trial as one JSON object per line; returns how many."""
         count = 0
         for row in self._conn.execute(f"SELECT {_COLUMNS} FROM trials ORDER BY id"):
-            record = self._record(row)
+            record = self._record(row, revalue=False)
             w, t = record.workload, record.trial
             out.write(json.dumps({
                 "format": "edgetune-trial", "schema_version": SCHEMA_VERSION,
@@ -226,7 +261,8 @@ class TuningDatabase:
                              "shape": [list(pair) for pair in w.shape], "toolchain": w.toolchain},
                 "config": [list(item) for item in t.config.items], "outcome": t.outcome.value, "values": t.values,
                 "error": t.error, "info": t.info, "strategy": record.strategy, "seed": record.seed,
-                "created": record.created, "measured_by": t.measured_by, "measured_at": t.measured_at},
+                "created": record.created, "measured_by": t.measured_by, "measured_at": t.measured_at,
+                **_goal_json(self.goal(w))},
                 sort_keys=True) + "\n")
             count += 1
         return count
@@ -239,13 +275,16 @@ class TuningDatabase:
             if not line.strip():
                 continue
             try:
-                parsed.append(_parse_line(json.loads(line)))
+                data = json.loads(line)
+                parsed.append((*_parse_line(data), _parse_goal(data)))
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise DatabaseError(f"{source}: line {number}: {exc}") from None
         added = 0
         with self._transaction():
-            for workload, trial, strategy, seed, created in parsed:
+            for workload, trial, strategy, seed, created, goal in parsed:
                 added += self._insert(workload, trial, strategy, seed, created)
+                if goal is not None:  # a goal set here is kept: this machine's tuning decides
+                    self._set_goal(workload, goal, replace=False)
         return added, len(parsed) - added
 
     # --- reading ------------------------------------------------------------------------
@@ -284,7 +323,7 @@ class TuningDatabase:
         except (ValueError, TypeError, AttributeError) as exc:  # a hand-edited or damaged row
             raise DatabaseError(f"{self.path}: a stored workload is unusable ({exc})") from None
 
-    def _record(self, row) -> Record:
+    def _record(self, row, revalue: bool = True) -> Record:
         (rid, kernel, version, target, shape, toolchain, config, outcome, measured, error, info,
          strategy, seed, created, measured_by, measured_at) = row
         workload = self._workload(kernel, version, target, shape, toolchain)
@@ -294,6 +333,8 @@ class TuningDatabase:
                           measured_by=measured_by, measured_at=measured_at)
         except (ValueError, TypeError) as exc:
             raise DatabaseError(f"{self.path}: trial {rid} is unusable ({exc})") from None
+        if revalue and self.revaluer is not None:
+            trial = self.revaluer(workload, trial)
         return Record(rid, workload, trial, strategy, seed, created)
 
 
@@ -307,6 +348,45 @@ def _text(data: dict, key: str, pattern: re.Pattern, default=...) -> str | None:
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise ValueError(f"{key} {value!r} is not allowed here")
     return value
+
+
+VALUE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def _goal_from(objective, bounds) -> Goal:
+    """A goal from stored or imported data: [[name, limit], ...] bounds, names checked."""
+    if not isinstance(bounds, list):
+        raise ValueError(f"bounds {bounds!r} is not a list")
+    parsed = []
+    for item in bounds:
+        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[1], (int, float))
+                or isinstance(item[1], bool)):
+            raise ValueError(f"bound {item!r} is not [NAME, LIMIT]")
+        parsed.append(Bound(item[0], float(item[1])))
+    return _checked_goal(Goal(objective, tuple(parsed)))
+
+
+def _checked_goal(goal: Goal) -> Goal:
+    for name in (goal.objective, *(b.name for b in goal.bounds)):
+        if not isinstance(name, str) or not VALUE_NAME_RE.fullmatch(name):
+            raise ValueError(f"goal value name {name!r} is not a measured value's name")
+    return goal
+
+
+def _goal_json(goal: Goal | None) -> dict:
+    if goal is None:
+        return {}
+    return {"goal": {"objective": goal.objective, "bounds": [[b.name, b.limit] for b in goal.bounds]}}
+
+
+def _parse_goal(data: dict) -> Goal | None:
+    """The optional goal of a JSON line (lines before schema 3 have none)."""
+    goal = data.get("goal")
+    if goal is None:
+        return None
+    if not isinstance(goal, dict):
+        raise ValueError(f"goal {goal!r} is not an object")
+    return _goal_from(goal.get("objective"), goal.get("bounds", []))
 
 
 def _parse_line(data: dict) -> tuple[Workload, Trial, str, int | None, str]:

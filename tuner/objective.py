@@ -52,3 +52,29 @@ def check_names(objective: str, bounds: Iterable[Bound], measured: Iterable[str]
 
 def feasible(trial: Trial, bounds: Iterable[Bound]) -> bool:
     return all(bound.allows(trial) for bound in bounds)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What a workload is tuned for: the value to minimise and the bounds to keep. Stored
+    with the workload by `tune`, so `best`, `export`, `verify` and `place` choose by it."""
+
+    objective: str
+    bounds: tuple[Bound, ...] = ()
+
+    def allows(self, trial: Trial) -> bool:
+        return feasible(trial, self.bounds)
+
+    def text(self) -> str:
+        return self.objective + (f" with {', '.join(b.text() for b in self.bounds)}" if self.bounds else "")
+
+
+def resolve_goal(stored: "Goal | None", objective: str, bounds: Iterable[Bound], default: str) -> Goal:
+    """The goal a command works to. Neither --objective nor --constraint given: the
+    workload's stored goal (or `default`, the target's own unit, unbounded). Otherwise the
+    given ones replace it: --constraint alone keeps the stored objective; --objective alone
+    drops the stored bounds (they were chosen for another objective)."""
+    bounds = tuple(bounds)
+    if not objective and not bounds:
+        return stored if stored is not None else Goal(default)
+    return Goal(objective or (stored.objective if stored is not None else default), bounds)

@@ -12,6 +12,7 @@ History:
      trials.measured_at (UTC time the measurement finished, by that machine's clock), so a
      farm of hosts and boards can tell which one produced an outlier. NULL: unknown (trials
      stored by version 1, or lost on a cluster before any machine measured them).
+  3  workloads (objective and bounds a workload was tuned for; see WORKLOAD_GOALS).
 """
 from __future__ import annotations
 
@@ -70,6 +71,22 @@ CREATE INDEX trials_by_target ON trials (target, kernel);
 CREATE INDEX trials_by_machine ON trials (measured_by);
 """,
 }
+
+# --- schema 3, step "workload goals" ------------------------------------------------------
+# A `workloads` table: the objective and bounds (JSON [[name, limit], ...]) each workload
+# was last tuned for, so `export`, `verify`, `best` and `place` choose what `tune` searched
+# for. No row: the workload predates it, or was never tuned here (imported trials of a
+# line without a goal); commands then use the target's own unit, unbounded.
+WORKLOAD_GOALS = """
+CREATE TABLE workloads (
+    workload TEXT PRIMARY KEY,
+    objective TEXT NOT NULL,
+    bounds TEXT NOT NULL,
+    updated TEXT NOT NULL
+);
+"""
+SCHEMAS[3] = SCHEMAS[2] + WORKLOAD_GOALS
+# --- end of schema 3, step "workload goals" ------------------------------------------------
 SCHEMA_VERSION = max(SCHEMAS)
 
 
@@ -93,8 +110,16 @@ def _measured_by_and_at(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX trials_by_machine ON trials (measured_by)")
 
 
+def _workload_goals(conn: sqlite3.Connection) -> None:
+    # A new table: every trial stays; workloads tuned before it have no stored goal.
+    for statement in (s.strip() for s in WORKLOAD_GOALS.split(";")):
+        if statement:
+            conn.execute(statement)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "record which machine measured each trial, and when", _measured_by_and_at),
+    Migration(2, "store the objective and bounds each workload is tuned for", _workload_goals),
 )
 
 
