@@ -144,7 +144,8 @@ def test_report_prices_a_board_files_trials_with_its_current_tables(tuned, tmp_p
     after = min(values["cycles"] for values in stored(db, edited).values())
     assert after != before
     for extra, shown in (((), before), (("--target", edited), after)):
-        result = CliRunner().invoke(main, ["report", "--db", str(db), "--out", str(tmp_path / "r"), *map(str, extra)])
+        result = CliRunner().invoke(main, ["report", "--db", str(db), "--out", str(tmp_path / "r"),
+                                           "--objective", "cycles", *map(str, extra)])
         assert result.exit_code == 0, result.output
         page = (tmp_path / "r" / "index.html").read_text()
         assert f"<th>best cycles</th><td>{shown:g}</td>" in page  # the stale figure without the file
