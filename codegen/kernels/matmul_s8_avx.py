@@ -26,11 +26,6 @@ AVX_PATHS = {"avx2": ("avx2", 8, 16), "avx512": ("avx512", 16, 32)}
 TEMPLATE = "matmul_s8_avx.c.j2"
 
 
-def avx_vectors(target: Target) -> list[str]:
-    """The x86 vector paths the target's HAL offers (none on Arm targets)."""
-    return [name for name, (unit, _, _) in AVX_PATHS.items() if target.has_vector(unit)]
-
-
 def rowmajor_width(vector: str) -> int:
     """Columns of C one row-major AVX accumulator covers (tile_n comes in whole multiples)."""
     return AVX_PATHS[vector][1]
