@@ -211,7 +211,7 @@ class Kernel:
         variables = dict(self.template_vars(target, shape, config))
         if self.paths:
             variables.update(self.path(config).variables(target, shape, config))
-        variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, provenance=tuple(map(comment_safe, provenance)),
+        variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, kernel_name=self.name, provenance=tuple(map(comment_safe, provenance)),
                          version=self.version, build_hint=build_hint,
                          config_text=", ".join(f"{k}={v}" for k, v in config.items))
         source = render(self.template_for(config), variables)
