@@ -17,7 +17,7 @@ from edgetune.targets import target_file
 from edgetune.targets.toolchain import killed_from_outside
 from edgetune.tuner import Outcome, TuningDatabase
 
-from test_serial_board import PROXY, QEMU, SHIPPED
+from serial_fixtures import PROXY, QEMU, SHIPPED
 
 pytestmark = pytest.mark.qemu
 
