@@ -38,8 +38,11 @@ COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
 def folded(source: str) -> str:
-    """The C without comments, blank lines or indentation (what the compiler sees)."""
-    return "\n".join(line.strip() for line in COMMENT.sub("", source).splitlines() if line.strip())
+    """The C without comments, with every run of whitespace (line breaks too) folded to one
+    space: what the compiler sees. Preprocessor lines keep their own line."""
+    lines = [line.strip() for line in COMMENT.sub("", source).splitlines() if line.strip()]
+    text = "\n".join(lines)
+    return re.sub(r"\n(?!#)", " ", re.sub(r"[ \t]+", " ", text)).replace(" \n#", "\n#")
 
 
 def digest(text: str) -> str:
