@@ -7,7 +7,7 @@ from pathlib import Path
 
 from edgetune.codegen import Kernel, KernelIO, RenderedKernel, render_glue
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, OPT_LEVELS
-from edgetune.codegen.kernels.dsp import DSP_CFLAGS
+from edgetune.codegen.kernels import path_cflags
 from edgetune.codegen.placement import PLACEMENT_PARAMS, PlacementError, placement_of
 from edgetune.hal import Placement, Target
 from edgetune.tuner import Config, Outcome
@@ -118,7 +118,7 @@ class Builder:
         # Manifest values reach a command line: only the target's own compilers, plain file
         # names inside the folder, and flags edgetune itself compiles with pass.
         allowed = {*(f for c in self.target.compilers for f in c.cflags), *COMMON_CFLAGS,
-                   *(f"-{level}" for level in OPT_LEVELS), *DSP_CFLAGS}
+                   *(f"-{level}" for level in OPT_LEVELS), *path_cflags()}
         objects, keys = [], []
         for source, command, cflags in units:
             if command not in commands:

@@ -17,8 +17,8 @@ from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
 from kernel_runs import assert_ok, check_drawn_variants, run_config
-from test_matmul_s8_avx import build_shared, misaligned
-from test_render import compile_only
+from kernel_checks import build_shared, misaligned
+from kernel_checks import compile_only
 
 PATHS = ("avx2", "avx512")
 

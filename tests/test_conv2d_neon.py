@@ -18,8 +18,8 @@ from edgetune.session import Evaluator, workload_inputs, workload_of
 from edgetune.targets import iobuf, target_file
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
-from test_neon import run_sanitized
-from test_render import compile_only
+from kernel_checks import run_sanitized
+from kernel_checks import compile_only
 from kernel_runs import check_drawn_variants
 
 shapes = st.fixed_dictionaries({

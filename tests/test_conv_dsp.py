@@ -20,8 +20,8 @@ from edgetune.tuner import Outcome, TuningDatabase
 from edgetune.verify import export_and_measure
 
 from kernel_runs import assert_ok, complete
-from test_dsp import Misaligned
-from test_render import compile_only
+from kernel_checks import Misaligned
+from kernel_checks import compile_only
 
 
 def dsp_configs(space):

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from edgetune.codegen import get_kernel
 from edgetune.codegen import quant
 from edgetune.codegen.export import export_best
-from edgetune.codegen.kernels.base import RenderedKernel
 from edgetune.codegen.kernels.dsp import DSP_CFLAGS
 from edgetune.hal import TargetError, load_target
 from edgetune.session import Evaluator, workload_inputs, workload_of
@@ -21,7 +20,7 @@ from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
 
 from kernel_runs import assert_ok, complete
-from test_render import compile_only
+from kernel_checks import Misaligned, compile_only
 
 DSP_KERNELS = ("matmul_s8", "fir_q15")
 M4_TEXT = target_file("cortex-m4").read_text(encoding="utf-8")
@@ -168,40 +167,6 @@ def test_drawn_dsp_variants_are_bit_exact_on_cortex_m4(name, m4, tmp_path_factor
 
     run()
 
-
-class Misaligned:
-    """Runs a variant on copies of its buffers that are only as aligned as their element type
-    (int8 at odd addresses, int16 at 2 mod 4, int32 as C requires): a trampoline in the same
-    source copies the harness's (16-byte aligned) buffers to such addresses and back."""
-
-    OFFSETS = {"int8_t": (1, 3, 2), "int16_t": (2, 2, 2), "int32_t": (0, 0, 0), "float": (0, 0, 0)}
-
-    def __init__(self, kernel):
-        self.kernel = kernel
-
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def render(self, target, shape, config, **_):
-        outer = self.kernel.function_name(shape)
-        inner = self.kernel.render(target, shape, config, fn=outer + "_aligned_as_typed")
-        io = self.kernel.make_io(shape, np.random.default_rng(0))
-        names = self.kernel.argument_names(shape)
-        lines, call, copy_out = [], [], []
-        for index, buf in enumerate(io.buffers):
-            offset = self.OFFSETS[buf.ctype][index % 3]
-            lines.append(f"static uint8_t scratch{index}[{buf.data.nbytes + 8}] __attribute__((aligned(8)));")
-            call.append(f"({'const ' if not buf.is_output else ''}{buf.ctype} *)(void *)(scratch{index} + {offset})")
-            if buf.is_output:
-                copy_out.append(f"    memcpy({names[index]}, scratch{index} + {offset}, {buf.data.nbytes});")
-        copy_in = [f"    memcpy(scratch{i} + {self.OFFSETS[b.ctype][i % 3]}, {names[i]}, {b.data.nbytes});"
-                   for i, b in enumerate(io.buffers) if not b.is_output]
-        call += [name for name, _ in io.params]
-        declaration = self.kernel.declaration(shape, fn=outer)
-        trampoline = "\n".join(["#include <string.h>", *lines, declaration + ";", declaration, "{", *copy_in,
-                                f"    {inner.function}({', '.join(call)});", *copy_out, "}", ""])
-        return RenderedKernel(source=inner.source + "\n" + trampoline, function=outer, declaration=declaration,
-                              compiler=inner.compiler, cflags=inner.cflags)
 
 
 @pytest.mark.qemu

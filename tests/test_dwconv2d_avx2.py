@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from edgetune.session import Evaluator
 from edgetune.tuner import Outcome
 from kernel_runs import assert_ok, run_config
-from test_render import compile_only
+from kernel_checks import compile_only
 
 shapes = st.fixed_dictionaries({
     "h": st.integers(1, 8), "w": st.integers(1, 8), "c": st.integers(1, 40),

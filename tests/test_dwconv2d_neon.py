@@ -14,8 +14,8 @@ from edgetune.hal import load_target
 from edgetune.session import Evaluator
 from edgetune.targets import target_file
 from edgetune.tuner import Outcome
-from test_neon import run_sanitized
-from test_render import compile_only
+from kernel_checks import run_sanitized
+from kernel_checks import compile_only
 from kernel_runs import check_drawn_variants
 
 shapes = st.fixed_dictionaries({

@@ -17,7 +17,7 @@ from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import TuningDatabase
 
-from test_render import compile_only
+from kernel_checks import compile_only
 
 NEW_KERNELS = ["conv2d_s8", "dwconv2d_s8", "fir_q15", "fir_f32"]
 SHAPES = {

@@ -18,7 +18,7 @@ from edgetune.targets.toolchain import killed_from_outside
 from edgetune.tuner import Outcome, TuningDatabase
 
 from allowed_tools import allowing
-from test_serial_board import PROXY, QEMU, SHIPPED
+from serial_fixtures import PROXY, QEMU, SHIPPED
 
 pytestmark = pytest.mark.qemu
 

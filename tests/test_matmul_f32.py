@@ -18,7 +18,7 @@ from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs, work
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
-from test_render import compile_only
+from kernel_checks import compile_only
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from edgetune.targets import iobuf
 from edgetune.targets.build import kernel_header
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
-from test_render import compile_only
+from kernel_checks import build_shared, compile_only, misaligned
 
 PATHS = ("avx2", "avx512")
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -156,24 +156,6 @@ def test_saturating_product_comes_out_as_int32_max(matmul, host, tmp_path):
 # --- edge shapes, unaligned buffers, no undefined behaviour ----------------------------------------
 EDGE_SHAPES = ("m=1,n=1,k=1", "m=1,n=33,k=2", "m=9,n=1,k=65", "m=3,n=17,k=31", "m=2,n=8,k=32")
 
-
-def build_shared(matmul, host, shape, config, tmp_path, extra=()):
-    rendered = matmul.render(host, shape, config)
-    compiler = host.compiler(rendered.compiler)
-    (tmp_path / "kernel.h").write_text(kernel_header(rendered.declaration))
-    (tmp_path / "kernel.c").write_text(rendered.source)
-    subprocess.run([compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags, *extra, "-fPIC", "-shared",
-                    "-I", str(tmp_path), "kernel.c", "-o", "kernel.so"], cwd=tmp_path, check=True)
-    return getattr(ctypes.CDLL(str(tmp_path / "kernel.so")), rendered.function)
-
-
-def misaligned(array: np.ndarray, offset: int) -> np.ndarray:
-    """A copy of `array` starting `offset` bytes past a 64-byte boundary."""
-    raw = np.zeros(array.nbytes + 64 + offset, np.uint8)
-    start = (-raw.ctypes.data) % 64 + offset
-    view = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
-    view[...] = array
-    return view
 
 
 @pytest.mark.parametrize("path", PATHS)

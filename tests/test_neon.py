@@ -5,8 +5,6 @@ and free of out-of-bounds accesses and undefined behaviour on edge shapes (Addre
 and UBSan, Linux user-mode QEMU)."""
 from __future__ import annotations
 
-import os
-import subprocess
 
 import numpy as np
 import pytest
@@ -21,10 +19,9 @@ from edgetune.codegen.export import export_best
 from edgetune.session import Evaluator, workload_inputs, workload_of
 from edgetune.targets import get_target, target_file
 from edgetune.targets import iobuf
-from edgetune.targets.build import kernel_header
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
-from test_render import compile_only
+from kernel_checks import compile_only, run_sanitized
 
 A_TARGETS = ("cortex-a53", "cortex-a72")
 # The kernels' own families of NEON variants: (kernel, the choice parameter that selects
@@ -134,68 +131,6 @@ def test_drawn_neon_variants_match_the_reference_in_qemu(kernel_name, family, va
 
 
 # --- no out-of-bounds access, no undefined behaviour on edge shapes --------------------------------
-SANITIZE = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer")
-DRIVER = """\
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdint.h>
-#include "kernel.h"
-
-/* Each buffer in its own allocation of exactly its size: AddressSanitizer reports any
-   access past either end. */
-static void *load(const char *path, size_t size)
-{
-    void *data = malloc(size);
-    FILE *file = fopen(path, "rb");
-    if (!data || !file || fread(data, 1, size, file) != size) exit(3);
-    fclose(file);
-    return data;
-}
-
-int main(void)
-{
-%(loads)s
-    %(call)s;
-    FILE *out = fopen("out.bin", "wb");
-    if (!out) return 4;
-%(stores)s
-    return fclose(out) != 0;
-}
-"""
-
-
-def run_sanitized(kernel, target, shape, config, io, work):
-    """Build one variant and a driver for AArch64 Linux with ASan and UBSan (GCC, which
-    instruments NEON loads and stores), run it in qemu-aarch64, return its outputs."""
-    rendered = kernel.render(target, shape, config)
-    deployed = kernel.deployed_io(io, config)
-    loads, stores = [], []
-    for index, buf in enumerate(deployed.buffers):
-        (work / f"in{index}.bin").write_bytes(np.ascontiguousarray(buf.data).tobytes())
-        loads.append(f'    {buf.ctype} *{buf.name} = load("in{index}.bin", {buf.data.nbytes});')
-        if buf.is_output:
-            stores.append(f"    fwrite({buf.name}, 1, {buf.data.nbytes}, out);")
-    call = f"{rendered.function}({', '.join([b.name for b in deployed.buffers] + [str(v) for _, v in io.params])})"
-    (work / "kernel.h").write_text(kernel_header(rendered.declaration))
-    (work / "kernel.c").write_text(rendered.source)
-    (work / "driver.c").write_text(DRIVER % {"loads": "\n".join(loads), "call": call, "stores": "\n".join(stores)})
-    flags = ["-mcpu=" + target.core.name, "-std=c99", "-Wall", "-Wextra", "-Werror", f"-{config['opt']}", "-g",
-             *SANITIZE]
-    build = subprocess.run(["aarch64-linux-gnu-gcc", *flags, "-I", str(work), "kernel.c", "driver.c", "-o", "variant"],
-                           cwd=work, capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    # LeakSanitizer cannot run under qemu-user (it needs ptrace); leaks are not the question.
-    run = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", "./variant"], cwd=work,
-                         env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"},
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, f"{config.key()}: exit {run.returncode}\n{run.stderr[-3000:]}"
-    raw = (work / "out.bin").read_bytes()
-    outputs, offset = [], 0
-    for buf in deployed.outputs():
-        outputs.append(np.frombuffer(raw[offset:offset + buf.data.nbytes], buf.data.dtype).reshape(buf.data.shape))
-        offset += buf.data.nbytes
-    return outputs
-
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("kernel_name, family, values", FAMILIES)

@@ -2,21 +2,10 @@
 with every compiler a target offers; provenance text cannot break out of its comment."""
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
 
-from edgetune.codegen.kernels.base import COMMON_CFLAGS
-from edgetune.targets.build import kernel_header
-
-
-def compile_only(target, rendered, tmp_path):
-    compiler = target.compiler(rendered.compiler)
-    (tmp_path / "kernel.h").write_text(kernel_header(rendered.declaration))
-    (tmp_path / "kernel.c").write_text(rendered.source)
-    return subprocess.run([compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags, "-I", str(tmp_path),
-                           "-c", "kernel.c", "-o", "kernel.o"], cwd=tmp_path, capture_output=True, text=True)
+from kernel_checks import compile_only
 
 
 def test_rendering_is_deterministic(matmul, m55):

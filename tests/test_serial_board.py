@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,19 +17,16 @@ from click.testing import CliRunner
 from edgetune.cli import main
 from edgetune.hal import load_target
 from edgetune.session import Evaluator, TuneRequest, tune
-from edgetune.targets import get_target, target_file
+from edgetune.targets import get_target
 from edgetune.tuner import Outcome, TuningDatabase
 from allowed_tools import allowing
 
 from faulty import FaultyMatmul
+from serial_fixtures import PROXY, QEMU, SHIPPED
 
 pytestmark = pytest.mark.qemu
 
-PROXY = Path(__file__).with_name("uart_proxy.py")
-SHIPPED = target_file("an547-serial").resolve()
 CONFIG = {"tile_m": 2, "tile_n": 4, "unroll_k": 1, "vector": "c", "layout": "rowmajor", "compiler": "gcc", "opt": "O2"}
-QEMU = ["qemu-system-arm", "-M", "mps3-an547", "-display", "none", "-monitor", "none", "-icount", "shift=5",
-        "-serial", "tcp:127.0.0.1:INNER_PORT,server=on,wait=on,nodelay=on", "-kernel", "{image}"]
 
 
 def troubled_board(tmp_path_factory, mode: str, once: bool = True, reply_timeout_s: float = 1.0,

@@ -12,6 +12,12 @@ KERNELS: dict[str, Kernel] = {kernel.name: kernel for kernel in (MatmulS8(), Mat
                                                                  FirQ15(), FirF32())}
 
 
+def path_cflags() -> frozenset[str]:
+    """Every flag a kernel's vector path compiles with (the build's allow-list takes them
+    from the path tables, so a new path's flags need no second list)."""
+    return frozenset(flag for kernel in KERNELS.values() for path in kernel.paths for flag in path.cflags)
+
+
 def get_kernel(name: str) -> Kernel:
     try:
         return KERNELS[name]
@@ -19,4 +25,4 @@ def get_kernel(name: str) -> Kernel:
         raise KernelError(f"unknown kernel {name!r} (known: {', '.join(sorted(KERNELS))})") from None
 
 
-__all__ = ["Buffer", "KERNELS", "Kernel", "KernelError", "KernelIO", "RenderedKernel", "get_kernel", "render_glue"]
+__all__ = ["Buffer", "KERNELS", "Kernel", "KernelError", "KernelIO", "RenderedKernel", "get_kernel", "path_cflags", "render_glue"]

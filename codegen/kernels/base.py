@@ -13,6 +13,7 @@ from edgetune.tuner import Config, Space
 
 from ..placement import group_bytes, placement_of, scratch_section, with_placement
 from ..render import render
+from .paths import VectorPath, offered_paths, path_named
 
 C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(np.int32): "int32_t",
            np.dtype(np.float32): "float"}
@@ -106,6 +107,8 @@ class Kernel:
     description: str = ""
     template: str = ""
     zero_allowed: tuple[str, ...] = ()  # shape keys that may be 0 (e.g. padding); the rest must be >= 1
+    # The values of the `vector` parameter, one declared unit each (codegen/kernels/paths.py).
+    paths: tuple[VectorPath, ...] = ()
 
     # --- shapes -------------------------------------------------------------------------
     def parse_shape(self, shape: str | Mapping[str, int]) -> dict[str, int]:
@@ -179,10 +182,18 @@ class Kernel:
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         raise NotImplementedError
 
+    # --- vector paths --------------------------------------------------------------------
+    def offered_paths(self, target: Target) -> list[VectorPath]:
+        """The kernel's paths a target offers, in table order (the `vector` values)."""
+        return offered_paths(self.paths, target)
+
+    def path(self, config: Config) -> VectorPath:
+        """The declared path of a configuration."""
+        return path_named(self.paths, str(config["vector"]))
+
     def template_for(self, config: Config) -> str:
-        """The template a configuration renders from (one per kernel unless a kernel has
-        variants different enough to deserve their own file)."""
-        return self.template
+        """The template a configuration renders from: its vector path's."""
+        return self.path(config).template_for(config) if self.paths else self.template
 
     def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
         """The buffers a variant is called with. Usually the inputs as they are; a variant
@@ -191,8 +202,8 @@ class Kernel:
 
     def variant_cflags(self, config: Config) -> tuple[str, ...]:
         """Flags a configuration adds to the target compiler's own: its optimisation level,
-        plus whatever its code path relies on (see codegen/kernels/dsp.py)."""
-        return (f"-{config['opt']}",)
+        plus whatever its vector path relies on (see codegen/kernels/dsp.py)."""
+        return (f"-{config['opt']}",) + (self.path(config).cflags if self.paths else ())
 
     def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
         """Other public functions of a variant's source (e.g. a weight packing helper)."""
@@ -230,7 +241,9 @@ class Kernel:
         build_hint = " ".join((compiler.command, *compiler.cflags, *COMMON_CFLAGS[:1], *cflags, "-c", f"{fn}.c"))
         variables = dict(self.template_vars(target, shape, config))
         section = scratch_section(target)
-        variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, provenance=tuple(map(comment_safe, provenance)),
+        if self.paths:
+            variables.update(self.path(config).variables(target, shape, config))
+        variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, kernel_name=self.name, provenance=tuple(map(comment_safe, provenance)),
                          version=self.version, build_hint=build_hint,
                          scratch_attr=f' __attribute__((section("{section}")))' if section else "",
                          config_text=", ".join(f"{k}={v}" for k, v in config.items))

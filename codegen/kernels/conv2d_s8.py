@@ -11,14 +11,14 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 
 from ..quant import requantize_per_channel
 from ..render import render
-from . import conv2d_s8_neon
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
-from . import conv2d_s8_dsp
-from .conv2d_s8_avx import TEMPLATE as AVX_TEMPLATE, conv_avx_constraints, conv_avx_template_vars
+from .conv2d_s8_avx import AVX2, AVX512
+from .conv2d_s8_dsp import DSP
+from .conv2d_s8_neon import NEON
 from .convolution import (MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params,
                           scratch_capacity, stack_budget)
-from .dsp import offers_dsp
-from .matmul_s8_avx import AVX_PATHS, avx_vectors
+from .matmul_s8_avx import AVX_PATHS
+from .paths import Rule, VectorPath, anywhere, path_constraints, with_vector
 from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
 
 IM2COL_PIXELS = (1, 2, 4, 8, 16, 32, 64)
@@ -51,6 +51,34 @@ def pack_weights(weights: np.ndarray, bias: np.ndarray, in_zero: int, config: Ma
     return packed.reshape(weights.shape), terms
 
 
+def plain_template(config: Config) -> str:
+    """Plain C and Helium share one template per layout."""
+    return "conv2d_s8_packed.c.j2" if config["layout"] == "packed" else "conv2d_s8.c.j2"
+
+
+def plain_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    return [("plain C on packed weights leaves the dot products to the compiler (unroll=1)",
+             lambda c: c["layout"] == "ohwi" or c["unroll"] == 1)]
+
+
+def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    # One scalar accumulator per pixel and channel of a tile, and one Q register per
+    # pixel chunk and weight chunk in flight (8 Q registers on Helium).
+    return [("packed Helium tile needs tile_p + tile_oc <= 8 Q registers and tile_p * tile_oc <= 8 accumulators",
+             lambda c: c["layout"] == "ohwi" or (c["tile_p"] + c["tile_oc"] <= 8 and c["tile_p"] * c["tile_oc"] <= 8))]
+
+
+# The vector paths of conv2d_s8, in the order of the `vector` parameter's values.
+PATHS = (
+    VectorPath("c", anywhere, plain_template, plain_rules),
+    VectorPath("mve", with_vector("mve"), plain_template, mve_rules),
+    AVX2,
+    AVX512,
+    DSP,
+    NEON,
+)
+
+
 def tile_schedule(total: int, tile: int) -> tuple[int, int]:
     """(extent covered by full tiles, size of the remainder tile)."""
     return total - total % tile, total % tile
@@ -64,6 +92,7 @@ class Conv2dS8(Kernel):
     description = ("int8 NHWC convolution, OHWI weights, per-channel requantisation, stride/pad/dilation, "
                    "activation clamp; fused or unfused epilogue")
     template = "conv2d_s8.c.j2"
+    paths = PATHS
 
     def example_shape(self) -> str:
         return "h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1"
@@ -98,10 +127,8 @@ class Conv2dS8(Kernel):
         geo = geometry_of(shape)
         npix, cout = geo.oh * geo.ow, shape["cout"]
         capacity, stack = scratch_capacity(target), stack_budget(target)
-        vectors = ["c"] + (["mve"] if target.has_vector("mve") else [])
-        vectors += avx_vectors(target)  # x86 hosts: conv2d_s8_avx.py
-        vectors += ["dsp"] if offers_dsp(target) else []
-        vectors += ["neon"] if target.has_vector("neon") else []
+        paths = self.offered_paths(target)
+        vectors = [path.name for path in paths]
         # Values beyond the first one that covers a dimension only repeat that tile.
         covering_p = min(v for v in IM2COL_PIXELS if v >= min(npix, IM2COL_PIXELS[-1]))
         constraints = [
@@ -120,23 +147,13 @@ class Conv2dS8(Kernel):
                        lambda c: c["layout"] == "ohwi" or c["vector"] in PACKED_VECTORS),
             Constraint("weight_sums applies to layout=ohwi only (packed weights fold them into the term)",
                        lambda c: c["layout"] == "ohwi" or c["weight_sums"] == "in_loop"),
-            Constraint("plain C on packed weights leaves the dot products to the compiler (unroll=1)",
-                       lambda c: c["layout"] == "ohwi" or c["vector"] != "c" or c["unroll"] == 1),
-            # One scalar accumulator per pixel and channel of a tile, and one Q register per
-            # pixel chunk and weight chunk in flight (8 Q registers on Helium).
-            Constraint("packed Helium tile needs tile_p + tile_oc <= 8 Q registers and tile_p * tile_oc <= 8 accumulators",
-                       lambda c: c["layout"] == "ohwi" or c["vector"] != "mve"
-                       or (c["tile_p"] + c["tile_oc"] <= 8 and c["tile_p"] * c["tile_oc"] <= 8)),
             Constraint(f"static buffers exceed the {capacity} bytes of scratch memory on {target.name}",
                        lambda c: self.scratch_bytes(shape, c) <= capacity),
             Constraint(f"the fused row tile (tile_p * cout int32) exceeds {stack} bytes of stack on {target.name}",
                        lambda c: (c["algo"] == "direct" and c["layout"] == "ohwi") or c["fusion"] == "unfused"
                        or c["tile_p"] * cout * 4 <= stack),
+            *path_constraints(paths, target, shape),
         ]
-        constraints += conv_avx_constraints(target)
-        constraints += conv2d_s8_dsp.dsp_constraints(target, shape) if offers_dsp(target) else []
-        if target.has_vector("neon"):
-            constraints.extend(conv2d_s8_neon.neon_constraints(target.vector_unit("neon")))
         params = [
             choice("algo", ["direct", "im2col"], "direct loop over taps, or a partial im2col buffer and a matrix product"),
             choice("im2col_pixels", IM2COL_PIXELS, "output pixels whose patches the im2col buffer holds"),
@@ -165,18 +182,6 @@ class Conv2dS8(Kernel):
         return KernelIO(buffers=(Buffer("input", x), Buffer("weights", weights, weight=True), *quant,
                                  Buffer("output", np.zeros((geo.oh, geo.ow, cout), dtype=np.int8), is_output=True)),
                         params=params)
-
-    def template_for(self, config: Config) -> str:
-        if config["vector"] == "neon":
-            return conv2d_s8_neon.TEMPLATE
-        if config["vector"] in AVX_PATHS:
-            return AVX_TEMPLATE
-        if config["vector"] == "dsp":
-            return conv2d_s8_dsp.TEMPLATE
-        return "conv2d_s8_packed.c.j2" if config["layout"] == "packed" else self.template
-
-    def variant_cflags(self, config: Config) -> tuple[str, ...]:
-        return super().variant_cflags(config) + conv2d_s8_dsp.dsp_cflags(config)
 
     def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
         """layout=packed variants take the packed weights and terms in place of the weights and bias."""
@@ -215,10 +220,6 @@ class Conv2dS8(Kernel):
                          vector_rq=config["vector"] == "mve" and (config["algo"] == "im2col" or config["fusion"] == "unfused"))
         if config["layout"] == "packed":  # every packed variant requantises whole rows (requant_rows)
             variables.update(scalar_rq=config["vector"] == "c", vector_rq=config["vector"] == "mve")
-        if config["vector"] in AVX_PATHS:
-            variables.update(conv_avx_template_vars(config))
-        if config["vector"] == "dsp":  # conv2d_s8_dsp.c.j2 serves both layouts
-            variables.update(layout=config["layout"])
         return variables
 
     def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:

@@ -17,31 +17,38 @@ scalar common/requantize.c.j2).
 """
 from __future__ import annotations
 
-from edgetune.hal import Target
-from edgetune.tuner import Config, Constraint
+from typing import Mapping
 
-from .matmul_s8_avx import AVX_PATHS, avx_vectors
+from edgetune.hal import Target
+from edgetune.tuner import Config
+
+from .matmul_s8_avx import AVX_PATHS
+from .paths import Rule, VectorPath, with_vector
 
 TEMPLATE = "conv2d_s8_avx.c.j2"
 MAX_TILE_OC = 4  # the channels of a tile row whose lane sums one 128-bit vector holds
 
 
-def conv_avx_constraints(target: Target) -> list[Constraint]:
-    """Register limits of the AVX paths from the HAL's register count: tile_p * tile_oc vector
+def conv_avx_rules(name: str):
+    """Register limits of one AVX path from the HAL's register count: tile_p * tile_oc vector
     accumulators, one input vector per pixel of the tile, one weight vector in flight, and
     (layout=ohwi) the broadcast input zero point."""
-    constraints = [Constraint(f"the AVX paths sum at most {MAX_TILE_OC} channels of a tile row together (tile_oc <= {MAX_TILE_OC})",
-                              lambda c: c["vector"] not in AVX_PATHS or c["tile_oc"] <= MAX_TILE_OC)]
-    for name in avx_vectors(target):
+    def rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
         registers = target.vector_unit(AVX_PATHS[name][0]).registers
-        constraints.append(Constraint(
-            f"{name} tile needs tile_p * tile_oc + tile_p + 1 (+1 for layout=ohwi) <= {registers} vector registers",
-            lambda c, name=name, registers=registers: c["vector"] != name
-            or c["tile_p"] * c["tile_oc"] + c["tile_p"] + 1 + (c["layout"] == "ohwi") <= registers))
-    return constraints
+        return [
+            (f"the AVX paths sum at most {MAX_TILE_OC} channels of a tile row together (tile_oc <= {MAX_TILE_OC})",
+             lambda c: c["tile_oc"] <= MAX_TILE_OC),
+            (f"{name} tile needs tile_p * tile_oc + tile_p + 1 (+1 for layout=ohwi) <= {registers} vector registers",
+             lambda c: c["tile_p"] * c["tile_oc"] + c["tile_p"] + 1 + (c["layout"] == "ohwi") <= registers),
+        ]
+    return rules
 
 
-def conv_avx_template_vars(config: Config) -> dict:
+def conv_avx_template_vars(target: Target, shape: Mapping[str, int], config: Config) -> dict:
     """What conv2d_s8_avx.c.j2 needs beyond conv2d_s8's shared variables."""
     vector = str(config["vector"])
     return dict(avx512=vector == "avx512", step=AVX_PATHS[vector][2], packed=config["layout"] == "packed")
+
+
+AVX2, AVX512 = (VectorPath(name, with_vector(unit), TEMPLATE, conv_avx_rules(name), variables=conv_avx_template_vars)
+                for name, (unit, _, _) in AVX_PATHS.items())

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Mapping
 
 from edgetune.hal import Target
-from edgetune.tuner import Config, Constraint
+from edgetune.tuner import Config
 
 from .convolution import stack_budget
 from .dsp import DSP_CFLAGS
+from .paths import Rule, VectorPath, with_extension
 
 TEMPLATE = "conv2d_s8_dsp.c.j2"
 # Core registers left for accumulators: 13 usable (r0-r12, lr) minus the tile's operand
@@ -32,15 +33,18 @@ def dsp_stack_bytes(shape: Mapping[str, int], config: Mapping) -> int:
     return terms + raw
 
 
-def dsp_constraints(target: Target, shape: Mapping[str, int]) -> list[Constraint]:
+def dsp_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     stack = stack_budget(target)
     return [
-        Constraint(f"DSP tile needs tile_p * tile_oc <= {MAX_ACCUMULATORS} int32 accumulators in core registers",
-                   lambda c: c["vector"] != "dsp" or c["tile_p"] * c["tile_oc"] <= MAX_ACCUMULATORS),
-        Constraint(f"DSP terms and fused accumulators exceed {stack} bytes of stack on {target.name}",
-                   lambda c: c["vector"] != "dsp" or dsp_stack_bytes(shape, c) <= stack),
+        (f"DSP tile needs tile_p * tile_oc <= {MAX_ACCUMULATORS} int32 accumulators in core registers",
+         lambda c: c["tile_p"] * c["tile_oc"] <= MAX_ACCUMULATORS),
+        (f"DSP terms and fused accumulators exceed {stack} bytes of stack on {target.name}",
+         lambda c: dsp_stack_bytes(shape, c) <= stack),
     ]
 
 
-def dsp_cflags(config: Config) -> tuple[str, ...]:
-    return DSP_CFLAGS if config["vector"] == "dsp" else ()
+def dsp_variables(target: Target, shape: Mapping[str, int], config: Config) -> dict:
+    return dict(layout=config["layout"])  # conv2d_s8_dsp.c.j2 serves both layouts
+
+
+DSP = VectorPath("dsp", with_extension("dsp"), TEMPLATE, dsp_rules, cflags=DSP_CFLAGS, variables=dsp_variables)

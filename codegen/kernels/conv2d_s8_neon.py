@@ -9,8 +9,11 @@ for any tile, the limit only prunes slow ones.
 """
 from __future__ import annotations
 
-from edgetune.hal import VectorUnit
-from edgetune.tuner import Constraint
+from typing import Mapping
+
+from edgetune.hal import Target
+
+from .paths import Rule, VectorPath, with_vector
 
 TEMPLATE = "conv2d_s8_neon.c.j2"
 
@@ -21,12 +24,14 @@ def tile_registers(tile_p: int, tile_oc: int) -> int:
     return tile_p * tile_oc + tile_p + tile_oc + 2
 
 
-def neon_constraints(unit: VectorUnit) -> list[Constraint]:
-    """Constraints on vector="neon" configurations (the others pass untouched)."""
-    registers = unit.registers
+def neon_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    """The limits of vector="neon" configurations."""
+    registers = target.vector_unit("neon").registers
     return [
-        Constraint("the NEON path runs on packed weights (layout=packed)",
-                   lambda c: c["vector"] != "neon" or c["layout"] == "packed"),
-        Constraint(f"NEON tile needs more than the {registers} vector registers",
-                   lambda c: c["vector"] != "neon" or tile_registers(c["tile_p"], c["tile_oc"]) <= registers),
+        ("the NEON path runs on packed weights (layout=packed)", lambda c: c["layout"] == "packed"),
+        (f"NEON tile needs more than the {registers} vector registers",
+         lambda c: tile_registers(c["tile_p"], c["tile_oc"]) <= registers),
     ]
+
+
+NEON = VectorPath("neon", with_vector("neon"), TEMPLATE, neon_rules)

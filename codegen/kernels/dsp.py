@@ -9,11 +9,9 @@ intrinsics of <arm_acle.h> (__sxtb16, __smlad, __smlald, __ssat, __qadd), which 
 Clang 14 both provide when __ARM_FEATURE_DSP is set.
 
 A target offers the path when its HAL description lists the extension ([core] extensions =
-["dsp"]); kernels ask `offers_dsp(target)`.
+["dsp"]): a kernel's "dsp" VectorPath is offered `with_extension("dsp")` (paths.py).
 """
 from __future__ import annotations
-
-from edgetune.hal import Target
 
 # The DSP paths load four int8 or two int16 values with one LDR at any address (the packed
 # rows of a matmul start at n * K bytes, FIR windows at every sample). Armv7-M and Armv8-M
@@ -24,7 +22,3 @@ from edgetune.hal import Target
 # LLVM never merges loads of unknown alignment into LDRD/LDM, so no faulting form appears.
 DSP_CFLAGS = ("-munaligned-access",)
 
-
-def offers_dsp(target: Target) -> bool:
-    """The HAL says the core implements the DSP extension."""
-    return target.has_extension("dsp")

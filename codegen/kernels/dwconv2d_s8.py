@@ -12,6 +12,8 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 from ..quant import requantize_per_channel
 from ..render import render
 from . import dwconv2d_s8_neon
+from .dwconv2d_s8_neon import NEON
+from .paths import Rule, VectorPath, anywhere, path_constraints, with_vector
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .conv2d_s8 import tile_schedule
 from .convolution import MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params, scratch_capacity
@@ -36,6 +38,33 @@ def channels_per_step(vector: str) -> int:
     return {"avx2": AVX2_LANES, "neon": dwconv2d_s8_neon.LANES}.get(vector, 4)
 
 
+def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    unit = target.vector_unit("mve")
+    lanes = unit.lanes_for("int32")
+    # Accumulators plus one input and one weight vector must fit the Q registers.
+    return [(f"MVE tile_p * tile_c / {lanes} accumulators + 2 exceed {unit.registers} vector registers",
+             lambda cfg: cfg["tile_p"] * cfg["tile_c"] // lanes + 2 <= unit.registers)]
+
+
+def avx2_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    registers = target.vector_unit("avx2").registers
+    # Accumulators, the bias vectors they start from, one input and one weight vector.
+    return [(f"AVX2 tile_c must be a multiple of {AVX2_LANES} and (tile_p + 1) * tile_c / {AVX2_LANES} + 2 "
+             f"vectors must fit {registers} registers",
+             lambda cfg: cfg["tile_c"] % AVX2_LANES == 0 and (cfg["tile_p"] + 1) * cfg["tile_c"] // AVX2_LANES + 2 <= registers),
+            ("the AVX2 path reads the weights as given (layout=hwc)", lambda cfg: cfg["layout"] != "packed")]
+
+
+# The vector paths of dwconv2d_s8, in the order of the `vector` parameter's values; plain C
+# and Helium share dwconv2d_s8.c.j2.
+PATHS = (
+    VectorPath("c", anywhere, "dwconv2d_s8.c.j2"),
+    VectorPath("mve", with_vector("mve"), "dwconv2d_s8.c.j2", mve_rules),
+    NEON,
+    VectorPath("avx2", with_vector("avx2"), "dwconv2d_s8_avx2.c.j2", avx2_rules),
+)
+
+
 class DwConv2dS8(Kernel):
     name = "dwconv2d_s8"
     version = 2  # v2: the `layout` parameter (weights packed at export time)
@@ -43,6 +72,7 @@ class DwConv2dS8(Kernel):
     zero_allowed = ("pad",)
     description = "int8 depthwise NHWC convolution (multiplier 1), per-channel requantisation, 3x3 special case"
     template = "dwconv2d_s8.c.j2"
+    paths = PATHS
 
     def example_shape(self) -> str:
         return "h=16,w=16,c=32,kh=3,kw=3,stride=1,pad=1,dilation=1"
@@ -58,7 +88,6 @@ class DwConv2dS8(Kernel):
 
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         c = shape["c"]
-        vectors = ["c"]
         constraints = [
             Constraint("taps=unrolled3x3 needs a 3x3 kernel",
                        lambda cfg: cfg["taps"] == "loop" or (shape["kh"] == 3 and shape["kw"] == 3)),
@@ -70,28 +99,9 @@ class DwConv2dS8(Kernel):
             constraints.append(Constraint(f"the packed layout's {c}-byte row of in_zero exceeds the {capacity} bytes "
                                           f"of scratch memory on {target.name}",
                                           lambda cfg: cfg["layout"] != "packed" or c <= capacity))
-        if target.has_vector("mve"):
-            vectors.append("mve")
-            unit = target.vector_unit("mve")
-            lanes = unit.lanes_for("int32")
-            # Accumulators plus one input and one weight vector must fit the Q registers.
-            constraints.append(Constraint(
-                f"MVE tile_p * tile_c / {lanes} accumulators + 2 exceed {unit.registers} vector registers",
-                lambda cfg: cfg["vector"] != "mve" or cfg["tile_p"] * cfg["tile_c"] // lanes + 2 <= unit.registers))
-        if target.has_vector("neon"):
-            vectors.append("neon")
-            constraints.extend(dwconv2d_s8_neon.neon_constraints(target.vector_unit("neon")))
-        if target.has_vector("avx2"):
-            vectors.append("avx2")
-            registers = target.vector_unit("avx2").registers
-            # Accumulators, the bias vectors they start from, one input and one weight vector.
-            constraints.append(Constraint(
-                f"AVX2 tile_c must be a multiple of {AVX2_LANES} and (tile_p + 1) * tile_c / {AVX2_LANES} + 2 "
-                f"vectors must fit {registers} registers",
-                lambda cfg: cfg["vector"] != "avx2" or (cfg["tile_c"] % AVX2_LANES == 0 and
-                                                        (cfg["tile_p"] + 1) * cfg["tile_c"] // AVX2_LANES + 2 <= registers)))
-            constraints.append(Constraint("the AVX2 path reads the weights as given (layout=hwc)",
-                                          lambda cfg: cfg["vector"] != "avx2" or cfg["layout"] != "packed"))
+        paths = self.offered_paths(target)
+        constraints += path_constraints(paths, target, shape)
+        vectors = [path.name for path in paths]
         params = [
             powers_of_two("tile_c", 4, 16, "channels computed together"),
             powers_of_two("tile_p", 1, 4, "output pixels computed together (share weight loads)"),
@@ -132,11 +142,6 @@ class DwConv2dS8(Kernel):
         patches = geo.patches(x.astype(np.int64), p["in_zero"]) - p["in_zero"]  # [oh, ow, kh, kw, c]
         acc = np.einsum("yxabc,abc->yxc", patches, w.astype(np.int64)) + bias.astype(np.int64)
         return [requantize_per_channel(acc, mult, shift, p["out_zero"], p["act_min"], p["act_max"])]
-
-    def template_for(self, config: Config) -> str:
-        if config["vector"] == "neon":
-            return dwconv2d_s8_neon.TEMPLATE
-        return "dwconv2d_s8_avx2.c.j2" if config["vector"] == "avx2" else self.template
 
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         geo = geometry_of(shape)

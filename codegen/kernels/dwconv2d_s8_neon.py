@@ -8,8 +8,11 @@ is correct for any tile, the limit only prunes slow ones.
 """
 from __future__ import annotations
 
-from edgetune.hal import VectorUnit
-from edgetune.tuner import Constraint
+from typing import Mapping
+
+from edgetune.hal import Target
+
+from .paths import Rule, VectorPath, with_vector
 
 TEMPLATE = "dwconv2d_s8_neon.c.j2"
 LANES = 8  # channels per step: int8 widened to one int16x8 vector
@@ -22,11 +25,11 @@ def tile_registers(tile_p: int, tile_c: int) -> int:
     return groups * (2 * tile_p + 2 + 1) + 2
 
 
-def neon_constraints(unit: VectorUnit) -> list[Constraint]:
-    """Constraints on vector="neon" configurations (the others pass untouched)."""
-    registers = unit.registers
-    return [
-        Constraint(f"NEON tile_c must be a multiple of {LANES} and its tile must fit the {registers} vector registers",
-                   lambda c: c["vector"] != "neon" or (c["tile_c"] % LANES == 0
-                                                       and tile_registers(c["tile_p"], c["tile_c"]) <= registers)),
-    ]
+def neon_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    """The limits of vector="neon" configurations."""
+    registers = target.vector_unit("neon").registers
+    return [(f"NEON tile_c must be a multiple of {LANES} and its tile must fit the {registers} vector registers",
+             lambda c: c["tile_c"] % LANES == 0 and tile_registers(c["tile_p"], c["tile_c"]) <= registers)]
+
+
+NEON = VectorPath("neon", with_vector("neon"), TEMPLATE, neon_rules)

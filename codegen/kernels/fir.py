@@ -21,18 +21,59 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, describe_mismatch
 from .conv2d_s8 import tile_schedule
-from .dsp import DSP_CFLAGS, offers_dsp
+from .dsp import DSP_CFLAGS
+from .paths import Rule, VectorPath, anywhere, path_constraints, with_extension, with_vector
 
 MAX_TAPS = 1 << 16  # int64 sums of up to 2^16 products of 2^30 are exact; keeps buffers sane
 MAX_BLOCK = 1 << 20
 UNIT_ROUNDOFF_F32 = 2.0 ** -24
 
 
+def plain_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    return [("plain C tiles go up to 8 outputs", lambda c: c["tile"] <= 8)]
+
+
+def tile_rule(path: str, tiles: tuple[int, ...], why: str = "") -> Rule:
+    return (f"{path} tiles are {', '.join(map(str, tiles))} outputs{why}", lambda c: c["tile"] in tiles)
+
+
+# fir_q15: each output keeps a 64-bit accumulator in a pair of core registers (MVE and DSP).
+Q15_TILES = (1, 2, 4)
+# fir_f32 on MVE: four outputs per vector, up to four vectors.
+F32_TILES = (4, 8, 16)
+
+
+def q15_mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    return [tile_rule("MVE", Q15_TILES),
+            ("unroll applies to the plain C and DSP paths (MVE takes eight taps per step)", lambda c: c["unroll"] == 1)]
+
+
+def q15_dsp_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    """SMLALD on pairs of Q15 samples (fir_q15_dsp.c.j2)."""
+    return [tile_rule("DSP", Q15_TILES, " (64-bit accumulators in core register pairs)"),
+            ("DSP unrolls 2-tap steps: 2 * unroll must not exceed taps",
+             lambda c: c["unroll"] == 1 or 2 * c["unroll"] <= shape["taps"])]
+
+
+def f32_mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    return [tile_rule("MVE", F32_TILES)]
+
+
+# The vector paths of each FIR kernel, in the order of the `vector` parameter's values.
+Q15_PATHS = (
+    VectorPath("c", anywhere, "fir_q15.c.j2", plain_rules),
+    VectorPath("mve", with_vector("mve"), "fir_q15.c.j2", q15_mve_rules),
+    VectorPath("dsp", with_extension("dsp"), "fir_q15_dsp.c.j2", q15_dsp_rules, cflags=DSP_CFLAGS),
+)
+F32_PATHS = (
+    VectorPath("c", anywhere, "fir_f32.c.j2", plain_rules),
+    VectorPath("mve", with_vector("mve"), "fir_f32.c.j2", f32_mve_rules),
+)
+
+
 class _Fir(Kernel):
     shape_keys = ("taps", "block")
     dtype: type = np.int16
-    vector_tiles: tuple[int, ...] = ()  # block tiles the MVE path offers
-    dsp_template: str = ""  # the Arm DSP-extension variant's template, if the kernel has one
 
     def example_shape(self) -> str:
         return "taps=32,block=64"
@@ -45,18 +86,14 @@ class _Fir(Kernel):
 
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         block, taps = shape["block"], shape["taps"]
-        vectors = ["c"] + (["mve"] if target.has_vector("mve") else [])
-        vectors += ["dsp"] if self.dsp_template and offers_dsp(target) else []
-        tiles = self.vector_tiles
+        paths = self.offered_paths(target)
+        vectors = [path.name for path in paths]
         constraints = [
             Constraint("tile larger than needed to cover the block",
                        lambda c: c["tile"] <= max(4, 1 << (block - 1).bit_length())),
             Constraint("unroll larger than taps", lambda c: c["unroll"] <= taps or c["unroll"] == 1),
-            Constraint("plain C tiles go up to 8 outputs", lambda c: c["vector"] != "c" or c["tile"] <= 8),
-            Constraint(f"MVE tiles are {', '.join(map(str, tiles))} outputs",
-                       lambda c: c["vector"] != "mve" or c["tile"] in tiles),
+            *path_constraints(paths, target, shape),
         ]
-        constraints += self.extra_constraints(shape)
         params = [
             powers_of_two("tile", 1, 16, "output samples computed together (share coefficient loads)"),
             powers_of_two("unroll", 1, 8, "unroll factor over taps"),
@@ -65,15 +102,6 @@ class _Fir(Kernel):
             choice("opt", OPT_LEVELS, "optimisation level"),
         ]
         return Space(params, constraints)
-
-    def extra_constraints(self, shape: Mapping[str, int]) -> list[Constraint]:
-        return []
-
-    def template_for(self, config: Config) -> str:
-        return self.dsp_template if config["vector"] == "dsp" else self.template
-
-    def variant_cflags(self, config: Config) -> tuple[str, ...]:
-        return super().variant_cflags(config) + (DSP_CFLAGS if config["vector"] == "dsp" else ())
 
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         tile = int(config["tile"])
@@ -97,16 +125,7 @@ class FirQ15(_Fir):
     description = "Q15 FIR filter on a block (CMSIS-DSP state convention), int64 accumulation, rounded and saturated"
     template = "fir_q15.c.j2"
     dtype = np.int16
-    vector_tiles = (1, 2, 4)  # each output keeps a 64-bit accumulator in a pair of core registers
-    dsp_template = "fir_q15_dsp.c.j2"  # SMLALD on pairs of Q15 samples
-
-    def extra_constraints(self, shape: Mapping[str, int]) -> list[Constraint]:
-        return [Constraint("unroll applies to the plain C and DSP paths (MVE takes eight taps per step)",
-                           lambda c: c["vector"] != "mve" or c["unroll"] == 1),
-                Constraint(f"DSP tiles are {', '.join(map(str, self.vector_tiles))} outputs (64-bit accumulators "
-                           "in core register pairs)", lambda c: c["vector"] != "dsp" or c["tile"] in self.vector_tiles),
-                Constraint("DSP unrolls 2-tap steps: 2 * unroll must not exceed taps",
-                           lambda c: c["vector"] != "dsp" or c["unroll"] == 1 or 2 * c["unroll"] <= shape["taps"])]
+    paths = Q15_PATHS
 
     def make_io(self, shape: Mapping[str, int], rng: np.random.Generator, edge: str = "random") -> KernelIO:
         n = shape["taps"] + shape["block"] - 1
@@ -130,7 +149,7 @@ class FirF32(_Fir):
     description = "float32 FIR filter on a block (CMSIS-DSP state convention), documented tolerance"
     template = "fir_f32.c.j2"
     dtype = np.float32
-    vector_tiles = (4, 8, 16)  # four outputs per vector, up to four vectors
+    paths = F32_PATHS
 
     def make_io(self, shape: Mapping[str, int], rng: np.random.Generator, edge: str = "random") -> KernelIO:
         n = shape["taps"] + shape["block"] - 1

@@ -24,13 +24,13 @@ from edgetune.hal import Target
 from edgetune.tuner import Config, Constraint, Space, choice
 
 from ..render import render
+from .paths import VectorPath, anywhere, path_constraints, with_vector
 from .base import Buffer, Kernel, KernelIO, RenderedKernel, check_elements, describe_mismatch
 
 UNIT_ROUNDOFF = 2.0 ** -24
 TOLERANCE_FACTOR = 2.0
 
-# Vector paths: the target vector unit each needs (None: any target), and float32 lanes.
-VECTOR_PATHS = {"c": None, "avx2": "avx2", "avx512": "avx512", "mve": "mve", "neon": "neon"}
+# float32 lanes of each vector path's registers, as the template writes them.
 LANES = {"c": 1, "avx2": 8, "avx512": 16, "mve": 4, "neon": 4}
 KC_VALUES = (64, 128, 256, 512)
 MC_VALUES = (32, 64, 128, 256, 512)
@@ -89,55 +89,66 @@ def scratch_bytes(shape: Mapping[str, int], config: Mapping) -> int:
     return a_bytes + b_bytes
 
 
+REGISTERS_RULE = "tile_n must be whole vectors of the path and the accumulators must fit its registers"
+
+
+def float32_lanes(target: Target, vector: str) -> int:
+    """float32 lanes of a path's vectors on a target (1: plain C)."""
+    return target.vector_unit(vector).lanes_for("float32") if vector != "c" else 1
+
+
+def register_path(name: str, accumulators_and_operands) -> VectorPath:
+    """A vector path whose rule is: tile_n in whole vectors, and
+    `accumulators_and_operands(tile_m, vectors_n)` registers (the tile_m x tile_n block of
+    accumulators plus B vectors and the broadcast of A) within the unit's register file."""
+    def rules(target: Target, shape: Mapping[str, int]):
+        lanes, registers = float32_lanes(target, name), target.vector_unit(name).registers
+
+        def fits(c) -> bool:
+            return c["tile_n"] % lanes == 0 and accumulators_and_operands(c["tile_m"], c["tile_n"] // lanes) <= registers
+        return [(REGISTERS_RULE, fits)]
+    return VectorPath(name, with_vector(name), "matmul_f32.c.j2", rules)
+
+
+# One template for every path; per path, the registers a block takes.
+PATHS = (
+    VectorPath("c", anywhere, "matmul_f32.c.j2"),
+    # x86: the accumulators, the B vectors of a k step and one broadcast of A.
+    register_path("avx2", lambda tm, vn: tm * vn + vn + 1),
+    register_path("avx512", lambda tm, vn: tm * vn + vn + 1),
+    # MVE: A comes from a core register (VFMA Qd, Qn, Rm).
+    register_path("mve", lambda tm, vn: tm * vn + 2),
+    # NEON: A as lanes of vectors (FMLA by element): ceil(tile_m / 4) of them.
+    register_path("neon", lambda tm, vn: tm * vn + vn + -(-tm // 4)),
+)
+
+
 class MatmulF32(Kernel):
     name = "matmul_f32"
     version = 1
     shape_keys = ("m", "n", "k")
     description = "float32 matrix multiply with bias, packed and register-blocked (GEMM)"
     template = "matmul_f32.c.j2"
+    paths = PATHS
 
     def check_shape(self, shape: dict[str, int]) -> None:
         check_elements(a=shape["m"] * shape["k"], b=shape["k"] * shape["n"], output=shape["m"] * shape["n"])
 
-    def _vectors(self, target: Target) -> list[str]:
-        return [name for name, unit in VECTOR_PATHS.items() if unit is None or target.has_vector(unit)]
-
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         m, n, k = shape["m"], shape["n"], shape["k"]
-        vectors = self._vectors(target)
+        paths = self.offered_paths(target)
+        vectors = [path.name for path in paths]
         wide = target.has_vector("avx2") or target.has_vector("avx512")
         tiles_m, tiles_n = (HOST_TILES_M, HOST_TILES_N) if wide else (SMALL_TILES_M, SMALL_TILES_N)
         if target.has_vector("neon"):
             tiles_m = NEON_TILES_M
-        # Per vector path: float32 lanes and the registers a tile_m x tile_n block of
-        # accumulators may take (the rest hold B vectors and the broadcast of A).
-        limits = {}
-        for name in vectors:
-            if VECTOR_PATHS[name]:
-                unit = target.vector_unit(VECTOR_PATHS[name])
-                limits[name] = (unit.lanes_for("float32"), unit.registers)
-
-        def fits_registers(c) -> bool:
-            if c["vector"] not in limits:
-                return True
-            lanes, registers = limits[c["vector"]]
-            if c["tile_n"] % lanes:
-                return False
-            vectors_n = c["tile_n"] // lanes
-            if c["vector"] == "mve":  # A comes from a core register (VFMA Qd, Qn, Rm)
-                return c["tile_m"] * vectors_n + 2 <= registers
-            if c["vector"] == "neon":  # A as lanes of vectors (FMLA by element): ceil(tile_m / 4) of them
-                return c["tile_m"] * vectors_n + vectors_n + -(-c["tile_m"] // 4) <= registers
-            return c["tile_m"] * vectors_n + vectors_n + 1 <= registers
-
+        lanes = {path.name: float32_lanes(target, path.name) for path in paths}
         top = {"tile_m": covering(tiles_m, m), "kc": covering(KC_VALUES, k), "mc": covering(MC_VALUES, m),
                "nc": covering(NC_VALUES, n)}
         # The widest useful tile_n is the first one of whole vectors that covers n.
-        top_n = {name: covering(tuple(t for t in tiles_n if t % limits.get(name, (1,))[0] == 0), n)
-                 for name in vectors}
+        top_n = {name: covering(tuple(t for t in tiles_n if t % lanes[name] == 0), n) for name in vectors}
         constraints = [
-            Constraint("tile_n must be whole vectors of the path and the accumulators must fit its registers",
-                       fits_registers),
+            *path_constraints(paths, target, shape),
             Constraint("a block size larger than needed to cover the matrix",
                        lambda c: all(c[key] <= top[key] for key in top) and c["tile_n"] <= top_n[c["vector"]]),
             Constraint("mc smaller than tile_m or nc smaller than tile_n",
@@ -192,7 +203,7 @@ class MatmulF32(Kernel):
         m, n, k = shape["m"], shape["n"], shape["k"]
         tm, tn = int(config["tile_m"]), int(config["tile_n"])
         vector = str(config["vector"])
-        lanes = LANES[vector]
+        lanes = LANES[vector]  # the path's own template variables
         blocks = blocking(shape, config)
         return dict(m=m, n=n, k=k, tm=tm, tn=tn, vector=vector, lanes=lanes, nv=tn // lanes if lanes > 1 else 0,
                     a_chunks=lane_chunks(tm),

@@ -12,9 +12,10 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 from ..quant import requantize
 from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel, check_elements
-from . import matmul_s8_neon
-from .dsp import DSP_CFLAGS, offers_dsp
-from .matmul_s8_avx import AVX_PATHS, avx_constraints, avx_template_vars, avx_vectors, rowmajor_width
+from .dsp import DSP_CFLAGS
+from .matmul_s8_avx import AVX2, AVX512, AVX_PATHS, rowmajor_width
+from .matmul_s8_neon import NEON
+from .paths import Rule, VectorPath, anywhere, path_constraints, with_extension, with_vector
 
 MAX_K = 32767  # keeps K * 255 * 255 + |bias| inside int32 (see the template's limits)
 LAYOUTS = ("rowmajor", "packed")
@@ -33,12 +34,66 @@ def pack_weights(b: np.ndarray, bias: np.ndarray, a_zero: int, b_zero: int) -> t
     return np.ascontiguousarray(b.T).astype(np.int8), wrapped
 
 
+def plain_template(config: Config) -> str:
+    """Plain C and MVE share one template per layout."""
+    return "matmul_s8_packed.c.j2" if config["layout"] == "packed" else "matmul_s8.c.j2"
+
+
+def plain_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    return [("plain C on packed weights leaves the k loop to the compiler (unroll_k=1)",
+             lambda c: c["layout"] != "packed" or c["unroll_k"] == 1)]
+
+
+def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    unit = target.vector_unit("mve")
+    lanes = unit.lanes_for("int32")
+    return [
+        (f"MVE row-major tile_n must be a multiple of {lanes} int32 lanes",
+         lambda c: c["layout"] != "rowmajor" or c["tile_n"] % lanes == 0),
+        # Packed: one Q register per row of A and per column of B in flight; the
+        # tile_m x tile_n dot products accumulate in core registers.
+        (f"MVE packed tile needs tile_m + tile_n <= {unit.registers} Q registers and tile_m * tile_n <= 8 accumulators",
+         lambda c: c["layout"] != "packed" or (c["tile_m"] + c["tile_n"] <= unit.registers
+                                               and c["tile_m"] * c["tile_n"] <= 8)),
+        ("packed MVE unrolls 16-element steps: 16 * unroll_k must not exceed k",
+         lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]),
+    ]
+
+
+def dsp_template(config: Config) -> str:
+    return "matmul_s8_dsp.c.j2" if config["layout"] == "packed" else "matmul_s8_dsp_rowmajor.c.j2"
+
+
+def dsp_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    """Where vector="dsp" (matmul_s8_dsp.c.j2 on packed weights, matmul_s8_dsp_rowmajor.c.j2
+    on row-major ones) applies: accumulators and operand pairs live in the 13 usable core
+    registers, and unrolling takes whole steps of 4 along K."""
+    return [
+        ("DSP tile needs tile_m * tile_n <= 8 int32 accumulators in core registers",
+         lambda c: c["tile_m"] * c["tile_n"] <= 8),
+        ("DSP unrolls 4-element steps: 4 * unroll_k must not exceed k",
+         lambda c: c["unroll_k"] == 1 or 4 * c["unroll_k"] <= shape["k"]),
+    ]
+
+
+# The vector paths of matmul_s8, in the order of the `vector` parameter's values.
+PATHS = (
+    VectorPath("c", anywhere, plain_template, plain_rules),
+    VectorPath("mve", with_vector("mve"), plain_template, mve_rules),
+    NEON,
+    VectorPath("dsp", with_extension("dsp"), dsp_template, dsp_rules, cflags=DSP_CFLAGS),
+    AVX2,
+    AVX512,
+)
+
+
 class MatmulS8(Kernel):
     name = "matmul_s8"
     version = 2  # v2: the `layout` parameter (weights packed at export time)
     shape_keys = ("m", "n", "k")
     description = "int8 matrix multiply, int32 accumulation, requantised to int8 (fully connected layers)"
     template = "matmul_s8.c.j2"
+    paths = PATHS
 
     def check_shape(self, shape: dict[str, int]) -> None:
         if shape["k"] > MAX_K:
@@ -46,38 +101,12 @@ class MatmulS8(Kernel):
         check_elements(a=shape["m"] * shape["k"], b=shape["k"] * shape["n"], output=shape["m"] * shape["n"])
 
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
-        vectors = ["c"]
+        paths = self.offered_paths(target)
         constraints = [
             Constraint("tile_m larger than m", lambda c: c["tile_m"] <= shape["m"] or c["tile_m"] == 1),
             Constraint("unroll_k larger than k", lambda c: c["unroll_k"] <= shape["k"] or c["unroll_k"] == 1),
+            *path_constraints(paths, target, shape),
         ]
-        if target.has_vector("mve"):
-            vectors.append("mve")
-            unit = target.vector_unit("mve")
-            lanes = unit.lanes_for("int32")
-            constraints.append(Constraint(f"MVE row-major tile_n must be a multiple of {lanes} int32 lanes",
-                                          lambda c: c["vector"] != "mve" or c["layout"] != "rowmajor"
-                                          or c["tile_n"] % lanes == 0))
-            # Packed: one Q register per row of A and per column of B in flight; the
-            # tile_m x tile_n dot products accumulate in core registers.
-            constraints.append(Constraint(f"MVE packed tile needs tile_m + tile_n <= {unit.registers} Q registers "
-                                          "and tile_m * tile_n <= 8 accumulators",
-                                          lambda c: c["vector"] != "mve" or c["layout"] != "packed"
-                                          or (c["tile_m"] + c["tile_n"] <= unit.registers
-                                              and c["tile_m"] * c["tile_n"] <= 8)))
-        if target.has_vector("neon"):
-            vectors.append("neon")
-            constraints.extend(matmul_s8_neon.neon_constraints(target.vector_unit("neon"), shape))
-        if offers_dsp(target):
-            vectors.append("dsp")
-            constraints += dsp_constraints(shape)
-        constraints.append(Constraint("plain C on packed weights leaves the k loop to the compiler (unroll_k=1)",
-                                      lambda c: c["layout"] != "packed" or c["vector"] != "c" or c["unroll_k"] == 1))
-        constraints.append(Constraint("packed MVE unrolls 16-element steps: 16 * unroll_k must not exceed k",
-                                      lambda c: c["layout"] != "packed" or c["vector"] != "mve"
-                                      or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]))
-        vectors += avx_vectors(target)
-        constraints += avx_constraints(target, shape)
         # tile_n beyond the first tile that covers n only repeats that tile.
         # (Row-major MVE and AVX need whole vectors; other tiles may be narrower.)
         widths = {"mve": 4, **{name: rowmajor_width(name) for name in AVX_PATHS}}
@@ -85,6 +114,7 @@ class MatmulS8(Kernel):
                  for width in (1, *widths.values())}
         constraints.append(Constraint("tile_n larger than needed to cover n", lambda c: c["tile_n"] <= cover[
             widths.get(c["vector"], 1) if c["layout"] == "rowmajor" else 1]))
+        vectors = [path.name for path in paths]
         params = [
             powers_of_two("tile_m", 1, 8, "rows of C computed together"),
             powers_of_two("tile_n", 1, 32, "columns of C computed together"),
@@ -118,18 +148,6 @@ class MatmulS8(Kernel):
                      Buffer("c", np.zeros((m, n), dtype=np.int8), is_output=True)),
             params=(("a_zero", a_zero), ("b_zero", b_zero), ("c_zero", c_zero),
                     ("multiplier", multiplier), ("shift", shift)))
-
-    def template_for(self, config: Config) -> str:
-        if config["vector"] == "neon":
-            return matmul_s8_neon.TEMPLATE
-        if config["vector"] == "dsp":
-            return "matmul_s8_dsp.c.j2" if config["layout"] == "packed" else "matmul_s8_dsp_rowmajor.c.j2"
-        if config["vector"] in AVX_PATHS:
-            return "matmul_s8_avx.c.j2"
-        return "matmul_s8_packed.c.j2" if config["layout"] == "packed" else self.template
-
-    def variant_cflags(self, config: Config) -> tuple[str, ...]:
-        return super().variant_cflags(config) + (DSP_CFLAGS if config["vector"] == "dsp" else ())
 
     def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
         """layout=packed variants take b_packed and col_term in place of b and bias (same
@@ -172,18 +190,4 @@ class MatmulS8(Kernel):
             bands.append({"start": m_full, "stop": m, "rows": m % tm})
         variables = dict(m=m, n=n, k=k, tm=tm, tn=tn, uk=uk, tv=tn // 4, vector=config["vector"],
                          bands=bands, n_full=n_full, n_rem=n % tn, m_rem=m % tm, layout=config["layout"])
-        if config["vector"] in AVX_PATHS:
-            variables.update(avx_template_vars(shape, config))
         return variables
-
-
-def dsp_constraints(shape: Mapping[str, int]) -> list[Constraint]:
-    """Where vector="dsp" (matmul_s8_dsp.c.j2 on packed weights, matmul_s8_dsp_rowmajor.c.j2
-    on row-major ones) applies: accumulators and operand pairs live in the 13 usable core
-    registers, and unrolling takes whole steps of 4 along K."""
-    return [
-        Constraint("DSP tile needs tile_m * tile_n <= 8 int32 accumulators in core registers",
-                   lambda c: c["vector"] != "dsp" or c["tile_m"] * c["tile_n"] <= 8),
-        Constraint("DSP unrolls 4-element steps: 4 * unroll_k must not exceed k",
-                   lambda c: c["vector"] != "dsp" or c["unroll_k"] == 1 or 4 * c["unroll_k"] <= shape["k"]),
-    ]

@@ -16,16 +16,14 @@ from __future__ import annotations
 from typing import Mapping
 
 from edgetune.hal import Target
-from edgetune.tuner import Config, Constraint
+from edgetune.tuner import Config
+
+from .paths import Rule, VectorPath, with_vector
 
 # Vector path -> (HAL vector unit, int32 lanes of one accumulator, int8 elements of A and B
 # one step of the packed dot product consumes).
 AVX_PATHS = {"avx2": ("avx2", 8, 16), "avx512": ("avx512", 16, 32)}
-
-
-def avx_vectors(target: Target) -> list[str]:
-    """The x86 vector paths the target's HAL offers (none on Arm targets)."""
-    return [name for name, (unit, _, _) in AVX_PATHS.items() if target.has_vector(unit)]
+TEMPLATE = "matmul_s8_avx.c.j2"
 
 
 def rowmajor_width(vector: str) -> int:
@@ -33,37 +31,32 @@ def rowmajor_width(vector: str) -> int:
     return AVX_PATHS[vector][1]
 
 
-def avx_constraints(target: Target, shape: Mapping[str, int]) -> list[Constraint]:
-    """Register and step limits of the AVX paths, from the HAL's register counts."""
-    constraints = []
-    for name in avx_vectors(target):
-        registers = target.vector_unit(AVX_PATHS[name][0]).registers
-        lanes, step = AVX_PATHS[name][1], AVX_PATHS[name][2]
-        # Packed: tile_m * tile_n accumulators, one vector per row of A and one of B in flight.
-        constraints.append(Constraint(
-            f"{name} packed tile needs tile_m * tile_n + tile_m + 1 <= {registers} vector registers",
-            lambda c, name=name, registers=registers: c["vector"] != name or c["layout"] != "packed"
-            or c["tile_m"] * c["tile_n"] + c["tile_m"] + 1 <= registers))
-        constraints.append(Constraint(
-            f"{name} packed unrolls {step}-element steps: {step} * unroll_k must not exceed k",
-            lambda c, name=name, step=step: c["vector"] != name or c["layout"] != "packed"
-            or c["unroll_k"] == 1 or step * c["unroll_k"] <= shape["k"]))
-        # Row-major: tile_n in whole accumulators of `lanes` columns; per accumulator column
-        # one vector of B pairs, per row one vector of A pairs, one broadcast.
-        constraints.append(Constraint(
-            f"{name} row-major tile_n must be a multiple of {lanes} int32 lanes and its accumulators "
-            f"(tile_m + 1) * tile_n / {lanes} + tile_m + 1 must fit {registers} vector registers",
-            lambda c, name=name, lanes=lanes, registers=registers: c["vector"] != name or c["layout"] != "rowmajor"
-            or (c["tile_n"] % lanes == 0
-                and (c["tile_m"] + 1) * (c["tile_n"] // lanes) + c["tile_m"] + 1 <= registers)))
-        # The row-major loop already unrolls a whole vector of A (lanes pairs of k).
-        constraints.append(Constraint(
-            f"{name} row-major unrolls {2 * lanes} steps of k itself (unroll_k=1)",
-            lambda c, name=name: c["vector"] != name or c["layout"] != "rowmajor" or c["unroll_k"] == 1))
-    return constraints
+def avx_rules(name: str):
+    """Register and step limits of one AVX path, from the HAL's register counts."""
+    unit, lanes, step = AVX_PATHS[name]
+
+    def rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+        registers = target.vector_unit(unit).registers
+        return [
+            # Packed: tile_m * tile_n accumulators, one vector per row of A and one of B in flight.
+            (f"{name} packed tile needs tile_m * tile_n + tile_m + 1 <= {registers} vector registers",
+             lambda c: c["layout"] != "packed" or c["tile_m"] * c["tile_n"] + c["tile_m"] + 1 <= registers),
+            (f"{name} packed unrolls {step}-element steps: {step} * unroll_k must not exceed k",
+             lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or step * c["unroll_k"] <= shape["k"]),
+            # Row-major: tile_n in whole accumulators of `lanes` columns; per accumulator column
+            # one vector of B pairs, per row one vector of A pairs, one broadcast.
+            (f"{name} row-major tile_n must be a multiple of {lanes} int32 lanes and its accumulators "
+             f"(tile_m + 1) * tile_n / {lanes} + tile_m + 1 must fit {registers} vector registers",
+             lambda c: c["layout"] != "rowmajor"
+             or (c["tile_n"] % lanes == 0 and (c["tile_m"] + 1) * (c["tile_n"] // lanes) + c["tile_m"] + 1 <= registers)),
+            # The row-major loop already unrolls a whole vector of A (lanes pairs of k).
+            (f"{name} row-major unrolls {2 * lanes} steps of k itself (unroll_k=1)",
+             lambda c: c["layout"] != "rowmajor" or c["unroll_k"] == 1),
+        ]
+    return rules
 
 
-def avx_template_vars(shape: Mapping[str, int], config: Config) -> dict:
+def avx_template_vars(target: Target, shape: Mapping[str, int], config: Config) -> dict:
     """What matmul_s8_avx.c.j2 needs beyond the shared blocking variables."""
     vector = str(config["vector"])
     _, lanes, step = AVX_PATHS[vector]
@@ -72,3 +65,7 @@ def avx_template_vars(shape: Mapping[str, int], config: Config) -> dict:
                 groups=(tn + 7) // 8,  # eight-column groups of the packed reduction
                 chunks=tn // lanes if config["layout"] == "rowmajor" else 0,
                 k_tail=shape["k"] % step)
+
+
+AVX2, AVX512 = (VectorPath(name, with_vector(unit), TEMPLATE, avx_rules(name), variables=avx_template_vars)
+                for name, (unit, _, _) in AVX_PATHS.items())

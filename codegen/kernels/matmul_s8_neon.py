@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from edgetune.hal import VectorUnit
-from edgetune.tuner import Constraint
+from edgetune.hal import Target
+
+from .paths import Rule, VectorPath, with_vector
 
 TEMPLATE = "matmul_s8_neon.c.j2"
 
@@ -27,19 +28,19 @@ def packed_registers(tile_m: int, tile_n: int) -> int:
     return tile_m * tile_n + tile_m + 3
 
 
-def neon_constraints(unit: VectorUnit, shape: Mapping[str, int]) -> list[Constraint]:
-    """Constraints on vector="neon" configurations (the others pass untouched)."""
-    registers = unit.registers
+def neon_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    """The limits of vector="neon" configurations (codegen/kernels/paths.py)."""
+    registers = target.vector_unit("neon").registers
 
     def fits(c) -> bool:
-        if c["vector"] != "neon":
-            return True
         count = packed_registers if c["layout"] == "packed" else rowmajor_registers
         return count(c["tile_m"], c["tile_n"]) <= registers
 
     return [
-        Constraint(f"NEON block needs more than the {registers} vector registers", fits),
-        Constraint("packed NEON unrolls 16-element steps: 16 * unroll_k must not exceed k",
-                   lambda c: c["vector"] != "neon" or c["layout"] != "packed"
-                   or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]),
+        (f"NEON block needs more than the {registers} vector registers", fits),
+        ("packed NEON unrolls 16-element steps: 16 * unroll_k must not exceed k",
+         lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]),
     ]
+
+
+NEON = VectorPath("neon", with_vector("neon"), TEMPLATE, neon_rules)

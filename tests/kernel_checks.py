@@ -1,0 +1,141 @@
+"""Checks the kernel tests share: compile a variant alone, build it as a shared library for
+ctypes, run it under AddressSanitizer and UBSan in Linux user-mode QEMU, and run it on
+buffers only as aligned as their element type. Test modules import these from here, never
+from one another."""
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+
+import numpy as np
+
+from edgetune.codegen.kernels.base import COMMON_CFLAGS, RenderedKernel
+from edgetune.targets.build import kernel_header
+
+
+def compile_only(target, rendered, tmp_path):
+    compiler = target.compiler(rendered.compiler)
+    (tmp_path / "kernel.h").write_text(kernel_header(rendered.declaration))
+    (tmp_path / "kernel.c").write_text(rendered.source)
+    return subprocess.run([compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags, "-I", str(tmp_path),
+                           "-c", "kernel.c", "-o", "kernel.o"], cwd=tmp_path, capture_output=True, text=True)
+
+
+SANITIZE = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer")
+
+
+DRIVER = """\
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include "kernel.h"
+
+/* Each buffer in its own allocation of exactly its size: AddressSanitizer reports any
+   access past either end. */
+static void *load(const char *path, size_t size)
+{
+    void *data = malloc(size);
+    FILE *file = fopen(path, "rb");
+    if (!data || !file || fread(data, 1, size, file) != size) exit(3);
+    fclose(file);
+    return data;
+}
+
+int main(void)
+{
+%(loads)s
+    %(call)s;
+    FILE *out = fopen("out.bin", "wb");
+    if (!out) return 4;
+%(stores)s
+    return fclose(out) != 0;
+}
+"""
+
+
+def run_sanitized(kernel, target, shape, config, io, work):
+    """Build one variant and a driver for AArch64 Linux with ASan and UBSan (GCC, which
+    instruments NEON loads and stores), run it in qemu-aarch64, return its outputs."""
+    rendered = kernel.render(target, shape, config)
+    deployed = kernel.deployed_io(io, config)
+    loads, stores = [], []
+    for index, buf in enumerate(deployed.buffers):
+        (work / f"in{index}.bin").write_bytes(np.ascontiguousarray(buf.data).tobytes())
+        loads.append(f'    {buf.ctype} *{buf.name} = load("in{index}.bin", {buf.data.nbytes});')
+        if buf.is_output:
+            stores.append(f"    fwrite({buf.name}, 1, {buf.data.nbytes}, out);")
+    call = f"{rendered.function}({', '.join([b.name for b in deployed.buffers] + [str(v) for _, v in io.params])})"
+    (work / "kernel.h").write_text(kernel_header(rendered.declaration))
+    (work / "kernel.c").write_text(rendered.source)
+    (work / "driver.c").write_text(DRIVER % {"loads": "\n".join(loads), "call": call, "stores": "\n".join(stores)})
+    flags = ["-mcpu=" + target.core.name, "-std=c99", "-Wall", "-Wextra", "-Werror", f"-{config['opt']}", "-g",
+             *SANITIZE]
+    build = subprocess.run(["aarch64-linux-gnu-gcc", *flags, "-I", str(work), "kernel.c", "driver.c", "-o", "variant"],
+                           cwd=work, capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    # LeakSanitizer cannot run under qemu-user (it needs ptrace); leaks are not the question.
+    run = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", "./variant"], cwd=work,
+                         env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"},
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"{config.key()}: exit {run.returncode}\n{run.stderr[-3000:]}"
+    raw = (work / "out.bin").read_bytes()
+    outputs, offset = [], 0
+    for buf in deployed.outputs():
+        outputs.append(np.frombuffer(raw[offset:offset + buf.data.nbytes], buf.data.dtype).reshape(buf.data.shape))
+        offset += buf.data.nbytes
+    return outputs
+
+
+def build_shared(matmul, host, shape, config, tmp_path, extra=()):
+    rendered = matmul.render(host, shape, config)
+    compiler = host.compiler(rendered.compiler)
+    (tmp_path / "kernel.h").write_text(kernel_header(rendered.declaration))
+    (tmp_path / "kernel.c").write_text(rendered.source)
+    subprocess.run([compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags, *extra, "-fPIC", "-shared",
+                    "-I", str(tmp_path), "kernel.c", "-o", "kernel.so"], cwd=tmp_path, check=True)
+    return getattr(ctypes.CDLL(str(tmp_path / "kernel.so")), rendered.function)
+
+
+def misaligned(array: np.ndarray, offset: int) -> np.ndarray:
+    """A copy of `array` starting `offset` bytes past a 64-byte boundary."""
+    raw = np.zeros(array.nbytes + 64 + offset, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    view = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    view[...] = array
+    return view
+
+
+class Misaligned:
+    """Runs a variant on copies of its buffers that are only as aligned as their element type
+    (int8 at odd addresses, int16 at 2 mod 4, int32 as C requires): a trampoline in the same
+    source copies the harness's (16-byte aligned) buffers to such addresses and back."""
+
+    OFFSETS = {"int8_t": (1, 3, 2), "int16_t": (2, 2, 2), "int32_t": (0, 0, 0), "float": (0, 0, 0)}
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+    def render(self, target, shape, config, **_):
+        outer = self.kernel.function_name(shape)
+        inner = self.kernel.render(target, shape, config, fn=outer + "_aligned_as_typed")
+        io = self.kernel.make_io(shape, np.random.default_rng(0))
+        names = self.kernel.argument_names(shape)
+        lines, call, copy_out = [], [], []
+        for index, buf in enumerate(io.buffers):
+            offset = self.OFFSETS[buf.ctype][index % 3]
+            lines.append(f"static uint8_t scratch{index}[{buf.data.nbytes + 8}] __attribute__((aligned(8)));")
+            call.append(f"({'const ' if not buf.is_output else ''}{buf.ctype} *)(void *)(scratch{index} + {offset})")
+            if buf.is_output:
+                copy_out.append(f"    memcpy({names[index]}, scratch{index} + {offset}, {buf.data.nbytes});")
+        copy_in = [f"    memcpy(scratch{i} + {self.OFFSETS[b.ctype][i % 3]}, {names[i]}, {b.data.nbytes});"
+                   for i, b in enumerate(io.buffers) if not b.is_output]
+        call += [name for name, _ in io.params]
+        declaration = self.kernel.declaration(shape, fn=outer)
+        trampoline = "\n".join(["#include <string.h>", *lines, declaration + ";", declaration, "{", *copy_in,
+                                f"    {inner.function}({', '.join(call)});", *copy_out, "}", ""])
+        return RenderedKernel(source=inner.source + "\n" + trampoline, function=outer, declaration=declaration,
+                              compiler=inner.compiler, cflags=inner.cflags)

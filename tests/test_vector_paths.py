@@ -1,0 +1,133 @@
+"""Every vector path of every kernel, from the kernels' own path tables: one suite instead of a
+test file per ISA. For each (kernel, path, target) it checks that the path is offered exactly
+where the target's HAL description has its unit or extension, that its flags pass the build's
+allow-list, that its variants compile warning-free with every compiler of the target, and
+that drawn variants (shapes, configurations, seeds, random or saturating inputs) match the
+numpy reference when built and run on the target (QEMU for the emulated cores). A new path
+(a table entry and its template blocks) is covered here without a new test file; the
+per-ISA files keep their path-specific checks (register formulas, sanitizers, exports)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import strategies as st
+
+from edgetune.codegen import KERNELS
+from edgetune.codegen.kernels import path_cflags
+from edgetune.codegen.kernels.base import COMMON_CFLAGS, OPT_LEVELS
+from edgetune.codegen.render import TEMPLATES_DIR
+from edgetune.targets import get_target
+
+from kernel_checks import compile_only
+from kernel_runs import check_drawn_variants
+
+TARGETS = ("cortex-m55", "cortex-m4", "cortex-m7", "cortex-a53", "cortex-a72", "host")
+# Small shapes with remainders in every tiled dimension, one per line of each kernel.
+SHAPES = {
+    "matmul_s8": ("m=1,n=1,k=1", "m=5,n=13,k=37", "m=9,n=7,k=17", "m=4,n=32,k=64"),
+    "matmul_f32": ("m=1,n=1,k=1", "m=5,n=13,k=37", "m=9,n=20,k=33"),
+    "conv2d_s8": ("h=5,w=4,cin=3,cout=5,kh=3,kw=3,stride=1,pad=1,dilation=1",
+                  "h=7,w=6,cin=9,cout=3,kh=3,kw=2,stride=2,pad=0,dilation=1",
+                  "h=6,w=6,cin=17,cout=6,kh=2,kw=2,stride=1,pad=1,dilation=2"),
+    "dwconv2d_s8": ("h=5,w=4,c=9,kh=3,kw=3,stride=1,pad=1,dilation=1",
+                    "h=7,w=6,c=17,kh=3,kw=3,stride=2,pad=0,dilation=1",
+                    "h=6,w=6,c=20,kh=2,kw=3,stride=1,pad=1,dilation=2"),
+    "fir_q15": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13"),
+    "fir_f32": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13"),
+}
+CASES = [(kernel.name, path.name, target) for kernel in KERNELS.values() for path in kernel.paths
+         for target in TARGETS]
+
+
+def case_id(case) -> str:
+    return "-".join(case)
+
+
+@pytest.fixture(scope="module")
+def targets():
+    return {name: get_target(name) for name in TARGETS}
+
+
+def offered(kernel_name: str, path_name: str, target) -> bool:
+    return path_name in KERNELS[kernel_name].space(target, first_shape(kernel_name)).param("vector").values
+
+
+def first_shape(kernel_name: str) -> dict:
+    return KERNELS[kernel_name].parse_shape(SHAPES[kernel_name][1])
+
+
+def test_every_kernel_has_shapes_here_and_a_plain_c_path_first():
+    assert set(SHAPES) == set(KERNELS)
+    for kernel in KERNELS.values():
+        names = [path.name for path in kernel.paths]
+        assert names[0] == "c" and len(set(names)) == len(names), kernel.name
+
+
+@pytest.mark.parametrize("kernel_name", sorted(KERNELS))
+def test_every_path_is_offered_on_some_shipped_target(kernel_name, targets):
+    kernel = KERNELS[kernel_name]
+    for path in kernel.paths:
+        assert any(offered(kernel_name, path.name, target) for target in targets.values()), \
+            f"{kernel_name}: no shipped target offers vector={path.name}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_a_path_is_offered_exactly_where_the_hal_has_its_unit(case, targets):
+    kernel_name, path_name, target_name = case
+    target = targets[target_name]
+    has = path_name == "c" or target.has_vector(path_name) or target.has_extension(path_name)
+    assert offered(kernel_name, path_name, target) == has
+    # The same target without vector units and core extensions offers plain C only.
+    bare = dataclasses.replace(target, vector_units=(), core=dataclasses.replace(target.core, extensions=()))
+    assert offered(kernel_name, path_name, bare) == (path_name == "c")
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_a_paths_variants_render_from_existing_templates_with_allowed_flags(case, targets):
+    kernel_name, path_name, target_name = case
+    kernel, target = KERNELS[kernel_name], targets[target_name]
+    if not offered(kernel_name, path_name, target):
+        return
+    allowed = {*(f for c in target.compilers for f in c.cflags), *COMMON_CFLAGS, *(f"-{o}" for o in OPT_LEVELS),
+               *path_cflags()}
+    for shape_text in SHAPES[kernel_name]:
+        shape = kernel.parse_shape(shape_text)
+        space = kernel.space(target, shape)
+        ours = [int(i) for i in space.legal_indices() if space.config_at(int(i))["vector"] == path_name]
+        assert ours, f"{kernel_name} {shape_text}: vector={path_name} has no legal configuration on {target_name}"
+        for index in ours[:: max(1, len(ours) // 4)]:
+            config = space.config_at(index)
+            assert (TEMPLATES_DIR / kernel.template_for(config)).is_file()
+            rendered = kernel.render(target, shape, config)
+            assert set(rendered.cflags) <= allowed, rendered.cflags
+            assert set(kernel.path(config).cflags) <= set(rendered.cflags)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_a_paths_variants_compile_warning_free_with_every_compiler(case, targets, tmp_path):
+    """The first and last legal configuration of the path per compiler (smallest and
+    largest tiles), -Wall -Wextra -Werror."""
+    kernel_name, path_name, target_name = case
+    kernel, target = KERNELS[kernel_name], targets[target_name]
+    if not offered(kernel_name, path_name, target):
+        return
+    shape = kernel.parse_shape(SHAPES[kernel_name][1])
+    space = kernel.space(target, shape)
+    for compiler in target.compilers:
+        ours = [config for config in space if config["vector"] == path_name and config["compiler"] == compiler.name]
+        for config in {ours[0], ours[-1]}:
+            result = compile_only(target, kernel.render(target, shape, config), tmp_path)
+            assert result.returncode == 0 and not result.stderr, f"{config.key()}:\n{result.stderr}"
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_drawn_variants_of_a_path_match_the_reference_on_the_target(case, targets, tmp_path):
+    kernel_name, path_name, target_name = case
+    kernel, target = KERNELS[kernel_name], targets[target_name]
+    if not offered(kernel_name, path_name, target):
+        return
+    shapes = st.sampled_from([kernel.parse_shape(text) for text in SHAPES[kernel_name]])
+    check_drawn_variants(kernel, [target], shapes, path_name, tmp_path, examples=3)
+
