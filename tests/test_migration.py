@@ -92,12 +92,12 @@ def test_a_version_1_file_is_upgraded_in_place_and_keeps_every_trial(tmp_path):
         assert db.records(W)[-1].trial == new
     finally:
         db.close()
-    assert schema_version(path) == schema.SCHEMA_VERSION == 2
+    assert schema_version(path) == schema.SCHEMA_VERSION
     fresh = tmp_path / "fresh.db"
     TuningDatabase(fresh).close()
     assert layout(path) == layout(fresh)  # the migration yields exactly what a new file gets
     TuningDatabase(path).close()  # and opening it again changes nothing
-    assert schema_version(path) == 2
+    assert schema_version(path) == schema.SCHEMA_VERSION
 
 
 def test_every_migration_step_is_registered_once_in_order():
@@ -176,7 +176,7 @@ def test_a_process_killed_mid_migration_leaves_the_version_1_file_usable(tmp_pat
         assert len(db.records(W)) == 5
     finally:
         db.close()
-    assert schema_version(path) == 2
+    assert schema_version(path) == schema.SCHEMA_VERSION
 
 
 def test_a_file_from_a_newer_edgetune_is_refused_untouched(tmp_path):
@@ -201,7 +201,7 @@ def test_version_1_json_lines_still_import(tmp_path):
             "error": "", "info": {}, "strategy": "genetic", "seed": 3, "created": "2026-10-01T08:00:00Z"}
     db = TuningDatabase(tmp_path / "new.db")
     try:
-        assert db.import_jsonl([json.dumps(line)]) == (1, 0)
+        assert db.import_jsonl([json.dumps(line)]).added == 1
         [record] = db.records(W)
         assert record.trial.config.as_dict() == {"tile": 4, "compiler": "clang"}
         assert record.trial.values == {"instructions": 77} and record.trial.measured_by is None
@@ -209,7 +209,7 @@ def test_version_1_json_lines_still_import(tmp_path):
         out = io.StringIO()
         db.export_jsonl(out)
         exported = json.loads(out.getvalue())
-        assert exported["schema_version"] == 2 and exported["measured_by"] is None
+        assert exported["schema_version"] == schema.SCHEMA_VERSION and exported["measured_by"] is None
     finally:
         db.close()
 

@@ -12,6 +12,9 @@ History:
      trials.measured_at (UTC time the measurement finished, by that machine's clock), so a
      farm of hosts and boards can tell which one produced an outlier. NULL: unknown (trials
      stored by version 1, or lost on a cluster before any machine measured them).
+  3  [dbimport] trials.batch: the `db import` batch a trial came from (NULL: measured here),
+     and the table batches (id, source file, time of the import, lines read), so one
+     import can be listed and removed as a whole (`edgetune db batches`, `db remove --batch`).
 """
 from __future__ import annotations
 
@@ -69,6 +72,42 @@ CREATE TABLE trials (
 CREATE INDEX trials_by_target ON trials (target, kernel);
 CREATE INDEX trials_by_machine ON trials (measured_by);
 """,
+    # --- schema 3 [dbimport]: import batches -------------------------------------------------
+    3: """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE trials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workload TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    kernel_version INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    toolchain TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    config TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    measured TEXT NOT NULL,
+    error TEXT NOT NULL,
+    info TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    seed INTEGER,
+    created TEXT NOT NULL,
+    measured_by TEXT,
+    measured_at TEXT,
+    batch INTEGER,
+    UNIQUE (workload, config_key)
+);
+CREATE INDEX trials_by_target ON trials (target, kernel);
+CREATE INDEX trials_by_machine ON trials (measured_by);
+CREATE TABLE batches (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    source TEXT NOT NULL,
+    imported_at TEXT NOT NULL,
+    lines INTEGER NOT NULL
+);
+CREATE INDEX trials_by_batch ON trials (batch);
+""",
+    # --- end schema 3 [dbimport] ---------------------------------------------------------------
 }
 SCHEMA_VERSION = max(SCHEMAS)
 
@@ -93,8 +132,19 @@ def _measured_by_and_at(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX trials_by_machine ON trials (measured_by)")
 
 
+# --- schema 3 [dbimport]: import batches -----------------------------------------------------
+def _import_batches(conn: sqlite3.Connection) -> None:
+    # Every trial stored so far was measured here or imported before batches existed: NULL.
+    conn.execute("ALTER TABLE trials ADD COLUMN batch INTEGER")
+    conn.execute("CREATE TABLE batches (id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL,"
+                 " imported_at TEXT NOT NULL, lines INTEGER NOT NULL)")
+    conn.execute("CREATE INDEX trials_by_batch ON trials (batch)")
+# --- end schema 3 [dbimport] -------------------------------------------------------------------
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "record which machine measured each trial, and when", _measured_by_and_at),
+    Migration(2, "[dbimport] record the import batch of each imported trial", _import_batches),
 )
 
 
