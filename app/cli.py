@@ -14,6 +14,7 @@ from edgetune.hal import Target, TargetError
 from edgetune.targets import get_target, target_names
 from edgetune.targets.toolchain import HarnessError, ToolMissing
 from edgetune.tuner import STRATEGIES, DatabaseError, SpaceError, TrialSelection, TuningDatabase, parse_bound
+from edgetune.tuner.database import read_jsonl
 from edgetune.tuner.recorded import RecordedSpaceError, load_recorded
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
@@ -501,7 +502,8 @@ def db_import_cmd(in_path, db_path, target_files):
         lines = Path(in_path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{in_path}: cannot read ({exc})") from None
-    result = _open_db(db_path).import_jsonl(lines, source=in_path, check=ImportCheck(targets))
+    parsed = read_jsonl(lines, source=in_path, check=ImportCheck(targets))  # before the database is opened
+    result = _open_db(db_path).store_imported(parsed, in_path)
     batch = f" as batch {result.batch} (`edgetune db remove --batch {result.batch}` undoes it)" if result.batch else ""
     click.echo(f"imported {result.added} trials ({result.present} already present){batch}")
 

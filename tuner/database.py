@@ -220,17 +220,12 @@ class TuningDatabase:
 
     def import_jsonl(self, lines, source: str = "<input>", check: ImportCheck | None = None) -> ImportResult:
         """Add trials from JSON lines (of this schema version or an older one), as one batch.
-        All or nothing: a bad line names its number and field, and nothing is imported.
-        `check` (the application's: is the configuration legal in the kernel's space?) may
-        return the trial with its configuration in the space's own form, or raise ValueError."""
-        parsed = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                parsed.append(_checked(parse_line(line, SCHEMA_VERSION), check))
-            except ValueError as exc:  # LineError, or a Workload's own refusal
-                raise DatabaseError(f"{source}: line {number}: {exc}") from None
+        All or nothing: a bad line names its number and field, and nothing is imported."""
+        return self.store_imported(read_jsonl(lines, source, check), source)
+
+    def store_imported(self, parsed: list["ParsedLine"], source: str) -> ImportResult:
+        """Store lines `read_jsonl` accepted, in one transaction, as one batch (none when
+        every configuration was already stored)."""
         added, batch = 0, None
         with self._transaction():
             if parsed:
@@ -319,6 +314,23 @@ class TuningDatabase:
 
 
 ImportCheck = Callable[[Workload, Trial], Trial]
+ParsedLine = tuple  # (Workload, Trial, strategy, seed, created), as _insert takes them
+
+
+def read_jsonl(lines, source: str = "<input>", check: ImportCheck | None = None) -> list[ParsedLine]:
+    """Every line of a JSON-lines file checked, before anything is stored: DatabaseError
+    names the first bad line's number and field. `check` (the application's: is the
+    configuration legal in the kernel's space?) returns the trial with its configuration in
+    the space's own form, or raises ValueError naming the field."""
+    parsed = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            parsed.append(_checked(parse_line(line, SCHEMA_VERSION), check))
+        except ValueError as exc:  # LineError, a Workload's own refusal, the check's
+            raise DatabaseError(f"{source}: line {number}: {exc}") from None
+    return parsed
 
 
 def _checked(line: ImportedTrial, check: ImportCheck | None) -> tuple[Workload, Trial, str, int | None, str]:
