@@ -68,7 +68,7 @@ class ImportCheck:
             if tuple(kernel.parse_shape(shape).items()) != workload.shape:
                 raise ValueError(f"workload.shape: expected the keys {', '.join(kernel.shape_keys)} in that order")
             return kernel.tuning_space(target, shape), target.measures
-        except ValueError as exc:  # KernelError, SpaceError, NpuOperatorError: all name the culprit
+        except (ValueError, OverflowError) as exc:  # KernelError, SpaceError, NpuOperatorError name the culprit
             text = str(exc)
             raise ValueError(text if text.startswith("workload.") else f"workload: {text}") from None
 

@@ -293,3 +293,13 @@ def test_a_damaged_stored_trial_stops_commands_naming_its_id(tmp_path, column, t
     code, out = cli(*args, "--db", db)
     assert_one_line_refusal(code, out, "trial 1", "db remove --trial 1")
     assert cli("db", "remove", "--db", db, "--trial", 1) == (0, "removed 1 trials\n")
+
+
+def test_a_damaged_stored_workload_names_the_trial(tmp_path):
+    db = stored_db(tmp_path)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE trials SET kernel = 'a b; x' WHERE id = 1")
+    conn.commit()
+    conn.close()
+    code, out = cli("best", "matmul_s8", "--target", "host", "--shape", SHAPE_TEXT, "--db", db)
+    assert_one_line_refusal(code, out, "trial 1", "kernel")

@@ -18,7 +18,7 @@ from typing import Callable
 
 from . import schema
 from .schema import SCHEMA_VERSION
-from .sharing import ImportedTrial, LineError, parse_line, trial_json
+from .sharing import ImportedTrial, parse_line, trial_json
 from .space import Config
 from .trial import Outcome, Trial, check_trial
 
@@ -299,7 +299,10 @@ class TuningDatabase:
     def _record(self, row) -> Record:
         (rid, kernel, version, target, shape, toolchain, config, outcome, measured, error, info,
          strategy, seed, created, measured_by, measured_at) = row
-        workload = self._workload(kernel, version, target, shape, toolchain)
+        try:
+            workload = self._workload(kernel, version, target, shape, toolchain)
+        except DatabaseError as exc:
+            raise DatabaseError(f"{exc}: trial {rid}; remove it with `edgetune db remove --trial {rid}`") from None
         try:
             trial = Trial(config=Config(tuple((k, v) for k, v in json.loads(config))), outcome=Outcome(outcome),
                           values=json.loads(measured), error=error, info=json.loads(info),
