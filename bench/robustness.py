@@ -30,7 +30,7 @@ import hashlib
 import json
 import os
 import random
-import shutil
+import re
 import signal
 import sqlite3
 import subprocess
@@ -176,7 +176,7 @@ class BadInput:
     name: str
     build: Callable[[Path, Path], list]
     harm: Callable[[Path], bool] | None = None
-    names: str = ""  # what the one line must name (the field, key or value at fault)
+    names: str = ""  # a regular expression the one line must match: the field, key or value at fault
 
 
 def imported(*lines: str) -> Callable[[Path, Path], list]:
@@ -273,11 +273,11 @@ def bad_inputs() -> list[BadInput]:
         BadInput("13.9 target file", "extends = '.'", tuned_with("cortex-m55", lambda d, f: d.update(extends="."))),
         BadInput("13.9 target file", "extends a FIFO", tuned_with("cortex-m55", _fifo_parent)),
         BadInput("13.9 target file", "region above 4 GiB", tuned_with("cortex-m55", _high_memory)),
-        BadInput("13.9 target file", "clock_hz = 1e29", tuned_with("cortex-m55", setter("core", "clock_hz",
+        BadInput("13.9 target file", "clock_hz = 10**29", tuned_with("cortex-m55", setter("core", "clock_hz",
                                                                                     value=10 ** 29))),
         BadInput("13.9 target file", "I/O regions too small", tuned_with("cortex-m55", _tiny_io, "m=256,n=256,k=256")),
         BadInput("13.10 shapes", "m = 2**70", lambda f, db: ["tune", "matmul_s8", "--target", "host", "--shape",
-                                                            f"m={2 ** 70},n=2,k=2", "--db", db], names="m"),
+                                                            f"m={2 ** 70},n=2,k=2", "--db", db], names=r"\bm\b"),
         BadInput("13.10 shapes", "newline in a path", lambda f, db: ["best", "matmul_s8", "--target", "host",
                                                                     "--shape", SHAPE_TEXT, "--db", "no\nsuch.db"]),
     ]
@@ -305,9 +305,10 @@ def try_bad_input(case: BadInput, timeout: float) -> tuple[bool, bool, str]:
         db.chmod(0o644)
         unchanged = digest(db) == before
         harmed = (case.harm is not None and case.harm(folder)) or (folder / CANARY).exists()
-    right = refused_right(run) and case.names in run.stderr and unchanged and not harmed
+    named = re.search(case.names, run.stderr) is not None
+    right = refused_right(run) and named and unchanged and not harmed
     said = "timed out" if run.code is None else f"exit {run.code}"
-    said += "" if case.names in run.stderr else f", {case.names!r} not named"
+    said += "" if named else f", {case.names!r} not named"
     return right, harmed or not unchanged, (f"{case.name} ({said}{'' if unchanged else ', database changed'}"
                                             f"{', HARM' if harmed else ''})")
 

@@ -303,3 +303,38 @@ def test_a_damaged_stored_workload_names_the_trial(tmp_path):
     conn.close()
     code, out = cli("best", "matmul_s8", "--target", "host", "--shape", SHAPE_TEXT, "--db", db)
     assert_one_line_refusal(code, out, "trial 1", "kernel")
+
+
+def test_a_users_own_target_is_named_with_its_file_never_looked_up_from_the_line(tmp_path):
+    from edgetune.targets import target_file
+    board = tmp_path / "my-board.toml"
+    board.write_text(f'extends = "{target_file("cortex-m55")}"\nname = "my-board"\n')
+    target = get_target(str(board))
+    kernel = get_kernel("matmul_s8")
+    config = kernel.tuning_space(target, SHAPE).config_at(int(kernel.tuning_space(target, SHAPE).legal_indices()[0]))
+    text = line(workload__target="my-board", workload__toolchain=workload_of(kernel, target, SHAPE).toolchain,
+                config=[list(item) for item in config.items], values={"instructions": 100, "code_bytes": 1})
+    path = tmp_path / "shared.jsonl"
+    path.write_text(text + "\n")
+    db = tmp_path / "new.db"
+    assert_one_line_refusal(*cli("db", "import", path, "--db", db), "line 1", "workload.target", "--target")
+    assert_one_line_refusal(*cli("db", "import", path, "--db", db, "--target", "my-board"), "--target", ".toml")
+    code, out = cli("db", "import", path, "--db", db, "--target", board)
+    assert code == 0 and "imported 1 trials" in out, out
+    code, out = cli("best", "matmul_s8", "--target", board, "--shape", SHAPE_TEXT, "--db", db, "--json")
+    assert code == 0 and json.loads(out)["best"]["instructions"] == 100, out
+
+
+def test_a_file_from_before_batches_takes_batches_after_upgrading(tmp_path):
+    from test_migration import v1_rows, write_v1
+    db = tmp_path / "old.db"
+    write_v1(db, v1_rows())
+    path = tmp_path / "shared.jsonl"
+    path.write_text(line() + "\n")
+    code, out = cli("db", "import", path, "--db", db)
+    assert code == 0 and "as batch 1" in out, out
+    assert json.loads(cli("db", "batches", "--db", db, "--json")[1])[0]["stored"] == 1
+    assert cli("db", "remove", "--db", db, "--batch", 1) == (0, "removed 1 trials\n")
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM trials WHERE batch IS NULL").fetchone()[0] == len(v1_rows())
+    conn.close()
