@@ -2,7 +2,7 @@
 through the installed command line (a subprocess per attempt, each in its own temporary
 folder), with the harm counted per class. Every count of harm should be 0.
 
-Three parts:
+Four parts:
 
 - bad inputs: forged `db import` lines, target files with dangerous compiler flags,
   programs given as paths, target-file gaps, huge shapes, a read-only database. Each must
@@ -19,10 +19,14 @@ Three parts:
   fields, imported lines, export manifests). The C payloads carry a constructor that would
   create the canary file if it were ever compiled and run; the shell ones create it if a
   shell ever sees them. Executed = the canary appeared.
+- sharing: two processes creating one new database at once (failures), two tunes of one
+  workload on one database (trials beyond the budget), `export` killed part-way (unfinished
+  folders `verify` passes) and re-exported over a stale kernel source (files left outside
+  the manifest).
 
-usage: .venv/bin/python bench/robustness.py [--parts bad,kill,payload] [--kill-runs R] [--kills K]
+usage: .venv/bin/python bench/robustness.py [--parts bad,kill,payload,shared] [--kill-runs R] [--kills K]
                                             [--budget N] [--workers W] [--payload-kinds K,...]
-                                            [--timeout S] [--seed S]
+                                            [--races N] [--export-kills N] [--timeout S] [--seed S]
 
 With the defaults (2 runs x 10 kill points, 8 payloads x 28 inputs, 2 workers) it takes about
 4 minutes on an idle 2-core machine; most of it is the command's own start-up, once per attempt.
@@ -587,6 +591,116 @@ def try_payloads(timeout: float, workers: int, kinds: list[str]) -> dict[str, Pa
     return tallies
 
 
+# --- part 4: sharing a database, exports killed part-way -------------------------------------------------
+@dataclass
+class SharedTally:
+    creation_tries: int = 0
+    creation_failed: int = 0
+    budget: int = 0
+    stored: int = 0  # trials two processes tuning one workload left (should be the budget)
+    export_kills: int = 0
+    partial_passed: int = 0  # exports killed part-way whose unfinished folder `verify` passed
+    stale_files: int = 0  # files left in a re-exported folder outside its manifest
+    notes: list[str] = field(default_factory=list)
+
+
+def try_creation_race(tally: SharedTally, tries: int, timeout: float) -> None:
+    """Two processes creating one new database at once (a `db import` each)."""
+    for n in range(tries):
+        with tempfile.TemporaryDirectory(prefix="robust-race-") as tmp:
+            folder = Path(tmp)
+            (folder / "shared.jsonl").write_text(trial_line() + "\n")
+            procs = [subprocess.Popen([EDGETUNE, "db", "import", "shared.jsonl", "--db", "new.db"], cwd=folder,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+            results = [proc.communicate(timeout=timeout) for proc in procs]
+            tally.creation_tries += 1
+            failed = [err.strip() for proc, (_, err) in zip(procs, results) if proc.returncode != 0]
+            tally.creation_failed += bool(failed)
+            if failed:
+                tally.notes.append(f"creation try {n + 1}: {failed[0][-160:]}")
+
+
+def try_split_budget(tally: SharedTally, budget: int, timeout: float) -> None:
+    """Two tunes of one workload on one database: together they should store the budget."""
+    with tempfile.TemporaryDirectory(prefix="robust-split-") as tmp:
+        folder = Path(tmp)
+        args = ["tune", "matmul_s8", "--target", "cortex-m55", "--shape", "m=4,n=4,k=4", "--budget", str(budget),
+                "--jobs", "1", "--db", "shared.db"]
+        edgetune(["db", "import", "/dev/null", "--db", "shared.db"], folder, timeout)  # created before the race
+        procs = [subprocess.Popen([EDGETUNE, *args, "--seed", str(seed)], cwd=folder, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True) for seed in (1, 2)]
+        errors = [proc.communicate(timeout=timeout)[1] for proc in procs]
+        tally.budget = budget
+        tally.stored = len(stored_rows(folder / "shared.db"))
+        for proc, err in zip(procs, errors):
+            if proc.returncode != 0:
+                tally.notes.append(f"a sharing tune failed: {err.strip()[-160:]}")
+
+
+def manifest_files(folder: Path) -> set[str] | None:
+    try:
+        return set(json.loads((folder / "manifest.json").read_text())["files"]) | {"manifest.json"}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def measured_at_export(folder: Path) -> bool:
+    """Whether every kernel of the manifest carries the value measured at export."""
+    try:
+        kernels = json.loads((folder / "manifest.json").read_text())["kernels"]
+        return all(kernel.get("exported_value") is not None for kernel in kernels)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def try_exports(tally: SharedTally, kills: int, timeout: float, rng: random.Random) -> None:
+    """`export` killed at random moments (then `verify` must not pass what is left), and
+    a re-export into a folder holding a stale kernel source (it must not stay)."""
+    with tempfile.TemporaryDirectory(prefix="robust-export-") as tmp:
+        folder = Path(tmp)
+        edgetune(["tune", "matmul_s8", "--target", "cortex-m55", "--shape", "m=4,n=4,k=4", "--budget", "2",
+                  "--db", "t.db"], folder, timeout)
+        export = ["export", "--target", "cortex-m55", "--db", "t.db", "--out"]
+        started = time.monotonic()
+        edgetune([*export, "full"], folder, timeout)
+        duration = time.monotonic() - started
+        for n in range(kills):
+            out = folder / f"killed{n}"
+            proc = subprocess.Popen([EDGETUNE, *export, out.name], cwd=folder, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+            time.sleep(rng.uniform(0.1, max(0.2, duration)))
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            tally.export_kills += 1
+            if out.exists() and edgetune(["verify", out.name, "--target", "cortex-m55"], folder, timeout).code == 0:
+                complete = manifest_files(out) == {p.name for p in out.iterdir()} and measured_at_export(out)
+                tally.partial_passed += not complete
+                if not complete:
+                    tally.notes.append(f"export killed at kill point {n + 1}: verify passed an unfinished folder")
+        (folder / "full" / "et_stale_kernel.c").write_text("int stale;\n")
+        edgetune([*export, "full"], folder, timeout)
+        listed = manifest_files(folder / "full") or set()
+        stale = {p.name for p in (folder / "full").iterdir()} - listed
+        tally.stale_files = len(stale)
+        if stale:
+            tally.notes.append(f"re-export left {', '.join(sorted(stale))} outside the manifest")
+
+
+def print_shared(t: SharedTally) -> int:
+    print("\nsharing a database, exports killed part-way")
+    print(f"  creation races: {t.creation_tries} tries, {t.creation_failed} with a process failing")
+    print(f"  two tunes of one workload, budget {t.budget}: {t.stored} trials stored "
+          f"({max(0, t.stored - t.budget)} beyond the budget)")
+    print(f"  exports killed: {t.export_kills}, unfinished folders verify passed: {t.partial_passed}; "
+          f"stale files after a re-export: {t.stale_files}")
+    for note in t.notes:
+        print(f"      {note}")
+    return t.creation_failed + max(0, t.stored - t.budget) + t.partial_passed + t.stale_files
+
+
 # --- the table -------------------------------------------------------------------------------------------
 def print_bad_inputs(tallies: dict[str, Tally]) -> int:
     print(f"\nbad inputs (refused right: exit 2, one line on stderr, database unchanged)")
@@ -625,7 +739,10 @@ def print_payloads(tallies: dict[str, PayloadTally]) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="bad,kill,payload", help="comma-separated: bad, kill, payload")
+    parser.add_argument("--parts", default="bad,kill,payload,shared",
+                        help="comma-separated: bad, kill, payload, shared")
+    parser.add_argument("--races", type=int, default=4, help="tries of two processes creating one database")
+    parser.add_argument("--export-kills", type=int, default=4, help="exports killed part-way")
     parser.add_argument("--kill-runs", type=int, default=2, help="resumed runs, each killed --kills times")
     parser.add_argument("--kills", type=int, default=10, help="kill points per run")
     parser.add_argument("--budget", type=int, default=20, help="trials of the killed tune")
@@ -646,6 +763,12 @@ def main() -> int:
     if "payload" in parts:
         kinds = [k for k in args.payload_kinds.split(",") if k] or list(payloads(Path(tempfile.gettempdir())))
         harm += print_payloads(try_payloads(args.timeout, args.workers, kinds))
+    if "shared" in parts:
+        shared = SharedTally()
+        try_creation_race(shared, args.races, args.timeout)
+        try_split_budget(shared, 8, args.timeout)
+        try_exports(shared, args.export_kills, args.timeout, random.Random(args.seed))
+        harm += print_shared(shared)
     print(f"\n{'every count of harm is 0' if harm == 0 else f'{harm} counted against the promise'} "
           f"({time.monotonic() - started:.0f} s)")
     return 0 if harm == 0 else 1
