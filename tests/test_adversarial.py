@@ -22,7 +22,7 @@ from edgetune.cli import main
 from edgetune.codegen import get_kernel
 from edgetune.session import workload_of
 from edgetune.targets import get_target
-from edgetune.tuner import Outcome, Trial, TuningDatabase
+from edgetune.tuner import Config, Outcome, Trial, TuningDatabase
 
 SHAPE = {"m": 2, "n": 2, "k": 2}
 SHAPE_TEXT = "m=2,n=2,k=2"
@@ -338,3 +338,24 @@ def test_a_file_from_before_batches_takes_batches_after_upgrading(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT COUNT(*) FROM trials WHERE batch IS NULL").fetchone()[0] == len(v1_rows())
     conn.close()
+
+
+def test_npu_trials_are_checked_against_vela_options():
+    from edgetune.codegen.npu import NPU_MODEL_VERSION, NPU_OPERATORS, npu_space
+    from edgetune.sharing import ImportCheck
+    from edgetune.tuner import Workload
+    operator = next(iter(NPU_OPERATORS.values()))
+    target = get_target("cortex-m55")
+    shape = operator.parse_shape(operator.example)
+    config = next(iter(npu_space(target, target.npus[0], operator, shape)))
+    workload = Workload(operator.name, NPU_MODEL_VERSION, f"cortex-m55+{target.npus[0].name}", tuple(shape.items()), "f")
+    check = ImportCheck()
+    assert check(workload, Trial(config, Outcome.OK, {"total_cycles": 5})).config == config
+    with pytest.raises(ValueError, match="values.total_cycles"):
+        check(workload, Trial(config, Outcome.OK, {"npu_cycles": 5}))
+    bad = Config(tuple((name, 3) if name == "macs" else (name, value) for name, value in config.items))
+    with pytest.raises(ValueError, match="config.macs"):
+        check(workload, Trial(bad, Outcome.OK, {"total_cycles": 5}))
+    with pytest.raises(ValueError, match="workload.target"):
+        check(Workload(operator.name, NPU_MODEL_VERSION, "cortex-m55+ethos-u99", tuple(shape.items()), "f"),
+              Trial(config, Outcome.OK, {"total_cycles": 5}))
