@@ -15,7 +15,8 @@ from edgetune.hal import Target, TargetError
 from edgetune.hal.loader import ALLOW_TOOLS_ENV
 from edgetune.targets import get_target, target_names
 from edgetune.targets.toolchain import HarnessError, ToolMissing
-from edgetune.tuner import STRATEGIES, DatabaseError, SpaceError, TuningDatabase, parse_bound
+from edgetune.tuner import STRATEGIES, DatabaseError, SpaceError, TrialSelection, TuningDatabase, parse_bound
+from edgetune.tuner.database import read_jsonl
 from edgetune.tuner.recorded import RecordedSpaceError, load_recorded
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
@@ -26,6 +27,7 @@ from .outputs import OutputError, writable_file, writable_folder
 from .progress import ProgressDisplay
 from .report import ReportError, check_objective, write_report
 from .identity import recompute_estimates
+from .sharing import ImportCheck, parse_workload_selection
 from .session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
 from .verify import export_and_measure, manifest_goal, manifest_target, verify_export
 from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
@@ -590,15 +592,63 @@ def db_export_cmd(db_path, out_path):
 @db_group.command("import")
 @click.argument("in_path", metavar="FILE")
 @_db_option
+@click.option("--target", "target_files", multiple=True, metavar="FILE.toml",
+              help="A target file the imported trials name (shipped targets are known; repeatable).")
 @_guard
-def db_import_cmd(in_path, db_path):
-    """Add the trials of a JSON-lines file; ones already stored are skipped."""
+def db_import_cmd(in_path, db_path, target_files):
+    """Add the trials of a JSON-lines file as one batch; ones already stored are skipped.
+
+    Every line is checked first (a legal configuration of its kernel's space for that
+    target and shape; measured values finite, non-negative numbers): a bad line is refused
+    naming its number and field, and then nothing is imported (docs/sharing.md)."""
+    targets = []
+    for name in target_files:
+        if not name.endswith(".toml"):
+            raise UserError(f"--target {name!r}: give a target file (.toml); shipped targets are known already")
+        targets.append(get_target(name))
     try:
         lines = Path(in_path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{in_path}: cannot read ({exc})") from None
-    added, present = _open_db(db_path).import_jsonl(lines, source=in_path)
-    click.echo(f"imported {added} trials ({present} already present)")
+    parsed = read_jsonl(lines, source=in_path, check=ImportCheck(targets))  # before the database is opened
+    result = _open_db(db_path).store_imported(parsed, in_path)
+    batch = f" as batch {result.batch} (`edgetune db remove --batch {result.batch}` undoes it)" if result.batch else ""
+    click.echo(f"imported {result.added} trials ({result.present} already present){batch}")
+
+
+@db_group.command("batches")
+@_db_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_guard
+def db_batches_cmd(db_path, as_json):
+    """List the import batches: when, from which file, how many trials are still stored."""
+    batches = _open_existing_db(db_path).batches()
+    if as_json:
+        click.echo(json.dumps([{"batch": b.id, "source": b.source, "imported_at": b.imported_at, "lines": b.lines,
+                                "stored": b.stored} for b in batches], indent=2))
+        return
+    if not batches:
+        click.echo("no import batches")
+    for b in batches:
+        click.echo(f"batch {b.id}: {b.imported_at}  {b.stored} of {b.lines} trials stored  from {b.source}")
+
+
+@db_group.command("remove")
+@_db_option
+@click.option("--workload", "workload_text", metavar="KERNEL[@vN][/TARGET[/SHAPE]]",
+              help="The trials of these workloads, e.g. matmul_s8/cortex-m55/m=8,n=16,k=16.")
+@click.option("--batch", type=click.IntRange(min=1), default=None, help="The trials of one import batch (db batches).")
+@click.option("--trial", "trial_id", type=click.IntRange(min=1), default=None, help="One trial, by its id.")
+@click.option("--dry-run", is_flag=True, help="Say how many trials would go; remove nothing.")
+@_guard
+def db_remove_cmd(db_path, workload_text, batch, trial_id, dry_run):
+    """Remove trials: by workload, by import batch or by id (given together: all must match)."""
+    if workload_text is None and batch is None and trial_id is None:
+        raise UserError("db remove: give --workload, --batch or --trial (see --help)")
+    selection = parse_workload_selection(workload_text) if workload_text is not None else TrialSelection()
+    selection = replace(selection, batch=batch, trial=trial_id)
+    count = _open_existing_db(db_path).remove(selection, dry_run=dry_run)
+    click.echo(f"would remove {count} trials (dry run)" if dry_run else f"removed {count} trials")
 
 
 @main.command("verify")

@@ -467,7 +467,9 @@ def _line(**changes) -> dict:
     line = {"format": "edgetune-trial", "schema_version": 2,
             "workload": {"kernel": "matmul_s8", "kernel_version": 2, "target": "host",
                          "shape": [["m", 2], ["n", 2], ["k", 2]], "toolchain": "0123456789ab"},
-            "config": [["tile_m", 1]], "outcome": "ok", "values": {"time_ns": 1.0}, "error": "", "info": {},
+            # a legal point of the workload's space: db import checks lines against it
+            "config": [["tile_m", 1], ["tile_n", 1], ["unroll_k", 1], ["vector", "c"], ["layout", "rowmajor"],
+                       ["compiler", "gcc"], ["opt", "O2"]], "outcome": "ok", "values": {"time_ns": 1.0}, "error": "", "info": {},
             "strategy": "random", "seed": 0, "created": "2026-11-01T00:00:00Z",
             "measured_by": "lab-host-1", "measured_at": "2026-11-01T00:00:00Z"}
     for path, value in changes.items():

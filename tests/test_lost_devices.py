@@ -175,7 +175,7 @@ def test_lost_kinds_are_stored_exported_counted_and_shown(tmp_path):
     lines = io.StringIO()
     db.export_jsonl(lines)
     copy = TuningDatabase(tmp_path / "b.db")
-    assert copy.import_jsonl(lines.getvalue().splitlines()) == (3, 0)
+    assert copy.import_jsonl(lines.getvalue().splitlines()).added == 3
     summary = summarize(copy, workload, "instructions")
     assert summary.failures == {"emulator_lost": 1, "device_lost": 1} and summary.failed == 2
     assert [t.outcome for t in copy.trials(workload)] == [t.outcome for t in trials]

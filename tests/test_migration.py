@@ -203,7 +203,7 @@ def test_version_1_json_lines_still_import(tmp_path):
             "error": "", "info": {}, "strategy": "genetic", "seed": 3, "created": "2026-10-01T08:00:00Z"}
     db = TuningDatabase(tmp_path / "new.db")
     try:
-        assert db.import_jsonl([json.dumps(line)]) == (1, 0)
+        assert db.import_jsonl([json.dumps(line)]).added == 1
         [record] = db.records(W)
         assert record.trial.config.as_dict() == {"tile": 4, "compiler": "clang"}
         assert record.trial.values == {"instructions": 77} and record.trial.measured_by is None

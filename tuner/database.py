@@ -19,8 +19,9 @@ from typing import Callable
 from . import schema
 from .objective import Bound, Goal
 from .schema import SCHEMA_VERSION
+from .sharing import ImportedTrial, checked_goal, goal_from, parse_line, trial_json
 from .space import Config
-from .trial import Outcome, Trial
+from .trial import Outcome, Trial, check_trial
 
 APPLICATION = "edgetune-tuning-db"
 # Every column a Record is read from, in _record's order (never SELECT *: a migrated file
@@ -33,9 +34,6 @@ _COLUMNS = ("id, kernel, kernel_version, target, shape, toolchain, config, outco
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
 SHAPE_KEY_RE = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 TOOLCHAIN_RE = re.compile(r"[A-Za-z0-9]{0,64}")
-TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
-MACHINE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/\[\]-]{0,254}")
-STRATEGY_RE = re.compile(r"[A-Za-z0-9_.+-]{0,64}")
 
 
 class DatabaseError(ValueError):
@@ -199,18 +197,19 @@ class TuningDatabase:
         with self._transaction():
             return self._insert(workload, trial, strategy, seed, created)
 
-    def _insert(self, workload: Workload, trial: Trial, strategy: str, seed: int | None, created: str | None) -> bool:
+    def _insert(self, workload: Workload, trial: Trial, strategy: str, seed: int | None, created: str | None,
+                batch: int | None = None) -> bool:
         created = created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         cursor = self._conn.execute(
             "INSERT INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
-            " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at, batch)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
             # A configuration is stored once; only a trial whose machine was lost under it
             # (it says nothing about the configuration) gives way to a new measurement.
             " ON CONFLICT (workload, config_key) DO UPDATE SET config = excluded.config,"
             " outcome = excluded.outcome, measured = excluded.measured, error = excluded.error,"
             " info = excluded.info, strategy = excluded.strategy, seed = excluded.seed, created = excluded.created,"
-            " measured_by = excluded.measured_by, measured_at = excluded.measured_at"
+            " measured_by = excluded.measured_by, measured_at = excluded.measured_at, batch = excluded.batch"
             f" WHERE trials.outcome IN ({', '.join(repr(o.value) for o in Outcome if o.lost)})"
             # ... and a timeout under a smaller run limit than the new trial's (edgetune.session.timed_out_below).
             f" OR trials.outcome = '{Outcome.TIMEOUT.value}' AND coalesce(json_extract(trials.info, '$.timeout_limit_s'), 0)"
@@ -219,7 +218,7 @@ class TuningDatabase:
              json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
              json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
              json.dumps(trial.values, sort_keys=True), trial.error, json.dumps(trial.info, sort_keys=True),
-             strategy, seed, created, trial.measured_by, trial.measured_at))
+             strategy, seed, created, trial.measured_by, trial.measured_at, batch))
         return cursor.rowcount == 1
 
     # --- what each workload is tuned for ------------------------------------------------------
@@ -233,7 +232,7 @@ class TuningDatabase:
             "INSERT INTO workloads (workload, objective, bounds, updated) VALUES (?,?,?,?)"
             + (" ON CONFLICT (workload) DO UPDATE SET objective = excluded.objective, bounds = excluded.bounds,"
                " updated = excluded.updated" if replace else " ON CONFLICT (workload) DO NOTHING"),
-            (workload.key(), _checked_goal(goal).objective, json.dumps([[b.name, b.limit] for b in goal.bounds]),
+            (workload.key(), checked_goal(goal).objective, json.dumps([[b.name, b.limit] for b in goal.bounds]),
              time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
 
     def goal(self, workload: Workload) -> Goal | None:
@@ -243,7 +242,7 @@ class TuningDatabase:
         if row is None:
             return None
         try:
-            return _goal_from(row[0], json.loads(row[1]))
+            return goal_from(row[0], json.loads(row[1]))
         except (ValueError, TypeError) as exc:  # a hand-edited or damaged row
             raise DatabaseError(f"{self.path}: the stored goal of {workload.key()} is unusable ({exc})") from None
 
@@ -252,40 +251,56 @@ class TuningDatabase:
         """Write every trial as one JSON object per line; returns how many."""
         count = 0
         for row in self._conn.execute(f"SELECT {_COLUMNS} FROM trials ORDER BY id"):
-            record = self._record(row, revalue=False)
-            w, t = record.workload, record.trial
-            out.write(json.dumps({
-                "format": "edgetune-trial", "schema_version": SCHEMA_VERSION,
-                "workload": {"kernel": w.kernel, "kernel_version": w.kernel_version, "target": w.target,
-                             # pairs, not an object: key order is part of the workload's identity
-                             "shape": [list(pair) for pair in w.shape], "toolchain": w.toolchain},
-                "config": [list(item) for item in t.config.items], "outcome": t.outcome.value, "values": t.values,
-                "error": t.error, "info": t.info, "strategy": record.strategy, "seed": record.seed,
-                "created": record.created, "measured_by": t.measured_by, "measured_at": t.measured_at,
-                **_goal_json(self.goal(w))},
-                sort_keys=True) + "\n")
+            record = self._record(row, revalue=False)  # as measured: the receiver prices with its own tables
+            out.write(trial_json(record.workload, record.trial, record.strategy, record.seed, record.created,
+                                 SCHEMA_VERSION, self.goal(record.workload)) + "\n")
             count += 1
         return count
 
-    def import_jsonl(self, lines, source: str = "<input>") -> tuple[int, int]:
-        """Add trials from JSON lines (of this schema version or an older one): (added,
-        already present). All or nothing: a bad line names its number and nothing is imported."""
-        parsed = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-                parsed.append((*_parse_line(data), _parse_goal(data)))
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise DatabaseError(f"{source}: line {number}: {exc}") from None
-        added = 0
+    def import_jsonl(self, lines, source: str = "<input>", check: ImportCheck | None = None) -> ImportResult:
+        """Add trials from JSON lines (of this schema version or an older one), as one batch.
+        All or nothing: a bad line names its number and field, and nothing is imported."""
+        return self.store_imported(read_jsonl(lines, source, check), source)
+
+    def store_imported(self, parsed: list["ParsedLine"], source: str) -> ImportResult:
+        """Store lines `read_jsonl` accepted, in one transaction, as one batch (none when
+        every configuration was already stored). A line's goal is stored only for a workload
+        that has none here: this machine's tuning decides."""
+        added, batch = 0, None
         with self._transaction():
+            if parsed:
+                batch = self._conn.execute(
+                    "INSERT INTO batches (source, imported_at, lines) VALUES (?, ?, ?)",
+                    (source, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), len(parsed))).lastrowid
             for workload, trial, strategy, seed, created, goal in parsed:
-                added += self._insert(workload, trial, strategy, seed, created)
-                if goal is not None:  # a goal set here is kept: this machine's tuning decides
+                added += self._insert(workload, trial, strategy, seed, created, batch)
+                if goal is not None:
                     self._set_goal(workload, goal, replace=False)
-        return added, len(parsed) - added
+            if batch is not None and not added:  # nothing new: no batch to list or remove
+                self._conn.execute("DELETE FROM batches WHERE id = ?", (batch,))
+                batch = None
+        return ImportResult(added, len(parsed) - added, batch)
+
+    # --- removing -----------------------------------------------------------------------
+    def remove(self, selection: "TrialSelection", dry_run: bool = False) -> int:
+        """Delete the trials `selection` picks (all in one transaction); returns how many
+        went (or, with dry_run, would go)."""
+        where, args = selection.where()
+        with self._transaction():
+            ids = [rid for rid, shape in self._conn.execute(f"SELECT id, shape FROM trials WHERE {where}", args)
+                   if selection.shape is None or _shape_of(shape) == dict(selection.shape)]
+            if not dry_run:
+                self._conn.executemany("DELETE FROM trials WHERE id = ?", [(rid,) for rid in ids])
+                if selection.batch is not None and selection.where_columns() == ("batch",):
+                    self._conn.execute("DELETE FROM batches WHERE id = ?", (selection.batch,))
+        return len(ids)
+
+    def batches(self) -> list["Batch"]:
+        """Every import batch still on record, oldest first, with its trials still stored."""
+        rows = self._conn.execute(
+            "SELECT b.id, b.source, b.imported_at, b.lines, (SELECT COUNT(*) FROM trials t WHERE t.batch = b.id)"
+            " FROM batches b ORDER BY b.id")
+        return [Batch(*row) for row in rows]
 
     # --- reading ------------------------------------------------------------------------
     def records(self, workload: Workload) -> list[Record]:
@@ -326,93 +341,97 @@ class TuningDatabase:
     def _record(self, row, revalue: bool = True) -> Record:
         (rid, kernel, version, target, shape, toolchain, config, outcome, measured, error, info,
          strategy, seed, created, measured_by, measured_at) = row
-        workload = self._workload(kernel, version, target, shape, toolchain)
+        try:
+            workload = self._workload(kernel, version, target, shape, toolchain)
+        except DatabaseError as exc:
+            raise DatabaseError(f"{exc}: trial {rid}; remove it with `edgetune db remove --trial {rid}`") from None
         try:
             trial = Trial(config=Config(tuple((k, v) for k, v in json.loads(config))), outcome=Outcome(outcome),
                           values=json.loads(measured), error=error, info=json.loads(info),
                           measured_by=measured_by, measured_at=measured_at)
+            # Stored by other means (an older edgetune, a hand edit): a NaN, a negative or a
+            # string value would become or break the best, so it stops the reading instead.
+            check_trial(trial)
         except (ValueError, TypeError) as exc:
-            raise DatabaseError(f"{self.path}: trial {rid} is unusable ({exc})") from None
+            raise DatabaseError(f"{self.path}: trial {rid} is unusable ({exc}); "
+                                f"remove it with `edgetune db remove --trial {rid}`") from None
         if revalue and self.revaluer is not None:
             trial = self.revaluer(workload, trial)
         return Record(rid, workload, trial, strategy, seed, created)
 
 
-def _text(data: dict, key: str, pattern: re.Pattern, default=...) -> str | None:
-    """An optional (default given) or required string field of an imported line, whole-matched."""
-    if key not in data or data[key] is None:
-        if default is ...:
-            raise KeyError(key)
-        return default
-    value = data[key]
-    if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise ValueError(f"{key} {value!r} is not allowed here")
-    return value
+ImportCheck = Callable[[Workload, Trial], Trial]
+ParsedLine = tuple  # (Workload, Trial, strategy, seed, created, Goal or None)
 
 
-VALUE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
-
-
-def _goal_from(objective, bounds) -> Goal:
-    """A goal from stored or imported data: [[name, limit], ...] bounds, names checked."""
-    if not isinstance(bounds, list):
-        raise ValueError(f"bounds {bounds!r} is not a list")
+def read_jsonl(lines, source: str = "<input>", check: ImportCheck | None = None) -> list[ParsedLine]:
+    """Every line of a JSON-lines file checked, before anything is stored: DatabaseError
+    names the first bad line's number and field. `check` (the application's: is the
+    configuration legal in the kernel's space?) returns the trial with its configuration in
+    the space's own form, or raises ValueError naming the field."""
     parsed = []
-    for item in bounds:
-        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[1], (int, float))
-                or isinstance(item[1], bool)):
-            raise ValueError(f"bound {item!r} is not [NAME, LIMIT]")
-        parsed.append(Bound(item[0], float(item[1])))
-    return _checked_goal(Goal(objective, tuple(parsed)))
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            parsed.append(_checked(parse_line(line, SCHEMA_VERSION), check))
+        except ValueError as exc:  # LineError, a Workload's own refusal, the check's
+            raise DatabaseError(f"{source}: line {number}: {exc}") from None
+    return parsed
 
 
-def _checked_goal(goal: Goal) -> Goal:
-    for name in (goal.objective, *(b.name for b in goal.bounds)):
-        if not isinstance(name, str) or not VALUE_NAME_RE.fullmatch(name):
-            raise ValueError(f"goal value name {name!r} is not a measured value's name")
-    return goal
+def _checked(line: ImportedTrial, check: ImportCheck | None) -> tuple:
+    workload = Workload(*line.workload)
+    trial = line.trial if check is None else check(workload, line.trial)
+    return workload, trial, line.strategy, line.seed, line.created, line.goal
 
 
-def _goal_json(goal: Goal | None) -> dict:
-    if goal is None:
-        return {}
-    return {"goal": {"objective": goal.objective, "bounds": [[b.name, b.limit] for b in goal.bounds]}}
+@dataclass(frozen=True)
+class ImportResult:
+    added: int
+    present: int  # lines whose configuration was already stored
+    batch: int | None  # the batch the added trials belong to (None: nothing added)
 
 
-def _parse_goal(data: dict) -> Goal | None:
-    """The optional goal of a JSON line (lines before schema 3 have none)."""
-    goal = data.get("goal")
-    if goal is None:
+@dataclass(frozen=True)
+class Batch:
+    id: int
+    source: str
+    imported_at: str
+    lines: int
+    stored: int  # its trials still in the database
+
+
+@dataclass(frozen=True)
+class TrialSelection:
+    """Which trials `remove` deletes: every field given must match (at least one given).
+    A shape matches whatever the order of its keys."""
+
+    kernel: str | None = None
+    kernel_version: int | None = None
+    target: str | None = None
+    shape: tuple[tuple[str, int], ...] | None = None
+    batch: int | None = None
+    trial: int | None = None
+
+    def _clauses(self) -> list[tuple[str, object]]:
+        return [(column, value) for column, value in (
+            ("kernel", self.kernel), ("kernel_version", self.kernel_version), ("target", self.target),
+            ("batch", self.batch), ("id", self.trial)) if value is not None]
+
+    def where_columns(self) -> tuple[str, ...]:
+        return tuple(column for column, _ in self._clauses()) + (("shape",) if self.shape is not None else ())
+
+    def where(self) -> tuple[str, tuple]:
+        clauses = self._clauses()
+        if not clauses:
+            raise ValueError("a removal must name what to remove (a kernel, a batch or a trial)")
+        return " AND ".join(f"{column} = ?" for column, _ in clauses), tuple(value for _, value in clauses)
+
+
+def _shape_of(text: str) -> dict | None:
+    try:
+        shape = json.loads(text)
+    except ValueError:
         return None
-    if not isinstance(goal, dict):
-        raise ValueError(f"goal {goal!r} is not an object")
-    return _goal_from(goal.get("objective"), goal.get("bounds", []))
-
-
-def _parse_line(data: dict) -> tuple[Workload, Trial, str, int | None, str]:
-    """One JSON-lines record (any schema version up to ours) as what `_insert` takes."""
-    if data.get("format") != "edgetune-trial":
-        raise ValueError("not an edgetune trial record")
-    version = data["schema_version"]
-    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
-        raise ValueError(f"schema version {version!r} is not one of 1..{SCHEMA_VERSION}")
-    w = data["workload"]
-    workload = Workload(w["kernel"], w["kernel_version"], w["target"],
-                        tuple((k, v) for k, v in w["shape"]), w.get("toolchain", ""))
-    config = []
-    for item in data["config"]:
-        name, value = item
-        if not isinstance(name, str) or not SHAPE_KEY_RE.fullmatch(name):
-            raise ValueError(f"configuration parameter {name!r} is not a plain name")
-        if not isinstance(value, (str, int, float, bool)):
-            raise ValueError(f"configuration value {value!r} of {name} is not a number, string or boolean")
-        config.append((name, value))
-    seed = data.get("seed")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise ValueError(f"seed {seed!r} is not an integer")
-    # Lines from schema version 1 carry no measured_by/measured_at: unknown (None).
-    trial = Trial(config=Config(tuple(config)), outcome=Outcome(data["outcome"]), values=dict(data["values"]),
-                  error=str(data.get("error", "")), info=dict(data.get("info", {})),
-                  measured_by=_text(data, "measured_by", MACHINE_RE, None),
-                  measured_at=_text(data, "measured_at", TIMESTAMP_RE, None))
-    return workload, trial, _text(data, "strategy", STRATEGY_RE, ""), seed, _text(data, "created", TIMESTAMP_RE)
+    return shape if isinstance(shape, dict) else None

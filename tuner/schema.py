@@ -12,7 +12,10 @@ History:
      trials.measured_at (UTC time the measurement finished, by that machine's clock), so a
      farm of hosts and boards can tell which one produced an outlier. NULL: unknown (trials
      stored by version 1, or lost on a cluster before any machine measured them).
-  3  workloads (objective and bounds a workload was tuned for; see WORKLOAD_GOALS).
+  3  trials.batch: the `db import` batch a trial came from (NULL: measured here), and the
+     table batches (id, source file, time of the import, lines read), so one import can be
+     listed and removed as a whole (`edgetune db batches`, `db remove --batch`); the table
+     workloads (objective and bounds a workload was tuned for; see WORKLOAD_GOALS).
 """
 from __future__ import annotations
 
@@ -70,9 +73,44 @@ CREATE TABLE trials (
 CREATE INDEX trials_by_target ON trials (target, kernel);
 CREATE INDEX trials_by_machine ON trials (measured_by);
 """,
+    # schema 3: import batches (with WORKLOAD_GOALS below)
+    3: """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE trials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workload TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    kernel_version INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    toolchain TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    config TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    measured TEXT NOT NULL,
+    error TEXT NOT NULL,
+    info TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    seed INTEGER,
+    created TEXT NOT NULL,
+    measured_by TEXT,
+    measured_at TEXT,
+    batch INTEGER,
+    UNIQUE (workload, config_key)
+);
+CREATE INDEX trials_by_target ON trials (target, kernel);
+CREATE INDEX trials_by_machine ON trials (measured_by);
+CREATE TABLE batches (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    source TEXT NOT NULL,
+    imported_at TEXT NOT NULL,
+    lines INTEGER NOT NULL
+);
+CREATE INDEX trials_by_batch ON trials (batch);
+""",
 }
 
-# --- schema 3, step "workload goals" ------------------------------------------------------
+# Schema 3, its second part:
 # A `workloads` table: the objective and bounds (JSON [[name, limit], ...]) each workload
 # was last tuned for, so `export`, `verify`, `best` and `place` choose what `tune` searched
 # for. No row: the workload predates it, or was never tuned here (imported trials of a
@@ -85,8 +123,7 @@ CREATE TABLE workloads (
     updated TEXT NOT NULL
 );
 """
-SCHEMAS[3] = SCHEMAS[2] + WORKLOAD_GOALS
-# --- end of schema 3, step "workload goals" ------------------------------------------------
+SCHEMAS[3] += WORKLOAD_GOALS
 SCHEMA_VERSION = max(SCHEMAS)
 
 
@@ -110,6 +147,19 @@ def _measured_by_and_at(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX trials_by_machine ON trials (measured_by)")
 
 
+def _schema_3(conn: sqlite3.Connection) -> None:
+    _import_batches(conn)
+    _workload_goals(conn)
+
+
+def _import_batches(conn: sqlite3.Connection) -> None:
+    # Every trial stored so far was measured here or imported before batches existed: NULL.
+    conn.execute("ALTER TABLE trials ADD COLUMN batch INTEGER")
+    conn.execute("CREATE TABLE batches (id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL,"
+                 " imported_at TEXT NOT NULL, lines INTEGER NOT NULL)")
+    conn.execute("CREATE INDEX trials_by_batch ON trials (batch)")
+
+
 def _workload_goals(conn: sqlite3.Connection) -> None:
     # A new table: every trial stays; workloads tuned before it have no stored goal.
     for statement in (s.strip() for s in WORKLOAD_GOALS.split(";")):
@@ -119,7 +169,8 @@ def _workload_goals(conn: sqlite3.Connection) -> None:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "record which machine measured each trial, and when", _measured_by_and_at),
-    Migration(2, "store the objective and bounds each workload is tuned for", _workload_goals),
+    Migration(2, "record the import batch of each imported trial; store the objective and bounds each "
+                 "workload is tuned for", _schema_3),
 )
 
 

@@ -1,0 +1,132 @@
+"""Checking imported trials against what this edgetune knows: the kernel (or NPU operator),
+its template version, the target, the shape, and the tuning space of that workload.
+
+A trial whose configuration the space does not hold would become a workload's best and
+then break `export` for the whole target; a value of the wrong type would match by
+accident (16.0 for 16, true for 1). So a configuration must name parameters of the space,
+each with one of its values of the very type the space declares, and be legal there.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Sequence
+
+from edgetune.codegen import KERNELS
+from edgetune.codegen.npu import NPU_MODEL_VERSION, NPU_OPERATORS, npu_space
+from edgetune.hal import Target
+from edgetune.targets import get_target, target_names
+from edgetune.tuner import Config, Outcome, Space, SpaceError, Trial, TrialSelection, Workload
+
+from .npu_session import NPU_OBJECTIVE
+
+_SHAPE_ITEM = re.compile(r"([a-z_][a-z0-9_]*)=(\d{1,18})")
+_KERNEL_PART = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.+-]*?)(?:@v(\d{1,9}))?")
+
+
+class ImportCheck:
+    """The `check` of TuningDatabase.import_jsonl: refuses (ValueError naming the field) a
+    trial that is not a legal point of its workload's space, and returns it with its
+    configuration in the space's own form. Targets are the shipped ones, plus the target
+    files the user names (a name from the file never reaches a file path)."""
+
+    def __init__(self, targets: Sequence[Target] = ()):
+        self._targets = {target.name: target for target in targets}
+        self._spaces: dict[Workload, tuple[Space, str]] = {}
+
+    def __call__(self, workload: Workload, trial: Trial) -> Trial:
+        key = replace(workload, toolchain="")
+        if key not in self._spaces:
+            self._spaces[key] = self._space(workload)
+        space, unit = self._spaces[key]
+        config = legal_config(space, trial.config)
+        if trial.outcome is Outcome.OK and unit not in trial.values:
+            raise ValueError(f"values.{unit}: missing (every successful trial of {workload.target} measures it)")
+        return replace(trial, config=config)
+
+    def _target(self, name: str) -> Target:
+        if name in self._targets:
+            return self._targets[name]
+        if name in target_names():
+            return get_target(name)
+        raise ValueError(f"workload.target: {name!r} is not a shipped target (name its file with --target FILE)")
+
+    def _space(self, workload: Workload) -> tuple[Space, str]:
+        board, plus, npu_name = workload.target.partition("+")
+        target = self._target(board)
+        shape = workload.shape_dict()
+        try:
+            if plus:
+                return self._npu_space(workload, target, npu_name, shape), NPU_OBJECTIVE
+            kernel = KERNELS.get(workload.kernel)
+            if kernel is None:
+                raise ValueError(f"workload.kernel: {workload.kernel!r} is not a kernel of this edgetune "
+                                 f"(known: {', '.join(sorted(KERNELS))})")
+            if workload.kernel_version != kernel.version:
+                raise ValueError(f"workload.kernel_version: {workload.kernel} is at template v{kernel.version} here, "
+                                 f"not v{workload.kernel_version}")
+            if tuple(kernel.parse_shape(shape).items()) != workload.shape:
+                raise ValueError(f"workload.shape: expected the keys {', '.join(kernel.shape_keys)} in that order")
+            return kernel.tuning_space(target, shape), target.measures
+        except (ValueError, OverflowError) as exc:  # KernelError, SpaceError, NpuOperatorError name the culprit
+            text = str(exc)
+            raise ValueError(text if text.startswith("workload.") else f"workload: {text}") from None
+
+    @staticmethod
+    def _npu_space(workload: Workload, target: Target, npu_name: str, shape: dict) -> Space:
+        operator = NPU_OPERATORS.get(workload.kernel)
+        if operator is None:
+            raise ValueError(f"workload.kernel: {workload.kernel!r} is not an NPU operator of this edgetune")
+        if workload.kernel_version != NPU_MODEL_VERSION:
+            raise ValueError(f"workload.kernel_version: NPU models are at v{NPU_MODEL_VERSION} here, "
+                             f"not v{workload.kernel_version}")
+        try:
+            npu = target.npu(npu_name)
+        except KeyError as exc:
+            raise ValueError(f"workload.target: {exc.args[0]}") from None
+        if tuple(operator.parse_shape(shape).items()) != workload.shape:
+            raise ValueError(f"workload.shape: expected the keys {', '.join(operator.shape_keys)} in that order")
+        return npu_space(target, npu, operator, shape)
+
+
+def legal_config(space: Space, config: Config) -> Config:
+    """`config` as a legal point of `space`, each value matched with its own type."""
+    values = {}
+    for name, value in config.items:
+        try:
+            param = space.param(name)
+        except SpaceError as exc:
+            raise ValueError(f"config.{name}: {exc}") from None
+        if not any(type(candidate) is type(value) and candidate == value for candidate in param.values):
+            raise ValueError(f"config.{name}: {value!r} is not a value of this parameter "
+                             f"(values: {', '.join(map(repr, param.values))})")
+        values[name] = value
+    try:
+        point = space.make(values)
+    except SpaceError as exc:
+        raise ValueError(f"config: {exc}") from None
+    reason = space.violation(point)
+    if reason:
+        raise ValueError(f"config: not legal for this workload ({reason})")
+    return point
+
+
+def parse_workload_selection(text: str) -> TrialSelection:
+    """`KERNEL[@vN][/TARGET[/SHAPE]]` (as `db remove --workload` takes it; SHAPE as
+    m=8,n=16,k=16) -> the trials of those workloads. The kernel need not be known here: a
+    forged workload must be removable too."""
+    parts = text.split("/")
+    if len(parts) > 3 or not parts[0]:
+        raise ValueError(f"--workload {text!r}: expected KERNEL[@vN][/TARGET[/SHAPE]], e.g. matmul_s8/host/m=4,n=4,k=4")
+    match = _KERNEL_PART.fullmatch(parts[0])
+    if not match:
+        raise ValueError(f"--workload {text!r}: {parts[0]!r} is not a kernel name")
+    target = parts[1] if len(parts) > 1 and parts[1] else None
+    shape = None
+    if len(parts) == 3:
+        items = [_SHAPE_ITEM.fullmatch(item.strip()) for item in parts[2].split(",") if item.strip()]
+        if not items or not all(items):
+            raise ValueError(f"--workload {text!r}: shape {parts[2]!r} is not NAME=INTEGER,...")
+        shape = tuple((m.group(1), int(m.group(2))) for m in items)
+    version = None if match.group(2) is None else int(match.group(2))
+    return TrialSelection(kernel=match.group(1), kernel_version=version, target=target, shape=shape)
