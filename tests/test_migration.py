@@ -293,7 +293,7 @@ def test_goals_travel_with_json_lines_and_never_overwrite_a_local_one(tmp_path):
     source.close()
     lines = out.getvalue().splitlines()
     fresh = TuningDatabase(tmp_path / "b.db")
-    assert fresh.import_jsonl(lines) == (1, 0)
+    assert fresh.import_jsonl(lines).added == 1
     assert fresh.goal(W) == Goal("cycles", (Bound("code_bytes", 4096.0),))
     local = TuningDatabase(tmp_path / "c.db")
     local.set_goal(W, Goal("energy_uj"))
