@@ -12,6 +12,8 @@ An export folder holds:
 """
 from __future__ import annotations
 
+import importlib.metadata
+
 import hashlib
 import json
 import os
@@ -214,13 +216,19 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def edgetune_version() -> str:
+    """The installed edgetune's version, from its package metadata (codegen must not import
+    the app package above it for this)."""
+    return importlib.metadata.version("edgetune")
+
+
 def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: str,
                 toolchain: str | None = None, extra_manifest: dict | None = None,
                 only: Iterable[Workload] | None = None) -> ExportResult:
     """Export the best variant of every workload of `target` (only those measured with
     `toolchain`, when given: results from another compiler version are stale; only the
     workloads in `only`, when given, e.g. the CPU part of a placement plan)."""
-    from edgetune import __version__
+    __version__ = edgetune_version()
 
     entries, sources, skipped = [], {}, []
     wanted = None if only is None else set(only)
