@@ -19,6 +19,7 @@ docs/export.md describes how firmware builds them.
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
 import hashlib
 import json
 import os
@@ -233,6 +234,12 @@ def _write(path: Path, text: str) -> None:
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def edgetune_version() -> str:
+    """The installed edgetune's version, from its package metadata (codegen must not import
+    the app package above it for this)."""
+    return importlib.metadata.version("edgetune")
 
 
 CMAKE_ID = {"gcc": "GNU", "clang": "Clang"}  # CMAKE_C_COMPILER_ID of each compiler name targets use
@@ -474,7 +481,7 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
     may rewrite its manifest, e.g. with the values measured at export), and only then put
     in place of `out_dir` in one rename: an export killed part-way leaves the old folder as
     it was, and the new folder holds exactly the files its manifest lists."""
-    from edgetune import __version__
+    __version__ = edgetune_version()
 
     entries, sources, skipped = [], {}, []
     wanted = None if only is None else set(only)
