@@ -2,6 +2,7 @@
 files that are not (or not yet) edgetune databases without touching them."""
 from __future__ import annotations
 
+import multiprocessing
 import random
 import sqlite3
 from pathlib import Path
@@ -192,3 +193,38 @@ def test_missing_parent_folder(tmp_path):
 def test_a_directory_is_refused(tmp_path):
     with pytest.raises(DatabaseError, match="not a file"):
         TuningDatabase(tmp_path)
+
+
+# --- processes sharing one file -----------------------------------------------------------------
+def _open_at_once(path: str, barrier, index: int, errors) -> None:
+    barrier.wait()
+    try:
+        database = TuningDatabase(path)
+        try:
+            database.record(W1, Trial(cfg(index), Outcome.OK, {"instructions": index}), "random", 0)
+        finally:
+            database.close()
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test
+        errors.put(f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_many_processes_creating_one_new_file_at_once_all_succeed(tmp_path, attempt):
+    path = tmp_path / f"new-{attempt}.db"
+    context = multiprocessing.get_context("fork")
+    count = 8
+    barrier, errors = context.Barrier(count), context.Queue()
+    workers = [context.Process(target=_open_at_once, args=(str(path), barrier, i, errors)) for i in range(count)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    found = []
+    while not errors.empty():
+        found.append(errors.get())
+    assert found == [] and all(worker.exitcode == 0 for worker in workers)
+    database = TuningDatabase(path)
+    try:
+        assert sorted(t.values["instructions"] for t in database.trials(W1)) == list(range(count))
+    finally:
+        database.close()

@@ -99,20 +99,12 @@ class TuningDatabase:
             raise DatabaseError(f"{self.path}: is not a file")
         if not self.path.parent.exists():
             raise DatabaseError(f"{self.path}: folder {self.path.parent} does not exist")
-        is_new = not self.path.exists() or self.path.stat().st_size == 0
         try:
             self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
         except sqlite3.Error as exc:  # e.g. a folder that takes no new files
             raise DatabaseError(f"{self.path}: cannot open ({exc})") from None
         try:
-            # Look before writing anything: a foreign file must be left exactly as it was.
-            version = SCHEMA_VERSION if is_new else self._check()
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            if is_new:
-                self._create()
-            elif version < SCHEMA_VERSION:
-                self._migrate()
+            _retry_while_locked(self._open)
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise DatabaseError(f"{self.path}: not a usable edgetune database ({exc})") from None
@@ -121,12 +113,32 @@ class TuningDatabase:
             raise
 
     # --- opening ------------------------------------------------------------------------
-    def _create(self) -> None:
+    def _open(self) -> None:
+        """Create, check or upgrade the file. Safe to repeat: every step re-reads the file."""
+        # A file holding no table at all (new, empty, or being created by another process
+        # this very moment) is created under the write lock; others are looked at first.
+        if not self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            version = SCHEMA_VERSION if self._create() else self._check()
+        else:
+            # Look before writing anything: a foreign file must be left exactly as it was.
+            version = self._check()
+            self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        if version < SCHEMA_VERSION:
+            self._migrate()
+
+    def _create(self) -> bool:
+        """Create the schema in an empty file; False when the file, looked at again under
+        the write lock, is no longer empty (another process created it first)."""
         with self._transaction():
+            if self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                return False
             for statement in schema.statements(SCHEMA_VERSION):
                 self._conn.execute(statement)
             self._conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                                    [("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION))])
+        return True
 
     def _version(self) -> int:
         value = dict(self._conn.execute("SELECT key, value FROM meta")).get("schema_version", "0")
@@ -291,6 +303,23 @@ class TuningDatabase:
         except (ValueError, TypeError) as exc:
             raise DatabaseError(f"{self.path}: trial {rid} is unusable ({exc})") from None
         return Record(rid, workload, trial, strategy, seed, created)
+
+
+OPEN_PATIENCE_S = 30.0
+
+
+def _retry_while_locked(step: Callable[[], None]) -> None:
+    """Run `step`, again while SQLite says the file is locked: switching a new file to
+    WAL (done by whichever process creates it) makes others' reads fail at once with
+    "database is locked" instead of waiting on the busy timeout."""
+    deadline = time.monotonic() + OPEN_PATIENCE_S
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _text(data: dict, key: str, pattern: re.Pattern, default=...) -> str | None:
