@@ -2,9 +2,14 @@
 files that are not (or not yet) edgetune databases without touching them."""
 from __future__ import annotations
 
+import json
 import multiprocessing
+import os
 import random
 import sqlite3
+import subprocess
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -228,3 +233,46 @@ def test_many_processes_creating_one_new_file_at_once_all_succeed(tmp_path, atte
         assert sorted(t.values["instructions"] for t in database.trials(W1)) == list(range(count))
     finally:
         database.close()
+
+
+@contextmanager
+def read_only(path: Path):
+    """`path` made unwritable for this process: chmod for a normal user; for root, whom
+    chmod does not stop, the immutable attribute (which stops root too)."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        yield
+        path.chmod(0o644)
+        return
+    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make a file read-only for root here: {made.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_a_read_only_database_is_one_line_naming_it_for_tune_and_import(tmp_path):
+    # Separate processes, as a user runs them: SQLite shares open files between the
+    # connections of one process, so an in-process writer could reuse a writable one.
+    edgetune = str(Path(sys.executable).parent / "edgetune")
+    path = tmp_path / "shared.db"
+    args = [edgetune, "tune", "matmul_s8", "--target", "host", "--shape", "m=4,n=6,k=5", "--db", str(path)]
+    subprocess.run([*args, "--budget", "2"], check=True, capture_output=True)
+    dump = tmp_path / "trials.jsonl"
+    subprocess.run([edgetune, "db", "export", "--db", str(path), "--out", str(dump)], check=True, capture_output=True)
+    line = json.loads(dump.read_text().splitlines()[0])
+    # A trial the read-only file does not hold yet (another kernel's workload).
+    dump.write_text(json.dumps({**line, "workload": {**line["workload"], "kernel": "other_kernel"}}) + "\n")
+    with read_only(path):
+        before = path.read_bytes()
+        for command in ([*args, "--budget", "4"], [edgetune, "db", "import", str(dump), "--db", str(path)]):
+            result = subprocess.run(command, capture_output=True, text=True)
+            assert result.returncode == 2, (command, result.stdout, result.stderr)
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and str(path) in lines[0] and "read-only" in lines[0], result.stderr
+        assert path.read_bytes() == before
+        # Reading needs no write: exporting from it still works.
+        subprocess.run([edgetune, "db", "export", "--db", str(path), "--out", str(tmp_path / "x.jsonl")],
+                       check=True, capture_output=True)

@@ -12,6 +12,7 @@ import json
 import re
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -176,18 +177,23 @@ class TuningDatabase:
             raise DatabaseError(f"{self.path}: upgrading to schema version {SCHEMA_VERSION} failed "
                                 f"({type(exc).__name__}: {exc}); the file was left as it was") from None
 
+    @contextmanager
     def _transaction(self):
-        conn = self._conn
-
-        class _Tx:
-            def __enter__(self):
-                conn.execute("BEGIN IMMEDIATE")
-
-            def __exit__(self, kind, value, tb):
-                conn.execute("COMMIT" if kind is None else "ROLLBACK")
-                return False
-
-        return _Tx()
+        """One write transaction (taking the write lock at once); a file SQLite cannot
+        write (read-only, immutable, on a read-only mount) is a DatabaseError naming it."""
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc):
+                raise DatabaseError(f"{self.path}: is read-only; nothing can be stored in it ({exc})") from None
+            raise DatabaseError(f"{self.path}: cannot write ({exc})") from None
 
     def close(self) -> None:
         self._conn.close()
