@@ -92,12 +92,12 @@ def test_a_version_1_file_is_upgraded_in_place_and_keeps_every_trial(tmp_path):
         assert db.records(W)[-1].trial == new
     finally:
         db.close()
-    assert schema_version(path) == schema.SCHEMA_VERSION == 2
+    assert schema_version(path) == schema.SCHEMA_VERSION == 3
     fresh = tmp_path / "fresh.db"
     TuningDatabase(fresh).close()
     assert layout(path) == layout(fresh)  # the migration yields exactly what a new file gets
     TuningDatabase(path).close()  # and opening it again changes nothing
-    assert schema_version(path) == 2
+    assert schema_version(path) == schema.SCHEMA_VERSION
 
 
 def test_every_migration_step_is_registered_once_in_order():
@@ -176,7 +176,7 @@ def test_a_process_killed_mid_migration_leaves_the_version_1_file_usable(tmp_pat
         assert len(db.records(W)) == 5
     finally:
         db.close()
-    assert schema_version(path) == 2
+    assert schema_version(path) == schema.SCHEMA_VERSION
 
 
 def test_a_file_from_a_newer_edgetune_is_refused_untouched(tmp_path):
@@ -209,7 +209,7 @@ def test_version_1_json_lines_still_import(tmp_path):
         out = io.StringIO()
         db.export_jsonl(out)
         exported = json.loads(out.getvalue())
-        assert exported["schema_version"] == 2 and exported["measured_by"] is None
+        assert exported["schema_version"] == schema.SCHEMA_VERSION and exported["measured_by"] is None
     finally:
         db.close()
 
@@ -236,3 +236,57 @@ def test_a_resumed_tuning_run_on_an_upgraded_file_measures_nothing_twice(tmp_pat
     assert len(set(keys)) == 6 and keys[:3] == [r.trial.config.key() for r in old]
     assert [r.trial.measured_by for r in records[:3]] == [None] * 3  # measured before schema 2: unknown
     assert all(r.trial.measured_by and r.trial.measured_at for r in records[3:])  # stamped by this run
+
+
+def write_v2(path: Path, rows: list[tuple[Workload, Trial, str, int | None, str]]) -> None:
+    """A version-2 file as edgetune wrote it before proposal order and claims: the v2
+    schema and its 17-column insert; rows in the given (completion) order."""
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("BEGIN IMMEDIATE")
+    for statement in schema.statements(2):
+        conn.execute(statement)
+    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                     [("application", "edgetune-tuning-db"), ("schema_version", "2")])
+    for workload, trial, strategy, seed, created in rows:
+        conn.execute(
+            "INSERT INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
+            " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (workload.key(), workload.kernel, workload.kernel_version, workload.target,
+             json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
+             json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
+             json.dumps(trial.values, sort_keys=True), trial.error, json.dumps(trial.info, sort_keys=True),
+             strategy, seed, created, "host-a", created))
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def test_a_version_2_file_gets_proposal_order_and_claims(tmp_path):
+    path = tmp_path / "v2.db"
+    write_v2(path, v1_rows())
+    db = TuningDatabase(path)
+    try:
+        records = db.proposals(W)
+        # Version 2 kept no proposal order: row order is the best known, and no trial is
+        # taken for a strategy's batch (a resumed search tells them, never replays them).
+        assert [r.proposal for r in records] == [r.id for r in records] == sorted(r.id for r in records)
+        assert all(r.batch is None for r in records)
+        assert [r.trial.config for r in records] == [t.config for _, t, _, _, _ in v1_rows()]
+        assert all(r.trial.measured_by == "host-a" for r in records)
+        assert db.claims(W) == []
+        new = Trial(SPACE.config_at(6), Outcome.OK, {"instructions": 5})
+        assert db.record(W, new, "random", 7)
+        assert db.proposals(W)[-1].proposal == len(records) + 1
+    finally:
+        db.close()
+    assert schema_version(path) == 3
+    fresh = tmp_path / "fresh.db"
+    TuningDatabase(fresh).close()
+    assert layout(path) == layout(fresh)
+    conn = sqlite3.connect(str(path))
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "claims" in tables
+    finally:
+        conn.close()

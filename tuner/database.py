@@ -9,13 +9,15 @@ written by a newer edgetune, is refused with its path named and left untouched.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from . import schema
 from .schema import SCHEMA_VERSION
@@ -26,7 +28,7 @@ APPLICATION = "edgetune-tuning-db"
 # Every column a Record is read from, in _record's order (never SELECT *: a migrated file
 # may hold its columns in another order than a new one).
 _COLUMNS = ("id, kernel, kernel_version, target, shape, toolchain, config, outcome, measured, error, info, strategy,"
-            " seed, created, measured_by, measured_at")
+            " seed, created, measured_by, measured_at, proposal, batch")
 
 # Whatever is stored may later reach a file name, a generated C comment or an identifier
 # (export): names, shape keys and stamps are checked on the way in and on the way out.
@@ -36,6 +38,12 @@ TOOLCHAIN_RE = re.compile(r"[A-Za-z0-9]{0,64}")
 TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
 MACHINE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/\[\]-]{0,254}")
 STRATEGY_RE = re.compile(r"[A-Za-z0-9_.+-]{0,64}")
+
+
+# A claim's lease: renewed by its owner's heartbeat every LEASE_S / 6; a claim whose lease
+# ran out (its owner on another host stopped answering) is taken over. A dead owner on this
+# host is noticed at once, without waiting for the lease.
+LEASE_S = 120.0
 
 
 class DatabaseError(ValueError):
@@ -91,6 +99,76 @@ class Record:
     strategy: str
     seed: int | None
     created: str
+    proposal: int | None = None  # the workload's proposal sequence number
+    batch: int | None = None  # first proposal of the batch asked for together; None: not asked
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who holds a claim: a host (its name and pid namespace), a process id, and that
+    process's start time, so a recycled process id is not taken for the dead owner."""
+
+    host: str
+    pid: int
+    started: str
+
+    @classmethod
+    def this_process(cls) -> "Owner":
+        return cls(_host_identity(), os.getpid(), _process_start(os.getpid()))
+
+    def is_dead_here(self) -> bool:
+        """True when the owner is a process of this host that no longer runs."""
+        if self.host != _host_identity():
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass  # it runs, as another user
+        started = _process_start(self.pid)
+        if started == "zombie":
+            return True
+        # Another process under a recycled pid (when start times are known).
+        return bool(started and self.started) and started != self.started
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A configuration proposed and being measured by `owner` (not a result)."""
+
+    config: Config
+    proposal: int
+    batch: int | None
+    strategy: str
+    seed: int | None
+    owner: Owner
+    lease_until: float  # Unix time
+
+    def expired(self, now: float | None = None) -> bool:
+        """Free for another process: its lease ran out, or its owner died on this host."""
+        return self.lease_until < (time.time() if now is None else now) or self.owner.is_dead_here()
+
+
+def _host_identity() -> str:
+    # Containers may share a host name; their pid namespaces differ (a pid seen from one
+    # says nothing of another's), so the namespace is part of the host.
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()}|{namespace}"
+
+
+def _process_start(pid: int) -> str:
+    """The process's start time since boot (Linux /proc), "zombie" for one that has
+    exited but not been reaped, "" when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat[stat.rindex(")") + 2:].split()
+    return "zombie" if fields[0] in ("Z", "X") else fields[19]
 
 
 class TuningDatabase:
@@ -200,20 +278,30 @@ class TuningDatabase:
 
     # --- writing ------------------------------------------------------------------------
     def record(self, workload: Workload, trial: Trial, strategy: str, seed: int | None,
-               created: str | None = None) -> bool:
+               created: str | None = None, claim: "Claim | None" = None) -> bool:
         """Store a trial; False when this configuration of the workload is already stored
-        (unless the stored trial was lost with its machine: then the new one replaces it)."""
+        (unless the stored trial was lost with its machine: then the new one replaces it).
+        A trial measured under `claim` keeps the claim's proposal number, batch and
+        proposer, and the claim goes in the same transaction."""
         with self._transaction():
-            return self._insert(workload, trial, strategy, seed, created)
+            if claim is None:
+                return self._insert(workload, trial, strategy, seed, created)
+            self._conn.execute("DELETE FROM claims WHERE workload = ? AND config_key = ?",
+                               (workload.key(), claim.config.key()))
+            return self._insert(workload, trial, claim.strategy, claim.seed, created, claim.proposal, claim.batch)
 
-    def _insert(self, workload: Workload, trial: Trial, strategy: str, seed: int | None, created: str | None) -> bool:
+    def _insert(self, workload: Workload, trial: Trial, strategy: str, seed: int | None, created: str | None,
+                proposal: int | None = None, batch: int | None = None) -> bool:
         created = created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if proposal is None:
+            proposal = self._next_proposal(workload)
         cursor = self._conn.execute(
             "INSERT INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
-            " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at,"
+            " proposal, batch) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
             # A configuration is stored once; only a trial whose machine was lost under it
-            # (it says nothing about the configuration) gives way to a new measurement.
+            # (it says nothing about the configuration) gives way to a new measurement,
+            # which keeps the lost one's place in the proposal order.
             " ON CONFLICT (workload, config_key) DO UPDATE SET config = excluded.config,"
             " outcome = excluded.outcome, measured = excluded.measured, error = excluded.error,"
             " info = excluded.info, strategy = excluded.strategy, seed = excluded.seed, created = excluded.created,"
@@ -223,8 +311,115 @@ class TuningDatabase:
              json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
              json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
              json.dumps(trial.values, sort_keys=True), trial.error, json.dumps(trial.info, sort_keys=True),
-             strategy, seed, created, trial.measured_by, trial.measured_at))
+             strategy, seed, created, trial.measured_by, trial.measured_at, proposal, batch))
         return cursor.rowcount == 1
+
+    def _next_proposal(self, workload: Workload) -> int:
+        (last,) = self._conn.execute(
+            "SELECT max(coalesce((SELECT max(proposal) FROM trials WHERE workload = ?), 0),"
+            " coalesce((SELECT max(proposal) FROM claims WHERE workload = ?), 0))",
+            (workload.key(), workload.key())).fetchone()
+        return last + 1
+
+    # --- processes sharing the file: claims ---------------------------------------------
+    def claim(self, workload: Workload, configs: Sequence[Config], *, budget: int, owner: "Owner",
+              strategy: str, seed: int | None, asked: bool, lease_s: float = LEASE_S) -> tuple[list["Claim"], int]:
+        """Claim `configs` (in order) for measuring by `owner`, within the workload's
+        budget: one transaction, so processes sharing the file never claim one
+        configuration twice nor more than the budget together. A configuration already
+        stored (not lost) or claimed is passed over. `asked`: the configurations are one
+        batch a strategy asked for (their batch is the first one's proposal number).
+        Returns the claims made (in proposal order) and the room left in the budget."""
+        with self._transaction():
+            room = budget - self._used(workload)
+            taken = self._taken_keys(workload)
+            made: list[Claim] = []
+            until = time.time() + lease_s
+            for config in configs:
+                if room <= 0:
+                    break
+                if config.key() in taken:
+                    continue
+                proposal = self._next_proposal(workload)
+                batch = (made[0].proposal if made else proposal) if asked else None
+                claim = Claim(config, proposal, batch, strategy, seed, owner, until)
+                self._conn.execute(
+                    "INSERT INTO claims (workload, config_key, config, proposal, batch, strategy, seed,"
+                    " owner_host, owner_pid, owner_started, lease_until) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (workload.key(), config.key(), json.dumps(list(map(list, config.items))), proposal, batch,
+                     strategy, seed, owner.host, owner.pid, owner.started, until))
+                taken.add(config.key())
+                made.append(claim)
+                room -= 1
+            return made, room
+
+    def take_over(self, workload: Workload, claims: Sequence["Claim"], owner: "Owner",
+                  lease_s: float = LEASE_S) -> list["Claim"]:
+        """Make `owner` the owner of those of `claims` still held by a dead or silent
+        owner (looked at again under the write lock): the ones it must now measure."""
+        with self._transaction():
+            now = time.time()
+            current = {c.config.key(): c for c in self._read_claims(workload)}
+            got = []
+            for claim in claims:
+                found = current.get(claim.config.key())
+                if found is None or found.owner != claim.owner or not found.expired(now):
+                    continue
+                self._conn.execute("UPDATE claims SET owner_host = ?, owner_pid = ?, owner_started = ?,"
+                                   " lease_until = ? WHERE workload = ? AND config_key = ?",
+                                   (owner.host, owner.pid, owner.started, now + lease_s, workload.key(),
+                                    claim.config.key()))
+                got.append(replace(found, owner=owner, lease_until=now + lease_s))
+            return got
+
+    def renew(self, owner: "Owner", lease_s: float = LEASE_S) -> None:
+        """Extend the lease of every claim `owner` holds (its heartbeat)."""
+        with self._transaction():
+            self._conn.execute("UPDATE claims SET lease_until = ? WHERE owner_host = ? AND owner_pid = ?"
+                               " AND owner_started = ?", (time.time() + lease_s, owner.host, owner.pid, owner.started))
+
+    def release(self, owner: "Owner") -> None:
+        """Give up `owner`'s claims (it stops early): their leases end now, so another
+        process takes them over at once, in their proposal place."""
+        with self._transaction():
+            self._conn.execute("UPDATE claims SET lease_until = 0 WHERE owner_host = ? AND owner_pid = ?"
+                               " AND owner_started = ?", (owner.host, owner.pid, owner.started))
+
+    def claims(self, workload: Workload) -> list["Claim"]:
+        """Configurations being measured (or left by a dead process), in proposal order.
+        Never results: records, trials, best and exports do not see them."""
+        return self._read_claims(workload)
+
+    def used(self, workload: Workload) -> int:
+        """How much of a budget the workload has used: trials stored (not lost) and claimed."""
+        return self._used(workload)
+
+    def _used(self, workload: Workload) -> int:
+        lost = ", ".join(repr(o.value) for o in Outcome if o.lost)
+        (count,) = self._conn.execute(
+            f"SELECT (SELECT count(*) FROM trials WHERE workload = ? AND outcome NOT IN ({lost}))"
+            " + (SELECT count(*) FROM claims WHERE workload = ?)", (workload.key(), workload.key())).fetchone()
+        return count
+
+    def _taken_keys(self, workload: Workload) -> set[str]:
+        lost = ", ".join(repr(o.value) for o in Outcome if o.lost)
+        rows = self._conn.execute(
+            f"SELECT config_key FROM trials WHERE workload = ? AND outcome NOT IN ({lost})"
+            " UNION SELECT config_key FROM claims WHERE workload = ?", (workload.key(), workload.key()))
+        return {key for (key,) in rows}
+
+    def _read_claims(self, workload: Workload) -> list["Claim"]:
+        rows = self._conn.execute(
+            "SELECT config, proposal, batch, strategy, seed, owner_host, owner_pid, owner_started, lease_until"
+            " FROM claims WHERE workload = ? ORDER BY proposal", (workload.key(),))
+        found = []
+        for config, proposal, batch, strategy, seed, host, pid, started, until in rows:
+            try:
+                items = Config(tuple((k, v) for k, v in json.loads(config)))
+            except (ValueError, TypeError) as exc:
+                raise DatabaseError(f"{self.path}: claim {proposal} is unusable ({exc})") from None
+            found.append(Claim(items, proposal, batch, strategy, seed, Owner(host, pid, started), until))
+        return found
 
     # --- sharing between machines: JSON lines ----------------------------------------------
     def export_jsonl(self, out) -> int:
@@ -267,6 +462,13 @@ class TuningDatabase:
         rows = self._conn.execute(f"SELECT {_COLUMNS} FROM trials WHERE workload = ? ORDER BY id", (workload.key(),))
         return [self._record(row) for row in rows]
 
+    def proposals(self, workload: Workload) -> list[Record]:
+        """The stored trials in the order the search proposed them (not the order they
+        finished in, which depends on timing): what a resumed search replays."""
+        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM trials WHERE workload = ? ORDER BY proposal, id",
+                                  (workload.key(),))
+        return [self._record(row) for row in rows]
+
     def trials(self, workload: Workload) -> list[Trial]:
         return [record.trial for record in self.records(workload)]
 
@@ -300,7 +502,7 @@ class TuningDatabase:
 
     def _record(self, row) -> Record:
         (rid, kernel, version, target, shape, toolchain, config, outcome, measured, error, info,
-         strategy, seed, created, measured_by, measured_at) = row
+         strategy, seed, created, measured_by, measured_at, proposal, batch) = row
         workload = self._workload(kernel, version, target, shape, toolchain)
         try:
             trial = Trial(config=Config(tuple((k, v) for k, v in json.loads(config))), outcome=Outcome(outcome),
@@ -308,7 +510,7 @@ class TuningDatabase:
                           measured_by=measured_by, measured_at=measured_at)
         except (ValueError, TypeError) as exc:
             raise DatabaseError(f"{self.path}: trial {rid} is unusable ({exc})") from None
-        return Record(rid, workload, trial, strategy, seed, created)
+        return Record(rid, workload, trial, strategy, seed, created, proposal, batch)
 
 
 OPEN_PATIENCE_S = 30.0

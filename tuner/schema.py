@@ -12,6 +12,13 @@ History:
      trials.measured_at (UTC time the measurement finished, by that machine's clock), so a
      farm of hosts and boards can tell which one produced an outlier. NULL: unknown (trials
      stored by version 1, or lost on a cluster before any machine measured them).
+  3  (sharing and resuming, step `_proposals_and_claims`) trials.proposal: the workload's
+     proposal sequence number (the order the search proposed trials in, not the order they
+     finished in; rows migrated from version 2 get their id, the best order known) and
+     trials.batch (the first proposal number of the batch the search asked for together;
+     NULL for a trial no strategy asked for: seeded, re-measured, imported); table claims:
+     a configuration some process has proposed and is measuring (owner host, pid and
+     process start, lease end), never a result.
 """
 from __future__ import annotations
 
@@ -69,6 +76,49 @@ CREATE TABLE trials (
 CREATE INDEX trials_by_target ON trials (target, kernel);
 CREATE INDEX trials_by_machine ON trials (measured_by);
 """,
+    3: """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE trials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workload TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    kernel_version INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    toolchain TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    config TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    measured TEXT NOT NULL,
+    error TEXT NOT NULL,
+    info TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    seed INTEGER,
+    created TEXT NOT NULL,
+    measured_by TEXT,
+    measured_at TEXT,
+    proposal INTEGER,
+    batch INTEGER,
+    UNIQUE (workload, config_key)
+);
+CREATE INDEX trials_by_target ON trials (target, kernel);
+CREATE INDEX trials_by_machine ON trials (measured_by);
+CREATE UNIQUE INDEX trials_by_proposal ON trials (workload, proposal);
+CREATE TABLE claims (
+    workload TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    config TEXT NOT NULL,
+    proposal INTEGER NOT NULL,
+    batch INTEGER,
+    strategy TEXT NOT NULL,
+    seed INTEGER,
+    owner_host TEXT NOT NULL,
+    owner_pid INTEGER NOT NULL,
+    owner_started TEXT NOT NULL,
+    lease_until REAL NOT NULL,
+    PRIMARY KEY (workload, config_key)
+);
+""",
 }
 SCHEMA_VERSION = max(SCHEMAS)
 
@@ -93,8 +143,21 @@ def _measured_by_and_at(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX trials_by_machine ON trials (measured_by)")
 
 
+# --- schema 3, step `_proposals_and_claims` (resume order and processes sharing a file) ---------
+def _proposals_and_claims(conn: sqlite3.Connection) -> None:
+    conn.execute("ALTER TABLE trials ADD COLUMN proposal INTEGER")
+    conn.execute("ALTER TABLE trials ADD COLUMN batch INTEGER")
+    # Version 2 kept no proposal order: row order is the best there is. batch stays NULL,
+    # so a resumed search tells these trials rather than replaying their proposals.
+    conn.execute("UPDATE trials SET proposal = id")
+    conn.execute("CREATE UNIQUE INDEX trials_by_proposal ON trials (workload, proposal)")
+    conn.execute(next(s for s in statements(3) if s.startswith("CREATE TABLE claims")))
+# --- end of schema 3 step `_proposals_and_claims` ---------------------------------------------
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "record which machine measured each trial, and when", _measured_by_and_at),
+    Migration(2, "store each trial's proposal order, and claims of trials being measured", _proposals_and_claims),
 )
 
 
