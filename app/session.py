@@ -27,8 +27,9 @@ from edgetune.targets import iobuf
 from edgetune.targets.buildcache import CachedFailure
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError, toolchain_fingerprint
-from edgetune.tuner import (STRATEGIES, Bound, Config, Outcome, PriorTrials, Record, Space, SpaceError, Trial,
-                            TuningDatabase, Workload, check_names, feasible, make_strategy)
+from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Outcome, Owner, PriorTrials, Record, Space, SpaceError,
+                            Trial, TuningDatabase, Workload, check_names, feasible, make_strategy)
+from edgetune.tuner.resume import Resumed, rebuild
 
 
 @dataclass(frozen=True)
@@ -180,16 +181,18 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
     runner_for(target).check_tools()
 
-    stored_trials = db.trials(workload)
+    records = db.proposals(workload)
+    # The strategy is rebuilt over the stored proposals in proposal order (edgetune.tuner.resume),
+    # so a resumed run ends where an uninterrupted one does, whatever order trials finished in.
+    resumed = rebuild(strategy, space, records, db.claims(workload), (request.strategy, request.seed))
+    strategy = resumed.strategy
     # Trials lost with their machine (emulator killed, board gone) are measured again first.
-    done = [trial for trial in stored_trials if not trial.outcome.lost]
-    lost = [trial.config for trial in stored_trials if trial.outcome.lost]
-    told = in_space(space, done)
-    strategy.tell(told)
+    done = [record.trial for record in records if not record.trial.outcome.lost]
+    lost = [record.trial.config for record in records if record.trial.outcome.lost]
     stored = len(done)
     stop = StopRule(request, objective, best=min((v for t in done if feasible(t, request.bounds)
                                                   and (v := t.value(objective)) is not None), default=None))
-    measured = {trial.config for trial in (*done, *told)}
+    measured = {trial.config for trial in (*done, *in_space(space, done))}
     # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
     # are dropped: the search covers the workload anyway.
     seeds = [*request.initial, *(config.as_dict() for config in lost)]
@@ -205,7 +208,7 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
             submit = functools.partial(executor.submit, evaluate_remotely, spec)
         new, stopped = search_loop(strategy, submit, db, workload, budget=request.budget, jobs=request.jobs,
                                    stored=stored, label=(request.strategy, request.seed), progress=progress,
-                                   stop=stop, pending=pending, remote=executor is not None)
+                                   stop=stop, pending=pending, remote=executor is not None, resumed=resumed)
     return replace(summarize(db, workload, objective, new, request.bounds), stopped=stopped)
 
 
@@ -237,36 +240,122 @@ def evaluate_remotely(spec: RemoteEvaluation, config: Config) -> Trial:
 
 def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Workload, *, budget: int, jobs: int,
                 stored: int, label: tuple[str, int | None], progress: ProgressFn | None = None,
-                stop: "StopRule | None" = None, pending: Sequence[Config] = (), remote: bool = False) -> tuple[int, str]:
-    """The loop every tuning session runs: until `budget` trials are stored, ask the strategy
-    for a batch of `jobs` (configurations in `pending` first), evaluate it through `submit`,
-    store each trial as it completes, and tell the strategy the batch in proposal order
-    (batch-synchronous, so a seed reproduces the run whatever order trials finish in).
-    `label` is the (strategy name, seed) stored with each trial. Returns the number of new
-    trials and why the loop ended: budget, exhausted, or the stop rule's reason."""
-    new, pending = 0, list(pending)
-    while stored < budget:
-        if stop is not None and (reason := stop.reason()) is not None:
-            return new, reason
-        room = min(jobs, budget - stored)
-        batch, pending = pending[:room], pending[room:]
-        batch = batch or strategy.ask(room)
-        if not batch:
-            return new, "exhausted"  # every legal configuration has been measured
-        futures = {submit(config): config for config in batch}
+                stop: "StopRule | None" = None, pending: Sequence[Config] = (), remote: bool = False,
+                resumed: Resumed | None = None) -> tuple[int, str]:
+    """The loop every tuning session runs: until the workload's `budget` is used (trials
+    stored, and claimed by any process sharing the database), claim a batch of up to `jobs`
+    configurations and evaluate it through `submit`: first what `resumed` left (the
+    interrupted batch, then claims of dead processes), then `pending`, then what the
+    strategy asks for. Each trial is stored as it completes; the strategy is told each batch
+    in proposal order (batch-synchronous, so a seed reproduces the run whatever order
+    trials finish in). `label` is the (strategy name, seed) stored with each trial.
+    Returns the number of new trials and why the loop ended: budget, exhausted, or the
+    stop rule's reason."""
+    owner = Owner.this_process()
+    run = _BatchRunner(strategy, submit, db, workload, label, owner, remote, progress, stop, stored, budget)
+    resumed = resumed or Resumed(strategy)
+    pending, orphans = list(pending), list(resumed.orphans)
+    with db.heartbeat(owner):
+        if resumed.batch_claims:
+            run.resume(resumed)
+        while True:
+            if stop is not None and (reason := stop.reason()) is not None:
+                return run.new, reason
+            orphans.extend(run.look_around())
+            if orphans:  # owed to the budget already: measured before anything new
+                taken = db.take_over(workload, [claim for _, claim in orphans[:jobs]], owner)
+                points = {claim.config.key(): point for point, claim in orphans[:jobs]}
+                orphans = orphans[jobs:]
+                run.measure([(points[c.config.key()], c) for c in taken])
+                continue
+            room = min(jobs, budget - db.used(workload))
+            if room <= 0:
+                return run.new, "budget"
+            if pending:
+                claims, _ = db.claim(workload, pending[:room], budget=budget, owner=owner, strategy=label[0],
+                                     seed=label[1], asked=False)
+                pending = pending[room:]
+            else:
+                batch = strategy.ask(room)
+                if not batch:
+                    return run.new, "exhausted"  # every legal configuration has been measured
+                # Configurations another process claimed meanwhile are passed over here;
+                # the strategy learns their results when that process stores them.
+                claims, _ = db.claim(workload, batch, budget=budget, owner=owner, strategy=label[0],
+                                     seed=label[1], asked=True)
+            run.measure([(claim.config, claim) for claim in claims])
+
+
+class _BatchRunner:
+    """Measures claimed batches and tells the strategy; keeps up with other processes
+    sharing the database (their results are told, their claims never proposed)."""
+
+    def __init__(self, strategy, submit, db: TuningDatabase, workload: Workload, label, owner: Owner,
+                 remote: bool, progress: ProgressFn | None, stop: "StopRule | None", stored: int, budget: int):
+        self.strategy, self.submit, self.db, self.workload = strategy, submit, db, workload
+        self.label, self.owner, self.remote, self.progress, self.stop = label, owner, remote, progress, stop
+        self.stored, self.new, self.budget = stored, 0, budget
+        records = db.proposals(workload)
+        self.last_id = max((r.id for r in records), default=0)
+        self.known = {r.trial.config.key() for r in records}  # stored trials already told (or ours)
+        # Claims present at the start were dealt with by the rebuild (edgetune.tuner.resume).
+        self.seen_claims = {(c.config.key(), c.owner) for c in db.claims(workload)}
+        self.skipped: set[str] = set()  # configurations others are measuring: never proposed here
+
+    def resume(self, resumed: Resumed) -> None:
+        """Finish the interrupted batch: take over its claims, measure them, tell it whole."""
+        taken = self.db.take_over(self.workload, [claim for _, claim in resumed.batch_claims], self.owner)
+        points = {claim.config.key(): point for point, claim in resumed.batch_claims}
+        trials = self._run([(points[c.config.key()], c) for c in taken])
+        by_config = {**resumed.batch_trials, **{t.config: t for t in trials}}
+        self._tell([by_config[config] for config in resumed.batch if config in by_config])
+
+    def measure(self, batch: list[tuple[Config, Claim]]) -> None:
+        self._tell(self._run(batch))
+
+    def _run(self, batch: list[tuple[Config, Claim]]) -> list[Trial]:
+        """Evaluate the batch; store each trial as it completes. Trials in batch order."""
+        futures = {self.submit(config): (config, claim) for config, claim in batch}
         results = {}
         for future in as_completed(futures):
-            trial = results[future] = _result(future, futures[future], remote)
-            if db.record(workload, trial, *label):
-                stored += 1
-                new += 1
-            if progress:
-                progress(stored, budget, trial)
-        trials = [results[future] for future in futures]
-        strategy.tell(trials)
-        if stop is not None:
-            stop.observe(trials)
-    return new, "budget"
+            config, claim = futures[future]
+            trial = results[future] = _result(future, config, self.remote)
+            self.known.add(trial.config.key())
+            if self.db.record(self.workload, trial, *self.label, claim=claim):
+                self.stored += 1
+                self.new += 1
+            if self.progress:
+                self.progress(self.stored, self.budget, trial)
+        return [results[future] for future in futures]
+
+    def _tell(self, trials: list[Trial]) -> None:
+        self.strategy.tell(trials)
+        if self.stop is not None:
+            self.stop.observe(trials)
+
+    def look_around(self) -> list[tuple[Config, Claim]]:
+        """What other processes did since the last look: their stored trials are told,
+        their claims are never proposed here; claims they left behind are returned."""
+        since = self.db.proposals(self.workload, self.last_id)
+        self.last_id = max([self.last_id, *(r.id for r in since)])
+        fresh = [r.trial for r in since if r.trial.config.key() not in self.known]
+        if fresh:
+            self.known.update(t.config.key() for t in fresh)
+            self.strategy.tell(in_space(self.strategy.space, fresh))
+        left = []
+        for claim in self.db.claims(self.workload):
+            if claim.owner == self.owner or (claim.config.key(), claim.owner) in self.seen_claims:
+                continue
+            point = _as_config(self.strategy.space, claim.config.as_dict())
+            if claim.expired():
+                self.seen_claims.add((claim.config.key(), claim.owner))
+                if point is not None:
+                    left.append((point, claim))
+            elif claim.config.key() not in self.skipped:
+                self.skipped.add(claim.config.key())
+                if point is not None:
+                    self.strategy.skip([point])
+        return left
 
 
 def _result(future, config: Config, remote: bool) -> Trial:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,7 +18,10 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.report import best_so_far, pareto_front
-from edgetune.tuner import DatabaseError, TuningDatabase
+from edgetune.session import search_loop
+from edgetune.tuner import (DatabaseError, Outcome, Space, Trial, TuningDatabase, Workload, choice, make_strategy,
+                            powers_of_two)
+from edgetune.tuner.resume import rebuild
 
 EDGETUNE = str(Path(sys.executable).parent / "edgetune")
 TUNE = ["tune", "matmul_s8", "--target", "cortex-m55", "--shape", "m=6,n=10,k=12", "--budget", "14",
@@ -52,6 +56,96 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path):
     straight = tmp_path / "straight.db"
     subprocess.run([EDGETUNE, *TUNE, "--db", str(straight)], cwd=tmp_path, capture_output=True, check=True)
     assert sorted(rows(killed)) == sorted(rows(straight))
+
+
+# --- resuming is a pure function of (seed, stored proposals): no emulator needed --------------
+SPACE = Space([powers_of_two("bx", 1, 32), powers_of_two("by", 1, 32), choice("unroll", [1, 2, 3, 4]),
+               choice("opt", ["O2", "O3", "Os"])])
+FAKE = Workload("fake_kernel", 1, "fake-target", (("n", 8),))
+
+
+def fake_value(config) -> int:
+    c = config.as_dict()
+    return (abs(c["bx"] - 8) + 1) * (abs(c["by"] - 4) + 2) * 97 + c["unroll"] * 13 + {"O2": 5, "O3": 0, "Os": 9}[c["opt"]]
+
+
+class Interrupted(Exception):
+    """Stands in for a kill: raised by the evaluation of the n-th trial."""
+
+
+def fake_submitter(pool, rng, fail_at=None):
+    """Evaluations that finish in a random order (a random short sleep), as parallel builds
+    and runs do; the `fail_at`-th one interrupts the run instead."""
+    count = [0]
+
+    def evaluate(config, pause):
+        time.sleep(pause)
+        if fail_at is not None and count[0] >= fail_at:
+            raise Interrupted
+        count[0] += 1
+        return Trial(config, Outcome.OK, {"instructions": fake_value(config)})
+
+    return lambda config: pool.submit(evaluate, config, float(rng.uniform(0, 0.004)))
+
+
+def fake_tune(path, strategy, seed, budget, jobs=2, timing=0, fail_at=None):
+    """What `edgetune tune` does with a database, on the fake workload: rebuild the search
+    from the stored proposals, then run the search loop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    db = TuningDatabase(path)
+    try:
+        search = make_strategy(strategy, SPACE, np.random.default_rng(seed), "instructions")
+        records = db.proposals(FAKE)
+        resumed = rebuild(search, SPACE, records, db.claims(FAKE), (strategy, seed))
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            submit = fake_submitter(pool, np.random.default_rng(timing), fail_at)
+            try:
+                search_loop(resumed.strategy, submit, db, FAKE, budget=budget, jobs=jobs,
+                            stored=sum(not r.trial.outcome.lost for r in records), label=(strategy, seed),
+                            resumed=resumed)
+            except Interrupted:
+                pass
+        return sorted((r.trial.config.key(), r.trial.values["instructions"]) for r in db.records(FAKE))
+    finally:
+        db.close()
+
+
+def swap_ids(path, first, second):
+    """Exchange two rows' ids: what completion order does to row order."""
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("UPDATE trials SET id = -1 WHERE id = ?", (first,))
+    conn.execute("UPDATE trials SET id = ? WHERE id = ?", (first, second))
+    conn.execute("UPDATE trials SET id = ? WHERE id = -1", (second,))
+    conn.execute("COMMIT")
+    conn.close()
+
+
+STRATEGY_NAMES = ["transfer", "model", "annealing", "genetic", "bandit"]
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_swapping_two_rows_ids_does_not_change_where_a_resumed_run_ends(tmp_path, strategy):
+    straight = fake_tune(tmp_path / "straight.db", strategy, seed=7, budget=30, timing=1)
+    for pair in ((3, 4), (1, 9), (12, 5)):
+        path = tmp_path / f"swapped-{pair[0]}-{pair[1]}.db"
+        fake_tune(path, strategy, seed=7, budget=14, timing=2)
+        swap_ids(path, *pair)
+        resumed = fake_tune(path, strategy, seed=7, budget=30, timing=3)
+        assert resumed == straight, pair
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_runs_interrupted_at_random_points_end_where_an_uninterrupted_one_ends(tmp_path, strategy):
+    straight = fake_tune(tmp_path / "straight.db", strategy, seed=3, budget=26, timing=1)
+    rng = np.random.default_rng(11)
+    path = tmp_path / "interrupted.db"
+    for attempt in range(8):
+        fake_tune(path, strategy, seed=3, budget=26, timing=attempt + 5, fail_at=int(rng.integers(0, 6)))
+    done = fake_tune(path, strategy, seed=3, budget=26, timing=99)
+    assert len(done) == 26 and done == straight
+    assert TuningDatabase(path).claims(FAKE) == []
 
 
 def _tuned_db(tmp_path):

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import socket
+import threading
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -385,6 +386,37 @@ class TuningDatabase:
             self._conn.execute("UPDATE claims SET lease_until = 0 WHERE owner_host = ? AND owner_pid = ?"
                                " AND owner_started = ?", (owner.host, owner.pid, owner.started))
 
+    @contextmanager
+    def heartbeat(self, owner: "Owner", lease_s: float = LEASE_S):
+        """While the block runs, renew `owner`'s leases every lease_s / 6 from a thread of
+        its own (with its own connection): a long measurement keeps its claims. Claims
+        still held when the block ends (an error, Ctrl-C) are released."""
+        stop = threading.Event()
+
+        def beat():
+            conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
+            try:
+                while not stop.wait(lease_s / 6):
+                    conn.execute("UPDATE claims SET lease_until = ? WHERE owner_host = ? AND owner_pid = ?"
+                                 " AND owner_started = ?", (time.time() + lease_s, owner.host, owner.pid,
+                                                            owner.started))
+            except sqlite3.Error:
+                pass  # the main thread's next write reports what is wrong with the file
+            finally:
+                conn.close()
+
+        thread = threading.Thread(target=beat, name="edgetune-claims-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            try:
+                self.release(owner)
+            except DatabaseError:
+                pass  # unwritable: the leases run out on their own
+
     def claims(self, workload: Workload) -> list["Claim"]:
         """Configurations being measured (or left by a dead process), in proposal order.
         Never results: records, trials, best and exports do not see them."""
@@ -462,11 +494,12 @@ class TuningDatabase:
         rows = self._conn.execute(f"SELECT {_COLUMNS} FROM trials WHERE workload = ? ORDER BY id", (workload.key(),))
         return [self._record(row) for row in rows]
 
-    def proposals(self, workload: Workload) -> list[Record]:
-        """The stored trials in the order the search proposed them (not the order they
-        finished in, which depends on timing): what a resumed search replays."""
-        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM trials WHERE workload = ? ORDER BY proposal, id",
-                                  (workload.key(),))
+    def proposals(self, workload: Workload, after_id: int = 0) -> list[Record]:
+        """The stored trials (with row id above `after_id`) in the order the search
+        proposed them, not the order they finished in (which depends on timing): what a
+        resumed search replays."""
+        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM trials WHERE workload = ? AND id > ?"
+                                  " ORDER BY proposal, id", (workload.key(), after_id))
         return [self._record(row) for row in rows]
 
     def trials(self, workload: Workload) -> list[Trial]:
