@@ -516,10 +516,11 @@ class TuningDatabase:
         return list(dict.fromkeys(workloads))
 
     def best(self, workload: Workload, objective: str, allowed: Callable[[Trial], bool] | None = None) -> Record | None:
-        """The successful trial with the lowest value of `objective` (ties: the earliest),
-        among those `allowed` accepts (e.g. within an energy bound)."""
+        """The successful trial with the lowest value of `objective` (ties: the earliest
+        proposed, not the first to finish), among those `allowed` accepts (e.g. within an
+        energy bound)."""
         best = None
-        for record in self.records(workload):
+        for record in self.proposals(workload):
             if allowed is not None and not allowed(record.trial):
                 continue
             value = record.trial.value(objective)
