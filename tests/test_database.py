@@ -2,6 +2,7 @@
 files that are not (or not yet) edgetune databases without touching them."""
 from __future__ import annotations
 
+import io
 import json
 import multiprocessing
 import os
@@ -276,3 +277,52 @@ def test_a_read_only_database_is_one_line_naming_it_for_tune_and_import(tmp_path
         # Reading needs no write: exporting from it still works.
         subprocess.run([edgetune, "db", "export", "--db", str(path), "--out", str(tmp_path / "x.jsonl")],
                        check=True, capture_output=True)
+
+
+# --- claims: configurations being measured ------------------------------------------------------
+def test_claims_are_never_results_but_use_the_budget(db):
+    from edgetune.tuner import Owner
+
+    me = Owner.this_process()
+    db.record(W1, Trial(cfg(0), Outcome.OK, {"instructions": 50}), "random", 0)
+    claims, room = db.claim(W1, [cfg(0), cfg(1), cfg(2), cfg(3)], budget=3, owner=me, strategy="random", seed=0,
+                            asked=True)
+    # cfg(0) is stored: passed over; the budget of 3 leaves room for two claims.
+    assert [c.config for c in claims] == [cfg(1), cfg(2)] and room == 0
+    assert [c.proposal for c in claims] == [2, 3] and {c.batch for c in claims} == {2}
+    assert db.used(W1) == 3
+    assert [t.config for t in db.trials(W1)] == [cfg(0)] and db.workloads() == [W1]
+    assert db.best(W1, "instructions").trial.config == cfg(0)
+    out = io.StringIO()
+    assert db.export_jsonl(out) == 1
+    assert db.record(W1, Trial(cfg(2), Outcome.OK, {"instructions": 7}), "random", 0, claim=claims[1])
+    [left] = db.claims(W1)
+    assert left.config == cfg(1) and db.used(W1) == 3
+    [_, stored] = db.proposals(W1)
+    assert (stored.proposal, stored.batch) == (3, 2)
+
+
+def test_a_claim_of_another_host_is_taken_over_only_when_its_lease_ran_out(db):
+    from edgetune.tuner import Owner
+
+    me = Owner.this_process()
+    away = Owner("farm-7|pid:[1]", 4242, "99")
+    [silent], _ = db.claim(W1, [cfg(1)], budget=9, owner=away, strategy="random", seed=0, asked=True, lease_s=-1)
+    [busy], _ = db.claim(W1, [cfg(2)], budget=9, owner=away, strategy="random", seed=0, asked=True, lease_s=600)
+    assert silent.expired() and not busy.expired()  # another host's pid says nothing here
+    assert db.claim(W1, [cfg(1), cfg(2)], budget=9, owner=me, strategy="random", seed=0, asked=True)[0] == []
+    [taken] = db.take_over(W1, [silent, busy], me)
+    assert taken.config == cfg(1) and taken.owner == me and taken.proposal == silent.proposal
+    assert db.take_over(W1, [silent], me) == []  # no longer the silent owner's
+
+
+def test_a_dead_owner_on_this_host_is_noticed_at_once(db, tmp_path):
+    from edgetune.tuner import Owner
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead = Owner(Owner.this_process().host, child.pid, "1")
+    [claim], _ = db.claim(W1, [cfg(3)], budget=9, owner=dead, strategy="random", seed=0, asked=True, lease_s=600)
+    assert claim.expired()
+    assert not db.claim(W1, [cfg(4)], budget=9, owner=Owner.this_process(), strategy="random", seed=0,
+                        asked=True)[0][0].expired()
