@@ -252,8 +252,8 @@ def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Worklo
     Returns the number of new trials and why the loop ended: budget, exhausted, or the
     stop rule's reason."""
     owner = Owner.this_process()
-    run = _BatchRunner(strategy, submit, db, workload, label, owner, remote, progress, stop, stored, budget)
-    resumed = resumed or Resumed(strategy)
+    resumed = resumed or Resumed.nothing_to_replay(strategy, db.proposals(workload))
+    run = _BatchRunner(strategy, submit, db, workload, label, owner, remote, progress, stop, stored, budget, resumed)
     pending, orphans = list(pending), list(resumed.orphans)
     with db.heartbeat(owner):
         if resumed.batch_claims:
@@ -291,16 +291,17 @@ class _BatchRunner:
     sharing the database (their results are told, their claims never proposed)."""
 
     def __init__(self, strategy, submit, db: TuningDatabase, workload: Workload, label, owner: Owner,
-                 remote: bool, progress: ProgressFn | None, stop: "StopRule | None", stored: int, budget: int):
+                 remote: bool, progress: ProgressFn | None, stop: "StopRule | None", stored: int, budget: int,
+                 resumed: Resumed):
         self.strategy, self.submit, self.db, self.workload = strategy, submit, db, workload
         self.label, self.owner, self.remote, self.progress, self.stop = label, owner, remote, progress, stop
         self.stored, self.new, self.budget = stored, 0, budget
-        records = db.proposals(workload)
-        self.last_id = max((r.id for r in records), default=0)
-        self.known = {r.trial.config.key() for r in records}  # stored trials already told (or ours)
-        # Claims present at the start were dealt with by the rebuild (edgetune.tuner.resume).
-        self.seen_claims = {(c.config.key(), c.owner) for c in db.claims(workload)}
-        self.skipped: set[str] = set()  # configurations others are measuring: never proposed here
+        # Stored trials the strategy knows of (told by the rebuild, or measured here).
+        self.last_id, self.known = resumed.last_id, set(resumed.seen)
+        # Claims left by dead owners that are dealt with already, and configurations others
+        # are measuring (never proposed here).
+        self.orphaned = {(c.config.key(), c.owner) for _, c in (*resumed.batch_claims, *resumed.orphans)}
+        self.skipped: set[str] = set()
 
     def resume(self, resumed: Resumed) -> None:
         """Finish the interrupted batch: take over its claims, measure them, tell it whole."""
@@ -344,11 +345,13 @@ class _BatchRunner:
             self.strategy.tell(in_space(self.strategy.space, fresh))
         left = []
         for claim in self.db.claims(self.workload):
-            if claim.owner == self.owner or (claim.config.key(), claim.owner) in self.seen_claims:
+            if claim.owner == self.owner:
                 continue
             point = _as_config(self.strategy.space, claim.config.as_dict())
             if claim.expired():
-                self.seen_claims.add((claim.config.key(), claim.owner))
+                if (claim.config.key(), claim.owner) in self.orphaned:
+                    continue
+                self.orphaned.add((claim.config.key(), claim.owner))
                 if point is not None:
                     left.append((point, claim))
             elif claim.config.key() not in self.skipped:

@@ -40,7 +40,16 @@ class Resumed:
     # to take over; and other claims left by dead or silent owners.
     batch_claims: tuple[tuple[Config, Claim], ...] = ()
     orphans: tuple[tuple[Config, Claim], ...] = ()
-    told: frozenset = frozenset()  # configuration keys whose stored trials were told
+    # What the rebuild looked at: stored configuration keys and the highest row id, so the
+    # search later tells only what other processes store after it.
+    seen: frozenset = frozenset()
+    last_id: int = 0
+
+    @classmethod
+    def nothing_to_replay(cls, strategy, records: Sequence[Record]) -> "Resumed":
+        """For a caller that told `records` to `strategy` itself."""
+        return cls(strategy, seen=frozenset(r.trial.config.key() for r in records),
+                   last_id=max((r.id for r in records), default=0))
 
 
 @dataclass(frozen=True)
@@ -58,7 +67,8 @@ def rebuild(strategy, space: Space, records: Sequence[Record], claims: Sequence[
     """Drive `strategy` (fresh from its seed) over the stored proposals; see the module."""
     groups = _groups(_entries(space, records, claims))
     foreign: list[Trial] = []
-    told: set[str] = set()
+    seen = frozenset(r.trial.config.key() for r in records)
+    last_id = max((r.id for r in records), default=0)
     orphans: list[tuple[Config, Claim]] = []
     for position, group in enumerate(groups):
         live = any(e.claim is not None and not e.claim.expired(now) for e in group)
@@ -70,25 +80,22 @@ def rebuild(strategy, space: Space, records: Sequence[Record], claims: Sequence[
                 stored = [e for e in group if e.trial is not None]
                 if len(stored) == len(group):
                     attempt.tell([e.trial for e in group])
-                    told.update(e.config.key() for e in group)
                     strategy = attempt
                     continue
                 if position == len(groups) - 1:
-                    told.update(e.config.key() for e in stored)
                     return Resumed(attempt, tuple(e.config for e in group), {e.config: e.trial for e in stored},
                                    tuple((e.config, e.claim) for e in group if e.claim is not None), tuple(orphans),
-                                   frozenset(told))
+                                   seen, last_id)
         for entry in group:
             if entry.trial is not None:
                 foreign.append(entry.trial)
-                told.add(entry.config.key())
             else:
                 # Being measured elsewhere, or to be taken over: never proposed again here.
                 strategy.skip([entry.config])
                 if entry.claim.expired(now):
                     orphans.append((entry.config, entry.claim))
     strategy.tell(foreign)
-    return Resumed(strategy, orphans=tuple(orphans), told=frozenset(told))
+    return Resumed(strategy, orphans=tuple(orphans), seen=seen, last_id=last_id)
 
 
 def _as_point(space: Space, config: Config) -> Config | None:
