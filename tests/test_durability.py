@@ -65,6 +65,20 @@ def test_sigkill_at_random_moments_with_two_jobs_ends_where_an_uninterrupted_run
     assert TuningDatabase(killed).claims(TuningDatabase(killed).workloads()[0]) == []
 
 
+@pytest.mark.qemu
+def test_two_tune_commands_on_one_database_split_the_budget(tmp_path):
+    shared = tmp_path / "shared.db"
+    procs = [subprocess.Popen([EDGETUNE, *TUNE, "--db", str(shared)], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [proc.communicate() for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    summaries = [json.loads(out) for out, _ in outputs]
+    assert sum(s["new_trials"] for s in summaries) == 20  # not 40: the budget was split
+    assert len(rows(shared)) == 20 and len({key for key, _ in rows(shared)}) == 20
+    db = TuningDatabase(shared)
+    assert db.claims(db.workloads()[0]) == []
+
+
 # --- resuming is a pure function of (seed, stored proposals): no emulator needed --------------
 SPACE = Space([powers_of_two("bx", 1, 32), powers_of_two("by", 1, 32), choice("unroll", [1, 2, 3, 4]),
                choice("opt", ["O2", "O3", "Os"])])
