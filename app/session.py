@@ -181,23 +181,10 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
     runner_for(target).check_tools()
 
-    records = db.proposals(workload)
-    # The strategy is rebuilt over the stored proposals in proposal order (edgetune.tuner.resume),
-    # so a resumed run ends where an uninterrupted one does, whatever order trials finished in.
-    resumed = rebuild(strategy, space, records, db.claims(workload), (request.strategy, request.seed))
-    strategy = resumed.strategy
-    # Trials lost with their machine (emulator killed, board gone) are measured again first.
-    done = [record.trial for record in records if not record.trial.outcome.lost]
-    lost = [record.trial.config for record in records if record.trial.outcome.lost]
-    stored = len(done)
-    stop = StopRule(request, objective, best=min((v for t in done if feasible(t, request.bounds)
+    start = resume_search(db, workload, space, strategy, (request.strategy, request.seed), request.initial)
+    strategy, stored = start.resumed.strategy, len(start.done)
+    stop = StopRule(request, objective, best=min((v for t in start.done if feasible(t, request.bounds)
                                                   and (v := t.value(objective)) is not None), default=None))
-    measured = {trial.config for trial in (*done, *in_space(space, done))}
-    # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
-    # are dropped: the search covers the workload anyway.
-    seeds = [*request.initial, *(config.as_dict() for config in lost)]
-    pending = list(dict.fromkeys(config for config in (_as_config(space, values) for values in seeds)
-                                 if config is not None and config not in measured))
     with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp, ExitStack() as stack:
         if executor is None:
             evaluate = Evaluator(kernel, target, shape, space, workload_inputs(kernel, workload), Path(tmp))
@@ -208,8 +195,41 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
             submit = functools.partial(executor.submit, evaluate_remotely, spec)
         new, stopped = search_loop(strategy, submit, db, workload, budget=request.budget, jobs=request.jobs,
                                    stored=stored, label=(request.strategy, request.seed), progress=progress,
-                                   stop=stop, pending=pending, remote=executor is not None, resumed=resumed)
+                                   stop=stop, pending=start.pending, remote=executor is not None,
+                                   resumed=start.resumed)
     return replace(summarize(db, workload, objective, new, request.bounds), stopped=stopped)
+
+
+@dataclass(frozen=True)
+class SearchStart:
+    """Where a search starts on a database: the rebuilt strategy (and the interrupted batch),
+    the configurations to measure before asking it, and the stored trials that count."""
+
+    resumed: Resumed
+    pending: tuple[Config, ...]
+    done: tuple[Trial, ...]
+
+
+def resume_search(db: TuningDatabase, workload: Workload, space: Space, strategy, label: tuple[str, int | None],
+                  initial: Sequence[dict] = ()) -> SearchStart:
+    """Rebuild `strategy` (fresh from its seed) over the stored proposals in proposal order
+    (edgetune.tuner.resume), so a resumed run ends where an uninterrupted one does,
+    whatever order trials finished in. Then: `initial` configurations, and trials lost with
+    their machine (emulator killed, board gone), are measured first."""
+    records = db.proposals(workload)
+    claims = db.claims(workload)
+    resumed = rebuild(strategy, space, records, claims, label)
+    done = tuple(record.trial for record in records if not record.trial.outcome.lost)
+    lost = [record.trial.config for record in records if record.trial.outcome.lost]
+    # Claimed configurations are someone's to measure (or the interrupted batch's).
+    measured = {*(trial.config for trial in (*done, *in_space(space, done))),
+                *(_as_config(space, claim.config.as_dict()) for claim in claims)}
+    # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
+    # are dropped: the search covers the workload anyway.
+    seeds = [*initial, *(config.as_dict() for config in lost)]
+    pending = tuple(dict.fromkeys(config for config in (_as_config(space, values) for values in seeds)
+                                  if config is not None and config not in measured))
+    return SearchStart(resumed, pending, done)
 
 
 @dataclass(frozen=True)

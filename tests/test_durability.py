@@ -20,10 +20,9 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.report import best_so_far, pareto_front
-from edgetune.session import search_loop
+from edgetune.session import resume_search, search_loop
 from edgetune.tuner import (DatabaseError, Outcome, Space, Trial, TuningDatabase, Workload, choice, make_strategy,
                             powers_of_two)
-from edgetune.tuner.resume import rebuild
 
 EDGETUNE = str(Path(sys.executable).parent / "edgetune")
 # The case of issue 13.2: with two jobs, trials finish in any order.
@@ -115,7 +114,7 @@ def fake_submitter(pool, rng, fail_at=None, log=None, hang=False):
     return lambda config: pool.submit(evaluate, config, float(rng.uniform(0, 0.004)))
 
 
-def fake_tune(path, strategy, seed, budget, jobs=2, timing=0, fail_at=None, log=None, hang=False):
+def fake_tune(path, strategy, seed, budget, jobs=2, timing=0, fail_at=None, log=None, hang=False, initial=()):
     """What `edgetune tune` does with a database, on the fake workload: rebuild the search
     from the stored proposals, then run the search loop."""
     from concurrent.futures import ThreadPoolExecutor
@@ -123,14 +122,13 @@ def fake_tune(path, strategy, seed, budget, jobs=2, timing=0, fail_at=None, log=
     db = TuningDatabase(path)
     try:
         search = make_strategy(strategy, SPACE, np.random.default_rng(seed), "instructions")
-        records = db.proposals(FAKE)
-        resumed = rebuild(search, SPACE, records, db.claims(FAKE), (strategy, seed))
+        start = resume_search(db, FAKE, SPACE, search, (strategy, seed), initial)
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             submit = fake_submitter(pool, np.random.default_rng(timing), fail_at, log, hang)
             try:
-                search_loop(resumed.strategy, submit, db, FAKE, budget=budget, jobs=jobs,
-                            stored=sum(not r.trial.outcome.lost for r in records), label=(strategy, seed),
-                            resumed=resumed)
+                search_loop(start.resumed.strategy, submit, db, FAKE, budget=budget, jobs=jobs,
+                            stored=len(start.done), label=(strategy, seed), pending=start.pending,
+                            resumed=start.resumed)
             except Interrupted:
                 pass
         return sorted((r.trial.config.key(), r.trial.values["instructions"]) for r in db.records(FAKE))
@@ -163,16 +161,43 @@ def test_swapping_two_rows_ids_does_not_change_where_a_resumed_run_ends(tmp_path
         assert resumed == straight, pair
 
 
+# Seeds measured before the search (as `tune --initial` and an export's old best give).
+SEEDS = ({"bx": 1, "by": 1, "unroll": 1, "opt": "Os"}, {"bx": 32, "by": 32, "unroll": 4, "opt": "O2"},
+         {"bx": 2, "by": 16, "unroll": 2, "opt": "O3"})
+
+
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
-def test_runs_interrupted_at_random_points_end_where_an_uninterrupted_one_ends(tmp_path, strategy):
-    straight = fake_tune(tmp_path / "straight.db", strategy, seed=3, budget=26, timing=1)
+@pytest.mark.parametrize("initial", [(), SEEDS], ids=["asked", "seeded"])
+def test_runs_interrupted_at_random_points_end_where_an_uninterrupted_one_ends(tmp_path, strategy, initial):
+    straight = fake_tune(tmp_path / "straight.db", strategy, seed=3, budget=26, timing=1, initial=initial)
     rng = np.random.default_rng(11)
     path = tmp_path / "interrupted.db"
     for attempt in range(8):
-        fake_tune(path, strategy, seed=3, budget=26, timing=attempt + 5, fail_at=int(rng.integers(0, 6)))
-    done = fake_tune(path, strategy, seed=3, budget=26, timing=99)
+        fake_tune(path, strategy, seed=3, budget=26, timing=attempt + 5, fail_at=int(rng.integers(0, 6)),
+                  initial=initial)
+    done = fake_tune(path, strategy, seed=3, budget=26, timing=99, initial=initial)
     assert len(done) == 26 and done == straight
     assert TuningDatabase(path).claims(FAKE) == []
+
+
+def test_an_interrupted_batch_of_seeds_is_finished_and_told_whole(tmp_path):
+    from edgetune.tuner import Owner
+    from edgetune.tuner.resume import rebuild
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead = Owner(Owner.this_process().host, child.pid, "1")
+    db = TuningDatabase(tmp_path / "seeded.db")
+    first, second = (SPACE.make(values) for values in SEEDS[:2])
+    claims, _ = db.claim(FAKE, [first, second], budget=10, owner=dead, strategy="random", seed=1, asked=False)
+    assert [c.batch for c in claims] == [claims[0].proposal] * 2 and not any(c.asked for c in claims)
+    db.record(FAKE, Trial(second, Outcome.OK, {"instructions": 5}), "random", 1, claim=claims[1])
+    search = make_strategy("random", SPACE, np.random.default_rng(1), "instructions")
+    resumed = rebuild(search, SPACE, db.proposals(FAKE), db.claims(FAKE), ("random", 1))
+    # The stored half is not told on its own: the batch is finished, then told in proposal order.
+    assert resumed.batch == (first, second) and list(resumed.batch_trials) == [second]
+    assert [point for point, _ in resumed.batch_claims] == [first] and resumed.orphans == ()
+    assert search.results == {}
 
 
 def _fake_process(path, barrier, index, log):

@@ -286,7 +286,11 @@ def test_a_version_2_file_gets_proposal_order_and_claims(tmp_path):
     assert layout(path) == layout(fresh)
     conn = sqlite3.connect(str(path))
     try:
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert "claims" in tables
+        migrated_claims = conn.execute("PRAGMA table_info(claims)").fetchall()
+    finally:
+        conn.close()
+    conn = sqlite3.connect(str(fresh))
+    try:
+        assert migrated_claims and migrated_claims == conn.execute("PRAGMA table_info(claims)").fetchall()
     finally:
         conn.close()

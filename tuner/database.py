@@ -29,7 +29,7 @@ APPLICATION = "edgetune-tuning-db"
 # Every column a Record is read from, in _record's order (never SELECT *: a migrated file
 # may hold its columns in another order than a new one).
 _COLUMNS = ("id, kernel, kernel_version, target, shape, toolchain, config, outcome, measured, error, info, strategy,"
-            " seed, created, measured_by, measured_at, proposal, batch")
+            " seed, created, measured_by, measured_at, proposal, batch, asked")
 
 # Whatever is stored may later reach a file name, a generated C comment or an identifier
 # (export): names, shape keys and stamps are checked on the way in and on the way out.
@@ -101,7 +101,8 @@ class Record:
     seed: int | None
     created: str
     proposal: int | None = None  # the workload's proposal sequence number
-    batch: int | None = None  # first proposal of the batch asked for together; None: not asked
+    batch: int | None = None  # first proposal of the batch measured together; None: imported, migrated
+    asked: bool = False  # the strategy asked for that batch (not given: seeds, re-measured trials)
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,7 @@ class Claim:
     seed: int | None
     owner: Owner
     lease_until: float  # Unix time
+    asked: bool = False  # a batch the strategy asked for (not given: seeds, re-measured trials)
 
     def expired(self, now: float | None = None) -> bool:
         """Free for another process: its lease ran out, or its owner died on this host."""
@@ -289,17 +291,18 @@ class TuningDatabase:
                 return self._insert(workload, trial, strategy, seed, created)
             self._conn.execute("DELETE FROM claims WHERE workload = ? AND config_key = ?",
                                (workload.key(), claim.config.key()))
-            return self._insert(workload, trial, claim.strategy, claim.seed, created, claim.proposal, claim.batch)
+            return self._insert(workload, trial, claim.strategy, claim.seed, created, claim.proposal, claim.batch,
+                                claim.asked)
 
     def _insert(self, workload: Workload, trial: Trial, strategy: str, seed: int | None, created: str | None,
-                proposal: int | None = None, batch: int | None = None) -> bool:
+                proposal: int | None = None, batch: int | None = None, asked: bool = False) -> bool:
         created = created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if proposal is None:
             proposal = self._next_proposal(workload)
         cursor = self._conn.execute(
             "INSERT INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
             " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at,"
-            " proposal, batch) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            " proposal, batch, asked) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
             # A configuration is stored once; only a trial whose machine was lost under it
             # (it says nothing about the configuration) gives way to a new measurement,
             # which keeps the lost one's place in the proposal order.
@@ -312,7 +315,7 @@ class TuningDatabase:
              json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
              json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
              json.dumps(trial.values, sort_keys=True), trial.error, json.dumps(trial.info, sort_keys=True),
-             strategy, seed, created, trial.measured_by, trial.measured_at, proposal, batch))
+             strategy, seed, created, trial.measured_by, trial.measured_at, proposal, batch, int(asked)))
         return cursor.rowcount == 1
 
     def _next_proposal(self, workload: Workload) -> int:
@@ -328,8 +331,8 @@ class TuningDatabase:
         """Claim `configs` (in order) for measuring by `owner`, within the workload's
         budget: one transaction, so processes sharing the file never claim one
         configuration twice nor more than the budget together. A configuration already
-        stored (not lost) or claimed is passed over. `asked`: the configurations are one
-        batch a strategy asked for (their batch is the first one's proposal number).
+        stored (not lost) or claimed is passed over. The claims form one batch (numbered by
+        its first proposal); `asked`: a strategy asked for it (rather than it being given).
         Returns the claims made (in proposal order) and the room left in the budget."""
         with self._transaction():
             room = budget - self._used(workload)
@@ -342,13 +345,13 @@ class TuningDatabase:
                 if config.key() in taken:
                     continue
                 proposal = self._next_proposal(workload)
-                batch = (made[0].proposal if made else proposal) if asked else None
-                claim = Claim(config, proposal, batch, strategy, seed, owner, until)
+                batch = made[0].proposal if made else proposal
+                claim = Claim(config, proposal, batch, strategy, seed, owner, until, asked)
                 self._conn.execute(
-                    "INSERT INTO claims (workload, config_key, config, proposal, batch, strategy, seed,"
-                    " owner_host, owner_pid, owner_started, lease_until) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO claims (workload, config_key, config, proposal, batch, asked, strategy, seed,"
+                    " owner_host, owner_pid, owner_started, lease_until) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     (workload.key(), config.key(), json.dumps(list(map(list, config.items))), proposal, batch,
-                     strategy, seed, owner.host, owner.pid, owner.started, until))
+                     int(asked), strategy, seed, owner.host, owner.pid, owner.started, until))
                 taken.add(config.key())
                 made.append(claim)
                 room -= 1
@@ -442,15 +445,15 @@ class TuningDatabase:
 
     def _read_claims(self, workload: Workload) -> list["Claim"]:
         rows = self._conn.execute(
-            "SELECT config, proposal, batch, strategy, seed, owner_host, owner_pid, owner_started, lease_until"
+            "SELECT config, proposal, batch, asked, strategy, seed, owner_host, owner_pid, owner_started, lease_until"
             " FROM claims WHERE workload = ? ORDER BY proposal", (workload.key(),))
         found = []
-        for config, proposal, batch, strategy, seed, host, pid, started, until in rows:
+        for config, proposal, batch, asked, strategy, seed, host, pid, started, until in rows:
             try:
                 items = Config(tuple((k, v) for k, v in json.loads(config)))
             except (ValueError, TypeError) as exc:
                 raise DatabaseError(f"{self.path}: claim {proposal} is unusable ({exc})") from None
-            found.append(Claim(items, proposal, batch, strategy, seed, Owner(host, pid, started), until))
+            found.append(Claim(items, proposal, batch, strategy, seed, Owner(host, pid, started), until, bool(asked)))
         return found
 
     # --- sharing between machines: JSON lines ----------------------------------------------
@@ -536,7 +539,7 @@ class TuningDatabase:
 
     def _record(self, row) -> Record:
         (rid, kernel, version, target, shape, toolchain, config, outcome, measured, error, info,
-         strategy, seed, created, measured_by, measured_at, proposal, batch) = row
+         strategy, seed, created, measured_by, measured_at, proposal, batch, asked) = row
         workload = self._workload(kernel, version, target, shape, toolchain)
         try:
             trial = Trial(config=Config(tuple((k, v) for k, v in json.loads(config))), outcome=Outcome(outcome),
@@ -544,7 +547,7 @@ class TuningDatabase:
                           measured_by=measured_by, measured_at=measured_at)
         except (ValueError, TypeError) as exc:
             raise DatabaseError(f"{self.path}: trial {rid} is unusable ({exc})") from None
-        return Record(rid, workload, trial, strategy, seed, created, proposal, batch)
+        return Record(rid, workload, trial, strategy, seed, created, proposal, batch, bool(asked))
 
 
 OPEN_PATIENCE_S = 30.0

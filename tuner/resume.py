@@ -34,7 +34,7 @@ class Resumed:
     """The rebuilt strategy and what is left to measure of the stored proposals."""
 
     strategy: object
-    batch: tuple[Config, ...] = ()  # the interrupted batch of this strategy, in proposal order
+    batch: tuple[Config, ...] = ()  # the interrupted batch, in proposal order
     batch_trials: dict = field(default_factory=dict)  # Config -> Trial: its members already stored
     # (point of the space, stored claim): the batch's members a dead owner left claimed,
     # to take over; and other claims left by dead or silent owners.
@@ -56,6 +56,7 @@ class Resumed:
 class _Entry:
     proposal: int
     batch: int | None
+    asked: bool
     label: tuple[str, int | None]
     config: Config
     trial: Trial | None = None  # None: a claim
@@ -72,20 +73,23 @@ def rebuild(strategy, space: Space, records: Sequence[Record], claims: Sequence[
     orphans: list[tuple[Config, Claim]] = []
     for position, group in enumerate(groups):
         live = any(e.claim is not None and not e.claim.expired(now) for e in group)
-        if group[0].batch is not None and not live and all(e.label == label for e in group):
+        stored = [e for e in group if e.trial is not None]
+        last_left = position == len(groups) - 1 and len(stored) < len(group) and not live
+        if group[0].asked and not live and all(e.label == label for e in group):
             strategy.tell(foreign)
             foreign = []
             attempt = copy.deepcopy(strategy, {id(space): space})
             if attempt.ask(len(group)) == [e.config for e in group]:
-                stored = [e for e in group if e.trial is not None]
                 if len(stored) == len(group):
                     attempt.tell([e.trial for e in group])
                     strategy = attempt
                     continue
-                if position == len(groups) - 1:
-                    return Resumed(attempt, tuple(e.config for e in group), {e.config: e.trial for e in stored},
-                                   tuple((e.config, e.claim) for e in group if e.claim is not None), tuple(orphans),
-                                   seen, last_id)
+                if last_left:
+                    return _left(attempt, group, orphans, seen, last_id)
+        elif last_left and group[0].batch is not None:
+            # A given batch (seeds, trials measured again) being measured when the run stopped.
+            strategy.tell(foreign)
+            return _left(strategy, group, orphans, seen, last_id)
         for entry in group:
             if entry.trial is not None:
                 foreign.append(entry.trial)
@@ -96,6 +100,12 @@ def rebuild(strategy, space: Space, records: Sequence[Record], claims: Sequence[
                     orphans.append((entry.config, entry.claim))
     strategy.tell(foreign)
     return Resumed(strategy, orphans=tuple(orphans), seen=seen, last_id=last_id)
+
+
+def _left(strategy, group: list["_Entry"], orphans, seen, last_id) -> Resumed:
+    """The interrupted batch: what of it is stored, and the claims to take over."""
+    return Resumed(strategy, tuple(e.config for e in group), {e.config: e.trial for e in group if e.trial is not None},
+                   tuple((e.config, e.claim) for e in group if e.claim is not None), tuple(orphans), seen, last_id)
 
 
 def _as_point(space: Space, config: Config) -> Config | None:
@@ -115,16 +125,19 @@ def _entries(space: Space, records: Sequence[Record], claims: Sequence[Claim]) -
         if point is not None and record.proposal is not None:
             trial = Trial(point, record.trial.outcome, record.trial.values, record.trial.error, record.trial.info,
                           record.trial.measured_by, record.trial.measured_at)
-            entries.append(_Entry(record.proposal, record.batch, (record.strategy, record.seed), point, trial=trial))
+            entries.append(_Entry(record.proposal, record.batch, record.asked, (record.strategy, record.seed), point,
+                                  trial=trial))
     for claim in claims:
         point = _as_point(space, claim.config)
         if point is not None:
-            entries.append(_Entry(claim.proposal, claim.batch, (claim.strategy, claim.seed), point, claim=claim))
+            entries.append(_Entry(claim.proposal, claim.batch, claim.asked, (claim.strategy, claim.seed), point,
+                                  claim=claim))
     return sorted(entries, key=lambda e: e.proposal)
 
 
 def _groups(entries: list[_Entry]) -> list[list[_Entry]]:
-    """Entries asked for together form one group (by batch); any other entry is its own."""
+    """Entries measured together form one group (by batch); one with no batch (imported,
+    migrated) is its own."""
     groups: list[list[_Entry]] = []
     by_batch: dict[int, list[_Entry]] = {}
     for entry in entries:

@@ -15,8 +15,9 @@ History:
   3  (sharing and resuming, step `_proposals_and_claims`) trials.proposal: the workload's
      proposal sequence number (the order the search proposed trials in, not the order they
      finished in; rows migrated from version 2 get their id, the best order known) and
-     trials.batch (the first proposal number of the batch the search asked for together;
-     NULL for a trial no strategy asked for: seeded, re-measured, imported); table claims:
+     trials.batch (the first proposal number of the batch measured together; NULL for an
+     imported or migrated trial) and trials.asked (1: the strategy asked for that batch;
+     0: it was given, e.g. --initial seeds or lost trials measured again); table claims:
      a configuration some process has proposed and is measuring (owner host, pid and
      process start, lease end), never a result.
 """
@@ -25,6 +26,26 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from typing import Callable
+
+# Schema 3's claims table (step `_proposals_and_claims`): configurations proposed and being
+# measured by some process, never results. One text for new files and for the migration.
+CLAIMS_TABLE = """
+CREATE TABLE claims (
+    workload TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    config TEXT NOT NULL,
+    proposal INTEGER NOT NULL,
+    batch INTEGER,
+    asked INTEGER NOT NULL DEFAULT 0,
+    strategy TEXT NOT NULL,
+    seed INTEGER,
+    owner_host TEXT NOT NULL,
+    owner_pid INTEGER NOT NULL,
+    owner_started TEXT NOT NULL,
+    lease_until REAL NOT NULL,
+    PRIMARY KEY (workload, config_key)
+);
+"""
 
 SCHEMAS: dict[int, str] = {
     1: """
@@ -99,25 +120,13 @@ CREATE TABLE trials (
     measured_at TEXT,
     proposal INTEGER,
     batch INTEGER,
+    asked INTEGER NOT NULL DEFAULT 0,
     UNIQUE (workload, config_key)
 );
 CREATE INDEX trials_by_target ON trials (target, kernel);
 CREATE INDEX trials_by_machine ON trials (measured_by);
 CREATE UNIQUE INDEX trials_by_proposal ON trials (workload, proposal);
-CREATE TABLE claims (
-    workload TEXT NOT NULL,
-    config_key TEXT NOT NULL,
-    config TEXT NOT NULL,
-    proposal INTEGER NOT NULL,
-    batch INTEGER,
-    strategy TEXT NOT NULL,
-    seed INTEGER,
-    owner_host TEXT NOT NULL,
-    owner_pid INTEGER NOT NULL,
-    owner_started TEXT NOT NULL,
-    lease_until REAL NOT NULL,
-    PRIMARY KEY (workload, config_key)
-);
+""" + CLAIMS_TABLE + """
 """,
 }
 SCHEMA_VERSION = max(SCHEMAS)
@@ -147,11 +156,12 @@ def _measured_by_and_at(conn: sqlite3.Connection) -> None:
 def _proposals_and_claims(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE trials ADD COLUMN proposal INTEGER")
     conn.execute("ALTER TABLE trials ADD COLUMN batch INTEGER")
-    # Version 2 kept no proposal order: row order is the best there is. batch stays NULL,
-    # so a resumed search tells these trials rather than replaying their proposals.
+    conn.execute("ALTER TABLE trials ADD COLUMN asked INTEGER NOT NULL DEFAULT 0")
+    # Version 2 kept no proposal order: row order is the best there is. batch stays NULL
+    # and asked 0, so a resumed search tells these trials rather than replaying them.
     conn.execute("UPDATE trials SET proposal = id")
     conn.execute("CREATE UNIQUE INDEX trials_by_proposal ON trials (workload, proposal)")
-    conn.execute(next(s for s in statements(3) if s.startswith("CREATE TABLE claims")))
+    conn.execute(CLAIMS_TABLE)
 # --- end of schema 3 step `_proposals_and_claims` ---------------------------------------------
 
 
