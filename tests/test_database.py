@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import random
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -326,3 +327,26 @@ def test_a_dead_owner_on_this_host_is_noticed_at_once(db, tmp_path):
     assert claim.expired()
     assert not db.claim(W1, [cfg(4)], budget=9, owner=Owner.this_process(), strategy="random", seed=0,
                         asked=True)[0][0].expired()
+
+
+def test_a_database_on_a_read_only_mount_is_one_line_naming_it(tmp_path):
+    # A read-only bind mount stops root too; it needs a mount namespace (unshare -m).
+    edgetune = str(Path(sys.executable).parent / "edgetune")
+    source, mount = tmp_path / "data", tmp_path / "ro"
+    source.mkdir()
+    mount.mkdir()
+    path = source / "tune.db"
+    subprocess.run([edgetune, "tune", "matmul_s8", "--target", "host", "--shape", "m=4,n=6,k=5", "--budget", "2",
+                    "--db", str(path)], check=True, capture_output=True)
+    remount = f"mount --bind {shlex.quote(str(source))} {shlex.quote(str(mount))} && " \
+              f"mount -o remount,bind,ro {shlex.quote(str(mount))}"
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", remount], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no read-only bind mount here: {probe.stderr.strip()}")
+    tune = [edgetune, "tune", "matmul_s8", "--target", "host", "--shape", "m=4,n=6,k=5", "--budget", "4",
+            "--db", str(mount / "tune.db")]
+    script = f"{remount} && exec {shlex.join(tune)}"
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{mount}/tune.db" in lines[0] and "read-only" in lines[0], result.stderr

@@ -189,6 +189,10 @@ class TuningDatabase:
             _retry_while_locked(self._open)
         except sqlite3.DatabaseError as exc:
             self._conn.close()
+            if "unable to open" in str(exc) and not _writable(self.path):
+                # A WAL database is opened with its -wal and -shm files beside it.
+                raise DatabaseError(f"{self.path}: is read-only (the file or its folder: SQLite must write "
+                                    f"{self.path.name}-wal and {self.path.name}-shm beside it)") from None
             raise DatabaseError(f"{self.path}: not a usable edgetune database ({exc})") from None
         except DatabaseError:
             self._conn.close()
@@ -551,6 +555,10 @@ class TuningDatabase:
 
 
 OPEN_PATIENCE_S = 30.0
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
 def _retry_while_locked(step: Callable[[], None]) -> None:
