@@ -315,6 +315,12 @@ def test_a_claim_of_another_host_is_taken_over_only_when_its_lease_ran_out(db):
     [taken] = db.take_over(W1, [silent, busy], me)
     assert taken.config == cfg(1) and taken.owner == me and taken.proposal == silent.proposal
     assert db.take_over(W1, [silent], me) == []  # no longer the silent owner's
+    # The heartbeat renews a lease; giving claims up ends theirs at once.
+    [late], _ = db.claim(W1, [cfg(5)], budget=9, owner=away, strategy="random", seed=0, asked=True, lease_s=-1)
+    db.renew(away)
+    assert not next(c for c in db.claims(W1) if c.config == cfg(5)).expired()
+    db.release(away)
+    assert all(c.expired() for c in db.claims(W1) if c.owner == away)
 
 
 def test_a_dead_owner_on_this_host_is_noticed_at_once(db, tmp_path):

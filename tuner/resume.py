@@ -86,8 +86,9 @@ def rebuild(strategy, space: Space, records: Sequence[Record], claims: Sequence[
                     continue
                 if last_left:
                     return _left(attempt, group, orphans, seen, last_id)
-        elif last_left and group[0].batch is not None:
-            # A given batch (seeds, trials measured again) being measured when the run stopped.
+        if last_left and group[0].batch is not None:
+            # Being measured when the run stopped, but not to be asked again (given: seeds,
+            # trials measured again; or another strategy's): finished first, told whole.
             strategy.tell(foreign)
             return _left(strategy, group, orphans, seen, last_id)
         for entry in group:
