@@ -288,21 +288,22 @@ def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Worklo
                 orphans = orphans[jobs:]
                 run.measure([(points[c.config.key()], c) for c in taken])
                 continue
+            if pending:  # the budget decides in the claim: a lost trial measured again takes no room
+                claims, _ = db.claim(workload, pending[:jobs], budget=budget, owner=owner, strategy=label[0],
+                                     seed=label[1], asked=False)
+                pending = pending[jobs:]
+                run.measure([(claim.config, claim) for claim in claims])
+                continue
             room = min(jobs, budget - db.used(workload))
             if room <= 0:
                 return run.new, "budget"
-            if pending:
-                claims, _ = db.claim(workload, pending[:room], budget=budget, owner=owner, strategy=label[0],
-                                     seed=label[1], asked=False)
-                pending = pending[room:]
-            else:
-                batch = strategy.ask(room)
-                if not batch:
-                    return run.new, "exhausted"  # every legal configuration has been measured
-                # Configurations another process claimed meanwhile are passed over here;
-                # the strategy learns their results when that process stores them.
-                claims, _ = db.claim(workload, batch, budget=budget, owner=owner, strategy=label[0],
-                                     seed=label[1], asked=True)
+            batch = strategy.ask(room)
+            if not batch:
+                return run.new, "exhausted"  # every legal configuration has been measured
+            # Configurations another process claimed meanwhile are passed over here; the
+            # strategy learns their results when that process stores them.
+            claims, _ = db.claim(workload, batch, budget=budget, owner=owner, strategy=label[0], seed=label[1],
+                                 asked=True)
             run.measure([(claim.config, claim) for claim in claims])
 
 

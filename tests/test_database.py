@@ -356,3 +356,17 @@ def test_a_database_on_a_read_only_mount_is_one_line_naming_it(tmp_path):
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{mount}/tune.db" in lines[0] and "read-only" in lines[0], result.stderr
+
+
+def test_a_lost_trial_measured_again_takes_no_more_of_the_budget(db):
+    from edgetune.tuner import Owner
+
+    me = Owner.this_process()
+    db.record(W1, Trial(cfg(0), Outcome.OK, {"instructions": 9}), "random", 0)
+    db.record(W1, Trial(cfg(1), Outcome.EMULATOR_LOST, error="killed by signal 9"), "random", 0)
+    assert db.used(W1) == 2  # the lost trial is a row of the budget
+    # Budget full: a new configuration gets no claim; the lost one does, in its row's place.
+    claims, room = db.claim(W1, [cfg(2), cfg(1)], budget=2, owner=me, strategy="random", seed=0, asked=False)
+    assert [c.config for c in claims] == [cfg(1)] and room == 0 and db.used(W1) == 2
+    assert db.record(W1, Trial(cfg(1), Outcome.OK, {"instructions": 4}), "random", 0, claim=claims[0])
+    assert db.used(W1) == 2 and db.claims(W1) == [] and len(db.trials(W1)) == 2

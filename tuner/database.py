@@ -335,18 +335,23 @@ class TuningDatabase:
         """Claim `configs` (in order) for measuring by `owner`, within the workload's
         budget: one transaction, so processes sharing the file never claim one
         configuration twice nor more than the budget together. A configuration already
-        stored (not lost) or claimed is passed over. The claims form one batch (numbered by
+        stored (not lost) or claimed is passed over; one whose stored trial was lost takes
+        no room (its new trial replaces the lost one). The claims form one batch (numbered by
         its first proposal); `asked`: a strategy asked for it (rather than it being given).
         Returns the claims made (in proposal order) and the room left in the budget."""
         with self._transaction():
             room = budget - self._used(workload)
-            taken = self._taken_keys(workload)
+            stored = self._stored_keys(workload)  # key -> the stored trial was lost
+            claimed = {key for (key,) in self._conn.execute("SELECT config_key FROM claims WHERE workload = ?",
+                                                             (workload.key(),))}
             made: list[Claim] = []
             until = time.time() + lease_s
             for config in configs:
-                if room <= 0:
-                    break
-                if config.key() in taken:
+                key = config.key()
+                if key in claimed or stored.get(key) is False:
+                    continue
+                replaces = key in stored  # a lost trial measured again takes its row's place
+                if not replaces and room <= 0:
                     continue
                 proposal = self._next_proposal(workload)
                 batch = made[0].proposal if made else proposal
@@ -354,11 +359,11 @@ class TuningDatabase:
                 self._conn.execute(
                     "INSERT INTO claims (workload, config_key, config, proposal, batch, asked, strategy, seed,"
                     " owner_host, owner_pid, owner_started, lease_until) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (workload.key(), config.key(), json.dumps(list(map(list, config.items))), proposal, batch,
+                    (workload.key(), key, json.dumps(list(map(list, config.items))), proposal, batch,
                      int(asked), strategy, seed, owner.host, owner.pid, owner.started, until))
-                taken.add(config.key())
+                claimed.add(key)
                 made.append(claim)
-                room -= 1
+                room -= not replaces
             return made, room
 
     def take_over(self, workload: Workload, claims: Sequence["Claim"], owner: "Owner",
@@ -430,22 +435,22 @@ class TuningDatabase:
         return self._read_claims(workload)
 
     def used(self, workload: Workload) -> int:
-        """How much of a budget the workload has used: trials stored (not lost) and claimed."""
+        """How much of a budget the workload has used: trials stored (a lost one too: it is
+        measured again in its place) and configurations claimed."""
         return self._used(workload)
 
     def _used(self, workload: Workload) -> int:
-        lost = ", ".join(repr(o.value) for o in Outcome if o.lost)
+        # A claim on a lost trial's configuration will replace that row: counted once.
         (count,) = self._conn.execute(
-            f"SELECT (SELECT count(*) FROM trials WHERE workload = ? AND outcome NOT IN ({lost}))"
-            " + (SELECT count(*) FROM claims WHERE workload = ?)", (workload.key(), workload.key())).fetchone()
+            "SELECT (SELECT count(*) FROM trials WHERE workload = ?) + (SELECT count(*) FROM claims"
+            " WHERE workload = ? AND config_key NOT IN (SELECT config_key FROM trials WHERE workload = ?))",
+            (workload.key(), workload.key(), workload.key())).fetchone()
         return count
 
-    def _taken_keys(self, workload: Workload) -> set[str]:
-        lost = ", ".join(repr(o.value) for o in Outcome if o.lost)
-        rows = self._conn.execute(
-            f"SELECT config_key FROM trials WHERE workload = ? AND outcome NOT IN ({lost})"
-            " UNION SELECT config_key FROM claims WHERE workload = ?", (workload.key(), workload.key()))
-        return {key for (key,) in rows}
+    def _stored_keys(self, workload: Workload) -> dict[str, bool]:
+        lost = {o.value for o in Outcome if o.lost}
+        rows = self._conn.execute("SELECT config_key, outcome FROM trials WHERE workload = ?", (workload.key(),))
+        return {key: outcome in lost for key, outcome in rows}
 
     def _read_claims(self, workload: Workload) -> list["Claim"]:
         rows = self._conn.execute(
