@@ -36,18 +36,43 @@ def rows(db_path):
     return [(r.trial.config.key(), r.trial.values.get("instructions")) for r in db.records(workload)]
 
 
+def stored_count(path) -> int:
+    if not path.exists():
+        return 0
+    conn = sqlite3.connect(str(path), timeout=30)
+    try:
+        return conn.execute("SELECT count(*) FROM trials").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+    finally:
+        conn.close()
+
+
 @pytest.mark.qemu
 def test_sigkill_at_random_moments_with_two_jobs_ends_where_an_uninterrupted_run_ends(tmp_path):
+    # Each run builds its own variants (a cache of its own): trials take long enough for
+    # kills to land inside batches, as they do on a first tune.
+    def env(name):
+        return {**os.environ, "EDGETUNE_CACHE": str(tmp_path / f"cache-{name}")}
+
     straight = tmp_path / "straight.db"
-    expected = json.loads(subprocess.run([EDGETUNE, *TUNE, "--db", str(straight)], cwd=tmp_path,
+    expected = json.loads(subprocess.run([EDGETUNE, *TUNE, "--db", str(straight)], cwd=tmp_path, env=env("straight"),
                                          capture_output=True, text=True, check=True).stdout)
     killed = tmp_path / "killed.db"
-    rng = np.random.default_rng(2024)  # the kill moments are themselves reproducible
+    rng = np.random.default_rng(2024)  # the kill points are themselves reproducible
+    # A kill point: once the run has stored `more` trials more (0: while it starts and
+    # rebuilds its search), a random moment later, so kills land between a batch's claim and
+    # its trials and between its two trials.
     seen: list = []
-    for delay in rng.uniform(0.5, 4.0, size=20):
-        proc = subprocess.Popen([EDGETUNE, *TUNE, "--db", str(killed)], cwd=tmp_path,
+    inside: list[bool] = []  # the run was still going when killed
+    for more, delay in zip(rng.integers(0, 2, size=20), rng.uniform(0.0, 0.15, size=20)):
+        target = len(seen) + more
+        proc = subprocess.Popen([EDGETUNE, *TUNE, "--db", str(killed)], cwd=tmp_path, env=env("killed"),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while proc.poll() is None and stored_count(killed) < target:
+            time.sleep(0.01)
         time.sleep(delay)
+        inside.append(proc.poll() is None)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         if killed.exists():
@@ -55,8 +80,9 @@ def test_sigkill_at_random_moments_with_two_jobs_ends_where_an_uninterrupted_run
             assert set(seen) <= set(now)  # nothing completed before a kill disappears
             assert len({key for key, _ in now}) == len(now)  # and nothing is stored twice
             seen = now
-    done = json.loads(subprocess.run([EDGETUNE, *TUNE, "--db", str(killed)], cwd=tmp_path, capture_output=True,
-                                     text=True, check=True).stdout)
+    assert inside == [True] * 20  # every kill point fell inside a run
+    done = json.loads(subprocess.run([EDGETUNE, *TUNE, "--db", str(killed)], cwd=tmp_path, env=env("killed"),
+                                     capture_output=True, text=True, check=True).stdout)
     assert done["trials"] == expected["trials"] == 20
     assert sorted(rows(killed)) == sorted(rows(straight))  # the same configurations, the same counts
     assert {k: done["best"][k] for k in ("config", "instructions")} == \
