@@ -2,7 +2,10 @@
 
 Each trial is committed the moment it completes, so a run killed at any point keeps
 everything it finished; a (workload, configuration) pair is stored at most once, so a
-resumed run never measures or records a configuration twice. The file carries an
+resumed run never measures or records a configuration twice. Processes sharing the file
+claim each configuration before measuring it (table claims: an owner and a lease), so
+together they measure a budget once; each trial keeps its proposal number, the order a
+resumed search replays (edgetune.tuner.resume). The file carries an
 application tag and a schema version; a file that is not an edgetune database, or one
 written by a newer edgetune, is refused with its path named and left untouched.
 """
