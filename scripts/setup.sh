@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything edgetune needs on Debian 12, idempotently:
 #   - system packages: Arm cross compilers (GCC + newlib, Clang/LLD), QEMU, a host C compiler
-#   - edgetune itself, with its test dependencies and the Ethos-U compiler Vela (extra `npu`), in .venv (editable)
+#   - edgetune itself in .venv (editable), with its test dependencies and the optional extras the
+#     test suite exercises: the Ethos-U compiler Vela (`npu`) and Dask's distributed (`cluster`)
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,5 +37,5 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test,npu]'
+.venv/bin/python -m pip install -q -e '.[test,npu,cluster]'
 echo "setup: ready ($(.venv/bin/edgetune --version))" >&2
