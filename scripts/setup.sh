@@ -37,5 +37,8 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test,npu,cluster]'
+# setuptools notes on every editable install of a package-dir layout like ours that folders
+# named like the package (`edgetune`) could shadow it; there is none, so that notice alone
+# is silenced (pip 25+ prints every build-backend warning).
+PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e '.[test,npu,cluster]'
 echo "setup: ready ($(.venv/bin/edgetune --version))" >&2
