@@ -26,7 +26,7 @@ from edgetune.tuner import TuningDatabase, Workload
 
 from .session import workload_inputs
 
-DEFAULT_TOLERANCE_PCT = {"qemu": 0.0, "native": 15.0}  # host timing drifts a few % (FACTS.md)
+DEFAULT_TOLERANCE_PCT = {"qemu": 0.0, "native": 15.0}  # host timing drifts a few % (docs/measurements.md, "x86 host")
 
 
 @dataclass(frozen=True)

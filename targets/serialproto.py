@@ -210,7 +210,7 @@ class Count:
 
     @property
     def dwt_valid(self) -> bool:
-        # QEMU 7.2 implements no DWT cycle counter and reads 0 (shared/FACTS.md); a real
+        # QEMU 7.2 implements no DWT cycle counter and reads 0 (docs/measurements.md); a real
         # region always takes at least one cycle, so 0 means "not counting".
         return bool(self.flags & COUNTER_DWT) and self.dwt > 0
 

@@ -74,7 +74,7 @@ def test_the_space_offers_only_legal_points(matmul, name):
 
 @pytest.mark.parametrize("built_for, run_on", [("cortex-m4", "cortex-m7"), ("cortex-a53", "cortex-a72")])
 def test_one_image_counts_the_same_on_both_machines(matmul, tmp_path, built_for, run_on):
-    # shared/FACTS.md: an500 runs AN386 images with identical counts; QEMU models no
+    # docs/measurements.md: an500 runs AN386 images with identical counts; QEMU models no
     # pipeline, so a53 and a72 count alike. Estimated cycles differ: the cost models do.
     build, io = build_once(matmul, get_target(built_for), "m=8,n=8,k=16", CONFIG, tmp_path)
     first, _ = runner_for(get_target(built_for)).run(build, io)
