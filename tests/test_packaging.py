@@ -43,6 +43,7 @@ def repository_package_files() -> set[str]:
     return files
 
 
+@pytest.mark.smoke
 def test_the_wheel_holds_exactly_the_repository_package_files(wheel):
     with zipfile.ZipFile(wheel[0]) as archive:
         shipped = {name for name in archive.namelist() if ".dist-info/" not in name}

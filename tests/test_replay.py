@@ -155,6 +155,7 @@ def test_replay_json_shape_and_reproducibility(tmp_path):
     assert again == data
 
 
+@pytest.mark.smoke
 def test_replay_of_a_kernel_tuner_test_cache():
     code, text = cli("replay", str(KT_DATA / "strategies_test_cache_file.json"), "--strategy", "bandit",
                      "--budget", "15", "--json")

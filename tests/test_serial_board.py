@@ -79,6 +79,7 @@ def test_tune_through_the_serial_runner(tmp_path):
         assert trial.values["cycles"] == trial.values["systick_cycles"]
 
 
+@pytest.mark.smoke
 def test_serial_counts_are_repeatable_and_track_instructions(matmul, m55, tmp_path):
     config = {**CONFIG, "vector": "mve", "compiler": "clang", "tile_n": 8}
     serial = get_target("an547-serial")

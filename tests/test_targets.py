@@ -135,6 +135,7 @@ def test_example_user_board_loads_and_tunes(tmp_path):
     assert best["instructions"] > 0 and best["energy_uj"] > 0
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("name", NEW_TARGETS)
 def test_cli_tune_succeeds_on_every_new_target(tmp_path, name):
     result = CliRunner().invoke(main, ["tune", "matmul_s8", "--target", name, "--shape", "m=16,n=16,k=32",
