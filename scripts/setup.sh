@@ -14,6 +14,7 @@ packages=(
     gcc-aarch64-linux-gnu                                              # Cortex-A53/A72 bare-metal builds (freestanding)
     qemu-user libc6-dev-arm64-cross                                    # NEON kernels under ASan/UBSan (AArch64 Linux, tests)
     gcc libc6-dev                                                      # host builds and the QEMU plugin
+    git                                                                # tests list the repository's files
 )
 if ! python3 -c "import venv, ensurepip" >/dev/null 2>&1; then
     packages+=(python3 python3-venv python3-pip)
