@@ -3,8 +3,8 @@
 Measurement: an instruction-count TCG plugin (targets/qemu/insn_count.c, built on first
 use) counts the guest instructions between two marker functions of the harness. QEMU's
 DWT cycle counter reads 0 and SysTick is coarse (docs/measurements.md, "Counting work"),
-while plugin counts are exact and identical run to run. The harness first measures an empty region; the
-kernel's count is the second region minus the first.
+while plugin counts are exact and identical run to run. The harness first measures an
+empty region; the kernel's count is the second region minus the first.
 """
 from __future__ import annotations
 
