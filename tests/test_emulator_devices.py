@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from edgetune.targets import get_target, target_names
-from edgetune.targets.qemu import plugin_path
+from edgetune.targets.qemu import emulator_command, plugin_path
 
 pytestmark = pytest.mark.qemu
 
