@@ -28,7 +28,7 @@ pytestmark = pytest.mark.qemu
 PROXY = Path(__file__).with_name("uart_proxy.py")
 SHIPPED = target_file("an547-serial").resolve()
 CONFIG = {"tile_m": 2, "tile_n": 4, "unroll_k": 1, "vector": "c", "layout": "rowmajor", "compiler": "gcc", "opt": "O2"}
-QEMU = ["qemu-system-arm", "-M", "mps3-an547", "-nodefaults", "-display", "none", "-monitor", "none", "-icount", "shift=5",
+QEMU = ["qemu-system-arm", "-M", "mps3-an547", "-display", "none", "-monitor", "none", "-icount", "shift=5",
         "-serial", "tcp:127.0.0.1:INNER_PORT,server=on,wait=on,nodelay=on", "-kernel", "{image}"]
 
 
@@ -168,7 +168,7 @@ def test_the_real_board_flow_flash_exits_then_the_port_is_opened(matmul, tmp_pat
 
     folder = tmp_path_factory.mktemp("board-fixed")
     port, pidfile = free_loopback_port(), folder / "qemu.pid"
-    flash = ["qemu-system-arm", "-M", "mps3-an547", "-nodefaults", "-display", "none", "-monitor", "none", "-icount", "shift=5",
+    flash = ["qemu-system-arm", "-M", "mps3-an547", "-display", "none", "-monitor", "none", "-icount", "shift=5",
              "-serial", f"tcp:127.0.0.1:{port},server=on,wait=off,nodelay=on", "-daemonize",
              "-pidfile", str(pidfile), "-kernel", "{image}"]
     path = folder / "board.toml"
