@@ -22,7 +22,7 @@ import numpy as np
 
 from edgetune.codegen import get_kernel, CodegenError, Kernel, KernelIO
 from edgetune.codegen.placement import PlacementError, pinned
-from edgetune.hal import Target, TargetError
+from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.buildcache import CachedFailure
 from edgetune.targets.runners import runner_for
@@ -204,12 +204,10 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
     runner_for(target).check_tools()
+    kernel.check_fits(target, shape)  # one refusal before any trial, not one too_large trial per variant
     if request.remember_goal:
         db.set_goal(workload, goal)
     inputs = workload_inputs(kernel, workload)
-    problem = iobuf.fit_problem(target, inputs)
-    if problem:  # one refusal before any trial, not one too_large trial per variant
-        raise TargetError(problem)
 
     limit = target.runner.timeout_s
     start = resume_search(db, workload, space, strategy, (request.strategy, request.seed), request.initial,

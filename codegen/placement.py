@@ -63,6 +63,25 @@ def group_bytes(io) -> tuple[int, int]:
     return weights, activations
 
 
+def fit_problem(target: Target, io, workload: str = "the workload") -> str | None:
+    """Why no trial of a workload can run because its buffers fit no placement in the
+    target's I/O regions (every trial would be too large), or None. Checked once before a
+    session measures anything: the fault is the workload's size or the target file's
+    regions, not a configuration's."""
+    regions = target.placement_regions
+    if not regions:
+        return None  # the host: buffers live in the process
+    weights, activations = group_bytes(io)
+    pairs = [(w, a) for w in regions for a in regions] if weights else [(r, r) for r in regions]
+    if any(target.placement_fits(Placement(w, a), weights, activations) for w, a in pairs):
+        return None
+    free = ", ".join(f"{r} {target.io_capacity(r)}" for r in regions)
+    need = (f"{weights} bytes of weights and {activations} bytes of activations and header" if weights
+            else f"{activations} bytes of buffers and header")
+    return (f"{target.source_file or target.name}: firmware.io_regions: {workload} needs {need}; no memory of "
+            f"{target.name} holds them in any placement (bytes free: {free})")
+
+
 def default_placement(target: Target, io) -> Placement | None:
     """What a configuration without placement parameters stands for; None on targets that
     place nothing (the host). Both groups in the first region of the target's list when

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgetune.codegen import KernelIO
-from edgetune.codegen.placement import aligned, group_bytes, header_bytes
+from edgetune.codegen.placement import aligned, header_bytes
 from edgetune.hal import Placement, Target
 from edgetune.tuner import Outcome
 
@@ -61,24 +61,6 @@ def plan_io(target: Target, io: KernelIO, placement: Placement | None) -> IoPlan
             raise MeasureError(Outcome.TOO_LARGE, f"{what} of {size} bytes exceed the {target.io_capacity(region)} "
                                                   f"bytes {target.name} has free in {region}")
     return plan
-
-
-def fit_problem(target: Target, io: KernelIO) -> str | None:
-    """Why no trial of a workload can run because its buffers fit no placement of the
-    target's I/O regions (every trial would be too_large), or None. Checked once before a
-    session measures anything: the fault is the target file's, not a configuration's."""
-    regions = target.placement_regions
-    if not regions:
-        return None  # the host: buffers live in the process
-    weights, activations = group_bytes(io)
-    pairs = [(w, a) for w in regions for a in regions] if weights else [(r, r) for r in regions]
-    if any(target.placement_fits(Placement(w, a), weights, activations) for w, a in pairs):
-        return None
-    free = ", ".join(f"{r} {target.io_capacity(r)}" for r in regions)
-    need = f"{weights} bytes of weights and {activations} of activations and header" if weights else \
-        f"{activations} bytes of buffers and header"
-    return (f"{target.source_file or target.name}: firmware.io_regions: the workload needs {need}, which fit no "
-            f"placement in {target.name}'s I/O regions (bytes free: {free})")
 
 
 def layout(io: KernelIO, plan: IoPlan | None = None) -> list[int]:

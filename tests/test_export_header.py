@@ -31,7 +31,7 @@ def _exported_header(target_name: str, tmp_path, packed: bool) -> str:
         shape = kernel.parse_shape(SHAPES[name])
         configs = list(kernel.tuning_space(target, shape))
         chosen = next((c for c in configs if c.as_dict().get("layout") == "packed"), configs[0]) if packed else configs[0]
-        db.record(workload_of(kernel, target, shape), Trial(chosen, Outcome.OK, {target.measures: 100.0}), "random", 0)
+        db.record(workload_of(kernel, target, shape), Trial(chosen, Outcome.OK, {target.measures: 100}), "random", 0)
     result = export_best(db, target, tmp_path / f"export-{target_name}-{packed}", objective=target.measures)
     assert len(result.entries) == len(KERNELS)
     return result.header.read_text()

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.codegen.export import export_best
+from edgetune.codegen.placement import fit_problem
 from edgetune.codegen.kernels.base import RenderedKernel
 from edgetune.hal import load_target
 from edgetune.session import Evaluator, TuneRequest, tune
@@ -287,9 +288,9 @@ def test_a_workload_no_io_region_holds_is_refused_once_before_any_trial(tmp_path
 def test_a_workload_some_placement_holds_is_not_refused(matmul, tmp_path):
     shape = matmul.parse_shape("m=800,n=800,k=8")
     io = matmul.make_io(shape, np.random.default_rng(0))
-    assert "dtcm" in iobuf.fit_problem(load_target(_one_region_board(tmp_path)), io)
-    assert iobuf.fit_problem(get_target("cortex-m55"), io) is None  # sram2 holds it
-    assert iobuf.fit_problem(get_target("host"), io) is None  # the host places nothing
+    assert "dtcm" in fit_problem(load_target(_one_region_board(tmp_path)), io)
+    assert fit_problem(get_target("cortex-m55"), io) is None  # sram2 holds it
+    assert fit_problem(get_target("host"), io) is None  # the host places nothing
 
 
 def _host_with_timeout(seconds: float):

@@ -11,7 +11,7 @@ import numpy as np
 from edgetune.hal import Placement, Target
 from edgetune.tuner import Config, Space
 
-from ..placement import group_bytes, placement_of, scratch_section, with_placement
+from ..placement import fit_problem, placement_of, scratch_section, with_placement
 from ..render import render
 from .paths import VectorPath, offered_paths, path_named
 
@@ -148,16 +148,10 @@ class Kernel:
     def check_fits(self, target: Target, shape: Mapping[str, int]) -> None:
         """Refuse, before any trial, a workload whose buffers no placement on the target can
         hold: every trial would only fail as too large."""
-        regions = target.placement_regions
-        if not regions:  # the host places nothing: its buffers live in the process
-            return
-        weights, activations = group_bytes(self.make_io(shape, np.random.default_rng(0)))
-        if any(target.placement_fits(Placement(w, a), weights, activations) for w in regions for a in regions):
-            return
         text = ",".join(f"{k}={v}" for k, v in shape.items())
-        free = ", ".join(f"{r} {target.io_capacity(r)}" for r in regions)
-        raise KernelError(f"shape: {text} needs {weights} bytes of weights and {activations} bytes of activations; "
-                          f"no memory of {target.name} holds them (bytes free: {free})")
+        problem = fit_problem(target, self.make_io(shape, np.random.default_rng(0)), f"shape {text}")
+        if problem:
+            raise KernelError(problem)
 
     def function_name(self, shape: Mapping[str, int]) -> str:
         # Only validated integers and the kernel's own name go into the identifier.
