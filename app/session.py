@@ -305,6 +305,7 @@ def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Worklo
     stop rule's reason."""
     owner = Owner.this_process()
     resumed = resumed or Resumed.nothing_to_replay(strategy, db.proposals(workload))
+    resumed = _within_budget(db, workload, budget, resumed)
     run = _BatchRunner(strategy, submit, db, workload, label, owner, remote, progress, stop, stored, budget, resumed)
     pending, orphans = list(pending), list(resumed.orphans)
     with db.heartbeat(owner):
@@ -337,6 +338,19 @@ def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Worklo
             claims, _ = db.claim(workload, batch, budget=budget, owner=owner, strategy=label[0], seed=label[1],
                                  asked=True)
             run.measure([(claim.config, claim) for claim in claims])
+
+
+def _within_budget(db: TuningDatabase, workload: Workload, budget: int, resumed: Resumed) -> Resumed:
+    """A run resumed with a smaller budget than the interrupted one claimed for: the claims
+    beyond it are dropped (latest first), so the run ends with exactly `budget` trials."""
+    dropped = db.drop_claims_over(workload, budget)
+    if not dropped:
+        return resumed
+
+    def kept(pairs):
+        return tuple(pair for pair in pairs if pair[1].config.key() not in dropped)
+
+    return replace(resumed, batch_claims=kept(resumed.batch_claims), orphans=kept(resumed.orphans))
 
 
 class _BatchRunner:

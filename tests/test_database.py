@@ -324,6 +324,23 @@ def test_a_claim_of_another_host_is_taken_over_only_when_its_lease_ran_out(db):
     assert all(c.expired() for c in db.claims(W1) if c.owner == away)
 
 
+def test_claims_beyond_a_smaller_budget_are_dropped_latest_first_and_only_when_unowned(db):
+    """A run interrupted with a batch claimed, resumed with a smaller budget: the claims the
+    new budget has no room for go (the latest proposals first); a live owner's stay."""
+    from edgetune.tuner import Owner
+
+    away = Owner("farm-7|pid:[1]", 4242, "99")
+    db.record(W1, Trial(cfg(0), Outcome.OK, {"instructions": 50}), "random", 0)
+    db.claim(W1, [cfg(1), cfg(2), cfg(3)], budget=9, owner=away, strategy="random", seed=0, asked=True, lease_s=-1)
+    [live], _ = db.claim(W1, [cfg(4)], budget=9, owner=away, strategy="random", seed=0, asked=True, lease_s=600)
+    assert db.used(W1) == 5
+    assert db.drop_claims_over(W1, 9) == set()  # room for all: nothing goes
+    assert db.drop_claims_over(W1, 3) == {cfg(3).key(), cfg(2).key()}
+    assert [c.config for c in db.claims(W1)] == [cfg(1), cfg(4)] and db.used(W1) == 3
+    assert db.drop_claims_over(W1, 1) == {cfg(1).key()}  # the live owner's claim stays
+    assert [c.config for c in db.claims(W1)] == [live.config]
+
+
 def test_a_dead_owner_on_this_host_is_noticed_at_once(db, tmp_path):
     from edgetune.tuner import Owner
 

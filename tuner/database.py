@@ -405,6 +405,21 @@ class TuningDatabase:
                 got.append(replace(found, owner=owner, lease_until=now + lease_s))
             return got
 
+    def drop_claims_over(self, workload: Workload, budget: int) -> set[str]:
+        """Delete claims left by dead or silent owners, latest proposals first, while stored
+        trials and claims together exceed `budget` (a run resumed with a smaller budget than
+        the interrupted one's: what was claimed but never measured is not owed any more).
+        Returns the configuration keys whose claims went."""
+        with self._transaction():
+            excess = self._used(workload) - budget
+            if excess <= 0:
+                return set()
+            now = time.time()
+            stale = [c for c in reversed(self._read_claims(workload)) if c.expired(now)][:excess]
+            self._conn.executemany("DELETE FROM claims WHERE workload = ? AND config_key = ?",
+                                   [(workload.key(), c.config.key()) for c in stale])
+            return {c.config.key() for c in stale}
+
     def renew(self, owner: "Owner", lease_s: float = LEASE_S) -> None:
         """Extend the lease of every claim `owner` holds (its heartbeat)."""
         with self._transaction():
