@@ -17,13 +17,9 @@ sys.modules[spec.name] = repetition  # dataclasses look their module up
 spec.loader.exec_module(repetition)
 
 LIMIT_PERCENT = 10.0
-# Families whose templates are not yet on a driver: strict, so the mark must go once they are.
-NOT_YET = {"conv2d_s8": "conv2d_s8's OHWI, AVX and DSP templates still repeat the packed driver's entry and epilogue"}
 
 
-@pytest.mark.parametrize("family", [
-    pytest.param(family, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[family])) if family in NOT_YET
-    else family for family in repetition.FAMILIES])
+@pytest.mark.parametrize("family", repetition.FAMILIES)
 def test_each_template_family_repeats_under_ten_percent(family):
     result = repetition.measure(family)
     assert result.files >= 1 and result.lines > 0

@@ -209,7 +209,7 @@ class Conv2dS8(Kernel):
         last_chunk = npix % ip
         last_full, last_rem = tile_schedule(last_chunk, tp)
         pack = packing(shape["kh"], shape["kw"], shape["cin"], config)
-        variables = dict(**shape, oh=geo.oh, ow=geo.ow, k=k, npix=npix, algo=config["algo"], ip=ip, tp=tp, toc=toc,
+        variables = dict(**shape, layout=config["layout"], oh=geo.oh, ow=geo.ow, k=k, npix=npix, algo=config["algo"], ip=ip, tp=tp, toc=toc,
                          block=pack.block, segment=pack.segment, zero_row=self.reads_zero_row(shape, config),
                          unroll=int(config["unroll"]), vector=config["vector"], fusion=config["fusion"],
                          precomputed_wsum=config["weight_sums"] == "precomputed",

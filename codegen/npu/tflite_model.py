@@ -107,20 +107,10 @@ def _offset_vector(builder, start_fn, offsets) -> int:
     return builder.EndVector()
 
 
-def build_model(spec: ModelSpec) -> bytes:
-    """Serialise `spec` as a TFLite flatbuffer."""
-    _check(spec)
-    try:
-        import flatbuffers
-    except ImportError as exc:
-        raise ModelBuildError(f"the NPU support needs flatbuffers (pip install 'edgetune[npu]'): {exc}") from None
-
-    Model, SubGraph, Tensor = _binding("Model"), _binding("SubGraph"), _binding("Tensor")
-    Operator, OperatorCode, Buffer = _binding("Operator"), _binding("OperatorCode"), _binding("Buffer")
-    QP = _binding("QuantizationParameters")
-    builder = flatbuffers.Builder(4096)
-
-    # Buffers: index 0 is the empty sentinel every TFLite file starts with; constants follow.
+def _buffers(builder, spec: ModelSpec) -> tuple[list[int], list[int]]:
+    """The model's buffers and, per tensor, the index of its buffer. Index 0 is the empty
+    sentinel every TFLite file starts with; each constant tensor's data follows."""
+    Buffer = _binding("Buffer")
     buffer_data: list[bytes] = [b""]
     tensor_buffer: list[int] = []
     for t in spec.tensors:
@@ -138,70 +128,82 @@ def build_model(spec: ModelSpec) -> bytes:
         if data_vec is not None:
             Buffer.BufferAddData(builder, data_vec)
         buffers.append(Buffer.BufferEnd(builder))
+    return buffers, tensor_buffer
 
-    tensors = []
-    for t, buffer_index in zip(spec.tensors, tensor_buffer):
-        name = builder.CreateString(t.name)
-        shape = _scalar_vector(builder, Tensor.TensorStartShapeVector, list(t.shape))
-        quant = None
-        if t.quant is not None:
-            scale = _scalar_vector(builder, QP.QuantizationParametersStartScaleVector, list(map(float, t.quant.scale)),
-                                "PrependFloat32")
-            zero = _scalar_vector(builder, QP.QuantizationParametersStartZeroPointVector, list(map(int, t.quant.zero_point)),
-                               "PrependInt64")
-            QP.QuantizationParametersStart(builder)
-            QP.QuantizationParametersAddScale(builder, scale)
-            QP.QuantizationParametersAddZeroPoint(builder, zero)
-            QP.QuantizationParametersAddQuantizedDimension(builder, t.quant.axis)
-            quant = QP.QuantizationParametersEnd(builder)
-        Tensor.TensorStart(builder)
-        Tensor.TensorAddShape(builder, shape)
-        Tensor.TensorAddType(builder, _enum("TensorType", _DTYPES[t.dtype][1]))
-        Tensor.TensorAddBuffer(builder, buffer_index)
-        Tensor.TensorAddName(builder, name)
-        if quant is not None:
-            Tensor.TensorAddQuantization(builder, quant)
-        tensors.append(Tensor.TensorEnd(builder))
 
-    builtins = list(dict.fromkeys(op.builtin for op in spec.operators))
-    codes = []
-    for builtin in builtins:
-        code = _enum("BuiltinOperator", builtin)
-        OperatorCode.OperatorCodeStart(builder)
-        # Codes below 127 also go into the deprecated int8 field, which older readers use.
-        OperatorCode.OperatorCodeAddDeprecatedBuiltinCode(builder, min(code, 127))
-        OperatorCode.OperatorCodeAddBuiltinCode(builder, code)
-        OperatorCode.OperatorCodeAddVersion(builder, 1)
-        codes.append(OperatorCode.OperatorCodeEnd(builder))
+def _quantization(builder, quant: Quant) -> int:
+    QP = _binding("QuantizationParameters")
+    scale = _scalar_vector(builder, QP.QuantizationParametersStartScaleVector, list(map(float, quant.scale)),
+                           "PrependFloat32")
+    zero = _scalar_vector(builder, QP.QuantizationParametersStartZeroPointVector, list(map(int, quant.zero_point)),
+                          "PrependInt64")
+    QP.QuantizationParametersStart(builder)
+    QP.QuantizationParametersAddScale(builder, scale)
+    QP.QuantizationParametersAddZeroPoint(builder, zero)
+    QP.QuantizationParametersAddQuantizedDimension(builder, quant.axis)
+    return QP.QuantizationParametersEnd(builder)
 
-    operators = []
-    for op in spec.operators:
-        options = None
-        if op.options:
-            module = _binding(op.options)
-            getattr(module, f"{op.options}Start")(builder)
-            for field_name, value in op.option_fields:
-                if isinstance(value, str):
-                    # An enum member: the field is named after its enum (Padding VALID), except
-                    # the activation, whose enum is ActivationFunctionType.
-                    enum = "ActivationFunctionType" if field_name == "FusedActivationFunction" else field_name
-                    value = _enum(enum, value)
-                add = getattr(module, f"{op.options}Add{field_name}", None)
-                if add is None:
-                    raise ModelBuildError(f"{op.options} has no field {field_name}")
-                add(builder, value)
-            options = getattr(module, f"{op.options}End")(builder)
-        inputs = _scalar_vector(builder, Operator.OperatorStartInputsVector, list(op.inputs))
-        outputs = _scalar_vector(builder, Operator.OperatorStartOutputsVector, list(op.outputs))
-        Operator.OperatorStart(builder)
-        Operator.OperatorAddOpcodeIndex(builder, builtins.index(op.builtin))
-        Operator.OperatorAddInputs(builder, inputs)
-        Operator.OperatorAddOutputs(builder, outputs)
-        if options is not None:
-            Operator.OperatorAddBuiltinOptionsType(builder, _enum("BuiltinOptions", op.options))
-            Operator.OperatorAddBuiltinOptions(builder, options)
-        operators.append(Operator.OperatorEnd(builder))
 
+def _tensor(builder, t: TensorSpec, buffer_index: int) -> int:
+    Tensor = _binding("Tensor")
+    name = builder.CreateString(t.name)
+    shape = _scalar_vector(builder, Tensor.TensorStartShapeVector, list(t.shape))
+    quant = _quantization(builder, t.quant) if t.quant is not None else None
+    Tensor.TensorStart(builder)
+    Tensor.TensorAddShape(builder, shape)
+    Tensor.TensorAddType(builder, _enum("TensorType", _DTYPES[t.dtype][1]))
+    Tensor.TensorAddBuffer(builder, buffer_index)
+    Tensor.TensorAddName(builder, name)
+    if quant is not None:
+        Tensor.TensorAddQuantization(builder, quant)
+    return Tensor.TensorEnd(builder)
+
+
+def _operator_code(builder, builtin: str) -> int:
+    OperatorCode = _binding("OperatorCode")
+    code = _enum("BuiltinOperator", builtin)
+    OperatorCode.OperatorCodeStart(builder)
+    # Codes below 127 also go into the deprecated int8 field, which older readers use.
+    OperatorCode.OperatorCodeAddDeprecatedBuiltinCode(builder, min(code, 127))
+    OperatorCode.OperatorCodeAddBuiltinCode(builder, code)
+    OperatorCode.OperatorCodeAddVersion(builder, 1)
+    return OperatorCode.OperatorCodeEnd(builder)
+
+
+def _operator_options(builder, op: OperatorSpec) -> int:
+    """The options table of `op` (its `options` names the table, e.g. Conv2DOptions)."""
+    module = _binding(op.options)
+    getattr(module, f"{op.options}Start")(builder)
+    for field_name, value in op.option_fields:
+        if isinstance(value, str):
+            # An enum member: the field is named after its enum (Padding VALID), except
+            # the activation, whose enum is ActivationFunctionType.
+            enum = "ActivationFunctionType" if field_name == "FusedActivationFunction" else field_name
+            value = _enum(enum, value)
+        add = getattr(module, f"{op.options}Add{field_name}", None)
+        if add is None:
+            raise ModelBuildError(f"{op.options} has no field {field_name}")
+        add(builder, value)
+    return getattr(module, f"{op.options}End")(builder)
+
+
+def _operator(builder, op: OperatorSpec, opcode_index: int) -> int:
+    Operator = _binding("Operator")
+    options = _operator_options(builder, op) if op.options else None
+    inputs = _scalar_vector(builder, Operator.OperatorStartInputsVector, list(op.inputs))
+    outputs = _scalar_vector(builder, Operator.OperatorStartOutputsVector, list(op.outputs))
+    Operator.OperatorStart(builder)
+    Operator.OperatorAddOpcodeIndex(builder, opcode_index)
+    Operator.OperatorAddInputs(builder, inputs)
+    Operator.OperatorAddOutputs(builder, outputs)
+    if options is not None:
+        Operator.OperatorAddBuiltinOptionsType(builder, _enum("BuiltinOptions", op.options))
+        Operator.OperatorAddBuiltinOptions(builder, options)
+    return Operator.OperatorEnd(builder)
+
+
+def _subgraph(builder, spec: ModelSpec, tensors: list[int], operators: list[int]) -> int:
+    SubGraph = _binding("SubGraph")
     tensor_vec = _offset_vector(builder, SubGraph.SubGraphStartTensorsVector, tensors)
     input_vec = _scalar_vector(builder, SubGraph.SubGraphStartInputsVector, list(spec.inputs))
     output_vec = _scalar_vector(builder, SubGraph.SubGraphStartOutputsVector, list(spec.outputs))
@@ -213,8 +215,11 @@ def build_model(spec: ModelSpec) -> bytes:
     SubGraph.SubGraphAddOutputs(builder, output_vec)
     SubGraph.SubGraphAddOperators(builder, op_vec)
     SubGraph.SubGraphAddName(builder, sg_name)
-    subgraph = SubGraph.SubGraphEnd(builder)
+    return SubGraph.SubGraphEnd(builder)
 
+
+def _model(builder, spec: ModelSpec, codes: list[int], subgraph: int, buffers: list[int]) -> int:
+    Model = _binding("Model")
     code_vec = _offset_vector(builder, Model.ModelStartOperatorCodesVector, codes)
     sg_vec = _offset_vector(builder, Model.ModelStartSubgraphsVector, [subgraph])
     buf_vec = _offset_vector(builder, Model.ModelStartBuffersVector, buffers)
@@ -225,6 +230,24 @@ def build_model(spec: ModelSpec) -> bytes:
     Model.ModelAddSubgraphs(builder, sg_vec)
     Model.ModelAddDescription(builder, description)
     Model.ModelAddBuffers(builder, buf_vec)
-    model = Model.ModelEnd(builder)
-    builder.Finish(model, file_identifier=FILE_IDENTIFIER)
+    return Model.ModelEnd(builder)
+
+
+def build_model(spec: ModelSpec) -> bytes:
+    """Serialise `spec` as a TFLite flatbuffer. The tables are written in a fixed order
+    (buffers, tensors, operator codes, operators, the subgraph, the model), so the same spec
+    always gives the same bytes."""
+    _check(spec)
+    try:
+        import flatbuffers
+    except ImportError as exc:
+        raise ModelBuildError(f"the NPU support needs flatbuffers (pip install 'edgetune[npu]'): {exc}") from None
+    builder = flatbuffers.Builder(4096)
+    buffers, tensor_buffer = _buffers(builder, spec)
+    tensors = [_tensor(builder, t, buffer_index) for t, buffer_index in zip(spec.tensors, tensor_buffer)]
+    builtins = list(dict.fromkeys(op.builtin for op in spec.operators))
+    codes = [_operator_code(builder, builtin) for builtin in builtins]
+    operators = [_operator(builder, op, builtins.index(op.builtin)) for op in spec.operators]
+    subgraph = _subgraph(builder, spec, tensors, operators)
+    builder.Finish(_model(builder, spec, codes, subgraph, buffers), file_identifier=FILE_IDENTIFIER)
     return bytes(builder.Output())
