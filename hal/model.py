@@ -174,6 +174,9 @@ class RunnerSettings:
     """The target file's [runner] table (the runner itself is edgetune.targets' `Runner`)."""
 
     kind: str  # a kind of edgetune.hal.loader.RUNNER_KINDS
+    # What its runs report: the loader fills it from the kind. Not part of a target's repr
+    # (the build cache's key), which it would only repeat.
+    measures: Measures = field(repr=False)
     program: str = ""
     machine: str = ""
     cpu: str = ""
@@ -181,8 +184,6 @@ class RunnerSettings:
     # On a Dask cluster, runs need a worker advertising this resource (e.g. the one host
     # wired to this board); "" runs anywhere the toolchain is installed.
     resource: str = ""
-    # Filled by the loader from the kind; not part of a target's repr (the build cache's key).
-    measures: Measures = field(default=Measures("time_ns"), repr=False)
 
 
 @dataclass(frozen=True)
