@@ -356,12 +356,12 @@ def target_from_data(data: dict, file: str) -> Target:
     kind = runner_t.get("kind", str, check=_one_of(RUNNER_KINDS))
     spec = RUNNER_KINDS[kind]
     runner = RunnerSettings(kind=kind, measures=spec.measures,
-                    program=runner_t.get("program", str, check=_program_named(QEMU_RE, "QEMU emulator"),
-                                         default=...) if spec.emulator else "",
-                    machine=runner_t.get("machine", str, check=_name, default=...) if spec.emulator else "",
-                    cpu=runner_t.get("cpu", str, check=_name, default=""),
-                    timeout_s=float(runner_t.get("timeout_s", (int, float), check=_TIMEOUT, default=10.0)),
-                    resource=runner_t.get("resource", str, check=_name, default=""))
+                            program=runner_t.get("program", str, check=_program_named(QEMU_RE, "QEMU emulator"),
+                                                 default=...) if spec.emulator else "",
+                            machine=runner_t.get("machine", str, check=_name, default=...) if spec.emulator else "",
+                            cpu=runner_t.get("cpu", str, check=_name, default=""),
+                            timeout_s=float(runner_t.get("timeout_s", (int, float), check=_TIMEOUT, default=10.0)),
+                            resource=runner_t.get("resource", str, check=_name, default=""))
 
     compilers = []
     for t in top.tables("compilers"):
