@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from edgetune.hal import Target
+from edgetune.targets.runners import runner_class
 
 ADDRESS_RE = re.compile(r"(tcp|tls)://[A-Za-z0-9.\-\[\]:]+:\d{1,5}")
 
@@ -25,7 +26,7 @@ class ClusterError(ValueError):
 def connect(address: str, target: Target):
     """(client, executor): a concurrent.futures executor running on the cluster at `address`.
     Close the client when done."""
-    if target.runner.kind == "native":
+    if runner_class(target).measures_this_machine:
         raise ClusterError(f"target {target.name} measures the machine edgetune runs on; "
                            "--cluster is for emulated targets and boards")
     if not ADDRESS_RE.fullmatch(address):  # fullmatch: `$` would let a trailing newline in

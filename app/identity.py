@@ -21,12 +21,8 @@ import json
 from dataclasses import replace
 
 from edgetune.hal import Target
-from edgetune.targets.toolchain import toolchain_versions
+from edgetune.targets.runners import runner_class, toolchain_versions
 from edgetune.tuner import Trial, TuningDatabase, Workload
-
-# Kinds whose firmware is built with the core clock (the serial harness's delays and
-# baud arithmetic): there the clock is part of what is measured, not only of an estimate.
-CLOCKED_BUILDS = ("serial", "renode")
 
 
 def measurement_setup(target: Target) -> dict:
@@ -37,7 +33,9 @@ def measurement_setup(target: Target) -> dict:
         "arch": target.arch,
         "core": {"name": core.name, "isa": core.isa, "count": core.count, "fpu": core.fpu,
                  "extensions": list(core.extensions),
-                 **({"clock_hz": core.clock_hz} if target.runner.kind in CLOCKED_BUILDS else {})},
+                 # Runners whose firmware is built with the core clock (the serial harness's delays
+                 # and baud arithmetic): the clock is part of what is measured there.
+                 **({"clock_hz": core.clock_hz} if runner_class(target).builds_with_clock else {})},
         "vector_units": [{"name": v.name, "register_bits": v.register_bits, "registers": v.registers,
                           "lanes": [list(lane) for lane in v.lanes], "int8_macs_per_cycle": v.int8_macs_per_cycle}
                          for v in target.vector_units],

@@ -102,7 +102,7 @@ class Evaluator:
         self.runner = runner_for(target)
         # A device slot (an emulator, the host's timing slot) serves one run at a time;
         # builds are not limited and overlap with runs.
-        self._slots = threading.Semaphore(self.runner.slots)
+        self._slots = threading.Semaphore(self.runner.slots())
         self.expected = kernel.reference(shape, io)
         self.work_root = work_root
         self._fastest_run: float | None = None  # wall seconds of the fastest correct run

@@ -20,26 +20,17 @@ from edgetune.codegen import KERNELS, KernelIO
 from edgetune.codegen.export import ExportError, ExportResult, export_best, read_manifest, write_manifest
 from edgetune.hal import Target
 from edgetune.targets import iobuf
-from edgetune.targets.runners import runner_for
-from edgetune.targets.toolchain import MeasureError, toolchain_versions
+from edgetune.targets.runners import runner_class, runner_for, toolchain_versions
+from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Bound, Goal, TuningDatabase, Workload, check_names, resolve_goal
 
 from .identity import measurement_fingerprint, recompute_estimates
 from .session import workload_inputs
 
-# Allowed slow-down by default, per runner kind. Emulators count deterministically (QEMU's
-# instruction counts; an emulated serial board or Renode counts virtual time), so 0% is
-# meaningful there; host timing drifts a few per cent run to run (docs/measurements.md, "x86 host"). A real board
-# over a serial link counts real cycles (DWT, the minimum of several runs), which caches and
-# bus contention move slightly: 2% is a starting point, not a measurement (no real board
-# was at hand); pass --tolerance for your board.
-DEFAULT_TOLERANCE_PCT = {"qemu": 0.0, "native": 15.0, "renode": 0.0, "serial": 2.0}
-
-
 def default_tolerance(target: Target) -> float:
-    if target.runner.kind == "serial" and target.serial is not None and target.serial.flash_keeps_running:
-        return 0.0  # the flash command is the board: an emulator, counting deterministically
-    return DEFAULT_TOLERANCE_PCT[target.runner.kind]
+    """Allowed slow-down by default, as the target's runner declares it: 0% where an emulator
+    counts deterministically, a few per cent for host timing and real boards."""
+    return runner_class(target).default_tolerance_pct(target)
 
 
 def manifest_target(folder: Path) -> Target:
@@ -147,7 +138,7 @@ def export_and_measure(db: TuningDatabase, target: Target, out_dir: Path, object
 
 def _exact(target: Target) -> bool:
     """Counts on this target are exact: the same code counts the same, run after run."""
-    return target.runner.kind == "qemu"
+    return runner_class(target).counts_exactly
 
 
 def _measure_export(folder: Path, target: Target) -> None:

@@ -6,10 +6,10 @@ from .cost import INSTRUCTION_CLASSES, ClassCost, CostModel, Estimate
 from .host import detect_host
 from .loader import SCHEMA_VERSION, TargetError, load_target, read_target_data, target_from_data
 from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, Npu, NpuMemoryMode, NpuPort, Placement, PowerEnvelope,
-                    RenodePlatform, Runner, SerialLink, Target, VectorUnit)
+                    Measures, RenodePlatform, RunnerKind, RunnerSettings, SerialLink, Target, VectorUnit)
 
 __all__ = ["INSTRUCTION_CLASSES", "ClassCost", "CostModel", "Estimate", "Cache", "Compiler", "Core", "Firmware",
-           "MemoryRegion", "Npu", "NpuMemoryMode", "NpuPort", "Placement", "PowerEnvelope", "RenodePlatform", "Runner",
+           "MemoryRegion", "Npu", "NpuMemoryMode", "NpuPort", "Placement", "PowerEnvelope", "Measures", "RenodePlatform", "RunnerKind", "RunnerSettings",
            "SerialLink", "SCHEMA_VERSION", "Target", "TargetError", "VectorUnit", "detect_host", "load_target",
            "read_target_data",
            "target_from_data"]

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from .flags import flag_problem, flags_problem, lib_problem, objdump_flag_problem
 from .cost import INSTRUCTION_CLASSES, ClassCost, CostModel
 from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, Npu, NpuMemoryMode, NpuPort, PowerEnvelope,
-                    RenodePlatform, Runner, SerialLink, Target, VectorUnit)
+                    Measures, RenodePlatform, RunnerKind, RunnerSettings, SerialLink, Target, VectorUnit)
 
 SCHEMA_VERSION = 1
 
@@ -61,8 +61,17 @@ THIRTY_TWO_BIT_ARCH_RE = re.compile(r"armv[4-8](\.[0-9])?[a-z]*-[mr](\.[a-z]+)?|
 
 MEMORY_KINDS = {"tcm", "sram", "flash", "dram"}
 CACHE_KINDS = {"data", "instruction", "unified"}
-RUNNER_KINDS = {"qemu", "native", "serial", "renode"}
-FIRMWARE_RUNNERS = {"qemu", "serial", "renode"}  # runners that link a bare-metal harness image
+# The runner kinds a target file may name, as data: what each requires of the file and what
+# its runs report. Each kind is served by the runner class of the same `kind` in
+# edgetune.targets.runners (tests/test_runners.py checks the two lists agree).
+_BOARD_COUNTS = Measures("cycles", placement_counted=("cycles", "dwt_cycles", "systick_cycles"))
+RUNNER_KINDS = {spec.kind: spec for spec in (
+    RunnerKind("qemu", Measures("instructions", priced=("cycles", "energy_uj", "power_mw")),
+               tables=frozenset({"firmware"}), emulator=True),
+    RunnerKind("native", Measures("time_ns")),
+    RunnerKind("serial", _BOARD_COUNTS, tables=frozenset({"firmware", "serial"})),
+    RunnerKind("renode", _BOARD_COUNTS, tables=frozenset({"firmware", "serial", "renode"}), generates_link=True),
+)}
 # Serial links: UART drivers in firmware/common and the counters the serial harness reads.
 UART_DRIVERS = {"cmsdk-apb"}
 SERIAL_COUNTERS = {"dwt", "systick"}
@@ -345,13 +354,14 @@ def target_from_data(data: dict, file: str) -> Target:
     runner_t = top.table("runner")
     runner_t.reject_unknown({"kind", "program", "machine", "cpu", "timeout_s", "resource"})
     kind = runner_t.get("kind", str, check=_one_of(RUNNER_KINDS))
-    runner = Runner(kind=kind,
-                    program=runner_t.get("program", str, check=_program_named(QEMU_RE, "QEMU emulator"),
-                                         default=...) if kind == "qemu" else "",
-                    machine=runner_t.get("machine", str, check=_name, default=...) if kind == "qemu" else "",
-                    cpu=runner_t.get("cpu", str, check=_name, default=""),
-                    timeout_s=float(runner_t.get("timeout_s", (int, float), check=_TIMEOUT, default=10.0)),
-                    resource=runner_t.get("resource", str, check=_name, default=""))
+    spec = RUNNER_KINDS[kind]
+    runner = RunnerSettings(kind=kind, measures=spec.measures,
+                            program=runner_t.get("program", str, check=_program_named(QEMU_RE, "QEMU emulator"),
+                                                 default=...) if spec.emulator else "",
+                            machine=runner_t.get("machine", str, check=_name, default=...) if spec.emulator else "",
+                            cpu=runner_t.get("cpu", str, check=_name, default=""),
+                            timeout_s=float(runner_t.get("timeout_s", (int, float), check=_TIMEOUT, default=10.0)),
+                            resource=runner_t.get("resource", str, check=_name, default=""))
 
     compilers = []
     for t in top.tables("compilers"):
@@ -403,7 +413,7 @@ def target_from_data(data: dict, file: str) -> Target:
                               source=power_t.get("source", str))
 
     firmware = None
-    fw_t = top.table("firmware", required=(kind in FIRMWARE_RUNNERS))
+    fw_t = top.table("firmware", required=("firmware" in spec.tables))
     if fw_t is not None:
         fw_t.reject_unknown({"startup", "linker", "ldflags", "libs", "code_region", "code_size", "data_region",
                              "data_reserved", "stack_size", "io_regions"})
@@ -442,8 +452,8 @@ def target_from_data(data: dict, file: str) -> Target:
     npus = tuple(_npu(t, {m.name for m in memory}) for t in top.tables("npus", required=False))
     _unique(top, "npus", [n.name for n in npus])
 
-    serial = _serial_link(top, kind)
-    renode = _renode_platform(top, kind)
+    serial = _serial_link(top, spec)
+    renode = _renode_platform(top, spec)
     return Target(name=top.get("name", str, check=_name), description=top.get("description", str), arch=top.get("arch", str),
                   core=core, runner=runner, compilers=tuple(compilers), vector_units=tuple(vector_units),
                   caches=tuple(caches), memory=tuple(memory), power=power, firmware=firmware, cost=cost, npus=npus,
@@ -573,15 +583,15 @@ def _without_placeholders(text: str) -> str:
 _FLASHER_CHECK = _program_named(FLASHER_RE, "flasher or emulator", any_name_when_allowed=True)
 
 
-def _serial_link(top: _Table, kind: str) -> SerialLink | None:
+def _serial_link(top: _Table, spec: RunnerKind) -> SerialLink | None:
     """[serial]: required by the serial and renode runners (Renode generates its own flash
     step and port, so those two keys are optional there)."""
-    t = top.table("serial", required=kind in ("serial", "renode"))
+    t = top.table("serial", required="serial" in spec.tables)
     if t is None:
         return None
     t.reject_unknown({"port", "flash", "flash_keeps_running", "flash_timeout_s", "uart", "uart_base", "uart_clock_hz",
                       "baudrate", "counter", "runs", "reply_timeout_s", "retries", "source"})
-    generated = kind == "renode"
+    generated = spec.generates_link
     port = t.get("port", str, default="socket://127.0.0.1:{port}" if generated else ...,
                  check=lambda v: None if PORT_RE.fullmatch(_without_placeholders(v)) and "{image}" not in v
                  else f"{v!r} is not a serial device or pyserial URL of plain characters")
@@ -624,8 +634,8 @@ def _serial_link(top: _Table, kind: str) -> SerialLink | None:
     return link
 
 
-def _renode_platform(top: _Table, kind: str) -> RenodePlatform | None:
-    t = top.table("renode", required=kind == "renode")
+def _renode_platform(top: _Table, spec: RunnerKind) -> RenodePlatform | None:
+    t = top.table("renode", required="renode" in spec.tables)
     if t is None:
         return None
     t.reject_unknown({"platform", "uart"})

@@ -145,8 +145,38 @@ class RenodePlatform:
 
 
 @dataclass(frozen=True)
-class Runner:
-    kind: str  # "qemu", "native", "serial" or "renode"
+class Measures:
+    """What a run of one runner kind reports, as data (the runner class in edgetune.targets
+    declares it; codegen and the app read it through the target)."""
+
+    primary: str  # the unit a run reports: "instructions", "time_ns", "cycles"
+    # Estimates the cost model adds to every run when the target has a [cost] table; they
+    # charge each load and store by its data's region, so they depend on buffer placement.
+    priced: tuple[str, ...] = ()
+    # Values the runner itself counts that move with buffer placement (a board's cycles).
+    placement_counted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunnerKind:
+    """What the target file of one runner kind must hold and what its runs report: the
+    loader's schema for `[runner] kind`, as data."""
+
+    kind: str
+    measures: Measures
+    tables: frozenset[str] = frozenset()  # top-level tables it requires ("firmware", "serial", ...)
+    emulator: bool = False  # [runner] names the emulator: program and machine are required
+    generates_link: bool = False  # it starts the board itself: [serial] flash and port are optional
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """The target file's [runner] table (the runner itself is edgetune.targets' `Runner`)."""
+
+    kind: str  # a kind of edgetune.hal.loader.RUNNER_KINDS
+    # What its runs report: the loader fills it from the kind. Not part of a target's repr
+    # (the build cache's key), which it would only repeat.
+    measures: Measures = field(repr=False)
     program: str = ""
     machine: str = ""
     cpu: str = ""
@@ -239,7 +269,7 @@ class Target:
     description: str
     arch: str
     core: Core
-    runner: Runner
+    runner: RunnerSettings
     compilers: tuple[Compiler, ...]
     vector_units: tuple[VectorUnit, ...] = ()
     caches: tuple[Cache, ...] = ()
@@ -343,21 +373,16 @@ class Target:
         """Measured values that depend on where buffers live: the cost model's estimates
         (it charges each load and store by its data's region) and a board's own cycle
         counts. Instruction counts and code and RAM sizes do not."""
-        if self.runner.kind == "qemu" and self.cost:
-            return ("cycles", "energy_uj", "power_mw")
-        if self.runner.kind in ("serial", "renode"):
-            return ("cycles", "dwt_cycles", "systick_cycles")
-        return ()
+        measures = self.runner.measures
+        return (*(measures.priced if self.cost else ()), *measures.placement_counted)
 
     @property
     def measures(self) -> str:
         """The unit a run on this target reports."""
-        if self.runner.kind in ("serial", "renode"):
-            return "cycles"  # counted by the board itself (DWT or SysTick)
-        return "instructions" if self.runner.kind == "qemu" else "time_ns"
+        return self.runner.measures.primary
 
     @property
     def measured_values(self) -> tuple[str, ...]:
         """Every value a successful trial on this target records (objectives to choose from)."""
-        estimates = ("cycles", "energy_uj", "power_mw") if self.runner.kind == "qemu" and self.cost else ()
+        estimates = self.runner.measures.priced if self.cost else ()
         return (self.measures, *estimates, "code_bytes", "ram_bytes")

@@ -1,20 +1,31 @@
-"""What every runner shares: compiling a variant or an exported folder, then handing the
-objects to the runner's own link step."""
+"""The runner interface (`Runner`) and what every runner shares: compiling a variant or an
+exported folder, then handing the objects to the runner's own link step.
+
+A runner serves one `[runner] kind` of target file. It declares what its runs report
+(`measures`), its default tolerance for `edgetune verify`, how many runs may go at once
+(`slots`), which programs it needs (`check_tools`, `programs`), and implements `link` and
+`run`. The registry of runner classes by kind is edgetune.targets.runners; adding a runner
+is docs/extending.md's checklist."""
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import ClassVar
 
 from edgetune.codegen import Kernel, KernelIO, RenderedKernel, render_glue
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, OPT_LEVELS
 from edgetune.codegen.kernels import path_cflags
 from edgetune.codegen.placement import PLACEMENT_PARAMS, PlacementError, placement_of
-from edgetune.hal import Placement, Target
+from edgetune.hal import Measures, Placement, Target
 from edgetune.tuner import Config, Outcome
 
 from . import elf, iobuf
 from .buildcache import ArtifactStore, content_key, firmware_digest, headers_of
-from .toolchain import BuildResult, MeasureError, run_tool, tool_version, toolchain_versions
+from .toolchain import BuildResult, MeasureError, run_tool, tool_version, tool_versions
+
+# Exit statuses of the harnesses (firmware/common/harness.h), bare-metal and native alike.
+EXIT_OK, EXIT_BAD_IO, EXIT_OUTPUT_FAILED, EXIT_FAULT = 0, 3, 4, 5
 
 
 def kernel_header(declaration: str) -> str:
@@ -22,21 +33,68 @@ def kernel_header(declaration: str) -> str:
             f"{declaration};\n#endif\n")
 
 
-class Builder:
-    """Base of the runners: subclasses provide `link(workdir, objects, glue_text, io, placement)`.
+class Runner(ABC):
+    """Builds kernels for one kind of target and measures them there.
 
-    Kernel objects and linked images go through the content-addressed cache (buildcache):
-    a variant built before, by this session or any other sharing the cache folder, is
-    copied instead of compiled; a variant that failed to build fails again the same way."""
+    Subclasses declare `kind` and `measures` and implement `slots`, `check_tools`, `link`
+    and `run`; `build` and `build_export` are shared. Kernel objects and linked images go
+    through the content-addressed cache (buildcache): a variant built before, by this
+    session or any other sharing the cache folder, is copied instead of compiled; a variant
+    that failed to build fails again the same way."""
+
+    kind: ClassVar[str]  # the target file's [runner] kind this runner serves
+    # What a successful run reports (the HAL's description of the kind: targets carry it).
+    measures: ClassVar[Measures]
+    # Whether the same code counts the same on every run (verify then also checks an
+    # exported variant's count against its stored trial's).
+    counts_exactly: ClassVar[bool] = False
+    # Whether it measures the machine edgetune runs on (so never on a cluster's workers).
+    measures_this_machine: ClassVar[bool] = False
+    # Whether the firmware is built with the core clock (delays, baud arithmetic): the clock
+    # is then part of what is measured, not only of an estimate (app/identity.py).
+    builds_with_clock: ClassVar[bool] = False
 
     def __init__(self, target: Target):
         self.target = target
         self._objects = ArtifactStore("objects")
         self._images = ArtifactStore("images")
 
+    @classmethod
+    @abstractmethod
+    def default_tolerance_pct(cls, target: Target) -> float:
+        """The slow-down `edgetune verify` allows on this target by default, in per cent."""
+
+    @abstractmethod
+    def slots(self) -> int:
+        """How many runs may go at once (>= 1)."""
+
+    @abstractmethod
+    def check_tools(self) -> None:
+        """Raise ToolMissing (a clear one-line message naming the program) unless every
+        program the target needs is installed and every device it names is reachable."""
+
+    @classmethod
+    def programs(cls, target: Target) -> tuple[str, ...]:
+        """Every program that builds or runs code for the target (their versions are part of
+        each workload's identity)."""
+        programs = [c.command for c in target.compilers]
+        if target.firmware is not None:
+            programs.append(target.firmware.linker)
+        if target.runner.program:
+            programs.append(target.runner.program)
+        if target.serial is not None and target.serial.flash:
+            programs.append(target.serial.flash[0])  # the flasher, or the emulator that is the board
+        return tuple(dict.fromkeys(programs))
+
+    @abstractmethod
     def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO,
              placement: Placement | None = None) -> BuildResult:
-        raise NotImplementedError
+        """The runnable artefact from the kernel's objects and the glue source."""
+
+    @abstractmethod
+    def run(self, build: BuildResult, io: KernelIO, timeout_s: float | None = None) -> tuple[dict, bytes]:
+        """Run a build once: (measured values, holding measures.primary; the raw output
+        bytes). A fault of the measured code raises MeasureError with its Outcome."""
 
     def build(self, kernel: Kernel, shape: dict, io: KernelIO, rendered: RenderedKernel, workdir: Path) -> BuildResult:
         """One tuning variant: kernel.c compiled as its configuration says."""
@@ -76,7 +134,7 @@ class Builder:
         """`link` through the cache, keyed by the objects' keys and everything else the image
         is made of, the buffers' placement and segment sizes included: (the result, whether
         it was a hit)."""
-        versions = sorted(toolchain_versions(self.target).items())
+        versions = sorted(tool_versions(self.programs(self.target)).items())
         sizes = [buf.data.nbytes for buf in io.buffers] + [int(buf.weight) for buf in io.buffers]
         key = content_key("image", type(self).__name__, repr(self.target), firmware_digest(),
                           str(iobuf.block_size(io)), repr(sizes), repr(placement), glue_text, *object_keys,

@@ -11,20 +11,35 @@ from pathlib import Path
 
 from edgetune.codegen import KernelIO
 from edgetune.firmware import COMMON_DIR, HOST_DIR
-from edgetune.hal import Placement
+from edgetune.hal import Placement, Target
+from edgetune.hal.loader import RUNNER_KINDS
 from edgetune.tuner import Outcome
 
 from . import iobuf
-from .build import Builder
-from .qemu import EXIT_BAD_IO, EXIT_OK, EXIT_OUTPUT_FAILED
+from .build import EXIT_BAD_IO, EXIT_OK, EXIT_OUTPUT_FAILED, Runner
 from .toolchain import BuildResult, MeasureError, cached_object, require_program, run_tool
 
 HARNESS_CC = ("cc", "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror")
 TIMING_BATCHES = 15
 
 
-class NativeRunner(Builder):
-    slots = 1  # timing needs the machine to itself
+class NativeRunner(Runner):
+    """The machine edgetune runs on, timed."""
+
+    kind = "native"
+    measures = RUNNER_KINDS[kind].measures
+    measures_this_machine = True
+
+    @classmethod
+    def default_tolerance_pct(cls, target: Target) -> float:
+        return 15.0  # host timing drifts a few per cent run to run (docs/ci.md)
+
+    def slots(self) -> int:
+        return 1  # timing needs the machine to itself
+
+    @classmethod
+    def programs(cls, target: Target) -> tuple[str, ...]:
+        return (*super().programs(target), "cc")  # the native harness is built with cc
 
     def check_tools(self) -> None:
         require_program("cc")

@@ -16,21 +16,19 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetune.codegen import KernelIO, render
-from edgetune.firmware import COMMON_DIR, TEMPLATES_DIR
+from edgetune.codegen import KernelIO
+from edgetune.firmware import COMMON_DIR
 from edgetune.hal import Placement, Target
+from edgetune.hal.loader import RUNNER_KINDS
 from edgetune.tuner import Outcome
 
 from . import elf, iobuf, mix
-from .build import Builder
+from .build import EXIT_BAD_IO, EXIT_FAULT, EXIT_OK, EXIT_OUTPUT_FAILED, Runner
+from .image import HARNESS_CFLAGS, link_image, linker_script, placement_info, startup_source
 from .toolchain import (BuildResult, MeasureError, cache_dir, cached_object, killed_from_outside, require_program,
                         run_tool, tool_version)
 
 PLUGIN_SOURCE = Path(__file__).parent / "qemu" / "insn_count.c"
-HARNESS_CFLAGS = ("-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
-
-# Exit statuses of the harness (firmware/common/harness.h).
-EXIT_OK, EXIT_BAD_IO, EXIT_OUTPUT_FAILED, EXIT_FAULT = 0, 3, 4, 5
 
 
 def plugin_path() -> Path:
@@ -51,44 +49,6 @@ def plugin_path() -> Path:
     return path
 
 
-def _linker_script(target: Target) -> str:
-    """The link layout of the target's start-up family (firmware/templates/<family>.ld.j2)."""
-    fw = target.firmware
-    code, data = target.region(fw.code_region), target.region(fw.data_region)
-    return render(f"{fw.startup}.ld.j2", directory=TEMPLATES_DIR, variables=dict(
-        target_name=target.name, code=code, data=data, code_size=fw.code_size or code.size,
-        data_base=fw.data_base(data), data_reserved=fw.data_reserved, stack_size=fw.stack_size))
-
-
-def link_image(target: Target, workdir: Path, objects: list[Path], harness: list[Path],
-               extra_args: list[str] | tuple[str, ...]) -> None:
-    """Link workdir/image.elf from the kernel's objects, workdir/glue.o and the harness with
-    workdir/link.ld. A kernel larger than the code region is TOO_LARGE before linking; a
-    link that fails while kernel and harness together exceed the region is TOO_LARGE too
-    (the linker's overflow message), any other link failure a compile error."""
-    fw = target.firmware
-    code_region = target.region(fw.code_region)
-    kernel_bytes = sum(elf.alloc_bytes(o) for o in objects)
-    if kernel_bytes > code_region.size:
-        raise MeasureError(Outcome.TOO_LARGE, f"kernel needs {kernel_bytes} bytes; {code_region.name} holds {code_region.size}")
-    try:
-        run_tool([fw.linker, *fw.ldflags, "-nostartfiles", "-T", "link.ld", *map(str, objects), "glue.o",
-                  *map(str, harness), "-Wl,--gc-sections", *extra_args, "-o", "image.elf"], cwd=workdir)
-    except MeasureError as exc:
-        if kernel_bytes + sum(elf.alloc_bytes(o) for o in harness) > code_region.size:
-            raise MeasureError(Outcome.TOO_LARGE, exc.message) from None
-        raise
-
-
-def _startup_source(family: str) -> Path:
-    """startup_<family>.c or .S in firmware/common (the loader admits known families only)."""
-    for suffix in (".c", ".S"):
-        path = COMMON_DIR / f"startup_{family}{suffix}"
-        if path.exists():
-            return path
-    raise FileNotFoundError(f"no start-up source for family {family!r} in {COMMON_DIR}")
-
-
 def emulator_command(target: Target, image: str, loaders: list[str], plugin: str) -> list[str]:
     """The QEMU command line of one run. -nodefaults: QEMU creates none of its default
     devices (serial port, monitor, network card, display adapter). The harness talks to the
@@ -99,16 +59,25 @@ def emulator_command(target: Target, image: str, loaders: list[str], plugin: str
             "-semihosting-config", "enable=on,target=native", "-kernel", image, *loaders, "-plugin", plugin]
 
 
-class QemuRunner(Builder):
+class QemuRunner(Runner):
     """Emulated boards in qemu-system-arm / qemu-system-aarch64 (one QEMU process per run)."""
 
-    # Counts do not depend on host load, so every core can run an emulator at once.
-    slots = max(1, os.cpu_count() or 1)
+    kind = "qemu"
+    measures = RUNNER_KINDS[kind].measures
+    counts_exactly = True
 
     def __init__(self, target: Target):
         if target.firmware is None:
             raise ValueError(f"target {target.name} has no [firmware] table")
         super().__init__(target)
+
+    @classmethod
+    def default_tolerance_pct(cls, target: Target) -> float:
+        return 0.0  # instruction counts are identical run to run
+
+    def slots(self) -> int:
+        # Counts do not depend on host load, so every core can run an emulator at once.
+        return max(1, os.cpu_count() or 1)
 
     def check_tools(self) -> None:
         require_program(self.target.runner.program)
@@ -124,9 +93,9 @@ class QemuRunner(Builder):
         bases = [target.io_address(region) for region in plan.regions]
         defines = [f"-DET_IO_BASE{index or ''}={base:#x}" for index, base in enumerate(bases)]
         (workdir / "glue.c").write_text(glue_text)
-        (workdir / "link.ld").write_text(_linker_script(target))
+        (workdir / "link.ld").write_text(linker_script(target))
         harness_cc = [fw.linker, *fw.ldflags, *HARNESS_CFLAGS, "-I", str(COMMON_DIR)]
-        harness = [cached_object(target.name, _startup_source(fw.startup), harness_cc),
+        harness = [cached_object(target.name, startup_source(fw.startup), harness_cc),
                    cached_object(target.name, COMMON_DIR / "semihost.c", harness_cc),
                    cached_object(target.name, COMMON_DIR / "harness_semihost.c", [*harness_cc, *defines])]
         run_tool([*harness_cc, "-c", "glue.c", "-o", "glue.o"], cwd=workdir, outcome=Outcome.RUNTIME_ERROR)
@@ -202,13 +171,6 @@ class QemuRunner(Builder):
         accesses = {name: n for name, n in accesses.items() if n}
         # Priced by the HAL as a stored trial's estimates are recomputed (app/identity.py).
         return {**self.target.estimated_values(classes, accesses), "mix": classes, "accesses": accesses}
-
-
-def placement_info(plan: iobuf.IoPlan) -> dict:
-    """What a trial records about where its buffers lived (io_region: the I/O block's
-    header and activations, as before placement was tunable)."""
-    return {"io_region": plan.regions[0], "activations_region": plan.region_of("activations"),
-            "weights_region": plan.region_of("weights")}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from edgetune.hal import Target
+from edgetune.hal.loader import RUNNER_KINDS
 from edgetune.tuner import Outcome
 
 from .serialboard import SerialRunner
@@ -54,6 +55,15 @@ def renode_script(target: Target, image: Path, port: int) -> str:
 
 
 class RenodeRunner(SerialRunner):
+    """The serial harness on a board Renode emulates (Renode started per run)."""
+
+    kind = "renode"
+    measures = RUNNER_KINDS[kind].measures
+
+    @classmethod
+    def default_tolerance_pct(cls, target: Target) -> float:
+        return 0.0  # an emulator counting virtual time
+
     def check_tools(self) -> None:
         if shutil.which(RENODE) is None:
             raise ToolMissing(NOT_AVAILABLE.format(target=self.target.name))

@@ -31,11 +31,12 @@ import serial
 from edgetune.codegen import KernelIO
 from edgetune.firmware import COMMON_DIR
 from edgetune.hal import Placement, Target
+from edgetune.hal.loader import RUNNER_KINDS
 from edgetune.tuner import Outcome
 
 from . import iobuf
-from .build import Builder
-from .qemu import HARNESS_CFLAGS, _linker_script, link_image, placement_info
+from .build import Runner
+from .image import HARNESS_CFLAGS, link_image, linker_script, placement_info
 from .seriallink import BoardLink, BoardRefused, BoardReset, LinkClosed, LinkError, LinkTimeout
 from .serialproto import Cycles, ErrorCode, Hello, ProtocolError
 from .toolchain import (BuildResult, MeasureError, ToolMissing, cached_object, killed_from_outside, require_program,
@@ -88,19 +89,35 @@ def port_problem(url: str, exc: Exception) -> PortUnavailable:
                            f"not permitted): {exc}")
 
 
-class SerialRunner(Builder):
+class SerialRunner(Runner):
+    """A board over a serial link, real or emulated (its flash command starts QEMU)."""
+
+    kind = "serial"
+    measures = RUNNER_KINDS[kind].measures
+    builds_with_clock = True
+
     def __init__(self, target: Target):
         if target.firmware is None or target.serial is None:
             raise ValueError(f"target {target.name} needs [firmware] and [serial] tables for a serial runner")
         super().__init__(target)
-        link = target.serial
-        # An emulated board on a loopback port per run can run beside itself; a physical
-        # board is one device.
-        self.slots = max(1, os.cpu_count() or 1) if "{port}" in link.port else 1
         # Ports handed to boards still running: two trials started at once must not be
         # given the same port (one would then talk to the other's board).
         self._ports: set[int] = set()
         self._ports_lock = threading.Lock()
+
+    @classmethod
+    def default_tolerance_pct(cls, target: Target) -> float:
+        if target.serial is not None and target.serial.flash_keeps_running:
+            return 0.0  # the flash command is the board: an emulator, counting deterministically
+        # A real board counts real cycles (DWT, the minimum of several runs), which caches and
+        # bus contention move slightly: 2% is a starting point, not a measurement (no real
+        # board was at hand); pass --tolerance for your board.
+        return 2.0
+
+    def slots(self) -> int:
+        # An emulated board on a loopback port per run can run beside itself; a physical
+        # board is one device.
+        return max(1, os.cpu_count() or 1) if "{port}" in self.target.serial.port else 1
 
     # --- tools --------------------------------------------------------------------------------
     def check_tools(self) -> None:
@@ -124,7 +141,7 @@ class SerialRunner(Builder):
         target, fw, link = self.target, self.target.firmware, self.target.serial
         plan = iobuf.plan_io(target, io, placement)
         (workdir / "glue.c").write_text(glue_text)
-        (workdir / "link.ld").write_text(_linker_script(target))
+        (workdir / "link.ld").write_text(linker_script(target))
         harness_cc = [fw.linker, *fw.ldflags, *HARNESS_CFLAGS, "-I", str(COMMON_DIR)]
         defines = [define for index, region in enumerate(plan.regions)
                    for define in (f"-DET_IO_BASE{index or ''}={target.io_address(region):#x}",

@@ -86,24 +86,9 @@ def tool_version(program: str) -> str:
     return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else "unknown"
 
 
-def toolchain_versions(target) -> dict[str, str]:
-    """Version lines of every program that builds or runs code for a target."""
-    programs = [c.command for c in target.compilers]
-    if target.firmware is not None:
-        programs.append(target.firmware.linker)
-    if target.runner.program:
-        programs.append(target.runner.program)
-    if target.runner.kind == "native":
-        programs.append("cc")
-    if target.serial is not None and target.serial.flash:
-        programs.append(target.serial.flash[0])  # the flasher, or the emulator that is the board
+def tool_versions(programs) -> dict[str, str]:
+    """Version lines of programs, by name (a runner's `programs`: what builds or runs code)."""
     return {program: tool_version(program) for program in dict.fromkeys(programs)}
-
-
-def toolchain_fingerprint(target) -> str:
-    """Short hash of toolchain_versions: part of every workload's identity."""
-    text = "\n".join(f"{k}={v}" for k, v in sorted(toolchain_versions(target).items()))
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 # Signals that come from outside (a user, a supervisor, the kernel's OOM killer, a closed
