@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgetune.errors import EdgetuneError
 from edgetune.codegen import KERNELS, KernelError
 from edgetune.codegen.export import ExportResult, export_best
 from edgetune.codegen.npu import NPU_OPERATORS, NpuOperator, NpuOperatorError
@@ -56,11 +57,11 @@ PLAN_JSON = "plan.json"
 NPU_MODELS_SOURCE = "edgetune_npu_models.c"
 
 
-class NetworkError(ValueError):
+class NetworkError(EdgetuneError, ValueError):
     """A network file that is missing, malformed or inconsistent."""
 
 
-class PlacementError(RuntimeError):
+class PlacementError(EdgetuneError, RuntimeError):
     """No plan exists (a layer can run nowhere)."""
 
 

@@ -30,6 +30,7 @@ from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import (STRATEGIES, Bound, Config, Outcome, PriorTrials, Record, Space, SpaceError, Trial,
                             TuningDatabase, Workload, check_names, feasible, make_strategy)
 from edgetune.tuner import Goal, resolve_goal
+from edgetune.tuner.strategies import StrategyError
 
 from .identity import measurement_fingerprint, recompute_estimates
 
@@ -199,7 +200,7 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     objective = goal.objective
     space = search_space(kernel, target, shape, objective, request.bounds)
     if request.strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {request.strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+        raise StrategyError(f"unknown strategy {request.strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
     prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
     runner_for(target).check_tools()

@@ -34,6 +34,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from edgetune.errors import EdgetuneError
 from edgetune.hal import Target
 from edgetune.hal.loader import NAME_RE, PROGRAM_RE, flags_problem
 from edgetune.tuner import Bound, TuningDatabase, Workload, resolve_goal
@@ -58,11 +59,11 @@ MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
 
 
-class ExportError(ValueError):
+class ExportError(EdgetuneError, ValueError):
     """Nothing to export, or the output folder cannot be written."""
 
 
-class ManifestError(ValueError):
+class ManifestError(EdgetuneError, ValueError):
     """An export folder whose manifest is missing, unreadable, edited or from a newer edgetune."""
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from edgetune.errors import EdgetuneError
 from . import schema
 from .objective import Bound, Goal
 from .schema import SCHEMA_VERSION
@@ -36,7 +37,7 @@ SHAPE_KEY_RE = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 TOOLCHAIN_RE = re.compile(r"[A-Za-z0-9]{0,64}")
 
 
-class DatabaseError(ValueError):
+class DatabaseError(EdgetuneError, ValueError):
     """The database file cannot be used (foreign, corrupt, too new, unwritable)."""
 
 
