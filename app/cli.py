@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from edgetune.codegen import KERNELS, get_kernel
-from edgetune.codegen.export import read_manifest
+from edgetune.codegen.manifest import read_manifest
 from edgetune.hal import Target
 from edgetune.hal.loader import ALLOW_TOOLS_ENV
 from edgetune.targets import get_target, target_names
@@ -29,7 +29,7 @@ from .report import check_objective, write_report
 from .identity import recompute_estimates
 from .sharing import ImportCheck, parse_workload_selection
 from .session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
-from .verify import export_and_measure, manifest_goal, manifest_target, verify_export
+from .verify import export_and_measure, manifest_target, verify_export
 from .npu_cli import best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
 
@@ -370,14 +370,14 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         if kernel_name or shape or initial:
             raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL, --shape or --initial")
         manifest = read_manifest(Path(from_export))
-        if manifest["target"] != target.name:
-            raise UserError(f"{from_export}: exported for target {manifest['target']!r}; pass --target {manifest['target']}")
+        if manifest.target != target.name:
+            raise UserError(f"{from_export}: exported for target {manifest.target!r}; pass --target {manifest.target}")
         # Each workload is re-tuned for what its kernel was exported by, unless told otherwise.
-        requests = [TuneRequest(get_kernel(entry["kernel"]), target,
-                                get_kernel(entry["kernel"]).parse_shape(entry["shape"]), strategy, budget, jobs, seed,
-                                *((objective, bounds) if objective or bounds else manifest_goal(manifest, entry)),
-                                initial=(entry["config"],), time_budget=time_budget, patience=patience)
-                    for entry in manifest["kernels"]]
+        requests = [TuneRequest(get_kernel(entry.kernel), target, get_kernel(entry.kernel).parse_shape(entry.shape_dict),
+                                strategy, budget, jobs, seed,
+                                *((objective, bounds) if objective or bounds else (entry.objective, entry.bounds)),
+                                initial=(entry.config_dict,), time_budget=time_budget, patience=patience)
+                    for entry in manifest.kernels]
     else:
         if not kernel_name or not shape:
             raise UserError("give KERNEL and --shape (or --from-export DIR)")

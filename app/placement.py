@@ -40,7 +40,6 @@ import numpy as np
 
 from edgetune.errors import EdgetuneError
 from edgetune.codegen import KERNELS, KernelError
-from edgetune.codegen.export import ExportResult, export_best
 from edgetune.codegen.npu import NPU_OPERATORS, NpuOperator, NpuOperatorError
 from edgetune.codegen.render import render
 from edgetune.hal import Npu, Target
@@ -48,6 +47,7 @@ from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Bound, Record, TuningDatabase, Workload
 
 from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, compile_config, tune_npu
+from .export import ExportResult, export_best
 from .identity import measurement_fingerprint, recompute_estimates
 from .session import goal_of, workload_of
 

@@ -233,7 +233,8 @@ def test_every_user_facing_error_class_derives_from_the_root():
     from edgetune.cli import UserError
     from edgetune.cluster import ClusterError
     from edgetune.codegen import KernelError
-    from edgetune.codegen.export import ExportError, ManifestError
+    from edgetune.codegen.export import ExportError
+    from edgetune.codegen.manifest import ManifestError
     from edgetune.codegen.npu import ModelBuildError, NpuOperatorError
     from edgetune.codegen.placement import PlacementError as BufferPlacementError
     from edgetune.errors import EdgetuneError
