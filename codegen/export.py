@@ -39,7 +39,7 @@ from edgetune.tuner import Bound
 from .calling import FunctionDoc, dispatch_doc, pack_doc, variant_doc
 from .kernels import KERNELS
 from .kernels.base import COMMON_CFLAGS, comment_safe
-from .manifest import MANIFEST, PER_KERNEL, CompiledUnit, KernelEntry, Manifest
+from .manifest import PER_KERNEL, CompiledUnit, KernelEntry, Manifest
 from .placement import check_regions, placement_of, scratch_section
 from .render import render
 
@@ -53,11 +53,11 @@ SECTIONS_LD = "edgetune_sections.ld"
 ZEPHYR_MODULE = "zephyr/module.yml"
 ZEPHYR_CMAKE = "zephyr/CMakeLists.txt"
 ZEPHYR_KCONFIG = "zephyr/Kconfig"
-__all__ = ["DISPATCH", "HEADER", "MANIFEST", "ExportEntry", "ExportError", "RenderedExport", "render_export"]
 
 
 class ExportError(EdgetuneError, ValueError):
-    """Nothing to export, or the output folder cannot be written."""
+    """Nothing to export, the output folder cannot be written, or what was chosen cannot be
+    written into the build files."""
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,6 @@ class ExportEntry:
     # What chose it: "tuned" (the goal stored with the workload), "override" (the export's
     # --objective/--constraint), "default" (no stored goal: the target's own unit)
     chosen_by: str = "default"
-
-    @property
-    def shape_text(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.shape)
 
 
 @dataclass(frozen=True)
@@ -183,7 +179,7 @@ def _entry_view(target: Target, e: KernelEntry) -> dict:
     config = kernel.tuning_space(target, shape).make(dict(e.config))
     declaration = kernel.declaration(shape, fn=e.function)
     where = [f"{s['group'].lower()} in {s['region']}" for s in _sections(target, e)]
-    details = (f"Measured on {target.name}: {e.objective}={e.value:g} (trial {e.trial_id}, {e.created}).",
+    details = (f"Measured on {target.name}: {e.objective}={e.value:g} (trial {e.trial_id}, {e.measured}).",
                f"Configuration: {e.config_text}.",
                *([f"Measured with its buffers in: {'; '.join(where)}: declare the arrays you pass with the "
                   f"EDGETUNE_{e.function.upper()}_*_SECTION macros below."] if where else []),

@@ -94,10 +94,6 @@ class KernelEntry:
     def shape_text(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.shape)
 
-    @property
-    def created(self) -> str:  # the name export entries had before the manifest was typed
-        return self.measured
-
     def to_json(self) -> dict:
         data = {"kernel": self.kernel, "kernel_version": self.kernel_version, "shape": dict(self.shape),
                 "function": self.function, "source": self.source, "config": dict(self.config),
