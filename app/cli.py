@@ -9,32 +9,34 @@ from pathlib import Path
 
 import click
 
-from edgetune.codegen import KERNELS, KernelError, get_kernel
-from edgetune.codegen.export import ExportError, ManifestError, read_manifest
-from edgetune.hal import Target, TargetError
+from edgetune.codegen import KERNELS, get_kernel
+from edgetune.codegen.manifest import read_manifest
+from edgetune.hal import Target
 from edgetune.hal.loader import ALLOW_TOOLS_ENV
 from edgetune.targets import get_target, target_names
-from edgetune.targets.toolchain import HarnessError, ToolMissing
-from edgetune.tuner import STRATEGIES, DatabaseError, SpaceError, TrialSelection, TuningDatabase, parse_bound
+from edgetune.tuner import STRATEGIES, TrialSelection, TuningDatabase, parse_bound
 from edgetune.tuner.database import read_jsonl
-from edgetune.tuner.recorded import RecordedSpaceError, load_recorded
+from edgetune.tuner.recorded import load_recorded
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
 from . import __version__
+from .errors import EdgetuneError
 from .replay import record, replay_json
-from .cluster import ClusterError, connect
-from .outputs import OutputError, writable_file, writable_folder
+from .cluster import connect
+from .outputs import writable_file, writable_folder
 from .progress import ProgressDisplay
-from .report import ReportError, check_objective, write_report
+from .report import check_objective, write_report
 from .identity import recompute_estimates
 from .sharing import ImportCheck, parse_workload_selection
 from .session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
-from .verify import export_and_measure, manifest_goal, manifest_target, verify_export
-from .npu_cli import NPU_USER_ERRORS, best_npu, place_cmd, run_npu_tune
+from .verify import export_and_measure, manifest_target, verify_export
+from .npu_cli import best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
 
-USER_ERRORS = (TargetError, KernelError, DatabaseError, SpaceError, ToolMissing, ExportError, HarnessError, ManifestError,
-               RecordedSpaceError, ClusterError, OutputError, ReportError, *NPU_USER_ERRORS)
+# Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
+# bad input (2), a failed check (1) and an interrupt (130).
+BUG_EXIT_CODE = 70
+TRACEBACK_ENV = "EDGETUNE_TRACEBACK"
 
 
 def error_line(message: str) -> str:
@@ -42,11 +44,14 @@ def error_line(message: str) -> str:
     Whatever the message quotes (a path, a value read from a file) is shown with its line
     breaks and other control characters escaped (a newline as \\n, ESC as \\x1b), so a
     name cannot split the line or drive the terminal."""
-    shown = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in message)
-    return f"edgetune: error: {shown}"
+    return f"edgetune: error: {_printable(message)}"
 
 
-class UserError(click.ClickException):
+def _printable(message: str) -> str:
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in message)
+
+
+class UserError(EdgetuneError, click.ClickException):
     """One line on stderr naming what is wrong, exit status 2."""
 
     exit_code = 2
@@ -56,19 +61,34 @@ class UserError(click.ClickException):
 
 
 def _guard(fn):
-    """Turn edgetune's own input errors into a one-line message and exit status 2."""
+    """Turn edgetune's own input errors (EdgetuneError, and nothing else: any other
+    exception is a bug, reported as one by _OneLineErrors) into one line and exit status 2."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except USER_ERRORS as exc:
-            raise UserError(str(exc)) from None
-        except ValueError as exc:  # e.g. an unknown strategy name from make_strategy
+        except UserError:
+            raise
+        except EdgetuneError as exc:
             raise UserError(str(exc)) from None
 
     return wrapper
+
+
+def _report_bug(exc: Exception) -> None:
+    """An exception that is not an EdgetuneError escaped a command: a bug in edgetune, never
+    bad input. One line saying so (the traceback too when $EDGETUNE_TRACEBACK is set), then
+    exit status BUG_EXIT_CODE."""
+    if os.environ.get(TRACEBACK_ENV):
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    hint = "" if os.environ.get(TRACEBACK_ENV) else f"; {TRACEBACK_ENV}=1 prints the traceback"
+    click.echo(f"edgetune: internal error: {type(exc).__name__}: {_printable(str(exc))} "
+               f"(a bug in edgetune, not in your input: please report it{hint})", err=True)
+    sys.exit(BUG_EXIT_CODE)
 
 
 def _open_db(path: str) -> TuningDatabase:
@@ -135,6 +155,11 @@ class _OneLineErrors(click.Group):
         except click.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(1)
+        except EdgetuneError as exc:  # raised outside a guarded command (e.g. while parsing options)
+            UserError(str(exc)).show()
+            sys.exit(UserError.exit_code)
+        except Exception as exc:  # noqa: BLE001 - whatever is left is a bug, and shows as one
+            _report_bug(exc)
         # Without standalone mode click returns a command's exit code instead of exiting.
         sys.exit(result if isinstance(result, int) else 0)
 
@@ -345,14 +370,14 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         if kernel_name or shape or initial:
             raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL, --shape or --initial")
         manifest = read_manifest(Path(from_export))
-        if manifest["target"] != target.name:
-            raise UserError(f"{from_export}: exported for target {manifest['target']!r}; pass --target {manifest['target']}")
+        if manifest.target != target.name:
+            raise UserError(f"{from_export}: exported for target {manifest.target!r}; pass --target {manifest.target}")
         # Each workload is re-tuned for what its kernel was exported by, unless told otherwise.
-        requests = [TuneRequest(get_kernel(entry["kernel"]), target,
-                                get_kernel(entry["kernel"]).parse_shape(entry["shape"]), strategy, budget, jobs, seed,
-                                *((objective, bounds) if objective or bounds else manifest_goal(manifest, entry)),
-                                initial=(entry["config"],), time_budget=time_budget, patience=patience)
-                    for entry in manifest["kernels"]]
+        requests = [TuneRequest(get_kernel(entry.kernel), target, get_kernel(entry.kernel).parse_shape(entry.shape_dict),
+                                strategy, budget, jobs, seed,
+                                *((objective, bounds) if objective or bounds else (entry.objective, entry.bounds)),
+                                initial=(entry.config_dict,), time_budget=time_budget, patience=patience)
+                    for entry in manifest.kernels]
     else:
         if not kernel_name or not shape:
             raise UserError("give KERNEL and --shape (or --from-export DIR)")

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 
+from edgetune.errors import EdgetuneError
 from edgetune.hal import Target
 from edgetune.targets.runners import runner_class
 
 ADDRESS_RE = re.compile(r"(tcp|tls)://[A-Za-z0-9.\-\[\]:]+:\d{1,5}")
 
 
-class ClusterError(ValueError):
+class ClusterError(EdgetuneError, ValueError):
     """The cluster address is malformed or unreachable, or the target cannot run there."""
 
 

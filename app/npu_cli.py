@@ -9,18 +9,15 @@ from typing import Callable
 
 import click
 
-from edgetune.codegen.npu import ModelBuildError, NpuOperatorError, get_npu_operator
+from edgetune.codegen.npu import get_npu_operator
 from edgetune.hal import Target
 from edgetune.targets import get_target
 from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, parse_bound
 
 from .progress import ProgressDisplay
 from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, npu_workload, resolve_npu, tune_npu
-from .placement import NetworkError, PlacementError, export_plan, load_network, plan_network
+from .placement import PlacementError, export_plan, load_network, plan_network
 from .session import TuneSummary, summarize
-
-NPU_USER_ERRORS = (NpuOperatorError, ModelBuildError, NetworkError, PlacementError)
-
 
 def run_npu_tune(kernel_name: str, target: Target, device: str, shape: str, strategy: str, budget: int, jobs: int,
                  seed: int, open_db: Callable[[], TuningDatabase], show_progress: bool = False) -> TuneSummary:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from edgetune.errors import EdgetuneError
 
-class OutputError(ValueError):
+
+class OutputError(EdgetuneError, ValueError):
     """An output path that cannot be written, or that would overwrite something kept."""
 
 

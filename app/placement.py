@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from edgetune.errors import EdgetuneError
 from edgetune.codegen import KERNELS, KernelError
-from edgetune.codegen.export import ExportResult, export_best
 from edgetune.codegen.npu import NPU_OPERATORS, NpuOperator, NpuOperatorError
 from edgetune.codegen.render import render
 from edgetune.hal import Npu, Target
@@ -47,6 +47,7 @@ from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Bound, Record, TuningDatabase, Workload
 
 from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, compile_config, tune_npu
+from .export import ExportResult, export_best
 from .identity import measurement_fingerprint, recompute_estimates
 from .session import goal_of, workload_of
 
@@ -56,11 +57,11 @@ PLAN_JSON = "plan.json"
 NPU_MODELS_SOURCE = "edgetune_npu_models.c"
 
 
-class NetworkError(ValueError):
+class NetworkError(EdgetuneError, ValueError):
     """A network file that is missing, malformed or inconsistent."""
 
 
-class PlacementError(RuntimeError):
+class PlacementError(EdgetuneError, RuntimeError):
     """No plan exists (a layer can run nowhere)."""
 
 

@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from edgetune.errors import EdgetuneError
 from edgetune.hal import TargetError  # noqa: E402
 from edgetune.targets import get_target, target_names  # noqa: E402
 from edgetune.tuner import Record, TuningDatabase, Workload  # noqa: E402
@@ -32,7 +33,7 @@ LOG_SCALE_SPAN = 20.0  # a log axis only when the values span more than this fac
 DPI = 110
 
 
-class ReportError(ValueError):
+class ReportError(EdgetuneError, ValueError):
     """A report that cannot be made as asked (an objective no trial measured)."""
 
 

@@ -31,6 +31,7 @@ from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Outcome, Owner, Pr
                             Trial, TuningDatabase, Workload, check_names, feasible, make_strategy)
 from edgetune.tuner import Goal, resolve_goal
 from edgetune.tuner.resume import Resumed, rebuild
+from edgetune.tuner.strategies import StrategyError
 
 from .identity import measurement_fingerprint, recompute_estimates
 
@@ -200,7 +201,7 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     objective = goal.objective
     space = search_space(kernel, target, shape, objective, request.bounds)
     if request.strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {request.strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+        raise StrategyError(f"unknown strategy {request.strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
     prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
     runner_for(target).check_tools()

@@ -18,6 +18,7 @@ from edgetune.hal import Target
 from edgetune.targets import get_target, target_names
 from edgetune.tuner import Config, Outcome, Space, SpaceError, Trial, TrialSelection, Workload
 
+from .errors import EdgetuneError
 from .npu_session import NPU_OBJECTIVE
 
 _SHAPE_ITEM = re.compile(r"([a-z_][a-z0-9_]*)=(\d{1,18})")
@@ -111,22 +112,26 @@ def legal_config(space: Space, config: Config) -> Config:
     return point
 
 
+class SelectionError(EdgetuneError, ValueError):
+    """A --workload selection that cannot be parsed."""
+
+
 def parse_workload_selection(text: str) -> TrialSelection:
     """`KERNEL[@vN][/TARGET[/SHAPE]]` (as `db remove --workload` takes it; SHAPE as
     m=8,n=16,k=16) -> the trials of those workloads. The kernel need not be known here: a
     forged workload must be removable too."""
     parts = text.split("/")
     if len(parts) > 3 or not parts[0]:
-        raise ValueError(f"--workload {text!r}: expected KERNEL[@vN][/TARGET[/SHAPE]], e.g. matmul_s8/host/m=4,n=4,k=4")
+        raise SelectionError(f"--workload {text!r}: expected KERNEL[@vN][/TARGET[/SHAPE]], e.g. matmul_s8/host/m=4,n=4,k=4")
     match = _KERNEL_PART.fullmatch(parts[0])
     if not match:
-        raise ValueError(f"--workload {text!r}: {parts[0]!r} is not a kernel name")
+        raise SelectionError(f"--workload {text!r}: {parts[0]!r} is not a kernel name")
     target = parts[1] if len(parts) > 1 and parts[1] else None
     shape = None
     if len(parts) == 3:
         items = [_SHAPE_ITEM.fullmatch(item.strip()) for item in parts[2].split(",") if item.strip()]
         if not items or not all(items):
-            raise ValueError(f"--workload {text!r}: shape {parts[2]!r} is not NAME=INTEGER,...")
+            raise SelectionError(f"--workload {text!r}: shape {parts[2]!r} is not NAME=INTEGER,...")
         shape = tuple((m.group(1), int(m.group(2))) for m in items)
     version = None if match.group(2) is None else int(match.group(2))
     return TrialSelection(kernel=match.group(1), kernel_version=version, target=target, shape=shape)

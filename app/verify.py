@@ -17,13 +17,15 @@ from pathlib import Path
 import numpy as np
 
 from edgetune.codegen import KERNELS, KernelIO
-from edgetune.codegen.export import ExportError, ExportResult, export_best, read_manifest, write_manifest
+from edgetune.codegen.export import ExportError
+from edgetune.codegen.manifest import MANIFEST, KernelEntry, Manifest, ManifestError, read_manifest, write_manifest
 from edgetune.hal import Target
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_class, runner_for, toolchain_versions
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Bound, Goal, TuningDatabase, Workload, check_names, resolve_goal
 
+from .export import ExportResult, export_best
 from .identity import measurement_fingerprint, recompute_estimates
 from .session import workload_inputs
 
@@ -36,11 +38,10 @@ def default_tolerance(target: Target) -> float:
 def manifest_target(folder: Path) -> Target:
     """The target an export names: verify's default. A board file that is not shipped
     cannot be found by name: the user must pass it."""
-    from edgetune.codegen.export import ManifestError
     from edgetune.hal import TargetError
     from edgetune.targets import get_target
 
-    name = read_manifest(folder)["target"]
+    name = read_manifest(folder).target
     try:
         return get_target(name)
     except TargetError:
@@ -77,15 +78,14 @@ class VerifyReport:
         return all(v.ok for v in self.verdicts)
 
 
-def _workload(entry: dict, target: Target) -> Workload:
-    kernel = KERNELS[entry["kernel"]]
-    shape = kernel.parse_shape(entry["shape"])  # the kernel's key order, not the manifest's
-    return Workload(kernel.name, int(entry["kernel_version"]), target.name, tuple(shape.items()),
-                    entry.get("toolchain", ""))
+def _workload(entry: KernelEntry, target: Target) -> Workload:
+    kernel = KERNELS[entry.kernel]
+    shape = kernel.parse_shape(entry.shape_dict)  # the kernel's key order, not the manifest's
+    return Workload(kernel.name, entry.kernel_version, target.name, tuple(shape.items()), entry.toolchain)
 
 
-def _deployed(kernel, target: Target, shape: dict, entry: dict, io: KernelIO) -> KernelIO:
-    config = kernel.tuning_space(target, shape).make(entry["config"])
+def _deployed(kernel, target: Target, shape: dict, entry: KernelEntry, io: KernelIO) -> KernelIO:
+    config = kernel.tuning_space(target, shape).make(entry.config_dict)
     return kernel.deployed_io(io, config)
 
 
@@ -99,22 +99,6 @@ def _mismatch(kernel, shape: dict, io: KernelIO, raw: bytes, expected: list[np.n
         if problem:
             return problem
     return None
-
-
-def manifest_goal(manifest: dict, entry: dict) -> tuple[str, tuple[Bound, ...]]:
-    """The objective and bounds an exported kernel was chosen by (manifests before goals
-    were recorded: the export's objective, unbounded). ManifestError when malformed."""
-    from edgetune.codegen.export import VALUE_NAME_RE, ManifestError
-
-    objective, bounds = entry.get("objective", manifest["objective"]), entry.get("bounds", [])
-    where = f"manifest.json: kernel {entry.get('function')!r}"
-    if not isinstance(objective, str) or not VALUE_NAME_RE.fullmatch(objective) or objective == "per_kernel":
-        raise ManifestError(f"{where}: objective {objective!r} is not a measured value's name")
-    if not isinstance(bounds, list) or not all(
-            isinstance(b, list) and len(b) == 2 and isinstance(b[0], str) and VALUE_NAME_RE.fullmatch(b[0])
-            and isinstance(b[1], (int, float)) and not isinstance(b[1], bool) for b in bounds):
-        raise ManifestError(f"{where}: bounds {bounds!r} are not [[NAME, LIMIT], ...]")
-    return objective, tuple(Bound(name, float(limit)) for name, limit in bounds)
 
 
 def _numbers(values: dict) -> dict:
@@ -132,7 +116,7 @@ def export_and_measure(db: TuningDatabase, target: Target, out_dir: Path, object
     if objective or bounds:
         check_names(objective or target.measures, bounds, target.measured_values, target.name)
     return export_best(db, target, out_dir, objective=objective, bounds=bounds,
-                       toolchain=measurement_fingerprint(target), extra_manifest={"toolchain_versions": versions},
+                       toolchain=measurement_fingerprint(target), toolchain_versions=versions,
                        measure=lambda folder: _measure_export(folder, target))
 
 
@@ -149,10 +133,11 @@ def _measure_export(folder: Path, target: Target) -> None:
     forged or corrupted database)."""
     manifest = read_manifest(folder)
     runner = runner_for(target)
+    measured = {}
     with tempfile.TemporaryDirectory(prefix="edgetune-export-") as tmp:
-        for entry in manifest["kernels"]:
-            kernel = KERNELS[entry["kernel"]]
-            shape = kernel.parse_shape(entry["shape"])
+        for entry in manifest.kernels:
+            kernel = KERNELS[entry.kernel]
+            shape = kernel.parse_shape(entry.shape_dict)
             io = workload_inputs(kernel, _workload(entry, target))
             deployed = _deployed(kernel, target, shape, entry, io)
             try:
@@ -163,22 +148,21 @@ def _measure_export(folder: Path, target: Target) -> None:
                                                  direct=True)
                     _check_stored_count(entry, shape, target, runner.run(direct, deployed)[0])
             except MeasureError as exc:
-                raise ExportError(f"{entry['function']}: the exported code does not run ({exc.outcome.value}): "
+                raise ExportError(f"{entry.function}: the exported code does not run ({exc.outcome.value}): "
                                   f"{exc.message}") from None
             problem = _mismatch(kernel, shape, io, raw, kernel.reference(shape, io))
             if problem:
-                raise ExportError(f"{entry['function']}: the exported code computes a wrong answer: {problem}")
-            entry["exported_value"] = values[entry["objective"]]
-            entry["exported_values"] = _numbers(values)  # verify --objective may check another
-    write_manifest(folder, manifest)
+                raise ExportError(f"{entry.function}: the exported code computes a wrong answer: {problem}")
+            measured[entry.function] = (values[entry.objective], _numbers(values))  # verify --objective may check another
+    write_manifest(folder, manifest.with_exported_values(measured))
 
 
-def _check_stored_count(entry: dict, shape: dict, target: Target, measured: dict) -> None:
+def _check_stored_count(entry: KernelEntry, shape: dict, target: Target, measured: dict) -> None:
     unit = target.measures
-    stored = entry["values"].get(unit)
+    stored = dict(entry.values).get(unit)
     if stored != measured[unit]:
-        raise ExportError(f"workload {entry['kernel']} {_shape_text(shape)} on {target.name}: the database "
-                          f"says trial {entry['trial_id']} measured {unit}={stored!r}, the same code measures "
+        raise ExportError(f"workload {entry.kernel} {_shape_text(shape)} on {target.name}: the database "
+                          f"says trial {entry.trial_id} measured {unit}={stored!r}, the same code measures "
                           f"{measured[unit]} at export (counts on {target.name} are exact): the stored trial was "
                           "not measured from this code; remove it and re-tune")
 
@@ -194,17 +178,14 @@ def _sha256_file(path: Path) -> str | None:
         return None
 
 
-def _check_folder_contents(folder: Path, manifest: dict) -> None:
+def _check_folder_contents(folder: Path, manifest: Manifest) -> None:
     """The folder holds exactly the files the manifest lists (and the manifest): a missing
-    file, or one the export did not write (a stale et_*.c beside the new ones), is named."""
-    from edgetune.codegen.export import FILE_RE, MANIFEST, ManifestError
-
-    for name in manifest["files"]:
-        if not FILE_RE.fullmatch(name):
-            raise ManifestError(f"{folder}/manifest.json: file entry {name!r} is not a file of an export")
+    file, or one the export did not write (a stale et_*.c beside the new ones), is named.
+    (Manifest.from_json has checked that every listed name is a file of an export.)"""
+    for name in manifest.file_digests:
         if not (folder / name).is_file():
             raise ManifestError(f"{folder / name}: listed in the manifest but missing")
-    listed = {*manifest["files"], MANIFEST}
+    listed = {*manifest.file_digests, MANIFEST}
     folders = {name.rsplit("/", 1)[0] for name in listed if "/" in name}
     for path in sorted(folder.rglob("*")):
         name = path.relative_to(folder).as_posix()
@@ -213,91 +194,128 @@ def _check_folder_contents(folder: Path, manifest: dict) -> None:
                                 "exactly what the export wrote: remove it, or export again")
 
 
+def _checked_manifest(folder: Path, target: Target) -> Manifest:
+    """The export's manifest, for this target, with the folder holding exactly its files and
+    every kernel measured at export: ManifestError (bad input) otherwise."""
+    manifest = read_manifest(folder)
+    if manifest.target != target.name:
+        raise ManifestError(f"{folder}: exported for target {manifest.target!r}, but --target names "
+                            f"{target.name!r} (omit --target to use the export's own)")
+    _check_folder_contents(folder, manifest)
+    for entry in manifest.kernels:
+        if entry.exported_value is None:
+            raise ManifestError(f"{folder}/manifest.json: {entry.function} has no value measured at export "
+                                "(the export did not finish); export again")
+        if entry.kernel not in KERNELS:
+            raise ManifestError(f"{folder}: kernel {entry.kernel!r} is unknown to this edgetune")
+    return manifest
+
+
+@dataclass(frozen=True)
+class _Check:
+    """What verify_export checks every kernel against."""
+    folder: Path
+    target: Target
+    runner: object
+    tolerance: float
+    seed: int
+    objective: str
+    bounds: tuple[Bound, ...]
+    changed: frozenset[str]  # files whose checksum no longer matches
+    shared_changed: tuple[str, ...]  # of those, files every kernel is built with
+    db: TuningDatabase | None
+
+
 def verify_export(folder: Path, target: Target, tolerance_pct: float | None = None, seed: int | None = None,
                   db: TuningDatabase | None = None, objective: str = "",
                   bounds: tuple[Bound, ...] = ()) -> VerifyReport:
     """Check every kernel of an export: correct on fresh and edge inputs, not slower than
     recorded in the value it was chosen by (or `objective`), within the bounds it was
     chosen within (or `bounds`). Raises ManifestError (bad input) for a damaged or foreign export."""
-    from edgetune.codegen.export import ManifestError
-
     folder = Path(folder)
-    manifest = read_manifest(folder)
+    manifest = _checked_manifest(folder, target)
     if db is not None:
         recompute_estimates(db, target)
-    if manifest["target"] != target.name:
-        raise ManifestError(f"{folder}: exported for target {manifest['target']!r}, but --target names "
-                            f"{target.name!r} (omit --target to use the export's own)")
-    _check_folder_contents(folder, manifest)
-    for entry in manifest["kernels"]:
-        if entry.get("exported_value") is None:
-            raise ManifestError(f"{folder}/manifest.json: {entry['function']} has no value measured at export "
-                                "(the export did not finish); export again")
     tolerance = default_tolerance(target) if tolerance_pct is None else tolerance_pct
     seed = secrets.randbits(32) if seed is None else seed
     if objective or bounds:
         check_names(objective or target.measures, bounds, target.measured_values, target.name)
-    runner = runner_for(target)
-    changed = {name for name, digest in manifest["files"].items() if _sha256_file(folder / name) != digest}
-    # Files every kernel is built with: a change there concerns all of them.
-    shared_changed = changed - {entry["source"] for entry in manifest["kernels"]}
-
-    verdicts = []
+    changed = frozenset(name for name, digest in manifest.files if _sha256_file(folder / name) != digest)
+    check = _Check(folder=folder, target=target, runner=runner_for(target), tolerance=tolerance, seed=seed,
+                   objective=objective, bounds=bounds, changed=changed, db=db,
+                   shared_changed=tuple(sorted(changed - {entry.source for entry in manifest.kernels})))
     with tempfile.TemporaryDirectory(prefix="edgetune-verify-") as tmp:
-        for index, entry in enumerate(manifest["kernels"]):
-            problems, notes = [], []
-            kernel = KERNELS.get(entry["kernel"])
-            if kernel is None:
-                raise ManifestError(f"{folder}: kernel {entry['kernel']!r} is unknown to this edgetune")
-            shape = kernel.parse_shape(entry["shape"])
-            goal = resolve_goal(Goal(*manifest_goal(manifest, entry)), objective, bounds, target.measures)
-            exported = entry.get("exported_values")
-            recorded = exported.get(goal.objective) if isinstance(exported, dict) else None
-            if recorded is None and goal.objective == entry.get("objective", manifest["objective"]):
-                recorded = entry.get("exported_value")
-            if entry["source"] in changed:
-                problems.append(f"{entry['source']} differs from the exported file (checksum mismatch)")
-            for name in sorted(shared_changed):
-                problems.append(f"{name} differs from the exported file (checksum mismatch)")
-            measured = None
-            workdir = Path(tempfile.mkdtemp(dir=tmp))
-            canonical = workload_inputs(kernel, _workload(entry, target))
-            try:
-                # A variant with weights packed at export time is called with packed weights,
-                # as firmware calls it; outputs are checked against the plain inputs' reference.
-                deployed = _deployed(kernel, target, shape, entry, canonical)
-                build = runner.build_export(kernel, shape, deployed, folder, workdir)
-                values, raw = runner.run(build, deployed)
-                measured = values[goal.objective]
-                problems += [f"breaks its constraint {b.text()}: {b.name}={values.get(b.name)}"
-                             for b in goal.bounds if not isinstance(values.get(b.name), (int, float))
-                             or values[b.name] > b.limit]
-                checks = [("the tuning inputs", canonical, raw)]
-                rng = np.random.default_rng([seed, index])
-                for label, edge in (("fresh random inputs", "random"), ("saturating edge inputs", "extreme")):
-                    io = kernel.make_io(shape, rng, edge=edge)
-                    checks.append((label, io, runner.run(build, _deployed(kernel, target, shape, entry, io))[1]))
-                for label, io, out in checks:
-                    problem = _mismatch(kernel, shape, io, out, kernel.reference(shape, io))
-                    if problem:
-                        problems.append(f"wrong answer on {label} (seed {seed}): {problem}")
-            except MeasureError as exc:
-                detail = " | ".join(exc.message.splitlines()[:3])
-                problems.append(f"does not {'build' if exc.outcome.value in ('compile', 'too_large') else 'run'}: "
-                                f"{exc.outcome.value}: {detail}")
-            if measured is not None and recorded is not None:
-                limit = recorded * (1 + tolerance / 100)
-                if measured > limit:
-                    problems.append(f"slower: {goal.objective}={measured:g} against {recorded:g} recorded at export "
-                                    f"(+{100 * (measured / recorded - 1):.2f}%, tolerance {tolerance:g}%)")
-                elif measured < recorded:
-                    notes.append(f"faster than recorded: {measured:g} < {recorded:g}")
-            if db is not None:
-                best = db.best(_workload(entry, target), goal.objective, goal.allows)
-                if best is not None and recorded is not None and best.trial.config.as_dict() != entry["config"]:
-                    notes.append(f"the database holds a different best configuration ({best.trial.config.key()}); "
-                                 "re-export to deploy it")
-            verdicts.append(KernelVerdict(function=entry["function"], kernel=entry["kernel"], shape=shape,
-                                          objective=goal.objective, recorded=recorded, measured=measured,
-                                          problems=tuple(problems), notes=tuple(notes)))
-    return VerifyReport(folder=folder, target=target.name, tolerance_pct=tolerance, seed=seed, verdicts=tuple(verdicts))
+        verdicts = tuple(_verify_kernel(check, index, entry, Path(tempfile.mkdtemp(dir=tmp)))
+                         for index, entry in enumerate(manifest.kernels))
+    return VerifyReport(folder=folder, target=target.name, tolerance_pct=tolerance, seed=seed, verdicts=verdicts)
+
+
+def _verify_kernel(check: _Check, index: int, entry: KernelEntry, workdir: Path) -> KernelVerdict:
+    target = check.target
+    kernel = KERNELS[entry.kernel]
+    shape = kernel.parse_shape(entry.shape_dict)
+    goal = resolve_goal(Goal(entry.objective, entry.bounds), check.objective, check.bounds, target.measures)
+    exported = dict(entry.exported_values) if entry.exported_values is not None else None
+    recorded = exported.get(goal.objective) if exported is not None else None
+    if recorded is None and goal.objective == entry.objective:
+        recorded = entry.exported_value
+    problems, notes = [], []
+    if entry.source in check.changed:
+        problems.append(f"{entry.source} differs from the exported file (checksum mismatch)")
+    for name in check.shared_changed:
+        problems.append(f"{name} differs from the exported file (checksum mismatch)")
+    measured = _run_checks(check, index, entry, kernel, shape, goal, workdir, problems)
+    if measured is not None and recorded is not None:
+        limit = recorded * (1 + check.tolerance / 100)
+        if measured > limit:
+            problems.append(f"slower: {goal.objective}={measured:g} against {recorded:g} recorded at export "
+                            f"(+{100 * (measured / recorded - 1):.2f}%, tolerance {check.tolerance:g}%)")
+        elif measured < recorded:
+            notes.append(f"faster than recorded: {measured:g} < {recorded:g}")
+    if check.db is not None:
+        best = check.db.best(_workload(entry, target), goal.objective, goal.allows)
+        if best is not None and recorded is not None and best.trial.config.as_dict() != entry.config_dict:
+            notes.append(f"the database holds a different best configuration ({best.trial.config.key()}); "
+                         "re-export to deploy it")
+    return KernelVerdict(function=entry.function, kernel=entry.kernel, shape=shape, objective=goal.objective,
+                         recorded=recorded, measured=measured, problems=tuple(problems), notes=tuple(notes))
+
+
+def _does_not(exc: MeasureError) -> str:
+    detail = " | ".join(exc.message.splitlines()[:3])
+    return f"does not {'build' if exc.outcome.value in ('compile', 'too_large') else 'run'}: {exc.outcome.value}: {detail}"
+
+
+def _run_checks(check: _Check, index: int, entry: KernelEntry, kernel, shape: dict, goal: Goal, workdir: Path,
+                problems: list[str]) -> float | None:
+    """Build the kernel as exported, run it on its tuning inputs and on fresh and edge
+    inputs; add what is wrong to `problems`; the measured value of the goal's objective."""
+    target, runner = check.target, check.runner
+    canonical = workload_inputs(kernel, _workload(entry, target))
+    try:
+        # A variant with weights packed at export time is called with packed weights,
+        # as firmware calls it; outputs are checked against the plain inputs' reference.
+        deployed = _deployed(kernel, target, shape, entry, canonical)
+        build = runner.build_export(kernel, shape, deployed, check.folder, workdir)
+        values, raw = runner.run(build, deployed)
+    except MeasureError as exc:
+        problems.append(_does_not(exc))
+        return None
+    measured = values[goal.objective]
+    problems += [f"breaks its constraint {b.text()}: {b.name}={values.get(b.name)}"
+                 for b in goal.bounds if not isinstance(values.get(b.name), (int, float))
+                 or values[b.name] > b.limit]
+    checks = [("the tuning inputs", canonical, raw)]
+    rng = np.random.default_rng([check.seed, index])
+    try:
+        for label, edge in (("fresh random inputs", "random"), ("saturating edge inputs", "extreme")):
+            io = kernel.make_io(shape, rng, edge=edge)
+            checks.append((label, io, runner.run(build, _deployed(kernel, target, shape, entry, io))[1]))
+    except MeasureError as exc:
+        problems.append(_does_not(exc))
+        return measured
+    for label, io, out in checks:
+        problem = _mismatch(kernel, shape, io, out, kernel.reference(shape, io))
+        if problem:
+            problems.append(f"wrong answer on {label} (seed {check.seed}): {problem}")
+    return measured

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Callable
 
 from edgetune.codegen import get_kernel
-from edgetune.codegen.export import write_manifest
+from edgetune.codegen.manifest import write_manifest
 from edgetune.session import workload_of
 from edgetune.targets import get_target, target_file
 from edgetune.tuner import Outcome, Trial, TuningDatabase

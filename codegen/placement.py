@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from edgetune.errors import EdgetuneError
 from edgetune.hal import Placement, Target
 from edgetune.hal.loader import REGION_RE
 from edgetune.tuner import Config, Constraint, Space, choice
@@ -41,7 +42,7 @@ ENTRY_BYTES = 16  # per buffer: segment, offset, size, is_output
 PARAM_BYTES = 4
 
 
-class PlacementError(ValueError):
+class PlacementError(EdgetuneError, ValueError):
     """A placement naming a region the target does not offer for buffers."""
 
 

@@ -17,6 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
+from edgetune.errors import EdgetuneError
 from .flags import flag_problem, flags_problem, lib_problem, objdump_flag_problem
 from .cost import INSTRUCTION_CLASSES, ClassCost, CostModel
 from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, Npu, NpuMemoryMode, NpuPort, PowerEnvelope,
@@ -95,7 +96,7 @@ NPU_NAMES = {"ethos-u55", "ethos-u65"}
 VELA_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 
 
-class TargetError(ValueError):
+class TargetError(EdgetuneError, ValueError):
     """A target description is missing, malformed or inconsistent."""
 
 

@@ -8,7 +8,6 @@ A runner serves one `[runner] kind` of target file. It declares what its runs re
 is docs/extending.md's checklist."""
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
@@ -16,6 +15,7 @@ from typing import ClassVar
 from edgetune.codegen import Kernel, KernelIO, RenderedKernel, render_glue
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, OPT_LEVELS
 from edgetune.codegen.kernels import path_cflags
+from edgetune.codegen.manifest import MANIFEST, ManifestError, read_manifest
 from edgetune.codegen.placement import PLACEMENT_PARAMS, PlacementError, placement_of
 from edgetune.hal import Measures, Placement, Target
 from edgetune.tuner import Config, Outcome
@@ -157,20 +157,18 @@ class Runner(ABC):
         and flags its manifest records, the kernel reached through the shape dispatcher (or,
         `direct`, called as a tuning run calls it: the count is then the trial's count)."""
         export_dir = Path(export_dir).resolve()  # the compiler runs in workdir
-        manifest_path = export_dir / "manifest.json"
+        manifest_path = export_dir / MANIFEST
         try:
-            manifest = json.loads(manifest_path.read_text())
-            units = [(manifest["dispatch"]["source"], manifest["dispatch"]["compiler_command"],
-                      manifest["dispatch"]["cflags"])]
-            units += [(k["source"], k["compiler_command"], k["cflags"]) for k in manifest["kernels"]]
-            entry = next(k for k in manifest["kernels"] if k["kernel"] == kernel.name and k["shape"] == dict(shape))
-            placement = self._export_placement(io, entry["config"])
+            manifest = read_manifest(export_dir)
+            units = [manifest.dispatch, *(k.unit for k in manifest.kernels)]
+            entry = next(k for k in manifest.kernels if k.kernel == kernel.name and k.shape_dict == dict(shape))
+            placement = self._export_placement(io, entry.config_dict)
         except StopIteration:
             raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: no {kernel.name} variant for shape "
                                                       f"{dict(shape)}") from None
         except PlacementError as exc:
             raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: {exc}") from None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ManifestError) as exc:  # read_manifest checked every value it holds
             raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: unreadable manifest ({exc})") from None
         commands = {c.command for c in self.target.compilers}
         # Manifest values reach a command line: only the target's own compilers, plain file
@@ -178,7 +176,7 @@ class Runner(ABC):
         allowed = {*(f for c in self.target.compilers for f in c.cflags), *COMMON_CFLAGS,
                    *(f"-{level}" for level in OPT_LEVELS), *path_cflags()}
         objects, keys = [], []
-        for source, command, cflags in units:
+        for source, command, cflags in ((u.source, u.compiler_command, u.cflags) for u in units):
             if command not in commands:
                 raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: compiler {command!r} is not one of {self.target.name}'s")
             if Path(source).name != source or not source.endswith(".c") or source.startswith("."):

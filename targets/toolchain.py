@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from edgetune.errors import EdgetuneError
 from edgetune.hal import Placement
 from edgetune.tuner import Outcome
 
@@ -39,11 +40,11 @@ class ToolKilled(MeasureError):
     is lost (measured again on resume) and the failure is never cached."""
 
 
-class ToolMissing(RuntimeError):
+class ToolMissing(EdgetuneError, RuntimeError):
     """A program a target needs is not installed."""
 
 
-class HarnessError(RuntimeError):
+class HarnessError(EdgetuneError, RuntimeError):
     """edgetune's own harness failed to build: no trial can run, so the session stops."""
 
 

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.codegen import KERNELS, get_kernel
+from edgetune.codegen.manifest import write_manifest
 from edgetune.codegen.placement import (ACTIVATIONS_PARAM, WEIGHTS_PARAM, PlacementError, check_regions,
                                         group_bytes, placement_of)
 from edgetune.hal import Placement, TargetError, load_target
@@ -142,10 +143,12 @@ def test_an_export_manifest_naming_a_foreign_region_is_refused(m55, matmul, tmp_
     folder = tmp_path / "export"
     folder.mkdir()
     shape = matmul.parse_shape(SHAPE)
-    entry = {"kernel": "matmul_s8", "shape": shape, "source": "k.c", "compiler_command": "arm-none-eabi-gcc",
-             "cflags": ["-O2"], "config": {**CONFIG, WEIGHTS_PARAM: "itcm", ACTIVATIONS_PARAM: "dtcm"}}
-    (folder / "manifest.json").write_text(json.dumps({"dispatch": {"source": "d.c", "compiler_command": "arm-none-eabi-gcc",
-                                                                   "cflags": []}, "kernels": [entry]}))
+    entry = {"kernel": "matmul_s8", "kernel_version": matmul.version, "shape": shape, "function": "k",
+             "source": "k.c", "compiler_command": "arm-none-eabi-gcc", "cflags": ["-O2"],
+             "config": {**CONFIG, WEIGHTS_PARAM: "itcm", ACTIVATIONS_PARAM: "dtcm"}}
+    write_manifest(folder, {"manifest_version": 1, "target": m55.name, "objective": "cycles", "files": {},
+                            "dispatch": {"source": "d.c", "compiler_command": "arm-none-eabi-gcc", "cflags": []},
+                            "kernels": [entry]})  # checksummed: only the region name is wrong
     io = matmul.make_io(shape, np.random.default_rng(0))
     with pytest.raises(MeasureError, match="'itcm' is not a memory region"):
         runner_for(m55).build_export(matmul, shape, io, folder, tmp_path)

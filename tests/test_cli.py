@@ -186,3 +186,85 @@ def test_initial_configuration_is_measured_first(tmp_path):
     assert record.trial.config.as_dict() == dict(item.split("=") for item in config.split(",")) | {
         "tile_m": 2, "tile_n": 4, "unroll_k": 2}
     database.close()
+
+
+def _break_target_loading(monkeypatch, exc: Exception):
+    """A deliberately injected bug: loading a target raises what no input could cause."""
+    import edgetune.cli as cli_module
+
+    def broken(name):
+        raise exc
+
+    monkeypatch.setattr(cli_module, "get_target", broken)
+
+
+@pytest.mark.parametrize("exc", [ValueError("invalid literal for int() with base 10: 'x'"), KeyError("vector"),
+                                 TypeError("unsupported operand")])
+def test_a_bug_is_reported_as_a_bug_not_as_bad_input(monkeypatch, exc):
+    monkeypatch.delenv("EDGETUNE_TRACEBACK", raising=False)
+    _break_target_loading(monkeypatch, exc)
+    result = CliRunner().invoke(main, ["targets", "show", "host"])
+    assert result.exit_code == 70  # not 2, the status of bad input
+    assert "edgetune: error:" not in result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"edgetune: internal error: {type(exc).__name__}: ")
+    assert "a bug in edgetune, not in your input" in line and "EDGETUNE_TRACEBACK=1" in line
+    assert "Traceback" not in result.output
+
+
+def test_a_bug_shows_its_traceback_on_request(monkeypatch):
+    monkeypatch.setenv("EDGETUNE_TRACEBACK", "1")
+    _break_target_loading(monkeypatch, ValueError("an internal inconsistency"))
+    result = CliRunner().invoke(main, ["targets", "show", "host"])
+    assert result.exit_code == 70
+    assert "Traceback (most recent call last)" in result.stderr and "in broken" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("edgetune: internal error: ValueError: an internal inconsistency")
+
+
+def test_a_user_error_is_still_one_line_and_status_2(monkeypatch):
+    from edgetune.hal import TargetError
+
+    _break_target_loading(monkeypatch, TargetError("host.toml: [core] clock_hz: expected an integer"))
+    result = CliRunner().invoke(main, ["targets", "show", "host"])
+    assert result.exit_code == 2
+    assert result.stderr == "edgetune: error: host.toml: [core] clock_hz: expected an integer\n"
+
+
+def test_every_user_facing_error_class_derives_from_the_root():
+    """The classes the CLI used to list one by one (and the new ones): each is an EdgetuneError."""
+    from edgetune.cli import UserError
+    from edgetune.cluster import ClusterError
+    from edgetune.codegen import KernelError
+    from edgetune.codegen.export import ExportError
+    from edgetune.codegen.manifest import ManifestError
+    from edgetune.codegen.npu import ModelBuildError, NpuOperatorError
+    from edgetune.codegen.placement import PlacementError as BufferPlacementError
+    from edgetune.errors import EdgetuneError
+    from edgetune.hal import TargetError
+    from edgetune.outputs import OutputError
+    from edgetune.placement import NetworkError, PlacementError
+    from edgetune.report import ReportError
+    from edgetune.sharing import SelectionError
+    from edgetune.targets.toolchain import HarnessError, MeasureError, ToolMissing
+    from edgetune.tuner import DatabaseError, SpaceError
+    from edgetune.tuner.objective import ObjectiveError
+    from edgetune.tuner.recorded import RecordedSpaceError
+    from edgetune.tuner.sharing import LineError
+    from edgetune.tuner.strategies import StrategyError
+
+    for cls in (UserError, ClusterError, KernelError, ExportError, ManifestError, ModelBuildError, NpuOperatorError,
+                BufferPlacementError, TargetError, OutputError, NetworkError, PlacementError, ReportError,
+                SelectionError, HarnessError, ToolMissing, DatabaseError, SpaceError, ObjectiveError,
+                RecordedSpaceError, LineError, StrategyError):
+        assert issubclass(cls, EdgetuneError), cls
+    assert not issubclass(MeasureError, EdgetuneError)  # a fault in measured code is a failed trial, not input
+
+
+def test_an_unknown_strategy_from_the_python_api_is_a_user_error():
+    import numpy as np
+
+    from edgetune.errors import EdgetuneError
+    from edgetune.tuner import Space, make_strategy
+
+    with pytest.raises(EdgetuneError, match="unknown strategy 'nope'"):
+        make_strategy("nope", Space([]), np.random.default_rng(0))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from edgetune.codegen.export import export_best
+from edgetune.export import export_best
 from edgetune.session import Evaluator, workload_inputs, workload_of
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for

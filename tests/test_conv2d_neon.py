@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from edgetune.codegen import get_kernel
 from edgetune.codegen.kernels.conv2d_s8_neon import tile_registers
-from edgetune.codegen.export import export_best
+from edgetune.export import export_best
 from edgetune.hal import load_target
 from edgetune.session import Evaluator, workload_inputs, workload_of
 from edgetune.targets import iobuf, target_file

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from edgetune.codegen import get_kernel
 from edgetune.codegen import quant
-from edgetune.codegen.export import export_best
+from edgetune.export import export_best
 from edgetune.codegen.kernels.dsp import DSP_CFLAGS
 from edgetune.hal import TargetError, load_target
 from edgetune.session import Evaluator, workload_inputs, workload_of

@@ -9,7 +9,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from edgetune.codegen.export import ExportError, export_best
+from edgetune.codegen.export import ExportError
+from edgetune.export import export_best
 from edgetune.session import TuneRequest, tune
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for

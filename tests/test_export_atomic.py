@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.codegen import get_kernel
-from edgetune.codegen.export import export_best
+from edgetune.export import export_best
 from edgetune.session import workload_of
 from edgetune.targets import get_target
 from edgetune.tuner import Outcome, Trial, TuningDatabase
@@ -74,11 +74,11 @@ sys.exit(main(sys.argv[4:]))
 """
 
 KILL_POINTS = [
-    ("edgetune.codegen.export", "_write", 1),  # the first file of the new export
-    ("edgetune.codegen.export", "_write", 4),  # part-way through the files
+    ("edgetune.publish", "_write", 1),  # the first file of the new export
+    ("edgetune.publish", "_write", 4),  # part-way through the files
     ("edgetune.targets.qemu", "QemuRunner.run", 2),  # measuring the exported code
-    ("edgetune.codegen.export", "write_manifest", 2),  # the manifest with the exported values
-    ("edgetune.codegen.export", "_exchange", 1),  # right before the new folder replaces the old
+    ("edgetune.codegen.manifest", "write_manifest", 2),  # the manifest with the exported values
+    ("edgetune.publish", "_exchange", 1),  # right before the new folder replaces the old
 ]
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from edgetune.codegen import KERNELS
-from edgetune.codegen.export import export_best
+from edgetune.export import export_best
 from edgetune.session import workload_of
 from edgetune.targets import get_target
 from edgetune.tuner import Outcome, Trial, TuningDatabase

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgetune.cli import main
-from edgetune.codegen.export import write_manifest
+from edgetune.codegen.manifest import write_manifest
 from edgetune.targets import target_file
 from edgetune.tuner import TuningDatabase, Workload
 from stored import stored_db

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.codegen import get_kernel
-from edgetune.codegen.export import export_best
+from edgetune.export import export_best
 from edgetune.session import TuneRequest, tune
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from edgetune.cli import main
 from edgetune.codegen import get_kernel
-from edgetune.codegen.export import export_best
+from edgetune.export import export_best
 from edgetune.codegen.kernels.matmul_f32 import scratch_bytes, tolerance
 from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs, workload_of
 from edgetune.targets import iobuf

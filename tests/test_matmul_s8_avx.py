@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from edgetune.codegen.export import export_best
+from edgetune.export import export_best
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
 from edgetune.session import Evaluator, workload_inputs, workload_of
 from edgetune.targets import iobuf

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from edgetune.cli import main
-from edgetune.codegen.export import export_best
+from edgetune.export import export_best
 from edgetune.codegen.kernels.base import COMMON_CFLAGS
 from edgetune.codegen.kernels.matmul_s8 import pack_weights
 from edgetune.session import Evaluator, workload_inputs, workload_of

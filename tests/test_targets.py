@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgetune.cli import main
-from edgetune.codegen.export import export_best
+from edgetune.export import export_best
 from edgetune.codegen.placement import fit_problem
 from edgetune.codegen.kernels.base import RenderedKernel
 from edgetune.hal import load_target

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+from edgetune.errors import EdgetuneError
 from . import schema
 from .objective import Bound, Goal
 from .schema import SCHEMA_VERSION
@@ -49,7 +50,7 @@ TOOLCHAIN_RE = re.compile(r"[A-Za-z0-9]{0,64}")
 LEASE_S = 120.0
 
 
-class DatabaseError(ValueError):
+class DatabaseError(EdgetuneError, ValueError):
     """The database file cannot be used (foreign, corrupt, too new, unwritable)."""
 
 

@@ -10,12 +10,13 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from edgetune.errors import EdgetuneError
 from .trial import Trial
 
 _BOUND = re.compile(r"^\s*([a-z][a-z0-9_]*)\s*<=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 
 
-class ObjectiveError(ValueError):
+class ObjectiveError(EdgetuneError, ValueError):
     """An objective or bound that names no measured value, or cannot be parsed."""
 
 

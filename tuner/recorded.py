@@ -27,6 +27,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from edgetune.errors import EdgetuneError
 from .space import Config, Constraint, Param, Space, SpaceError
 from .strategies import PriorTrials, make_strategy
 from .trial import Outcome, Trial
@@ -39,7 +40,7 @@ KT_FAILURES = {"CompilationFailedConfig": Outcome.COMPILE_ERROR, "RuntimeFailedC
                "InvalidConfig": Outcome.INVALID}
 
 
-class RecordedSpaceError(ValueError):
+class RecordedSpaceError(EdgetuneError, ValueError):
     """A recorded-space file that cannot be read; the message names the file and the key."""
 
 

@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from edgetune.errors import EdgetuneError
 from .objective import Bound, Goal
 from .space import Config
 from .trial import Outcome, Trial, check_trial
@@ -31,7 +32,7 @@ MACHINE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/\[\]-]{0,254}")
 STRATEGY_RE = re.compile(r"[A-Za-z0-9_.+-]{0,64}")
 
 
-class LineError(ValueError):
+class LineError(EdgetuneError, ValueError):
     """One field of an imported line is wrong; the message starts with the field's name."""
 
 

@@ -13,10 +13,12 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from edgetune.errors import EdgetuneError
+
 Value = int | str | bool
 
 
-class SpaceError(ValueError):
+class SpaceError(EdgetuneError, ValueError):
     """A parameter, value or configuration that does not belong to a space."""
 
 

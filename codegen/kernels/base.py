@@ -8,6 +8,7 @@ from typing import Mapping
 
 import numpy as np
 
+from edgetune.errors import EdgetuneError
 from edgetune.hal import Placement, Target
 from edgetune.tuner import Config, Space
 
@@ -19,7 +20,7 @@ C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(
            np.dtype(np.float32): "float"}
 
 
-class KernelError(ValueError):
+class KernelError(EdgetuneError, ValueError):
     """An unknown kernel, a malformed shape, or a workload a target cannot hold."""
 
 

@@ -20,6 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
+from edgetune.errors import EdgetuneError
 from .tflite_model import ModelSpec, OperatorSpec, Quant, TensorSpec
 
 PAD_SAME = -1
@@ -28,7 +29,7 @@ MAX_SHAPE_VALUE = 1 << 24
 SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|same|valid)\s*$")
 
 
-class NpuOperatorError(ValueError):
+class NpuOperatorError(EdgetuneError, ValueError):
     """An unknown NPU operator or a malformed shape."""
 
 

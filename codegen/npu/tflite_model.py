@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edgetune.errors import EdgetuneError
+
 TFLITE_SCHEMA_VERSION = 3
 FILE_IDENTIFIER = b"TFL3"
 
 
-class ModelBuildError(ValueError):
+class ModelBuildError(EdgetuneError, ValueError):
     """The model description is inconsistent (shapes, types, quantisation)."""
 
 

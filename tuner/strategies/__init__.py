@@ -11,6 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
+from edgetune.errors import EdgetuneError
+
 from ..space import Space
 from .annealing import SimulatedAnnealing
 from .bandit import Bandit
@@ -33,6 +35,10 @@ STRATEGIES: dict[str, type[SearchStrategy]] = {
 DEFAULT_STRATEGY = "transfer"
 
 
+class StrategyError(EdgetuneError, ValueError):
+    """A strategy name that names no strategy."""
+
+
 def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: str = "",
                   prior: Sequence[PriorTrials] = ()) -> SearchStrategy:
     """The one place strategy names become objects (used by the CLI and the session).
@@ -44,7 +50,7 @@ def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: 
     try:
         cls = STRATEGIES[name]
     except KeyError:
-        raise ValueError(f"unknown strategy {name!r} (known: {', '.join(sorted(STRATEGIES))})") from None
+        raise StrategyError(f"unknown strategy {name!r} (known: {', '.join(sorted(STRATEGIES))})") from None
     if cls.uses_prior:
         return cls(space, rng, objective, prior=tuple(prior))
     return cls(space, rng, objective)

@@ -1,0 +1,111 @@
+"""Putting an export folder in place atomically: the files are written into a fresh folder
+beside the destination, finished there (the export measures its kernels), and only then
+swapped into place in one rename, so an export killed part-way leaves the old folder as it
+was and the new folder holds exactly the files its manifest lists."""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from edgetune.codegen.export import ExportError
+from edgetune.codegen.manifest import MANIFEST, Manifest, write_manifest
+
+STAGING_MARK = ".edgetune-partial-"
+
+
+def check_destination(out_dir: Path) -> None:
+    """An export replaces its folder whole: only a missing or empty folder, or an earlier
+    export (one with a manifest), may be replaced; never a folder of someone's own files."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportError(f"{out_dir}: exists and is not a folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file():
+        raise ExportError(f"{out_dir}: exists, is not empty and holds no {MANIFEST} (not an earlier export); "
+                          "an export replaces its folder whole: choose a new folder")
+
+
+def publish(out_dir: Path, files: dict[str, str], manifest: Manifest,
+            finish: Callable[[Path], None] | None = None) -> None:
+    """Write the export beside out_dir, let `finish` complete it (it may rewrite the
+    manifest), then swap it into place."""
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned_staging(out_dir)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}{STAGING_MARK}{os.getpid()}-", dir=out_dir.parent))
+    except OSError as exc:
+        raise ExportError(f"{out_dir}: cannot write there ({exc.strerror})") from None
+    try:
+        for name, text in files.items():
+            (staging / name).parent.mkdir(exist_ok=True)
+            _write(staging / name, text)
+        write_manifest(staging, manifest)
+        if finish is not None:
+            finish(staging)
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; an export is an ordinary folder
+        _swap_into_place(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when published
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _remove_abandoned_staging(out_dir: Path) -> None:
+    """Folders left beside out_dir by exports that were killed (their process is gone)."""
+    prefix = f".{out_dir.name}{STAGING_MARK}"
+    for path in out_dir.parent.iterdir():  # not glob: the folder's name may hold [ or *
+        if not path.name.startswith(prefix) or not path.is_dir():
+            continue
+        pid = path.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _swap_into_place(staging: Path, out_dir: Path) -> None:
+    """out_dir becomes staging. An existing out_dir is exchanged in one step where the
+    kernel offers it (Linux renameat2 RENAME_EXCHANGE), else renamed aside first: a kill
+    between the two renames leaves out_dir absent (the old export kept beside it), never
+    half-written."""
+    if not out_dir.exists():
+        os.rename(staging, out_dir)
+        return
+    if not _exchange(staging, out_dir):
+        aside = staging.with_name(staging.name + "-old")
+        os.rename(out_dir, aside)
+        os.rename(staging, out_dir)
+        staging = aside
+    shutil.rmtree(staging, ignore_errors=True)  # now the old export
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange two paths (Linux >= 3.15, glibc >= 2.28); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    done = renameat2(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange) == 0
+    return done

@@ -1,0 +1,327 @@
+"""manifest.json of an export folder, as frozen dataclasses.
+
+Everything that reads an export (verify, `tune --from-export`, the runners' export build,
+placement) reads a `Manifest`, never the JSON by string keys. `Manifest.from_json` is the
+one place a manifest is checked: its checksum, its version, its required keys, and every
+value that later reaches a command line, a file name or generated C (a manifest's checksum
+only catches accidents: anyone can recompute it). The JSON keys are those of every
+earlier export, so existing exports still read and verify.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from edgetune.errors import EdgetuneError
+from edgetune.hal.loader import NAME_RE, PROGRAM_RE, flags_problem
+from edgetune.tuner import Bound
+from edgetune.tuner.database import TOOLCHAIN_RE
+
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 1
+PER_KERNEL = "per_kernel"  # the manifest's objective when its kernels were chosen by different ones
+
+SOURCE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\.c")
+FILE_RE = re.compile(r"(zephyr/)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a file of the folder or of its zephyr/
+IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+VALUE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+CONFIG_TEXT_RE = re.compile(r"[A-Za-z0-9_.+-]{0,64}")
+
+
+class ManifestError(EdgetuneError, ValueError):
+    """An export folder whose manifest is missing, unreadable, edited or from a newer edgetune."""
+
+
+@dataclass(frozen=True)
+class CompiledUnit:
+    """A compiled file of the export: its name, and the compiler and flags it was measured with."""
+    source: str
+    compiler_command: str
+    cflags: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "compiler_command": self.compiler_command, "cflags": list(self.cflags)}
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One exported variant: the workload, the configuration and what chose it, how it is
+    compiled, and (once the export measured it) what it measured as built."""
+    kernel: str
+    kernel_version: int
+    shape: tuple[tuple[str, int], ...]
+    function: str
+    source: str
+    config: tuple[tuple[str, object], ...]
+    objective: str
+    bounds: tuple[Bound, ...]
+    chosen_by: str  # "tuned", "override" or "default" (tuner.resolve_goal)
+    value: float
+    values: tuple[tuple[str, object], ...]  # the trial's measured values
+    compiler: str
+    compiler_command: str
+    cflags: tuple[str, ...]
+    trial_id: int
+    measured: str  # when the trial ran
+    toolchain: str = ""  # the workload's measurement fingerprint
+    weights_region: str = ""  # where the variant expects its buffers ("" where the target places none)
+    activations_region: str = ""
+    scratch: bool = False  # has static scratch (export time only: not stored in the manifest)
+    exported_value: float | None = None  # the chosen-by value, measured as exported
+    exported_values: tuple[tuple[str, object], ...] | None = None
+
+    @property
+    def unit(self) -> CompiledUnit:
+        return CompiledUnit(self.source, self.compiler_command, self.cflags)
+
+    @property
+    def config_dict(self) -> dict:
+        return dict(self.config)
+
+    @property
+    def shape_dict(self) -> dict:
+        return dict(self.shape)
+
+    @property
+    def config_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.config)
+
+    @property
+    def shape_text(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.shape)
+
+    def to_json(self) -> dict:
+        data = {"kernel": self.kernel, "kernel_version": self.kernel_version, "shape": dict(self.shape),
+                "function": self.function, "source": self.source, "config": dict(self.config),
+                "objective": self.objective, "constraints": [b.text() for b in self.bounds],
+                "bounds": [[b.name, b.limit] for b in self.bounds], "chosen_by": self.chosen_by,
+                "value": self.value, "values": dict(self.values), "compiler": self.compiler,
+                "compiler_command": self.compiler_command, "cflags": list(self.cflags), "trial_id": self.trial_id,
+                "measured": self.measured, "toolchain": self.toolchain}
+        if self.weights_region:
+            data["placement"] = {"weights": self.weights_region, "activations": self.activations_region}
+        if self.exported_value is not None:
+            data["exported_value"] = self.exported_value
+        if self.exported_values is not None:
+            data["exported_values"] = dict(self.exported_values)
+        return data
+
+
+@dataclass(frozen=True)
+class Manifest:
+    target: str
+    objective: str  # what every kernel was chosen by, or PER_KERNEL when they differ
+    dispatch: CompiledUnit
+    kernels: tuple[KernelEntry, ...]
+    files: tuple[tuple[str, str], ...]  # file name -> sha256 of its content, sorted by name
+    edgetune_version: str = ""
+    exported: str = ""  # when
+    database: str = ""  # the database the variants were chosen from
+    toolchain_versions: tuple[tuple[str, str], ...] | None = None
+    manifest_version: int = MANIFEST_VERSION
+
+    @property
+    def file_digests(self) -> dict[str, str]:
+        return dict(self.files)
+
+    def to_json(self) -> dict:
+        """The manifest's JSON object (without its checksum, which write_manifest adds)."""
+        data = {"manifest_version": self.manifest_version, "edgetune_version": self.edgetune_version,
+                "target": self.target, "objective": self.objective, "exported": self.exported,
+                "database": self.database, "dispatch": self.dispatch.to_json(),
+                "kernels": [k.to_json() for k in self.kernels], "files": dict(self.files)}
+        if self.toolchain_versions is not None:
+            data["toolchain_versions"] = dict(self.toolchain_versions)
+        return data
+
+    @classmethod
+    def from_json(cls, data, where: str = MANIFEST) -> Manifest:
+        """A manifest read from JSON, checked: its checksum, version, required keys and every
+        value. ManifestError, naming `where` and the key at fault, when anything is wrong."""
+        if not isinstance(data, dict) or "manifest_sha256" not in data:
+            raise ManifestError(f"{where}: not an edgetune manifest (no manifest_sha256)")
+        body = {k: v for k, v in data.items() if k != "manifest_sha256"}
+        if _digest(body) != data["manifest_sha256"]:
+            raise ManifestError(f"{where}: checksum mismatch: the manifest was edited or corrupted after export")
+        if data.get("manifest_version") != MANIFEST_VERSION:
+            raise ManifestError(f"{where}: manifest_version {data.get('manifest_version')!r} is not {MANIFEST_VERSION}")
+        for key in ("target", "objective", "kernels", "files", "dispatch"):
+            if key not in data:
+                raise ManifestError(f"{where}: required key {key!r} is missing")
+        problem = _manifest_problem(data)
+        if problem:
+            raise ManifestError(f"{where}: {problem}")
+        kernels = tuple(_kernel_entry(entry, data["objective"]) for entry in data["kernels"])
+        versions = data.get("toolchain_versions")
+        return cls(target=data["target"], objective=data["objective"], dispatch=_unit(data["dispatch"]),
+                   kernels=kernels, files=tuple(sorted(data["files"].items())),
+                   edgetune_version=str(data.get("edgetune_version", "")), exported=str(data.get("exported", "")),
+                   database=str(data.get("database", "")),
+                   toolchain_versions=tuple(sorted(versions.items())) if isinstance(versions, dict) else None)
+
+    def with_exported_values(self, measured: dict[str, tuple[float, dict]]) -> Manifest:
+        """This manifest with each kernel's value measured as exported: function -> (the
+        chosen-by value, every measured number)."""
+        kernels = tuple(replace(k, exported_value=measured[k.function][0],
+                                exported_values=tuple(measured[k.function][1].items()))
+                        if k.function in measured else k for k in self.kernels)
+        return replace(self, kernels=kernels)
+
+
+def _digest(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def write_manifest(folder: Path, manifest: Manifest | dict) -> Path:
+    """Write manifest.json with a checksum over its own content (hand edits are detected).
+    A dict is written as it is (tests and tools write deliberately odd manifests)."""
+    data = manifest.to_json() if isinstance(manifest, Manifest) else manifest
+    body = {k: v for k, v in data.items() if k != "manifest_sha256"}
+    body["manifest_sha256"] = _digest(body)
+    path = Path(folder) / MANIFEST
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifest(folder: Path) -> Manifest:
+    """The manifest of an export folder, checked (Manifest.from_json)."""
+    path = Path(folder) / MANIFEST
+    if not Path(folder).is_dir():
+        raise ManifestError(f"{folder}: no such export folder")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: missing (is {folder} an edgetune export?)") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: not valid JSON ({exc})") from None
+    return Manifest.from_json(data, where=str(path))
+
+
+def _unit(data: dict) -> CompiledUnit:
+    return CompiledUnit(data["source"], data["compiler_command"], tuple(data["cflags"]))
+
+
+def _kernel_entry(entry: dict, manifest_objective: str) -> KernelEntry:
+    """One checked kernel entry (_kernels_problem passed) as a KernelEntry. An entry from
+    before goals were recorded was chosen by the export's objective, unbounded."""
+    placement = entry.get("placement") or {}
+    exported_values = entry.get("exported_values")
+    return KernelEntry(
+        kernel=entry["kernel"], kernel_version=entry["kernel_version"], shape=tuple(entry["shape"].items()),
+        function=entry["function"], source=entry["source"], config=tuple(entry["config"].items()),
+        objective=entry.get("objective", manifest_objective),
+        bounds=tuple(Bound(name, float(limit)) for name, limit in entry.get("bounds", [])),
+        chosen_by=entry.get("chosen_by", "default"), value=entry.get("value", 0.0),
+        values=tuple(entry.get("values", {}).items()), compiler=entry.get("compiler", ""),
+        compiler_command=entry["compiler_command"], cflags=tuple(entry["cflags"]),
+        trial_id=entry.get("trial_id", 0), measured=entry.get("measured", ""), toolchain=entry.get("toolchain", ""),
+        weights_region=placement.get("weights", ""), activations_region=placement.get("activations", ""),
+        exported_value=entry.get("exported_value"),
+        exported_values=tuple(exported_values.items()) if isinstance(exported_values, dict) else None)
+
+
+def _unit_problem(where: str, unit) -> str | None:
+    """A compiled file of the export: {source, compiler_command, cflags}."""
+    if not isinstance(unit, dict):
+        return f"{where}: expected an object"
+    source, command, cflags = unit.get("source"), unit.get("compiler_command"), unit.get("cflags")
+    if not isinstance(source, str) or not SOURCE_RE.fullmatch(source):
+        return f"{where}.source: {source!r} is not a .c file name inside the export"
+    if not isinstance(command, str) or not PROGRAM_RE.fullmatch(command):
+        return f"{where}.compiler_command: {command!r} is not a program name or absolute path"
+    if not isinstance(cflags, list):
+        return f"{where}.cflags: expected a list of flags"
+    problem = flags_problem(cflags)  # -mllvm and --param take the next flag as their value
+    if problem:
+        return f"{where}.cflags[{problem[0]}]: {problem[1]}"
+    return None
+
+
+def _manifest_problem(data: dict) -> str | None:
+    if not isinstance(data["target"], str) or not NAME_RE.fullmatch(data["target"]):
+        return f"target: {data['target']!r} is not a target name"
+    if not isinstance(data["objective"], str) or not VALUE_NAME_RE.fullmatch(data["objective"]):
+        return f"objective: {data['objective']!r} is not a measured value's name"
+    if not isinstance(data["files"], dict):
+        return "files: expected an object of file name -> checksum"
+    for name, digest in data["files"].items():
+        if not FILE_RE.fullmatch(name):
+            return f"files: {name!r} is not a plain file name"
+        if not isinstance(digest, str):
+            return f"files: {name!r}: checksum {digest!r} is not text"
+    problem = _unit_problem("dispatch", data["dispatch"])
+    if problem:
+        return problem
+    if not isinstance(data["kernels"], list):
+        return "kernels: expected a list"
+    for i, entry in enumerate(data["kernels"]):
+        problem = _entry_problem(f"kernels[{i}]", entry) or _measured_problem(f"kernels[{i}]", entry,
+                                                                               data["objective"])
+        if problem:
+            return problem
+    return None
+
+
+def _entry_problem(where: str, entry) -> str | None:
+    """What a kernel entry names: its kernel, function, shape and configuration."""
+    problem = _unit_problem(where, entry)
+    if problem:
+        return problem
+    for key in ("kernel", "kernel_version", "shape", "function", "config"):
+        if key not in entry:
+            return f"{where}: required key {key!r} is missing"
+    if not isinstance(entry["kernel"], str) or not NAME_RE.fullmatch(entry["kernel"]):
+        return f"{where}.kernel: {entry['kernel']!r} is not a kernel name"
+    if not _is_int(entry["kernel_version"]):
+        return f"{where}.kernel_version: {entry['kernel_version']!r} is not an integer"
+    if not isinstance(entry["function"], str) or not IDENTIFIER_RE.fullmatch(entry["function"]):
+        return f"{where}.function: {entry['function']!r} is not a C identifier"
+    for field in ("shape", "config"):
+        if not isinstance(entry[field], dict):
+            return f"{where}.{field}: expected an object"
+        for name, value in entry[field].items():
+            if not VALUE_NAME_RE.fullmatch(name):
+                return f"{where}.{field}: {name!r} is not a plain name"
+            if field == "shape" and not _is_int(value):
+                return f"{where}.shape.{name}: {value!r} is not an integer"
+            if isinstance(value, str) and not CONFIG_TEXT_RE.fullmatch(value) or \
+                    not isinstance(value, (str, int, float, bool)):
+                return f"{where}.{field}.{name}: {value!r} is not an allowed value"
+    return None
+
+
+def _measured_problem(where: str, entry: dict, manifest_objective: str) -> str | None:
+    """What a kernel entry says was measured, and what chose it (a manifest written before
+    goals were recorded has no objective or bounds per kernel: the export's objective, unbounded)."""
+    objective, bounds = entry.get("objective", manifest_objective), entry.get("bounds", [])
+    if not isinstance(objective, str) or not VALUE_NAME_RE.fullmatch(objective) or objective == PER_KERNEL:
+        return f"{where}.objective: {objective!r} is not a measured value's name"
+    if not isinstance(bounds, list) or not all(
+            isinstance(b, list) and len(b) == 2 and isinstance(b[0], str) and VALUE_NAME_RE.fullmatch(b[0])
+            and _is_number(b[1]) for b in bounds):
+        return f"{where}.bounds: {bounds!r} are not [[NAME, LIMIT], ...]"
+    checks = (("value", _is_number), ("values", lambda v: isinstance(v, dict)),
+              ("compiler", lambda v: isinstance(v, str)), ("trial_id", _is_int),
+              ("measured", lambda v: isinstance(v, str)),
+              ("toolchain", lambda v: isinstance(v, str) and TOOLCHAIN_RE.fullmatch(v)),
+              ("exported_value", lambda v: v is None or _is_number(v)),
+              ("placement", lambda v: isinstance(v, dict) and set(v) <= {"weights", "activations"}
+               and all(isinstance(r, str) and NAME_RE.fullmatch(r) for r in v.values())))
+    for key, valid in checks:
+        if key in entry and not valid(entry[key]):
+            return f"{where}.{key}: {entry[key]!r} is not an allowed value"
+    return None
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
