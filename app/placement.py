@@ -46,9 +46,9 @@ from edgetune.hal import Npu, Target
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Bound, Record, TuningDatabase, Workload
 
-from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, compile_config, tune_npu
+from .npu_session import NPU_OBJECTIVE, compile_config
 from .identity import measurement_fingerprint, recompute_estimates
-from .session import goal_of, workload_of
+from .session import TuneRequest, goal_of, tune, workload_of
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 PLAN_HEADER = "edgetune_plan.h"
@@ -241,8 +241,9 @@ def _best_with_macs(db: TuningDatabase, workload: Workload, macs: int) -> Record
 
 def _npu_option(layer: Layer, target: Target, npu: Npu, macs: int, db: TuningDatabase, budget: int, seed: int,
                 jobs: int) -> NpuOption:
-    request = NpuTuneRequest(layer.operator, target, npu, layer.shape, budget=budget, jobs=jobs, seed=seed, macs=macs)
-    summary = tune_npu(request, db)  # measures only what the database does not hold yet
+    request = TuneRequest(layer.operator, target, layer.shape, "random", budget=budget, jobs=jobs, seed=seed,
+                          device=npu.name, macs=macs)
+    summary = tune(request, db)  # measures only what the database does not hold yet
     workload = summary.workload
     record = _best_with_macs(db, workload, macs)
     if record is None:
