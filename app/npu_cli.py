@@ -12,14 +12,14 @@ import click
 from edgetune.codegen.npu import ModelBuildError, NpuOperatorError, get_npu_operator, npu_space
 from edgetune.hal import Target
 from edgetune.targets import get_target
-from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, parse_bound
+from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, check_strategy, parse_bound
 
 from .progress import ProgressDisplay
 from .npu_session import NPU_OBJECTIVE, npu_workload, resolve_npu
-from .placement import NetworkError, PlacementError, export_plan, load_network, plan_network
+from .layer_plan import NetworkError, PlanError, export_plan, load_network, plan_network
 from .session import TuneRequest, TuneSummary, parse_config, summarize, tune
 
-NPU_USER_ERRORS = (NpuOperatorError, ModelBuildError, NetworkError, PlacementError)
+NPU_USER_ERRORS = (NpuOperatorError, ModelBuildError, NetworkError, PlanError)
 
 
 def run_npu_tune(kernel_name: str, target: Target, device: str, shape: str, open_db: Callable[[], TuningDatabase],
@@ -82,10 +82,11 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
     target = get_target(target_name)
     npu = resolve_npu(target, device)
     network = load_network(Path(network_file))
+    check_strategy(strategy)  # a name it does not know is said as such
     if strategy != "random":
-        raise PlacementError("--strategy: place tunes the NPU with random search")
+        raise PlanError("--strategy: place tunes the NPU with random search")
     if macs is not None and macs not in npu.macs_per_cycle:
-        raise PlacementError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
+        raise PlanError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
     bounds = tuple(parse_bound(text) for text in constraints)
     if objective or bounds:
         check_names(objective or target.measures, bounds, target.measured_values, target.name)

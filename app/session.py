@@ -289,7 +289,7 @@ def resume_search(db: TuningDatabase, workload: Workload, space: Space, strategy
     done = tuple(record.trial for record in records if not redo(record.trial))
     lost = [record.trial.config for record in records if redo(record.trial)]
     # Claimed configurations are someone's to measure (or the interrupted batch's).
-    measured = {*(trial.config for trial in (*done, *in_space(space, done))),
+    measured = {*(trial.config for trial in (*done, *trials_as_points(space, done))),
                 *(_as_config(space, claim.config.as_dict()) for claim in claims)}
     # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
     # are dropped: the search covers the workload anyway.
@@ -430,7 +430,7 @@ class _BatchRunner:
         fresh = [r.trial for r in since if r.trial.config.key() not in self.known]
         if fresh:
             self.known.update(t.config.key() for t in fresh)
-            self.strategy.tell(in_space(self.strategy.space, fresh))
+            self.strategy.tell(trials_as_points(self.strategy.space, fresh))
         left = []
         for claim in self.db.claims(self.workload):
             if claim.owner == self.owner:
@@ -499,7 +499,7 @@ def search_space(kernel: Kernel, target: Target, shape: dict, objective: str, bo
     return pinned(space, target, objective)
 
 
-def in_space(space: Space, trials: Sequence[Trial]) -> list[Trial]:
+def trials_as_points(space: Space, trials: Sequence[Trial]) -> list[Trial]:
     """Stored trials as legal points of `space`: a parameter added since they were measured
     takes its default; trials outside it (another placement while placement is pinned, a
     value no longer offered) are left out."""
