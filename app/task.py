@@ -36,8 +36,9 @@ class TuningTask(Protocol):
     def prepare(self, db: TuningDatabase) -> None:
         """Checks before any trial (tools present, the problem fits); may refresh stored estimates."""
 
-    def evaluator(self, work_root: Path) -> Evaluate:
-        """Builds and measures configurations in this process, under `work_root`."""
+    def evaluator(self, space: Space, work_root: Path) -> Evaluate:
+        """Builds and measures configurations of `space` (what the session searches) in this
+        process, under `work_root`; a configuration `space` rules out is an invalid trial."""
 
     def remote(self) -> Evaluate | None:
         """A picklable evaluation for a cluster's workers, or None when it runs only here."""
