@@ -14,7 +14,7 @@ from edgetune.codegen.manifest import read_manifest
 from edgetune.hal import Target
 from edgetune.hal.loader import ALLOW_TOOLS_ENV
 from edgetune.targets import get_target, target_names
-from edgetune.tuner import STRATEGIES, TrialSelection, TuningDatabase, parse_bound
+from edgetune.tuner import STRATEGIES, TrialSelection, TuningDatabase, check_strategy, parse_bound
 from edgetune.tuner.database import read_jsonl
 from edgetune.tuner.recorded import load_recorded
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
@@ -345,17 +345,17 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     With --device ethos-u55 (or another NPU of the target), the operator is compiled by Vela
     and its options are tuned; the objective is Vela's total_cycles estimate."""
     target = get_target(target_name)
-    if strategy not in STRATEGIES:
-        raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    check_strategy(strategy)
     if device != "cpu":
-        if from_export or not kernel_name or not shape or initial:
-            raise UserError("--device NPU tunes one operator: give KERNEL and --shape (no --from-export or --initial)")
+        if from_export or not kernel_name or not shape:
+            raise UserError("--device NPU tunes one operator: give KERNEL and --shape (no --from-export)")
         if objective or constraints:
             raise UserError("--objective and --constraint apply to CPU tuning; NPU tuning minimises Vela's total_cycles")
         if cluster:
             raise UserError("--cluster runs CPU kernels; Vela runs on this machine")
-        summary = run_npu_tune(kernel_name, target, device, shape, strategy, budget, jobs, seed,
-                               lambda: _open_db(db_path), show_progress=not as_json and sys.stderr.isatty())
+        summary = run_npu_tune(kernel_name, target, device, shape, lambda: _open_db(db_path),
+                               show_progress=not as_json and sys.stderr.isatty(), strategy=strategy, budget=budget,
+                               jobs=jobs, seed=seed, initial=initial, time_budget=time_budget, patience=patience)
         if as_json:
             click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
         else:
@@ -547,8 +547,7 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, as_json
 def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json):
     """Tune against a recorded space (edgetune's format or a Kernel Tuner cache file)
     instead of hardware. Configurations absent from the file are not legal."""
-    if strategy not in STRATEGIES:
-        raise UserError(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    check_strategy(strategy)
     recorded = load_recorded(space_file)
     prior = [load_recorded(p) for p in prior_files]
     result = replay_json(recorded, strategy, budget, seed, repeats, prior)

@@ -9,29 +9,35 @@ from typing import Callable
 
 import click
 
-from edgetune.codegen.npu import get_npu_operator
+from edgetune.codegen.npu import get_npu_operator, npu_space
 from edgetune.hal import Target
 from edgetune.targets import get_target
-from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, parse_bound
+from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, check_strategy, parse_bound
 
 from .progress import ProgressDisplay
-from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, npu_workload, resolve_npu, tune_npu
-from .placement import PlacementError, export_plan, load_network, plan_network
-from .session import TuneSummary, summarize
+from .npu_session import NPU_OBJECTIVE, npu_workload, resolve_npu
+from .layer_plan import PlanError, export_plan, load_network, plan_network
+from .session import TuneRequest, TuneSummary, parse_config, summarize, tune
 
-def run_npu_tune(kernel_name: str, target: Target, device: str, shape: str, strategy: str, budget: int, jobs: int,
-                 seed: int, open_db: Callable[[], TuningDatabase], show_progress: bool = False) -> TuneSummary:
-    """Validate everything first: bad input must not create a database."""
+
+def run_npu_tune(kernel_name: str, target: Target, device: str, shape: str, open_db: Callable[[], TuningDatabase],
+                 show_progress: bool = False, **options) -> TuneSummary:
+    """Validate everything first: bad input must not create a database. `options`: the
+    TuneRequest's search fields (strategy, budget, jobs, seed, time_budget, patience), and
+    `initial`, configurations as NAME=VALUE,... texts of the operator's space."""
     npu = resolve_npu(target, device)
     operator = get_npu_operator(kernel_name)
-    request = NpuTuneRequest(operator, target, npu, operator.parse_shape(shape), strategy, budget, jobs, seed)
+    shape_dict = operator.parse_shape(shape)
+    space = npu_space(target, npu, operator, shape_dict)
+    initial = tuple(parse_config(space, text) for text in options.pop("initial", ()))
+    request = TuneRequest(operator, target, shape_dict, initial=initial, device=npu.name, **options)
     db = open_db()
     workload = npu_workload(operator, target, npu, request.shape)
     before = summarize(db, workload, NPU_OBJECTIVE)
     stored_best = None if before.best is None else before.best.trial.value(NPU_OBJECTIVE)
     progress = ProgressDisplay(NPU_OBJECTIVE, best=stored_best) if show_progress else None
     try:
-        return tune_npu(request, db, progress)
+        return tune(request, db, progress)
     except KeyboardInterrupt:  # Ctrl-C: what is stored stays; the caller exits 130 on "interrupted"
         if progress is not None:
             progress.interrupted()
@@ -74,10 +80,11 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
     target = get_target(target_name)
     npu = resolve_npu(target, device)
     network = load_network(Path(network_file))
+    check_strategy(strategy)  # a name it does not know is said as such
     if strategy != "random":
-        raise PlacementError("--strategy: place tunes the NPU with random search")
+        raise PlanError("--strategy: place tunes the NPU with random search")
     if macs is not None and macs not in npu.macs_per_cycle:
-        raise PlacementError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
+        raise PlanError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
     bounds = tuple(parse_bound(text) for text in constraints)
     if objective or bounds:
         check_names(objective or target.measures, bounds, target.measured_values, target.name)

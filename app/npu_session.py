@@ -1,5 +1,6 @@
-"""Tuning Vela's options for one operator on an Ethos-U NPU, with the same strategies,
-database and summaries as CPU kernels.
+"""Tuning Vela's options for one operator on an Ethos-U NPU: a tuning task (app/task.py)
+that edgetune.session.tune runs with the same strategies, database, resumption, seeds and
+stop rules as CPU kernels.
 
 A workload is (operator, model version, "<board>+<npu>", shape, toolchain) where the
 toolchain fingerprint covers Vela's version and the .ini the HAL produces, so a Vela upgrade
@@ -8,13 +9,11 @@ Vela's estimate of NPU cycles including memory stalls (its `cycles_total`).
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import shutil
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +23,9 @@ from edgetune.codegen.npu.space import NPU_MODEL_VERSION
 from edgetune.hal import Npu, Target, TargetError
 from edgetune.targets.toolchain import MeasureError
 from edgetune.targets.vela import VelaOptions, VelaResult, check_vela, compile_model, vela_ini, vela_version
-from edgetune.tuner import STRATEGIES, Config, Outcome, Space, SpaceError, Trial, TuningDatabase, Workload, make_strategy
+from edgetune.tuner import Bound, Config, Goal, Outcome, Space, Trial, TuningDatabase, Workload
 
-from .session import ProgressFn, TuneSummary, prior_trials, search_loop, stamp, summarize
+from .task import stamp
 
 NPU_OBJECTIVE = "total_cycles"
 
@@ -40,19 +39,6 @@ def resolve_npu(target: Target, device: str) -> Npu:
 
 def npu_target_name(target: Target, npu: Npu) -> str:
     return f"{target.name}+{npu.name}"
-
-
-@dataclass(frozen=True)
-class NpuTuneRequest:
-    operator: NpuOperator
-    target: Target
-    npu: Npu
-    shape: dict
-    strategy: str = "random"
-    budget: int = 20
-    jobs: int = 1
-    seed: int = 0
-    macs: int | None = None  # pin the accelerator configuration (the budget then counts only those trials)
 
 
 def npu_workload(operator: NpuOperator, target: Target, npu: Npu, shape: dict) -> Workload:
@@ -75,16 +61,51 @@ def compile_config(operator: NpuOperator, target: Target, npu: Npu, workload: Wo
                          VelaOptions.from_config(config.as_dict()), workdir)
 
 
+@dataclass(frozen=True)
+class NpuTask:
+    """An operator for one shape on a target's NPU (a TuningTask): each configuration of
+    Vela's options compiles the workload's model, and Vela's estimates are the values."""
+
+    operator: NpuOperator
+    target: Target
+    npu: Npu
+    shape: dict
+    macs: int | None = None  # pin the accelerator configuration
+    remembers_goal: bool = False  # always total_cycles: nothing to remember
+    run_limit_s: float = 0.0  # Vela compiles; no run limit to outgrow
+
+    @property
+    def workload(self) -> Workload:
+        return npu_workload(self.operator, self.target, self.npu, self.shape)
+
+    def goal(self, db: TuningDatabase, objective: str, bounds: tuple[Bound, ...]) -> Goal:
+        if objective not in ("", NPU_OBJECTIVE) or bounds:
+            raise TargetError(f"{npu_target_name(self.target, self.npu)}: NPU tuning minimises Vela's "
+                              f"{NPU_OBJECTIVE}, unbounded")
+        return Goal(NPU_OBJECTIVE)
+
+    def space(self, goal: Goal) -> Space:
+        return npu_space(self.target, self.npu, self.operator, self.shape, self.macs)
+
+    def prepare(self, db: TuningDatabase) -> None:
+        check_vela()
+
+    def evaluator(self, space: Space, work_root: Path) -> "NpuEvaluator":
+        return NpuEvaluator(self, space, work_root)
+
+    def remote(self) -> None:
+        return None  # Vela runs on this machine
+
+
 class NpuEvaluator:
     """One configuration -> one Trial; Vela's refusals become failed trials."""
 
-    def __init__(self, request: NpuTuneRequest, workload: Workload, work_root: Path):
-        self.request, self.workload, self.work_root = request, workload, work_root
-        self.space = npu_space(request.target, request.npu, request.operator, request.shape, request.macs)
-        self.model = workload_model(request.operator, workload)
+    def __init__(self, task: NpuTask, space: Space, work_root: Path):
+        self.task, self.space, self.work_root = task, space, work_root
+        self.model = workload_model(task.operator, task.workload)
 
     def __call__(self, config: Config) -> Trial:
-        return stamp(self._evaluate(config), self.request.target)
+        return stamp(self._evaluate(config), self.task.target)
 
     def _evaluate(self, config: Config) -> Trial:
         started = time.monotonic()
@@ -93,8 +114,8 @@ class NpuEvaluator:
             return Trial(config, Outcome.INVALID, error=reason)
         workdir = Path(tempfile.mkdtemp(prefix="vela-", dir=self.work_root))
         try:
-            r = self.request
-            result = compile_model(self.model, r.operator.name, r.target, r.npu,
+            t = self.task
+            result = compile_model(self.model, t.operator.name, t.target, t.npu,
                                    VelaOptions.from_config(config.as_dict()), workdir)
             info = {**result.info, "seconds": round(time.monotonic() - started, 3)}
             return Trial(config, Outcome.OK, values=result.values, info=info)
@@ -102,29 +123,3 @@ class NpuEvaluator:
             return Trial(config, exc.outcome, error=exc.message)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-
-
-def in_space(space: Space, config: Config) -> bool:
-    try:
-        space.index_of(config)
-    except SpaceError:
-        return False
-    return True
-
-
-def tune_npu(request: NpuTuneRequest, db: TuningDatabase, progress: ProgressFn | None = None) -> TuneSummary:
-    check_vela()
-    workload = npu_workload(request.operator, request.target, request.npu, request.shape)
-    space = npu_space(request.target, request.npu, request.operator, request.shape, request.macs)
-    # Learning strategies need the objective; transfer also learns from the operator's other workloads.
-    prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
-    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), NPU_OBJECTIVE, prior)
-    done = [trial for trial in db.trials(workload) if in_space(space, trial.config)]
-    strategy.tell(done)
-    with tempfile.TemporaryDirectory(prefix="edgetune-vela-") as tmp:
-        evaluate = NpuEvaluator(request, workload, Path(tmp))
-        with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
-            new, stopped = search_loop(strategy, functools.partial(pool.submit, evaluate), db, workload,
-                                 budget=request.budget, jobs=request.jobs, stored=len(done),
-                                 label=(request.strategy, request.seed), progress=progress)
-    return replace(summarize(db, workload, NPU_OBJECTIVE, new), stopped=stopped)

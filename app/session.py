@@ -8,7 +8,6 @@ import functools
 import hashlib
 import re
 import shutil
-import socket
 import tempfile
 import threading
 import time
@@ -21,24 +20,26 @@ from typing import Callable, Sequence
 import numpy as np
 
 from edgetune.codegen import get_kernel, CodegenError, Kernel, KernelIO
+from edgetune.codegen.npu import NpuOperator
 from edgetune.codegen.placement import PlacementError, pinned
-from edgetune.hal import Target
+from edgetune.hal import Target, TargetError
 from edgetune.targets import iobuf
 from edgetune.targets.buildcache import CachedFailure
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Outcome, Owner, PriorTrials, Record, Space, SpaceError,
-                            Trial, TuningDatabase, Workload, check_names, feasible, make_strategy)
+                            Trial, TuningDatabase, Workload, check_names, check_strategy, feasible, make_strategy)
 from edgetune.tuner import Goal, resolve_goal
 from edgetune.tuner.resume import Resumed, rebuild
-from edgetune.tuner.strategies import StrategyError
 
 from .identity import measurement_fingerprint, recompute_estimates
+from .npu_session import NpuTask, resolve_npu
+from .task import TuningTask, machine_name, stamp  # noqa: F401 - machine_name: part of this module's interface
 
 
 @dataclass(frozen=True)
 class TuneRequest:
-    kernel: Kernel
+    kernel: Kernel | NpuOperator
     target: Target
     shape: dict
     strategy: str = "random"
@@ -53,6 +54,10 @@ class TuneRequest:
     patience: int | None = None  # stop after this many evaluations without a new best
     initial: tuple[dict, ...] = ()  # configurations to measure first (e.g. an export's old best)
     remember_goal: bool = True  # store the goal with the workload (not for `record`, which measures everything)
+    # "cpu", or an NPU of the target: then `kernel` is an NpuOperator whose Vela options are
+    # tuned (edgetune.npu_session), `macs` optionally pinning the accelerator configuration.
+    device: str = "cpu"
+    macs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -172,63 +177,90 @@ def timed_out_below(trial: Trial, limit_s: float) -> bool:
     return not isinstance(recorded, (int, float)) or recorded < limit_s
 
 
-def machine_name(target: Target) -> str:
-    """Who measures: this host, and the board resource when the target names one (a farm's
-    worker may own several boards)."""
-    host = re.sub(r"[^A-Za-z0-9_.:@\[\]-]", "_", socket.gethostname()) or "unknown"
-    return f"{host}/{target.runner.resource}" if target.runner.resource else host
-
-
-def stamp(trial: Trial, target: Target) -> Trial:
-    """The trial with the machine that measured it and the UTC time it finished there."""
-    return replace(trial, measured_by=machine_name(target),
-                   measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-
-
 ProgressFn = Callable[[int, int, Trial], None]  # (trials stored, budget, the trial just finished)
+
+
+@dataclass(frozen=True)
+class CpuTask:
+    """A kernel for one shape on a target: rendered, built and run by the target's runner
+    (Evaluator), on this machine or a cluster's workers."""
+
+    kernel: Kernel
+    target: Target
+    shape: dict
+    remembers_goal: bool = True
+
+    @property
+    def workload(self) -> Workload:
+        return workload_of(self.kernel, self.target, self.shape)
+
+    @property
+    def run_limit_s(self) -> float:
+        return self.target.runner.timeout_s
+
+    def goal(self, db: TuningDatabase, objective: str, bounds: tuple[Bound, ...]) -> Goal:
+        return goal_of(db, self.workload, self.target, objective, bounds)
+
+    def space(self, goal: Goal) -> Space:
+        return search_space(self.kernel, self.target, self.shape, goal.objective, goal.bounds)
+
+    def prepare(self, db: TuningDatabase) -> None:
+        recompute_estimates(db, self.target)  # stored trials priced by the target's current tables
+        runner_for(self.target).check_tools()
+        self.kernel.check_fits(self.target, self.shape)  # one refusal before any trial, not one too_large per variant
+
+    def evaluator(self, space: Space, work_root: Path) -> "Evaluator":
+        return Evaluator(self.kernel, self.target, self.shape, space, workload_inputs(self.kernel, self.workload),
+                         work_root)
+
+    def remote(self) -> Callable[[Config], Trial]:
+        return functools.partial(evaluate_remotely, RemoteEvaluation(self.kernel.name, self.target,
+                                                                      tuple(self.shape.items())))
+
+
+def task_of(request: TuneRequest) -> TuningTask:
+    """The task a request tunes: the CPU kernel, or the operator on one of the target's NPUs."""
+    if request.device == "cpu":
+        return CpuTask(request.kernel, request.target, request.shape, request.remember_goal)
+    return NpuTask(request.kernel, request.target, resolve_npu(request.target, request.device), request.shape,
+                   request.macs)
 
 
 def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None = None,
          executor: Executor | None = None) -> TuneSummary:
-    """Run a tuning session. Trials are built and run in local threads, or on `executor`
-    (a Dask cluster's, from edgetune.cluster.connect); either way only this process
-    writes the database."""
-    kernel, target, shape = request.kernel, request.target, request.shape
-    workload = workload_of(kernel, target, shape)
-    recompute_estimates(db, target)  # stored trials priced by the target's current tables
-    goal = goal_of(db, workload, target, request.objective, request.bounds)
+    """Run a tuning session on any task (a CPU kernel, an NPU operator). Trials are built
+    and run in local threads, or on `executor` (a Dask cluster's, from
+    edgetune.cluster.connect); either way only this process writes the database."""
+    check_strategy(request.strategy)
+    task = task_of(request)
+    workload = task.workload
+    goal = task.goal(db, request.objective, request.bounds)
     request = replace(request, objective=goal.objective, bounds=goal.bounds)
-    objective = goal.objective
-    space = search_space(kernel, target, shape, objective, request.bounds)
-    if request.strategy not in STRATEGIES:
-        raise StrategyError(f"unknown strategy {request.strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    space = task.space(goal)
     prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
-    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), objective, prior)
-    runner_for(target).check_tools()
-    kernel.check_fits(target, shape)  # one refusal before any trial, not one too_large trial per variant
-    if request.remember_goal:
+    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), goal.objective, prior)
+    remote = None if executor is None else task.remote()
+    if executor is not None and remote is None:
+        raise TargetError(f"{workload.target}: runs on this machine only, not on a cluster")
+    task.prepare(db)
+    if task.remembers_goal:
         db.set_goal(workload, goal)
-    inputs = workload_inputs(kernel, workload)
-
-    limit = target.runner.timeout_s
+    limit = task.run_limit_s
     start = resume_search(db, workload, space, strategy, (request.strategy, request.seed), request.initial,
-                          redo=lambda trial: trial.outcome.lost or timed_out_below(trial, limit))
-    strategy, stored = start.resumed.strategy, len(start.done)
-    stop = StopRule(request, objective, best=min((v for t in start.done if feasible(t, request.bounds)
-                                                  and (v := t.value(objective)) is not None), default=None))
+                          redo=lambda trial: trial.outcome.lost or (limit > 0 and timed_out_below(trial, limit)))
+    stop = StopRule(request, goal.objective, best=min((v for t in start.done if feasible(t, goal.bounds)
+                                                       and (v := t.value(goal.objective)) is not None), default=None))
     with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp, ExitStack() as stack:
-        if executor is None:
-            evaluate = Evaluator(kernel, target, shape, space, inputs, Path(tmp))
+        if remote is None:
             pool = stack.enter_context(ThreadPoolExecutor(max_workers=max(1, request.jobs)))
-            submit = functools.partial(pool.submit, evaluate)
+            submit = functools.partial(pool.submit, task.evaluator(space, Path(tmp)))
         else:
-            spec = RemoteEvaluation(kernel.name, target, tuple(shape.items()))
-            submit = functools.partial(executor.submit, evaluate_remotely, spec)
-        new, stopped = search_loop(strategy, submit, db, workload, budget=request.budget, jobs=request.jobs,
-                                   stored=stored, label=(request.strategy, request.seed), progress=progress,
-                                   stop=stop, pending=start.pending, remote=executor is not None,
+            submit = functools.partial(executor.submit, remote)
+        new, stopped = search_loop(start.resumed.strategy, submit, db, workload, budget=request.budget,
+                                   jobs=request.jobs, stored=len(start.done), label=(request.strategy, request.seed),
+                                   progress=progress, stop=stop, pending=start.pending, remote=remote is not None,
                                    resumed=start.resumed, timeout_limit_s=limit)
-    return replace(summarize(db, workload, objective, new, request.bounds), stopped=stopped)
+    return replace(summarize(db, workload, goal.objective, new, goal.bounds), stopped=stopped)
 
 
 @dataclass(frozen=True)
@@ -255,7 +287,7 @@ def resume_search(db: TuningDatabase, workload: Workload, space: Space, strategy
     done = tuple(record.trial for record in records if not redo(record.trial))
     lost = [record.trial.config for record in records if redo(record.trial)]
     # Claimed configurations are someone's to measure (or the interrupted batch's).
-    measured = {*(trial.config for trial in (*done, *in_space(space, done))),
+    measured = {*(trial.config for trial in (*done, *trials_as_points(space, done))),
                 *(_as_config(space, claim.config.as_dict()) for claim in claims)}
     # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
     # are dropped: the search covers the workload anyway.
@@ -410,7 +442,7 @@ class _BatchRunner:
         fresh = [r.trial for r in since if r.trial.config.key() not in self.known]
         if fresh:
             self.known.update(t.config.key() for t in fresh)
-            self.strategy.tell(in_space(self.strategy.space, fresh))
+            self.strategy.tell(trials_as_points(self.strategy.space, fresh))
         left = []
         for claim in self.db.claims(self.workload):
             if claim.owner == self.owner:
@@ -479,7 +511,7 @@ def search_space(kernel: Kernel, target: Target, shape: dict, objective: str, bo
     return pinned(space, target, objective)
 
 
-def in_space(space: Space, trials: Sequence[Trial]) -> list[Trial]:
+def trials_as_points(space: Space, trials: Sequence[Trial]) -> list[Trial]:
     """Stored trials as legal points of `space`: a parameter added since they were measured
     takes its default; trials outside it (another placement while placement is pinned, a
     value no longer offered) are left out."""

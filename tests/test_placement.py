@@ -16,7 +16,7 @@ from ethosu.vela.tflite.Model import Model
 
 from edgetune.cli import main
 from edgetune.codegen import get_kernel
-from edgetune.placement import NetworkError, export_plan, load_network, plan_network
+from edgetune.layer_plan import NetworkError, export_plan, load_network, plan_network
 from edgetune.session import TuneRequest, tune
 from edgetune.tuner import TuningDatabase
 
@@ -182,6 +182,8 @@ def test_place_mixes_devices_and_is_optimal_under_its_model(tmp_path, m55):
 @pytest.mark.parametrize("extra, culprit", [
     (["--device", "ethos-u85"], "ethos-u85"),
     (["--macs", "48"], "--macs"),
+    (["--strategy", "genetic"], "place tunes the NPU with random search"),
+    (["--strategy", "bogus"], "unknown strategy 'bogus' (known: "),  # the one strategy-name check
 ])
 def test_place_bad_options_are_one_line(tmp_path, extra, culprit):
     net = write(tmp_path, MIXED)

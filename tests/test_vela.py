@@ -12,10 +12,11 @@ from click.testing import CliRunner
 from edgetune.cli import main
 from edgetune.codegen.npu import build_model, get_npu_operator, npu_space
 from edgetune.hal import NpuMemoryMode
-from edgetune.npu_session import NpuTuneRequest, npu_workload, tune_npu
+from edgetune.npu_session import npu_workload
+from edgetune.session import TuneRequest, tune
 from edgetune.targets.toolchain import MeasureError
 from edgetune.targets.vela import VelaOptions, compile_model
-from edgetune.tuner import Outcome, TuningDatabase
+from edgetune.tuner import Outcome, Trial, TuningDatabase
 
 CONV = "h=16,w=16,cin=16,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1"
 
@@ -75,7 +76,7 @@ def test_a_configuration_vela_rejects_is_a_failed_trial(m55, tmp_path):
     op = get_npu_operator("dwconv2d_s8")
     shape = op.parse_shape("h=8,w=8,c=8,kh=3,kw=3,stride=1,pad=1,dilation=1")
     db = TuningDatabase(tmp_path / "e.db")
-    summary = tune_npu(NpuTuneRequest(op, target, bad, shape, strategy="exhaustive", budget=2, macs=32), db)
+    summary = tune(TuneRequest(op, target, shape, strategy="exhaustive", budget=2, device=bad.name, macs=32), db)
     assert summary.trials == 2 and summary.failures == {"compile": 2} and summary.best is None
     for trial in db.trials(summary.workload):
         assert trial.config["memory_mode"] == "Dedicated_Sram"
@@ -152,3 +153,58 @@ def test_bad_npu_input_is_one_line(tmp_path, args, culprit):
 def test_unknown_npu_operator_is_one_line(tmp_path):
     code, out = cli("tune", "softmax_s8", "--device", "ethos-u55", "--shape", "n=4", "--db", str(tmp_path / "e.db"))
     assert code == 2 and "softmax_s8" in out and len(out.strip().splitlines()) == 1
+
+
+# --- one tuning pipeline: the NPU gets what CPU tuning has ----------------------------------
+MATMUL = "m=4,n=16,k=32"
+
+
+def u65_matmul():
+    from edgetune.targets import get_target
+    target = get_target("cortex-m55")
+    op = get_npu_operator("matmul_s8")
+    shape = op.parse_shape(MATMUL)
+    return target, op, shape, npu_space(target, target.npu("ethos-u65"), op, shape)
+
+
+def test_a_lost_npu_trial_is_measured_again(tmp_path):
+    target, op, shape, space = u65_matmul()
+    db = TuningDatabase(tmp_path / "lost.db")
+    workload = npu_workload(op, target, target.npu("ethos-u65"), shape)
+    lost = list(space)[5]
+    db.record(workload, Trial(lost, Outcome.EMULATOR_LOST, error="killed from outside"), "random", 0)
+    summary = tune(TuneRequest(op, target, shape, "random", budget=2, seed=1, device="ethos-u65"), db)
+    again = {t.config: t for t in db.trials(workload)}[lost]
+    # Measured again in its place: the lost row does not count as a result, nor take a new budget slot.
+    assert again.outcome is Outcome.OK and again.values["total_cycles"] > 0
+    assert summary.trials == 2 and summary.failures == {}
+
+
+def test_initial_configurations_are_measured_first_on_the_npu(tmp_path):
+    _, _, _, space = u65_matmul()
+    seed = list(space)[7].as_dict()
+    text = ",".join(f"{k}={v}" for k, v in seed.items())
+    code, out = cli("tune", "matmul_s8", "--device", "ethos-u65", "--shape", MATMUL, "--budget", "1",
+                    "--initial", text, "--db", str(tmp_path / "i.db"), "--json")
+    assert code == 0, out
+    summary = json.loads(out)
+    assert summary["trials"] == 1 and summary["best"]["config"] == seed
+
+
+def test_a_bad_initial_configuration_on_the_npu_is_one_line(tmp_path):
+    code, out = cli("tune", "matmul_s8", "--device", "ethos-u65", "--shape", MATMUL, "--initial", "macs=3",
+                    "--db", str(tmp_path / "e.db"))
+    assert code == 2 and len(out.strip().splitlines()) == 1 and "'3' is not a value of parameter 'macs'" in out
+    assert not (tmp_path / "e.db").exists()
+
+
+@pytest.mark.parametrize("extra, reason", [
+    (["--time-budget", "1e-9"], "time"),
+    (["--patience", "1"], "patience"),
+])
+def test_npu_tuning_stops_by_the_same_rules(tmp_path, extra, reason):
+    code, out = cli("tune", "matmul_s8", "--device", "ethos-u65", "--shape", MATMUL, "--budget", "100",
+                    "--strategy", "random", *extra, "--db", str(tmp_path / "s.db"), "--json")
+    assert code == 0, out
+    summary = json.loads(out)
+    assert summary["stopped"] == reason and summary["trials"] < 100

@@ -39,6 +39,15 @@ class StrategyError(EdgetuneError, ValueError):
     """A strategy name that names no strategy."""
 
 
+def check_strategy(name: str) -> type[SearchStrategy]:
+    """The one check of a strategy name (the CLI, the session, replay and NPU tuning all use
+    it): the strategy's class, or StrategyError naming the known ones."""
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise StrategyError(f"unknown strategy {name!r} (known: {', '.join(sorted(STRATEGIES))})") from None
+
+
 def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: str = "",
                   prior: Sequence[PriorTrials] = ()) -> SearchStrategy:
     """The one place strategy names become objects (used by the CLI and the session).
@@ -47,10 +56,7 @@ def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: 
     `prior` holds trials of the same kernel on other workloads, for strategies that
     transfer what they learnt (others ignore it).
     """
-    try:
-        cls = STRATEGIES[name]
-    except KeyError:
-        raise StrategyError(f"unknown strategy {name!r} (known: {', '.join(sorted(STRATEGIES))})") from None
+    cls = check_strategy(name)
     if cls.uses_prior:
         return cls(space, rng, objective, prior=tuple(prior))
     return cls(space, rng, objective)
@@ -58,4 +64,4 @@ def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: 
 
 __all__ = ["Bandit", "DEFAULT_STRATEGY", "Exhaustive", "GeneticAlgorithm", "GradientSearch", "LocalSearch", "ModelGuided",
            "PriorTrials", "RandomSearch", "STRATEGIES", "SearchStrategy", "SimulatedAnnealing", "Strategy",
-           "TransferLearning", "make_strategy"]
+           "TransferLearning", "check_strategy", "make_strategy"]

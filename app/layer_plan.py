@@ -1,5 +1,5 @@
-"""Placement: for a small network (a sequence of layers), run each layer on the CPU or on the
-Ethos-U NPU, whichever makes the whole sequence cheapest, counting the cost of moving
+"""A layer plan (`edgetune place`): for a small network (a sequence of layers), run each
+layer on the CPU or on the Ethos-U NPU, whichever makes the whole sequence cheapest, counting the cost of moving
 tensors between them.
 
 Cost model (all in CPU cycles at the target's core clock; every figure comes from the HAL
@@ -46,10 +46,10 @@ from edgetune.hal import Npu, Target
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Bound, Record, TuningDatabase, Workload
 
-from .npu_session import NPU_OBJECTIVE, NpuTuneRequest, compile_config, tune_npu
+from .npu_session import NPU_OBJECTIVE, compile_config
 from .export import ExportResult, export_best
 from .identity import measurement_fingerprint, recompute_estimates
-from .session import goal_of, workload_of
+from .session import TuneRequest, goal_of, tune, workload_of
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 PLAN_HEADER = "edgetune_plan.h"
@@ -61,7 +61,7 @@ class NetworkError(EdgetuneError, ValueError):
     """A network file that is missing, malformed or inconsistent."""
 
 
-class PlacementError(EdgetuneError, RuntimeError):
+class PlanError(EdgetuneError, RuntimeError):
     """No plan exists (a layer can run nowhere)."""
 
 
@@ -242,8 +242,9 @@ def _best_with_macs(db: TuningDatabase, workload: Workload, macs: int) -> Record
 
 def _npu_option(layer: Layer, target: Target, npu: Npu, macs: int, db: TuningDatabase, budget: int, seed: int,
                 jobs: int) -> NpuOption:
-    request = NpuTuneRequest(layer.operator, target, npu, layer.shape, budget=budget, jobs=jobs, seed=seed, macs=macs)
-    summary = tune_npu(request, db)  # measures only what the database does not hold yet
+    request = TuneRequest(layer.operator, target, layer.shape, "random", budget=budget, jobs=jobs, seed=seed,
+                          device=npu.name, macs=macs)
+    summary = tune(request, db)  # measures only what the database does not hold yet
     workload = summary.workload
     record = _best_with_macs(db, workload, macs)
     if record is None:
@@ -267,12 +268,12 @@ def plan_network(network: Network, target: Target, npu: Npu, db: TuningDatabase,
     macs = macs if macs is not None else max(npu.macs_per_cycle)
     recompute_estimates(db, target)
     if macs not in npu.macs_per_cycle:
-        raise PlacementError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
+        raise PlanError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
     cpu = [_cpu_option(layer, target, db, (objective, bounds)) for layer in network.layers]
     npus = [_npu_option(layer, target, npu, macs, db, npu_budget, seed, jobs) for layer in network.layers]
     for layer, c, n in zip(network.layers, cpu, npus):
         if c.cycles is None and n.cycles is None:
-            raise PlacementError(f"layer {layer.name} can run nowhere: CPU: {c.note}; NPU: {n.note}")
+            raise PlanError(f"layer {layer.name} can run nowhere: CPU: {c.note}; NPU: {n.note}")
 
     first = network.layers[0]
     app_in = _app_region(target, first.input_bytes)
@@ -374,7 +375,7 @@ def export_plan(plan: Plan, db: TuningDatabase, out_dir: Path) -> PlanExport:
 
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise PlacementError(f"{out_dir}: exists and is not a folder")
+        raise PlanError(f"{out_dir}: exists and is not a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     target = plan.target
     cpu_layers = [lp for lp in plan.layers if lp.device == "cpu"]
@@ -399,7 +400,7 @@ def export_plan(plan: Plan, db: TuningDatabase, out_dir: Path) -> PlanExport:
                     result = compile_config(lp.layer.operator, target, plan.npu, lp.npu.workload,
                                             lp.npu.record.trial.config, Path(tmp))
                 except MeasureError as exc:
-                    raise PlacementError(f"layer {lp.layer.name}: Vela no longer compiles its best configuration: "
+                    raise PlanError(f"layer {lp.layer.name}: Vela no longer compiles its best configuration: "
                                          f"{exc.message}") from None
                 model = npu_dir / f"{lp.layer.name}_vela.tflite"
                 shutil.copyfile(result.compiled, model)
