@@ -242,7 +242,7 @@ def test_every_user_facing_error_class_derives_from_the_root():
     from edgetune.errors import EdgetuneError
     from edgetune.hal import TargetError
     from edgetune.outputs import OutputError
-    from edgetune.placement import NetworkError, PlacementError
+    from edgetune.layer_plan import NetworkError, PlanError
     from edgetune.report import ReportError
     from edgetune.sharing import SelectionError
     from edgetune.targets.toolchain import HarnessError, MeasureError, ToolMissing
@@ -253,7 +253,7 @@ def test_every_user_facing_error_class_derives_from_the_root():
     from edgetune.tuner.strategies import StrategyError
 
     for cls in (UserError, ClusterError, KernelError, ExportError, ManifestError, ModelBuildError, NpuOperatorError,
-                BufferPlacementError, TargetError, OutputError, NetworkError, PlacementError, ReportError,
+                BufferPlacementError, TargetError, OutputError, NetworkError, PlanError, ReportError,
                 SelectionError, HarnessError, ToolMissing, DatabaseError, SpaceError, ObjectiveError,
                 RecordedSpaceError, LineError, StrategyError):
         assert issubclass(cls, EdgetuneError), cls
