@@ -638,10 +638,16 @@ def try_split_budget(tally: SharedTally, budget: int, timeout: float) -> None:
 
 
 def manifest_files(folder: Path) -> set[str] | None:
+    """The files the manifest lists, as paths relative to the folder (zephyr/module.yml)."""
     try:
         return set(json.loads((folder / "manifest.json").read_text())["files"]) | {"manifest.json"}
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def folder_files(folder: Path) -> set[str]:
+    """Every file below the folder, as a path relative to it (subfolders: their files)."""
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
 
 
 def measured_at_export(folder: Path) -> bool:
@@ -676,14 +682,14 @@ def try_exports(tally: SharedTally, kills: int, timeout: float, rng: random.Rand
             proc.wait()
             tally.export_kills += 1
             if out.exists() and edgetune(["verify", out.name, "--target", "cortex-m55"], folder, timeout).code == 0:
-                complete = manifest_files(out) == {p.name for p in out.iterdir()} and measured_at_export(out)
+                complete = manifest_files(out) == folder_files(out) and measured_at_export(out)
                 tally.partial_passed += not complete
                 if not complete:
                     tally.notes.append(f"export killed at kill point {n + 1}: verify passed an unfinished folder")
         (folder / "full" / "et_stale_kernel.c").write_text("int stale;\n")
         edgetune([*export, "full"], folder, timeout)
         listed = manifest_files(folder / "full") or set()
-        stale = {p.name for p in (folder / "full").iterdir()} - listed
+        stale = folder_files(folder / "full") - listed
         tally.stale_files = len(stale)
         if stale:
             tally.notes.append(f"re-export left {', '.join(sorted(stale))} outside the manifest")
