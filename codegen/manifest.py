@@ -20,6 +20,7 @@ from edgetune.errors import EdgetuneError
 from edgetune.hal.loader import NAME_RE, PROGRAM_RE, flags_problem
 from edgetune.tuner import Bound
 from edgetune.tuner.database import TOOLCHAIN_RE
+from edgetune.tuner.trial import VALUE_NAME_RE
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
@@ -28,7 +29,6 @@ PER_KERNEL = "per_kernel"  # the manifest's objective when its kernels were chos
 SOURCE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\.c")
 FILE_RE = re.compile(r"(zephyr/)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a file of the folder or of its zephyr/
 IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-VALUE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 CONFIG_TEXT_RE = re.compile(r"[A-Za-z0-9_.+-]{0,64}")
 
 

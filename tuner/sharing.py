@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from edgetune.errors import EdgetuneError
 from .objective import Bound, Goal
 from .space import Config
-from .trial import Outcome, Trial, check_trial
+from .trial import VALUE_NAME_RE, Outcome, Trial, check_trial
 
 FORMAT = "edgetune-trial"
 MAX_LINE_CHARS = 1 << 20  # a real line is a few KiB; a longer one is not a trial
@@ -156,9 +156,6 @@ def parse_line(text: str, newest_version: int) -> ImportedTrial:
 def _no_constant(name: str):
     # Python's json reads NaN and Infinity, which are not JSON and no measurement gives.
     raise ValueError(f"{name} is not a JSON number")
-
-
-VALUE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
 def goal_from(objective, bounds) -> Goal:
