@@ -8,8 +8,8 @@ out. What a type cannot say goes in the field's metadata, written with `spec(...
     key            the TOML key when it is not the field's name
     within         a `Range` a number (or each number of an array) must lie in
     one_of         the values a string (or each string of an array) may take
-    check          the name of a loader check for a value or an array (`CHECKS` in the loader:
-                   names, program names, flags, references to other keys)
+    check          the name of a loader check for a value or an array (`VALUE_CHECKS`,
+                   `ARRAY_CHECKS` in the loader: names, program names, flags, references)
     default        the value when the key is left out, when it differs from the field's own
                    default (flags, for one, are optional in the file but not in the dataclass)
     required       True: the key must be written although the field has a default

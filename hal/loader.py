@@ -30,7 +30,7 @@ from .fields import CLOCK_HZ_RANGE, MAX_CYCLES, MAX_ENERGY_PJ, MAX_POWER_MW, MAX
 from .flags import flag_problem, flags_problem, lib_problem, objdump_flag_problem
 from .model import (CACHE_KINDS, CORE_EXTENSIONS, FIRMWARE_RUNNERS, MEMORY_KINDS, NPU_MEMORY_TYPES,  # noqa: F401
                     NPU_NAMES, RUNNER_KINDS, SERIAL_COUNTERS, STARTUP_FAMILIES, UART_DRIVERS, Firmware, MemoryRegion,
-                    Npu, Runner, SerialLink, Target)
+                    Npu, NpuPort, Runner, SerialLink, Target)
 
 SCHEMA_VERSION = 1
 
@@ -319,9 +319,10 @@ def _hints(cls) -> dict[str, Any]:
 
 
 def _read(cls, t: _Table, ctx: dict, given: dict | None = None, extra_keys: set[str] = frozenset()):
-    """An instance of dataclass `cls` from table `t`: each field one key, read in field order,
-    then the class's cross-field checks. `ctx` maps each class being read around this table
-    to the values it has so far, for checks that refer to other keys (a region by name)."""
+    """An instance of dataclass `cls` from table `t`: each field one key, read in field order
+    (with the checks across keys that one field's value allows right after it), then the
+    class's checks across keys. `ctx` maps each class being read around this table to the
+    values it has so far, for checks that refer to other keys (a region by name)."""
     t.reject_unknown(_keys(cls) | set(extra_keys))
     hints = _hints(cls)
     values = dict(given or {})
@@ -330,6 +331,8 @@ def _read(cls, t: _Table, ctx: dict, given: dict | None = None, extra_keys: set[
         value = _field_value(t, f, hints[f.name], ctx)
         if value is not _SKIP:
             values[f.name] = value
+            for check in FIELD_CHECKS.get((cls, f.name), ()):
+                check(value, t, ctx)
     obj = cls(**values)
     for check in CROSS_CHECKS.get(cls, ()):
         check(obj, t, ctx)
@@ -589,7 +592,8 @@ CONDITIONS: dict[str, Callable[[dict], bool]] = {
 }
 
 
-# --- checks across keys, after a table's fields are read: (obj, table, ctx) -------------------
+# --- checks across keys: on one field's value as soon as it is read (value, table, ctx), and on
+# --- the whole dataclass once its table is read (obj, table, ctx) ----------------------------
 
 def _unique(top: _Table, key: str, names: list[str]) -> None:
     seen = set()
@@ -599,21 +603,22 @@ def _unique(top: _Table, key: str, names: list[str]) -> None:
         seen.add(name)
 
 
-def _no_overlap(target: Target, top: _Table, ctx: dict) -> None:
-    ordered = sorted(enumerate(target.memory), key=lambda item: item[1].base)
+def _no_overlap(memory: tuple[MemoryRegion, ...], top: _Table, ctx: dict) -> None:
+    ordered = sorted(enumerate(memory), key=lambda item: item[1].base)
     for (_, a), (j, b) in zip(ordered, ordered[1:]):
         if b.base < a.end:
             top.fail(f"memory[{j}].base", f"region {b.name} overlaps region {a.name}")
 
 
-def _within_address_space(target: Target, top: _Table, ctx: dict) -> None:
+def _within_address_space(memory: tuple[MemoryRegion, ...], top: _Table, ctx: dict) -> None:
     """Every region inside what the core can address: 4 GiB on a 32-bit core (the harness
     takes addresses as 32-bit values), 2^64 bytes otherwise."""
-    bits = 32 if THIRTY_TWO_BIT_ARCH_RE.fullmatch(target.arch) else 64
-    for i, region in enumerate(target.memory):
+    arch = ctx[Target]["arch"]
+    bits = 32 if THIRTY_TWO_BIT_ARCH_RE.fullmatch(arch) else 64
+    for i, region in enumerate(memory):
         if region.end > 1 << bits:
             top.fail(f"memory[{i}]", f"region {region.name} ends at {region.end:#x}, beyond the {bits}-bit address "
-                                     f"space of {target.arch} (last address {(1 << bits) - 1:#x})")
+                                     f"space of {arch} (last address {(1 << bits) - 1:#x})")
 
 
 def _firmware_fits(firmware: Firmware, fw_t: _Table, ctx: dict) -> None:
@@ -630,8 +635,8 @@ def _firmware_fits(firmware: Firmware, fw_t: _Table, ctx: dict) -> None:
             fw_t.fail("code_size", f"code_size + data_reserved do not fit in {data_region.name} ({data_region.size} bytes)")
 
 
-def _npu_has_axi0(npu: Npu, t: _Table, ctx: dict) -> None:
-    if "axi0" not in {p.name for p in npu.ports}:
+def _npu_has_axi0(ports: tuple[NpuPort, ...], t: _Table, ctx: dict) -> None:
+    if "axi0" not in {p.name for p in ports}:
         t.fail("ports", "an NPU needs at least its axi0 port")
 
 
@@ -656,9 +661,11 @@ def _baud_divider(link: SerialLink, t: _Table, ctx: dict) -> None:
                            "the UART needs >= 16")
 
 
+FIELD_CHECKS: dict[tuple[type, str], tuple[Callable[[Any, _Table, dict], None], ...]] = {
+    (Target, "memory"): (_no_overlap, _within_address_space),
+    (Npu, "ports"): (_npu_has_axi0,),
+}
 CROSS_CHECKS: dict[type, tuple[Callable[[Any, _Table, dict], None], ...]] = {
-    Target: (_no_overlap, _within_address_space),
     Firmware: (_firmware_fits,),
-    Npu: (_npu_has_axi0,),
     SerialLink: (_flash_command, _baud_divider),
 }
