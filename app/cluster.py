@@ -30,7 +30,12 @@ def connect(address: str, target: Target):
                            "--cluster is for emulated targets and boards")
     if not ADDRESS_RE.fullmatch(address):  # fullmatch: `$` would let a trailing newline in
         raise ClusterError(f"--cluster {address!r}: expected a scheduler address such as tcp://HOST:8786")
-    from distributed import Client  # imported here: only cluster runs pay for it
+    try:
+        from distributed import Client  # imported here: only cluster runs pay for it
+    except ModuleNotFoundError as exc:
+        if exc.name != "distributed":  # installed but broken: a real error, shown as one
+            raise
+        raise ClusterError("--cluster needs Dask's distributed package: pip install 'edgetune[cluster]'") from None
 
     try:
         client = Client(address, timeout="10s")

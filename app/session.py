@@ -27,9 +27,10 @@ from edgetune.targets import iobuf
 from edgetune.targets.buildcache import CachedFailure
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
-from edgetune.tuner import (STRATEGIES, Bound, Config, Outcome, PriorTrials, Record, Space, SpaceError, Trial,
-                            TuningDatabase, Workload, check_names, feasible, make_strategy)
+from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Outcome, Owner, PriorTrials, Record, Space, SpaceError,
+                            Trial, TuningDatabase, Workload, check_names, feasible, make_strategy)
 from edgetune.tuner import Goal, resolve_goal
+from edgetune.tuner.resume import Resumed, rebuild
 
 from .identity import measurement_fingerprint, recompute_estimates
 
@@ -210,23 +211,12 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     if problem:  # one refusal before any trial, not one too_large trial per variant
         raise TargetError(problem)
 
-    stored_trials = db.trials(workload)
-    # Trials lost with their machine (emulator killed, board gone), and timeouts under a
-    # smaller limit than the target's now, are measured again first.
-    again = [t.outcome.lost or timed_out_below(t, target.runner.timeout_s) for t in stored_trials]
-    done = [trial for trial, redo in zip(stored_trials, again) if not redo]
-    lost = [trial.config for trial, redo in zip(stored_trials, again) if redo]
-    told = in_space(space, done)
-    strategy.tell(told)
-    stored = len(done)
-    stop = StopRule(request, objective, best=min((v for t in done if feasible(t, request.bounds)
+    limit = target.runner.timeout_s
+    start = resume_search(db, workload, space, strategy, (request.strategy, request.seed), request.initial,
+                          redo=lambda trial: trial.outcome.lost or timed_out_below(trial, limit))
+    strategy, stored = start.resumed.strategy, len(start.done)
+    stop = StopRule(request, objective, best=min((v for t in start.done if feasible(t, request.bounds)
                                                   and (v := t.value(objective)) is not None), default=None))
-    measured = {trial.config for trial in (*done, *told)}
-    # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
-    # are dropped: the search covers the workload anyway.
-    seeds = [*request.initial, *(config.as_dict() for config in lost)]
-    pending = list(dict.fromkeys(config for config in (_as_config(space, values) for values in seeds)
-                                 if config is not None and config not in measured))
     with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp, ExitStack() as stack:
         if executor is None:
             evaluate = Evaluator(kernel, target, shape, space, inputs, Path(tmp))
@@ -237,8 +227,43 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
             submit = functools.partial(executor.submit, evaluate_remotely, spec)
         new, stopped = search_loop(strategy, submit, db, workload, budget=request.budget, jobs=request.jobs,
                                    stored=stored, label=(request.strategy, request.seed), progress=progress,
-                                   stop=stop, pending=pending, remote=executor is not None)
+                                   stop=stop, pending=start.pending, remote=executor is not None,
+                                   resumed=start.resumed, timeout_limit_s=limit)
     return replace(summarize(db, workload, objective, new, request.bounds), stopped=stopped)
+
+
+@dataclass(frozen=True)
+class SearchStart:
+    """Where a search starts on a database: the rebuilt strategy (and the interrupted batch),
+    the configurations to measure before asking it, and the stored trials that count."""
+
+    resumed: Resumed
+    pending: tuple[Config, ...]
+    done: tuple[Trial, ...]
+
+
+def resume_search(db: TuningDatabase, workload: Workload, space: Space, strategy, label: tuple[str, int | None],
+                  initial: Sequence[dict] = (),
+                  redo: Callable[[Trial], bool] = lambda trial: trial.outcome.lost) -> SearchStart:
+    """Rebuild `strategy` (fresh from its seed) over the stored proposals in proposal order
+    (edgetune.tuner.resume), so a resumed run ends where an uninterrupted one does,
+    whatever order trials finished in. Then: `initial` configurations, and stored trials
+    to measure again (`redo`: lost with their machine, or timed out under a smaller run
+    limit than the target's now) are measured first."""
+    records = db.proposals(workload)
+    claims = db.claims(workload)
+    resumed = rebuild(strategy, space, records, claims, label)
+    done = tuple(record.trial for record in records if not redo(record.trial))
+    lost = [record.trial.config for record in records if redo(record.trial)]
+    # Claimed configurations are someone's to measure (or the interrupted batch's).
+    measured = {*(trial.config for trial in (*done, *in_space(space, done))),
+                *(_as_config(space, claim.config.as_dict()) for claim in claims)}
+    # Seeds that no longer fit the space (a parameter value gone, a constraint tightened)
+    # are dropped: the search covers the workload anyway.
+    seeds = [*initial, *(config.as_dict() for config in lost)]
+    pending = tuple(dict.fromkeys(config for config in (_as_config(space, values) for values in seeds)
+                                  if config is not None and config not in measured))
+    return SearchStart(resumed, pending, done)
 
 
 @dataclass(frozen=True)
@@ -269,36 +294,126 @@ def evaluate_remotely(spec: RemoteEvaluation, config: Config) -> Trial:
 
 def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Workload, *, budget: int, jobs: int,
                 stored: int, label: tuple[str, int | None], progress: ProgressFn | None = None,
-                stop: "StopRule | None" = None, pending: Sequence[Config] = (), remote: bool = False) -> tuple[int, str]:
-    """The loop every tuning session runs: until `budget` trials are stored, ask the strategy
-    for a batch of `jobs` (configurations in `pending` first), evaluate it through `submit`,
-    store each trial as it completes, and tell the strategy the batch in proposal order
-    (batch-synchronous, so a seed reproduces the run whatever order trials finish in).
-    `label` is the (strategy name, seed) stored with each trial. Returns the number of new
-    trials and why the loop ended: budget, exhausted, or the stop rule's reason."""
-    new, pending = 0, list(pending)
-    while stored < budget:
-        if stop is not None and (reason := stop.reason()) is not None:
-            return new, reason
-        room = min(jobs, budget - stored)
-        batch, pending = pending[:room], pending[room:]
-        batch = batch or strategy.ask(room)
-        if not batch:
-            return new, "exhausted"  # every legal configuration has been measured
-        futures = {submit(config): config for config in batch}
+                stop: "StopRule | None" = None, pending: Sequence[Config] = (), remote: bool = False,
+                resumed: Resumed | None = None, timeout_limit_s: float = 0.0) -> tuple[int, str]:
+    """The loop every tuning session runs: until the workload's `budget` is used (trials
+    stored, and claimed by any process sharing the database), claim a batch of up to `jobs`
+    configurations and evaluate it through `submit`: first what `resumed` left (the
+    interrupted batch, then claims of dead processes), then `pending`, then what the
+    strategy asks for. Each trial is stored as it completes; the strategy is told each batch
+    in proposal order (batch-synchronous, so a seed reproduces the run whatever order
+    trials finish in). `label` is the (strategy name, seed) stored with each trial.
+    Returns the number of new trials and why the loop ended: budget, exhausted, or the
+    stop rule's reason."""
+    owner = Owner.this_process()
+    resumed = resumed or Resumed.nothing_to_replay(strategy, db.proposals(workload))
+    run = _BatchRunner(strategy, submit, db, workload, label, owner, remote, progress, stop, stored, budget, resumed)
+    pending, orphans = list(pending), list(resumed.orphans)
+    with db.heartbeat(owner):
+        if resumed.batch_claims:
+            run.resume(resumed)
+        while True:
+            if stop is not None and (reason := stop.reason()) is not None:
+                return run.new, reason
+            orphans.extend(run.look_around())
+            if orphans:  # owed to the budget already: measured before anything new
+                taken = db.take_over(workload, [claim for _, claim in orphans[:jobs]], owner)
+                points = {claim.config.key(): point for point, claim in orphans[:jobs]}
+                orphans = orphans[jobs:]
+                run.measure([(points[c.config.key()], c) for c in taken])
+                continue
+            if pending:  # the budget decides in the claim: a lost trial measured again takes no room
+                claims, _ = db.claim(workload, pending[:jobs], budget=budget, owner=owner, strategy=label[0],
+                                     seed=label[1], asked=False, timeout_limit_s=timeout_limit_s)
+                pending = pending[jobs:]
+                run.measure([(claim.config, claim) for claim in claims])
+                continue
+            room = min(jobs, budget - db.used(workload))
+            if room <= 0:
+                return run.new, "budget"
+            batch = strategy.ask(room)
+            if not batch:
+                return run.new, "exhausted"  # every legal configuration has been measured
+            # Configurations another process claimed meanwhile are passed over here; the
+            # strategy learns their results when that process stores them.
+            claims, _ = db.claim(workload, batch, budget=budget, owner=owner, strategy=label[0], seed=label[1],
+                                 asked=True)
+            run.measure([(claim.config, claim) for claim in claims])
+
+
+class _BatchRunner:
+    """Measures claimed batches and tells the strategy; keeps up with other processes
+    sharing the database (their results are told, their claims never proposed)."""
+
+    def __init__(self, strategy, submit, db: TuningDatabase, workload: Workload, label, owner: Owner,
+                 remote: bool, progress: ProgressFn | None, stop: "StopRule | None", stored: int, budget: int,
+                 resumed: Resumed):
+        self.strategy, self.submit, self.db, self.workload = strategy, submit, db, workload
+        self.label, self.owner, self.remote, self.progress, self.stop = label, owner, remote, progress, stop
+        self.stored, self.new, self.budget = stored, 0, budget
+        # Stored trials the strategy knows of (told by the rebuild, or measured here).
+        self.last_id, self.known = resumed.last_id, set(resumed.seen)
+        # Claims left by dead owners that are dealt with already, and configurations others
+        # are measuring (never proposed here).
+        self.orphaned = {(c.config.key(), c.owner) for _, c in (*resumed.batch_claims, *resumed.orphans)}
+        self.skipped: set[str] = set()
+
+    def resume(self, resumed: Resumed) -> None:
+        """Finish the interrupted batch: take over its claims, measure them, tell it whole."""
+        taken = self.db.take_over(self.workload, [claim for _, claim in resumed.batch_claims], self.owner)
+        points = {claim.config.key(): point for point, claim in resumed.batch_claims}
+        trials = self._run([(points[c.config.key()], c) for c in taken])
+        by_config = {**resumed.batch_trials, **{t.config: t for t in trials}}
+        self._tell([by_config[config] for config in resumed.batch if config in by_config])
+
+    def measure(self, batch: list[tuple[Config, Claim]]) -> None:
+        self._tell(self._run(batch))
+
+    def _run(self, batch: list[tuple[Config, Claim]]) -> list[Trial]:
+        """Evaluate the batch; store each trial as it completes. Trials in batch order."""
+        futures = {self.submit(config): (config, claim) for config, claim in batch}
         results = {}
         for future in as_completed(futures):
-            trial = results[future] = _result(future, futures[future], remote)
-            if db.record(workload, trial, *label):
-                stored += 1
-                new += 1
-            if progress:
-                progress(stored, budget, trial)
-        trials = [results[future] for future in futures]
-        strategy.tell(trials)
-        if stop is not None:
-            stop.observe(trials)
-    return new, "budget"
+            config, claim = futures[future]
+            trial = results[future] = _result(future, config, self.remote)
+            self.known.add(trial.config.key())
+            if self.db.record(self.workload, trial, *self.label, claim=claim):
+                self.stored += 1
+                self.new += 1
+            if self.progress:
+                self.progress(self.stored, self.budget, trial)
+        return [results[future] for future in futures]
+
+    def _tell(self, trials: list[Trial]) -> None:
+        self.strategy.tell(trials)
+        if self.stop is not None:
+            self.stop.observe(trials)
+
+    def look_around(self) -> list[tuple[Config, Claim]]:
+        """What other processes did since the last look: their stored trials are told,
+        their claims are never proposed here; claims they left behind are returned."""
+        since = self.db.proposals(self.workload, self.last_id)
+        self.last_id = max([self.last_id, *(r.id for r in since)])
+        fresh = [r.trial for r in since if r.trial.config.key() not in self.known]
+        if fresh:
+            self.known.update(t.config.key() for t in fresh)
+            self.strategy.tell(in_space(self.strategy.space, fresh))
+        left = []
+        for claim in self.db.claims(self.workload):
+            if claim.owner == self.owner:
+                continue
+            point = _as_config(self.strategy.space, claim.config.as_dict())
+            if claim.expired():
+                if (claim.config.key(), claim.owner) in self.orphaned:
+                    continue
+                self.orphaned.add((claim.config.key(), claim.owner))
+                if point is not None:
+                    left.append((point, claim))
+            elif claim.config.key() not in self.skipped:
+                self.skipped.add(claim.config.key())
+                if point is not None:
+                    self.strategy.skip([point])
+        return left
 
 
 def _result(future, config: Config, remote: bool) -> Trial:

@@ -29,7 +29,7 @@ from .session import workload_inputs
 
 # Allowed slow-down by default, per runner kind. Emulators count deterministically (QEMU's
 # instruction counts; an emulated serial board or Renode counts virtual time), so 0% is
-# meaningful there; host timing drifts a few per cent run to run (docs/ci.md). A real board
+# meaningful there; host timing drifts a few per cent run to run (docs/measurements.md, "x86 host"). A real board
 # over a serial link counts real cycles (DWT, the minimum of several runs), which caches and
 # bus contention move slightly: 2% is a starting point, not a measurement (no real board
 # was at hand); pass --tolerance for your board.

@@ -10,7 +10,7 @@ numpy with the same protocol). GFLOP/s = 2 n^3 / time_ns; ratio = tuned / numpy,
 median of the rounds.
 
 numpy runs the way it does by default in this environment; when OPENBLAS_CORETYPE or
-OPENBLAS_L2_SIZE are set (shared/FACTS.md: they select a slower kernel), it is also
+OPENBLAS_L2_SIZE are set (docs/measurements.md: they select a slower kernel), it is also
 measured with them removed, and that figure is printed as well.
 
 usage: .venv/bin/python bench/host_matmul.py [--budget N] [--seed S] [--sizes 256 1024]

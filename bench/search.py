@@ -8,10 +8,12 @@ from the sorted space; the budget is b(0.96), the evaluations random search need
 b(0.5)..b(0.96) of (strategy - random) / (optimum - random): 0 = random search, 1 = the
 optimum at once.
 
-Spaces: the small recorded GPU spaces Kernel Tuner ships in its test suite and the brute-
-forced pnpoly/GEMM spaces of the AutoTuningAssociation's benchmark hub (both in
-/work/shared/data, Kernel Tuner cache format), and our own whole-space recordings of
-matmul_s8 on the emulated Cortex-M55 (bench/spaces/, written by `edgetune record`).
+Spaces (every *.json and *.json.gz in the --data folders): by default the small recorded
+GPU spaces Kernel Tuner ships in its test suite (tests/data/kernel_tuner/), the brute-forced
+pnpoly spaces of the AutoTuningAssociation's benchmark hub (bench/data/benchmark_hub/; both
+in Kernel Tuner's cache format, sources and licences in the folders' READMEs), and our own
+whole-space recordings of matmul_s8 on the emulated Cortex-M55 (bench/spaces/, written by
+`edgetune record`). The hub's larger GEMM and convolution spaces are a --data folder away.
 
 Kernel Tuner's strategies run in its simulation mode (`kernel_tuner.tune_cache`) on the
 same spaces, with the same budget, in the same run; Kernel Tuner's strategies draw from
@@ -19,12 +21,13 @@ Python's and numpy's global random generators, which this script seeds per repea
 is Kernel Tuner's design, not ours). Transfer learning is given, as prior trials, the other
 recorded spaces of the same kernel (other GPUs, other matmul shapes).
 
-usage: .venv/bin/python bench/search.py [--repeats R] [--spaces SUBSTRING ...] [--large]
+usage: .venv/bin/python bench/search.py [--repeats R] [--spaces SUBSTRING ...] [--large] [--data DIR ...]
                                         [--strategies NAME ...] [--kt-strategies NAME ...] [--no-kernel-tuner]
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import sys
@@ -41,9 +44,7 @@ from edgetune.tuner.recorded import RecordedSpace, as_prior, load_recorded, repl
 from edgetune.tuner.scoring import Baseline, baseline, score
 
 HERE = Path(__file__).resolve().parent
-DATA = Path("/work/shared/data")
-SPACE_FILES = sorted((DATA / "kernel_tuner").glob("*.json")) + sorted((DATA / "benchmark_hub").glob("*.json.gz")) \
-    + sorted((HERE / "spaces").glob("*.json.gz"))
+DATA_FOLDERS = [HERE.parent / "tests" / "data" / "kernel_tuner", HERE / "data" / "benchmark_hub", HERE / "spaces"]
 # Spaces whose budget b(0.96) exceeds this many evaluations (the GEMM spaces, pnpoly on the
 # TITAN RTX: 900-2,500) take most of an hour for all strategies on two cores: --large adds them.
 LARGE_BUDGET = 800
@@ -107,9 +108,14 @@ def run_kernel_tuner(bench: Bench, strategy: str, seed: int) -> list[float | Non
     return trace[: bench.reference.budget]
 
 
-def load_benches(folder: Path) -> list[Bench]:
+def space_files(folders: list[Path]) -> list[Path]:
+    """The recorded spaces in `folders`, in a stable order."""
+    return [path for folder in folders for path in sorted([*folder.glob("*.json"), *folder.glob("*.json.gz")])]
+
+
+def load_benches(paths: list[Path], folder: Path) -> list[Bench]:
     benches = []
-    for path in SPACE_FILES:
+    for path in paths:
         name = short_name(path)
         recorded = load_recorded(path)
         reference = baseline(recorded.values(), recorded.failures)
@@ -132,11 +138,23 @@ def main() -> int:
     parser.add_argument("--no-kernel-tuner", action="store_true")
     parser.add_argument("--large", action="store_true", help=f"Include spaces with budgets over {LARGE_BUDGET}.")
     parser.add_argument("--json", help="Also write every score to this file.")
+    parser.add_argument("--data", nargs="+", type=Path, default=DATA_FOLDERS, metavar="DIR",
+                        help="Folders of recorded spaces (Kernel Tuner caches, edgetune recordings) "
+                             "[default: tests/data/kernel_tuner bench/data/benchmark_hub bench/spaces].")
     args = parser.parse_args()
+    missing = [folder for folder in args.data if not folder.is_dir()]
+    if missing:
+        print(f"bench/search.py: error: --data {missing[0]}: no such folder", file=sys.stderr)
+        return 2
+    if not args.no_kernel_tuner and importlib.util.find_spec("kernel_tuner") is None:
+        print("bench/search.py: error: Kernel Tuner's strategies need the bench extra "
+              "(pip install -e '.[bench]'), or pass --no-kernel-tuner", file=sys.stderr)
+        return 2
+    paths = space_files(args.data)
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="edgetune-bench-") as tmp:
-        everything = load_benches(Path(tmp))  # all of them: the others are transfer's prior
+        everything = load_benches(paths, Path(tmp))  # all of them: the others are transfer's prior
         benches = [b for b in everything if (not args.spaces or any(f in b.name for f in args.spaces))
                    and (args.large or b.reference.budget <= LARGE_BUDGET)]
         rows: dict[str, dict[str, list[float]]] = {}

@@ -1,8 +1,8 @@
 """Cycle and energy estimates from a dynamic instruction mix.
 
-QEMU counts instructions, not cycles (shared/FACTS.md). A target's `[cost]` table gives,
-for every instruction class, the cycles it occupies on one of the core's units and the
-dynamic energy it costs. From the mix of a run (instructions executed per class):
+QEMU counts instructions, not cycles (docs/measurements.md, "Counting work"). A target's
+`[cost]` table gives, for every instruction class, the cycles it occupies on one of the
+core's units and the dynamic energy it costs. From the mix of a run (instructions executed per class):
 
     busy(u)  = sum over classes c on unit u of  count(c) * cycles(c)
     cycles   = sum of busy(u) over units that do not overlap

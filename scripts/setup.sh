@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything edgetune needs on Debian 12, idempotently:
 #   - system packages: Arm cross compilers (GCC + newlib, Clang/LLD), QEMU, a host C compiler
-#   - edgetune itself, with its test dependencies and the Ethos-U compiler Vela (extra `npu`), in .venv (editable)
+#   - edgetune itself in .venv (editable), with its test dependencies and the optional extras the
+#     test suite exercises: the Ethos-U compiler Vela (`npu`) and Dask's distributed (`cluster`)
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,7 @@ packages=(
     qemu-user libc6-dev-arm64-cross                                    # NEON kernels under ASan/UBSan (AArch64 Linux, tests)
     gcc libc6-dev                                                      # host builds and the QEMU plugin
     cmake make                                                         # tests build exports as user firmware does
+    git                                                                # tests list the repository's files
 )
 if ! python3 -c "import venv, ensurepip" >/dev/null 2>&1; then
     packages+=(python3 python3-venv python3-pip)
@@ -37,5 +39,8 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test,npu]'
+# setuptools notes on every editable install of a package-dir layout like ours that folders
+# named like the package (`edgetune`) could shadow it; there is none, so that notice alone
+# is silenced (pip 25+ prints every build-backend warning).
+PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e '.[test,npu,cluster]'
 echo "setup: ready ($(.venv/bin/edgetune --version))" >&2

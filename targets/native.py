@@ -1,6 +1,6 @@
 """Build kernels for the machine edgetune runs on and time them natively.
 
-Timing follows what held up on these machines (shared/FACTS.md, "x86 host"): 64-byte
+Timing follows what held up when measured (docs/measurements.md, "x86 host"): 64-byte
 aligned buffers, batches of at least 2 ms, the median of 15 batches reported in ns. Runs
 take the machine's single timing slot, so two timed runs never overlap.
 """

@@ -2,9 +2,9 @@
 
 Measurement: an instruction-count TCG plugin (targets/qemu/insn_count.c, built on first
 use) counts the guest instructions between two marker functions of the harness. QEMU's
-DWT cycle counter reads 0 and SysTick is coarse (shared/FACTS.md), while plugin counts
-are exact and identical run to run. The harness first measures an empty region; the
-kernel's count is the second region minus the first.
+DWT cycle counter reads 0 and SysTick is coarse (docs/measurements.md, "Counting work"),
+while plugin counts are exact and identical run to run. The harness first measures an
+empty region; the kernel's count is the second region minus the first.
 """
 from __future__ import annotations
 
@@ -89,6 +89,16 @@ def _startup_source(family: str) -> Path:
     raise FileNotFoundError(f"no start-up source for family {family!r} in {COMMON_DIR}")
 
 
+def emulator_command(target: Target, image: str, loaders: list[str], plugin: str) -> list[str]:
+    """The QEMU command line of one run. -nodefaults: QEMU creates none of its default
+    devices (serial port, monitor, network card, display adapter). The harness talks to the
+    host through semihosting only, and the `virt` machine's default virtio NIC would make
+    QEMU load a network boot ROM (efi-virtio.rom) that a minimal install does not have."""
+    cpu = ["-cpu", target.runner.cpu] if target.runner.cpu else []
+    return [target.runner.program, "-M", target.runner.machine, *cpu, "-nodefaults", "-display", "none",
+            "-semihosting-config", "enable=on,target=native", "-kernel", image, *loaders, "-plugin", plugin]
+
+
 class QemuRunner(Builder):
     """Emulated boards in qemu-system-arm / qemu-system-aarch64 (one QEMU process per run)."""
 
@@ -142,12 +152,9 @@ class QemuRunner(Builder):
             loaders += ["-device", f"loader,file=in{index}.bin,addr={target.io_address(region):#x},force-raw=on"]
         for name in ("out.bin", "counts.txt"):
             (workdir / name).unlink(missing_ok=True)
-        args = [target.runner.program, "-M", target.runner.machine, *(["-cpu", target.runner.cpu] if target.runner.cpu else []),
-                "-nographic", "-monitor", "none", "-serial", "none",
-                "-semihosting-config", "enable=on,target=native",
-                "-kernel", "image.elf",
-                *loaders,
-                "-plugin", f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt,pcs={int(target.cost is not None)},mem={int(target.cost is not None)}"]
+        measure_mix = int(target.cost is not None)
+        plugin = f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt,pcs={measure_mix},mem={measure_mix}"
+        args = emulator_command(target, "image.elf", loaders, plugin)
         timeout = timeout_s or target.runner.timeout_s
         try:
             proc = subprocess.run(args, cwd=workdir, capture_output=True, text=True, timeout=timeout)

@@ -4,9 +4,9 @@ description, connects the board's UART to a loopback TCP port (a server socket t
 loads the image and starts; from there on the host code is the serial runner's.
 
 Renode cannot be installed on the machines this project is built on (Debian 12: no Debian
-package, nothing on PyPI or npm, no .NET runtime; shared/FACTS.md). There the runner stops
-with a clear error before building anything. The script generation below is tested as text;
-it has never been executed by Renode here.
+package, nothing on PyPI or npm, no .NET runtime; docs/measurements.md, "Renode"). There
+the runner stops with a clear error before building anything. The script generation below
+is tested as text; it has never been executed by Renode here.
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ an ERROR frame.
 """
 from __future__ import annotations
 
+import binascii
 import enum
 import struct
 from dataclasses import dataclass
@@ -61,12 +62,9 @@ class ProtocolError(Exception):
 
 
 def crc16(data: bytes, crc: int = 0xFFFF) -> int:
-    """CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, no final xor)."""
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
-    return crc
+    """CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, no final xor): the
+    standard library's CRC-CCITT (binascii.crc_hqx) started from 0xFFFF."""
+    return binascii.crc_hqx(data, crc)
 
 
 @dataclass(frozen=True)
@@ -212,7 +210,7 @@ class Count:
 
     @property
     def dwt_valid(self) -> bool:
-        # QEMU 7.2 implements no DWT cycle counter and reads 0 (shared/FACTS.md); a real
+        # QEMU 7.2 implements no DWT cycle counter and reads 0 (docs/measurements.md); a real
         # region always takes at least one cycle, so 0 means "not counting".
         return bool(self.flags & COUNTER_DWT) and self.dwt > 0
 

@@ -32,7 +32,11 @@ _MODEL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 
 
 def check_vela() -> None:
-    if importlib.util.find_spec("ethosu.vela") is None:
+    try:
+        found = importlib.util.find_spec("ethosu.vela") is not None
+    except ModuleNotFoundError:  # find_spec imports the parent package, `ethosu`, which is absent too
+        found = False
+    if not found:
         raise ToolMissing("ethos-u-vela: not installed (run scripts/setup.sh, or pip install 'edgetune[npu]')")
 
 

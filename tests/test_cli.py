@@ -136,6 +136,7 @@ def test_bad_input_is_one_line_naming_the_culprit(args, culprit, tmp_path):
     assert not (tmp_path / "none.db").exists() and not (tmp_path / "report").exists()
 
 
+@pytest.mark.smoke
 @pytest.mark.qemu
 def test_done_when_tune_twice_reports_twelve_and_the_same_best(tmp_path):
     """The skeleton's acceptance check, through the installed console script."""
@@ -161,6 +162,7 @@ def test_done_when_tune_twice_reports_twelve_and_the_same_best(tmp_path):
     assert best["best"] == first["best"]
 
 
+@pytest.mark.smoke
 def test_host_tune_reports_time_ns(tmp_path, host):
     code, out = cli("tune", "matmul_s8", "--target", "host", "--shape", "m=8,n=8,k=8", "--budget", "3",
                     "--db", str(tmp_path / "h.db"), "--json")

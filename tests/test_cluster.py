@@ -65,6 +65,7 @@ def test_cluster_run_measures_what_a_local_run_measures_despite_a_killed_worker(
     assert stamped and all(t.measured_by == machine_name(m55) and t.measured_at for t in stamped)
 
 
+@pytest.mark.smoke
 def test_cli_tunes_through_the_cluster(cluster, tmp_path):
     result = CliRunner().invoke(main, ["tune", "matmul_s8", "--target", "cortex-m55", "--shape", SHAPE, "--budget", "4",
                                        "--jobs", "3", "--cluster", cluster.scheduler_address, "--db",

@@ -234,8 +234,9 @@ class HeliumLoop(MatmulS8):
                               (f"-{config['opt']}",))
 
 
-# Arm: ~10 cycles per 64 MACs (shared/FACTS.md). The model must land within 25%: it knows
-# beats and load/compute overlap but not the exact issue rules of the real pipeline.
+# Arm: ~10 cycles per 64 MACs (its Helium analysis of CMSIS-NN; docs/measurements.md).
+# The model must land within 25%: it knows beats and load/compute overlap but not the
+# exact issue rules of the real pipeline.
 HELIUM_CYCLES_PER_64_MACS = 10.0
 HELIUM_TOLERANCE = 0.25
 

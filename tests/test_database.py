@@ -2,8 +2,16 @@
 files that are not (or not yet) edgetune databases without touching them."""
 from __future__ import annotations
 
+import io
+import json
+import multiprocessing
+import os
 import random
+import shlex
 import sqlite3
+import subprocess
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -192,3 +200,174 @@ def test_missing_parent_folder(tmp_path):
 def test_a_directory_is_refused(tmp_path):
     with pytest.raises(DatabaseError, match="not a file"):
         TuningDatabase(tmp_path)
+
+
+# --- processes sharing one file -----------------------------------------------------------------
+def _open_at_once(path: str, barrier, index: int, errors) -> None:
+    barrier.wait()
+    try:
+        database = TuningDatabase(path)
+        try:
+            database.record(W1, Trial(cfg(index), Outcome.OK, {"instructions": index}), "random", 0)
+        finally:
+            database.close()
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test
+        errors.put(f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_many_processes_creating_one_new_file_at_once_all_succeed(tmp_path, attempt):
+    path = tmp_path / f"new-{attempt}.db"
+    context = multiprocessing.get_context("fork")
+    count = 8
+    barrier, errors = context.Barrier(count), context.Queue()
+    workers = [context.Process(target=_open_at_once, args=(str(path), barrier, i, errors)) for i in range(count)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    found = []
+    while not errors.empty():
+        found.append(errors.get())
+    assert found == [] and all(worker.exitcode == 0 for worker in workers)
+    database = TuningDatabase(path)
+    try:
+        assert sorted(t.values["instructions"] for t in database.trials(W1)) == list(range(count))
+    finally:
+        database.close()
+
+
+@contextmanager
+def read_only(path: Path):
+    """`path` made unwritable for this process: chmod for a normal user; for root, whom
+    chmod does not stop, the immutable attribute (which stops root too)."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        yield
+        path.chmod(0o644)
+        return
+    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make a file read-only for root here: {made.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_a_read_only_database_is_one_line_naming_it_for_tune_and_import(tmp_path):
+    # Separate processes, as a user runs them: SQLite shares open files between the
+    # connections of one process, so an in-process writer could reuse a writable one.
+    edgetune = str(Path(sys.executable).parent / "edgetune")
+    path = tmp_path / "shared.db"
+    args = [edgetune, "tune", "matmul_s8", "--target", "host", "--shape", "m=4,n=6,k=5", "--db", str(path)]
+    subprocess.run([*args, "--budget", "2"], check=True, capture_output=True)
+    # Trials the read-only file does not hold yet (another workload, tuned elsewhere).
+    other = tmp_path / "other.db"
+    subprocess.run([edgetune, "tune", "matmul_s8", "--target", "host", "--shape", "m=4,n=6,k=6", "--db", str(other),
+                    "--budget", "1"], check=True, capture_output=True)
+    dump = tmp_path / "trials.jsonl"
+    subprocess.run([edgetune, "db", "export", "--db", str(other), "--out", str(dump)], check=True, capture_output=True)
+    with read_only(path):
+        before = path.read_bytes()
+        for command in ([*args, "--budget", "4"], [edgetune, "db", "import", str(dump), "--db", str(path)]):
+            result = subprocess.run(command, capture_output=True, text=True)
+            assert result.returncode == 2, (command, result.stdout, result.stderr)
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and str(path) in lines[0] and "read-only" in lines[0], result.stderr
+        assert path.read_bytes() == before
+        # Reading needs no write: exporting from it still works.
+        subprocess.run([edgetune, "db", "export", "--db", str(path), "--out", str(tmp_path / "x.jsonl")],
+                       check=True, capture_output=True)
+
+
+# --- claims: configurations being measured ------------------------------------------------------
+def test_claims_are_never_results_but_use_the_budget(db):
+    from edgetune.tuner import Owner
+
+    me = Owner.this_process()
+    db.record(W1, Trial(cfg(0), Outcome.OK, {"instructions": 50}), "random", 0)
+    claims, room = db.claim(W1, [cfg(0), cfg(1), cfg(2), cfg(3)], budget=3, owner=me, strategy="random", seed=0,
+                            asked=True)
+    # cfg(0) is stored: passed over; the budget of 3 leaves room for two claims.
+    assert [c.config for c in claims] == [cfg(1), cfg(2)] and room == 0
+    assert [c.proposal for c in claims] == [2, 3] and {c.batch for c in claims} == {2}
+    assert db.used(W1) == 3
+    assert [t.config for t in db.trials(W1)] == [cfg(0)] and db.workloads() == [W1]
+    assert db.best(W1, "instructions").trial.config == cfg(0)
+    out = io.StringIO()
+    assert db.export_jsonl(out) == 1
+    assert db.record(W1, Trial(cfg(2), Outcome.OK, {"instructions": 7}), "random", 0, claim=claims[1])
+    [left] = db.claims(W1)
+    assert left.config == cfg(1) and db.used(W1) == 3
+    [_, stored] = db.proposals(W1)
+    assert (stored.proposal, stored.batch) == (3, 2)
+
+
+def test_a_claim_of_another_host_is_taken_over_only_when_its_lease_ran_out(db):
+    from edgetune.tuner import Owner
+
+    me = Owner.this_process()
+    away = Owner("farm-7|pid:[1]", 4242, "99")
+    [silent], _ = db.claim(W1, [cfg(1)], budget=9, owner=away, strategy="random", seed=0, asked=True, lease_s=-1)
+    [busy], _ = db.claim(W1, [cfg(2)], budget=9, owner=away, strategy="random", seed=0, asked=True, lease_s=600)
+    assert silent.expired() and not busy.expired()  # another host's pid says nothing here
+    assert db.claim(W1, [cfg(1), cfg(2)], budget=9, owner=me, strategy="random", seed=0, asked=True)[0] == []
+    [taken] = db.take_over(W1, [silent, busy], me)
+    assert taken.config == cfg(1) and taken.owner == me and taken.proposal == silent.proposal
+    assert db.take_over(W1, [silent], me) == []  # no longer the silent owner's
+    # The heartbeat renews a lease; giving claims up ends theirs at once.
+    [late], _ = db.claim(W1, [cfg(5)], budget=9, owner=away, strategy="random", seed=0, asked=True, lease_s=-1)
+    db.renew(away)
+    assert not next(c for c in db.claims(W1) if c.config == cfg(5)).expired()
+    db.release(away)
+    assert all(c.expired() for c in db.claims(W1) if c.owner == away)
+
+
+def test_a_dead_owner_on_this_host_is_noticed_at_once(db, tmp_path):
+    from edgetune.tuner import Owner
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead = Owner(Owner.this_process().host, child.pid, "1")
+    [claim], _ = db.claim(W1, [cfg(3)], budget=9, owner=dead, strategy="random", seed=0, asked=True, lease_s=600)
+    assert claim.expired()
+    assert not db.claim(W1, [cfg(4)], budget=9, owner=Owner.this_process(), strategy="random", seed=0,
+                        asked=True)[0][0].expired()
+
+
+def test_a_database_on_a_read_only_mount_is_one_line_naming_it(tmp_path):
+    # A read-only bind mount stops root too; it needs a mount namespace (unshare -m).
+    edgetune = str(Path(sys.executable).parent / "edgetune")
+    source, mount = tmp_path / "data", tmp_path / "ro"
+    source.mkdir()
+    mount.mkdir()
+    path = source / "tune.db"
+    subprocess.run([edgetune, "tune", "matmul_s8", "--target", "host", "--shape", "m=4,n=6,k=5", "--budget", "2",
+                    "--db", str(path)], check=True, capture_output=True)
+    remount = f"mount --bind {shlex.quote(str(source))} {shlex.quote(str(mount))} && " \
+              f"mount -o remount,bind,ro {shlex.quote(str(mount))}"
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", remount], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no read-only bind mount here: {probe.stderr.strip()}")
+    tune = [edgetune, "tune", "matmul_s8", "--target", "host", "--shape", "m=4,n=6,k=5", "--budget", "4",
+            "--db", str(mount / "tune.db")]
+    script = f"{remount} && exec {shlex.join(tune)}"
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{mount}/tune.db" in lines[0] and "read-only" in lines[0], result.stderr
+
+
+def test_a_lost_trial_measured_again_takes_no_more_of_the_budget(db):
+    from edgetune.tuner import Owner
+
+    me = Owner.this_process()
+    db.record(W1, Trial(cfg(0), Outcome.OK, {"instructions": 9}), "random", 0)
+    db.record(W1, Trial(cfg(1), Outcome.EMULATOR_LOST, error="killed by signal 9"), "random", 0)
+    assert db.used(W1) == 2  # the lost trial is a row of the budget
+    # Budget full: a new configuration gets no claim; the lost one does, in its row's place.
+    claims, room = db.claim(W1, [cfg(2), cfg(1)], budget=2, owner=me, strategy="random", seed=0, asked=False)
+    assert [c.config for c in claims] == [cfg(1)] and room == 0 and db.used(W1) == 2
+    assert db.record(W1, Trial(cfg(1), Outcome.OK, {"instructions": 4}), "random", 0, claim=claims[0])
+    assert db.used(W1) == 2 and db.claims(W1) == [] and len(db.trials(W1)) == 2

@@ -94,7 +94,7 @@ def test_a_version_1_file_is_upgraded_in_place_and_keeps_every_trial(tmp_path):
         assert db.records(W)[-1].trial == new
     finally:
         db.close()
-    assert schema_version(path) == schema.SCHEMA_VERSION
+    assert schema_version(path) == schema.SCHEMA_VERSION == 3
     fresh = tmp_path / "fresh.db"
     TuningDatabase(fresh).close()
     assert layout(path) == layout(fresh)  # the migration yields exactly what a new file gets
@@ -240,30 +240,71 @@ def test_a_resumed_tuning_run_on_an_upgraded_file_measures_nothing_twice(tmp_pat
     assert all(r.trial.measured_by and r.trial.measured_at for r in records[3:])  # stamped by this run
 
 
+def write_v2(path: Path, rows: list[tuple[Workload, Trial, str, int | None, str]]) -> None:
+    """A version-2 file as edgetune wrote it before proposal order and claims: the v2
+    schema and its 17-column insert; rows in the given (completion) order."""
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("BEGIN IMMEDIATE")
+    for statement in schema.statements(2):
+        conn.execute(statement)
+    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                     [("application", "edgetune-tuning-db"), ("schema_version", "2")])
+    for workload, trial, strategy, seed, created in rows:
+        conn.execute(
+            "INSERT INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
+            " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (workload.key(), workload.kernel, workload.kernel_version, workload.target,
+             json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
+             json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
+             json.dumps(trial.values, sort_keys=True), trial.error, json.dumps(trial.info, sort_keys=True),
+             strategy, seed, created, "host-a", created))
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def test_a_version_2_file_gets_proposal_order_and_claims(tmp_path):
+    path = tmp_path / "v2.db"
+    write_v2(path, v1_rows())
+    db = TuningDatabase(path)
+    try:
+        records = db.proposals(W)
+        # Version 2 kept no proposal order: row order is the best known, and no trial is
+        # taken for a strategy's batch (a resumed search tells them, never replays them).
+        assert [r.proposal for r in records] == [r.id for r in records] == sorted(r.id for r in records)
+        assert all(r.batch is None for r in records)
+        assert [r.trial.config for r in records] == [t.config for _, t, _, _, _ in v1_rows()]
+        assert all(r.trial.measured_by == "host-a" for r in records)
+        assert db.claims(W) == []
+        new = Trial(SPACE.config_at(6), Outcome.OK, {"instructions": 5})
+        assert db.record(W, new, "random", 7)
+        assert db.proposals(W)[-1].proposal == len(records) + 1
+    finally:
+        db.close()
+    assert schema_version(path) == 3
+    fresh = tmp_path / "fresh.db"
+    TuningDatabase(fresh).close()
+    assert layout(path) == layout(fresh)
+    conn = sqlite3.connect(str(path))
+    try:
+        migrated_claims = conn.execute("PRAGMA table_info(claims)").fetchall()
+    finally:
+        conn.close()
+    conn = sqlite3.connect(str(fresh))
+    try:
+        assert migrated_claims and migrated_claims == conn.execute("PRAGMA table_info(claims)").fetchall()
+    finally:
+        conn.close()
+
+
 def test_a_version_2_file_gains_workload_goals_and_keeps_its_trials(tmp_path):
     """Schema 3's "workload goals" step: a version-2 file (as 0.2 wrote it) opens, keeps
     every trial, has no goal for its old workloads, and stores goals afterwards."""
     from edgetune.tuner import Bound, Goal
 
     path = tmp_path / "v2.db"
-    conn = sqlite3.connect(str(path), isolation_level=None)
-    conn.execute("BEGIN IMMEDIATE")
-    for statement in schema.statements(2):
-        conn.execute(statement)
-    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
-                     [("application", "edgetune-tuning-db"), ("schema_version", "2")])
-    for workload, trial, strategy, seed, created in v1_rows():
-        conn.execute(
-            "INSERT INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key, config,"
-            " outcome, measured, error, info, strategy, seed, created, measured_by, measured_at)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (workload.key(), workload.kernel, workload.kernel_version, workload.target,
-             json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
-             json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
-             json.dumps(trial.values, sort_keys=True), trial.error, json.dumps(trial.info, sort_keys=True),
-             strategy, seed, created, "farm-1", "2026-11-20T10:00:00Z"))
-    conn.execute("COMMIT")
-    conn.close()
+    write_v2(path, v1_rows())
     db = TuningDatabase(path)
     try:
         assert schema_version(path) == schema.SCHEMA_VERSION

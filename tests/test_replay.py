@@ -14,8 +14,8 @@ from edgetune.session import TuneRequest, prior_trials, tune, workload_of
 from edgetune.tuner import STRATEGIES, Config, Outcome, Trial, TuningDatabase, Workload
 from edgetune.tuner.recorded import RecordedSpaceError, load_recorded, replay
 
-KT_DATA = Path("/work/shared/data/kernel_tuner")
 REPO = Path(__file__).resolve().parents[1]
+KT_DATA = REPO / "tests" / "data" / "kernel_tuner"  # Kernel Tuner's own test caches (tests/data/README.md)
 
 
 def cli(*args):
@@ -57,7 +57,9 @@ def test_kernel_tuner_cache_legality_is_presence(tmp_path, gz):
 
 
 def test_kernel_tuners_own_test_caches_load():
-    for path in sorted(KT_DATA.glob("*.json")):
+    paths = sorted(KT_DATA.glob("*.json"))
+    assert len(paths) == 4
+    for path in paths:
         recorded = load_recorded(path)
         assert len(recorded.space) == len(json.loads(path.read_text())["cache"])
 
@@ -153,6 +155,7 @@ def test_replay_json_shape_and_reproducibility(tmp_path):
     assert again == data
 
 
+@pytest.mark.smoke
 def test_replay_of_a_kernel_tuner_test_cache():
     code, text = cli("replay", str(KT_DATA / "strategies_test_cache_file.json"), "--strategy", "bandit",
                      "--budget", "15", "--json")

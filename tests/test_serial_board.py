@@ -77,6 +77,7 @@ def test_tune_through_the_serial_runner(tmp_path):
         assert trial.values["cycles"] == trial.values["systick_cycles"]
 
 
+@pytest.mark.smoke
 def test_serial_counts_are_repeatable_and_track_instructions(matmul, m55, tmp_path):
     config = {**CONFIG, "vector": "mve", "compiler": "clang", "tile_n": 8}
     serial = get_target("an547-serial")
@@ -85,7 +86,7 @@ def test_serial_counts_are_repeatable_and_track_instructions(matmul, m55, tmp_pa
     counted = evaluate(matmul, m55, tmp_path, config, "m=8,n=16,k=16")
     assert first.outcome is Outcome.OK, first.error
     assert first.values["cycles"] == second.values["cycles"]
-    # -icount shift=5 at 32 MHz: 1.024 SysTick ticks per instruction (shared/FACTS.md),
+    # -icount shift=5 at 32 MHz: 1.024 SysTick ticks per instruction (docs/measurements.md),
     # plus the glue call that the plugin's markers leave out.
     ratio = first.values["cycles"] / counted.values["instructions"]
     assert 1.0 < ratio < 1.06, ratio

@@ -185,6 +185,7 @@ def test_renode_absent_gives_a_clear_error(tmp_path, monkeypatch):
         runner.check_tools()
 
 
+@pytest.mark.smoke
 def test_cli_reports_missing_renode_in_one_line(tmp_path, monkeypatch):
     path = write_board(tmp_path, BASE, runner='kind = "renode"', extra=RENODE_BOARD)
     monkeypatch.setenv("PATH", str(tmp_path))

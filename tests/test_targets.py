@@ -74,7 +74,7 @@ def test_the_space_offers_only_legal_points(matmul, name):
 
 @pytest.mark.parametrize("built_for, run_on", [("cortex-m4", "cortex-m7"), ("cortex-a53", "cortex-a72")])
 def test_one_image_counts_the_same_on_both_machines(matmul, tmp_path, built_for, run_on):
-    # shared/FACTS.md: an500 runs AN386 images with identical counts; QEMU models no
+    # docs/measurements.md: an500 runs AN386 images with identical counts; QEMU models no
     # pipeline, so a53 and a72 count alike. Estimated cycles differ: the cost models do.
     build, io = build_once(matmul, get_target(built_for), "m=8,n=8,k=16", CONFIG, tmp_path)
     first, _ = runner_for(get_target(built_for)).run(build, io)
@@ -135,6 +135,7 @@ def test_example_user_board_loads_and_tunes(tmp_path):
     assert best["instructions"] > 0 and best["energy_uj"] > 0
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("name", NEW_TARGETS)
 def test_cli_tune_succeeds_on_every_new_target(tmp_path, name):
     result = CliRunner().invoke(main, ["tune", "matmul_s8", "--target", name, "--shape", "m=16,n=16,k=32",

@@ -100,6 +100,7 @@ def cli(*args):
     return result.exit_code, result.output
 
 
+@pytest.mark.smoke
 def test_tune_device_reports_npu_estimates_and_resumes(tmp_path):
     db = str(tmp_path / "npu.db")
     args = ["tune", "conv2d_s8", "--target", "cortex-m55", "--device", "ethos-u55", "--shape", CONV,

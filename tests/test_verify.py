@@ -52,6 +52,7 @@ def verify_json(folder, *extra):
     return code, (json.loads(out) if code in (0, 1) else out)
 
 
+@pytest.mark.smoke
 def test_fresh_export_passes_with_zero_tolerance(export_copy, exported):
     code, report = verify_json(export_copy, "--db", exported / "t.db")
     assert code == 0, report

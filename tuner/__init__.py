@@ -2,14 +2,14 @@
 
 Knows nothing of C, compilers or emulators; codegen declares spaces with these types.
 """
-from .database import Batch, DatabaseError, ImportResult, Record, TrialSelection, TuningDatabase, Workload
+from .database import Batch, Claim, DatabaseError, ImportResult, Owner, Record, TrialSelection, TuningDatabase, Workload
 from .objective import Bound, Goal, ObjectiveError, check_names, feasible, parse_bound, resolve_goal
 from .space import Config, Constraint, Param, Space, SpaceError, choice, powers_of_two
 from .strategies import STRATEGIES, Exhaustive, PriorTrials, RandomSearch, Strategy, make_strategy
 from .trial import Outcome, Trial
 
-__all__ = ["Batch", "Bound", "Config", "Constraint", "DatabaseError", "Exhaustive", "Goal", "ImportResult",
-           "ObjectiveError", "Outcome", "Param", "PriorTrials", "RandomSearch", "Record", "TrialSelection",
+__all__ = ["Batch", "Bound", "Claim", "Config", "Constraint", "DatabaseError", "Exhaustive", "Goal", "ImportResult",
+           "ObjectiveError", "Outcome", "Owner", "Param", "PriorTrials", "RandomSearch", "Record", "TrialSelection",
            "check_names", "feasible", "parse_bound", "resolve_goal",
            "STRATEGIES", "Space", "SpaceError", "Strategy", "Trial", "TuningDatabase", "Workload", "choice",
            "make_strategy", "powers_of_two"]

@@ -2,19 +2,26 @@
 
 Each trial is committed the moment it completes, so a run killed at any point keeps
 everything it finished; a (workload, configuration) pair is stored at most once, so a
-resumed run never measures or records a configuration twice. The file carries an
+resumed run never measures or records a configuration twice. Processes sharing the file
+claim each configuration before measuring it (table claims: an owner and a lease), so
+together they measure a budget once; each trial keeps its proposal number, the order a
+resumed search replays (edgetune.tuner.resume). The file carries an
 application tag and a schema version; a file that is not an edgetune database, or one
 written by a newer edgetune, is refused with its path named and left untouched.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import threading
 import sqlite3
 import time
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from . import schema
 from .objective import Bound, Goal
@@ -27,13 +34,19 @@ APPLICATION = "edgetune-tuning-db"
 # Every column a Record is read from, in _record's order (never SELECT *: a migrated file
 # may hold its columns in another order than a new one).
 _COLUMNS = ("id, kernel, kernel_version, target, shape, toolchain, config, outcome, measured, error, info, strategy,"
-            " seed, created, measured_by, measured_at")
+            " seed, created, measured_by, measured_at, proposal, batch, asked")
 
 # Whatever is stored may later reach a file name, a generated C comment or an identifier
 # (export): names, shape keys and stamps are checked on the way in and on the way out.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
 SHAPE_KEY_RE = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 TOOLCHAIN_RE = re.compile(r"[A-Za-z0-9]{0,64}")
+
+
+# A claim's lease: renewed by its owner's heartbeat every LEASE_S / 6; a claim whose lease
+# ran out (its owner on another host stopped answering) is taken over. A dead owner on this
+# host is noticed at once, without waiting for the lease.
+LEASE_S = 120.0
 
 
 class DatabaseError(ValueError):
@@ -91,6 +104,78 @@ class Record:
     strategy: str
     seed: int | None
     created: str
+    proposal: int | None = None  # the workload's proposal sequence number
+    batch: int | None = None  # first proposal of the batch measured together; None: imported, migrated
+    asked: bool = False  # the strategy asked for that batch (not given: seeds, re-measured trials)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who holds a claim: a host (its name and pid namespace), a process id, and that
+    process's start time, so a recycled process id is not taken for the dead owner."""
+
+    host: str
+    pid: int
+    started: str
+
+    @classmethod
+    def this_process(cls) -> "Owner":
+        return cls(_host_identity(), os.getpid(), _process_start(os.getpid()))
+
+    def is_dead_here(self) -> bool:
+        """True when the owner is a process of this host that no longer runs."""
+        if self.host != _host_identity():
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass  # it runs, as another user
+        started = _process_start(self.pid)
+        if started == "zombie":
+            return True
+        # Another process under a recycled pid (when start times are known).
+        return bool(started and self.started) and started != self.started
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A configuration proposed and being measured by `owner` (not a result)."""
+
+    config: Config
+    proposal: int
+    batch: int | None
+    strategy: str
+    seed: int | None
+    owner: Owner
+    lease_until: float  # Unix time
+    asked: bool = False  # a batch the strategy asked for (not given: seeds, re-measured trials)
+
+    def expired(self, now: float | None = None) -> bool:
+        """Free for another process: its lease ran out, or its owner died on this host."""
+        return self.lease_until < (time.time() if now is None else now) or self.owner.is_dead_here()
+
+
+def _host_identity() -> str:
+    # Containers may share a host name; their pid namespaces differ (a pid seen from one
+    # says nothing of another's), so the namespace is part of the host.
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()}|{namespace}"
+
+
+def _process_start(pid: int) -> str:
+    """The process's start time since boot (Linux /proc), "zombie" for one that has
+    exited but not been reaped, "" when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat[stat.rindex(")") + 2:].split()
+    return "zombie" if fields[0] in ("Z", "X") else fields[19]
 
 
 class TuningDatabase:
@@ -100,35 +185,51 @@ class TuningDatabase:
             raise DatabaseError(f"{self.path}: is not a file")
         if not self.path.parent.exists():
             raise DatabaseError(f"{self.path}: folder {self.path.parent} does not exist")
-        is_new = not self.path.exists() or self.path.stat().st_size == 0
         self.revaluer: Callable[[Workload, Trial], Trial] | None = None
         try:
             self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
         except sqlite3.Error as exc:  # e.g. a folder that takes no new files
             raise DatabaseError(f"{self.path}: cannot open ({exc})") from None
         try:
-            # Look before writing anything: a foreign file must be left exactly as it was.
-            version = SCHEMA_VERSION if is_new else self._check()
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            if is_new:
-                self._create()
-            elif version < SCHEMA_VERSION:
-                self._migrate()
+            _retry_while_locked(self._open)
         except sqlite3.DatabaseError as exc:
             self._conn.close()
+            if "unable to open" in str(exc) and not _writable(self.path):
+                # A WAL database is opened with its -wal and -shm files beside it.
+                raise DatabaseError(f"{self.path}: is read-only (the file or its folder: SQLite must write "
+                                    f"{self.path.name}-wal and {self.path.name}-shm beside it)") from None
             raise DatabaseError(f"{self.path}: not a usable edgetune database ({exc})") from None
         except DatabaseError:
             self._conn.close()
             raise
 
     # --- opening ------------------------------------------------------------------------
-    def _create(self) -> None:
+    def _open(self) -> None:
+        """Create, check or upgrade the file. Safe to repeat: every step re-reads the file."""
+        # A file holding no table at all (new, empty, or being created by another process
+        # this very moment) is created under the write lock; others are looked at first.
+        if not self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            version = SCHEMA_VERSION if self._create() else self._check()
+        else:
+            # Look before writing anything: a foreign file must be left exactly as it was.
+            version = self._check()
+            self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        if version < SCHEMA_VERSION:
+            self._migrate()
+
+    def _create(self) -> bool:
+        """Create the schema in an empty file; False when the file, looked at again under
+        the write lock, is no longer empty (another process created it first)."""
         with self._transaction():
+            if self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                return False
             for statement in schema.statements(SCHEMA_VERSION):
                 self._conn.execute(statement)
             self._conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                                    [("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION))])
+        return True
 
     def _version(self) -> int:
         value = dict(self._conn.execute("SELECT key, value FROM meta")).get("schema_version", "0")
@@ -166,18 +267,23 @@ class TuningDatabase:
             raise DatabaseError(f"{self.path}: upgrading to schema version {SCHEMA_VERSION} failed "
                                 f"({type(exc).__name__}: {exc}); the file was left as it was") from None
 
+    @contextmanager
     def _transaction(self):
-        conn = self._conn
-
-        class _Tx:
-            def __enter__(self):
-                conn.execute("BEGIN IMMEDIATE")
-
-            def __exit__(self, kind, value, tb):
-                conn.execute("COMMIT" if kind is None else "ROLLBACK")
-                return False
-
-        return _Tx()
+        """One write transaction (taking the write lock at once); a file SQLite cannot
+        write (read-only, immutable, on a read-only mount) is a DatabaseError naming it."""
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc):
+                raise DatabaseError(f"{self.path}: is read-only; nothing can be stored in it ({exc})") from None
+            raise DatabaseError(f"{self.path}: cannot write ({exc})") from None
 
     def close(self) -> None:
         self._conn.close()
@@ -190,26 +296,37 @@ class TuningDatabase:
 
     # --- writing ------------------------------------------------------------------------
     def record(self, workload: Workload, trial: Trial, strategy: str, seed: int | None,
-               created: str | None = None) -> bool:
+               created: str | None = None, claim: "Claim | None" = None) -> bool:
         """Store a trial; False when this configuration of the workload is already stored
         (unless the stored trial was lost with its machine, or timed out under a smaller run
-        limit than the new one's: then the new one replaces it)."""
+        limit than the new one's: then the new one replaces it). A trial measured under
+        `claim` keeps the claim's proposal number, batch and proposer, and the claim goes in
+        the same transaction."""
         with self._transaction():
-            return self._insert(workload, trial, strategy, seed, created)
+            if claim is None:
+                return self._insert(workload, trial, strategy, seed, created)
+            self._conn.execute("DELETE FROM claims WHERE workload = ? AND config_key = ?",
+                               (workload.key(), claim.config.key()))
+            return self._insert(workload, trial, claim.strategy, claim.seed, created, claim.proposal, claim.batch,
+                                claim.asked)
 
     def _insert(self, workload: Workload, trial: Trial, strategy: str, seed: int | None, created: str | None,
-                batch: int | None = None) -> bool:
+                proposal: int | None = None, batch: int | None = None, asked: bool = False,
+                import_batch: int | None = None) -> bool:
         created = created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if proposal is None:
+            proposal = self._next_proposal(workload)
         cursor = self._conn.execute(
             "INSERT INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
-            " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at, batch)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at,"
+            " proposal, batch, asked, import_batch) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
             # A configuration is stored once; only a trial whose machine was lost under it
-            # (it says nothing about the configuration) gives way to a new measurement.
+            # (it says nothing about the configuration) gives way to a new measurement,
+            # which keeps the lost one's place in the proposal order.
             " ON CONFLICT (workload, config_key) DO UPDATE SET config = excluded.config,"
             " outcome = excluded.outcome, measured = excluded.measured, error = excluded.error,"
             " info = excluded.info, strategy = excluded.strategy, seed = excluded.seed, created = excluded.created,"
-            " measured_by = excluded.measured_by, measured_at = excluded.measured_at, batch = excluded.batch"
+            " measured_by = excluded.measured_by, measured_at = excluded.measured_at, import_batch = excluded.import_batch"
             f" WHERE trials.outcome IN ({', '.join(repr(o.value) for o in Outcome if o.lost)})"
             # ... and a timeout under a smaller run limit than the new trial's (edgetune.session.timed_out_below).
             f" OR trials.outcome = '{Outcome.TIMEOUT.value}' AND coalesce(json_extract(trials.info, '$.timeout_limit_s'), 0)"
@@ -218,8 +335,160 @@ class TuningDatabase:
              json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
              json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
              json.dumps(trial.values, sort_keys=True), trial.error, json.dumps(trial.info, sort_keys=True),
-             strategy, seed, created, trial.measured_by, trial.measured_at, batch))
+             strategy, seed, created, trial.measured_by, trial.measured_at, proposal, batch, int(asked),
+             import_batch))
         return cursor.rowcount == 1
+
+    def _next_proposal(self, workload: Workload) -> int:
+        (last,) = self._conn.execute(
+            "SELECT max(coalesce((SELECT max(proposal) FROM trials WHERE workload = ?), 0),"
+            " coalesce((SELECT max(proposal) FROM claims WHERE workload = ?), 0))",
+            (workload.key(), workload.key())).fetchone()
+        return last + 1
+
+    # --- processes sharing the file: claims ---------------------------------------------
+    def claim(self, workload: Workload, configs: Sequence[Config], *, budget: int, owner: "Owner",
+              strategy: str, seed: int | None, asked: bool, lease_s: float = LEASE_S,
+              timeout_limit_s: float = 0.0) -> tuple[list["Claim"], int]:
+        """Claim `configs` (in order) for measuring by `owner`, within the workload's
+        budget: one transaction, so processes sharing the file never claim one
+        configuration twice nor more than the budget together. A configuration already
+        stored (not lost) or claimed is passed over; one whose stored trial was lost takes
+        no room (its new trial replaces the lost one). The claims form one batch (numbered by
+        its first proposal); `asked`: a strategy asked for it (rather than it being given).
+        A stored timeout under a smaller run limit than `timeout_limit_s` is replaceable
+        like a lost trial (it said the limit was short, not the configuration slow).
+        Returns the claims made (in proposal order) and the room left in the budget."""
+        with self._transaction():
+            room = budget - self._used(workload)
+            stored = self._stored_keys(workload, timeout_limit_s)  # key -> the stored trial may be replaced
+            claimed = {key for (key,) in self._conn.execute("SELECT config_key FROM claims WHERE workload = ?",
+                                                             (workload.key(),))}
+            made: list[Claim] = []
+            until = time.time() + lease_s
+            for config in configs:
+                key = config.key()
+                if key in claimed or stored.get(key) is False:
+                    continue
+                replaces = key in stored  # a lost trial measured again takes its row's place
+                if not replaces and room <= 0:
+                    continue
+                proposal = self._next_proposal(workload)
+                batch = made[0].proposal if made else proposal
+                claim = Claim(config, proposal, batch, strategy, seed, owner, until, asked)
+                self._conn.execute(
+                    "INSERT INTO claims (workload, config_key, config, proposal, batch, asked, strategy, seed,"
+                    " owner_host, owner_pid, owner_started, lease_until) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (workload.key(), key, json.dumps(list(map(list, config.items))), proposal, batch,
+                     int(asked), strategy, seed, owner.host, owner.pid, owner.started, until))
+                claimed.add(key)
+                made.append(claim)
+                room -= not replaces
+            return made, room
+
+    def take_over(self, workload: Workload, claims: Sequence["Claim"], owner: "Owner",
+                  lease_s: float = LEASE_S) -> list["Claim"]:
+        """Make `owner` the owner of those of `claims` still held by a dead or silent
+        owner (looked at again under the write lock): the ones it must now measure."""
+        with self._transaction():
+            now = time.time()
+            current = {c.config.key(): c for c in self._read_claims(workload)}
+            got = []
+            for claim in claims:
+                found = current.get(claim.config.key())
+                if found is None or found.owner != claim.owner or not found.expired(now):
+                    continue
+                self._conn.execute("UPDATE claims SET owner_host = ?, owner_pid = ?, owner_started = ?,"
+                                   " lease_until = ? WHERE workload = ? AND config_key = ?",
+                                   (owner.host, owner.pid, owner.started, now + lease_s, workload.key(),
+                                    claim.config.key()))
+                got.append(replace(found, owner=owner, lease_until=now + lease_s))
+            return got
+
+    def renew(self, owner: "Owner", lease_s: float = LEASE_S) -> None:
+        """Extend the lease of every claim `owner` holds (its heartbeat)."""
+        with self._transaction():
+            self._conn.execute("UPDATE claims SET lease_until = ? WHERE owner_host = ? AND owner_pid = ?"
+                               " AND owner_started = ?", (time.time() + lease_s, owner.host, owner.pid, owner.started))
+
+    def release(self, owner: "Owner") -> None:
+        """Give up `owner`'s claims (it stops early): their leases end now, so another
+        process takes them over at once, in their proposal place."""
+        with self._transaction():
+            self._conn.execute("UPDATE claims SET lease_until = 0 WHERE owner_host = ? AND owner_pid = ?"
+                               " AND owner_started = ?", (owner.host, owner.pid, owner.started))
+
+    @contextmanager
+    def heartbeat(self, owner: "Owner", lease_s: float = LEASE_S):
+        """While the block runs, renew `owner`'s leases every lease_s / 6 from a thread of
+        its own (with its own connection): a long measurement keeps its claims. Claims
+        still held when the block ends (an error, Ctrl-C) are released."""
+        stop = threading.Event()
+
+        def beat():
+            conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
+            try:
+                while not stop.wait(lease_s / 6):
+                    conn.execute("UPDATE claims SET lease_until = ? WHERE owner_host = ? AND owner_pid = ?"
+                                 " AND owner_started = ?", (time.time() + lease_s, owner.host, owner.pid,
+                                                            owner.started))
+            except sqlite3.Error:
+                pass  # the main thread's next write reports what is wrong with the file
+            finally:
+                conn.close()
+
+        thread = threading.Thread(target=beat, name="edgetune-claims-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            try:
+                self.release(owner)
+            except DatabaseError:
+                pass  # unwritable: the leases run out on their own
+
+    def claims(self, workload: Workload) -> list["Claim"]:
+        """Configurations being measured (or left by a dead process), in proposal order.
+        Never results: records, trials, best and exports do not see them."""
+        return self._read_claims(workload)
+
+    def used(self, workload: Workload) -> int:
+        """How much of a budget the workload has used: trials stored (a lost one too: it is
+        measured again in its place) and configurations claimed."""
+        return self._used(workload)
+
+    def _used(self, workload: Workload) -> int:
+        # A claim on a lost trial's configuration will replace that row: counted once.
+        (count,) = self._conn.execute(
+            "SELECT (SELECT count(*) FROM trials WHERE workload = ?) + (SELECT count(*) FROM claims"
+            " WHERE workload = ? AND config_key NOT IN (SELECT config_key FROM trials WHERE workload = ?))",
+            (workload.key(), workload.key(), workload.key())).fetchone()
+        return count
+
+    def _stored_keys(self, workload: Workload, timeout_limit_s: float = 0.0) -> dict[str, bool]:
+        """Each stored configuration's key -> whether a new measurement may replace it: lost
+        with its machine, or a timeout under a smaller run limit than `timeout_limit_s`."""
+        lost = {o.value for o in Outcome if o.lost}
+        rows = self._conn.execute(
+            "SELECT config_key, outcome, coalesce(json_extract(info, '$.timeout_limit_s'), 0) FROM trials"
+            " WHERE workload = ?", (workload.key(),))
+        return {key: outcome in lost or (outcome == Outcome.TIMEOUT.value and limit < timeout_limit_s)
+                for key, outcome, limit in rows}
+
+    def _read_claims(self, workload: Workload) -> list["Claim"]:
+        rows = self._conn.execute(
+            "SELECT config, proposal, batch, asked, strategy, seed, owner_host, owner_pid, owner_started, lease_until"
+            " FROM claims WHERE workload = ? ORDER BY proposal", (workload.key(),))
+        found = []
+        for config, proposal, batch, asked, strategy, seed, host, pid, started, until in rows:
+            try:
+                items = Config(tuple((k, v) for k, v in json.loads(config)))
+            except (ValueError, TypeError) as exc:
+                raise DatabaseError(f"{self.path}: claim {proposal} is unusable ({exc})") from None
+            found.append(Claim(items, proposal, batch, strategy, seed, Owner(host, pid, started), until, bool(asked)))
+        return found
 
     # --- what each workload is tuned for ------------------------------------------------------
     def set_goal(self, workload: Workload, goal: Goal) -> None:
@@ -270,14 +539,14 @@ class TuningDatabase:
         with self._transaction():
             if parsed:
                 batch = self._conn.execute(
-                    "INSERT INTO batches (source, imported_at, lines) VALUES (?, ?, ?)",
+                    "INSERT INTO import_batches (source, imported_at, lines) VALUES (?, ?, ?)",
                     (source, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), len(parsed))).lastrowid
             for workload, trial, strategy, seed, created, goal in parsed:
-                added += self._insert(workload, trial, strategy, seed, created, batch)
+                added += self._insert(workload, trial, strategy, seed, created, import_batch=batch)
                 if goal is not None:
                     self._set_goal(workload, goal, replace=False)
             if batch is not None and not added:  # nothing new: no batch to list or remove
-                self._conn.execute("DELETE FROM batches WHERE id = ?", (batch,))
+                self._conn.execute("DELETE FROM import_batches WHERE id = ?", (batch,))
                 batch = None
         return ImportResult(added, len(parsed) - added, batch)
 
@@ -291,20 +560,28 @@ class TuningDatabase:
                    if selection.shape is None or _shape_of(shape) == dict(selection.shape)]
             if not dry_run:
                 self._conn.executemany("DELETE FROM trials WHERE id = ?", [(rid,) for rid in ids])
-                if selection.batch is not None and selection.where_columns() == ("batch",):
-                    self._conn.execute("DELETE FROM batches WHERE id = ?", (selection.batch,))
+                if selection.batch is not None and selection.where_columns() == ("import_batch",):
+                    self._conn.execute("DELETE FROM import_batches WHERE id = ?", (selection.batch,))
         return len(ids)
 
     def batches(self) -> list["Batch"]:
         """Every import batch still on record, oldest first, with its trials still stored."""
         rows = self._conn.execute(
-            "SELECT b.id, b.source, b.imported_at, b.lines, (SELECT COUNT(*) FROM trials t WHERE t.batch = b.id)"
-            " FROM batches b ORDER BY b.id")
+            "SELECT b.id, b.source, b.imported_at, b.lines, (SELECT COUNT(*) FROM trials t WHERE t.import_batch = b.id)"
+            " FROM import_batches b ORDER BY b.id")
         return [Batch(*row) for row in rows]
 
     # --- reading ------------------------------------------------------------------------
     def records(self, workload: Workload) -> list[Record]:
         rows = self._conn.execute(f"SELECT {_COLUMNS} FROM trials WHERE workload = ? ORDER BY id", (workload.key(),))
+        return [self._record(row) for row in rows]
+
+    def proposals(self, workload: Workload, after_id: int = 0) -> list[Record]:
+        """The stored trials (with row id above `after_id`) in the order the search
+        proposed them, not the order they finished in (which depends on timing): what a
+        resumed search replays."""
+        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM trials WHERE workload = ? AND id > ?"
+                                  " ORDER BY proposal, id", (workload.key(), after_id))
         return [self._record(row) for row in rows]
 
     def trials(self, workload: Workload) -> list[Trial]:
@@ -321,10 +598,11 @@ class TuningDatabase:
         return list(dict.fromkeys(workloads))
 
     def best(self, workload: Workload, objective: str, allowed: Callable[[Trial], bool] | None = None) -> Record | None:
-        """The successful trial with the lowest value of `objective` (ties: the earliest),
-        among those `allowed` accepts (e.g. within an energy bound)."""
+        """The successful trial with the lowest value of `objective` (ties: the earliest
+        proposed, not the first to finish), among those `allowed` accepts (e.g. within an
+        energy bound)."""
         best = None
-        for record in self.records(workload):
+        for record in self.proposals(workload):
             if allowed is not None and not allowed(record.trial):
                 continue
             value = record.trial.value(objective)
@@ -340,7 +618,7 @@ class TuningDatabase:
 
     def _record(self, row, revalue: bool = True) -> Record:
         (rid, kernel, version, target, shape, toolchain, config, outcome, measured, error, info,
-         strategy, seed, created, measured_by, measured_at) = row
+         strategy, seed, created, measured_by, measured_at, proposal, batch, asked) = row
         try:
             workload = self._workload(kernel, version, target, shape, toolchain)
         except DatabaseError as exc:
@@ -357,7 +635,28 @@ class TuningDatabase:
                                 f"remove it with `edgetune db remove --trial {rid}`") from None
         if revalue and self.revaluer is not None:
             trial = self.revaluer(workload, trial)
-        return Record(rid, workload, trial, strategy, seed, created)
+        return Record(rid, workload, trial, strategy, seed, created, proposal, batch, bool(asked))
+
+
+OPEN_PATIENCE_S = 30.0
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _retry_while_locked(step: Callable[[], None]) -> None:
+    """Run `step`, again while SQLite says the file is locked: switching a new file to
+    WAL (done by whichever process creates it) makes others' reads fail at once with
+    "database is locked" instead of waiting on the busy timeout."""
+    deadline = time.monotonic() + OPEN_PATIENCE_S
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 ImportCheck = Callable[[Workload, Trial], Trial]
@@ -417,7 +716,7 @@ class TrialSelection:
     def _clauses(self) -> list[tuple[str, object]]:
         return [(column, value) for column, value in (
             ("kernel", self.kernel), ("kernel_version", self.kernel_version), ("target", self.target),
-            ("batch", self.batch), ("id", self.trial)) if value is not None]
+            ("import_batch", self.batch), ("id", self.trial)) if value is not None]
 
     def where_columns(self) -> tuple[str, ...]:
         return tuple(column for column, _ in self._clauses()) + (("shape",) if self.shape is not None else ())

@@ -12,16 +12,44 @@ History:
      trials.measured_at (UTC time the measurement finished, by that machine's clock), so a
      farm of hosts and boards can tell which one produced an outlier. NULL: unknown (trials
      stored by version 1, or lost on a cluster before any machine measured them).
-  3  trials.batch: the `db import` batch a trial came from (NULL: measured here), and the
-     table batches (id, source file, time of the import, lines read), so one import can be
-     listed and removed as a whole (`edgetune db batches`, `db remove --batch`); the table
-     workloads (objective and bounds a workload was tuned for; see WORKLOAD_GOALS).
+  3  Sharing and resuming: trials.proposal, the workload's proposal sequence number (the
+     order the search proposed trials in, not the order they finished in; rows migrated from
+     version 2 get their id, the best order known), trials.batch (the first proposal number
+     of the batch measured together; NULL for an imported or migrated trial) and
+     trials.asked (1: the strategy asked for that batch; 0: it was given, e.g. --initial
+     seeds or lost trials measured again); the table claims: a configuration some process
+     has proposed and is measuring (owner host, pid and process start, lease end), never a
+     result. Import batches: trials.import_batch, the `db import` a trial came from (NULL:
+     measured here), and the table import_batches (id, source file, time of the import,
+     lines read), so one import can be listed and removed as a whole (`edgetune db
+     batches`, `db remove --batch`). Goals: the table workloads (objective and bounds a
+     workload was tuned for; see WORKLOAD_GOALS).
 """
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
 from typing import Callable
+
+# Schema 3's claims table (step `_proposals_and_claims`): configurations proposed and being
+# measured by some process, never results. One text for new files and for the migration.
+CLAIMS_TABLE = """
+CREATE TABLE claims (
+    workload TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    config TEXT NOT NULL,
+    proposal INTEGER NOT NULL,
+    batch INTEGER,
+    asked INTEGER NOT NULL DEFAULT 0,
+    strategy TEXT NOT NULL,
+    seed INTEGER,
+    owner_host TEXT NOT NULL,
+    owner_pid INTEGER NOT NULL,
+    owner_started TEXT NOT NULL,
+    lease_until REAL NOT NULL,
+    PRIMARY KEY (workload, config_key)
+);
+"""
 
 SCHEMAS: dict[int, str] = {
     1: """
@@ -73,7 +101,6 @@ CREATE TABLE trials (
 CREATE INDEX trials_by_target ON trials (target, kernel);
 CREATE INDEX trials_by_machine ON trials (measured_by);
 """,
-    # schema 3: import batches (with WORKLOAD_GOALS below)
     3: """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE trials (
@@ -95,18 +122,23 @@ CREATE TABLE trials (
     created TEXT NOT NULL,
     measured_by TEXT,
     measured_at TEXT,
+    proposal INTEGER,
     batch INTEGER,
+    asked INTEGER NOT NULL DEFAULT 0,
+    import_batch INTEGER,
     UNIQUE (workload, config_key)
 );
 CREATE INDEX trials_by_target ON trials (target, kernel);
 CREATE INDEX trials_by_machine ON trials (measured_by);
-CREATE TABLE batches (
+CREATE UNIQUE INDEX trials_by_proposal ON trials (workload, proposal);
+CREATE TABLE import_batches (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     source TEXT NOT NULL,
     imported_at TEXT NOT NULL,
     lines INTEGER NOT NULL
 );
-CREATE INDEX trials_by_batch ON trials (batch);
+CREATE INDEX trials_by_import_batch ON trials (import_batch);
+""" + CLAIMS_TABLE + """
 """,
 }
 
@@ -148,16 +180,28 @@ def _measured_by_and_at(conn: sqlite3.Connection) -> None:
 
 
 def _schema_3(conn: sqlite3.Connection) -> None:
+    _proposals_and_claims(conn)
     _import_batches(conn)
     _workload_goals(conn)
 
 
+def _proposals_and_claims(conn: sqlite3.Connection) -> None:
+    conn.execute("ALTER TABLE trials ADD COLUMN proposal INTEGER")
+    conn.execute("ALTER TABLE trials ADD COLUMN batch INTEGER")
+    conn.execute("ALTER TABLE trials ADD COLUMN asked INTEGER NOT NULL DEFAULT 0")
+    # Version 2 kept no proposal order: row order is the best there is. batch stays NULL
+    # and asked 0, so a resumed search tells these trials rather than replaying them.
+    conn.execute("UPDATE trials SET proposal = id")
+    conn.execute("CREATE UNIQUE INDEX trials_by_proposal ON trials (workload, proposal)")
+    conn.execute(CLAIMS_TABLE)
+
+
 def _import_batches(conn: sqlite3.Connection) -> None:
     # Every trial stored so far was measured here or imported before batches existed: NULL.
-    conn.execute("ALTER TABLE trials ADD COLUMN batch INTEGER")
-    conn.execute("CREATE TABLE batches (id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL,"
+    conn.execute("ALTER TABLE trials ADD COLUMN import_batch INTEGER")
+    conn.execute("CREATE TABLE import_batches (id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL,"
                  " imported_at TEXT NOT NULL, lines INTEGER NOT NULL)")
-    conn.execute("CREATE INDEX trials_by_batch ON trials (batch)")
+    conn.execute("CREATE INDEX trials_by_import_batch ON trials (import_batch)")
 
 
 def _workload_goals(conn: sqlite3.Connection) -> None:
@@ -169,8 +213,8 @@ def _workload_goals(conn: sqlite3.Connection) -> None:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "record which machine measured each trial, and when", _measured_by_and_at),
-    Migration(2, "record the import batch of each imported trial; store the objective and bounds each "
-                 "workload is tuned for", _schema_3),
+    Migration(2, "store each trial's proposal order, claims of trials being measured, the import batch of each "
+                 "imported trial, and the objective and bounds each workload is tuned for", _schema_3),
 )
 
 

@@ -4,7 +4,7 @@
    for N runs, reads the output buffers back and then the counts. The kernel is reached
    through the same generated glue as in the semihosting harness (et_glue_check,
    et_glue_run). Every region is counted with both the DWT cycle counter and SysTick:
-   real boards have a DWT CYCCNT, QEMU 7.2 reads it as 0 (shared/FACTS.md), and the reply
+   real boards have a DWT CYCCNT, QEMU 7.2 reads it as 0 (docs/measurements.md), and the reply
    says which counter saw what, so the host never has to guess.
 
    The I/O area is segment 0 (ET_IO_BASE, ET_IO_CAPACITY bytes) followed, when the build
@@ -138,7 +138,7 @@ static void counters_init(void)
 }
 
 /* SysTick is restarted right before each region: a free-running one shows a tick of phase
-   jitter depending on what ran before (shared/FACTS.md, "Counting work"). */
+   jitter depending on what ran before (docs/measurements.md, "Counting work"). */
 static inline __attribute__((always_inline)) uint32_t counters_start(void)
 {
     SYST_CSR = 0;

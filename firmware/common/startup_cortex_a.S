@@ -4,7 +4,7 @@
 
    CPACR_EL1.FPEN (bits 21:20) = 0b11 stops FP/SIMD instructions from trapping at EL1 and
    EL0 (Arm Architecture Reference Manual for A-profile, D13.2.30 CPACR_EL1); NEON code
-   faults without it (shared/FACTS.md). The image is linked at its load address, so no
+   faults without it. The image is linked at its load address, so no
    .data copy is needed. */
     .section .text.boot, "ax"
     .global et_reset_handler
@@ -46,7 +46,7 @@ et_vectors:
 /* The compilers may turn loops into calls to these (freestanding builds link no C
    library), and their instructions count towards the kernel's: 16 bytes per iteration,
    then a byte tail, like a plain C library's. QEMU does not fault unaligned accesses with
-   the MMU off (shared/FACTS.md). */
+   the MMU off (docs/measurements.md). */
     .text
     .global memset
     .type memset, %function

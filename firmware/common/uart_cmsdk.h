@@ -1,6 +1,6 @@
 /* Polled driver for the Arm CMSDK APB UART (the UART of the MPS2/MPS3 FPGA boards and of
    QEMU's models of them). Register map: Arm CoreLink SDK (CMSDK) Technical Reference
-   Manual, "APB UART"; offsets and bits as measured in QEMU (shared/FACTS.md, "UART"). */
+   Manual, "APB UART"; offsets and bits checked against QEMU (docs/measurements.md, "UART"). */
 #ifndef EDGETUNE_UART_CMSDK_H
 #define EDGETUNE_UART_CMSDK_H
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* Harness for native host runs: reads the I/O block from a file into 64-byte aligned
    memory, runs the kernel once and writes its outputs, then times it.
 
-   Timing (shared/FACTS.md, "x86 host"): single runs are up to ~9% off on these machines,
+   Timing (docs/measurements.md, "x86 host"): single runs were up to ~9% off on measurement,
    so the kernel runs in batches of at least ET_MIN_BATCH_NS each, and the median
    per-call time over ET_BATCHES batches is reported. The kernel lives in its own object
    file (no LTO), so calls cannot be hoisted or removed.

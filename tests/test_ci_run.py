@@ -1,0 +1,79 @@
+""".ci/run's stages and their outcomes, with the scripts it calls replaced by stubs that log
+their calls: the real ones set up a machine (the fresh-machine check itself is run by CI)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def stub(path: Path, log: Path, status: int = 0, then: str = "") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/usr/bin/env bash\necho "{path.name} $*" >> {log}\n{then}\nexit {status}\n')
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A copy of .ci/run in a folder whose scripts, venv python and fresh-machine tool are stubs."""
+    repo = tmp_path / "repo"
+    (repo / ".ci").mkdir(parents=True)
+    shutil.copy(ROOT / ".ci" / "run", repo / ".ci" / "run")
+    log = tmp_path / "calls.log"
+    stub(repo / "scripts" / "test.sh", log)
+    stub(repo / "scripts" / "quickstart.sh", log)
+    stub(repo / ".venv" / "bin" / "python", log)
+    # The tool runs its command in the project's root, as fresh-machine does in its chroot.
+    stub(tmp_path / "tools" / "fresh-machine", log, then=f'cd {repo} && "$@"; exit $?')
+    return repo, log, tmp_path / "tools" / "fresh-machine"
+
+
+def ci_run(repo: Path, tool: Path | str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FRESH_MACHINE": str(tool)}
+    return subprocess.run(["bash", str(repo / ".ci" / "run")], capture_output=True, text=True, env=env, timeout=60)
+
+
+def calls(log: Path) -> list[str]:
+    return log.read_text().splitlines()
+
+
+def test_both_stages_run_the_fresh_one_through_the_tool(checkout):
+    repo, log, tool = checkout
+    proc = ci_run(repo, tool)
+    assert proc.returncode == 0, proc.stderr
+    assert calls(log) == ["test.sh ", "fresh-machine bash .ci/run --quickstart-and-smoke", "quickstart.sh ",
+                          "python -m pytest -m smoke"]
+    assert "ci: passed: suite, fresh" in proc.stderr
+
+
+def test_a_failing_suite_fails_ci_and_the_fresh_stage_still_runs(checkout):
+    repo, log, tool = checkout
+    stub(repo / "scripts" / "test.sh", log, status=1)
+    proc = ci_run(repo, tool)
+    assert proc.returncode == 1
+    assert "quickstart.sh " in calls(log)
+    assert "ci: FAILED: suite (scripts/test.sh, exit 1)" in proc.stderr
+
+
+@pytest.mark.parametrize("failing", ["quickstart.sh", "python"])
+def test_a_failure_on_the_fresh_machine_fails_ci(checkout, failing):
+    repo, log, tool = checkout
+    path = repo / ("scripts" if failing.endswith(".sh") else ".venv/bin") / failing
+    stub(path, log, status=3)
+    proc = ci_run(repo, tool)
+    assert proc.returncode == 1
+    assert "ci: FAILED: fresh (quick start and smoke tests on a fresh machine, exit 3)" in proc.stderr
+
+
+def test_without_the_tool_it_says_so_in_one_line_and_runs_the_quick_start_here(checkout):
+    repo, log, _ = checkout
+    proc = ci_run(repo, repo / "no" / "fresh-machine")
+    assert proc.returncode == 0, proc.stderr
+    assert calls(log) == ["test.sh ", "quickstart.sh "]
+    said = [line for line in proc.stdout.splitlines() if line.startswith("ci: ")]
+    assert len(said) == 1 and "no fresh-machine tool at" in said[0]
