@@ -394,7 +394,7 @@ _TOML_TYPES = {str: (str,), int: (int,), float: (int, float), bool: (bool,)}
 
 def _value(t: _Table, key: str, kind: type, rules, default, ctx: dict):
     value = t.get(key, _TOML_TYPES[kind], default=default, check=_value_check(rules, ctx))
-    return float(value) if kind is float else value
+    return float(value) if kind is float and value is not None else value  # None: an optional number left out
 
 
 def _value_check(rules, ctx: dict) -> Callable[[Any], str | None] | None:
