@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Protocol
 
+from .fields import CYCLES, ENERGY_PJ, POSITIVE, POWER_MW, spec
+
 # The instruction classes a mix is reported in; every cost model prices all of them.
 INSTRUCTION_CLASSES = (
     "alu",           # scalar integer data processing, moves, compares, IT, NOP
@@ -54,9 +56,9 @@ class PricedRegion(Protocol):
 
 @dataclass(frozen=True)
 class ClassCost:
-    cycles: float  # cycles this class occupies its unit for, per instruction
-    unit: str  # the pipeline or resource it occupies
-    energy_pj: float  # dynamic energy per instruction
+    cycles: float = spec(within=CYCLES)  # cycles this class occupies its unit for, per instruction
+    unit: str = spec(check="name")  # the pipeline or resource it occupies
+    energy_pj: float = spec(within=ENERGY_PJ)  # dynamic energy per instruction
 
 
 @dataclass(frozen=True)
@@ -69,13 +71,13 @@ class Estimate:
 
 @dataclass(frozen=True)
 class CostModel:
-    classes: tuple[tuple[str, ClassCost], ...]
-    overlapping_units: tuple[str, ...]
-    issue_width: float
-    static_mw: float
-    disassembler: str  # objdump that decodes this core's instructions
-    disassembler_flags: tuple[str, ...]
-    source: str = ""
+    classes: tuple[tuple[str, ClassCost], ...] = spec(names=INSTRUCTION_CLASSES)  # a table by class name
+    overlapping_units: tuple[str, ...] = spec(check="units", default=())
+    issue_width: float = spec(within=POSITIVE, default=1)
+    static_mw: float = spec(within=POWER_MW)
+    disassembler: str = spec(check="objdump")  # objdump that decodes this core's instructions
+    disassembler_flags: tuple[str, ...] = spec(check="objdump_flags", default=())
+    source: str = spec("", required=True)
 
     def cost(self, name: str) -> ClassCost:
         for class_name, cost in self.classes:

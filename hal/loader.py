@@ -1,5 +1,9 @@
 """Load a target description (TOML) into `Target`, checking every key on the way.
 
+The keys, their types, defaults and ranges are the fields of `Target` and the dataclasses
+it holds (`edgetune.hal.fields` says how): `_read` walks them, and the checks that relate
+one key to another follow as small functions (`CROSS_CHECKS`).
+
 Errors name the file and the dotted key at fault, e.g.
 ``targets/boards/cortex-m55.toml: memory[1].size: expected an integer, got 'big'``.
 A target may `extends = "cortex-m7"` (a shipped target by name) or `extends = "other.toml"`
@@ -9,19 +13,25 @@ allow-list of option shapes in `flags`; the rules are written out in docs/target
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import os
 import re
 import stat
 import tomllib
+import types
+import typing
 from pathlib import Path
 from typing import Any, Callable
 
 from edgetune.errors import EdgetuneError
+from .cost import CostModel
+from .fields import CLOCK_HZ_RANGE, MAX_CYCLES, MAX_ENERGY_PJ, MAX_POWER_MW, MAX_TIMEOUT_S, Range  # noqa: F401
 from .flags import flag_problem, flags_problem, lib_problem, objdump_flag_problem
-from .cost import INSTRUCTION_CLASSES, ClassCost, CostModel
-from .model import (Cache, Compiler, Core, Firmware, MemoryRegion, Npu, NpuMemoryMode, NpuPort, PowerEnvelope,
-                    Measures, RenodePlatform, RunnerKind, RunnerSettings, SerialLink, Target, VectorUnit)
+from .model import (CACHE_KINDS, CORE_EXTENSIONS, MEMORY_KINDS, NPU_MEMORY_TYPES,  # noqa: F401
+                    NPU_NAMES, RUNNER_KINDS, SERIAL_COUNTERS, STARTUP_FAMILIES, UART_DRIVERS, Firmware, MemoryRegion,
+                    Measures, Npu, NpuPort, RunnerKind, RunnerSettings, SerialLink, Target)
 
 SCHEMA_VERSION = 1
 
@@ -49,49 +59,17 @@ ALLOW_TOOLS_ENV = "EDGETUNE_ALLOW_TOOLS"
 # The targets shipped with edgetune (targets/boards in the package), which `extends` may name.
 # A folder, not an import: the HAL imports nothing of ours.
 SHIPPED_TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets" / "boards"
-# Ranges of numbers no real part has outside them: 1 kHz .. 10 GHz clocks, a day of timeout.
-CLOCK_HZ_RANGE = (1_000, 10_000_000_000)
-MAX_TIMEOUT_S = 86_400.0
-MAX_POWER_MW = 1_000_000.0  # 1 kW
-MAX_ENERGY_PJ = 1_000_000.0  # 1 uJ per instruction or access
-MAX_CYCLES = 1_000_000.0  # per instruction class; wait states too
 # Address width of the core's data side: M-profile and Armv7 cores address 4 GiB; AArch64
 # and x86-64 harnesses run 64-bit (arch names as the shipped targets spell them).
 THIRTY_TWO_BIT_ARCH_RE = re.compile(r"armv[4-8](\.[0-9])?[a-z]*-[mr](\.[a-z]+)?|armv[4-7][a-z]*(-a)?"
                                     r"|riscv32[a-z]*|i[3-6]86")
 
-MEMORY_KINDS = {"tcm", "sram", "flash", "dram"}
-CACHE_KINDS = {"data", "instruction", "unified"}
-# The runner kinds a target file may name, as data: what each requires of the file and what
-# its runs report. Each kind is served by the runner class of the same `kind` in
-# edgetune.targets.runners (tests/test_runners.py checks the two lists agree).
-_BOARD_COUNTS = Measures("cycles", placement_counted=("cycles", "dwt_cycles", "systick_cycles"))
-RUNNER_KINDS = {spec.kind: spec for spec in (
-    RunnerKind("qemu", Measures("instructions", priced=("cycles", "energy_uj", "power_mw")),
-               tables=frozenset({"firmware"}), emulator=True),
-    RunnerKind("native", Measures("time_ns")),
-    RunnerKind("serial", _BOARD_COUNTS, tables=frozenset({"firmware", "serial"})),
-    RunnerKind("renode", _BOARD_COUNTS, tables=frozenset({"firmware", "serial", "renode"}), generates_link=True),
-)}
-# Serial links: UART drivers in firmware/common and the counters the serial harness reads.
-UART_DRIVERS = {"cmsdk-apb"}
-SERIAL_COUNTERS = {"dwt", "systick"}
 # Placeholders a flash command or port may hold; everything else is plain characters.
 PLACEHOLDERS = ("{image}", "{port}")
 ARG_RE = re.compile(r"^[A-Za-z0-9_=.,+/:@%-]*$")
 PORT_RE = re.compile(r"^[A-Za-z0-9_=.,+/:@?&-]+$")
 RENODE_PATH_RE = re.compile(r"^@?[A-Za-z0-9_./-]+\.repl$")
 RENODE_PERIPHERAL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-# Start-up code and link layout families the firmware folder provides (startup_<family>.*,
-# templates/<family>.ld.j2).
-STARTUP_FAMILIES = {"cortex_m", "cortex_a"}
-# Core instruction-set extensions a kernel may ask for ([core] extensions). "dsp": the DSP
-# extension of Armv7E-M and Armv8-M Mainline (Armv7-M ARM DDI 0403, A1.4 "the DSP extension";
-# Armv8-M ARM DDI 0553, "DSP Extension"): SIMD on 16- and 8-bit halves of core registers.
-CORE_EXTENSIONS = {"dsp"}
-# Vela's memory types and accelerator prefixes (Vela 5.2 OPTIONS.md, "Configuration File").
-NPU_MEMORY_TYPES = {"Sram", "Dram", "OnChipFlash", "OffChipFlash"}
-NPU_NAMES = {"ethos-u55", "ethos-u65"}
 # A Vela memory-mode name becomes an .ini section name: letters, digits, underscores.
 VELA_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 
@@ -181,19 +159,11 @@ def _between(low: float, high: float, low_open: bool = False) -> Callable[[Any],
     return check
 
 
-_CLOCK = _between(*CLOCK_HZ_RANGE)
-_TIMEOUT = _between(0, MAX_TIMEOUT_S, low_open=True)
-_POWER = _between(0, MAX_POWER_MW)
-_ENERGY = _between(0, MAX_ENERGY_PJ)
-_CYCLES = _between(0, MAX_CYCLES)
-
-
-def _name(value) -> str | None:
-    return None if NAME_RE.fullmatch(value) else f"{value!r} is not a valid name (lower-case letters, digits, _ . -)"
-
-
-def _region_name(value: str) -> str | None:
-    return None if REGION_RE.fullmatch(value) else f"{value!r} is not a valid region name (a lower-case C identifier: letters, digits, _)"
+def _within(bounds: Range) -> Callable[[Any], str | None]:
+    """The check of a `within` rule (unbounded ranges keep the plain positive and not-negative wording)."""
+    if bounds.high is None and bounds.low == 0:
+        return _positive if bounds.low_open else _non_negative
+    return _between(bounds.low, math.inf if bounds.high is None else bounds.high, bounds.low_open)
 
 
 def allowed_tools() -> frozenset[str]:
@@ -223,25 +193,6 @@ def _program_named(pattern: re.Pattern, kind: str, any_name_when_allowed: bool =
 
 def _one_of(options: set[str]) -> Callable[[Any], str | None]:
     return lambda value: None if value in options else f"{value!r} is not one of {', '.join(sorted(options))}"
-
-
-def _flags(table: _Table, key: str, check=flag_problem) -> tuple[str, ...]:
-    flags = table.get(key, list, default=[])
-    problem = flags_problem(flags, check)
-    if problem:
-        table.fail(f"{key}[{problem[0]}]", problem[1])
-    return tuple(flags)
-
-
-def _extensions(core_t: _Table) -> tuple[str, ...]:
-    names = core_t.get("extensions", list, default=[])
-    for i, name in enumerate(names):
-        if not isinstance(name, str) or name not in CORE_EXTENSIONS:
-            core_t.fail(f"extensions[{i}]", f"{name!r} is not a known core extension "
-                                            f"(known: {', '.join(sorted(CORE_EXTENSIONS))})")
-        if name in names[:i]:
-            core_t.fail(f"extensions[{i}]", f"{name!r} is listed twice")
-    return tuple(names)
 
 
 def _merge(parent: dict, child: dict) -> dict:
@@ -337,242 +288,282 @@ def load_target(path: Path, overrides: dict | None = None, shipped_dir: Path = S
 
 def target_from_data(data: dict, file: str) -> Target:
     top = _Table(file, "", data)
-    top.reject_unknown({"schema", "name", "description", "arch", "core", "runner", "compilers",
-                        "vector_units", "caches", "memory", "power", "firmware", "cost", "detect", "npus", "serial",
-                        "renode"})
+    # schema: the file format's version, not a field; detect: host.toml's mark (edgetune.hal.host).
+    top.reject_unknown(_keys(Target) | {"schema", "detect"})
     schema = top.get("schema", int)
     if schema != SCHEMA_VERSION:
         top.fail("schema", f"version {schema} is not supported (this edgetune reads {SCHEMA_VERSION})")
-
-    core_t = top.table("core")
-    core_t.reject_unknown({"name", "isa", "count", "clock_hz", "fpu", "source", "extensions"})
-    core = Core(name=core_t.get("name", str), isa=core_t.get("isa", str),
-                count=core_t.get("count", int, check=_positive),
-                clock_hz=core_t.get("clock_hz", int, check=_CLOCK),
-                fpu=core_t.get("fpu", str, default=""), source=core_t.get("source", str, default=""),
-                extensions=_extensions(core_t))
-
-    runner_t = top.table("runner")
-    runner_t.reject_unknown({"kind", "program", "machine", "cpu", "timeout_s", "resource"})
-    kind = runner_t.get("kind", str, check=_one_of(RUNNER_KINDS))
-    spec = RUNNER_KINDS[kind]
-    runner = RunnerSettings(kind=kind, measures=spec.measures,
-                            program=runner_t.get("program", str, check=_program_named(QEMU_RE, "QEMU emulator"),
-                                                 default=...) if spec.emulator else "",
-                            machine=runner_t.get("machine", str, check=_name, default=...) if spec.emulator else "",
-                            cpu=runner_t.get("cpu", str, check=_name, default=""),
-                            timeout_s=float(runner_t.get("timeout_s", (int, float), check=_TIMEOUT, default=10.0)),
-                            resource=runner_t.get("resource", str, check=_name, default=""))
-
-    compilers = []
-    for t in top.tables("compilers"):
-        t.reject_unknown({"name", "command", "cflags"})
-        compilers.append(Compiler(name=t.get("name", str, check=_name),
-                                  command=t.get("command", str, check=_program_named(COMPILER_RE, "C compiler")),
-                                  cflags=_flags(t, "cflags")))
-    if not compilers:
-        top.fail("compilers", "at least one compiler is required")
-    _unique(top, "compilers", [c.name for c in compilers])
-
-    vector_units = []
-    for t in top.tables("vector_units", required=False):
-        t.reject_unknown({"name", "register_bits", "registers", "lanes", "int8_macs_per_cycle", "source"})
-        lanes_t = t.table("lanes")
-        lanes = tuple((dtype, lanes_t.get(dtype, int, check=_positive)) for dtype in sorted(lanes_t.data))
-        vector_units.append(VectorUnit(
-            name=t.get("name", str, check=_name), register_bits=t.get("register_bits", int, check=_positive),
-            registers=t.get("registers", int, check=_positive), lanes=lanes,
-            int8_macs_per_cycle=float(t.get("int8_macs_per_cycle", (int, float), check=_non_negative, default=0.0)),
-            source=t.get("source", str, default="")))
-    _unique(top, "vector_units", [v.name for v in vector_units])
-
-    caches = []
-    for t in top.tables("caches", required=False):
-        t.reject_unknown({"level", "kind", "size", "line"})
-        caches.append(Cache(level=t.get("level", int, check=_positive), kind=t.get("kind", str, check=_one_of(CACHE_KINDS)),
-                            size=t.get("size", int, check=_positive), line=t.get("line", int, check=_positive, default=64)))
-
-    memory = []
-    for t in top.tables("memory", required=False):
-        t.reject_unknown({"name", "kind", "base", "size", "access", "source", "wait_states", "access_pj"})
-        memory.append(MemoryRegion(name=t.get("name", str, check=_region_name), kind=t.get("kind", str, check=_one_of(MEMORY_KINDS)),
-                                   base=t.get("base", int, check=_non_negative), size=t.get("size", int, check=_positive),
-                                   access=t.get("access", str, check=_one_of({"rx", "rw", "rwx"})),
-                                   source=t.get("source", str, default=""),
-                                   wait_states=float(t.get("wait_states", (int, float), check=_CYCLES, default=0)),
-                                   access_pj=float(t.get("access_pj", (int, float), check=_ENERGY, default=0))))
-    _unique(top, "memory", [m.name for m in memory])
-    _no_overlap(top, memory)
-    _within_address_space(top, memory)
-
-    power = None
-    power_t = top.table("power", required=False)
-    if power_t is not None:
-        power_t.reject_unknown({"active_mw", "idle_mw", "source"})
-        power = PowerEnvelope(active_mw=float(power_t.get("active_mw", (int, float), check=_between(0, MAX_POWER_MW, low_open=True))),
-                              idle_mw=float(power_t.get("idle_mw", (int, float), check=_POWER)),
-                              source=power_t.get("source", str))
-
-    firmware = None
-    fw_t = top.table("firmware", required=("firmware" in spec.tables))
-    if fw_t is not None:
-        fw_t.reject_unknown({"startup", "linker", "ldflags", "libs", "code_region", "code_size", "data_region",
-                             "data_reserved", "stack_size", "io_regions"})
-        region_names = {m.name for m in memory}
-
-        def _region(value):
-            return None if value in region_names else f"no memory region named {value!r}"
-
-        io_regions = fw_t.get("io_regions", list)
-        for i, name in enumerate(io_regions):
-            if not isinstance(name, str) or _region(name):
-                fw_t.fail(f"io_regions[{i}]", f"no memory region named {name!r}")
-        firmware = Firmware(startup=fw_t.get("startup", str, check=_one_of(STARTUP_FAMILIES)),
-                            linker=fw_t.get("linker", str, check=_program_named(LINKER_RE, "linker")),
-                            ldflags=_flags(fw_t, "ldflags"),
-                            libs=_flags(fw_t, "libs", lib_problem) if fw_t.has("libs") else Firmware.libs,
-                            code_size=fw_t.get("code_size", int, check=_non_negative, default=0),
-                            code_region=fw_t.get("code_region", str, check=_region),
-                            data_region=fw_t.get("data_region", str, check=_region),
-                            data_reserved=fw_t.get("data_reserved", int, check=_positive),
-                            stack_size=fw_t.get("stack_size", int, check=_positive), io_regions=tuple(io_regions))
-        data_region = next(m for m in memory if m.name == firmware.data_region)
-        if firmware.data_reserved >= data_region.size:
-            fw_t.fail("data_reserved", f"{firmware.data_reserved} bytes do not fit in {data_region.name} ({data_region.size} bytes)")
-        if firmware.stack_size >= firmware.data_reserved:
-            fw_t.fail("stack_size", f"must be smaller than data_reserved ({firmware.data_reserved})")
-        if firmware.code_region == firmware.data_region:
-            if not firmware.code_size:
-                fw_t.fail("code_size", "required when code_region and data_region are the same region")
-            if firmware.code_size + firmware.data_reserved >= data_region.size:
-                fw_t.fail("code_size", f"code_size + data_reserved do not fit in {data_region.name} ({data_region.size} bytes)")
-
-    cost_t = top.table("cost", required=False)
-    cost = _cost_model(cost_t) if cost_t is not None else None
-
-    npus = tuple(_npu(t, {m.name for m in memory}) for t in top.tables("npus", required=False))
-    _unique(top, "npus", [n.name for n in npus])
-
-    serial = _serial_link(top, spec)
-    renode = _renode_platform(top, spec)
-    return Target(name=top.get("name", str, check=_name), description=top.get("description", str), arch=top.get("arch", str),
-                  core=core, runner=runner, compilers=tuple(compilers), vector_units=tuple(vector_units),
-                  caches=tuple(caches), memory=tuple(memory), power=power, firmware=firmware, cost=cost, npus=npus,
-                  source_file=file, serial=serial, renode=renode)
+    return _read(Target, top, {}, given={"source_file": file}, extra_keys={"schema", "detect"})
 
 
-def _cost_model(cost_t: _Table) -> CostModel:
-    cost_t.reject_unknown({"source", "static_mw", "issue_width", "overlapping_units", "disassembler",
-                           "disassembler_flags", "classes"})
-    classes_t = cost_t.table("classes")
-    classes_t.reject_unknown(set(INSTRUCTION_CLASSES))
-    classes = []
-    for name in INSTRUCTION_CLASSES:
-        t = classes_t.table(name)
-        t.reject_unknown({"cycles", "unit", "energy_pj"})
-        classes.append((name, ClassCost(cycles=float(t.get("cycles", (int, float), check=_CYCLES)),
-                                        unit=t.get("unit", str, check=_name),
-                                        energy_pj=float(t.get("energy_pj", (int, float), check=_ENERGY)))))
-    units = {cost.unit for _, cost in classes}
-    overlapping = cost_t.get("overlapping_units", list, default=[])
-    for i, unit in enumerate(overlapping):
-        if unit not in units:
-            cost_t.fail(f"overlapping_units[{i}]", f"no instruction class uses unit {unit!r}")
-    return CostModel(classes=tuple(classes), overlapping_units=tuple(overlapping),
-                     issue_width=float(cost_t.get("issue_width", (int, float), check=_positive, default=1)),
-                     static_mw=float(cost_t.get("static_mw", (int, float), check=_POWER)),
-                     disassembler=cost_t.get("disassembler", str, check=_program_named(DISASSEMBLER_RE, "objdump")),
-                     disassembler_flags=_flags(cost_t, "disassembler_flags", objdump_flag_problem),
-                     source=cost_t.get("source", str))
+# --- one dataclass from one table, field by field (edgetune.hal.fields) ---------------------
+
+_MISSING = ...  # a required key's default: TOML has no Ellipsis, so it never is a value
+_SKIP = object()  # a key not read here (read_when): the field keeps its dataclass default
 
 
-def _npu(t: _Table, region_names: set[str]) -> Npu:
-    """One [[npus]] table: an Ethos-U attached to the board, with its AXI ports and the
-    memory modes Vela may compile for."""
-    t.reject_unknown({"name", "product", "macs_per_cycle", "clock_hz", "ports", "memory_modes", "arena_cache_sizes",
-                      "invoke_cycles", "copy_bytes_per_cycle", "source"})
-    macs = t.get("macs_per_cycle", list)
-    for i, value in enumerate(macs):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value & (value - 1):
-            t.fail(f"macs_per_cycle[{i}]", f"{value!r} is not a positive power of two")
-    if not macs or len(set(macs)) != len(macs):
-        t.fail("macs_per_cycle", "expected distinct values, at least one")
-    sizes = t.get("arena_cache_sizes", list)
-    for i, value in enumerate(sizes):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            t.fail(f"arena_cache_sizes[{i}]", f"{value!r} is not a positive integer")
-    if not sizes or len(set(sizes)) != len(sizes):
-        t.fail("arena_cache_sizes", "expected distinct values, at least one")
-
-    ports = []
-    for p in t.tables("ports"):
-        p.reject_unknown({"name", "memory", "region", "data_bits", "writable", "clock_scale", "burst_length",
-                          "read_latency", "write_latency", "max_reads", "max_writes", "source"})
-        region = p.get("region", str, default="",
-                       check=lambda v: None if v == "" or v in region_names else f"no memory region named {v!r}")
-        ports.append(NpuPort(
-            name=p.get("name", str, check=_one_of({"axi0", "axi1"})),
-            memory=p.get("memory", str, check=_one_of(NPU_MEMORY_TYPES)), region=region,
-            data_bits=p.get("data_bits", int,
-                            check=lambda v: None if v in (32, 64, 128, 256) else f"{v} is not 32, 64, 128 or 256"),
-            writable=p.get("writable", bool),
-            clock_scale=float(p.get("clock_scale", (int, float), check=_positive)),
-            burst_length=p.get("burst_length", int, check=_positive),
-            read_latency=p.get("read_latency", int, check=_non_negative),
-            write_latency=p.get("write_latency", int, check=_non_negative),
-            max_reads=p.get("max_reads", int, check=_positive),
-            max_writes=p.get("max_writes", int, check=_non_negative), source=p.get("source", str, default="")))
-    _unique(t, "ports", [p.name for p in ports])
-    if "axi0" not in {p.name for p in ports}:
-        t.fail("ports", "an NPU needs at least its axi0 port")
-    port_names = {p.name for p in ports}
-
-    def _port(value):
-        return None if value in port_names else f"no port named {value!r} (ports: {', '.join(sorted(port_names))})"
-
-    modes = []
-    for m in t.tables("memory_modes"):
-        m.reject_unknown({"name", "const", "arena", "cache", "source"})
-        modes.append(NpuMemoryMode(
-            name=m.get("name", str, check=lambda v: None if VELA_NAME_RE.fullmatch(v) else f"{v!r} is not a valid mode name"),
-            const_port=m.get("const", str, check=_port), arena_port=m.get("arena", str, check=_port),
-            cache_port=m.get("cache", str, check=_port), source=m.get("source", str, default="")))
-    if not modes:
-        t.fail("memory_modes", "at least one memory mode is required")
-    _unique(t, "memory_modes", [m.name for m in modes])
-
-    return Npu(name=t.get("name", str, check=_one_of(NPU_NAMES)), product=t.get("product", str),
-               macs_per_cycle=tuple(macs), clock_hz=t.get("clock_hz", int, check=_CLOCK), ports=tuple(ports),
-               memory_modes=tuple(modes), arena_cache_sizes=tuple(sizes),
-               invoke_cycles=t.get("invoke_cycles", int, check=_non_negative),
-               copy_bytes_per_cycle=float(t.get("copy_bytes_per_cycle", (int, float), check=_positive)),
-               source=t.get("source", str))
+def _file_fields(cls) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if f.metadata.get("in_file", True)]
 
 
-def _unique(top: _Table, key: str, names: list[str]) -> None:
-    seen = set()
+def _key(f: dataclasses.Field) -> str:
+    return f.metadata.get("key", f.name)
+
+
+def _keys(cls) -> set[str]:
+    return {_key(f) for f in _file_fields(cls)}
+
+
+@functools.cache
+def _hints(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _read(cls, t: _Table, ctx: dict, given: dict | None = None, extra_keys: set[str] = frozenset()):
+    """An instance of dataclass `cls` from table `t`: each field one key, read in field order
+    (with the checks across keys that one field's value allows right after it), then the
+    class's checks across keys. `ctx` maps each class being read around this table to the
+    values it has so far, for checks that refer to other keys (a region by name)."""
+    t.reject_unknown(_keys(cls) | set(extra_keys))
+    hints = _hints(cls)
+    values = dict(given or {})
+    ctx = {**ctx, cls: values}
+    for f in _file_fields(cls):
+        value = _field_value(t, f, hints[f.name], ctx)
+        if value is not _SKIP:
+            values[f.name] = value
+            for check in FIELD_CHECKS.get((cls, f.name), ()):
+                check(value, t, ctx)
+    for name, derive in DERIVED.get(cls, {}).items():
+        values[name] = derive(values)
+    obj = cls(**values)
+    for check in CROSS_CHECKS.get(cls, ()):
+        check(obj, t, ctx)
+    return obj
+
+
+def _toml_default(f: dataclasses.Field, ctx: dict):
+    """What a field is when its key is left out, or _MISSING when the key is required."""
+    rules = f.metadata
+    if "read_when" in rules:
+        return _MISSING
+    if "default_when" in rules and CONDITIONS[rules["default_when"][0]](ctx):
+        return rules["default_when"][1]
+    if rules.get("required") or "required_when" in rules and CONDITIONS[rules["required_when"]](ctx):
+        return _MISSING
+    if "default" in rules:
+        return rules["default"]
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return _MISSING if f.default_factory is dataclasses.MISSING else f.default_factory()
+
+
+def _shape(hint) -> tuple[str, Any]:
+    """What a type hint means in TOML: a table, an array of tables, a table of named entries
+    (tuple of (name, value) pairs), an array of values, or one value."""
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):  # X | None: an optional X
+        return _shape(next(a for a in typing.get_args(hint) if a is not type(None)))
+    if typing.get_origin(hint) is tuple:
+        item = typing.get_args(hint)[0]
+        if dataclasses.is_dataclass(item):
+            return "tables", item
+        if typing.get_origin(item) is tuple:
+            return "named", typing.get_args(item)[1]
+        return "array", item
+    return ("table" if dataclasses.is_dataclass(hint) else "value"), hint
+
+
+def _field_value(t: _Table, f: dataclasses.Field, hint, ctx: dict):
+    rules = f.metadata
+    if "read_when" in rules and not CONDITIONS[rules["read_when"]](ctx):
+        return _SKIP
+    key, default = _key(f), _toml_default(f, ctx)
+    shape, item = _shape(hint)
+    if shape == "table":
+        sub = t.table(key, required=default is _MISSING)
+        return default if sub is None else _read(item, sub, ctx)
+    if shape == "tables":
+        return _tables(t, key, item, rules, default, ctx)
+    if shape == "named":
+        return _named(t, key, item, rules, default, ctx)
+    if shape == "array":
+        return _array(t, key, item, rules, default, ctx)
+    return _value(t, key, item, rules, default, ctx)
+
+
+# TOML types a field's type accepts: an integer is a fine float (and is stored as one).
+_TOML_TYPES = {str: (str,), int: (int,), float: (int, float), bool: (bool,)}
+
+
+def _value(t: _Table, key: str, kind: type, rules, default, ctx: dict):
+    value = t.get(key, _TOML_TYPES[kind], default=default, check=_value_check(rules, ctx))
+    return float(value) if kind is float and value is not None else value  # None: an optional number left out
+
+
+def _value_check(rules, ctx: dict) -> Callable[[Any], str | None] | None:
+    """One check of a value from the field's one_of, within and check rules."""
+    checks = []
+    if "one_of" in rules:
+        checks.append(_one_of(rules["one_of"]))
+    if "within" in rules:
+        checks.append(_within(rules["within"]))
+    if "check" in rules:
+        check = VALUE_CHECKS[rules["check"]]
+        checks.append(lambda value: check(value, ctx))
+    if not checks:
+        return None
+    return lambda value: next((p for p in (c(value) for c in checks) if p), None)
+
+
+def _array(t: _Table, key: str, kind: type, rules, default, ctx: dict) -> tuple:
+    """An array of values. A `check` rule names a check of the whole array (ARRAY_CHECKS);
+    otherwise each value is checked as a single key of its type would be."""
+    values = t.get(key, list, default=default)
+    if "check" in rules:
+        problem = ARRAY_CHECKS[rules["check"]](values, ctx)
+    else:
+        problem = _items_problem(values, kind, _value_check(rules, ctx))
+    if problem:
+        index, message = problem
+        t.fail(key if index is None else f"{key}[{index}]", message)
+    return tuple(values)
+
+
+def _items_problem(values: list, kind: type, check) -> tuple[int, str] | None:
+    kinds = _TOML_TYPES[kind]
+    for i, value in enumerate(values):
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            return i, f"expected {' or '.join(k.__name__ for k in kinds)}, got {value!r}"
+        if check is not None and (problem := check(value)):
+            return i, problem
+    return None
+
+
+def _tables(t: _Table, key: str, cls, rules, default, ctx: dict) -> tuple:
+    """An array of tables ([[key]]), each one `cls`."""
+    if not t.has(key) and default is not _MISSING:
+        return default
+    items = tuple(_read(cls, sub, ctx) for sub in t.tables(key))
+    if not items and "at_least_one" in rules:
+        t.fail(key, f"at least one {rules['at_least_one']} is required")
+    if rules.get("unique"):
+        _unique(t, key, [item.name for item in items])
+    return items
+
+
+def _named(t: _Table, key: str, kind, rules, default, ctx: dict) -> tuple:
+    """A table of named entries, as (name, value) pairs: the `names` rule's in its order, or
+    any names, sorted. A value is a table when `kind` is a dataclass."""
+    sub = t.table(key, required=default is _MISSING)
+    if sub is None:
+        return default
+    names = rules.get("names")
+    if names is not None:
+        sub.reject_unknown(set(names))
+    pairs = []
+    for name in names if names is not None else sorted(sub.data):
+        if dataclasses.is_dataclass(kind):
+            pairs.append((name, _read(kind, sub.table(name), ctx)))
+        else:
+            pairs.append((name, _value(sub, name, kind, rules, _MISSING, ctx)))
+    return tuple(pairs)
+
+
+# --- the checks a `check` rule names ----------------------------------------------------------
+# A value check: (value, ctx) -> why not, or None. `ctx` holds what the tables around have
+# read so far (by class), so a reference to another key can be looked up.
+
+def _memory_names(ctx: dict) -> set[str]:
+    return {m.name for m in ctx[Target].get("memory", ())}
+
+
+def _region(value, ctx: dict) -> str | None:
+    return None if value in _memory_names(ctx) else f"no memory region named {value!r}"
+
+
+def _npu_port(value, ctx: dict) -> str | None:
+    names = {p.name for p in ctx[Npu]["ports"]}
+    return None if value in names else f"no port named {value!r} (ports: {', '.join(sorted(names))})"
+
+
+def _pattern(regex: re.Pattern, what: str) -> Callable[[Any, dict], str | None]:
+    return lambda value, ctx: None if regex.fullmatch(value) else f"{value!r} is not {what}"
+
+
+def _context_free(check: Callable[[Any], str | None]) -> Callable[[Any, dict], str | None]:
+    return lambda value, ctx: check(value)
+
+
+VALUE_CHECKS: dict[str, Callable[[Any, dict], str | None]] = {
+    "name": _pattern(NAME_RE, "a valid name (lower-case letters, digits, _ . -)"),
+    "region_name": _pattern(REGION_RE, "a valid region name (a lower-case C identifier: letters, digits, _)"),
+    "mode_name": _pattern(VELA_NAME_RE, "a valid mode name"),
+    "renode_platform": _pattern(RENODE_PATH_RE, "a Renode platform file (.repl) of plain characters"),
+    "renode_peripheral": _pattern(RENODE_PERIPHERAL_RE, "a Renode peripheral name like sysbus.uart0"),
+    "compiler": _context_free(_program_named(COMPILER_RE, "C compiler")),
+    "linker": _context_free(_program_named(LINKER_RE, "linker")),
+    "qemu": _context_free(_program_named(QEMU_RE, "QEMU emulator")),
+    "objdump": _context_free(_program_named(DISASSEMBLER_RE, "objdump")),
+    "serial_port": lambda value, ctx: None if PORT_RE.fullmatch(_without_placeholders(value)) and "{image}" not in value
+    else f"{value!r} is not a serial device or pyserial URL of plain characters",
+    "region": _region,
+    "region_or_none": lambda value, ctx: None if value == "" else _region(value, ctx),
+    "port": _npu_port,
+    "bus_width": lambda value, ctx: None if value in (32, 64, 128, 256) else f"{value} is not 32, 64, 128 or 256",
+}
+
+
+# An array check: (values, ctx) -> (index or None for the whole array, why not), or None.
+
+def _extensions(names: list, ctx: dict) -> tuple[int, str] | None:
     for i, name in enumerate(names):
-        if name in seen:
-            top.fail(f"{key}[{i}].name", f"duplicate name {name!r}")
-        seen.add(name)
+        if not isinstance(name, str) or name not in CORE_EXTENSIONS:
+            return i, f"{name!r} is not a known core extension (known: {', '.join(sorted(CORE_EXTENSIONS))})"
+        if name in names[:i]:
+            return i, f"{name!r} is listed twice"
+    return None
 
 
-def _no_overlap(top: _Table, memory: list[MemoryRegion]) -> None:
-    ordered = sorted(enumerate(memory), key=lambda item: item[1].base)
-    for (_, a), (j, b) in zip(ordered, ordered[1:]):
-        if b.base < a.end:
-            top.fail(f"memory[{j}].base", f"region {b.name} overlaps region {a.name}")
+def _regions(names: list, ctx: dict) -> tuple[int, str] | None:
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or _region(name, ctx):
+            return i, f"no memory region named {name!r}"
+    return None
 
 
-def _within_address_space(top: _Table, memory: list[MemoryRegion]) -> None:
-    """Every region inside what the core can address: 4 GiB on a 32-bit core (the harness
-    takes addresses as 32-bit values), 2^64 bytes otherwise."""
-    arch = top.data.get("arch")
-    bits = 32 if isinstance(arch, str) and THIRTY_TWO_BIT_ARCH_RE.fullmatch(arch) else 64
-    for i, region in enumerate(memory):
-        if region.end > 1 << bits:
-            top.fail(f"memory[{i}]", f"region {region.name} ends at {region.end:#x}, beyond the {bits}-bit address "
-                                     f"space of {arch} (last address {(1 << bits) - 1:#x})")
+def _units(names: list, ctx: dict) -> tuple[int, str] | None:
+    units = {cost.unit for _, cost in ctx[CostModel]["classes"]}
+    for i, unit in enumerate(names):
+        if not isinstance(unit, str) or unit not in units:
+            return i, f"no instruction class uses unit {unit!r}"
+    return None
+
+
+def _distinct_integers(accept: Callable[[int], bool], what: str) -> Callable[[list, dict], tuple | None]:
+    """Distinct integers, at least one, each `what`."""
+    def check(values: list, ctx: dict) -> tuple[int | None, str] | None:
+        for i, value in enumerate(values):
+            if isinstance(value, bool) or not isinstance(value, int) or not accept(value):
+                return i, f"{value!r} is not {what}"
+        if not values or len(set(values)) != len(values):
+            return None, "expected distinct values, at least one"
+        return None
+    return check
+
+
+def _flash_args(args: list, ctx: dict) -> tuple[int, str] | None:
+    """A flash command's arguments: the program first, placeholders only where allowed."""
+    for i, arg in enumerate(args):
+        if not isinstance(arg, str):
+            return i, f"expected a string, got {arg!r}"
+        rest = _without_placeholders(arg)
+        if i == 0 and (problem := _FLASHER_CHECK(arg)):
+            return 0, problem
+        if "{" in rest or "}" in rest:
+            return i, f"{arg!r}: the only placeholders are {', '.join(PLACEHOLDERS)}"
+        if not ARG_RE.fullmatch(rest):
+            return i, f"{arg!r} holds characters an argument may not have"
+    return None
 
 
 def _without_placeholders(text: str) -> str:
@@ -583,65 +574,107 @@ def _without_placeholders(text: str) -> str:
 
 _FLASHER_CHECK = _program_named(FLASHER_RE, "flasher or emulator", any_name_when_allowed=True)
 
+ARRAY_CHECKS: dict[str, Callable[[list, dict], tuple | None]] = {
+    "flags": lambda values, ctx: flags_problem(values, flag_problem),
+    "libs": lambda values, ctx: flags_problem(values, lib_problem),
+    "objdump_flags": lambda values, ctx: flags_problem(values, objdump_flag_problem),
+    "extensions": _extensions,
+    "regions": _regions,
+    "units": _units,
+    "powers_of_two": _distinct_integers(lambda v: v > 0 and not v & (v - 1), "a positive power of two"),
+    "positive_integers": _distinct_integers(lambda v: v > 0, "a positive integer"),
+    "flash": _flash_args,
+}
 
-def _serial_link(top: _Table, spec: RunnerKind) -> SerialLink | None:
-    """[serial]: required by the serial and renode runners (Renode generates its own flash
-    step and port, so those two keys are optional there)."""
-    t = top.table("serial", required="serial" in spec.tables)
-    if t is None:
-        return None
-    t.reject_unknown({"port", "flash", "flash_keeps_running", "flash_timeout_s", "uart", "uart_base", "uart_clock_hz",
-                      "baudrate", "counter", "runs", "reply_timeout_s", "retries", "source"})
-    generated = spec.generates_link
-    port = t.get("port", str, default="socket://127.0.0.1:{port}" if generated else ...,
-                 check=lambda v: None if PORT_RE.fullmatch(_without_placeholders(v)) and "{image}" not in v
-                 else f"{v!r} is not a serial device or pyserial URL of plain characters")
-    flash_list = t.get("flash", list, default=[] if generated else ...)
-    for i, arg in enumerate(flash_list):
-        if not isinstance(arg, str):
-            t.fail(f"flash[{i}]", f"expected a string, got {arg!r}")
-        rest = _without_placeholders(arg)
-        if i == 0 and (problem := _FLASHER_CHECK(arg)):
-            t.fail("flash[0]", problem)
-        if "{" in rest or "}" in rest:
-            t.fail(f"flash[{i}]", f"{arg!r}: the only placeholders are {', '.join(PLACEHOLDERS)}")
-        if not ARG_RE.fullmatch(rest):
-            t.fail(f"flash[{i}]", f"{arg!r} holds characters an argument may not have")
+# Conditions a required_when, read_when or default_when rule names: (ctx) -> bool.
+CONDITIONS: dict[str, Callable[[dict], bool]] = {
+    # What each runner kind requires is data (model.RUNNER_KINDS): an emulator's program and
+    # machine, the tables its target file must hold, a link it generates itself.
+    "qemu_runner": lambda ctx: RUNNER_KINDS[ctx[RunnerSettings]["kind"]].emulator,  # read inside [runner]
+    "firmware_runner": lambda ctx: "firmware" in RUNNER_KINDS[ctx[Target]["runner"].kind].tables,
+    "serial_runner": lambda ctx: "serial" in RUNNER_KINDS[ctx[Target]["runner"].kind].tables,
+    "renode_runner": lambda ctx: RUNNER_KINDS[ctx[Target]["runner"].kind].generates_link,
+}
+
+
+# --- checks across keys: on one field's value as soon as it is read (value, table, ctx), and on
+# --- the whole dataclass once its table is read (obj, table, ctx) ----------------------------
+
+def _unique(top: _Table, key: str, names: list[str]) -> None:
+    seen = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            top.fail(f"{key}[{i}].name", f"duplicate name {name!r}")
+        seen.add(name)
+
+
+def _no_overlap(memory: tuple[MemoryRegion, ...], top: _Table, ctx: dict) -> None:
+    ordered = sorted(enumerate(memory), key=lambda item: item[1].base)
+    for (_, a), (j, b) in zip(ordered, ordered[1:]):
+        if b.base < a.end:
+            top.fail(f"memory[{j}].base", f"region {b.name} overlaps region {a.name}")
+
+
+def _within_address_space(memory: tuple[MemoryRegion, ...], top: _Table, ctx: dict) -> None:
+    """Every region inside what the core can address: 4 GiB on a 32-bit core (the harness
+    takes addresses as 32-bit values), 2^64 bytes otherwise."""
+    arch = ctx[Target]["arch"]
+    bits = 32 if THIRTY_TWO_BIT_ARCH_RE.fullmatch(arch) else 64
+    for i, region in enumerate(memory):
+        if region.end > 1 << bits:
+            top.fail(f"memory[{i}]", f"region {region.name} ends at {region.end:#x}, beyond the {bits}-bit address "
+                                     f"space of {arch} (last address {(1 << bits) - 1:#x})")
+
+
+def _firmware_fits(firmware: Firmware, fw_t: _Table, ctx: dict) -> None:
+    """The harness's data, stack and (in a shared region) code fit the regions named."""
+    data_region = next(m for m in ctx[Target]["memory"] if m.name == firmware.data_region)
+    if firmware.data_reserved >= data_region.size:
+        fw_t.fail("data_reserved", f"{firmware.data_reserved} bytes do not fit in {data_region.name} ({data_region.size} bytes)")
+    if firmware.stack_size >= firmware.data_reserved:
+        fw_t.fail("stack_size", f"must be smaller than data_reserved ({firmware.data_reserved})")
+    if firmware.code_region == firmware.data_region:
+        if not firmware.code_size:
+            fw_t.fail("code_size", "required when code_region and data_region are the same region")
+        if firmware.code_size + firmware.data_reserved >= data_region.size:
+            fw_t.fail("code_size", f"code_size + data_reserved do not fit in {data_region.name} ({data_region.size} bytes)")
+
+
+def _npu_has_axi0(ports: tuple[NpuPort, ...], t: _Table, ctx: dict) -> None:
+    if "axi0" not in {p.name for p in ports}:
+        t.fail("ports", "an NPU needs at least its axi0 port")
+
+
+def _flash_command(link: SerialLink, t: _Table, ctx: dict) -> None:
+    """A written flash command names the image; a {port} is one edgetune picks and passes on."""
+    generated = CONDITIONS["renode_runner"](ctx)  # Renode's flash step and port are generated
     if not generated:
-        if not flash_list:
+        if not link.flash:
             t.fail("flash", "the flash command is empty")
-        if not any("{image}" in arg for arg in flash_list):
+        if not any("{image}" in arg for arg in link.flash):
             t.fail("flash", "the flash command never names the image ({image})")
-    keeps_running = t.get("flash_keeps_running", bool, default=generated)
-    if "{port}" in port:
-        if not keeps_running:
+    if "{port}" in link.port:
+        if not link.flash_keeps_running:
             t.fail("port", "{port} (a loopback port edgetune picks) needs flash_keeps_running = true")
-        if not generated and not any("{port}" in arg for arg in flash_list):
+        if not generated and not any("{port}" in arg for arg in link.flash):
             t.fail("flash", "the port is {port} but the flash command never passes it on")
-    uart_clock = t.get("uart_clock_hz", int, check=_CLOCK)
-    baudrate = t.get("baudrate", int, check=_positive)
-    link = SerialLink(
-        port=port, flash=tuple(flash_list), flash_keeps_running=keeps_running,
-        flash_timeout_s=float(t.get("flash_timeout_s", (int, float), check=_TIMEOUT, default=60.0)),
-        uart=t.get("uart", str, check=_one_of(UART_DRIVERS)),
-        uart_base=t.get("uart_base", int, check=_non_negative), uart_clock_hz=uart_clock, baudrate=baudrate,
-        counter=t.get("counter", str, check=_one_of(SERIAL_COUNTERS)),
-        runs=t.get("runs", int, default=5, check=lambda v: None if 1 <= v <= 32 else f"must be 1..32, got {v}"),
-        reply_timeout_s=float(t.get("reply_timeout_s", (int, float), check=_TIMEOUT, default=2.0)),
-        retries=t.get("retries", int, default=2, check=lambda v: None if 0 <= v <= 10 else f"must be 0..10, got {v}"),
-        source=t.get("source", str, default=""))
+
+
+def _baud_divider(link: SerialLink, t: _Table, ctx: dict) -> None:
     if link.bauddiv < 16:  # CMSDK APB UART TRM: BAUDDIV must be at least 16
-        t.fail("baudrate", f"{baudrate} baud needs a divider of {link.bauddiv} at {uart_clock} Hz; the UART needs >= 16")
-    return link
+        t.fail("baudrate", f"{link.baudrate} baud needs a divider of {link.bauddiv} at {link.uart_clock_hz} Hz; "
+                           "the UART needs >= 16")
 
 
-def _renode_platform(top: _Table, spec: RunnerKind) -> RenodePlatform | None:
-    t = top.table("renode", required="renode" in spec.tables)
-    if t is None:
-        return None
-    t.reject_unknown({"platform", "uart"})
-    return RenodePlatform(
-        platform=t.get("platform", str, check=lambda v: None if RENODE_PATH_RE.fullmatch(v) else
-                       f"{v!r} is not a Renode platform file (.repl) of plain characters"),
-        uart=t.get("uart", str, check=lambda v: None if RENODE_PERIPHERAL_RE.fullmatch(v) else
-                   f"{v!r} is not a Renode peripheral name like sysbus.uart0"))
+FIELD_CHECKS: dict[tuple[type, str], tuple[Callable[[Any, _Table, dict], None], ...]] = {
+    (Target, "memory"): (_no_overlap, _within_address_space),
+    (Npu, "ports"): (_npu_has_axi0,),
+}
+# Fields that are no key of the file but follow from the keys read (values so far -> value).
+DERIVED: dict[type, dict[str, Callable[[dict], Any]]] = {
+    RunnerSettings: {"measures": lambda values: RUNNER_KINDS[values["kind"]].measures},
+}
+CROSS_CHECKS: dict[type, tuple[Callable[[Any, _Table, dict], None], ...]] = {
+    Firmware: (_firmware_fits,),
+    SerialLink: (_flash_command, _baud_divider),
+}

@@ -9,139 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .cost import CostModel
+from .fields import (ACTIVE_POWER_MW, CLOCK_HZ, CYCLES, ENERGY_PJ, NON_NEGATIVE, POSITIVE, POWER_MW, TIMEOUT_S, Range,
+                     spec)
 
-
-@dataclass(frozen=True)
-class MemoryRegion:
-    name: str
-    kind: str  # "tcm", "sram", "flash", "dram"
-    base: int
-    size: int
-    access: str  # "rx", "rw", "rwx"
-    source: str = ""
-    # Cost of a load or store instruction whose data lives here, on top of its class's cost
-    # (which assumes a zero-wait TCM or an L1 hit): stall cycles and extra energy.
-    wait_states: float = 0.0
-    access_pj: float = 0.0
-
-    @property
-    def end(self) -> int:
-        return self.base + self.size
-
-
-@dataclass(frozen=True)
-class VectorUnit:
-    name: str  # "mve", "neon", "sse4.2", "avx2", "avx512"
-    register_bits: int
-    registers: int
-    lanes: tuple[tuple[str, int], ...]  # (dtype, lanes per register)
-    int8_macs_per_cycle: float = 0.0
-    source: str = ""
-
-    def lanes_for(self, dtype: str) -> int:
-        for name, count in self.lanes:
-            if name == dtype:
-                return count
-        raise KeyError(f"vector unit {self.name} has no {dtype} lanes")
-
-
-@dataclass(frozen=True)
-class Cache:
-    level: int
-    kind: str  # "data", "instruction", "unified"
-    size: int
-    line: int = 64
-
-
-@dataclass(frozen=True)
-class Core:
-    name: str
-    isa: str
-    count: int
-    clock_hz: int
-    fpu: str = ""
-    source: str = ""
-    # Instruction-set extensions of the core that are not a vector unit, e.g. "dsp": the
-    # Armv7E-M / Armv8-M DSP extension (SMLAD, SXTB16, SSAT, ... on 32-bit core registers).
-    extensions: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class PowerEnvelope:
-    active_mw: float
-    idle_mw: float
-    source: str = ""
-
-
-@dataclass(frozen=True)
-class Compiler:
-    """One compiler a target offers: the program and the flags that select the core."""
-
-    name: str  # the tunable value, e.g. "gcc" or "clang"
-    command: str
-    cflags: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Firmware:
-    """How an emulated or bare-metal target lays out the harness image."""
-
-    startup: str  # name of the start-up source family, e.g. "cortex_m"
-    linker: str  # program that links (always the GNU driver: it knows the multilibs)
-    ldflags: tuple[str, ...]
-    code_region: str
-    data_region: str
-    data_reserved: int  # bytes at the start of data_region for .data, .bss and stack
-    stack_size: int
-    io_regions: tuple[str, ...]  # where the I/O block may be preloaded, in order of preference
-    # Bytes of code_region the image may use when code and data share one region (e.g. a
-    # Cortex-A's single DRAM bank): data then starts right after it. 0: the whole region.
-    code_size: int = 0
-    libs: tuple[str, ...] = ("-lc", "-lgcc")  # libraries the link step adds
-
-    def reserved_in(self, region_name: str) -> int:
-        """Bytes at the start of a region the harness image keeps for itself."""
-        reserved = 0
-        if region_name == self.code_region and self.code_size:
-            reserved += self.code_size
-        if region_name == self.data_region:
-            reserved += self.data_reserved
-        return reserved
-
-    def data_base(self, data_region: "MemoryRegion") -> int:
-        return data_region.base + (self.code_size if self.code_region == self.data_region else 0)
-
-
-@dataclass(frozen=True)
-class SerialLink:
-    """A board reached over a serial port (docs/serial-protocol.md): how to flash it, where
-    its UART is, which counter its firmware reads, and how patient the host is."""
-
-    port: str  # a device (/dev/ttyACM0) or pyserial URL; "{port}" = a free loopback TCP port
-    flash: tuple[str, ...]  # argument list; "{image}" (the ELF) and "{port}" are substituted
-    flash_keeps_running: bool  # the flash command *is* the board (an emulator): killed after the run
-    uart: str  # UART driver in firmware/common, e.g. "cmsdk-apb"
-    uart_base: int
-    uart_clock_hz: int  # the UART's peripheral clock, for its baud divider
-    baudrate: int
-    counter: str  # "dwt" (DWT CYCCNT, SysTick alongside) or "systick"
-    runs: int = 5  # kernel runs per trial; the minimum is reported
-    reply_timeout_s: float = 2.0
-    flash_timeout_s: float = 60.0
-    retries: int = 2
-    source: str = ""
-
-    @property
-    def bauddiv(self) -> int:
-        return self.uart_clock_hz // self.baudrate
-
-
-@dataclass(frozen=True)
-class RenodePlatform:
-    """What a Renode platform script (.resc) needs to boot the serial harness."""
-
-    platform: str  # a Renode platform description (.repl), e.g. "platforms/cpus/...repl"
-    uart: str  # the peripheral the harness talks to, e.g. "sysbus.uart0"
+# The values of the keys that name one of a few things (edgetune.hal.fields: `one_of`).
+MEMORY_KINDS = frozenset({"tcm", "sram", "flash", "dram"})
+MEMORY_ACCESS = frozenset({"rx", "rw", "rwx"})
+CACHE_KINDS = frozenset({"data", "instruction", "unified"})
 
 
 @dataclass(frozen=True)
@@ -169,21 +43,188 @@ class RunnerKind:
     generates_link: bool = False  # it starts the board itself: [serial] flash and port are optional
 
 
+# The runner kinds a target file may name, as data: what each requires of the file and what
+# its runs report. Each kind is served by the runner class of the same `kind` in
+# edgetune.targets.runners (tests/test_runners.py checks the two lists agree).
+_BOARD_COUNTS = Measures("cycles", placement_counted=("cycles", "dwt_cycles", "systick_cycles"))
+RUNNER_KINDS = {k.kind: k for k in (
+    RunnerKind("qemu", Measures("instructions", priced=("cycles", "energy_uj", "power_mw")),
+               tables=frozenset({"firmware"}), emulator=True),
+    RunnerKind("native", Measures("time_ns")),
+    RunnerKind("serial", _BOARD_COUNTS, tables=frozenset({"firmware", "serial"})),
+    RunnerKind("renode", _BOARD_COUNTS, tables=frozenset({"firmware", "serial", "renode"}), generates_link=True),
+)}
+
+# Serial links: UART drivers in firmware/common and the counters the serial harness reads.
+UART_DRIVERS = frozenset({"cmsdk-apb"})
+SERIAL_COUNTERS = frozenset({"dwt", "systick"})
+# Start-up code and link layout families the firmware folder provides (startup_<family>.*,
+# templates/<family>.ld.j2).
+STARTUP_FAMILIES = frozenset({"cortex_m", "cortex_a"})
+# Core instruction-set extensions a kernel may ask for ([core] extensions). "dsp": the DSP
+# extension of Armv7E-M and Armv8-M Mainline (Armv7-M ARM DDI 0403, A1.4 "the DSP extension";
+# Armv8-M ARM DDI 0553, "DSP Extension"): SIMD on 16- and 8-bit halves of core registers.
+CORE_EXTENSIONS = frozenset({"dsp"})
+# Vela's memory types and accelerator prefixes (Vela 5.2 OPTIONS.md, "Configuration File").
+NPU_MEMORY_TYPES = frozenset({"Sram", "Dram", "OnChipFlash", "OffChipFlash"})
+NPU_NAMES = frozenset({"ethos-u55", "ethos-u65"})
+NPU_PORTS = frozenset({"axi0", "axi1"})
+
+
+@dataclass(frozen=True)
+class MemoryRegion:
+    name: str = spec(check="region_name")
+    kind: str = spec(one_of=MEMORY_KINDS)
+    base: int = spec(within=NON_NEGATIVE)
+    size: int = spec(within=POSITIVE)
+    access: str = spec(one_of=MEMORY_ACCESS)
+    source: str = ""
+    # Cost of a load or store instruction whose data lives here, on top of its class's cost
+    # (which assumes a zero-wait TCM or an L1 hit): stall cycles and extra energy.
+    wait_states: float = spec(0.0, within=CYCLES)
+    access_pj: float = spec(0.0, within=ENERGY_PJ)
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
+@dataclass(frozen=True)
+class VectorUnit:
+    name: str = spec(check="name")  # "mve", "neon", "sse4.2", "avx2", "avx512"
+    register_bits: int = spec(within=POSITIVE)
+    registers: int = spec(within=POSITIVE)
+    lanes: tuple[tuple[str, int], ...] = spec(within=POSITIVE)  # (dtype, lanes per register), a table by dtype
+    int8_macs_per_cycle: float = spec(0.0, within=NON_NEGATIVE)
+    source: str = ""
+
+    def lanes_for(self, dtype: str) -> int:
+        for name, count in self.lanes:
+            if name == dtype:
+                return count
+        raise KeyError(f"vector unit {self.name} has no {dtype} lanes")
+
+
+@dataclass(frozen=True)
+class Cache:
+    level: int = spec(within=POSITIVE)
+    kind: str = spec(one_of=CACHE_KINDS)
+    size: int = spec(within=POSITIVE)
+    line: int = spec(64, within=POSITIVE)
+
+
+@dataclass(frozen=True)
+class Core:
+    name: str
+    isa: str
+    count: int = spec(within=POSITIVE)
+    clock_hz: int = spec(within=CLOCK_HZ)
+    fpu: str = ""
+    source: str = ""
+    # Instruction-set extensions of the core that are not a vector unit, e.g. "dsp": the
+    # Armv7E-M / Armv8-M DSP extension (SMLAD, SXTB16, SSAT, ... on 32-bit core registers).
+    extensions: tuple[str, ...] = spec((), check="extensions")
+
+
+@dataclass(frozen=True)
+class PowerEnvelope:
+    active_mw: float = spec(within=ACTIVE_POWER_MW)
+    idle_mw: float = spec(within=POWER_MW)
+    source: str = spec("", required=True)
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """One compiler a target offers: the program and the flags that select the core."""
+
+    name: str = spec(check="name")  # the tunable value, e.g. "gcc" or "clang"
+    command: str = spec(check="compiler")
+    cflags: tuple[str, ...] = spec(check="flags", default=())
+
+
+@dataclass(frozen=True)
+class Firmware:
+    """How an emulated or bare-metal target lays out the harness image."""
+
+    startup: str = spec(one_of=STARTUP_FAMILIES)  # name of the start-up source family, e.g. "cortex_m"
+    linker: str = spec(check="linker")  # program that links (always the GNU driver: it knows the multilibs)
+    ldflags: tuple[str, ...] = spec(check="flags", default=())
+    code_region: str = spec(check="region")
+    data_region: str = spec(check="region")
+    data_reserved: int = spec(within=POSITIVE)  # bytes at the start of data_region for .data, .bss and stack
+    stack_size: int = spec(within=POSITIVE)
+    # where the I/O block may be preloaded, in order of preference
+    io_regions: tuple[str, ...] = spec(check="regions")
+    # Bytes of code_region the image may use when code and data share one region (e.g. a
+    # Cortex-A's single DRAM bank): data then starts right after it. 0: the whole region.
+    code_size: int = spec(0, within=NON_NEGATIVE)
+    libs: tuple[str, ...] = spec(("-lc", "-lgcc"), check="libs")  # libraries the link step adds
+
+    def reserved_in(self, region_name: str) -> int:
+        """Bytes at the start of a region the harness image keeps for itself."""
+        reserved = 0
+        if region_name == self.code_region and self.code_size:
+            reserved += self.code_size
+        if region_name == self.data_region:
+            reserved += self.data_reserved
+        return reserved
+
+    def data_base(self, data_region: "MemoryRegion") -> int:
+        return data_region.base + (self.code_size if self.code_region == self.data_region else 0)
+
+
+@dataclass(frozen=True)
+class SerialLink:
+    """A board reached over a serial port (docs/serial-protocol.md): how to flash it, where
+    its UART is, which counter its firmware reads, and how patient the host is."""
+
+    # A device (/dev/ttyACM0) or pyserial URL; "{port}" = a free loopback TCP port. Renode
+    # generates its own flash step and port, so those two keys are optional there.
+    port: str = spec(check="serial_port", default_when=("renode_runner", "socket://127.0.0.1:{port}"))
+    # argument list; "{image}" (the ELF) and "{port}" are substituted
+    flash: tuple[str, ...] = spec(check="flash", default_when=("renode_runner", ()))
+    # the flash command *is* the board (an emulator): killed after the run
+    flash_keeps_running: bool = spec(default=False, default_when=("renode_runner", True))
+    uart: str = spec(one_of=UART_DRIVERS)  # UART driver in firmware/common, e.g. "cmsdk-apb"
+    uart_base: int = spec(within=NON_NEGATIVE)
+    uart_clock_hz: int = spec(within=CLOCK_HZ)  # the UART's peripheral clock, for its baud divider
+    baudrate: int = spec(within=POSITIVE)
+    counter: str = spec(one_of=SERIAL_COUNTERS)  # "dwt" (DWT CYCCNT, SysTick alongside) or "systick"
+    runs: int = spec(5, within=Range(1, 32))  # kernel runs per trial; the minimum is reported
+    reply_timeout_s: float = spec(2.0, within=TIMEOUT_S)
+    flash_timeout_s: float = spec(60.0, within=TIMEOUT_S)
+    retries: int = spec(2, within=Range(0, 10))
+    source: str = ""
+
+    @property
+    def bauddiv(self) -> int:
+        return self.uart_clock_hz // self.baudrate
+
+
+@dataclass(frozen=True)
+class RenodePlatform:
+    """What a Renode platform script (.resc) needs to boot the serial harness."""
+
+    platform: str = spec(check="renode_platform")  # a Renode platform description (.repl), e.g. "platforms/cpus/...repl"
+    uart: str = spec(check="renode_peripheral")  # the peripheral the harness talks to, e.g. "sysbus.uart0"
+
+
 @dataclass(frozen=True)
 class RunnerSettings:
     """The target file's [runner] table (the runner itself is edgetune.targets' `Runner`)."""
 
-    kind: str  # a kind of edgetune.hal.loader.RUNNER_KINDS
-    # What its runs report: the loader fills it from the kind. Not part of a target's repr
-    # (the build cache's key), which it would only repeat.
-    measures: Measures = field(repr=False)
-    program: str = ""
-    machine: str = ""
-    cpu: str = ""
-    timeout_s: float = 10.0
+    kind: str = spec(one_of=RUNNER_KINDS)  # "qemu", "native", "serial" or "renode"
+    # What its runs report: the loader fills it from the kind (RUNNER_KINDS), it is not a
+    # key. Not part of a target's repr (the build cache's key), which it would only repeat.
+    measures: Measures = field(repr=False, metadata={"in_file": False})
+    # QEMU's program and machine: required for QEMU, not read for any other runner.
+    program: str = spec("", check="qemu", read_when="qemu_runner")
+    machine: str = spec("", check="name", read_when="qemu_runner")
+    cpu: str = spec("", check="name")
+    timeout_s: float = spec(10.0, within=TIMEOUT_S)
     # On a Dask cluster, runs need a worker advertising this resource (e.g. the one host
     # wired to this board); "" runs anywhere the toolchain is installed.
-    resource: str = ""
+    resource: str = spec("", check="name")
 
 
 @dataclass(frozen=True)
@@ -191,17 +232,18 @@ class NpuPort:
     """One AXI master interface of an NPU and the memory behind it, in Vela's terms
     (memory type and timing become a Vela system configuration)."""
 
-    name: str  # "axi0", "axi1"
-    memory: str  # Vela memory type: "Sram", "Dram", "OnChipFlash", "OffChipFlash"
-    region: str  # the board memory region it reaches ("" when not on the CPU's memory map)
-    data_bits: int
+    name: str = spec(one_of=NPU_PORTS)  # "axi0", "axi1"
+    memory: str = spec(one_of=NPU_MEMORY_TYPES)  # Vela memory type: "Sram", "Dram", "OnChipFlash", "OffChipFlash"
+    # the board memory region it reaches ("" when not on the CPU's memory map)
+    region: str = spec(check="region_or_none", default="")
+    data_bits: int = spec(check="bus_width")
     writable: bool
-    clock_scale: float  # memory clock / NPU clock
-    burst_length: int  # bytes
-    read_latency: int  # NPU cycles
-    write_latency: int
-    max_reads: int  # outstanding transactions
-    max_writes: int
+    clock_scale: float = spec(within=POSITIVE)  # memory clock / NPU clock
+    burst_length: int = spec(within=POSITIVE)  # bytes
+    read_latency: int = spec(within=NON_NEGATIVE)  # NPU cycles
+    write_latency: int = spec(within=NON_NEGATIVE)
+    max_reads: int = spec(within=POSITIVE)  # outstanding transactions
+    max_writes: int = spec(within=NON_NEGATIVE)
     source: str = ""
 
 
@@ -209,10 +251,10 @@ class NpuPort:
 class NpuMemoryMode:
     """Where Vela puts constants (weights), the tensor arena and the weight cache."""
 
-    name: str  # Vela memory-mode name, e.g. "Shared_Sram"
-    const_port: str
-    arena_port: str
-    cache_port: str
+    name: str = spec(check="mode_name")  # Vela memory-mode name, e.g. "Shared_Sram"
+    const_port: str = spec(key="const", check="port")
+    arena_port: str = spec(key="arena", check="port")
+    cache_port: str = spec(key="cache", check="port")
     source: str = ""
 
 
@@ -220,16 +262,17 @@ class NpuMemoryMode:
 class Npu:
     """A neural processing unit attached to the board (Arm Ethos-U)."""
 
-    name: str  # "ethos-u55": Vela accelerator configs are "<name>-<macs>"
+    name: str = spec(one_of=NPU_NAMES)  # "ethos-u55": Vela accelerator configs are "<name>-<macs>"
     product: str
-    macs_per_cycle: tuple[int, ...]  # the configurations the product comes in
-    clock_hz: int
-    ports: tuple[NpuPort, ...]
-    memory_modes: tuple[NpuMemoryMode, ...]
-    arena_cache_sizes: tuple[int, ...]  # values offered to Vela's --arena-cache-size
-    invoke_cycles: int  # CPU cycles to start one NPU job and take its completion
-    copy_bytes_per_cycle: float  # CPU copy rate between its buffers and the NPU's arena
-    source: str = ""
+    macs_per_cycle: tuple[int, ...] = spec(check="powers_of_two")  # the configurations the product comes in
+    clock_hz: int = spec(within=CLOCK_HZ)
+    ports: tuple[NpuPort, ...] = spec(unique=True)
+    memory_modes: tuple[NpuMemoryMode, ...] = spec(at_least_one="memory mode", unique=True)
+    # values offered to Vela's --arena-cache-size
+    arena_cache_sizes: tuple[int, ...] = spec(check="positive_integers")
+    invoke_cycles: int = spec(within=NON_NEGATIVE)  # CPU cycles to start one NPU job and take its completion
+    copy_bytes_per_cycle: float = spec(within=POSITIVE)  # CPU copy rate between its buffers and the NPU's arena
+    source: str = spec("", required=True)
 
     def accelerator(self, macs: int) -> str:
         return f"{self.name}-{macs}"
@@ -265,23 +308,23 @@ class Placement:
 
 @dataclass(frozen=True)
 class Target:
-    name: str
+    name: str = spec(check="name")
     description: str
     arch: str
     core: Core
     runner: RunnerSettings
-    compilers: tuple[Compiler, ...]
-    vector_units: tuple[VectorUnit, ...] = ()
+    compilers: tuple[Compiler, ...] = spec(at_least_one="compiler", unique=True)
+    vector_units: tuple[VectorUnit, ...] = spec((), unique=True)
     caches: tuple[Cache, ...] = ()
-    memory: tuple[MemoryRegion, ...] = ()
+    memory: tuple[MemoryRegion, ...] = spec((), unique=True)
     power: PowerEnvelope | None = None
-    firmware: Firmware | None = None
+    firmware: Firmware | None = spec(None, required_when="firmware_runner")
     cost: "CostModel | None" = None
-    npus: tuple[Npu, ...] = ()
-    source_file: str = ""
-    serial: SerialLink | None = None
-    renode: RenodePlatform | None = None
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
+    npus: tuple[Npu, ...] = spec((), unique=True)
+    source_file: str = spec("", in_file=False)
+    serial: SerialLink | None = spec(None, required_when="serial_runner")
+    renode: RenodePlatform | None = spec(None, required_when="renode_runner")
+    extra: dict = field(default_factory=dict, compare=False, hash=False, metadata={"in_file": False})
 
     # --- questions the rest of edgetune asks -------------------------------------------
     def has_vector(self, name: str) -> bool:

@@ -531,3 +531,67 @@ def test_a_region_beyond_4_gib_on_a_64_bit_core_is_fine(tmp_path):
     text = target_file("cortex-a53").read_text(encoding="utf-8").replace("base = 0x4000_0000", "base = 0x8_0000_0000")
     _, target = load_text(tmp_path, text)
     assert target.memory[0].base == 0x8_0000_0000
+
+
+# --- the schema is the dataclasses' fields (edgetune.hal.fields) ------------------------------
+def _file_keys(cls) -> list[str]:
+    from dataclasses import fields
+    return sorted(f.metadata.get("key", f.name) for f in fields(cls) if f.metadata.get("in_file", True))
+
+
+@pytest.mark.parametrize("anchor, table, cls_name", [
+    (CLOCK_LINE, "core", "Core"),
+    ("timeout_s = 20", "runner", "Runner"),
+    ("registers = 8", "vector_units[0]", "VectorUnit"),
+    ('access = "rx"', "memory[4]", "MemoryRegion"),
+    ("data_reserved = 0x1_0000", "firmware", "Firmware"),
+    ('overlapping_units = ["vector_memory", "vector_compute"]', "cost", "CostModel"),
+])
+def test_the_keys_a_table_allows_are_its_dataclass_fields(tmp_path, anchor, table, cls_name):
+    import edgetune.hal.cost as cost_mod
+    import edgetune.hal.model as model_mod
+    cls = getattr(model_mod, cls_name, None) or getattr(cost_mod, cls_name)
+    message = expect_error(tmp_path, mutate(M55_TEXT, anchor, anchor + "\nturbo = true"), f"{table}.turbo",
+                           "unknown key")
+    assert message.endswith(f"(allowed: {', '.join(_file_keys(cls))})"), message
+
+
+def test_a_new_field_is_a_new_key_with_nothing_else_to_write():
+    """The generic reader on a dataclass it has never seen: keys, types, defaults and rules all
+    come from the fields (what adding a field to a target dataclass amounts to)."""
+    from dataclasses import dataclass
+
+    from edgetune.hal import loader
+    from edgetune.hal.fields import POSITIVE, spec
+
+    @dataclass(frozen=True)
+    class Probe:
+        name: str = spec(check="name")
+        speed_hz: float = spec(1.0, within=POSITIVE, key="speed")
+        pins: tuple[int, ...] = ()
+
+    def read(data: dict):
+        return loader._read(Probe, loader._Table("f.toml", "probe", data), {})
+
+    assert read({"name": "swd", "speed": 4}) == Probe("swd", 4.0, ())
+    assert read({"name": "swd", "pins": [1, 2]}).pins == (1, 2)
+    for data, message in [({}, "probe.name: required key is missing"),
+                          ({"name": "SWD"}, "probe.name: 'SWD' is not a valid name"),
+                          ({"name": "swd", "speed": -1}, "probe.speed: must be positive, got -1"),
+                          ({"name": "swd", "pins": [1, "2"]}, "probe.pins[1]: expected int, got '2'"),
+                          ({"name": "swd", "speed_hz": 1}, "probe.speed_hz: unknown key (allowed: name, pins, speed)")]:
+        with pytest.raises(TargetError, match=re.escape(f"f.toml: {message}")):
+            read(data)
+
+
+def test_a_misspelt_field_rule_is_refused_where_it_is_written():
+    from edgetune.hal.fields import spec
+    with pytest.raises(TypeError, match="unknown field rules: withn"):
+        spec(0, withn=(0, 1))
+
+
+@pytest.mark.parametrize("value", ['[["vector_memory"]]', '[{ unit = "x" }]'])
+def test_an_overlapping_unit_that_is_not_a_name_is_one_error_line(tmp_path, value):
+    # An array or table here used to raise TypeError (unhashable) out of the loader.
+    text = mutate(M55_TEXT, 'overlapping_units = ["vector_memory", "vector_compute"]', f"overlapping_units = {value}")
+    expect_error(tmp_path, text, "cost.overlapping_units[0]", "no instruction class uses unit")
