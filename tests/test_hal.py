@@ -541,7 +541,7 @@ def _file_keys(cls) -> list[str]:
 
 @pytest.mark.parametrize("anchor, table, cls_name", [
     (CLOCK_LINE, "core", "Core"),
-    ("timeout_s = 20", "runner", "Runner"),
+    ("timeout_s = 20", "runner", "RunnerSettings"),
     ("registers = 8", "vector_units[0]", "VectorUnit"),
     ('access = "rx"', "memory[4]", "MemoryRegion"),
     ("data_reserved = 0x1_0000", "firmware", "Firmware"),
