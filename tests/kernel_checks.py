@@ -139,3 +139,50 @@ class Misaligned:
                                 f"    {inner.function}({', '.join(call)});", *copy_out, "}", ""])
         return RenderedKernel(source=inner.source + "\n" + trampoline, function=outer, declaration=declaration,
                               compiler=inner.compiler, cflags=inner.cflags)
+
+
+# --- TFLite Micro as the oracle (codegen/model/oracle.py) ----------------------------------
+
+def _symmetric_reference(kernel, layer, io):
+    """The reference of a kernel that still has the symmetric `stride`/`pad`/`dilation` keys,
+    on a layer of per-axis strides and dilations, per-side padding and any depth multiplier,
+    rewritten exactly: the input padded with in_zero explicitly (pad=0), the filter's taps
+    spread out with zero taps between them (dilation=1), a depth multiplier as input channels
+    repeated (mult=1), computed at stride 1 and subsampled. Only until branch `geom` gives
+    the kernels the per-side keys; then layer_reference calls the kernel as it is."""
+    from edgetune.codegen.kernels.base import Buffer, KernelIO
+
+    s, x, w = layer.shape_dict, io.buffers[0].data, io.buffers[1].data
+    in_zero = dict(io.params)["in_zero"]
+    padded = np.full((s["h"] + s["pad_top"] + s["pad_bottom"], s["w"] + s["pad_left"] + s["pad_right"], x.shape[-1]),
+                     in_zero, dtype=np.int8)
+    padded[s["pad_top"]:s["pad_top"] + s["h"], s["pad_left"]:s["pad_left"] + s["w"]] = x
+    dh, dw = s["dilation_h"], s["dilation_w"]
+    span_h, span_w = dh * (s["kh"] - 1) + 1, dw * (s["kw"] - 1) + 1
+    if layer.kernel == "conv2d_s8":
+        spread = np.zeros((w.shape[0], span_h, span_w, w.shape[3]), dtype=np.int8)
+        spread[:, ::dh, ::dw, :] = w
+        legacy = dict(h=padded.shape[0], w=padded.shape[1], cin=s["cin"], cout=s["cout"], kh=span_h, kw=span_w)
+    else:
+        spread = np.zeros((span_h, span_w, w.shape[2]), dtype=np.int8)
+        spread[::dh, ::dw, :] = w
+        padded = padded[..., np.arange(s["c"] * s["mult"]) // s["mult"]]
+        legacy = dict(h=padded.shape[0], w=padded.shape[1], c=s["c"] * s["mult"], kh=span_h, kw=span_w)
+    legacy.update(stride=1, pad=0, dilation=1)
+    full = np.zeros((legacy["h"] - span_h + 1, legacy["w"] - span_w + 1, w.shape[0] if w.ndim == 4 else w.shape[2]),
+                    dtype=np.int8)
+    rewritten = KernelIO((Buffer("input", padded), Buffer("weights", spread, weight=True), *io.buffers[2:-1],
+                          Buffer("output", full, is_output=True)), io.params)
+    out = kernel.reference(legacy, rewritten)[0]
+    oh, ow = io.buffers[-1].data.shape[:2]
+    return out[::s["stride_h"], ::s["stride_w"]][:oh, :ow]
+
+
+def layer_reference(layer, io):
+    """edgetune's numpy reference (the kernel's `reference`) for a model layer's KernelIO."""
+    from edgetune.codegen import get_kernel
+
+    kernel = get_kernel(layer.kernel)
+    if set(kernel.shape_keys) == set(layer.shape_dict):
+        return kernel.reference(layer.shape_dict, io)[0]
+    return _symmetric_reference(kernel, layer, io)

@@ -133,19 +133,20 @@ class _Reader:
             raise self.fail(f"fused activation {name} is not one edgetune runs (NONE, RELU, RELU6, RELU_N1_TO_1)")
         return name
 
-    def requantisation(self, x: Tensor, w: Tensor, y: Tensor, channels: int, axis: int,
-                       product_in_float: bool = False) -> tuple[tuple[Buffer, ...], tuple[tuple[str, int], ...]]:
-        """Multiplier and shift buffers per output channel, and the scalar parameters.
-        `product_in_float`: the input scale times the weight scale rounded to float first, as
-        TFLite does for a per-tensor FULLY_CONNECTED (GetQuantizedConvolutionMultipler)."""
+    def requantisation(self, x: Tensor, w: Tensor, y: Tensor, channels: int,
+                       axis: int) -> tuple[tuple[Buffer, ...], tuple[tuple[str, int], ...]]:
+        """Multiplier and shift buffers per output channel, and the scalar parameters. The
+        real multiplier is input_scale * weight_scale / output_scale in double precision, for
+        per-tensor weights too (a product rounded to float first differs from TFLite Micro's
+        in the last bit of some multipliers: tests/test_model_oracle.py)."""
         in_scale, in_zero = self.scale_zero(x, "input")
         out_scale, out_zero = self.scale_zero(y, "output")
         multipliers, shifts = [], []
         for scale in self.weight_scales(w, channels, axis):
-            product = float(np.float32(in_scale) * np.float32(scale)) if product_in_float else in_scale * scale
-            q, shift = quantize_multiplier(product / out_scale)
+            real = in_scale * scale / out_scale
+            q, shift = quantize_multiplier(real)
             if shift > MAX_SHIFT:
-                raise self.fail(f"requantisation scale {product / out_scale:g} is too large (at most 2^{MAX_SHIFT})")
+                raise self.fail(f"requantisation scale {real:g} is too large (at most 2^{MAX_SHIFT})")
             multipliers.append(q)
             shifts.append(shift)
         act_min, act_max = activation_range(self.activation(), out_scale, out_zero)
@@ -240,8 +241,7 @@ def _fully_connected(r: _Reader) -> ModelLayer:
     rows = x.elements // k
     if y.elements != rows * n:
         raise r.fail(f"output tensor {y.index} ({y.name}) has shape {list(y.shape)}, expected {rows} rows of {n}")
-    per_tensor = w.quantization is not None and not w.quantization.per_axis
-    quant, params = r.requantisation(x, w, y, n, axis=0, product_in_float=per_tensor)
+    quant, params = r.requantisation(x, w, y, n, axis=0)
     shape = dict(h=1, w=rows, cin=k, cout=n, kh=1, kw=1, stride_h=1, stride_w=1, dilation_h=1, dilation_w=1,
                  pad_top=0, pad_bottom=0, pad_left=0, pad_right=0)
     constants = (Buffer("weights", w.array().reshape(n, 1, 1, k).copy(), weight=True), r.bias(n), *quant)
