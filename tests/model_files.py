@@ -141,3 +141,60 @@ def write(tmp_path: Path, name: str, data: bytes) -> Path:
     path = tmp_path / name
     path.write_bytes(data)
     return path
+
+
+def _conv_op(index, inputs, output, stride=(1, 1), padding="SAME", activation="RELU", op="CONV_2D", mult=None):
+    options = [("padding", PADDINGS[padding]), ("strideH", stride[0]), ("strideW", stride[1]),
+               ("fusedActivationFunction", ACTIVATIONS[activation])]
+    if mult is not None:
+        options.append(("depthMultiplier", mult))
+    table = "Conv2DOptions" if op == "CONV_2D" else "DepthwiseConv2DOptions"
+    return Operator(index, op, inputs, (output,), table, tuple(options))
+
+
+def chain_model(rng, edge: str = "random") -> bytes:
+    """CONV_2D 3x3 (8x8x4 -> 8x8x8), CONV_2D 3x3 stride 2 (-> 4x4x8), DEPTHWISE_CONV_2D 3x3
+    (-> 4x4x8): each layer's output quantisation is the next one's input quantisation."""
+    tensors, scale, zero = [], f32(0.05), -3
+    tensors.append(Tensor(0, "input", (1, 8, 8, 4), "int8", Quantization((scale,), (zero,))))
+    operators, previous = [], 0
+    layers = (("CONV_2D", (8, 3, 3, 4), (1, 1), (1, 8, 8, 8)), ("CONV_2D", (8, 3, 3, 8), (2, 2), (1, 4, 4, 8)),
+              ("DEPTHWISE_CONV_2D", (1, 3, 3, 8), (1, 1), (1, 4, 4, 8)))
+    for n, (op, wshape, stride, out_shape) in enumerate(layers):
+        channels, axis = (wshape[0], 0) if op == "CONV_2D" else (wshape[3], 3)
+        q = draw_quant(rng, channels, int(np.prod(wshape[1:])) if op == "CONV_2D" else 9, edge)
+        q = Quant(scale, zero, q.w_scales, q.out_scale, q.out_zero, q.bias)
+        base = len(tensors)
+        tensors.append(constant(base, f"w{n}", int8_weights(rng, wshape, edge), Quantization(q.w_scales, (0,) * channels, axis)))
+        tensors.append(constant(base + 1, f"b{n}", q.bias, Quantization(tuple(f32(scale * s) for s in q.w_scales),
+                                                                       (0,) * channels, 0)))
+        tensors.append(_act_tensor(base + 2, f"act{n}", out_shape, q.out_scale, q.out_zero))
+        operators.append(_conv_op(n, (previous, base, base + 1), base + 2, stride, op=op, mult=1 if op != "CONV_2D" else None))
+        previous, scale, zero = base + 2, q.out_scale, q.out_zero
+    return build_model(tensors, operators, [0], [previous])
+
+
+def network_model(rng) -> bytes:
+    """A small keyword-spotting-like network: CONV_2D, two identical CONV_2D (one workload),
+    DEPTHWISE_CONV_2D stride 2, AVERAGE_POOL_2D, RESHAPE, FULLY_CONNECTED, SOFTMAX."""
+    q = Quantization((f32(0.05),), (0,))
+    act = lambda i, shape: Tensor(i, f"t{i}", shape, "int8", q)
+    wq = lambda channels, axis: Quantization((f32(0.01),) * channels, (0,) * channels, axis)
+    bias = lambda i, n: constant(i, f"bias{i}", np.arange(n, dtype=np.int32), Quantization((f32(0.0005),) * n, (0,) * n))
+    tensors = [act(0, (1, 10, 8, 1)),
+               constant(1, "w1", int8_weights(rng, (8, 3, 3, 1)), wq(8, 0)), bias(2, 8), act(3, (1, 10, 8, 8)),
+               constant(4, "w2", int8_weights(rng, (8, 3, 3, 8)), wq(8, 0)), bias(5, 8), act(6, (1, 10, 8, 8)),
+               act(7, (1, 10, 8, 8)),
+               constant(8, "w4", int8_weights(rng, (1, 3, 3, 8)), wq(8, 3)), bias(9, 8), act(10, (1, 5, 4, 8)),
+               act(11, (1, 1, 1, 8)),
+               constant(12, "shape", np.array([1, 8], dtype=np.int32)), act(13, (1, 8)),
+               constant(14, "w7", int8_weights(rng, (4, 8)), wq(4, 0)), bias(15, 4), act(16, (1, 4)),
+               Tensor(17, "probabilities", (1, 4), "int8", Quantization((1 / 256,), (-128,)))]
+    operators = [_conv_op(0, (0, 1, 2), 3), _conv_op(1, (3, 4, 5), 6), _conv_op(2, (6, 4, 5), 7),
+                 _conv_op(3, (7, 8, 9), 10, stride=(2, 2), op="DEPTHWISE_CONV_2D", mult=1),
+                 Operator(4, "AVERAGE_POOL_2D", (10,), (11,), "Pool2DOptions",
+                          (("padding", 1), ("strideH", 1), ("strideW", 1), ("filterHeight", 5), ("filterWidth", 4))),
+                 Operator(5, "RESHAPE", (11, 12), (13,), "ReshapeOptions", (("newShape", (1, 8)),)),
+                 Operator(6, "FULLY_CONNECTED", (13, 14, 15), (16,), "FullyConnectedOptions", ()),
+                 Operator(7, "SOFTMAX", (16,), (17,), "SoftmaxOptions", (("beta", 1.0),))]
+    return build_model(tensors, operators, [0], [17])
