@@ -164,6 +164,27 @@ def test_weights_with_a_zero_point(tmp_path):
     refused(_conv_with(tmp_path, weight_zero=3), "operator 0 (CONV_2D)", "tensor 1 (filter)", "zero point")
 
 
+def _fc_with(tmp_path, x_shape=(1, 6), x_quant=Q, w_shape=(3, 6)):
+    tensors = [Tensor(0, "x", x_shape, "int8", x_quant),
+               constant(1, "w", np.ones(w_shape, np.int8), Quantization((0.01,), (0,))),
+               Tensor(2, "y", (1, w_shape[0]), "int8", Q)]
+    ops = [Operator(0, "FULLY_CONNECTED", (0, 1, -1), (2,))]
+    return write(tmp_path, "fc.tflite", build_model(tensors, ops, [0], [2]))
+
+
+@pytest.mark.parametrize("kwargs, fragments", [
+    (dict(x_quant=Quantization((float("inf"),), (0,))), ("input tensor 0 (x)", "not a positive number")),
+    (dict(x_quant=Quantization((0.0,), (0,))), ("input tensor 0 (x)", "not a positive number")),
+    (dict(x_quant=Quantization((0.1,), (300,))), ("zero point 300, outside int8",)),
+    (dict(x_quant=None), ("input tensor 0 (x) needs one scale and zero point",)),
+    (dict(x_shape=(1, 40000), w_shape=(3, 40000)), ("sums 40000 products", "32767")),
+    (dict(x_shape=(1, 0), w_shape=(3, 0)), ("input tensor 0 (x) has shape [1, 0]", "no dimension 0")),
+    (dict(x_shape=(-1, 6)), ("tensor 0 (x) has shape [-1, 6], a negative dimension",)),
+])
+def test_quantisation_and_sizes_a_kernel_cannot_take(tmp_path, kwargs, fragments):
+    refused(_fc_with(tmp_path, **kwargs), *fragments)
+
+
 def test_dynamic_shapes_are_refused(tmp_path):
     refused(_conv_with(tmp_path, signature=(1, -1, -1, 2)), "tensor 0 (image)", "dynamic", "[1, -1, -1, 2]")
 

@@ -170,6 +170,8 @@ def _tensor(path: Path, index: int, t, buffers, data: bytes) -> Tensor:
     contents = _buffer_bytes(path, where, buffers[t.buffer], data) if buffers and t.buffer else None
     dtype = tensor_type_names().get(int(t.type), f"type {int(t.type)}")
     shape = tuple(int(d) for d in (t.shape if t.shape is not None else ()))
+    if any(d < 0 for d in shape):
+        raise ModelError(f"{path}: {where} has shape {list(shape)}, a negative dimension")
     signature = tuple(int(d) for d in t.shapeSignature) if t.shapeSignature is not None else None
     return Tensor(index, name, shape, dtype, _quantization(t.quantization), contents, signature)
 
