@@ -7,6 +7,7 @@ TFLite's multiplier quantisation. The models are built here (tests/model_files.p
 from __future__ import annotations
 
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -223,3 +224,28 @@ def test_the_oracle_model_is_the_layer_alone(tmp_path):
     out = oracle_output(layer, int8_input(rng, layer.input_shape))
     assert np.unique(out).size > 10
     assert draw_quant(rng, 4, 27).out_scale > 0
+
+
+MODELS = Path(__file__).parent / "data" / "models"  # the MLPerf Tiny models (scripts of branch mlperf)
+MLPERF = ("ds_cnn_kws", "mobilenet_v1_025_vww", "resnet8_cifar10", "fc_autoencoder_ad")
+
+
+@pytest.mark.skipif(not MODELS.is_dir(), reason="tests/data/models/ (the MLPerf Tiny models) is not in this checkout")
+@pytest.mark.parametrize("name", MLPERF)
+def test_every_tuned_layer_of_the_mlperf_tiny_models_matches_tflite_micro(name):
+    model = load_model(MODELS / f"{name}.tflite")
+    assert model.tuned
+    rng = np.random.default_rng(len(name))
+    for layer in model.tuned:
+        for edge in EDGES:
+            x = int8_input(rng, layer.input_shape, edge)
+            want = oracle_output(layer, x)
+            got = layer_reference(layer, layer.io(x))
+            assert np.array_equal(got, want), f"{name} operator {layer.index} ({layer.op}, {edge}): " \
+                                              f"{int((got != want).sum())} of {want.size} differ"
+    first = model.tuned[0].shape_dict
+    pads = (first["pad_top"], first["pad_bottom"], first["pad_left"], first["pad_right"])
+    if name == "ds_cnn_kws":  # the 10x4 stride-2 SAME conv on 49x10 of issue 15
+        assert (first["kh"], first["kw"], first["stride_h"], pads) == (10, 4, 2, (4, 5, 1, 1))
+    if name == "mobilenet_v1_025_vww":  # 96x96 stride-2 3x3 SAME
+        assert (first["h"], first["stride_h"], pads) == (96, 2, (0, 1, 0, 1))
