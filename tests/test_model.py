@@ -5,6 +5,7 @@ and `edgetune model show`."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import flatbuffers
 import numpy as np
@@ -118,6 +119,23 @@ def test_every_truncation_is_refused_as_such(tmp_path):
         assert model.layers == load_model(write(tmp_path, "whole.tflite", data)).layers, cut
 
 
+def test_corrupted_bytes_give_a_model_or_a_model_error(tmp_path):
+    """Bytes changed at random (seeded): never another exception (that would be a bug)."""
+    data = network_model(np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    outcomes = {"read": 0, "refused": 0}
+    for _ in range(400):
+        corrupt = bytearray(data)
+        for position in rng.integers(8, len(data), size=int(rng.integers(1, 4))):
+            corrupt[int(position)] = int(rng.integers(0, 256))
+        try:
+            load_model(write(tmp_path, "corrupt.tflite", bytes(corrupt)))
+            outcomes["read"] += 1
+        except ModelError:
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0 and outcomes["read"] > 0, outcomes
+
+
 def _conv_with(tmp_path, dtype="int8", activation=0, signature=None, weight_zero=0, op_name="CONV_2D"):
     tensors = [Tensor(0, "image", (1, 5, 5, 2), dtype, Q if dtype == "int8" else None, signature=signature),
                constant(1, "filter", np.ones((3, 3, 3, 2), np.int8), Quantization((0.01,) * 3, (weight_zero,) * 3, 0)),
@@ -183,6 +201,15 @@ def _fc_with(tmp_path, x_shape=(1, 6), x_quant=Q, w_shape=(3, 6)):
 ])
 def test_quantisation_and_sizes_a_kernel_cannot_take(tmp_path, kwargs, fragments):
     refused(_fc_with(tmp_path, **kwargs), *fragments)
+
+
+def test_inconsistent_tensors_are_refused(tmp_path):
+    short = Tensor(1, "w", (3, 6), "int8", Quantization((0.01,), (0,)), data=bytes(10))
+    tensors = [Tensor(0, "x", (1, 6), "int8", Q), short, Tensor(2, "y", (1, 3), "int8", Quantization((0.1, 0.2), (0,)))]
+    ops = [Operator(0, "FULLY_CONNECTED", (0, 1, -1), (2,))]
+    refused(write(tmp_path, "short.tflite", build_model(tensors, ops, [0], [2])), "tensor 1 (w) holds 10 bytes", "takes 18")
+    tensors[1] = replace(short, data=bytes(18))
+    refused(write(tmp_path, "zeros.tflite", build_model(tensors, ops, [0], [2])), "tensor 2 (y) has 2 scales and 1 zero points")
 
 
 def test_dynamic_shapes_are_refused(tmp_path):
