@@ -249,3 +249,16 @@ def test_every_tuned_layer_of_the_mlperf_tiny_models_matches_tflite_micro(name):
         assert (first["kh"], first["kw"], first["stride_h"], pads) == (10, 4, 2, (4, 5, 1, 1))
     if name == "mobilenet_v1_025_vww":  # 96x96 stride-2 3x3 SAME
         assert (first["h"], first["stride_h"], pads) == (96, 2, (0, 1, 0, 1))
+
+
+@pytest.mark.parametrize("edge", EDGES)
+def test_layer_case_pairs_the_kernel_io_with_tflite_micro(tmp_path, edge):
+    from edgetune.codegen.model.oracle import layer_case
+
+    rng = np.random.default_rng(21)
+    layer = load_model(write(tmp_path, "dw.tflite", dwconv_model(rng, 9, 9, 4, 2, 3, 3, stride=(2, 2)))).layers[0]
+    io, expected = layer_case(layer, rng, edge)
+    assert expected.shape == io.outputs()[0].data.shape == (5, 5, 8)
+    assert np.array_equal(layer_reference(layer, io), expected)
+    if edge == "extreme":
+        assert set(np.unique(io.buffers[0].data)) == {-128, 127}
