@@ -73,6 +73,7 @@ def test_an_untuned_layer_has_no_kernel_io(network):
         load_model(network).layers[4].io(np.zeros(160, dtype=np.int8))
 
 
+@pytest.mark.smoke  # the `model` extra: its schema bindings and TFLite Micro's interpreter
 @pytest.mark.parametrize("edge", ["random", "extreme"])
 def test_a_chain_of_layers_equals_tflite_micro_on_the_whole_model(tmp_path, edge):
     rng = np.random.default_rng(8)
