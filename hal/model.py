@@ -55,6 +55,7 @@ RUNNER_KINDS = {k.kind: k for k in (
     RunnerKind("qemu", Measures("instructions", priced=("cycles", "energy_uj", "power_mw")), "qemu:QemuRunner",
                tables=frozenset({"firmware"}), emulator=True),
     RunnerKind("native", Measures("time_ns"), "native:NativeRunner"),
+    RunnerKind("qemu-user", Measures("instructions"), "qemu_user:QemuUserRunner"),
     RunnerKind("serial", _BOARD_COUNTS, "serialboard:SerialRunner", tables=frozenset({"firmware", "serial"})),
     RunnerKind("renode", _BOARD_COUNTS, "renode:RenodeRunner", tables=frozenset({"firmware", "serial", "renode"}),
                generates_link=True),

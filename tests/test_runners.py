@@ -84,8 +84,9 @@ def fake_board() -> Target:
 
 
 BOARDS = {"qemu": lambda: get_target("cortex-m55"), "native": lambda: get_target("host"),
+          "qemu-user": lambda: get_target("cortex-a72-linux"),
           "serial": lambda: get_target("an547-serial"), "renode": renode_board, "fake": fake_board}
-RUNNABLE = ["qemu", "native", "serial", "fake"]  # renode: not installable here (see the last tests)
+RUNNABLE = ["qemu", "native", "qemu-user", "serial", "fake"]  # renode: not installable here (see the last tests)
 
 
 @pytest.fixture
