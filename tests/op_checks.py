@@ -99,3 +99,21 @@ def assert_same(name: str, got: np.ndarray, want: np.ndarray) -> None:
     bad = np.flatnonzero(got != want)
     assert bad.size == 0, (f"{name}: {bad.size} of {want.size} differ; first at {bad[0]}: "
                            f"{int(got[bad[0]])} instead of {int(want[bad[0]])}")
+
+
+def operator_model(graph, op, folded: dict | None = None) -> bytes:
+    """One operator of a model alone in a model, with its real tensors (renumbered); tensors
+    in `folded` (index -> value) become constants holding that value."""
+    folded = folded or {}
+    order = list(dict.fromkeys(i for i in (*op.inputs, *op.outputs) if i >= 0))
+    tensors = []
+    for new, old in enumerate(order):
+        t = graph.tensors[old]
+        if old in folded:
+            t = constant(new, t.name, np.asarray(folded[old]).astype(t.dtype).reshape(t.shape))
+        tensors.append(Tensor(new, t.name, t.shape, t.dtype, t.quantization, t.data, None))
+    renumber = {old: new for new, old in enumerate(order)}
+    single = Operator(0, op.op, tuple(renumber.get(i, -1) for i in op.inputs), tuple(renumber[i] for i in op.outputs),
+                      op.options_type, op.options)
+    inputs = [renumber[i] for i in dict.fromkeys(op.inputs) if i >= 0 and not tensors[renumber[i]].constant]
+    return build_model(tensors, [single], inputs, list(single.outputs))
