@@ -73,12 +73,12 @@ def run_host(params, inputs: list[np.ndarray], out_elements: int, work: Path) ->
     return np.frombuffer(run.stdout, dtype=np.int8).copy()
 
 
-def run_target(params, target, inputs: list[np.ndarray], out_shape, work: Path) -> np.ndarray:
-    """The operator's C built with the target's first compiler and run through the tuning
-    harness (bare metal in QEMU for an M-profile target): the output it wrote."""
+def run_target(params, target, inputs: list[np.ndarray], out_shape, work: Path, compiler: str | None = None) -> np.ndarray:
+    """The operator's C built with one of the target's compilers (its first by default) and
+    run through the tuning harness (bare metal in QEMU for an Arm target): its output."""
     work.mkdir(parents=True, exist_ok=True)
     runner = runner_for(target)
-    compiler = target.compilers[0]
+    compiler = target.compiler(compiler) if compiler else target.compilers[0]
     (work / "op.c").write_text(params.render("et_op"))
     subprocess.run([compiler.command, *compiler.cflags, *COMMON_CFLAGS, "-O2", "-c", "op.c", "-o", "op.o"], cwd=work,
                    check=True, capture_output=True, text=True)

@@ -67,3 +67,15 @@ def test_refusals_name_the_operator(tmp_path):
     _, graph = _model(tmp_path, (1, 10), 1e-9, 0, 1.0)
     with pytest.raises(ModelError, match=r"operator 0 \(SOFTMAX\): beta 1 times the input scale 1e-09 is too small"):
         softmax_params(graph, graph.operators[0])
+
+
+def test_rows_tflite_micro_cannot_run_give_the_reference_in_c(tmp_path):
+    """A row whose exps sum to 512 or more needs a rounding shift over 31 bits, where TFLite
+    Micro's interpreter aborts (so no oracle here): the C's 64-bit shift is the reference's."""
+    shape = (1, 1500)
+    _, graph = _model(tmp_path, shape, 0.01, 0, 1.0)
+    params = softmax_params(graph, graph.operators[0])
+    for i, x in enumerate([np.full(shape, 5, dtype=np.int8), draw_int8(np.random.default_rng(2), shape, "extreme")]):
+        want = params.reference(x)
+        assert_same(f"input {i}", run_host(params, [x], x.size, tmp_path / f"long{i}"), want)
+    assert int(want.max()) > -128
