@@ -44,6 +44,8 @@ def test_library_operators_are_tflite_micro(tmp_path, name):
             xs = [draw_int8(rng, s, edge) for s in shapes]
             want = tflm(data, xs)
             assert_same(f"operator {op.index} ({op.op}), {edge}", params.reference(*xs), want)
+        assert [int(np.prod(s)) for s in params.input_shapes] == [x.size for x in xs]
+        assert int(np.prod(params.output_shape)) == want.size
         got = run_host(params, xs, want.size, tmp_path / f"op{op.index}")
         assert_same(f"operator {op.index} ({op.op}) in C", got, want)
         checked += 1

@@ -72,8 +72,12 @@ class AddParams(StaticOp):
     op = "ADD"
 
     @property
-    def n_inputs(self) -> int:
-        return 2
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return (self.shape_a, self.shape_b)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return self.out_shape
 
     def variables(self) -> dict:
         return dict(super().variables(), left_shift=LEFT_SHIFT, strides_a=strides(self.shape_a, self.out_shape),

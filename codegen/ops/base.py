@@ -11,6 +11,7 @@ it as a C function `void fn(const int8_t *input0, ..., int8_t *output)`.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -111,7 +112,7 @@ def int8_input(x, shape: tuple[int, ...], what: str) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class StaticOp:
+class StaticOp(ABC):
     """Base of the operators' parameter classes: where it came from, and its C."""
 
     index: int  # the operator's index in subgraph 0
@@ -120,7 +121,22 @@ class StaticOp:
 
     @property
     def n_inputs(self) -> int:
-        return 1
+        return len(self.input_shapes)
+
+    @property
+    @abstractmethod
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """The inputs' shapes as the C reads them (row-major; their element counts are the
+        buffers' sizes)."""
+
+    @property
+    @abstractmethod
+    def output_shape(self) -> tuple[int, ...]:
+        """The output's shape as the C writes it."""
+
+    @abstractmethod
+    def reference(self, *inputs) -> np.ndarray:
+        """TFLite Micro's output for int8 inputs (any shapes with the inputs' element counts)."""
 
     def describe(self) -> str:
         """The parameters in one line, for the generated C's header comment."""

@@ -30,8 +30,14 @@ class ConcatenationParams(StaticOp):
     op = "CONCATENATION"
 
     @property
-    def n_inputs(self) -> int:
-        return len(self.shapes)
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return self.shapes
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        out = list(self.shapes[0])
+        out[self.axis] = sum(s[self.axis] for s in self.shapes)
+        return tuple(out)
 
     def variables(self) -> dict:
         outer = int(np.prod(self.shapes[0][:self.axis]))

@@ -47,6 +47,14 @@ class MeanParams(StaticOp):
     op = "MEAN"
 
     @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return (self.shape,)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return tuple(1 if d in self.axes else n for d, n in enumerate(self.shape))
+
+    @property
     def count(self) -> int:
         return int(np.prod([self.shape[a] for a in self.axes]))
 

@@ -24,6 +24,14 @@ class PadParams(StaticOp):
     op = "PAD"
 
     @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return (self.shape,)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return self.out_shape
+
+    @property
     def out_shape(self) -> tuple[int, ...]:
         return tuple(n + b + a for n, (b, a) in zip(self.shape, self.pads))
 

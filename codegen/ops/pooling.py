@@ -51,6 +51,10 @@ class PoolParams(StaticOp):
         return (self.batch, self.h, self.w, self.c)
 
     @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return (self.input_shape,)
+
+    @property
     def output_shape(self) -> tuple[int, int, int, int]:
         return (self.batch, self.oh, self.ow, self.c)
 

@@ -47,6 +47,14 @@ class QuantizeParams(StaticOp):
     template = "quantize.c.j2"
     op = "QUANTIZE"
 
+    @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return ((self.elements,),)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.elements,)
+
     def reference(self, x) -> np.ndarray:
         return self.requant.apply(int8_input(x, (self.elements,), "input"))
 

@@ -21,6 +21,14 @@ class ReshapeParams(StaticOp):
     template = "reshape.c.j2"
     op = "RESHAPE"
 
+    @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return ((self.elements,),)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return self.out_shape
+
     def reference(self, x) -> np.ndarray:
         return int8_input(x, (self.elements,), "input").reshape(self.out_shape).copy()
 

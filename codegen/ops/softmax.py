@@ -115,6 +115,14 @@ class SoftmaxParams(StaticOp):
     template = "softmax.c.j2"
     op = "SOFTMAX"
 
+    @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return ((self.rows, self.depth),)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.rows, self.depth)
+
     def variables(self) -> dict:
         return dict(super().variables(), barrel=BARREL, exp_minus_eighth=EXP_MINUS_EIGHTH, one_third=ONE_THIRD,
                     c48_17=FORTY_EIGHT_SEVENTEENTHS, c_neg32_17=MINUS_THIRTY_TWO_SEVENTEENTHS,
