@@ -57,15 +57,21 @@ def _c_array(name: str, x: np.ndarray) -> str:
     return f"static const int8_t {name}[{max(x.size, 1)}] = {{{values}}};"
 
 
-def run_host(params, inputs: list[np.ndarray], out_elements: int, work: Path) -> np.ndarray:
-    """The operator's C compiled with cc (the kernels' warning flags) and run on this machine."""
+def run_host(params, inputs: list[np.ndarray], out_elements: int, work: Path, alias: int | None = None) -> np.ndarray:
+    """The operator's C compiled with cc (the kernels' warning flags) and run on this machine;
+    with `alias`, the output buffer is that input's (the operator run in place)."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "op.c").write_text(params.render("et_op"))
-    arrays = "\n".join(_c_array(f"in{i}", np.asarray(x)) for i, x in enumerate(inputs))
-    args = ", ".join([*(f"in{i}" for i in range(len(inputs))), "out"])
+    arrays = "\n".join(_c_array(f"in{i}", np.asarray(x)) for i, x in enumerate(inputs) if i != alias)
+    if alias is None:
+        arrays += f"\nstatic int8_t out[{out_elements}];"
+    else:
+        values = ", ".join(str(int(v)) for v in np.asarray(inputs[alias]).reshape(-1))
+        arrays += f"\nstatic int8_t out[{out_elements}] = {{{values}}};"
+    args = ", ".join([*("out" if i == alias else f"in{i}" for i in range(len(inputs))), "out"])
     (work / "main.c").write_text(
         "#include <stdint.h>\n#include <stdio.h>\n"
-        f"{params.declaration('et_op')};\n{arrays}\nstatic int8_t out[{out_elements}];\n"
+        f"{params.declaration('et_op')};\n{arrays}\n"
         f"int main(void)\n{{\n    et_op({args});\n"
         f"    return fwrite(out, 1, sizeof out, stdout) == sizeof out ? 0 : 1;\n}}\n")
     subprocess.run([*HOST_CC, "op.c", "main.c", "-o", "op"], cwd=work, check=True, capture_output=True, text=True)

@@ -46,6 +46,9 @@ def test_c_on_host_is_reference_and_tflite_micro(tmp_path, shapes):
     want = tflm(data, [a, b])
     assert_same("reference", params.reference(a, b), want)
     assert_same("C on the host", run_host(params, [a, b], want.size, tmp_path / "c"), want)
+    assert params.in_place == ((0, 1) if shapes[0] == shapes[1] else (0,))
+    for alias in params.in_place:
+        assert_same(f"in place of input {alias}", run_host(params, [a, b], want.size, tmp_path / f"a{alias}", alias=alias), want)
 
 
 def test_c_on_m55_is_tflite_micro(tmp_path, m55):

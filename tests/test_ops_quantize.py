@@ -42,6 +42,8 @@ def test_c_on_host_and_m55_is_tflite_micro(tmp_path, m55):
     want = tflm(data, [x])
     assert_same("reference", params.reference(x), want)
     assert_same("C on the host", run_host(params, [x], want.size, tmp_path / "host"), want)
+    assert params.in_place == (0,)
+    assert_same("C on the host, in place", run_host(params, [x], want.size, tmp_path / "alias", alias=0), want)
     assert_same("C on the M55", run_target(params, m55, [x], want.shape, tmp_path / "m55"), want)
 
 

@@ -56,6 +56,7 @@ def test_c_on_host_and_m55_is_tflite_micro(tmp_path, m55):
         want = tflm(data, [x])
         assert_same("reference", params.reference(x), want)
         assert_same(f"C on the host, {shape}", run_host(params, [x], want.size, tmp_path / f"h{i}"), want)
+        assert_same(f"C on the host in place, {shape}", run_host(params, [x], want.size, tmp_path / f"a{i}", alias=0), want)
         if i < 2:
             assert_same("C on the M55", run_target(params, m55, [x], want.shape, tmp_path / f"m55_{i}"), want)
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from edgetune.codegen.ops import operator_params
+from edgetune.targets import get_target
 from op_checks import activation_tensor, assert_same, draw_int8, int32_constant, one_op_graph, run_target, tflm
 
 # One small model per operator: (tensors, op, inputs, outputs, options type, options)
@@ -30,7 +31,12 @@ CASES = {
     "RESHAPE": ([activation_tensor(0, (1, 2, 2, 6), 0.1, 0), int32_constant(1, [1, 24]), activation_tensor(2, (1, 24), 0.1, 0)],
                 (0, 1), (2,), "", {}),
 }
-TARGETS = [("m55", "gcc"), ("m55", "clang"), ("m4", "gcc"), ("a53", "gcc")]
+@pytest.fixture(scope="module")
+def m7():
+    return get_target("cortex-m7")
+
+
+TARGETS = [("m55", "gcc"), ("m55", "clang"), ("m4", "gcc"), ("m7", "clang"), ("a53", "gcc"), ("a53", "clang")]
 
 
 @pytest.mark.parametrize("target_name,compiler", TARGETS, ids=[f"{t}-{c}" for t, c in TARGETS])

@@ -79,6 +79,12 @@ class AddParams(StaticOp):
     def output_shape(self) -> tuple[int, ...]:
         return self.out_shape
 
+    @property
+    def in_place(self) -> tuple[int, ...]:
+        # An input of the output's shape is read at the output's own position (broadcast
+        # inputs are read again later, so they cannot be overwritten).
+        return tuple(i for i, shape in enumerate(self.input_shapes) if shape == self.out_shape)
+
     def variables(self) -> dict:
         return dict(super().variables(), left_shift=LEFT_SHIFT, strides_a=strides(self.shape_a, self.out_shape),
                     strides_b=strides(self.shape_b, self.out_shape))

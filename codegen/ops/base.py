@@ -124,6 +124,13 @@ class StaticOp(ABC):
         return len(self.input_shapes)
 
     @property
+    def in_place(self) -> tuple[int, ...]:
+        """The inputs the output may share memory with (a memory plan may then give both one
+        address): the C reads each element of such an input before it writes the output
+        positions at or after it, and no later read needs an overwritten one."""
+        return ()
+
+    @property
     @abstractmethod
     def input_shapes(self) -> tuple[tuple[int, ...], ...]:
         """The inputs' shapes as the C reads them (row-major; their element counts are the

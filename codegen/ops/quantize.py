@@ -52,6 +52,10 @@ class QuantizeParams(StaticOp):
         return ((self.elements,),)
 
     @property
+    def in_place(self) -> tuple[int, ...]:
+        return (0,)  # element i is read, then written at i
+
+    @property
     def output_shape(self) -> tuple[int, ...]:
         return (self.elements,)
 

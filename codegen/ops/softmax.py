@@ -120,6 +120,10 @@ class SoftmaxParams(StaticOp):
         return ((self.rows, self.depth),)
 
     @property
+    def in_place(self) -> tuple[int, ...]:
+        return (0,)  # a row's max and sum are taken before its outputs are written, each after its input
+
+    @property
     def output_shape(self) -> tuple[int, ...]:
         return (self.rows, self.depth)
 
