@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from edgetune.codegen.model import ModelError
-from edgetune.codegen.model.builder import build_model
+from edgetune.codegen.model.builder import build_model, constant
 from edgetune.codegen.model.graph import Operator, Tensor, read_graph
 from edgetune.codegen.ops import constant_value, folded_operators, operator_params
 from edgetune.codegen.ops.reshape import reshape_params
@@ -85,3 +85,33 @@ def test_a_shape_that_is_not_the_output_is_refused(tmp_path):
     _, graph = one_op_graph(tmp_path, tensors, "RESHAPE", (0, 1), (2,))
     with pytest.raises(ModelError, match=r"operator 0 \(RESHAPE\): the new shape \[2, 8\] is not the output tensor's"):
         reshape_params(graph, graph.operators[0])
+
+
+# STRIDED_SLICE on a shape: (begin, end, strides, begin mask, end mask, shrink-axis mask)
+SLICES = [([0], [1], [1], 0, 0, 1), ([1], [0], [1], 0, 1, 0), ([-3], [-1], [1], 0, 0, 0), ([0], [4], [2], 0, 0, 0),
+          ([3], [0], [-1], 0, 1, 0), ([2], [3], [1], 1, 0, 0), ([-1], [0], [1], 0, 0, 1)]
+
+
+@pytest.mark.parametrize("begin,end,strides,begin_mask,end_mask,shrink", SLICES)
+def test_folded_shape_slices_are_tflite_micro(tmp_path, begin, end, strides, begin_mask, end_mask, shrink):
+    """SHAPE then STRIDED_SLICE then PACK with a constant, run in TFLite Micro (the model's
+    output is the packed int32 tensor), against the folded value."""
+    if shrink:
+        sliced, other, packed = (), constant(6, "seven", np.array(7, dtype=np.int32)), (2,)
+    else:
+        picked = range(4)[slice(None if begin_mask else begin[0], None if end_mask else end[0], strides[0])]
+        sliced, other, packed = (len(picked),), int32_constant(6, [7] * len(picked)), (2, len(picked))
+    tensors = [activation_tensor(0, (1, 6, 5, 3), 0.1, 0), Tensor(1, "shape", (4,), "int32"), int32_constant(2, begin),
+               int32_constant(3, end), int32_constant(4, strides), Tensor(5, "sliced", sliced, "int32"), other,
+               Tensor(7, "packed", packed, "int32")]
+    operators = [Operator(0, "SHAPE", (0,), (1,), "ShapeOptions", (("outType", 2),)),
+                 Operator(1, "STRIDED_SLICE", (1, 2, 3, 4), (5,), "StridedSliceOptions",
+                          (("beginMask", begin_mask), ("endMask", end_mask), ("shrinkAxisMask", shrink))),
+                 Operator(2, "PACK", (5, 6), (7,), "PackOptions", (("valuesCount", 2), ("axis", 0)))]
+    data = build_model(tensors, operators, [0], [7])
+    path = tmp_path / "chain.tflite"
+    path.write_bytes(data)
+    graph = read_graph(path)
+    assert folded_operators(graph) == frozenset({0, 1, 2})
+    want = tflm(data, [np.zeros((1, 6, 5, 3), dtype=np.int8)])
+    assert constant_value(graph, 7).tolist() == want.tolist()

@@ -40,7 +40,6 @@ class PoolParams(StaticOp):
     act_max: int
 
     template = "pool.c.j2"
-    op = "POOL"
 
     @property
     def average(self) -> bool:
