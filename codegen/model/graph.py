@@ -146,7 +146,7 @@ def _quantization(q) -> Quantization | None:
     if q is None or q.scale is None or len(q.scale) == 0:
         return None
     scales = tuple(float(s) for s in q.scale)
-    zeros = tuple(int(z) for z in (q.zeroPoint if q.zeroPoint is not None else [0] * len(scales)))
+    zeros = tuple(int(z) for z in (q.zeroPoint if q.zeroPoint is not None else [0] * len(scales)))  # absent: 0
     return Quantization(scales, zeros, int(q.quantizedDimension))
 
 
@@ -170,8 +170,18 @@ def _tensor(path: Path, index: int, t, buffers, data: bytes) -> Tensor:
     contents = _buffer_bytes(path, where, buffers[t.buffer], data) if buffers and t.buffer else None
     dtype = tensor_type_names().get(int(t.type), f"type {int(t.type)}")
     shape = tuple(int(d) for d in (t.shape if t.shape is not None else ()))
+    if any(d < 0 for d in shape):
+        raise ModelError(f"{path}: {where} has shape {list(shape)}, a negative dimension")
     signature = tuple(int(d) for d in t.shapeSignature) if t.shapeSignature is not None else None
-    return Tensor(index, name, shape, dtype, _quantization(t.quantization), contents, signature)
+    tensor = Tensor(index, name, shape, dtype, _quantization(t.quantization), contents, signature)
+    if contents is not None and dtype in NUMPY_TYPES and len(contents) != tensor.nbytes:
+        raise ModelError(f"{path}: {where} holds {len(contents)} bytes of data, but {dtype} {list(shape)} "
+                         f"takes {tensor.nbytes}")
+    q = tensor.quantization
+    if q is not None and (len(q.zero_points) != len(q.scales) or not 0 <= q.axis < max(len(shape), 1)):
+        raise ModelError(f"{path}: {where} has {len(q.scales)} scales and {len(q.zero_points)} zero points "
+                         f"along axis {q.axis} of shape {list(shape)}")
+    return tensor
 
 
 def _options(obj) -> tuple[tuple[str, object], ...]:

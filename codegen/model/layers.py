@@ -12,13 +12,15 @@ The operators edgetune runs without tuning them are listed with kernel None.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from edgetune.codegen.kernels.base import Buffer, KernelIO
+from edgetune.codegen.kernels.base import MAX_ELEMENTS, Buffer, KernelIO
+from edgetune.codegen.kernels.convolution import MAX_REDUCTION
 
-from .arithmetic import MAX_SHIFT, activation_range, output_size, quantize_multiplier
+from .arithmetic import INT8_MAX, INT8_MIN, MAX_SHIFT, activation_range, output_size, quantize_multiplier
 from .graph import Graph, Operator, Tensor
 from .schema import ModelError, schema
 
@@ -95,6 +97,9 @@ class _Reader:
                 return None
             raise self.fail(f"has no {role} tensor")
         t = self.graph.tensors[index]
+        if not t.shape or min(t.shape) < 1 or t.elements > MAX_ELEMENTS:
+            raise self.fail(f"{role} tensor {t.index} ({t.name}) has shape {list(t.shape)}: edgetune's kernels take "
+                            f"tensors of 1 to {MAX_ELEMENTS} elements, no dimension 0")
         if t.dtype != dtype:
             raise self.fail(f"{role} tensor {t.index} ({t.name}) is {t.dtype}, expected {dtype}")
         if role in ("weights", "bias") and not t.constant:
@@ -106,8 +111,10 @@ class _Reader:
         if q is None or q.per_axis:
             raise self.fail(f"{role} tensor {t.index} ({t.name}) needs one scale and zero point "
                             f"({'none' if q is None else len(q.scales)} given)")
-        if not q.scales[0] > 0:
-            raise self.fail(f"{role} tensor {t.index} ({t.name}) has scale {q.scales[0]}, not positive")
+        if not 0 < q.scales[0] < math.inf:
+            raise self.fail(f"{role} tensor {t.index} ({t.name}) has scale {q.scales[0]}, not a positive number")
+        if not INT8_MIN <= q.zero_points[0] <= INT8_MAX:
+            raise self.fail(f"{role} tensor {t.index} ({t.name}) has zero point {q.zero_points[0]}, outside int8")
         return q.scales[0], q.zero_points[0]
 
     def weight_scales(self, w: Tensor, channels: int, axis: int) -> tuple[float, ...]:
@@ -121,8 +128,8 @@ class _Reader:
         if q.per_axis and (q.axis != axis or len(q.scales) != channels):
             raise self.fail(f"weights tensor {w.index} ({w.name}): {len(q.scales)} scales along axis {q.axis}, "
                             f"expected {channels} along axis {axis}")
-        if not all(s > 0 for s in q.scales):
-            raise self.fail(f"weights tensor {w.index} ({w.name}) has a scale that is not positive")
+        if not all(0 < s < math.inf for s in q.scales):
+            raise self.fail(f"weights tensor {w.index} ({w.name}) has a scale that is not a positive number")
         return q.scales if q.per_axis else q.scales * channels
 
     def activation(self) -> str:
@@ -133,19 +140,20 @@ class _Reader:
             raise self.fail(f"fused activation {name} is not one edgetune runs (NONE, RELU, RELU6, RELU_N1_TO_1)")
         return name
 
-    def requantisation(self, x: Tensor, w: Tensor, y: Tensor, channels: int, axis: int,
-                       product_in_float: bool = False) -> tuple[tuple[Buffer, ...], tuple[tuple[str, int], ...]]:
-        """Multiplier and shift buffers per output channel, and the scalar parameters.
-        `product_in_float`: the input scale times the weight scale rounded to float first, as
-        TFLite does for a per-tensor FULLY_CONNECTED (GetQuantizedConvolutionMultipler)."""
+    def requantisation(self, x: Tensor, w: Tensor, y: Tensor, channels: int,
+                       axis: int) -> tuple[tuple[Buffer, ...], tuple[tuple[str, int], ...]]:
+        """Multiplier and shift buffers per output channel, and the scalar parameters. The
+        real multiplier is input_scale * weight_scale / output_scale in double precision, for
+        per-tensor weights too (a product rounded to float first differs from TFLite Micro's
+        in the last bit of some multipliers: tests/test_model_oracle.py)."""
         in_scale, in_zero = self.scale_zero(x, "input")
         out_scale, out_zero = self.scale_zero(y, "output")
         multipliers, shifts = [], []
         for scale in self.weight_scales(w, channels, axis):
-            product = float(np.float32(in_scale) * np.float32(scale)) if product_in_float else in_scale * scale
-            q, shift = quantize_multiplier(product / out_scale)
+            real = in_scale * scale / out_scale
+            q, shift = quantize_multiplier(real)
             if shift > MAX_SHIFT:
-                raise self.fail(f"requantisation scale {product / out_scale:g} is too large (at most 2^{MAX_SHIFT})")
+                raise self.fail(f"requantisation scale {real:g} is too large (at most 2^{MAX_SHIFT})")
             multipliers.append(q)
             shifts.append(shift)
         act_min, act_max = activation_range(self.activation(), out_scale, out_zero)
@@ -165,6 +173,12 @@ class _Reader:
 
     def operator_tensors(self) -> tuple[Tensor | None, ...]:
         return tuple(self.graph.tensors[i] if i >= 0 else None for i in (*self.op.inputs, *self.op.outputs))
+
+
+def _check_reduction(r: _Reader, products: int) -> None:
+    """The kernels' int32 accumulators hold at most MAX_REDUCTION products (convolution.py)."""
+    if products > MAX_REDUCTION:
+        raise r.fail(f"each output sums {products} products, more than edgetune's kernels take ({MAX_REDUCTION})")
 
 
 def _spatial(r: _Reader, x: Tensor, y: Tensor, kh: int, kw: int, channels_out: int) -> dict[str, int]:
@@ -200,6 +214,7 @@ def _conv(r: _Reader) -> ModelLayer:
     if len(x.shape) == 4 and x.shape[3] != cin:
         raise r.fail(f"weights take {cin} input channels but the input has {x.shape[3]} (grouped convolutions "
                      "are not supported)")
+    _check_reduction(r, kh * kw * cin)
     g = _spatial(r, x, y, kh, kw, cout)
     quant, params = r.requantisation(x, w, y, cout, axis=0)
     shape = dict(h=x.shape[1], w=x.shape[2], cin=cin, cout=cout, kh=kh, kw=kw, **{k: g[k] for k in CONV_KEYS[6:]})
@@ -217,6 +232,7 @@ def _dwconv(r: _Reader) -> ModelLayer:
     c = x.shape[3]
     if cout % c:
         raise r.fail(f"{cout} output channels are not a multiple of the input's {c} (depth multiplier)")
+    _check_reduction(r, kh * kw)
     g = _spatial(r, x, y, kh, kw, cout)
     quant, params = r.requantisation(x, w, y, cout, axis=3)
     shape = dict(h=x.shape[1], w=x.shape[2], c=c, mult=cout // c, kh=kh, kw=kw, **{k: g[k] for k in DWCONV_KEYS[6:]})
@@ -235,13 +251,13 @@ def _fully_connected(r: _Reader) -> ModelLayer:
     if len(w.shape) != 2:
         raise r.fail(f"weights tensor {w.index} ({w.name}) has shape {list(w.shape)}, expected [n, k]")
     n, k = w.shape
+    _check_reduction(r, k)
     if x.elements % k:
         raise r.fail(f"input tensor {x.index} ({x.name}) of shape {list(x.shape)} does not split into rows of {k}")
     rows = x.elements // k
     if y.elements != rows * n:
         raise r.fail(f"output tensor {y.index} ({y.name}) has shape {list(y.shape)}, expected {rows} rows of {n}")
-    per_tensor = w.quantization is not None and not w.quantization.per_axis
-    quant, params = r.requantisation(x, w, y, n, axis=0, product_in_float=per_tensor)
+    quant, params = r.requantisation(x, w, y, n, axis=0)
     shape = dict(h=1, w=rows, cin=k, cout=n, kh=1, kw=1, stride_h=1, stride_w=1, dilation_h=1, dilation_w=1,
                  pad_top=0, pad_bottom=0, pad_left=0, pad_right=0)
     constants = (Buffer("weights", w.array().reshape(n, 1, 1, k).copy(), weight=True), r.bias(n), *quant)

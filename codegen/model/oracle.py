@@ -16,6 +16,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from edgetune.codegen.kernels.base import KernelIO
+
 from .builder import build_model
 from .graph import Operator
 from .layers import ModelLayer
@@ -67,3 +69,15 @@ def oracle_output(layer: ModelLayer, x: np.ndarray) -> np.ndarray:
     arena = len(model) + 4 * (x.nbytes + int(np.prod(layer.output_shape))) + ARENA_MARGIN
     (out,) = run_tflm(model, [x], arena_size=arena)
     return out.reshape(layer.kernel_output)
+
+
+def layer_case(layer: ModelLayer, rng: np.random.Generator, edge: str = "random") -> tuple[KernelIO, np.ndarray]:
+    """A check of one tuned layer: the kernel's buffers on a drawn input (uniform int8, or
+    "extreme": only -128 and 127, which saturate) with the layer's real constants, and
+    TFLite Micro's output for that input: what a variant's output must equal."""
+    shape = layer.input_shape
+    if edge == "extreme":
+        x = rng.choice(np.array([-128, 127], dtype=np.int8), size=shape)
+    else:
+        x = rng.integers(-128, 128, size=shape, dtype=np.int8)
+    return layer.io(x), oracle_output(layer, x)
