@@ -37,7 +37,7 @@ def test_reference_is_tflite_micro(tmp_path, shapes, activation, edge):
         assert_same(f"draw {draw}", params.reference(a, b), tflm(data, [a, b]))
 
 
-@pytest.mark.parametrize("shapes", SHAPES[:2], ids=["same", "broadcast"])
+@pytest.mark.parametrize("shapes", [*SHAPES[:2], ((1, 16, 16, 8), (1, 1, 1, 8))], ids=["same", "broadcast", "table-broadcast"])
 def test_c_on_host_is_reference_and_tflite_micro(tmp_path, shapes):
     rng = np.random.default_rng(7)
     data, graph = _draw(tmp_path, rng, shapes, "RELU")
@@ -45,6 +45,9 @@ def test_c_on_host_is_reference_and_tflite_micro(tmp_path, shapes):
     a, b = draw_int8(rng, shapes[0], "random"), draw_int8(rng, shapes[1], "random")
     want = tflm(data, [a, b])
     assert_same("reference", params.reference(a, b), want)
+    source = params.render("et_add")
+    # Inputs of 512 values or more are rescaled through a table of 256 constants.
+    assert [f"et_add_table_{x}[256]" in source for x in "ab"] == [a.size >= 512, b.size >= 512]
     assert_same("C on the host", run_host(params, [a, b], want.size, tmp_path / "c"), want)
     assert params.in_place == ((0, 1) if shapes[0] == shapes[1] else (0,))
     for alias in params.in_place:
