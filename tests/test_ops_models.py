@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgetune.codegen.model import TUNED
+from edgetune.codegen.model import TUNED, ModelError
 from edgetune.codegen.model.graph import read_graph
 from edgetune.codegen.ops import OPERATORS, constant_value, folded_operators, operator_params
 from op_checks import assert_same, draw_int8, operator_model, run_host, tflm
@@ -73,3 +73,11 @@ def test_operators_run_in_place_where_they_say_they_can(tmp_path, name):
             assert_same(f"operator {op.index} ({op.op}) in place of input {alias}", got, want)
         ran.append(op.op)
     assert {"RESHAPE", "SOFTMAX"} <= set(ran)
+
+
+def test_operators_outside_the_library_are_refused_naming_them():
+    graph = read_graph(MODELS / "ds_cnn_kws.tflite")
+    with pytest.raises(ModelError, match=r"ds_cnn_kws.tflite: operator 0 \(CONV_2D\) is not in the operator library"):
+        operator_params(graph, graph.operators[0])
+    with pytest.raises(ModelError, match=r"operator 10 \(SHAPE\) is folded at export"):
+        operator_params(graph, graph.operators[10])
