@@ -62,3 +62,25 @@ def test_refusals_name_the_operator(tmp_path):
     with pytest.raises(ModelError, match=r"operator 0 \(MAX_POOL_2D\): output tensor 1 .* has shape \[1, 4, 4, 3\], "
                                          r"but the pooling gives \[1, 3, 3, 3\]"):
         pool_params(graph, graph.operators[0])
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_one_quantisation_as_tflite_micro_requires(tmp_path, op):
+    """TFLite Micro pools only when the input's and output's scales are within 1e-6 and their
+    zero points equal (it fails to prepare other models): scales that close run as it runs
+    them; others are refused naming the operator, as TFLite Micro refuses them."""
+    def model(s_out, z_out):
+        tensors = [activation_tensor(0, (1, 6, 6, 4), 1e-4, -3), activation_tensor(1, (1, 3, 3, 4), s_out, z_out)]
+        return one_op_graph(tmp_path, tensors, op, (0,), (1,), "Pool2DOptions",
+                            {"padding": 1, "strideW": 2, "strideH": 2, "filterWidth": 2, "filterHeight": 2,
+                             "fusedActivationFunction": 1})
+    data, graph = model(1e-4 + 5e-7, -3)
+    params = pool_params(graph, graph.operators[0])
+    x = draw_int8(np.random.default_rng(0), (1, 6, 6, 4), "random")
+    assert_same("scales within 1e-6", params.reference(x), tflm(data, [x]))
+    for s_out, z_out in ((1e-4 + 2e-6, -3), (1e-4, 10)):
+        data, graph = model(s_out, z_out)
+        with pytest.raises(ModelError, match=rf"operator 0 \({op}\): input and output are quantised differently"):
+            pool_params(graph, graph.operators[0])
+        with pytest.raises(RuntimeError, match="TFLM failed to allocate tensors"):
+            tflm(data, [x])

@@ -8,8 +8,9 @@ tests/test_ops_pooling.py):
   and is cut to the input;
 - average: the int32 sum of the window's values divided by the number of values in it,
   rounded to nearest with halves away from zero; max: the largest value;
-- then clamped to the activation range. No rescaling: TFLite pools in the input's
-  quantisation, and the output's is only read for the activation range.
+- then clamped to the activation range. No rescaling: TFLite Micro pools only tensors whose
+  scales differ by at most 1e-6 and whose zero points are equal (it refuses others when it
+  prepares the model), and so does edgetune.
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import numpy as np
 
 from ..model.arithmetic import output_size
 from ..model.graph import Graph, Operator
-from .base import OperatorReader, StaticOp, int8_input
+from .base import OperatorReader, StaticOp, int8_input, scale, zero_point
+
+SCALE_TOLERANCE = 1e-6  # TFLite Micro's: |s_in - s_out| in float, at most this
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,9 @@ def pool_params(graph: Graph, op: Operator) -> PoolParams:
     if oh < 1 or ow < 1 or tuple(y.shape) != (n, oh, ow, c):
         raise r.fail(f"output tensor {y.index} ({y.name}) has shape {list(y.shape)}, but the pooling gives "
                      f"{[n, oh, ow, c]}")
+    if abs(float(np.float32(scale(x)) - np.float32(scale(y)))) > SCALE_TOLERANCE or zero_point(x) != zero_point(y):
+        raise r.fail(f"input and output are quantised differently (scales {scale(x):g} and {scale(y):g}, zero points "
+                     f"{zero_point(x)} and {zero_point(y)}); TFLite Micro pools only in one quantisation")
     act_min, act_max = r.clamp(y)
     cls = AveragePoolParams if op.op == "AVERAGE_POOL_2D" else MaxPoolParams
     params = cls(op.index, n, h, w, c, oh, ow, kh, kw, sh, sw, pad_top, pad_left, act_min, act_max)
