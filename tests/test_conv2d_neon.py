@@ -20,13 +20,9 @@ from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
 from kernel_checks import run_sanitized
 from kernel_checks import compile_only
-from kernel_runs import check_drawn_variants
+from kernel_runs import check_drawn_variants, geometry_shapes
 
-shapes = st.fixed_dictionaries({
-    "h": st.integers(1, 6), "w": st.integers(1, 6), "cin": st.integers(1, 35), "cout": st.integers(1, 11),
-    "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
-    "dilation": st.integers(1, 2),
-}).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
+shapes = geometry_shapes({"cin": st.integers(1, 35), "cout": st.integers(1, 11)}, size=6)
 
 
 def neon_configs(space, **values):

@@ -16,13 +16,9 @@ from edgetune.targets import target_file
 from edgetune.tuner import Outcome
 from kernel_checks import run_sanitized
 from kernel_checks import compile_only
-from kernel_runs import check_drawn_variants
+from kernel_runs import check_drawn_variants, geometry_shapes
 
-shapes = st.fixed_dictionaries({
-    "h": st.integers(1, 7), "w": st.integers(1, 7), "c": st.integers(1, 27),
-    "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
-    "dilation": st.integers(1, 2),
-}).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
+shapes = geometry_shapes({"c": st.integers(1, 27)}, size=7)
 
 
 def neon_configs(space, **values):
