@@ -84,12 +84,18 @@ def test_drawn_variants_are_bit_exact_in_qemu(dw, m55, tmp_path_factory, shape, 
     "h=1,w=1,c=1,kh=1,kw=1,stride=1,pad=0,dilation=1",
     "h=9,w=7,c=13,kh=3,kw=3,stride=2,pad=2,dilation=1",   # 3x3, odd channels, stride 2, pad > 1
     "h=8,w=9,c=5,kh=3,kw=3,stride=1,pad=1,dilation=2",    # 3x3 dilated: interior and border tiles
+    "h=8,w=7,c=5,mult=3,kh=3,kw=3,stride=1,pad=1",        # depth multiplier 3: 15 output channels
+    "h=6,w=9,c=4,mult=2,kh=3,kw=3,stride_h=2,stride_w=1,pad=same",  # multiplier 2, asymmetric SAME
+    "h=7,w=8,c=6,kh=3,kw=3,stride_h=1,stride_w=2,dilation_h=2,dilation_w=1,"
+    "pad_top=2,pad_bottom=0,pad_left=0,pad_right=1",      # per-axis steps, one-sided padding
 ])
 def test_edge_shapes(dw, m55, tmp_path, shape_text):
     shape = dw.parse_shape(shape_text)
     variants = [{"vector": "mve", "tile_c": 8, "tile_p": 2, "taps": "unrolled3x3", "compiler": "clang"},
                 {"vector": "mve", "tile_c": 4, "tile_p": 4, "compiler": "gcc", "opt": "O3"},
-                {"vector": "c", "tile_c": 16, "tile_p": 2, "taps": "unrolled3x3", "compiler": "gcc"}]
+                {"vector": "c", "tile_c": 16, "tile_p": 2, "taps": "unrolled3x3", "compiler": "gcc"},
+                {"vector": "mve", "tile_c": 16, "tile_p": 1, "layout": "packed", "taps": "unrolled3x3", "compiler": "gcc"},
+                {"vector": "c", "tile_c": 8, "tile_p": 2, "layout": "packed", "compiler": "clang"}]
     space = dw.space(m55, shape)
     for index, variant in enumerate(variants):
         wanted = {k: v for k, v in variant.items() if any(c[k] == v for c in space)}

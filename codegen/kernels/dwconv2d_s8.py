@@ -36,9 +36,10 @@ def pack_weights(weights: np.ndarray, bias: np.ndarray, in_zero: int, tile_c: in
 def single_multiplier(path: str, shape: Mapping[str, int]) -> Rule:
     """The rule of a vector path whose inner loop loads the input channels of a tile as one
     contiguous vector: that is the depth multiplier 1 (output channel o reads input channel
-    o); mult > 1 would need a gather or a lane-duplicating loop, which only plain C has."""
+    o); mult > 1 needs a gathering load (Helium has one, VLDRB.S32 with offsets) or a
+    lane-duplicating loop, which this path does not have."""
     return (f"the {path} path loads a tile's input channels contiguously: depth multiplier 1 only (mult=1; "
-            f"mult={shape['mult']} runs on plain C)", lambda cfg: shape["mult"] == 1)
+            f"mult={shape['mult']} runs on plain C or Helium)", lambda cfg: shape["mult"] == 1)
 
 
 AVX2_LANES = 8  # int32 lanes of a 256-bit register: channels per vector on the AVX2 path
@@ -54,7 +55,7 @@ def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     lanes = unit.lanes_for("int32")
     # Accumulators plus one input and one weight vector must fit the Q registers.
     return [(f"MVE tile_p * tile_c / {lanes} accumulators + 2 exceed {unit.registers} vector registers",
-             lambda cfg: cfg["tile_p"] * cfg["tile_c"] // lanes + 2 <= unit.registers), single_multiplier("MVE", shape)]
+             lambda cfg: cfg["tile_p"] * cfg["tile_c"] // lanes + 2 <= unit.registers)]
 
 
 def avx2_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:

@@ -32,7 +32,7 @@ def neon_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
              lambda c: c["tile_c"] % LANES == 0 and tile_registers(c["tile_p"], c["tile_c"]) <= registers),
             # The tap loads a tile's input channels as one contiguous vector (depth multiplier 1).
             (f"the NEON path loads a tile's input channels contiguously: depth multiplier 1 only (mult=1; "
-             f"mult={shape['mult']} runs on plain C)", lambda c: shape["mult"] == 1)]
+             f"mult={shape['mult']} runs on plain C or Helium)", lambda c: shape["mult"] == 1)]
 
 
 NEON = VectorPath("neon", with_vector("neon"), TEMPLATE, neon_rules)
