@@ -181,8 +181,7 @@ def expand_geometry(items: Mapping[str, object]) -> dict[str, object]:
             if not isinstance(out.get(key), int) or isinstance(out.get(key), bool) or out[key] < 1:
                 raise KernelError(f"shape: pad={pad} needs a positive integer {key}")
         sides = ((0, 0), (0, 0)) if pad == "valid" else tuple(
-            same_padding(out[a], out[k], out[f"stride_{a2}"], out[f"dilation_{a2}"])
-            for a, k, a2 in (("h", "kh", "h"), ("w", "kw", "w")))
+            same_padding(out[axis], out[f"k{axis}"], out[f"stride_{axis}"], out[f"dilation_{axis}"]) for axis in "hw")
         values = dict(zip(PAD_KEYS, (*sides[0], *sides[1])))
     else:
         values = dict.fromkeys(PAD_KEYS, pad)
