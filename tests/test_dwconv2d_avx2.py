@@ -13,7 +13,7 @@ from edgetune.tuner import Outcome
 from kernel_runs import assert_ok, geometry_shapes, run_config
 from kernel_checks import compile_only
 
-shapes = geometry_shapes({"c": st.integers(1, 40)})
+shapes = geometry_shapes({"c": st.integers(1, 40), "mult": st.sampled_from([1, 1, 2, 3])})
 
 
 def has_avx2(dw, host) -> bool:

@@ -33,15 +33,6 @@ def pack_weights(weights: np.ndarray, bias: np.ndarray, in_zero: int, tile_c: in
     packed, terms = pack_rows(rows, bias, in_zero, Packing(block=tile_c, segment=1, lanes=16))
     return packed.reshape(weights.shape), terms
 
-def single_multiplier(path: str, shape: Mapping[str, int]) -> Rule:
-    """The rule of a vector path whose inner loop loads the input channels of a tile as one
-    contiguous vector: that is the depth multiplier 1 (output channel o reads input channel
-    o); mult > 1 needs a gathering load (Helium has one, VLDRB.S32 with offsets) or a
-    lane-duplicating loop, which this path does not have."""
-    return (f"the {path} path loads a tile's input channels contiguously: depth multiplier 1 only (mult=1; "
-            f"mult={shape['mult']} runs on plain C or Helium)", lambda cfg: shape["mult"] == 1)
-
-
 AVX2_LANES = 8  # int32 lanes of a 256-bit register: channels per vector on the AVX2 path
 
 
@@ -64,8 +55,7 @@ def avx2_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     return [(f"AVX2 tile_c must be a multiple of {AVX2_LANES} and (tile_p + 1) * tile_c / {AVX2_LANES} + 2 "
              f"vectors must fit {registers} registers",
              lambda cfg: cfg["tile_c"] % AVX2_LANES == 0 and (cfg["tile_p"] + 1) * cfg["tile_c"] // AVX2_LANES + 2 <= registers),
-            ("the AVX2 path reads the weights as given (layout=hwc)", lambda cfg: cfg["layout"] != "packed"),
-            single_multiplier("AVX2", shape)]
+            ("the AVX2 path reads the weights as given (layout=hwc)", lambda cfg: cfg["layout"] != "packed")]
 
 
 # The vector paths of dwconv2d_s8, in the order of the `vector` parameter's values; plain C

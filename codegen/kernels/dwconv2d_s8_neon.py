@@ -29,10 +29,7 @@ def neon_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     """The limits of vector="neon" configurations."""
     registers = target.vector_unit("neon").registers
     return [(f"NEON tile_c must be a multiple of {LANES} and its tile must fit the {registers} vector registers",
-             lambda c: c["tile_c"] % LANES == 0 and tile_registers(c["tile_p"], c["tile_c"]) <= registers),
-            # The tap loads a tile's input channels as one contiguous vector (depth multiplier 1).
-            (f"the NEON path loads a tile's input channels contiguously: depth multiplier 1 only (mult=1; "
-             f"mult={shape['mult']} runs on plain C or Helium)", lambda c: shape["mult"] == 1)]
+             lambda c: c["tile_c"] % LANES == 0 and tile_registers(c["tile_p"], c["tile_c"]) <= registers)]
 
 
 NEON = VectorPath("neon", with_vector("neon"), TEMPLATE, neon_rules)
