@@ -69,7 +69,7 @@ def _convolution(s: Mapping[str, int], packed: bool, depthwise: bool) -> dict[st
     plain = (f"weights, int8, [kh={s['kh']}][kw={s['kw']}][c*mult={c_out}] (TFLite's [1][kh][kw][c*mult]; output "
              f"channel o reads input channel o / {s['mult']})." if depthwise else
              f"weights, int8, OHWI [cout={c_out}][kh={s['kh']}][kw={s['kw']}][cin={c_in}].")
-    channel = "channel" if depthwise else "output channel"
+    channel = "output channel"  # depthwise too: c * mult of them
     return {
         "input": ("in", f"input activations, int8, NHWC with batch 1: [h={s['h']}][w={s['w']}][c={c_in}]."),
         "weights": ("in", "packed weights from the _pack() helper (same size as the plain weights)."
