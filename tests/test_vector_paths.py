@@ -22,7 +22,7 @@ from edgetune.targets import get_target
 from kernel_checks import compile_only
 from kernel_runs import check_drawn_variants
 
-TARGETS = ("cortex-m55", "cortex-m4", "cortex-m7", "cortex-a53", "cortex-a72", "host")
+TARGETS = ("cortex-m55", "cortex-m4", "cortex-m7", "cortex-a53", "cortex-a72", "cortex-a72-linux", "host")
 # Small shapes with remainders in every tiled dimension, one per line of each kernel.
 SHAPES = {
     "matmul_s8": ("m=1,n=1,k=1", "m=5,n=13,k=37", "m=9,n=7,k=17", "m=4,n=32,k=64"),
