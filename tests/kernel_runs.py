@@ -51,3 +51,25 @@ def check_drawn_variants(kernel, targets, shapes, vector: str, work, examples: i
         assert trial.outcome is Outcome.OK, f"{shape} {config.key()}: {trial.outcome.value}: {trial.error}"
 
     run()
+
+
+def _window_fits(shape: dict) -> bool:
+    """Every axis has at least one output: the dilated kernel spans no more than the
+    input plus its padding on that axis."""
+    return all(shape[f"dilation_{a}"] * (shape[k] - 1) + 1 <= shape[size] + shape[before] + shape[after]
+               for a, k, size, before, after in (("h", "kh", "h", "pad_top", "pad_bottom"),
+                                                 ("w", "kw", "w", "pad_left", "pad_right")))
+
+
+def geometry_shapes(channels: dict, size: int = 8, kernel: int = 3, pad: int = 3):
+    """Convolution shapes with TFLite's full geometry drawn independently per axis and per
+    side (asymmetric padding, stride and dilation per axis), plus the kernel's channel keys
+    (strategies), keeping only shapes with an output."""
+    return st.fixed_dictionaries({
+        "h": st.integers(1, size), "w": st.integers(1, size), **channels,
+        "kh": st.integers(1, kernel), "kw": st.integers(1, kernel),
+        "stride_h": st.integers(1, 3), "stride_w": st.integers(1, 3),
+        "dilation_h": st.integers(1, 2), "dilation_w": st.integers(1, 2),
+        "pad_top": st.integers(0, pad), "pad_bottom": st.integers(0, pad),
+        "pad_left": st.integers(0, pad), "pad_right": st.integers(0, pad),
+    }).filter(_window_fits)
