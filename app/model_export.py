@@ -22,7 +22,7 @@ from edgetune.codegen import KERNELS
 from edgetune.codegen.export import ExportEntry, ExportError
 from edgetune.codegen.model import Model, ModelError, load_model
 from edgetune.codegen.model.oracle import ARENA_MARGIN
-from edgetune.codegen.model_module import RenderedModel, default_config, model_name, render_model_module
+from edgetune.codegen.model_module import RenderedModel, check_model_name, default_config, model_name, render_model_module
 from edgetune.hal import Target
 from edgetune.tuner import Bound, TuningDatabase, resolve_goal
 
@@ -129,4 +129,4 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     return ModelExport(out_dir, rendered, untuned, tflm_arena_bytes(data, graph.tensors[graph.inputs[0]].shape))
 
 
-__all__ = ["ExportError", "ModelExport", "choose_layers", "export_model", "tflm_arena_bytes"]
+__all__ = ["ExportError", "ModelExport", "check_model_name", "choose_layers", "export_model", "tflm_arena_bytes"]
