@@ -1,0 +1,118 @@
+"""`edgetune model export` (app/model_export.py, codegen/model_module.py): the module's files,
+its header, the manifest with the model, layers without a trial on their kernel's default
+configuration, and bad input (one line, exit 2, nothing replaced). The module run in QEMU
+against TFLite Micro: tests/test_model_qemu.py."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from edgetune.cli import main
+from edgetune.codegen.memory_plan import aligned
+from edgetune.codegen.manifest import MANIFEST, read_manifest, write_manifest
+from edgetune.codegen.model import load_model
+from edgetune.model_export import export_model
+from edgetune.targets import get_target
+
+MODELS = Path(__file__).parent / "data" / "models"
+DS_CNN = MODELS / "ds_cnn_kws.tflite"
+
+
+@pytest.fixture(scope="module")
+def ds_cnn_export(tmp_path_factory):
+    out = tmp_path_factory.mktemp("export") / "kws"
+    return export_model(DS_CNN, get_target("cortex-m55"), None, out), out
+
+
+def test_the_folder_holds_what_the_manifest_lists(ds_cnn_export):
+    result, out = ds_cnn_export
+    manifest = read_manifest(out)
+    listed = {name for name, _ in manifest.files}
+    assert listed | {MANIFEST} == {p.name for p in out.iterdir()}
+    for name in ("ds_cnn_kws.h", "ds_cnn_kws.c", "ds_cnn_kws_arena.c", "edgetune_kernels.mk", "edgetune_kernels.cmake",
+                 "edgetune_sections.ld", "ds_cnn_kws.tflite"):
+        assert name in listed
+    assert manifest.model.sha256 == hashlib.sha256(DS_CNN.read_bytes()).hexdigest()
+    assert (out / "ds_cnn_kws.tflite").read_bytes() == DS_CNN.read_bytes()
+
+
+def test_the_header_gives_shapes_quantisation_arena_and_invoke(ds_cnn_export):
+    result, out = ds_cnn_export
+    header = (out / "ds_cnn_kws.h").read_text()
+    graph = load_model(DS_CNN).graph
+    x, y = graph.tensors[graph.inputs[0]], graph.tensors[graph.outputs[0]]
+    assert "int ds_cnn_kws_invoke(const int8_t *input, int8_t *output);" in header
+    assert f"#define DS_CNN_KWS_INPUT_ELEMENTS {x.elements}" in header
+    assert f"#define DS_CNN_KWS_OUTPUT_ELEMENTS {y.elements}" in header
+    assert f"#define DS_CNN_KWS_INPUT_ZERO_POINT ({x.quantization.zero_points[0]})" in header
+    assert f"#define DS_CNN_KWS_OUTPUT_SCALE {float(y.quantization.scales[0])!r}f" in header
+    assert f"#define DS_CNN_KWS_ARENA_BYTES {result.rendered.plan.arena_bytes}u" in header
+    assert '__attribute__((section(".edgetune.dtcm")))' in header  # the arena's region on the M55
+
+
+def test_the_module_calls_each_operator_in_order_without_malloc_or_interpreter(ds_cnn_export):
+    result, out = ds_cnn_export
+    source = (out / "ds_cnn_kws.c").read_text()
+    calls = re.findall(r"/\* operator (\d+): (\w+) \*/", source)
+    model = load_model(DS_CNN)
+    folded = {l.index for l in model.layers if l.op in ("SHAPE", "STRIDED_SLICE", "PACK")}
+    assert [int(i) for i, _ in calls] == [l.index for l in model.layers if l.index not in folded]
+    assert folded and not any(op in ("SHAPE", "STRIDED_SLICE", "PACK") for _, op in calls)
+    for word in ("malloc", "free(", "tflite", "Interpreter"):
+        assert word not in source.replace(Path(DS_CNN).name, "")
+    assert "static const int8_t ds_cnn_kws_l0_weights[" in source
+
+
+def test_the_manifest_has_the_layer_table_and_the_plan(ds_cnn_export):
+    result, out = ds_cnn_export
+    m = read_manifest(out).model
+    model = load_model(DS_CNN)
+    assert [l.index for l in m.layers] == [l.index for l in model.layers]
+    sources = {l.op: l.source for l in m.layers}
+    assert sources["CONV_2D"] == "default" and sources["SOFTMAX"] == "library" and sources["SHAPE"] == "folded"
+    assert len({l.function for l in m.layers if l.op == "DEPTHWISE_CONV_2D"}) == 1  # four identical layers, one function
+    assert m.arena_bytes == aligned(max(p.offset + p.nbytes for p in m.plan))
+    assert all(k.chosen_by == "untuned" and k.trial_id == 0 for k in read_manifest(out).kernels)
+
+
+def test_a_layer_without_a_trial_says_so(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    assert "not tuned: the kernel's default configuration" in result.output
+    # TFLite Micro's report for the same model (tests/data/models/README.md records 24,816).
+    assert "TFLite Micro's arena for this model: 24,816 bytes" in result.output
+
+
+def test_an_edited_manifest_is_refused_on_reading(ds_cnn_export, tmp_path):
+    _, out = ds_cnn_export
+    data = json.loads((out / MANIFEST).read_text())
+    data["model"]["name"] = "x; rm -rf /"
+    write_manifest(tmp_path, data)
+    with pytest.raises(Exception, match="model.name"):
+        read_manifest(tmp_path)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["model", "export", "missing.tflite", "--target", "cortex-m55", "--out", "{tmp}/a"], "missing.tflite: no such file"),
+    (["model", "export", "{tmp}/junk.tflite", "--target", "cortex-m55", "--out", "{tmp}/a"], "not a TFLite model"),
+    (["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", "{tmp}/a", "--name", "9bad"], "--name '9bad'"),
+    (["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", "{tmp}/a", "--db", "{tmp}/none.db"], "none.db: no such database"),
+    (["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", "{tmp}/mine"], "not an earlier export"),
+    (["model", "export", str(DS_CNN), "--target", "no-such-board", "--out", "{tmp}/a"], "no-such-board"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    (tmp_path / "junk.tflite").write_bytes(b"\x00" * 64)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("my own file")
+    result = CliRunner().invoke(main, [a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "my own file"
+    assert not (tmp_path / "a").exists()
