@@ -175,7 +175,9 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json):
     echo = None if as_json else (lambda i: click.echo(f"  {i.label}: {i.instructions:,} instructions"
                                                       + (f"  DIFFERS: {i.problem}" if i.problem else "")))
     outcome = verify_model(Path(folder), target, n_inputs, layers, seed, echo)
-    problems = [i.problem for i in outcome.inferences if i.problem] + ([outcome.layer_problem] if outcome.layer_problem else [])
+    # The first operator that differs names the fault; without --layers, the first output.
+    problems = ([outcome.layer_problem] if outcome.layer_problem else []) + [i.problem for i in outcome.inferences
+                                                                             if i.problem]
     if as_json:
         click.echo(json.dumps({"ok": outcome.ok, "problems": problems,
                                "inferences": [{"input": i.label, "instructions": i.instructions, **dict(i.values)}
@@ -184,5 +186,6 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json):
         click.echo(f"{outcome.manifest.model.name} on {target.name}: {len(outcome.inferences)} inferences bit-exact "
                    f"with TFLite Micro" + (", every operator too" if layers else ""))
     if not outcome.ok:
-        click.echo(f"{folder}: {problems[0]}", err=True)
+        hint = "" if layers or outcome.layer_problem else " (--layers names the first operator that differs)"
+        click.echo(f"{folder}: {problems[0]}{hint}", err=True)
         sys.exit(1)

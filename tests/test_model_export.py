@@ -116,3 +116,59 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert "Traceback" not in result.output
     assert (tmp_path / "mine" / "notes.txt").read_text() == "my own file"
     assert not (tmp_path / "a").exists()
+
+
+def _copy(out: Path, to: Path) -> Path:
+    import shutil
+    shutil.copytree(out, to)
+    return to
+
+
+def _verify(folder, target="cortex-m55"):
+    return CliRunner().invoke(main, ["model", "verify", str(folder), "--target", target, "--inputs", "1"])
+
+
+def test_verify_refuses_a_missing_folder(tmp_path):
+    result = _verify(tmp_path / "nothing")
+    assert result.exit_code == 2 and "no such export folder" in result.output
+
+
+def test_verify_refuses_an_export_for_another_target(ds_cnn_export):
+    _, out = ds_cnn_export
+    result = _verify(out, "cortex-a53")
+    assert result.exit_code == 2 and "exported for target cortex-m55, not cortex-a53" in result.output
+
+
+def test_verify_refuses_an_edited_file(ds_cnn_export, tmp_path):
+    folder = _copy(ds_cnn_export[1], tmp_path / "edited")
+    source = folder / "ds_cnn_kws.c"
+    source.write_text(source.read_text().replace("return 0;\n}", "return 1;\n}"))
+    result = _verify(folder)
+    assert result.exit_code == 2 and "ds_cnn_kws.c: edited after export" in result.output
+
+
+def test_verify_refuses_an_edited_model_and_a_missing_file(ds_cnn_export, tmp_path):
+    folder = _copy(ds_cnn_export[1], tmp_path / "model")
+    (folder / "ds_cnn_kws.tflite").write_bytes(b"TFL3" * 10)
+    assert "ds_cnn_kws.tflite: edited after export" in _verify(folder).output
+    (folder / "ds_cnn_kws.tflite").unlink()
+    result = _verify(folder)
+    assert result.exit_code == 2 and "listed in the manifest but missing" in result.output
+
+
+def test_verify_refuses_an_edited_manifest(ds_cnn_export, tmp_path):
+    folder = _copy(ds_cnn_export[1], tmp_path / "manifest")
+    data = json.loads((folder / MANIFEST).read_text())
+    data["model"]["arena_bytes"] = 16
+    (folder / MANIFEST).write_text(json.dumps(data))
+    result = _verify(folder)
+    assert result.exit_code == 2 and "checksum mismatch" in result.output
+
+
+def test_verify_refuses_a_kernel_export(ds_cnn_export, tmp_path):
+    folder = _copy(ds_cnn_export[1], tmp_path / "kernels")
+    data = json.loads((folder / MANIFEST).read_text())
+    del data["model"]
+    write_manifest(folder, data)
+    result = _verify(folder)
+    assert result.exit_code == 2 and "not a model export" in result.output

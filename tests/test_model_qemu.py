@@ -1,0 +1,111 @@
+"""The four MLPerf Tiny models exported as C modules (no tuning: every layer on its kernel's
+default configuration, plus one model on a tiny database of Helium variants), built with the
+export's own Make fragment and run whole in QEMU on the M55, the M4 and the A53: every output
+bit-exact with TFLite Micro on random inputs and a saturating one (app/model_verify.py). A
+module whose weights are wrong is caught, naming the operator."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from edgetune.cli import main
+from edgetune.codegen import KERNELS
+from edgetune.codegen.manifest import read_manifest, write_manifest
+from edgetune.codegen.model import load_model
+from edgetune.model_export import export_model
+from edgetune.model_verify import verify_model
+from edgetune.session import TuneRequest, tune
+from edgetune.targets import get_target
+from edgetune.tuner import TuningDatabase
+
+pytestmark = pytest.mark.qemu
+MODELS = Path(__file__).parent / "data" / "models"
+MODEL_FILES = ("ds_cnn_kws", "mobilenet_v1_025_vww", "resnet8_cifar10", "fc_autoencoder_ad")
+# 10 random inputs (and the saturating one) on the M55 and the A53; the M4 runs 3 to keep the
+# file within a few minutes on two cores.
+INPUTS = {"cortex-m55": 10, "cortex-a53": 10, "cortex-m4": 3}
+
+
+@pytest.mark.parametrize("target_name", tuple(INPUTS))
+@pytest.mark.parametrize("model_name", MODEL_FILES)
+def test_the_model_runs_whole_bit_exact_with_tflite_micro(tmp_path, model_name, target_name):
+    target = get_target(target_name)
+    export_model(MODELS / f"{model_name}.tflite", target, None, tmp_path / "module")
+    outcome = verify_model(tmp_path / "module", target, INPUTS[target_name], seed=16)
+    assert outcome.ok, [i.problem for i in outcome.inferences if i.problem]
+    assert len(outcome.inferences) == INPUTS[target_name] + 1
+    macs = load_model(MODELS / f"{model_name}.tflite").macs
+    assert all(i.instructions > macs // 8 for i in outcome.inferences)  # the whole model ran, not a stub
+
+
+def _tiny_db(root: Path, target, model) -> TuningDatabase:
+    """One Helium trial per workload (packed weights, im2col where offered): a tuned export."""
+    db = TuningDatabase(root / "tiny.db")
+    for w in model.workloads():
+        kernel = KERNELS[w.kernel]
+        shape = kernel.parse_shape(dict(w.shape))
+        wanted = {"vector": "mve", "layout": "packed", **({"algo": "im2col"} if w.kernel == "conv2d_s8" else {})}
+        config = next(c.as_dict() for c in kernel.tuning_space(target, shape)
+                      if all(c.as_dict().get(k) == v for k, v in wanted.items()))
+        tune(TuneRequest(kernel, target, shape, "random", 1, 1, 0, initial=(config,)), db)
+    return db
+
+
+def test_a_tuned_export_is_bit_exact_layer_by_layer_and_faster(tmp_path):
+    m55 = get_target("cortex-m55")
+    path = MODELS / "ds_cnn_kws.tflite"
+    db = _tiny_db(tmp_path, m55, load_model(path))
+    runner = CliRunner()
+    result = runner.invoke(main, ["model", "export", str(path), "--target", "cortex-m55", "--db", str(db.path),
+                                  "--out", str(tmp_path / "tuned")])
+    assert result.exit_code == 0, result.output
+    manifest = read_manifest(tmp_path / "tuned")
+    assert {l.source for l in manifest.model.layers if l.op in ("CONV_2D", "DEPTHWISE_CONV_2D")} == {"tuned"}
+    assert all(k.trial_id > 0 and dict(k.config)["vector"] == "mve" for k in manifest.kernels)
+    result = runner.invoke(main, ["model", "verify", str(tmp_path / "tuned"), "--target", "cortex-m55",
+                                  "--inputs", "2", "--layers"])
+    assert result.exit_code == 0, result.output
+    assert "3 inferences bit-exact with TFLite Micro, every operator too" in result.output
+    tuned = verify_model(tmp_path / "tuned", m55, 1).inferences[0].instructions
+    export_model(path, m55, None, tmp_path / "plain")
+    plain = verify_model(tmp_path / "plain", m55, 1).inferences[0].instructions
+    assert tuned < plain / 2
+
+
+def _break_a_weight(folder: Path, array: str) -> None:
+    """Change one weight of the module and re-sign the manifest, as a faulty exporter would."""
+    source = folder / "ds_cnn_kws.c"
+    text = source.read_text()
+    head, body = text.split(f"{array}[", 1)
+    values_at = body.index("{\n") + 6
+    first = body[values_at:].split(",", 1)[0]
+    broken = str(-int(first) if int(first) not in (0, -128) else 77)
+    source.write_text(head + f"{array}[" + body[:values_at] + broken + body[values_at + len(first):])
+    manifest = read_manifest(folder)
+    data = manifest.to_json()
+    data["files"][source.name] = hashlib.sha256(source.read_bytes()).hexdigest()
+    write_manifest(folder, data)
+
+
+def test_a_wrong_weight_fails_verify_naming_the_operator(tmp_path):
+    folder = tmp_path / "module"
+    export_model(MODELS / "ds_cnn_kws.tflite", get_target("cortex-m55"), None, folder)
+    _break_a_weight(folder, "ds_cnn_kws_l2_weights")
+    result = CliRunner().invoke(main, ["model", "verify", str(folder), "--target", "cortex-m55", "--inputs", "1",
+                                       "--layers"])
+    assert result.exit_code == 1, result.output
+    assert "DIFFERS" in result.output
+    assert "operator 2 (CONV_2D)" in result.output
+
+
+def test_counts_are_identical_run_to_run(tmp_path):
+    a53 = get_target("cortex-a53")
+    export_model(MODELS / "fc_autoencoder_ad.tflite", a53, None, tmp_path / "m")
+    first = [i.instructions for i in verify_model(tmp_path / "m", a53, 2, seed=3).inferences]
+    again = [i.instructions for i in verify_model(tmp_path / "m", a53, 2, seed=3).inferences]
+    assert first == again
+    shutil.rmtree(tmp_path / "m")
