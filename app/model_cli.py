@@ -179,12 +179,19 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json):
     problems = ([outcome.layer_problem] if outcome.layer_problem else []) + [i.problem for i in outcome.inferences
                                                                              if i.problem]
     if as_json:
+        size = outcome.size
         click.echo(json.dumps({"ok": outcome.ok, "problems": problems,
+                               "size": None if size is None else {"code_bytes": size.code_bytes,
+                                                                  "flash_bytes": size.flash_bytes,
+                                                                  "ram_bytes": size.ram_bytes},
                                "inferences": [{"input": i.label, "instructions": i.instructions, **dict(i.values)}
                                               for i in outcome.inferences]}, indent=2))
     elif outcome.ok:
         click.echo(f"{outcome.manifest.model.name} on {target.name}: {len(outcome.inferences)} inferences bit-exact "
                    f"with TFLite Micro" + (", every operator too" if layers else ""))
+        size = outcome.size
+        click.echo(f"module: {size.flash_bytes:,} bytes of flash ({size.code_bytes:,} of code), {size.ram_bytes:,} "
+                   "bytes of RAM (arena, input, output, static scratch)")
     if not outcome.ok:
         hint = "" if layers or outcome.layer_problem else " (--layers names the first operator that differs)"
         click.echo(f"{folder}: {problems[0]}{hint}", err=True)

@@ -33,7 +33,7 @@ from edgetune.codegen.model.oracle import run_tflm
 from edgetune.codegen.model_module import schedule
 from edgetune.codegen.ops import constant_value
 from edgetune.hal import Target
-from edgetune.targets import iobuf
+from edgetune.targets import elf, iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import BuildResult, MeasureError, require_program
 
@@ -53,10 +53,21 @@ class Inference:
 
 
 @dataclass(frozen=True)
+class ModuleSize:
+    """The module as built (every object but the static arena's): flash is code and
+    read-only data (the weights; the module has no initialised writable data); RAM is the arena, the input and output, and the objects' own
+    writable data (kernels' static scratch), the stack not counted."""
+    code_bytes: int
+    flash_bytes: int
+    ram_bytes: int
+
+
+@dataclass(frozen=True)
 class VerifyOutcome:
     manifest: Manifest
     inferences: tuple[Inference, ...]
     layer_problem: str = ""  # the first operator that differs (layers=True), or ""
+    size: ModuleSize | None = None
 
     @property
     def ok(self) -> bool:
@@ -118,6 +129,15 @@ def _io(manifest: Manifest, x: np.ndarray, trace_bytes: int) -> KernelIO:
     return KernelIO(tuple(buffers), ())
 
 
+def module_size(manifest: Manifest, objects: list[Path]) -> ModuleSize:
+    m = manifest.model
+    code = sum(elf.code_bytes(o) for o in objects)
+    writable = sum(elf.ram_bytes(o) for o in objects)
+    loaded = sum(elf.alloc_bytes(o) for o in objects)
+    io = int(np.prod(m.input_shape)) + int(np.prod(m.output_shape))
+    return ModuleSize(code, loaded - writable, m.arena_bytes + io + writable)
+
+
 def _trace_table(model: Model, manifest: Manifest) -> list[dict]:
     offset, table = 0, []
     for step in schedule(model, manifest.model.name):
@@ -128,11 +148,12 @@ def _trace_table(model: Model, manifest: Manifest) -> list[dict]:
 
 
 def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, traced: list[dict] | None,
-           x0: np.ndarray) -> tuple[BuildResult, int]:
+           x0: np.ndarray) -> tuple[BuildResult, int, ModuleSize]:
     runner = runner_for(target)
     runner.check_tools()
     workdir.mkdir(parents=True, exist_ok=True)
     objects = _make_objects(folder, manifest, workdir)
+    size = module_size(manifest, objects)
     name = manifest.model.name
     trace_bytes = sum(t["bytes"] for t in traced) if traced else 0
     if traced:
@@ -141,7 +162,7 @@ def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, trac
     sizes = [(b.data.nbytes, int(b.is_output)) for b in io.buffers]
     glue = render("model/verify_glue.c.j2", dict(name=name, trace=bool(traced), traced=traced or [], sizes=sizes))
     try:
-        return runner.link(workdir, objects, glue, io), trace_bytes
+        return runner.link(workdir, objects, glue, io), trace_bytes, size
     except MeasureError as exc:
         raise ModuleFailure(f"the module does not link for {target.name}: {exc.message.strip()[-600:]}") from None
 
@@ -221,7 +242,7 @@ def _inference(runner, build: BuildResult, manifest: Manifest, data: bytes, labe
 def _layers(folder: Path, manifest: Manifest, target: Target, model: Model, inputs, workdir: Path) -> str:
     """The first operator that differs on any input, or ""."""
     traced = _trace_table(model, manifest)
-    build, trace_bytes = _build(folder, manifest, target, workdir, traced, inputs[0][1])
+    build, trace_bytes, _ = _build(folder, manifest, target, workdir, traced, inputs[0][1])
     runner = runner_for(target)
     for label, x in inputs:
         _, outputs = _run(runner, build, _io(manifest, x, trace_bytes))
@@ -243,7 +264,7 @@ def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool 
     results: list[Inference] = []
     with tempfile.TemporaryDirectory(prefix="edgetune-model-verify-") as tmp:
         try:
-            build, _ = _build(folder, manifest, target, Path(tmp) / "whole", None, inputs[0][1])
+            build, _, size = _build(folder, manifest, target, Path(tmp) / "whole", None, inputs[0][1])
             runner = runner_for(target)
             for label, x in inputs:
                 results.append(_inference(runner, build, manifest, data, label, x))
@@ -252,4 +273,4 @@ def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool 
             layer_problem = _layers(folder, manifest, target, model, inputs, Path(tmp) / "layers") if layers else ""
         except ModuleFailure as exc:
             return VerifyOutcome(manifest, tuple(results), str(exc))
-    return VerifyOutcome(manifest, tuple(results), layer_problem)
+    return VerifyOutcome(manifest, tuple(results), layer_problem, size)

@@ -38,8 +38,12 @@ def test_the_model_runs_whole_bit_exact_with_tflite_micro(tmp_path, model_name, 
     outcome = verify_model(tmp_path / "module", target, INPUTS[target_name], seed=16)
     assert outcome.ok, [i.problem for i in outcome.inferences if i.problem]
     assert len(outcome.inferences) == INPUTS[target_name] + 1
-    macs = load_model(MODELS / f"{model_name}.tflite").macs
-    assert all(i.instructions > macs // 8 for i in outcome.inferences)  # the whole model ran, not a stub
+    model = load_model(MODELS / f"{model_name}.tflite")
+    assert all(i.instructions > model.macs // 8 for i in outcome.inferences)  # the whole model ran, not a stub
+    # Every weight and bias is in the module's flash; its RAM is the plan's arena and the I/O.
+    weights = sum(b.data.nbytes for layer in model.tuned for b in layer.constants)
+    assert outcome.size.flash_bytes >= weights
+    assert outcome.size.ram_bytes >= outcome.manifest.model.arena_bytes
 
 
 def _tiny_db(root: Path, target, model) -> TuningDatabase:
