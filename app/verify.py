@@ -198,6 +198,8 @@ def _checked_manifest(folder: Path, target: Target) -> Manifest:
     """The export's manifest, for this target, with the folder holding exactly its files and
     every kernel measured at export: ManifestError (bad input) otherwise."""
     manifest = read_manifest(folder)
+    if manifest.model is not None:
+        raise ManifestError(f"{folder}: a model export (edgetune model export); check it with edgetune model verify")
     if manifest.target != target.name:
         raise ManifestError(f"{folder}: exported for target {manifest.target!r}, but --target names "
                             f"{target.name!r} (omit --target to use the export's own)")

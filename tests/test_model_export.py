@@ -172,3 +172,8 @@ def test_verify_refuses_a_kernel_export(ds_cnn_export, tmp_path):
     write_manifest(folder, data)
     result = _verify(folder)
     assert result.exit_code == 2 and "not a model export" in result.output
+
+
+def test_the_kernel_verify_points_a_model_export_to_model_verify(ds_cnn_export):
+    result = CliRunner().invoke(main, ["verify", str(ds_cnn_export[1]), "--target", "cortex-m55"])
+    assert result.exit_code == 2 and "check it with edgetune model verify" in result.output
