@@ -85,7 +85,7 @@ def measure(model_name: str, target, db, work: Path, inputs: int) -> dict:
 
 def _row(model_name: str, target, kind: str, m: dict, tune_s: float | None) -> str:
     cycles = f"{m['cycles'] / 1e6:.2f} M" if m["cycles"] is not None else "-"
-    latency = f"{m['latency_ms']:.0f}" if m["latency_ms"] is not None else "-"
+    latency = f"{m['latency_ms']:.3g}" if m["latency_ms"] is not None else "-"
     tuned = f"{tune_s:.0f}" if tune_s is not None else "-"
     return (f"| {model_name} | {target.name} | {kind} | {m['instructions'] / 1e6:.2f} M | {cycles} | {latency} | "
             f"{m['flash']:,} ({m['code']:,}) | {m['ram']:,} | {m['arena']:,} | {m['tflm']:,} | {tuned} |")
