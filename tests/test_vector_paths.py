@@ -9,7 +9,9 @@ per-ISA files keep their path-specific checks (register formulas, sanitizers, ex
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import strategies as st
 
@@ -20,7 +22,7 @@ from edgetune.codegen.render import TEMPLATES_DIR
 from edgetune.targets import get_target
 
 from kernel_checks import compile_only
-from kernel_runs import check_drawn_variants
+from kernel_runs import assert_ok, check_drawn_variants
 
 TARGETS = ("cortex-m55", "cortex-m4", "cortex-m7", "cortex-a53", "cortex-a72", "cortex-a72-linux", "host")
 # Small shapes with remainders in every tiled dimension, one per line of each kernel.
@@ -187,3 +189,31 @@ def test_drawn_depth_multiplier_variants_match_the_reference(target_name, target
     for path in (path.name for path in kernel.paths):
         if offered("dwconv2d_s8", path, targets[target_name]):
             check_drawn_variants(kernel, [targets[target_name]], shapes, path, tmp_path, examples=4)
+
+
+MODELS = Path(__file__).parent / "data" / "models"  # the MLPerf Tiny models (scripts/make_mlperf_tiny_models.py)
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("target_name", ("cortex-m55", "cortex-m4", "cortex-a53", "host"))
+def test_the_issues_real_same_layers_equal_tflite_micro_on_every_path(target_name, targets, tmp_path):
+    """The first layers of DS-CNN and MobileNetV1-0.25 as the converter emitted them (real
+    weights and quantisation), one variant per offered path judged by TFLite Micro's output."""
+    from edgetune.codegen.model import load_model
+    from edgetune.codegen.model.oracle import layer_case
+    from edgetune.session import Evaluator
+
+    target = targets[target_name]
+    for name, pads in (("ds_cnn_kws", (4, 5, 1, 1)), ("mobilenet_v1_025_vww", (0, 1, 0, 1))):
+        layer = load_model(MODELS / f"{name}.tflite").tuned[0]
+        kernel = KERNELS[layer.kernel]
+        shape = kernel.parse_shape(layer.shape_dict)
+        assert tuple(shape[k] for k in ("pad_top", "pad_bottom", "pad_left", "pad_right")) == pads
+        space = kernel.space(target, shape)
+        for index, path in enumerate(kernel.offered_paths(target)):
+            io, expected = layer_case(layer, np.random.default_rng(index), ("random", "extreme")[index % 2])
+            ours = [int(i) for i in space.legal_indices() if space.config_at(int(i))["vector"] == path.name]
+            config = space.config_at(ours[(len(ours) * 2) // 3])
+            evaluator = Evaluator(kernel, target, shape, space, io, tmp_path)
+            evaluator.expected = [expected]  # TFLite Micro is the spec
+            assert_ok(evaluator(config))
