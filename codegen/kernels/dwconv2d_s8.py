@@ -82,7 +82,7 @@ class DwConv2dS8(Kernel):
     paths = PATHS
 
     def example_shape(self) -> str:
-        return "h=16,w=16,c=32,kh=3,kw=3,stride=1,dilation=1,pad=same"
+        return "h=16,w=16,c=32,mult=1,kh=3,kw=3,stride=1,dilation=1,pad=same"
 
     def expand_shape(self, items: dict[str, object]) -> dict[str, object]:
         return expand_geometry(items)
