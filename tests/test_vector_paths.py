@@ -35,12 +35,14 @@ SHAPES = {
                   "h=7,w=6,cin=9,cout=3,kh=3,kw=2,stride_h=2,stride_w=1,pad_top=0,pad_bottom=1,pad_left=1,pad_right=0",
                   "h=6,w=7,cin=17,cout=6,kh=2,kw=3,stride_h=1,stride_w=2,dilation_h=2,dilation_w=1,"
                   "pad_top=1,pad_bottom=0,pad_left=0,pad_right=2",
-                  "h=9,w=8,cin=3,cout=4,kh=3,kw=3,stride=2,pad=same"),
+                  "h=9,w=8,cin=3,cout=4,kh=3,kw=3,stride=2,pad=same",
+                  "h=8,w=7,cin=5,cout=3,kh=3,kw=2,stride_h=1,stride_w=2,dilation_h=2,pad=valid"),  # no padding
     "dwconv2d_s8": ("h=5,w=4,c=9,kh=3,kw=3,stride=1,pad=1,dilation=1",
                     "h=7,w=6,c=17,kh=3,kw=3,stride_h=2,stride_w=1,pad_top=0,pad_bottom=2,pad_left=1,pad_right=0",
                     "h=6,w=7,c=20,kh=2,kw=3,stride_h=1,stride_w=2,dilation_h=2,dilation_w=1,"
                     "pad_top=1,pad_bottom=0,pad_left=0,pad_right=2",
-                    "h=9,w=8,c=12,kh=3,kw=3,stride=2,pad=same"),
+                    "h=9,w=8,c=12,kh=3,kw=3,stride=2,pad=same",
+                    "h=8,w=7,c=11,kh=3,kw=3,stride_h=1,stride_w=2,dilation_w=2,pad=valid"),  # no padding
     "fir_q15": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13"),
     "fir_f32": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13"),
 }
@@ -120,13 +122,14 @@ def test_a_paths_variants_compile_warning_free_with_every_compiler(case, targets
     kernel, target = KERNELS[kernel_name], targets[target_name]
     if not offered(kernel_name, path_name, target):
         return
-    shape = kernel.parse_shape(SHAPES[kernel_name][1])
-    space = kernel.space(target, shape)
-    for compiler in target.compilers:
-        ours = [config for config in space if config["vector"] == path_name and config["compiler"] == compiler.name]
-        for config in {ours[0], ours[-1]}:
-            result = compile_only(target, kernel.render(target, shape, config), tmp_path)
-            assert result.returncode == 0 and not result.stderr, f"{config.key()}:\n{result.stderr}"
+    for text in {SHAPES[kernel_name][1], SHAPES[kernel_name][-1]}:  # convolutions: padded, then unpadded
+        shape = kernel.parse_shape(text)
+        space = kernel.space(target, shape)
+        for compiler in target.compilers:
+            ours = [config for config in space if config["vector"] == path_name and config["compiler"] == compiler.name]
+            for config in {ours[0], ours[-1]}:
+                result = compile_only(target, kernel.render(target, shape, config), tmp_path)
+                assert result.returncode == 0 and not result.stderr, f"{text} {config.key()}:\n{result.stderr}"
 
 
 @pytest.mark.qemu
@@ -137,7 +140,7 @@ def test_drawn_variants_of_a_path_match_the_reference_on_the_target(case, target
     if not offered(kernel_name, path_name, target):
         return
     shapes = st.sampled_from([kernel.parse_shape(text) for text in SHAPES[kernel_name]])
-    check_drawn_variants(kernel, [target], shapes, path_name, tmp_path, examples=3)
+    check_drawn_variants(kernel, [target], shapes, path_name, tmp_path, examples=4)
 
 
 
