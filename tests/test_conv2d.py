@@ -103,6 +103,8 @@ def test_shorthands_expand_and_mix_with_full_keys(conv):
                             "pad_top=0,pad_bottom=2,pad_left=1,pad_right=0")
     assert conv.parse_shape("h=9,w=8,cin=2,cout=3,kh=3,kw=2,stride_h=2,stride_w=1,dilation_w=2,"
                             "pad_top=0,pad_bottom=2,pad_left=1,pad_right=0") == full  # dilation_h defaults to 1
+    assert conv.parse_shape("h=9,w=8,cin=2,cout=3,kh=3,kw=3,stride=2,pad=SAME") == \
+        conv.parse_shape("h=9,w=8,cin=2,cout=3,kh=3,kw=3,stride=2,pad=same")  # TFLite's spelling too
     valid = conv.parse_shape("h=9,w=8,cin=2,cout=3,kh=3,kw=3,stride=2,pad=valid")
     assert pads(valid) == (0, 0, 0, 0) and valid["stride_h"] == valid["stride_w"] == 2
     # A shorthand and an agreeing full key; per-axis SAME with per-axis strides.

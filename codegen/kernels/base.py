@@ -82,7 +82,7 @@ def check_elements(**counts: int) -> None:
 
 
 # NAME=INTEGER; a word value (pad=same) is kept as text for the kernel's expand_shape.
-SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|same|valid)\s*$")
+SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|(?i:same|valid))\s*$")
 OPT_LEVELS = ("O2", "O3", "Os")
 COMMON_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
 
@@ -125,7 +125,7 @@ class Kernel:
                 if match.group(1) in items:
                     raise KernelError(f"shape: {match.group(1)!r} is given twice")
                 value = match.group(2)
-                items[match.group(1)] = value if value.isalpha() else int(value)
+                items[match.group(1)] = value.lower() if value.isalpha() else int(value)  # SAME as TFLite spells it
         else:
             items = dict(shape)
         items = {**dict(self.shape_defaults), **self.expand_shape(items)}

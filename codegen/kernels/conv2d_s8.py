@@ -16,8 +16,8 @@ from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKer
 from .conv2d_s8_avx import AVX2, AVX512
 from .conv2d_s8_dsp import DSP
 from .conv2d_s8_neon import NEON
-from .convolution import (GEOMETRY_KEYS, MAX_REDUCTION, PAD_KEYS, check_elements, expand_geometry, geometry_of, geometry_text,
-                          int8_tensor, quant_params, scratch_capacity, stack_budget)
+from .convolution import (GEOMETRY_KEYS, MAX_REDUCTION, PAD_KEYS, check_elements, expand_geometry, geometry_of,
+                          geometry_text, int8_tensor, quant_params, scratch_capacity, stack_budget)
 from .matmul_s8_avx import AVX_PATHS
 from .paths import Rule, VectorPath, anywhere, path_constraints, with_vector
 from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
@@ -215,7 +215,8 @@ class Conv2dS8(Kernel):
         last_chunk = npix % ip
         last_full, last_rem = tile_schedule(last_chunk, tp)
         pack = packing(shape["kh"], shape["kw"], shape["cin"], config)
-        variables = dict(**shape, layout=config["layout"], oh=geo.oh, ow=geo.ow, k=k, npix=npix, padded=geo.padded, geometry=geometry_text(shape), algo=config["algo"], ip=ip, tp=tp, toc=toc,
+        variables = dict(**shape, layout=config["layout"], oh=geo.oh, ow=geo.ow, k=k, npix=npix, algo=config["algo"], ip=ip, tp=tp, toc=toc,
+                         padded=geo.padded, geometry=geometry_text(shape),
                          block=pack.block, segment=pack.segment, zero_row=self.reads_zero_row(shape, config),
                          unroll=int(config["unroll"]), vector=config["vector"], fusion=config["fusion"],
                          precomputed_wsum=config["weight_sums"] == "precomputed",

@@ -82,7 +82,7 @@ class DwConv2dS8(Kernel):
     paths = PATHS
 
     def example_shape(self) -> str:
-        return "h=16,w=16,c=32,kh=3,kw=3,stride=1,dilation=1,pad=same"
+        return "h=16,w=16,c=32,mult=1,kh=3,kw=3,stride=1,dilation=1,pad=same"
 
     def expand_shape(self, items: dict[str, object]) -> dict[str, object]:
         return expand_geometry(items)
@@ -163,7 +163,8 @@ class DwConv2dS8(Kernel):
         c_full, c_rem = tile_schedule(cout, tc)
         p_full, p_rem = tile_schedule(npix, tp)
         lanes = channels_per_step(config["vector"])  # channels per vector step (MVE: 4 int32 lanes)
-        return dict(**shape, cout=cout, padded=geo.padded, geometry=geometry_text(shape), oh=geo.oh, ow=geo.ow, npix=npix, tc=tc, tv=tc // lanes, tp=tp, vector=config["vector"],
+        return dict(**shape, cout=cout, padded=geo.padded, geometry=geometry_text(shape), oh=geo.oh, ow=geo.ow,
+                    npix=npix, tc=tc, tv=tc // lanes, tp=tp, vector=config["vector"],
                     unrolled3x3=config["taps"] == "unrolled3x3", packed=config["layout"] == "packed",
                     c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)
 
