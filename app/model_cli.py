@@ -172,9 +172,13 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json):
     from .model_verify import verify_model
 
     target = get_target(target_name)
-    echo = None if as_json else (lambda i: click.echo(f"  {i.label}: {i.instructions:,} instructions"
-                                                      + (f"  DIFFERS: {i.problem}" if i.problem else "")))
-    outcome = verify_model(Path(folder), target, n_inputs, layers, seed, echo)
+    unit = target.measures  # instructions in an emulator, time_ns on the host
+
+    def echo(i) -> None:
+        value = dict(i.values).get(unit, i.instructions)
+        click.echo(f"  {i.label}: {value:,.0f} {unit}" + (f"  DIFFERS: {i.problem}" if i.problem else ""))
+
+    outcome = verify_model(Path(folder), target, n_inputs, layers, seed, None if as_json else echo)
     # The first operator that differs names the fault; without --layers, the first output.
     problems = ([outcome.layer_problem] if outcome.layer_problem else []) + [i.problem for i in outcome.inferences
                                                                              if i.problem]

@@ -32,7 +32,7 @@ from edgetune.codegen.model.graph import Operator
 from edgetune.codegen.model.oracle import run_tflm
 from edgetune.codegen.model_module import schedule
 from edgetune.codegen.ops import constant_value
-from edgetune.hal import Target
+from edgetune.hal import Placement, Target
 from edgetune.targets import elf, iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import BuildResult, MeasureError, require_program
@@ -162,7 +162,10 @@ def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, trac
     sizes = [(b.data.nbytes, int(b.is_output)) for b in io.buffers]
     glue = render("model/verify_glue.c.j2", dict(name=name, trace=bool(traced), traced=traced or [], sizes=sizes))
     try:
-        return runner.link(workdir, objects, glue, io), trace_bytes, size
+        # The I/O block (and so the arena) in the region the memory plan chose for the arena.
+        region = manifest.model.arena_region
+        placement = Placement(region, region) if region else None
+        return runner.link(workdir, objects, glue, io, placement), trace_bytes, size
     except MeasureError as exc:
         raise ModuleFailure(f"the module does not link for {target.name}: {exc.message.strip()[-600:]}") from None
 

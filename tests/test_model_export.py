@@ -177,3 +177,13 @@ def test_verify_refuses_a_kernel_export(ds_cnn_export, tmp_path):
 def test_the_kernel_verify_points_a_model_export_to_model_verify(ds_cnn_export):
     result = CliRunner().invoke(main, ["verify", str(ds_cnn_export[1]), "--target", "cortex-m55"])
     assert result.exit_code == 2 and "check it with edgetune model verify" in result.output
+
+
+def test_the_module_runs_natively_on_the_host_bit_exact(tmp_path):
+    """The host target: the module built with the host's compiler and run as a process."""
+    from edgetune.model_verify import verify_model
+    host = get_target("host")
+    export_model(DS_CNN, host, None, tmp_path / "m")
+    outcome = verify_model(tmp_path / "m", host, 2)
+    assert outcome.ok, [i.problem for i in outcome.inferences]
+    assert read_manifest(tmp_path / "m").model.arena_region == ""  # the process's memory
