@@ -7,8 +7,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -16,7 +19,9 @@ from edgetune.cli import main
 from edgetune.codegen.memory_plan import aligned
 from edgetune.codegen.manifest import MANIFEST, read_manifest, write_manifest
 from edgetune.codegen.model import load_model
+from edgetune.codegen.model.oracle import run_tflm
 from edgetune.model_export import export_model
+from edgetune.model_verify import verify_model
 from edgetune.targets import get_target
 
 MODELS = Path(__file__).parent / "data" / "models"
@@ -119,7 +124,6 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 
 
 def _copy(out: Path, to: Path) -> Path:
-    import shutil
     shutil.copytree(out, to)
     return to
 
@@ -181,9 +185,50 @@ def test_the_kernel_verify_points_a_model_export_to_model_verify(ds_cnn_export):
 
 def test_the_module_runs_natively_on_the_host_bit_exact(tmp_path):
     """The host target: the module built with the host's compiler and run as a process."""
-    from edgetune.model_verify import verify_model
     host = get_target("host")
     export_model(DS_CNN, host, None, tmp_path / "m")
     outcome = verify_model(tmp_path / "m", host, 2)
     assert outcome.ok, [i.problem for i in outcome.inferences]
     assert read_manifest(tmp_path / "m").model.arena_region == ""  # the process's memory
+
+
+MAIN_C = """#include <stdio.h>
+#include "ds_cnn_kws.h"
+static int8_t input[DS_CNN_KWS_INPUT_ELEMENTS], output[DS_CNN_KWS_OUTPUT_ELEMENTS];
+int main(void)
+{
+    if (fread(input, 1, sizeof input, stdin) != sizeof input) return 2;
+    if (ds_cnn_kws_invoke(input, output) != 0) return 3;
+    return fwrite(output, 1, sizeof output, stdout) == sizeof output ? 0 : 4;
+}
+"""
+
+
+@pytest.mark.parametrize("build", ["make", "cmake"])
+def test_a_firmware_built_with_the_fragments_calls_invoke_bit_exact(tmp_path, build):
+    """A user's program on the host: the module through edgetune_kernels.mk or .cmake, the
+    static arena and <name>_invoke (which model verify leaves out), against TFLite Micro."""
+    if shutil.which(build) is None:
+        pytest.fail(f"{build} is not installed (scripts/setup.sh installs it)")
+    module = tmp_path / "module"
+    export_model(DS_CNN, get_target("host"), None, module)
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "main.c").write_text(MAIN_C)
+    if build == "make":
+        (app / "Makefile").write_text(f"include {module}/edgetune_kernels.mk\n"
+                                      "app: main.c $(EDGETUNE_OBJECTS)\n\tcc $(EDGETUNE_INCLUDES) -o $@ $^\n")
+        subprocess.run(["make", "-s", "app"], cwd=app, check=True, capture_output=True)
+        program = app / "app"
+    else:
+        (app / "CMakeLists.txt").write_text(f"cmake_minimum_required(VERSION 3.18)\nproject(app C)\n"
+                                            f"include({module}/edgetune_kernels.cmake)\nadd_executable(app main.c)\n"
+                                            "edgetune_kernels_add(app)\n")
+        subprocess.run(["cmake", "-S", ".", "-B", "build"], cwd=app, check=True, capture_output=True)
+        subprocess.run(["cmake", "--build", "build"], cwd=app, check=True, capture_output=True)
+        program = app / "build" / "app"
+    graph = load_model(DS_CNN).graph
+    x = np.random.default_rng(5).integers(-128, 128, graph.tensors[graph.inputs[0]].shape, dtype=np.int8)
+    run = subprocess.run([str(program)], input=x.tobytes(), capture_output=True, check=True, timeout=60)
+    (want,) = run_tflm(DS_CNN.read_bytes(), [x])
+    assert np.frombuffer(run.stdout, dtype=np.int8).tolist() == np.asarray(want).reshape(-1).tolist()
