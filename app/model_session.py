@@ -15,7 +15,7 @@ a larger budget goes on where the last one stopped.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
@@ -27,7 +27,7 @@ from edgetune.tuner import Bound, Record, TuningDatabase, Workload, check_strate
 from edgetune.tuner.scheduler import SchedTask, TaskHistory, make_scheduler, model_cost
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
-from .session import Evaluator, TuneRequest, choose_objective, tune, workload_inputs, workload_of
+from .session import Evaluator, ProgressFn, TuneRequest, choose_objective, tune, workload_inputs, workload_of
 
 
 class ModelLayer(Protocol):
@@ -125,11 +125,12 @@ class ModelSummary:
 def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase, *, budget: int,
                strategy: str = DEFAULT_STRATEGY, seed: int = 0, jobs: int = 1, objective: str = "",
                bounds: tuple[Bound, ...] = (), progress: ModelProgressFn | None = None, scheduler: str = "gradient",
-               round_trials: int = 4, baselines: bool = True,
+               round_trials: int = 4, baselines: bool = True, trial_progress: ProgressFn | None = None,
                kernels: Callable[[str], Kernel] = get_kernel) -> ModelSummary:
     """Tune the model's distinct layers on `target`, `budget` trials in all, split in rounds
     of `round_trials` (at least `jobs`) by `scheduler` ("gradient" or "even"); see the module.
-    Every layer is checked (kernel, shape, fits the target) before anything is measured."""
+    Every layer is checked (kernel, shape, fits the target) before anything is measured.
+    `progress` hears of every round, `trial_progress` of every trial (as tune() reports it)."""
     check_strategy(strategy)
     chooser = make_scheduler(scheduler, seed)
     if budget < 0 or round_trials < 1:
@@ -137,9 +138,10 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     objective = choose_objective(target, objective, bounds)
     workloads = distinct_workloads(layers, target, kernels)
     runner_for(target).check_tools()
-    request = TuneRequest(workloads[0].kernel, target, workloads[0].shape, strategy, 0, max(1, jobs), seed, objective,
-                          bounds)
-    rounds = RoundRunner(workloads, db, request, max(round_trials, jobs))
+    # What every round's tuning session shares; the layer and its budget change per round.
+    template = TuneRequest(workloads[0].kernel, target, workloads[0].shape, strategy, 0, max(1, jobs), seed,
+                           objective, bounds)
+    rounds = RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress)
     tasks = [SchedTask(lw.workload.key(), lw.weight, lw.workload.kernel, lw.macs) for lw in workloads]
     log: list[ModelRound] = []
     while rounds.spent < budget and (chosen := chooser.choose(tasks, rounds.histories)) is not None:
@@ -153,33 +155,43 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     results = tuple(rounds.result(lw, measure_baseline(lw, target, objective) if baselines else None)
                     for lw in workloads)
     untuned = tuple(layer.index for layer in layers if layer.kernel is None)
-    return ModelSummary(target.name, objective, chooser.name, budget, rounds.spent, results, untuned, tuple(log), bounds)
+    return ModelSummary(target.name, objective, chooser.name, budget, rounds.spent, results, untuned, tuple(log),
+                        bounds)
 
 
 def distinct_workloads(layers: Sequence[ModelLayer], target: Target,
                        kernels: Callable[[str], Kernel] = get_kernel) -> list[LayerWorkload]:
-    """The model's tunable layers as workloads, identical (kernel, shape) pairs merged, in
-    the order they first occur; each checked (kernel known, shape valid, buffers fit the
+    """The model's tunable layers as workloads, layers of one workload merged, in the order
+    they first occur; each layer checked (kernel known, shape valid, buffers fit the
     target), the error naming the layer."""
-    found: dict[tuple, LayerWorkload] = {}
+    found: dict[str, LayerWorkload] = {}
+    checked: dict[tuple, tuple[Kernel, dict]] = {}  # identical layers are checked once
     for layer in layers:
         if layer.kernel is None:
             continue
-        key = (layer.kernel, tuple(layer.shape))
-        if key in found:
-            lw = found[key]
-            found[key] = LayerWorkload(lw.kernel, lw.shape, lw.workload, (*lw.layers, layer.index), lw.macs)
-            continue
-        try:
-            kernel = kernels(layer.kernel)
-            shape = kernel.parse_shape(dict(layer.shape))
-            kernel.check_fits(target, shape)
-        except EdgetuneError as exc:
-            raise ModelTuneError(f"layer {layer.index} ({layer.kernel}): {exc}") from None
-        found[key] = LayerWorkload(kernel, shape, workload_of(kernel, target, shape), (layer.index,), int(layer.macs))
+        raw = (layer.kernel, tuple(layer.shape))
+        if raw not in checked:
+            checked[raw] = _checked(layer, target, kernels)
+        kernel, shape = checked[raw]
+        workload = workload_of(kernel, target, shape)
+        known = found.get(workload.key())
+        if known is None:
+            found[workload.key()] = LayerWorkload(kernel, shape, workload, (layer.index,), int(layer.macs))
+        else:
+            found[workload.key()] = replace(known, layers=(*known.layers, layer.index))
     if not found:
         raise ModelTuneError("the model has no layer edgetune can tune")
     return list(found.values())
+
+
+def _checked(layer: ModelLayer, target: Target, kernels: Callable[[str], Kernel]) -> tuple[Kernel, dict]:
+    try:
+        kernel = kernels(layer.kernel)
+        shape = kernel.parse_shape(dict(layer.shape))
+        kernel.check_fits(target, shape)
+    except EdgetuneError as exc:
+        raise ModelTuneError(f"layer {layer.index} ({layer.kernel}): {exc}") from None
+    return kernel, shape
 
 
 class RoundRunner:
@@ -187,8 +199,10 @@ class RoundRunner:
     round raises the layer's allocation; trials the database holds already count (in
     proposal order), so only what is missing is measured."""
 
-    def __init__(self, workloads: Sequence[LayerWorkload], db: TuningDatabase, request: TuneRequest, size: int):
-        self.db, self.request, self.size = db, request, size
+    def __init__(self, workloads: Sequence[LayerWorkload], db: TuningDatabase, template: TuneRequest, size: int,
+                 trial_progress: ProgressFn | None = None):
+        self.db, self.template, self.size, self.trial_progress = db, template, size, trial_progress
+        self.objective, self.bounds = template.objective, template.bounds
         self.by_key = {lw.workload.key(): lw for lw in workloads}
         self.histories = {key: TaskHistory() for key in self.by_key}
         self.allocated = {key: 0 for key in self.by_key}
@@ -203,8 +217,8 @@ class RoundRunner:
         want = self.allocated[key] + trials
         if len(self.db.proposals(lw.workload)) < want:
             # Faults in the layer's variants are failed trials inside tune(); the run goes on.
-            tune(TuneRequest(lw.kernel, self.request.target, lw.shape, self.request.strategy, want, self.request.jobs,
-                             self.request.seed, self.request.objective, self.request.bounds), self.db)
+            tune(replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=want), self.db,
+                 progress=self.trial_progress)
         given = self._given(lw, want)
         # Fewer than asked for: every configuration of the space has been measured.
         self.allocated[key] = len(given)
@@ -220,7 +234,7 @@ class RoundRunner:
             if record.trial.outcome.failed:
                 failures[record.trial.outcome.value] = failures.get(record.trial.outcome.value, 0) + 1
         return LayerResult(lw.workload, lw.layers, lw.macs, len(given), best,
-                           None if best is None else best.trial.value(self.request.objective), baseline, failures,
+                           None if best is None else best.trial.value(self.objective), baseline, failures,
                            self.histories[key].exhausted)
 
     def _given(self, lw: LayerWorkload, count: int) -> list[Record]:
@@ -230,14 +244,14 @@ class RoundRunner:
         """The best feasible record; ties: the earliest proposed (as TuningDatabase.best)."""
         best, best_value = None, None
         for record in records:
-            value = record.trial.value(self.request.objective) if feasible(record.trial, self.request.bounds) else None
+            value = record.trial.value(self.objective) if feasible(record.trial, self.bounds) else None
             if value is not None and (best_value is None or value < best_value):
                 best, best_value = record, value
         return best
 
     def _best_value(self, records: Sequence[Record]) -> float | None:
         best = self._best(records)
-        return None if best is None else best.trial.value(self.request.objective)
+        return None if best is None else best.trial.value(self.objective)
 
 
 class _PlainLoop:

@@ -21,6 +21,7 @@ usage: .venv/bin/python bench/models.py [--targets host cortex-m55] [--budget N]
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
 import time
 from dataclasses import dataclass
@@ -93,6 +94,10 @@ def total_after(summary: ModelSummary, trials: int) -> float | None:
     return reached[-1].total if reached else None
 
 
+def quarters(summary: ModelSummary) -> list[int]:
+    return [summary.budget * quarter // 4 for quarter in (1, 2, 3, 4)]
+
+
 def report(target, seed: int, runs) -> None:
     gradient, even = runs["gradient"][0], runs["even"][0]
     unit = gradient.objective
@@ -104,13 +109,24 @@ def report(target, seed: int, runs) -> None:
         print(f"{g.workload.kernel + ' ' + shape:>78} {g.weight:>2} {g.macs:>8} {f'{g.trials}/{e.trials}':>10} "
               f"{_num(g.value):>11} {_num(e.value):>11} {_num(g.baseline):>11}")
     print(f"model total (sum of weight * best), plain C loops: {_num(gradient.baseline_total)}")
-    for quarter in (1, 2, 3, 4):
-        trials = gradient.budget * quarter // 4
+    for trials in quarters(gradient):
         g, e = total_after(gradient, trials), total_after(even, trials)
         ratio = f"{e / g:.3f}" if g and e else "-"
         print(f"  after {trials:>4} trials: gradient {_num(g):>12}  even {_num(e):>12}  even / gradient {ratio}")
     print(f"wall time: gradient {runs['gradient'][1]:.0f} s (with the plain C baselines), "
           f"even {runs['even'][1]:.0f} s")
+
+
+def report_seeds(target, all_runs) -> None:
+    """Over the seeds: the geometric mean of even / gradient after each quarter of the budget."""
+    print(f"\n{target.name}, {len(all_runs)} seeds: geometric mean of the model's total even / gradient")
+    for trials in quarters(all_runs[0]["gradient"][0]):
+        ratios = [total_after(runs["even"][0], trials) / total_after(runs["gradient"][0], trials) for runs in all_runs
+                  if total_after(runs["gradient"][0], trials) and total_after(runs["even"][0], trials)]
+        mean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
+        wins = sum(ratio > 1 for ratio in ratios)
+        print(f"  after {trials:>4} trials: {'-' if mean is None else f'{mean:.3f}'} "
+              f"(gradient lower in {wins} of {len(ratios)}, higher in {sum(ratio < 1 for ratio in ratios)})")
 
 
 def _num(value) -> str:
@@ -130,8 +146,12 @@ def main() -> None:
           f"rounds of {args.round_trials} trials, transfer strategy")
     for name in args.targets:
         target = get_target(name)
+        all_runs = []
         for seed in args.seeds:
-            report(target, seed, both_ways(layers, target, args, seed))
+            all_runs.append(both_ways(layers, target, args, seed))
+            report(target, seed, all_runs[-1])
+        if len(all_runs) > 1:
+            report_seeds(target, all_runs)
 
 
 if __name__ == "__main__":

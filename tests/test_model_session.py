@@ -70,6 +70,10 @@ def test_identical_layers_are_one_workload_counted_as_often_as_they_occur(m55):
         ("conv2d_s8", (0,)), ("dwconv2d_s8", (1, 3)), ("conv2d_s8", (2, 4))]
     assert [lw.weight for lw in workloads] == [1, 2, 2]
     assert workloads[1].shape == get_kernel("dwconv2d_s8").parse_shape(DW3)
+    # The same shape with its keys in another order is the same workload.
+    pointwise = layer(6, "conv2d_s8", PW)
+    shuffled = Layer(6, pointwise.kernel, tuple(reversed(pointwise.shape)), pointwise.macs)
+    assert distinct_workloads([*small_model(), shuffled], m55)[2].layers == (2, 4, 6)
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -102,8 +106,10 @@ def test_a_bad_budget_or_scheduler_is_refused(m55, tmp_path):
 def test_the_budget_is_spent_across_layers_and_the_total_is_weight_times_best(m55, tmp_path):
     db = TuningDatabase(tmp_path / "m.db")
     shown = []
+    heard = []
     summary = tune_model(small_model(), m55, db, budget=12, round_trials=2, jobs=2, seed=3,
-                         progress=shown.append)
+                         progress=shown.append, trial_progress=lambda done, budget, trial: heard.append(trial))
+    assert len(heard) == 12
     assert summary.spent == 12 == sum(result.trials for result in summary.layers)
     assert summary.untuned == (5,) and summary.objective == "instructions"
     for result in summary.layers:
