@@ -12,10 +12,12 @@ rounds of a larger one, so each quarter's total is what a run with that budget e
 The layers are a hand-written DS-CNN-like sequence for keyword spotting (Banbury et al.,
 "MLPerf Tiny Benchmark", 2021: a 10x4 stride-2 convolution on the 49x10 MFCC input, four
 depthwise-separable blocks of 64 channels, the 64->12 classifier as a 1x1 convolution);
-`layers_of` is where a model read from a .tflite file comes in. The first convolution is
-padded symmetrically by 1 (DS-CNN pads SAME, which the shape keys of today cannot express).
+`--model mobilenet`: a MobileNetV1-0.25-like sequence on 96x96x3 (visual wake words), 20
+distinct layers of very different cost. `layers_of` is where a model read from a
+.tflite file comes in. Convolutions are padded symmetrically (the models pad SAME, which
+today's shape keys cannot express: DS-CNN's first layer by 1, stride-2 layers by 1).
 
-usage: .venv/bin/python bench/models.py [--targets host cortex-m55] [--budget N] [--round-trials N]
+usage: .venv/bin/python bench/models.py [--model ds-cnn|mobilenet] [--targets host cortex-m55] [--budget N] [--round-trials N]
                                         [--seeds S ...] [--jobs J]
 """
 from __future__ import annotations
@@ -40,6 +42,27 @@ DS_CNN_LIKE = [
         ("conv2d_s8", "h=25,w=5,cin=64,cout=64,kh=1,kw=1,stride=1,pad=0,dilation=1"))],
     ("conv2d_s8", "h=1,w=1,cin=64,cout=12,kh=1,kw=1,stride=1,pad=0,dilation=1"),
 ]
+
+
+
+def _separable(size: int, channels: int, out: int, stride: int) -> list[tuple[str, str]]:
+    """A depthwise 3x3 (stride 1 or 2) on size x size x channels, then the 1x1 to `out`."""
+    after = (size - 1) // stride + 1
+    return [("dwconv2d_s8", f"h={size},w={size},c={channels},kh=3,kw=3,stride={stride},pad=1,dilation=1"),
+            ("conv2d_s8", f"h={after},w={after},cin={channels},cout={out},kh=1,kw=1,stride=1,pad=0,dilation=1")]
+
+
+# MobileNetV1 with width 0.25 on 96x96x3 (visual wake words): 20 distinct layers of
+# very different cost; stride-2 layers padded symmetrically by 1 (SAME pads 0/1 in TFLite).
+MOBILENET_LIKE = [
+    ("conv2d_s8", "h=96,w=96,cin=3,cout=8,kh=3,kw=3,stride=2,pad=1,dilation=1"),
+    *_separable(48, 8, 16, 1), *_separable(48, 16, 32, 2), *_separable(24, 32, 32, 1),
+    *_separable(24, 32, 64, 2), *_separable(12, 64, 64, 1), *_separable(12, 64, 128, 2),
+    *[layer for _ in range(5) for layer in _separable(6, 128, 128, 1)],
+    *_separable(6, 128, 256, 2), *_separable(3, 256, 256, 1),
+    ("conv2d_s8", "h=1,w=1,cin=256,cout=2,kh=1,kw=1,stride=1,pad=0,dilation=1"),
+]
+MODELS = {"ds-cnn": ("DS-CNN-like", DS_CNN_LIKE), "mobilenet": ("MobileNetV1-0.25-like", MOBILENET_LIKE)}
 
 
 @dataclass(frozen=True)
@@ -135,17 +158,19 @@ def _num(value) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=sorted(MODELS), default="ds-cnn")
     parser.add_argument("--targets", nargs="*", default=["host", "cortex-m55"])
     parser.add_argument("--budget", type=int, default=64)
     parser.add_argument("--round-trials", type=int, default=4)
     parser.add_argument("--seeds", type=int, nargs="*", default=[0], help="one comparison per seed")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
-    layers = layers_of(DS_CNN_LIKE)
-    print(f"DS-CNN-like model: {len(layers)} operators, {sum(layer.macs for layer in layers):,} MACs; "
+    name, operators = MODELS[args.model]
+    layers = layers_of(operators)
+    print(f"{name} model: {len(layers)} operators, {sum(layer.macs for layer in layers):,} MACs; "
           f"rounds of {args.round_trials} trials, transfer strategy")
-    for name in args.targets:
-        target = get_target(name)
+    for target_name in args.targets:
+        target = get_target(target_name)
         all_runs = []
         for seed in args.seeds:
             all_runs.append(both_ways(layers, target, args, seed))
