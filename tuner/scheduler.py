@@ -116,8 +116,9 @@ class EvenSplit:
 
 @dataclass(frozen=True)
 class GradientScheduler:
-    """Ansor's gradient-based choice (see the module). Defaults: the paper's window of 3
-    rounds, alpha 0.2, beta 2 and epsilon 0.05 (its section 6.2 and TVM's defaults)."""
+    """Ansor's gradient-based choice (see the module). Defaults: a backward window of 3
+    rounds, alpha 0.2, beta 2, epsilon 0.05 (values in the spirit of the paper's; not tuned
+    for edgetune's small budgets)."""
 
     seed: int = 0
     window: int = 3
