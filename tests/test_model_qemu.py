@@ -113,3 +113,21 @@ def test_counts_are_identical_run_to_run(tmp_path):
     again = [i.instructions for i in verify_model(tmp_path / "m", a53, 2, seed=3).inferences]
     assert first == again
     shutil.rmtree(tmp_path / "m")
+
+
+def test_after_model_tune_the_export_mixes_tuned_and_default_layers_bit_exact(tmp_path):
+    """edgetune's model tuning (app/model_session.py) with a budget too small for every
+    workload: the export takes the tuned ones' best trials from the database, the rest run
+    their default configuration, and the whole module is TFLite Micro's, layer by layer."""
+    from edgetune.model_session import tune_model
+    m55 = get_target("cortex-m55")
+    path = MODELS / "fc_autoencoder_ad.tflite"
+    model = load_model(path)
+    db = TuningDatabase(tmp_path / "t.db")
+    tune_model(model.layers, m55, db, budget=8, round_trials=4, baselines=False)
+    result = export_model(path, m55, db, tmp_path / "module")
+    sources = [l.source for l in result.rendered.manifest.model.layers]
+    assert "tuned" in sources and "default" in sources and set(sources) == {"tuned", "default"}
+    assert 0 < len(result.untuned) < len(model.workloads())
+    outcome = verify_model(tmp_path / "module", m55, 2, layers=True)
+    assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])
