@@ -20,7 +20,7 @@ import numpy as np
 
 from edgetune.codegen import KERNELS
 from edgetune.codegen.export import ExportEntry, ExportError
-from edgetune.codegen.model import Model, ModelError, load_model
+from edgetune.codegen.model import Model, ModelError, check_fits, load_model
 from edgetune.codegen.model.oracle import ARENA_MARGIN
 from edgetune.codegen.model_module import RenderedModel, check_model_name, default_config, model_name, render_model_module
 from edgetune.hal import Target
@@ -113,6 +113,7 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     """Render and publish the module of `model_path` for `target`."""
     model = load_model(model_path)
     _check_io(model)
+    check_fits(model, target)
     out_dir = Path(out_dir)
     check_destination(out_dir)
     chosen, untuned = choose_layers(model, target, db, objective, bounds)
@@ -121,6 +122,10 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
                                    database=str(db.path) if db is not None else "",
                                    date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version=__version__,
                                    model_bytes=data)
+    m = rendered.manifest.model
+    if m.arena_region and m.arena_bytes > target.io_capacity(m.arena_region):
+        raise ExportError(f"{model_path}: the arena takes {m.arena_bytes} bytes, more than any buffer region of "
+                          f"{target.name} holds ({m.arena_region}: {target.io_capacity(m.arena_region)} bytes)")
     # The model itself goes in too (bytes, which publish's text files are not): verify runs
     # TFLite Micro on it, and its checksum is in the manifest.
     publish(out_dir, rendered.files, rendered.manifest,

@@ -232,3 +232,18 @@ def test_a_firmware_built_with_the_fragments_calls_invoke_bit_exact(tmp_path, bu
     run = subprocess.run([str(program)], input=x.tobytes(), capture_output=True, check=True, timeout=60)
     (want,) = run_tflm(DS_CNN.read_bytes(), [x])
     assert np.frombuffer(run.stdout, dtype=np.int8).tolist() == np.asarray(want).reshape(-1).tolist()
+
+
+def test_a_model_too_large_for_the_board_is_refused(tmp_path):
+    """A board whose buffer regions hold less than the model's activations: one line, exit 2."""
+    text = (Path(__file__).parent.parent / "targets" / "boards" / "cortex-m55.toml").read_text()
+    text = text.replace('name = "cortex-m55"', 'name = "tiny-m55"', 1)
+    text = text.replace("size = 0x0040_0000           # 4 MiB", "size = 0x0000_1000", 1)  # SRAM2: 4 KiB
+    text = text.replace("size = 0x0008_0000           # 512 KiB\naccess = \"rw\"", "size = 0x0001_1000\naccess = \"rw\"", 1)
+    board = tmp_path / "tiny-m55.toml"
+    board.write_text(text)
+    result = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", str(board), "--out",
+                                       str(tmp_path / "m")])
+    assert result.exit_code == 2, result.output
+    assert "ds_cnn_kws.tflite" in result.output and "no memory of tiny-m55 holds them" in result.output
+    assert not (tmp_path / "m").exists()
