@@ -15,7 +15,6 @@ VerifyOutcome with a problem (exit 1).
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, replace

@@ -169,9 +169,11 @@ def _model_problem(data) -> str | None:
         return f"model.name: {data['name']!r} is not a module name"
     if not isinstance(data["sha256"], str) or not re.fullmatch(r"[0-9a-f]{64}", data["sha256"]):
         return f"model.sha256: {data['sha256']!r} is not a sha256"
-    if not isinstance(data["file"], str) or not isinstance(data["arena_region"], str) or \
-            (data["arena_region"] and not NAME_RE.fullmatch(data["arena_region"])):
-        return "model.file/arena_region: not text"
+    if not isinstance(data["file"], str) or not FILE_RE.fullmatch(data["file"]) or "/" in data["file"] \
+            or not data["file"].endswith(".tflite"):
+        return f"model.file: {data['file']!r} is not a .tflite file name inside the export"
+    if not isinstance(data["arena_region"], str) or (data["arena_region"] and not NAME_RE.fullmatch(data["arena_region"])):
+        return f"model.arena_region: {data['arena_region']!r} is not a region name"
     for key in ("input_shape", "output_shape"):
         if not isinstance(data[key], list) or not all(_is_int(d) and d > 0 for d in data[key]):
             return f"model.{key}: {data[key]!r} is not a shape"

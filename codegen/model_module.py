@@ -28,7 +28,7 @@ import numpy as np
 
 from edgetune.hal import Target
 
-from .export import CMAKE, MAKEFILE, SECTIONS_LD, ExportEntry, ExportError, region_alias, _check_build_text
+from .export import CMAKE, CMAKE_ID, MAKEFILE, SECTIONS_LD, ExportEntry, ExportError, _check_build_text, region_alias
 from .kernels import KERNELS
 from .kernels.base import COMMON_CFLAGS, comment_safe
 from .manifest import CompiledUnit, KernelEntry, LayerFunction, Manifest, ModelEntry, PlannedTensor
@@ -271,10 +271,7 @@ def _regions(target: Target, arena_region: str, scratch: bool) -> list[dict]:
             for r in used]
 
 
-CMAKE_ID = {"gcc": "GNU", "clang": "Clang"}
-
-
-def _unit(target: Target, source: str, compiler, own: tuple[str, ...], note: str) -> dict:
+def _unit(source: str, compiler, own: tuple[str, ...], note: str) -> dict:
     return dict(source=source, var=re.sub(r"[^A-Z0-9_]", "_", source[:-2].upper()), compiler=compiler.name,
                 compiler_command=compiler.command, cmake_id=CMAKE_ID.get(compiler.name, ""),
                 target_cflags=compiler.cflags, own_cflags=own, note=note)
@@ -283,13 +280,13 @@ def _unit(target: Target, source: str, compiler, own: tuple[str, ...], note: str
 def _units(target: Target, name: str, r: _Rendered) -> list[dict]:
     first = target.compilers[0]
     plain = (*COMMON_CFLAGS, "-O2")
-    units = [_unit(target, f"{name}.c", first, plain, "the model: operators in order, weights"),
-             _unit(target, f"{name}_arena.c", first, plain, "the static arena and the invoke function")]
-    units += [_unit(target, source, first, plain, "a library operator") for source in r.op_units]
+    units = [_unit(f"{name}.c", first, plain, "the model: operators in order, weights"),
+             _unit(f"{name}_arena.c", first, plain, "the static arena and the invoke function")]
+    units += [_unit(source, first, plain, "a library operator") for source in r.op_units]
     for k in r.kernels:
         compiler = target.compiler(k.compiler)
         own = k.cflags[len(compiler.cflags):] if k.cflags[:len(compiler.cflags)] == compiler.cflags else k.cflags
-        units.append(_unit(target, k.source, compiler, own, f"{k.kernel} ({k.chosen_by})"))
+        units.append(_unit(k.source, compiler, own, f"{k.kernel} ({k.chosen_by})"))
     _check_build_text(units)
     return units
 
@@ -324,8 +321,7 @@ def _sha256(text: str | bytes) -> str:
     return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
 
 
-def arena_region_of(target: Target, kernels: Sequence[KernelEntry], chosen: Mapping[tuple, ExportEntry],
-                    nbytes: int) -> str:
+def arena_region_of(target: Target, chosen: Mapping[tuple, ExportEntry], nbytes: int) -> str:
     """Where the arena goes: the region most of the tuned variants had their activations in
     (their trials' placement), else the target's default data region; "" on the host."""
     regions = target.placement_regions
@@ -349,7 +345,7 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     db_name = Path(database).name if database else "no database"
     r = _render_steps(model, target, plan, steps, chosen, name, comment_safe(db_name))
     arena_bytes = max(plan.arena_bytes, ALIGN)
-    region = arena_region_of(target, r.kernels, chosen, arena_bytes)
+    region = arena_region_of(target, chosen, arena_bytes)
     graph = model.graph
     common = dict(name=name, P=name.upper(), model_file=comment_safe(Path(model.path).name), target=target.name,
                   date=date, edgetune_version=version, db=comment_safe(db_name), sha256=_sha256(model_bytes),

@@ -247,3 +247,11 @@ def test_a_model_too_large_for_the_board_is_refused(tmp_path):
     assert result.exit_code == 2, result.output
     assert "ds_cnn_kws.tflite" in result.output and "no memory of tiny-m55 holds them" in result.output
     assert not (tmp_path / "m").exists()
+
+
+def test_a_manifest_naming_a_model_outside_the_folder_is_refused(ds_cnn_export, tmp_path):
+    data = json.loads((ds_cnn_export[1] / MANIFEST).read_text())
+    data["model"]["file"] = "../../etc/passwd.tflite"
+    write_manifest(tmp_path, data)  # re-signed: the checksum only catches accidents
+    with pytest.raises(Exception, match="model.file"):
+        read_manifest(tmp_path)
