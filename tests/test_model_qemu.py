@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -16,7 +18,9 @@ from edgetune.cli import main
 from edgetune.codegen import KERNELS
 from edgetune.codegen.manifest import read_manifest, write_manifest
 from edgetune.codegen.model import load_model
+from edgetune.codegen.model.oracle import run_tflm
 from edgetune.model_export import export_model
+from edgetune.model_session import tune_model
 from edgetune.model_verify import verify_model
 from edgetune.session import TuneRequest, tune
 from edgetune.targets import get_target
@@ -119,7 +123,6 @@ def test_after_model_tune_the_export_mixes_tuned_and_default_layers_bit_exact(tm
     """edgetune's model tuning (app/model_session.py) with a budget too small for every
     workload: the export takes the tuned ones' best trials from the database, the rest run
     their default configuration, and the whole module is TFLite Micro's, layer by layer."""
-    from edgetune.model_session import tune_model
     m55 = get_target("cortex-m55")
     path = MODELS / "fc_autoencoder_ad.tflite"
     model = load_model(path)
@@ -131,3 +134,41 @@ def test_after_model_tune_the_export_mixes_tuned_and_default_layers_bit_exact(tm
     assert 0 < len(result.untuned) < len(model.workloads())
     outcome = verify_model(tmp_path / "module", m55, 2, layers=True)
     assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])
+
+
+FIRMWARE = Path(__file__).parent / "data" / "user_firmware_m55"
+
+
+def test_a_user_firmware_runs_the_module_with_its_static_arena_in_dtcm(tmp_path):
+    """The module in the user's own firmware (tests/data/user_firmware_m55: its start-up,
+    its linker script naming EDGETUNE_DTCM, its Makefile including edgetune_kernels.mk):
+    <name>_invoke on the static arena, placed by edgetune_sections.ld in DTCM as the plan
+    says, computes TFLite Micro's output."""
+    m55 = get_target("cortex-m55")
+    path = MODELS / "ds_cnn_kws.tflite"
+    module = tmp_path / "module"
+    export_model(path, m55, None, module)
+    project = tmp_path / "firmware"
+    shutil.copytree(FIRMWARE, project)
+    graph = load_model(path).graph
+    x = np.random.default_rng(7).integers(-128, 128, graph.tensors[graph.inputs[0]].shape, dtype=np.int8)
+    (project / "main.c").write_text(
+        '#include <stddef.h>\n#include "ds_cnn_kws.h"\n'
+        "int user_write_file(const char *, size_t, const void *, size_t);\n"
+        f"static const int8_t input[DS_CNN_KWS_INPUT_ELEMENTS] = {{{', '.join(map(str, x.reshape(-1).tolist()))}}};\n"
+        "static int8_t output[DS_CNN_KWS_OUTPUT_ELEMENTS];\n"
+        "int main(void)\n{\n    if (ds_cnn_kws_invoke(input, output) != 0) return 3;\n"
+        '    return user_write_file("out.bin", 7, output, sizeof output) == 0 ? 0 : 4;\n}\n')
+    made = subprocess.run(["make", "-C", str(project), f"EXPORT={module}"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stdout + made.stderr
+    run = subprocess.run(["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-monitor", "none", "-serial", "none",
+                          "-semihosting-config", "enable=on,target=native", "-kernel", "firmware.elf"],
+                         cwd=project, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    (want,) = run_tflm(path.read_bytes(), [x])
+    assert np.frombuffer((project / "out.bin").read_bytes(), dtype=np.int8).tolist() == np.asarray(want).reshape(-1).tolist()
+    symbols = subprocess.run(["arm-none-eabi-objdump", "-t", str(project / "firmware.elf")], capture_output=True,
+                             text=True, check=True).stdout
+    arena = next(line for line in symbols.splitlines() if line.endswith(" ds_cnn_kws_arena"))
+    address = int(arena.split()[0], 16)
+    assert 0x2000_0000 <= address < 0x2008_0000 and ".edgetune.dtcm" in arena and address % 16 == 0, arena
