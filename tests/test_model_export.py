@@ -255,3 +255,19 @@ def test_a_manifest_naming_a_model_outside_the_folder_is_refused(ds_cnn_export, 
     write_manifest(tmp_path, data)  # re-signed: the checksum only catches accidents
     with pytest.raises(Exception, match="model.file"):
         read_manifest(tmp_path)
+
+
+def test_json_output_of_export_and_verify(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(main, ["model", "export", str(DS_CNN), "--target", "host", "--out", str(tmp_path / "m"),
+                                  "--name", "kws", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output[result.output.index("{"):])
+    assert data["name"] == "kws" and data["tflm_arena_bytes"] == 24816 and data["arena_bytes"] == 16000
+    assert len(data["untuned"]) == len(load_model(DS_CNN).workloads())
+    assert (tmp_path / "m" / "kws.h").is_file() and (tmp_path / "m" / "ds_cnn_kws.tflite").is_file()
+    result = runner.invoke(main, ["model", "verify", str(tmp_path / "m"), "--target", "host", "--inputs", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output[result.output.index("{"):])
+    assert data["ok"] and data["problems"] == [] and len(data["inferences"]) == 2
+    assert data["size"]["ram_bytes"] >= 16000 and data["size"]["flash_bytes"] > data["size"]["code_bytes"]
