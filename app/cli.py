@@ -33,6 +33,7 @@ from .verify import export_and_measure, manifest_target, verify_export
 from .npu_cli import best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
 from .model_cli import model_group
+from . import model_tune_cli  # noqa: F401 - registers `model tune` in model_group
 
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
 # bad input (2), a failed check (1) and an interrupt (130).
