@@ -32,6 +32,7 @@ from .session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_
 from .verify import export_and_measure, manifest_target, verify_export
 from .npu_cli import best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
+from .model_cli import model_group
 
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
 # bad input (2), a failed check (1) and an interrupt (130).
@@ -299,7 +300,10 @@ def _print_summary(summary: TuneSummary, show_stop: bool = False) -> None:
     click.echo(f"        {trial.config.key()}")
 
 
-_shape_option = click.option("--shape", required=True, help="Workload shape, e.g. m=16,n=16,k=32.")
+SHAPE_HELP = ("Workload shape, e.g. m=16,n=16,k=32; convolutions take TFLite's geometry, e.g. "
+              "h=96,w=96,cin=3,cout=8,kh=3,kw=3,stride=2,pad=same (or stride_h/_w, dilation_h/_w, pad_top/_bottom/"
+              "_left/_right; pad=P, pad=valid).")
+_shape_option = click.option("--shape", required=True, help=SHAPE_HELP)
 _target_option = click.option("--target", "target_name", default="cortex-m55", show_default=True,
                               help="Target name or path to a target .toml file.")
 _db_option = click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")
@@ -312,7 +316,7 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
 @main.command("tune")
 @click.argument("kernel_name", metavar="KERNEL", required=False)
 @_target_option
-@click.option("--shape", help="Workload shape, e.g. m=16,n=16,k=32.")
+@click.option("--shape", help=SHAPE_HELP)
 @click.option("--from-export", "from_export", metavar="DIR",
               help="Re-tune every workload of an export, measuring its old best configurations first.")
 @click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
@@ -722,6 +726,9 @@ def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, objective, con
 place_cmd.callback = _guard(place_cmd.callback)  # defined in npu_cli.py; same error convention
 main.add_command(place_cmd)
 main.add_command(cache_group)
+for _command in model_group.commands.values():  # model_cli.py's commands; same error convention
+    _command.callback = _guard(_command.callback)
+main.add_command(model_group)
 
 if __name__ == "__main__":
     main()

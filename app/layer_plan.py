@@ -40,7 +40,7 @@ import numpy as np
 
 from edgetune.errors import EdgetuneError
 from edgetune.codegen import KERNELS, KernelError
-from edgetune.codegen.npu import NPU_OPERATORS, NpuOperator, NpuOperatorError
+from edgetune.codegen.npu import NPU_OPERATORS, PAD_SAME, NpuOperator, NpuOperatorError
 from edgetune.codegen.render import render
 from edgetune.hal import Npu, Target
 from edgetune.targets.toolchain import MeasureError
@@ -204,12 +204,23 @@ def _copy_cycles(npu: Npu, nbytes: int, source: str, destination: str) -> tuple[
     return nbytes, math.ceil(nbytes / npu.copy_bytes_per_cycle)
 
 
+def cpu_shape(layer: Layer) -> dict:
+    """The layer's shape in its CPU kernel's terms. The NPU operators keep one symmetric `pad`
+    (or -1 for SAME); the CPU convolutions read the same geometry through their shorthands
+    (pad=P on every side, pad=same with TFLite's asymmetric offsets), so both devices
+    compute the same layer."""
+    shape = dict(layer.shape)
+    if shape.get("pad") == PAD_SAME:
+        shape["pad"] = "same"
+    return shape
+
+
 def _cpu_option(layer: Layer, target: Target, db: TuningDatabase, override: tuple = ("", ())) -> CpuOption:
     kernel = KERNELS.get(layer.operator.name)
     if kernel is None:
         return CpuOption(None, f"no CPU kernel {layer.operator.name} in this edgetune: NPU-only")
     try:
-        shape = kernel.parse_shape(layer.shape)
+        shape = kernel.parse_shape(cpu_shape(layer))
     except KernelError as exc:
         return CpuOption(None, f"the CPU kernel refuses this shape ({exc}): NPU-only")
     workload = workload_of(kernel, target, shape)

@@ -201,9 +201,9 @@ def convolution(args) -> None:
 
 
 def kernel_outputs(shape: dict) -> int:
-    """Output elements of a depthwise convolution (oh * ow * c)."""
+    """Output elements of a depthwise convolution (oh * ow * c * mult)."""
     geo = geometry_of(shape)
-    return geo.oh * geo.ow * shape["c"]
+    return geo.oh * geo.ow * shape["c"] * shape["mult"]
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def macs_of(kernel_name, shape) -> int:
     """Multiply-accumulates of one call (the work the MAC/cycle column divides)."""
     if kernel_name in ("conv2d_s8", "dwconv2d_s8"):
         geo = geometry_of(shape)
-        channels = shape["cin"] * shape["cout"] if kernel_name == "conv2d_s8" else shape["c"]
+        channels = shape["cin"] * shape["cout"] if kernel_name == "conv2d_s8" else shape["c"] * shape["mult"]
         return geo.oh * geo.ow * channels * shape["kh"] * shape["kw"]
     return shape["m"] * shape["n"] * shape["k"]
 

@@ -61,14 +61,15 @@ def _matmul_f32(s: Mapping[str, int], packed: bool) -> dict[str, tuple[str, str]
 
 
 def _convolution(s: Mapping[str, int], packed: bool, depthwise: bool) -> dict[str, tuple[str, str]]:
-    from .kernels.convolution import geometry_of
+    from .kernels.convolution import geometry_of, geometry_text
 
     geo = geometry_of(s)
     c_in = s["c"] if depthwise else s["cin"]
-    c_out = s["c"] if depthwise else s["cout"]
-    plain = (f"weights, int8, [kh={s['kh']}][kw={s['kw']}][c={c_in}] (HWC)." if depthwise else
+    c_out = s["c"] * s["mult"] if depthwise else s["cout"]
+    plain = (f"weights, int8, [kh={s['kh']}][kw={s['kw']}][c*mult={c_out}] (TFLite's [1][kh][kw][c*mult]; output "
+             f"channel o reads input channel o / {s['mult']})." if depthwise else
              f"weights, int8, OHWI [cout={c_out}][kh={s['kh']}][kw={s['kw']}][cin={c_in}].")
-    channel = "channel" if depthwise else "output channel"
+    channel = "output channel"  # depthwise too: c * mult of them
     return {
         "input": ("in", f"input activations, int8, NHWC with batch 1: [h={s['h']}][w={s['w']}][c={c_in}]."),
         "weights": ("in", "packed weights from the _pack() helper (same size as the plain weights)."
@@ -78,7 +79,7 @@ def _convolution(s: Mapping[str, int], packed: bool, depthwise: bool) -> dict[st
         "multiplier": ("in", MULTIPLIER + f", one per {channel} [{c_out}] (int32 array)."),
         "shift": ("in", SHIFT + f", one per {channel} [{c_out}] (int32 array)."),
         "output": ("out", f"output activations, int8, NHWC [oh={geo.oh}][ow={geo.ow}][c={c_out}] "
-                   f"(stride {s['stride']}, padding {s['pad']}, dilation {s['dilation']}): "
+                   f"({geometry_text(s)}): "
                    + REQUANT.format(zero="out_zero", lo="act_min", hi="act_max") + "."),
         "in_zero": ("in", f"zero point of the input, in [-128, 127]: {ZERO_POINT}; padding reads as this value."
                     + (" Pack with the same value: it is folded into the terms." if packed else "")),

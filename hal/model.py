@@ -38,21 +38,27 @@ class RunnerKind:
 
     kind: str
     measures: Measures
+    # The runner class serving it, "module:Class" in edgetune.targets: the one place a kind is
+    # registered (edgetune.targets.runners imports it from here; the HAL imports nothing).
+    served_by: str
     tables: frozenset[str] = frozenset()  # top-level tables it requires ("firmware", "serial", ...)
     emulator: bool = False  # [runner] names the emulator: program and machine are required
     generates_link: bool = False  # it starts the board itself: [serial] flash and port are optional
 
 
-# The runner kinds a target file may name, as data: what each requires of the file and what
-# its runs report. Each kind is served by the runner class of the same `kind` in
-# edgetune.targets.runners (tests/test_runners.py checks the two lists agree).
+# The runner kinds a target file may name, as data: what each requires of the file, what its
+# runs report and which class serves it. The class declares the same `kind` and `measures`
+# (edgetune.targets.runners checks it on import, tests/test_runners.py too): a new runner is
+# its module, one line here, and the target files that use it.
 _BOARD_COUNTS = Measures("cycles", placement_counted=("cycles", "dwt_cycles", "systick_cycles"))
 RUNNER_KINDS = {k.kind: k for k in (
-    RunnerKind("qemu", Measures("instructions", priced=("cycles", "energy_uj", "power_mw")),
+    RunnerKind("qemu", Measures("instructions", priced=("cycles", "energy_uj", "power_mw")), "qemu:QemuRunner",
                tables=frozenset({"firmware"}), emulator=True),
-    RunnerKind("native", Measures("time_ns")),
-    RunnerKind("serial", _BOARD_COUNTS, tables=frozenset({"firmware", "serial"})),
-    RunnerKind("renode", _BOARD_COUNTS, tables=frozenset({"firmware", "serial", "renode"}), generates_link=True),
+    RunnerKind("native", Measures("time_ns"), "native:NativeRunner"),
+    RunnerKind("qemu-user", Measures("instructions"), "qemu_user:QemuUserRunner"),
+    RunnerKind("serial", _BOARD_COUNTS, "serialboard:SerialRunner", tables=frozenset({"firmware", "serial"})),
+    RunnerKind("renode", _BOARD_COUNTS, "renode:RenodeRunner", tables=frozenset({"firmware", "serial", "renode"}),
+               generates_link=True),
 )}
 
 # Serial links: UART drivers in firmware/common and the counters the serial harness reads.
@@ -213,7 +219,7 @@ class RenodePlatform:
 class RunnerSettings:
     """The target file's [runner] table (the runner itself is edgetune.targets' `Runner`)."""
 
-    kind: str = spec(one_of=RUNNER_KINDS)  # "qemu", "native", "serial" or "renode"
+    kind: str = spec(one_of=RUNNER_KINDS)  # a kind of RUNNER_KINDS: "qemu", "native", "serial", ...
     # What its runs report: the loader fills it from the kind (RUNNER_KINDS), it is not a
     # key. Not part of a target's repr (the build cache's key), which it would only repeat.
     measures: Measures = field(repr=False, metadata={"in_file": False})

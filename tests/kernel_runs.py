@@ -51,3 +51,33 @@ def check_drawn_variants(kernel, targets, shapes, vector: str, work, examples: i
         assert trial.outcome is Outcome.OK, f"{shape} {config.key()}: {trial.outcome.value}: {trial.error}"
 
     run()
+
+
+def _window_fits(shape: dict) -> bool:
+    """Every axis has at least one output: the dilated kernel spans no more than the
+    input plus its padding on that axis."""
+    return all(shape[f"dilation_{a}"] * (shape[f"k{a}"] - 1) + 1 <= shape[a] + shape[before] + shape[after]
+               for a, before, after in (("h", "pad_top", "pad_bottom"), ("w", "pad_left", "pad_right")))
+
+
+PAD_SIDES = ("pad_top", "pad_bottom", "pad_left", "pad_right")
+
+
+def _unpadded(shape: dict) -> dict:
+    return {**shape, **dict.fromkeys(PAD_SIDES, 0)}
+
+
+def geometry_shapes(channels: dict, size: int = 8, kernel: int = 3, pad: int = 3):
+    """Convolution shapes with TFLite's full geometry drawn independently per axis and per
+    side (asymmetric padding, stride and dilation per axis), plus the kernel's channel keys
+    (strategies), keeping only shapes with an output. A quarter have no padding at all (the
+    variants' fast paths), which independent sides would almost never give."""
+    padded = st.fixed_dictionaries({
+        "h": st.integers(1, size), "w": st.integers(1, size), **channels,
+        "kh": st.integers(1, kernel), "kw": st.integers(1, kernel),
+        "stride_h": st.integers(1, 3), "stride_w": st.integers(1, 3),
+        "dilation_h": st.integers(1, 2), "dilation_w": st.integers(1, 2),
+        "pad_top": st.integers(0, pad), "pad_bottom": st.integers(0, pad),
+        "pad_left": st.integers(0, pad), "pad_right": st.integers(0, pad),
+    })
+    return st.one_of(padded, padded, padded, padded.map(_unpadded)).filter(_window_fits)

@@ -13,20 +13,21 @@ from edgetune.codegen.kernels.convolution import scratch_capacity
 from edgetune.hal import load_target
 from edgetune.targets import target_file
 
-from kernel_runs import assert_ok, run_config
+from kernel_runs import assert_ok, geometry_shapes, run_config
 
 FEW = settings(max_examples=6, derandomize=True, deadline=None, database=None)
 
 
 def loop_model(shape, io):
-    """conv2d_s8 written as the plain definition with Python integers (independent of the
-    kernel module's numpy reference), then requantised per channel."""
+    """conv2d_s8 written as TFLite's definition with Python integers (independent of the
+    kernel module's numpy reference), then requantised per channel: the window of output
+    (oy, ox) starts at oy*stride_h - pad_top, ox*stride_w - pad_left."""
     from edgetune.codegen.quant import requantize
     x, w, bias, mult, shift = (b.data for b in io.buffers[:5])
     p = dict(io.params)
-    s, pad, d = shape["stride"], shape["pad"], shape["dilation"]
-    oh = (shape["h"] + 2 * pad - d * (shape["kh"] - 1) - 1) // s + 1
-    ow = (shape["w"] + 2 * pad - d * (shape["kw"] - 1) - 1) // s + 1
+    sh, sw, dh, dw = shape["stride_h"], shape["stride_w"], shape["dilation_h"], shape["dilation_w"]
+    oh = (shape["h"] + shape["pad_top"] + shape["pad_bottom"] - dh * (shape["kh"] - 1) - 1) // sh + 1
+    ow = (shape["w"] + shape["pad_left"] + shape["pad_right"] - dw * (shape["kw"] - 1) - 1) // sw + 1
     out = np.zeros((oh, ow, shape["cout"]), dtype=np.int8)
     for oy in range(oh):
         for ox in range(ow):
@@ -34,7 +35,7 @@ def loop_model(shape, io):
                 acc = int(bias[o])
                 for ky in range(shape["kh"]):
                     for kx in range(shape["kw"]):
-                        iy, ix = oy * s - pad + ky * d, ox * s - pad + kx * d
+                        iy, ix = oy * sh - shape["pad_top"] + ky * dh, ox * sw - shape["pad_left"] + kx * dw
                         if 0 <= iy < shape["h"] and 0 <= ix < shape["w"]:
                             for c in range(shape["cin"]):
                                 acc += (int(x[iy, ix, c]) - p["in_zero"]) * int(w[o, ky, kx, c])
@@ -43,11 +44,7 @@ def loop_model(shape, io):
     return out
 
 
-shapes = st.fixed_dictionaries({
-    "h": st.integers(1, 7), "w": st.integers(1, 7), "cin": st.integers(1, 20), "cout": st.integers(1, 9),
-    "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
-    "dilation": st.integers(1, 2),
-}).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
+shapes = geometry_shapes({"cin": st.integers(1, 20), "cout": st.integers(1, 9)}, size=7)
 
 
 @settings(max_examples=40, derandomize=True, deadline=None, database=None)
@@ -64,6 +61,10 @@ def test_reference_matches_the_loop_model(conv, shape, seed, edge):
     ("h=64,w=64,cin=4000,cout=4,kh=3,kw=3,stride=1,pad=1,dilation=1", "exceeds 32767"),
     ("h=4,w=4,cin=4,cout=4,kh=3,kw=3,stride=0,pad=1,dilation=1", "stride=0 must be a positive"),
     ("h=4,w=4,cin=4,cout=4,kh=3,kw=3,stride=1,pad=-1,dilation=1", "pad=-1 must be a non-negative"),
+    ("h=4,w=4,cin=4,cout=4,kh=3,kw=3,stride=1,pad_top=0,pad_bottom=0,pad_left=-1,pad_right=0",
+     "pad_left=-1 must be a non-negative"),
+    ("h=4,w=4,cin=4,cout=4,kh=3,kw=6,stride=1,pad_top=0,pad_bottom=0,pad_left=1,pad_right=0",
+     "spans 6 along w"),
 ])
 def test_bad_shapes_name_the_problem(conv, text, fragment):
     with pytest.raises(KernelError, match=fragment):
@@ -71,8 +72,62 @@ def test_bad_shapes_name_the_problem(conv, text, fragment):
 
 
 def test_padding_zero_and_large_padding_are_shapes(conv):
-    assert conv.parse_shape("h=3,w=3,cin=1,cout=1,kh=3,kw=3,stride=1,pad=0,dilation=1")["pad"] == 0
-    assert conv.parse_shape("h=1,w=1,cin=1,cout=1,kh=1,kw=1,stride=1,pad=4,dilation=1")["pad"] == 4
+    assert conv.parse_shape("h=3,w=3,cin=1,cout=1,kh=3,kw=3,stride=1,pad=0,dilation=1")["pad_top"] == 0
+    big = conv.parse_shape("h=1,w=1,cin=1,cout=1,kh=1,kw=1,stride=1,pad=4,dilation=1")
+    assert [big[k] for k in ("pad_top", "pad_bottom", "pad_left", "pad_right")] == [4, 4, 4, 4]
+
+
+def pads(shape):
+    return tuple(shape[k] for k in ("pad_top", "pad_bottom", "pad_left", "pad_right"))
+
+
+def test_the_issues_same_layers_get_tflites_asymmetric_padding(conv):
+    # MobileNetV1's first layer: 96x96x3, 3x3 stride 2 SAME -> 48x48, pads 0 top/left, 1 bottom/right.
+    mobilenet = conv.parse_shape("h=96,w=96,cin=3,cout=8,kh=3,kw=3,stride=2,pad=same")
+    assert pads(mobilenet) == (0, 1, 0, 1)
+    assert (mobilenet["stride_h"], mobilenet["stride_w"], mobilenet["dilation_h"], mobilenet["dilation_w"]) == (2, 2, 1, 1)
+    io = conv.make_io(mobilenet, np.random.default_rng(1))
+    assert io.outputs()[0].data.shape == (48, 48, 8)
+    # DS-CNN's first layer: 49x10x1, 10x4 stride 2 SAME -> 25x5, pads 4/5 and 1/1.
+    dscnn = conv.parse_shape("h=49,w=10,cin=1,cout=64,kh=10,kw=4,stride=2,dilation=1,pad=same")
+    assert pads(dscnn) == (4, 5, 1, 1)
+    assert conv.make_io(dscnn, np.random.default_rng(1)).outputs()[0].data.shape == (25, 5, 64)
+    # Symmetric pad=1 is not TFLite's SAME here: the windows start one row and column earlier.
+    symmetric = conv.parse_shape("h=96,w=96,cin=3,cout=8,kh=3,kw=3,stride=2,pad=1")
+    assert pads(symmetric) == (1, 1, 1, 1)
+    assert not np.array_equal(conv.reference(mobilenet, io)[0], conv.reference(symmetric, io)[0])
+
+
+def test_shorthands_expand_and_mix_with_full_keys(conv):
+    full = conv.parse_shape("h=9,w=8,cin=2,cout=3,kh=3,kw=2,stride_h=2,stride_w=1,dilation_h=1,dilation_w=2,"
+                            "pad_top=0,pad_bottom=2,pad_left=1,pad_right=0")
+    assert conv.parse_shape("h=9,w=8,cin=2,cout=3,kh=3,kw=2,stride_h=2,stride_w=1,dilation_w=2,"
+                            "pad_top=0,pad_bottom=2,pad_left=1,pad_right=0") == full  # dilation_h defaults to 1
+    assert conv.parse_shape("h=9,w=8,cin=2,cout=3,kh=3,kw=3,stride=2,pad=SAME") == \
+        conv.parse_shape("h=9,w=8,cin=2,cout=3,kh=3,kw=3,stride=2,pad=same")  # TFLite's spelling too
+    valid = conv.parse_shape("h=9,w=8,cin=2,cout=3,kh=3,kw=3,stride=2,pad=valid")
+    assert pads(valid) == (0, 0, 0, 0) and valid["stride_h"] == valid["stride_w"] == 2
+    # A shorthand and an agreeing full key; per-axis SAME with per-axis strides.
+    assert pads(conv.parse_shape("h=10,w=7,cin=1,cout=1,kh=3,kw=3,pad=1,pad_top=1,stride=1")) == (1, 1, 1, 1)
+    same = conv.parse_shape("h=10,w=7,cin=1,cout=1,kh=4,kw=3,stride_h=3,stride_w=2,pad=same")
+    # h: out 4, total (4-1)*3 + 4 - 10 = 3 -> 1/2; w: out 4, total (4-1)*2 + 3 - 7 = 2 -> 1/1.
+    assert pads(same) == (1, 2, 1, 1)
+    assert conv.parse_shape({"h": 10, "w": 7, "cin": 1, "cout": 1, "kh": 4, "kw": 3, "stride_h": 3, "stride_w": 2,
+                             "pad": "same"}) == same
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("h=5,w=5,cin=1,cout=1,kh=3,kw=3,stride=1,pad=1,pad_top=2", "pad_top=2 contradicts pad=1"),
+    ("h=5,w=5,cin=1,cout=1,kh=3,kw=3,stride=2,stride_w=1,pad=0", "stride_w=1 contradicts stride=2"),
+    ("h=5,w=5,cin=1,cout=1,kh=3,kw=3,stride=1,pad=same,pad_bottom=0", "pad_bottom=0 contradicts pad=same"),
+    ("h=5,w=5,cin=1,cout=1,kh=3,kw=3,stride=same,pad=1", "stride='same' must be a positive integer"),
+    ("h=5,w=5,cin=1,cout=1,kh=3,kw=3,stride=1,pad=-2", "pad=-2 must be a non-negative integer"),
+    ("h=5,w=5,cin=1,cout=1,kh=3,kw=3,stride=1,pad_top=1,pad_left=1,pad_right=1", "missing 'pad_bottom'"),
+])
+def test_inconsistent_or_incomplete_geometry_is_one_line_naming_the_key(conv, text, fragment):
+    with pytest.raises(KernelError, match=fragment) as info:
+        conv.parse_shape(text)
+    assert "\n" not in str(info.value)
 
 
 def test_scratch_limit_comes_from_the_hal(conv, m55):

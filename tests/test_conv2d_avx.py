@@ -16,17 +16,13 @@ from edgetune.session import Evaluator, workload_inputs, workload_of
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
-from kernel_runs import assert_ok, check_drawn_variants, run_config
+from kernel_runs import assert_ok, check_drawn_variants, geometry_shapes, run_config
 from kernel_checks import build_shared, misaligned
 from kernel_checks import compile_only
 
 PATHS = ("avx2", "avx512")
 
-shapes = st.fixed_dictionaries({
-    "h": st.integers(1, 7), "w": st.integers(1, 7), "cin": st.integers(1, 40), "cout": st.integers(1, 11),
-    "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
-    "dilation": st.integers(1, 2),
-}).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
+shapes = geometry_shapes({"cin": st.integers(1, 40), "cout": st.integers(1, 11)}, size=7)
 
 EDGE_SHAPES = (
     "h=1,w=1,cin=1,cout=1,kh=1,kw=1,stride=1,pad=0,dilation=1",   # every dimension 1

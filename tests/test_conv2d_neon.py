@@ -20,13 +20,9 @@ from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
 from kernel_checks import run_sanitized
 from kernel_checks import compile_only
-from kernel_runs import check_drawn_variants
+from kernel_runs import check_drawn_variants, geometry_shapes
 
-shapes = st.fixed_dictionaries({
-    "h": st.integers(1, 6), "w": st.integers(1, 6), "cin": st.integers(1, 35), "cout": st.integers(1, 11),
-    "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
-    "dilation": st.integers(1, 2),
-}).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
+shapes = geometry_shapes({"cin": st.integers(1, 35), "cout": st.integers(1, 11)}, size=6)
 
 
 def neon_configs(space, **values):
@@ -84,6 +80,9 @@ def test_drawn_neon_variants_are_bit_exact_in_qemu(conv, a53, a72, tmp_path_fact
     "h=1,w=1,cin=1,cout=1,kh=1,kw=1,stride=1,pad=0,dilation=1",
     "h=7,w=6,cin=19,cout=13,kh=3,kw=3,stride=2,pad=2,dilation=1",  # cin and K tails, pad > 1, stride
     "h=5,w=5,cin=3,cout=5,kh=2,kw=3,stride=1,pad=3,dilation=2",    # padding wider than the kernel's reach
+    "h=9,w=6,cin=5,cout=6,kh=3,kw=2,stride_h=2,stride_w=1,dilation_h=1,dilation_w=2,"
+    "pad_top=0,pad_bottom=2,pad_left=1,pad_right=0",               # per-axis steps, one-sided padding
+    "h=12,w=12,cin=3,cout=4,kh=3,kw=3,stride=2,pad=same",          # TFLite SAME: 0 top/left, 1 bottom/right
 ])
 def test_edge_shapes_are_exact_under_address_and_undefined_behaviour_sanitizers(conv, a72, tmp_path, shape_text):
     """The largest tile of each algorithm (the most remainder code), on extreme inputs; each

@@ -11,35 +11,36 @@ from hypothesis import strategies as st
 from edgetune.codegen import KernelError
 from edgetune.codegen.quant import requantize
 
-from kernel_runs import assert_ok, run_config
+from kernel_runs import assert_ok, geometry_shapes, run_config
 
 
 def loop_model(shape, io):
+    """TFLite's DEPTHWISE_CONV_2D with Python integers: output channel o = c * mult + m reads
+    input channel c; the window of output (oy, ox) starts at oy*stride_h - pad_top,
+    ox*stride_w - pad_left."""
     x, w, bias, mult, shift = (b.data for b in io.buffers[:5])
     p = dict(io.params)
-    s, pad, d = shape["stride"], shape["pad"], shape["dilation"]
-    oh = (shape["h"] + 2 * pad - d * (shape["kh"] - 1) - 1) // s + 1
-    ow = (shape["w"] + 2 * pad - d * (shape["kw"] - 1) - 1) // s + 1
-    out = np.zeros((oh, ow, shape["c"]), dtype=np.int8)
+    sh, sw, dh, dw = shape["stride_h"], shape["stride_w"], shape["dilation_h"], shape["dilation_w"]
+    oh = (shape["h"] + shape["pad_top"] + shape["pad_bottom"] - dh * (shape["kh"] - 1) - 1) // sh + 1
+    ow = (shape["w"] + shape["pad_left"] + shape["pad_right"] - dw * (shape["kw"] - 1) - 1) // sw + 1
+    out = np.zeros((oh, ow, shape["c"] * shape["mult"]), dtype=np.int8)
     for oy in range(oh):
         for ox in range(ow):
             for c in range(shape["c"]):
-                acc = int(bias[c])
-                for ky in range(shape["kh"]):
-                    for kx in range(shape["kw"]):
-                        iy, ix = oy * s - pad + ky * d, ox * s - pad + kx * d
-                        if 0 <= iy < shape["h"] and 0 <= ix < shape["w"]:
-                            acc += (int(x[iy, ix, c]) - p["in_zero"]) * int(w[ky, kx, c])
-                out[oy, ox, c] = requantize(np.array([acc]), int(mult[c]), int(shift[c]), p["out_zero"],
-                                            p["act_min"], p["act_max"])[0]
+                for m in range(shape["mult"]):
+                    o = c * shape["mult"] + m
+                    acc = int(bias[o])
+                    for ky in range(shape["kh"]):
+                        for kx in range(shape["kw"]):
+                            iy, ix = oy * sh - shape["pad_top"] + ky * dh, ox * sw - shape["pad_left"] + kx * dw
+                            if 0 <= iy < shape["h"] and 0 <= ix < shape["w"]:
+                                acc += (int(x[iy, ix, c]) - p["in_zero"]) * int(w[ky, kx, o])
+                    out[oy, ox, o] = requantize(np.array([acc]), int(mult[o]), int(shift[o]), p["out_zero"],
+                                                p["act_min"], p["act_max"])[0]
     return out
 
 
-shapes = st.fixed_dictionaries({
-    "h": st.integers(1, 8), "w": st.integers(1, 8), "c": st.integers(1, 21),
-    "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
-    "dilation": st.integers(1, 2),
-}).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
+shapes = geometry_shapes({"c": st.integers(1, 21), "mult": st.sampled_from([1, 1, 2, 3])})
 
 
 @settings(max_examples=40, derandomize=True, deadline=None, database=None)
@@ -83,12 +84,18 @@ def test_drawn_variants_are_bit_exact_in_qemu(dw, m55, tmp_path_factory, shape, 
     "h=1,w=1,c=1,kh=1,kw=1,stride=1,pad=0,dilation=1",
     "h=9,w=7,c=13,kh=3,kw=3,stride=2,pad=2,dilation=1",   # 3x3, odd channels, stride 2, pad > 1
     "h=8,w=9,c=5,kh=3,kw=3,stride=1,pad=1,dilation=2",    # 3x3 dilated: interior and border tiles
+    "h=8,w=7,c=5,mult=3,kh=3,kw=3,stride=1,pad=1",        # depth multiplier 3: 15 output channels
+    "h=6,w=9,c=4,mult=2,kh=3,kw=3,stride_h=2,stride_w=1,pad=same",  # multiplier 2, asymmetric SAME
+    "h=7,w=8,c=6,kh=3,kw=3,stride_h=1,stride_w=2,dilation_h=2,dilation_w=1,"
+    "pad_top=2,pad_bottom=0,pad_left=0,pad_right=1",      # per-axis steps, one-sided padding
 ])
 def test_edge_shapes(dw, m55, tmp_path, shape_text):
     shape = dw.parse_shape(shape_text)
     variants = [{"vector": "mve", "tile_c": 8, "tile_p": 2, "taps": "unrolled3x3", "compiler": "clang"},
                 {"vector": "mve", "tile_c": 4, "tile_p": 4, "compiler": "gcc", "opt": "O3"},
-                {"vector": "c", "tile_c": 16, "tile_p": 2, "taps": "unrolled3x3", "compiler": "gcc"}]
+                {"vector": "c", "tile_c": 16, "tile_p": 2, "taps": "unrolled3x3", "compiler": "gcc"},
+                {"vector": "mve", "tile_c": 16, "tile_p": 1, "layout": "packed", "taps": "unrolled3x3", "compiler": "gcc"},
+                {"vector": "c", "tile_c": 8, "tile_p": 2, "layout": "packed", "compiler": "clang"}]
     space = dw.space(m55, shape)
     for index, variant in enumerate(variants):
         wanted = {k: v for k, v in variant.items() if any(c[k] == v for c in space)}

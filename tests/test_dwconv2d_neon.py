@@ -16,13 +16,9 @@ from edgetune.targets import target_file
 from edgetune.tuner import Outcome
 from kernel_checks import run_sanitized
 from kernel_checks import compile_only
-from kernel_runs import check_drawn_variants
+from kernel_runs import check_drawn_variants, geometry_shapes
 
-shapes = st.fixed_dictionaries({
-    "h": st.integers(1, 7), "w": st.integers(1, 7), "c": st.integers(1, 27),
-    "kh": st.integers(1, 3), "kw": st.integers(1, 3), "stride": st.integers(1, 2), "pad": st.integers(0, 3),
-    "dilation": st.integers(1, 2),
-}).filter(lambda s: all(s["dilation"] * (s[k] - 1) + 1 <= s[a] + 2 * s["pad"] for k, a in (("kh", "h"), ("kw", "w"))))
+shapes = geometry_shapes({"c": st.integers(1, 27), "mult": st.sampled_from([1, 1, 2, 3])}, size=7)
 
 
 def neon_configs(space, **values):
@@ -84,6 +80,10 @@ def test_drawn_neon_variants_are_bit_exact_in_qemu(dw, a53, a72, tmp_path_factor
     "h=9,w=8,c=21,kh=3,kw=3,stride=2,pad=2,dilation=2",   # 3x3 dilated, odd channels, stride 2, pad > 1:
                                                           # interior and border tiles
     "h=5,w=6,c=17,kh=2,kw=3,stride=3,pad=3,dilation=2",   # padding wider than the kernel's reach
+    "h=8,w=7,c=9,kh=3,kw=3,stride_h=2,stride_w=1,dilation_h=1,dilation_w=2,"
+    "pad_top=0,pad_bottom=1,pad_left=2,pad_right=0",       # per-axis steps, one-sided padding
+    "h=5,w=4,c=7,mult=3,kh=3,kw=3,stride=2,pad=same",     # multiplier 3: the last group ends the row
+    "h=4,w=5,c=3,mult=8,kh=2,kw=2,stride=1,pad_top=1,pad_bottom=0,pad_left=0,pad_right=1",  # one channel a group
 ])
 def test_edge_shapes_are_exact_under_address_and_undefined_behaviour_sanitizers(dw, a72, tmp_path, shape_text):
     """The largest tile (the most remainder code) in both layouts, on extreme inputs, the 3x3

@@ -30,13 +30,26 @@ def _with(example: str, key: str, value: int) -> str:
     return ",".join(f"{k}={value if k == key else v}" for k, v in items.items())
 
 
+def _full_text(kernel) -> str:
+    """The kernel's example with every shape key spelled out (no shorthands)."""
+    return ",".join(f"{k}={v}" for k, v in kernel.parse_shape(kernel.example_shape()).items())
+
+
 @pytest.mark.parametrize("name, key", [(kernel.name, key) for kernel in KERNELS.values() for key in kernel.shape_keys])
 def test_every_shape_key_of_every_kernel_refuses_a_huge_value_by_name(name, key):
     kernel = KERNELS[name]
     with pytest.raises(KernelError, match=f"shape: {key}={HUGE} is too large"):
-        kernel.parse_shape(_with(kernel.example_shape(), key, HUGE))
+        kernel.parse_shape(_with(_full_text(kernel), key, HUGE))
     with pytest.raises(KernelError, match=f"{key}={MAX_SHAPE_VALUE + 1} is too large"):
         kernel.parse_shape({**kernel.parse_shape(kernel.example_shape()), key: MAX_SHAPE_VALUE + 1})
+
+
+@pytest.mark.parametrize("name", ["conv2d_s8", "dwconv2d_s8"])
+@pytest.mark.parametrize("shorthand", ["stride", "dilation", "pad"])
+def test_a_huge_convolution_shorthand_is_refused_by_its_own_name(name, shorthand):
+    kernel = KERNELS[name]
+    with pytest.raises(KernelError, match=f"shape: {shorthand}={HUGE} is too large"):
+        kernel.parse_shape(_with(kernel.example_shape(), shorthand, HUGE))
 
 
 @pytest.mark.parametrize("name, key", [(op.name, key) for op in NPU_OPERATORS.values() for key in op.shape_keys])

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from ethosu.vela.tflite.BuiltinOperator import BuiltinOperator
@@ -52,6 +53,19 @@ def test_network_file_loads_in_toml_and_json(tmp_path):
     as_json = {"name": "mixed", "layers": [{"name": l.name, "op": l.operator.name, "shape": l.shape} for l in net.layers]}
     again = load_network(write(tmp_path, json.dumps(as_json), "net.json"))
     assert [l.shape for l in again.layers] == [l.shape for l in net.layers]
+
+
+def test_a_layers_cpu_kernel_reads_the_same_geometry_as_its_npu_operator(tmp_path):
+    """pad=same in a network file is TFLite's SAME on both devices: the CPU kernel's shape
+    gets TFLite's asymmetric offsets (4x4 stride 2 3x3: 0 on top/left, 1 at bottom/right)."""
+    from edgetune.layer_plan import cpu_shape
+    net = load_network(write(tmp_path, MIXED))
+    conv, dw = (get_kernel(layer.operator.name).parse_shape(cpu_shape(layer)) for layer in net.layers[:2])
+    assert [conv[k] for k in ("pad_top", "pad_bottom", "pad_left", "pad_right")] == [1, 1, 1, 1]
+    assert [dw[k] for k in ("pad_top", "pad_bottom", "pad_left", "pad_right")] == [0, 1, 0, 1]
+    assert dw["stride_h"] == dw["stride_w"] == 2 and dw["mult"] == 1
+    assert net.layers[1].operator.output_shape(net.layers[1].shape)[1:3] == (2, 2)
+    assert get_kernel("dwconv2d_s8").make_io(dw, np.random.default_rng(0)).outputs()[0].data.shape[:2] == (2, 2)
 
 
 @pytest.mark.parametrize("old, new, where", [

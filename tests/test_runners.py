@@ -17,11 +17,12 @@ import pytest
 
 from edgetune.codegen import get_kernel
 from edgetune.hal import Measures, RunnerSettings, Target, load_target
+from edgetune.hal.model import RunnerKind
 from edgetune.hal.loader import RUNNER_KINDS
 from edgetune.session import Evaluator
 from edgetune.targets import get_target, runners, target_file
 from edgetune.targets.build import Runner
-from edgetune.targets.runners import register_runner, runner_class, runner_for
+from edgetune.targets.runners import register_runner, runner_class, runner_for, serving_class
 from edgetune.targets.toolchain import BuildResult, MeasureError, ToolMissing, require_program
 from edgetune.tuner import Outcome
 from edgetune.verify import default_tolerance
@@ -83,8 +84,9 @@ def fake_board() -> Target:
 
 
 BOARDS = {"qemu": lambda: get_target("cortex-m55"), "native": lambda: get_target("host"),
+          "qemu-user": lambda: get_target("cortex-a72-linux"),
           "serial": lambda: get_target("an547-serial"), "renode": renode_board, "fake": fake_board}
-RUNNABLE = ["qemu", "native", "serial", "fake"]  # renode: not installable here (see the last tests)
+RUNNABLE = ["qemu", "native", "qemu-user", "serial", "fake"]  # renode: not installable here (see the last tests)
 
 
 @pytest.fixture
@@ -100,6 +102,18 @@ def test_every_kind_the_hal_admits_has_one_runner_declaring_it():
     for kind, cls in runners.RUNNERS.items():
         assert issubclass(cls, Runner) and cls.kind == kind
         assert cls.measures == RUNNER_KINDS[kind].measures  # what the loader gives its targets
+
+
+def test_a_kind_names_the_class_serving_it_and_the_class_must_agree():
+    assert serving_class(RUNNER_KINDS["qemu"]) is runners.RUNNERS["qemu"]
+    with pytest.raises(TypeError, match="'toolchain:BuildResult' is not a Runner subclass"):
+        serving_class(RunnerKind("steps", Measures("steps"), "toolchain:BuildResult"))
+    with pytest.raises(TypeError, match="'qemu:NoSuchRunner' is not a Runner subclass"):
+        serving_class(RunnerKind("steps", Measures("steps"), "qemu:NoSuchRunner"))
+    with pytest.raises(TypeError, match="QemuRunner declares kind 'qemu'"):
+        serving_class(RunnerKind("native", Measures("time_ns"), "qemu:QemuRunner"))
+    with pytest.raises(TypeError, match="not the description's"):  # same kind, other measures
+        serving_class(RunnerKind("qemu", Measures("time_ns"), "qemu:QemuRunner"))
 
 
 def test_the_fake_is_registered_without_editing_edgetune(registry):

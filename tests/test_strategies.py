@@ -7,7 +7,7 @@ import pytest
 
 from edgetune.tuner import (STRATEGIES, Constraint, Outcome, PriorTrials, Space, Trial, choice, make_strategy,
                             powers_of_two)
-from edgetune.tuner.strategies import Bandit, GeneticAlgorithm, LocalSearch, ModelGuided, TransferLearning
+from edgetune.tuner.strategies import Bandit, DifferentialEvolution, GeneticAlgorithm, LocalSearch, ModelGuided, TransferLearning
 
 NAMES = sorted(STRATEGIES)
 OBJECTIVE = "time"
@@ -140,7 +140,8 @@ def best_after(name: str, space: Space, budget: int, seed: int) -> float:
     return strategy.best_value
 
 
-@pytest.mark.parametrize("name", ["genetic", "annealing", "local", "gradient", "model", "transfer", "bandit"])
+@pytest.mark.parametrize("name", ["genetic", "annealing", "local", "gradient", "model", "transfer", "bandit",
+                                  "differential"])
 def test_learning_strategies_beat_random_on_a_smooth_space(name):
     # Medians over seeds, so one lucky random run cannot decide it; the margin is the
     # comparison itself, with no hand-picked threshold.
@@ -232,3 +233,33 @@ def test_neighbours_jump_over_illegal_points_in_sparse_spaces():
             assert sum(diff) == 1
     # Connected enough to walk: most legal points have a neighbour.
     assert np.mean([bool(space.neighbours(int(i))) for i in space.legal_indices()]) > 0.9
+
+
+def test_differential_evolution_children_replace_their_target_only_when_not_worse():
+    space = tile_space()
+    strategy = DifferentialEvolution(space, np.random.default_rng(0), OBJECTIVE, population=6)
+    run(strategy, budget=6)  # the random first generation
+    assert len(strategy._members) == 6 and not strategy._pending
+    for _ in range(30):
+        before = dict(zip(range(6), zip(strategy._members, strategy._values)))
+        (child,) = strategy.ask(1)
+        index = space.index_of(child)
+        slot = strategy._pending[index]
+        trial = evaluate(child)
+        strategy.tell([trial])
+        value = trial.value(OBJECTIVE)
+        improved = value is not None and value <= before[slot][1]
+        assert strategy._members[slot] == (index if improved else before[slot][0])
+        # Every other slot is untouched: a child competes with its own target only.
+        assert all(strategy._members[s] == before[s][0] for s in range(6) if s != slot)
+    assert max(strategy._values) <= max(v for _, v in before.values())
+
+
+def test_differential_evolution_mutants_follow_the_difference_on_ordered_axes():
+    space = tile_space()
+    strategy = DifferentialEvolution(space, np.random.default_rng(0), OBJECTIVE, weight=0.5, crossover=1.0)
+    target, a, b, c = (0, 0, 0, 0, 0), (1, 1, 1, 0, 0), (5, 3, 3, 1, 1), (1, 3, 1, 1, 0)
+    trial = strategy._trial(target, a, b, c)
+    # bx: 1 + 0.5 * (5 - 1); by: no difference; unroll: 1 + 0.5 * 2; opt: b == c, so a's value.
+    assert trial[:4] == [3.0, 1.0, 2.0, 0.0]
+    assert trial[4] in (0.0, 1.0)  # vec is unordered: a's value or b's, never in between

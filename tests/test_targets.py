@@ -99,8 +99,11 @@ def test_targets_json_lists_six_targets_with_memory_vector_units_and_power():
     assert result.exit_code == 0, result.output
     targets = {t["name"]: t for t in json.loads(result.output)}
     # The six core targets, plus boards reached over a serial port (the emulated AN547 example).
-    assert set(targets) == {"cortex-m4", "cortex-m7", "cortex-m55", "cortex-a53", "cortex-a72", "host", "an547-serial"}
+    # and the A72 under Linux, counted in QEMU's user mode.
+    assert set(targets) == {"cortex-m4", "cortex-m7", "cortex-m55", "cortex-a53", "cortex-a72", "host", "an547-serial",
+                            "cortex-a72-linux"}
     assert targets["an547-serial"]["runner"] == "serial"
+    assert targets["cortex-a72-linux"]["runner"] == "qemu-user"
     for name in NEW_TARGETS + ["cortex-m55"]:
         t = targets[name]
         assert t["memory"] and t["power"]["active_mw"] > t["power"]["idle_mw"] and t["cost"]["source"]

@@ -9,7 +9,9 @@ per-ISA files keep their path-specific checks (register formulas, sanitizers, ex
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import strategies as st
 
@@ -20,19 +22,27 @@ from edgetune.codegen.render import TEMPLATES_DIR
 from edgetune.targets import get_target
 
 from kernel_checks import compile_only
-from kernel_runs import check_drawn_variants
+from kernel_runs import assert_ok, check_drawn_variants
 
-TARGETS = ("cortex-m55", "cortex-m4", "cortex-m7", "cortex-a53", "cortex-a72", "host")
+TARGETS = ("cortex-m55", "cortex-m4", "cortex-m7", "cortex-a53", "cortex-a72", "cortex-a72-linux", "host")
 # Small shapes with remainders in every tiled dimension, one per line of each kernel.
 SHAPES = {
     "matmul_s8": ("m=1,n=1,k=1", "m=5,n=13,k=37", "m=9,n=7,k=17", "m=4,n=32,k=64"),
     "matmul_f32": ("m=1,n=1,k=1", "m=5,n=13,k=37", "m=9,n=20,k=33"),
+    # Convolutions: TFLite's geometry on every path, asymmetric padding (pad_top != pad_bottom,
+    # pad_left != pad_right), strides and dilations that differ per axis, a stride-2 SAME.
     "conv2d_s8": ("h=5,w=4,cin=3,cout=5,kh=3,kw=3,stride=1,pad=1,dilation=1",
-                  "h=7,w=6,cin=9,cout=3,kh=3,kw=2,stride=2,pad=0,dilation=1",
-                  "h=6,w=6,cin=17,cout=6,kh=2,kw=2,stride=1,pad=1,dilation=2"),
+                  "h=7,w=6,cin=9,cout=3,kh=3,kw=2,stride_h=2,stride_w=1,pad_top=0,pad_bottom=1,pad_left=1,pad_right=0",
+                  "h=6,w=7,cin=17,cout=6,kh=2,kw=3,stride_h=1,stride_w=2,dilation_h=2,dilation_w=1,"
+                  "pad_top=1,pad_bottom=0,pad_left=0,pad_right=2",
+                  "h=9,w=8,cin=3,cout=4,kh=3,kw=3,stride=2,pad=same",
+                  "h=8,w=7,cin=5,cout=3,kh=3,kw=2,stride_h=1,stride_w=2,dilation_h=2,pad=valid"),  # no padding
     "dwconv2d_s8": ("h=5,w=4,c=9,kh=3,kw=3,stride=1,pad=1,dilation=1",
-                    "h=7,w=6,c=17,kh=3,kw=3,stride=2,pad=0,dilation=1",
-                    "h=6,w=6,c=20,kh=2,kw=3,stride=1,pad=1,dilation=2"),
+                    "h=7,w=6,c=17,kh=3,kw=3,stride_h=2,stride_w=1,pad_top=0,pad_bottom=2,pad_left=1,pad_right=0",
+                    "h=6,w=7,c=20,kh=2,kw=3,stride_h=1,stride_w=2,dilation_h=2,dilation_w=1,"
+                    "pad_top=1,pad_bottom=0,pad_left=0,pad_right=2",
+                    "h=9,w=8,c=12,kh=3,kw=3,stride=2,pad=same",
+                    "h=8,w=7,c=11,kh=3,kw=3,stride_h=1,stride_w=2,dilation_w=2,pad=valid"),  # no padding
     "fir_q15": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13"),
     "fir_f32": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13"),
 }
@@ -112,13 +122,14 @@ def test_a_paths_variants_compile_warning_free_with_every_compiler(case, targets
     kernel, target = KERNELS[kernel_name], targets[target_name]
     if not offered(kernel_name, path_name, target):
         return
-    shape = kernel.parse_shape(SHAPES[kernel_name][1])
-    space = kernel.space(target, shape)
-    for compiler in target.compilers:
-        ours = [config for config in space if config["vector"] == path_name and config["compiler"] == compiler.name]
-        for config in {ours[0], ours[-1]}:
-            result = compile_only(target, kernel.render(target, shape, config), tmp_path)
-            assert result.returncode == 0 and not result.stderr, f"{config.key()}:\n{result.stderr}"
+    for text in {SHAPES[kernel_name][1], SHAPES[kernel_name][-1]}:  # convolutions: padded, then unpadded
+        shape = kernel.parse_shape(text)
+        space = kernel.space(target, shape)
+        for compiler in target.compilers:
+            ours = [config for config in space if config["vector"] == path_name and config["compiler"] == compiler.name]
+            for config in {ours[0], ours[-1]}:
+                result = compile_only(target, kernel.render(target, shape, config), tmp_path)
+                assert result.returncode == 0 and not result.stderr, f"{text} {config.key()}:\n{result.stderr}"
 
 
 @pytest.mark.qemu
@@ -129,5 +140,83 @@ def test_drawn_variants_of_a_path_match_the_reference_on_the_target(case, target
     if not offered(kernel_name, path_name, target):
         return
     shapes = st.sampled_from([kernel.parse_shape(text) for text in SHAPES[kernel_name]])
-    check_drawn_variants(kernel, [target], shapes, path_name, tmp_path, examples=3)
+    check_drawn_variants(kernel, [target], shapes, path_name, tmp_path, examples=4)
 
+
+
+# The issue's two layers TFLite pads asymmetrically: MobileNetV1's 96x96x3 stride-2 3x3 SAME
+# convolution (pads 0 top/left, 1 bottom/right) and DS-CNN's 10x4 stride-2 SAME convolution
+# on 49x10 (pads 4/5 and 1/1); for the depthwise kernel, MobileNet's stride-2 3x3 SAME layer.
+ISSUE_SHAPES = {
+    "conv2d_s8": ("h=96,w=96,cin=3,cout=8,kh=3,kw=3,stride=2,pad=same",
+                  "h=49,w=10,cin=1,cout=16,kh=10,kw=4,stride=2,pad=same"),
+    "dwconv2d_s8": ("h=48,w=48,c=8,kh=3,kw=3,stride=2,pad=same",),
+}
+ISSUE_CASES = [(kernel, path.name, target) for kernel in ISSUE_SHAPES for path in KERNELS[kernel].paths
+               for target in ("cortex-m55", "cortex-m4", "cortex-a53", "host")]
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("case", ISSUE_CASES, ids=case_id)
+def test_the_issues_same_layers_are_exact_on_every_path(case, targets, tmp_path):
+    kernel_name, path_name, target_name = case
+    kernel, target = KERNELS[kernel_name], targets[target_name]
+    if not offered(kernel_name, path_name, target):
+        return
+    shapes = st.sampled_from([kernel.parse_shape(text) for text in ISSUE_SHAPES[kernel_name]])
+    check_drawn_variants(kernel, [target], shapes, path_name, tmp_path, examples=2)
+
+
+MULTIPLIER_SHAPES = ("h=5,w=6,c=3,mult=2,kh=3,kw=3,stride=1,pad=1", "h=7,w=5,c=5,mult=3,kh=3,kw=2,stride_h=2,"
+                     "stride_w=1,pad_top=0,pad_bottom=1,pad_left=1,pad_right=0",
+                     "h=4,w=4,c=7,mult=5,kh=3,kw=3,stride=1,pad=same")  # groups spanning 2-3 input channels
+
+
+@pytest.mark.parametrize("target_name", TARGETS)
+def test_a_depth_multiplier_above_one_is_offered_on_every_path(target_name, targets):
+    """Every dwconv2d_s8 path computes any multiplier (plain C indexes, Helium gathers, NEON
+    and AVX2 spread a group's distinct input channels over the lanes), so the space offers
+    the same paths for mult 2 and 3 as for mult 1."""
+    kernel, target = KERNELS["dwconv2d_s8"], targets[target_name]
+    offered_names = {path.name for path in kernel.offered_paths(target)}
+    for text in MULTIPLIER_SHAPES:
+        space = kernel.space(target, kernel.parse_shape(text))
+        assert {space.config_at(int(i))["vector"] for i in space.legal_indices()} == offered_names, text
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("target_name", ("cortex-m55", "cortex-m4", "cortex-a53", "host"))
+def test_drawn_depth_multiplier_variants_match_the_reference(target_name, targets, tmp_path):
+    kernel = KERNELS["dwconv2d_s8"]
+    shapes = st.sampled_from([kernel.parse_shape(text) for text in MULTIPLIER_SHAPES])
+    for path in (path.name for path in kernel.paths):
+        if offered("dwconv2d_s8", path, targets[target_name]):
+            check_drawn_variants(kernel, [targets[target_name]], shapes, path, tmp_path, examples=4)
+
+
+MODELS = Path(__file__).parent / "data" / "models"  # the MLPerf Tiny models (scripts/make_mlperf_tiny_models.py)
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("target_name", ("cortex-m55", "cortex-m4", "cortex-a53", "host"))
+def test_the_issues_real_same_layers_equal_tflite_micro_on_every_path(target_name, targets, tmp_path):
+    """The first layers of DS-CNN and MobileNetV1-0.25 as the converter emitted them (real
+    weights and quantisation), one variant per offered path judged by TFLite Micro's output."""
+    from edgetune.codegen.model import load_model
+    from edgetune.codegen.model.oracle import layer_case
+    from edgetune.session import Evaluator
+
+    target = targets[target_name]
+    for name, pads in (("ds_cnn_kws", (4, 5, 1, 1)), ("mobilenet_v1_025_vww", (0, 1, 0, 1))):
+        layer = load_model(MODELS / f"{name}.tflite").tuned[0]
+        kernel = KERNELS[layer.kernel]
+        shape = kernel.parse_shape(layer.shape_dict)
+        assert tuple(shape[k] for k in ("pad_top", "pad_bottom", "pad_left", "pad_right")) == pads
+        space = kernel.space(target, shape)
+        for index, path in enumerate(kernel.offered_paths(target)):
+            io, expected = layer_case(layer, np.random.default_rng(index), ("random", "extreme")[index % 2])
+            ours = [int(i) for i in space.legal_indices() if space.config_at(int(i))["vector"] == path.name]
+            config = space.config_at(ours[(len(ours) * 2) // 3])
+            evaluator = Evaluator(kernel, target, shape, space, io, tmp_path)
+            evaluator.expected = [expected]  # TFLite Micro is the spec
+            assert_ok(evaluator(config))

@@ -81,7 +81,8 @@ def check_elements(**counts: int) -> None:
             raise KernelError(f"shape: the {name} tensor has {count} elements, more than {MAX_ELEMENTS}")
 
 
-SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+)\s*$")
+# NAME=INTEGER; a word value (pad=same) is kept as text for the kernel's expand_shape.
+SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|(?i:same|valid))\s*$")
 OPT_LEVELS = ("O2", "O3", "Os")
 COMMON_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
 
@@ -108,6 +109,7 @@ class Kernel:
     description: str = ""
     template: str = ""
     zero_allowed: tuple[str, ...] = ()  # shape keys that may be 0 (e.g. padding); the rest must be >= 1
+    shape_defaults: tuple[tuple[str, int], ...] = ()  # keys a shape may leave out, and their values
     # The values of the `vector` parameter, one declared unit each (codegen/kernels/paths.py).
     paths: tuple[VectorPath, ...] = ()
 
@@ -122,9 +124,11 @@ class Kernel:
                     raise KernelError(f"shape: {part!r} is not NAME=INTEGER (e.g. {self.example_shape()})")
                 if match.group(1) in items:
                     raise KernelError(f"shape: {match.group(1)!r} is given twice")
-                items[match.group(1)] = int(match.group(2))
+                value = match.group(2)
+                items[match.group(1)] = value.lower() if value.isalpha() else int(value)  # SAME as TFLite spells it
         else:
             items = dict(shape)
+        items = {**dict(self.shape_defaults), **self.expand_shape(items)}
         for key in items:
             if key not in self.shape_keys:
                 raise KernelError(f"shape: unknown key {key!r} for {self.name} (keys: {', '.join(self.shape_keys)})")
@@ -142,6 +146,11 @@ class Kernel:
 
     def example_shape(self) -> str:
         return ",".join(f"{k}=16" for k in self.shape_keys)
+
+    def expand_shape(self, items: dict[str, object]) -> dict[str, object]:
+        """The kernel's shorthands (e.g. a convolution's stride=2, pad=same) as its full keys;
+        raise KernelError naming a key that contradicts its shorthand."""
+        return items
 
     def check_shape(self, shape: dict[str, int]) -> None:
         """Kernel-specific limits; raise KernelError naming the key."""

@@ -1,5 +1,6 @@
 """conv2d_s8: int8 2-D convolution (NHWC, batch 1) with per-output-channel requantisation,
-stride, padding and dilation, in the TFLite / CMSIS-NN int8 scheme (see convolution.py)."""
+TFLite's geometry (per-side padding, per-axis stride and dilation), in the TFLite / CMSIS-NN
+int8 scheme (see convolution.py)."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -15,8 +16,8 @@ from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKer
 from .conv2d_s8_avx import AVX2, AVX512
 from .conv2d_s8_dsp import DSP
 from .conv2d_s8_neon import NEON
-from .convolution import (MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params,
-                          scratch_capacity, stack_budget)
+from .convolution import (GEOMETRY_KEYS, MAX_REDUCTION, PAD_KEYS, check_elements, expand_geometry, geometry_of,
+                          geometry_text, int8_tensor, quant_params, scratch_capacity, stack_budget)
 from .matmul_s8_avx import AVX_PATHS
 from .paths import Rule, VectorPath, anywhere, path_constraints, with_vector
 from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
@@ -86,16 +87,21 @@ def tile_schedule(total: int, tile: int) -> tuple[int, int]:
 
 class Conv2dS8(Kernel):
     name = "conv2d_s8"
-    version = 2  # v2: the `layout` parameter (weights packed at export time)
-    shape_keys = ("h", "w", "cin", "cout", "kh", "kw", "stride", "pad", "dilation")
-    zero_allowed = ("pad",)
-    description = ("int8 NHWC convolution, OHWI weights, per-channel requantisation, stride/pad/dilation, "
-                   "activation clamp; fused or unfused epilogue")
+    # v2: the `layout` parameter (weights packed at export time); v3: TFLite's geometry
+    # (per-side padding, per-axis stride and dilation).
+    version = 3
+    shape_keys = ("h", "w", "cin", "cout", "kh", "kw", *GEOMETRY_KEYS)
+    zero_allowed = PAD_KEYS
+    description = ("int8 NHWC convolution, OHWI weights, per-channel requantisation, TFLite geometry (per-side "
+                   "padding, per-axis stride/dilation), activation clamp; fused or unfused epilogue")
     template = "conv2d_s8.c.j2"
     paths = PATHS
 
     def example_shape(self) -> str:
-        return "h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1"
+        return "h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,dilation=1,pad=same"
+
+    def expand_shape(self, items: dict[str, object]) -> dict[str, object]:
+        return expand_geometry(items)
 
     def check_shape(self, shape: dict[str, int]) -> None:
         geo = geometry_of(shape)
@@ -121,7 +127,7 @@ class Conv2dS8(Kernel):
     def reads_zero_row(shape: Mapping[str, int], config: Mapping) -> bool:
         """The packed (and every DSP) direct loop reads taps in the padding from a row of in_zero."""
         folded = config["layout"] == "packed" or config["vector"] == "dsp"
-        return folded and config["algo"] == "direct" and shape["pad"] > 0
+        return folded and config["algo"] == "direct" and geometry_of(shape).padded
 
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         geo = geometry_of(shape)
@@ -210,6 +216,7 @@ class Conv2dS8(Kernel):
         last_full, last_rem = tile_schedule(last_chunk, tp)
         pack = packing(shape["kh"], shape["kw"], shape["cin"], config)
         variables = dict(**shape, layout=config["layout"], oh=geo.oh, ow=geo.ow, k=k, npix=npix, algo=config["algo"], ip=ip, tp=tp, toc=toc,
+                         padded=geo.padded, geometry=geometry_text(shape),
                          block=pack.block, segment=pack.segment, zero_row=self.reads_zero_row(shape, config),
                          unroll=int(config["unroll"]), vector=config["vector"], fusion=config["fusion"],
                          precomputed_wsum=config["weight_sums"] == "precomputed",
@@ -226,6 +233,7 @@ class Conv2dS8(Kernel):
         """The plain loop nest, for benchmarks: what tuned variants are compared against."""
         geo = geometry_of(shape)
         fn = self.function_name(shape)
-        source = render("conv2d_s8_naive.c.j2", dict(fn=fn, prefix=fn, header="kernel.h", oh=geo.oh, ow=geo.ow, **shape))
+        source = render("conv2d_s8_naive.c.j2", dict(fn=fn, prefix=fn, header="kernel.h", oh=geo.oh, ow=geo.ow,
+                                                     geometry=geometry_text(shape), **shape))
         return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
                               compiler=compiler, cflags=cflags)

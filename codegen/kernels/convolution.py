@@ -5,8 +5,15 @@ Conventions (TFLite / CMSIS-NN int8): activations NHWC with batch 1, asymmetric 
 point per tensor); weights symmetric (zero point 0) with a multiplier and a shift per output
 channel; bias int32 per output channel; the result clamped to [act_min, act_max] (a fused
 ReLU is act_min = out_zero). Multipliers lie in [2^30, 2^31) and shifts in [-31, 30], as
-TFLite's per-channel quantisation produces them. Padding is symmetric (`pad` rows/columns of
-the input zero point on every side); stride and dilation apply to both spatial axes.
+TFLite's per-channel quantisation produces them.
+
+Geometry is TFLite's (Conv2D / DepthwiseConv2D): padding per side (pad_top, pad_bottom,
+pad_left, pad_right rows/columns of the input zero point), stride and dilation per axis. The
+window of output (oy, ox) starts at input row oy*stride_h - pad_top and column
+ox*stride_w - pad_left; bottom and right padding only decide the output size and which taps
+fall outside: oh = (h + pad_top + pad_bottom - dilation_h*(kh-1) - 1) // stride_h + 1.
+TFLite's SAME padding puts total//2 rows on top and the extra one at the bottom (likewise
+left/right): see `same_padding`.
 """
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ import numpy as np
 
 from edgetune.hal import Target
 
-from .base import MAX_ELEMENTS, Buffer, KernelError, check_elements  # noqa: F401 - re-exported
+from .base import MAX_ELEMENTS, MAX_SHAPE_VALUE, Buffer, KernelError, check_elements  # noqa: F401 - re-exported
 
 # |x - in_zero| <= 255 and |w| <= 128, so each product is at most 32640 in magnitude; a
 # reduction of 32767 products stays below 1.07e9, and bias is limited to 2^30 (make_io and
@@ -49,54 +56,138 @@ def scratch_capacity(target: Target) -> int:
     return max(0, fw.data_reserved - fw.stack_size - HARNESS_STATIC_RESERVE)
 
 
+GEOMETRY_KEYS = ("stride_h", "stride_w", "dilation_h", "dilation_w", "pad_top", "pad_bottom", "pad_left", "pad_right")
+PAD_KEYS = ("pad_top", "pad_bottom", "pad_left", "pad_right")
+# Text-shape shorthands and the full keys each one sets (`pad` also takes same/valid).
+SHORTHANDS = {"stride": ("stride_h", "stride_w"), "dilation": ("dilation_h", "dilation_w"), "pad": PAD_KEYS}
+PAD_MODES = ("same", "valid")
+
+
 @dataclass(frozen=True)
 class Geometry:
-    """Spatial geometry of a convolution: input h x w, kernel kh x kw, and the output."""
+    """Spatial geometry of a convolution: input h x w, kernel kh x kw, TFLite's per-axis
+    strides and dilations, per-side padding, and the output."""
 
     h: int
     w: int
     kh: int
     kw: int
-    stride: int
-    pad: int
-    dilation: int
+    stride_h: int = 1
+    stride_w: int = 1
+    dilation_h: int = 1
+    dilation_w: int = 1
+    pad_top: int = 0
+    pad_bottom: int = 0
+    pad_left: int = 0
+    pad_right: int = 0
 
     @property
     def oh(self) -> int:
-        return (self.h + 2 * self.pad - self.dilation * (self.kh - 1) - 1) // self.stride + 1
+        return (self.h + self.pad_top + self.pad_bottom - self.dilation_h * (self.kh - 1) - 1) // self.stride_h + 1
 
     @property
     def ow(self) -> int:
-        return (self.w + 2 * self.pad - self.dilation * (self.kw - 1) - 1) // self.stride + 1
+        return (self.w + self.pad_left + self.pad_right - self.dilation_w * (self.kw - 1) - 1) // self.stride_w + 1
+
+    @property
+    def padded(self) -> bool:
+        """Some tap may fall outside the input (any side padded); without padding every tap
+        of every output lies inside (the output size guarantees it)."""
+        return any((self.pad_top, self.pad_bottom, self.pad_left, self.pad_right))
 
     def check(self) -> None:
-        for axis, size, k in (("h", self.h, self.kh), ("w", self.w, self.kw)):
-            span = self.dilation * (k - 1) + 1
-            if span > size + 2 * self.pad:
-                raise KernelError(f"shape: the kernel spans {span} along {axis} (k{axis}={k}, dilation={self.dilation}), "
-                                  f"more than {axis}={size} plus 2*pad={2 * self.pad}")
+        for axis, size, k, d, pads in (("h", self.h, self.kh, self.dilation_h, (self.pad_top, self.pad_bottom)),
+                                       ("w", self.w, self.kw, self.dilation_w, (self.pad_left, self.pad_right))):
+            span = d * (k - 1) + 1
+            if span > size + sum(pads):
+                raise KernelError(f"shape: the kernel spans {span} along {axis} (k{axis}={k}, dilation_{axis}={d}), "
+                                  f"more than {axis}={size} plus padding {pads[0]}+{pads[1]}")
 
     def padded_input(self, x: np.ndarray, zero: int) -> np.ndarray:
-        """x [h, w, c] surrounded by `pad` rows and columns of the zero point."""
-        p = self.pad
-        out = np.full((self.h + 2 * p, self.w + 2 * p, x.shape[-1]), zero, dtype=np.int64)
-        out[p:p + self.h, p:p + self.w] = x
+        """x [h, w, c] with pad_top rows of the zero point above, pad_bottom below, and
+        pad_left / pad_right columns on either side."""
+        t, l = self.pad_top, self.pad_left
+        out = np.full((self.h + t + self.pad_bottom, self.w + l + self.pad_right, x.shape[-1]), zero, dtype=np.int64)
+        out[t:t + self.h, l:l + self.w] = x
         return out
 
     def patches(self, x: np.ndarray, zero: int) -> np.ndarray:
         """[oh, ow, kh, kw, c] windows of the zero-point-padded input (numpy reference)."""
         xp = self.padded_input(x, zero)
-        s, d = self.stride, self.dilation
+        sh, sw = self.stride_h, self.stride_w
         out = np.empty((self.oh, self.ow, self.kh, self.kw, x.shape[-1]), dtype=np.int64)
         for ky in range(self.kh):
             for kx in range(self.kw):
-                y0, x0 = ky * d, kx * d
-                out[:, :, ky, kx, :] = xp[y0:y0 + s * (self.oh - 1) + 1:s, x0:x0 + s * (self.ow - 1) + 1:s, :]
+                y0, x0 = ky * self.dilation_h, kx * self.dilation_w
+                out[:, :, ky, kx, :] = xp[y0:y0 + sh * (self.oh - 1) + 1:sh, x0:x0 + sw * (self.ow - 1) + 1:sw, :]
         return out
 
 
 def geometry_of(shape: Mapping[str, int]) -> Geometry:
-    return Geometry(shape["h"], shape["w"], shape["kh"], shape["kw"], shape["stride"], shape["pad"], shape["dilation"])
+    return Geometry(shape["h"], shape["w"], shape["kh"], shape["kw"], *(shape[key] for key in GEOMETRY_KEYS))
+
+
+def geometry_text(shape: Mapping[str, int]) -> str:
+    """The geometry in words, for comments and documentation: 'stride 2x2, dilation 1x1,
+    padding top 0 bottom 1 left 0 right 1' (strides and dilations as h x w)."""
+    return (f"stride {shape['stride_h']}x{shape['stride_w']}, dilation {shape['dilation_h']}x{shape['dilation_w']}, "
+            f"padding top {shape['pad_top']} bottom {shape['pad_bottom']} left {shape['pad_left']} right {shape['pad_right']}")
+
+
+def same_padding(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
+    """TFLite's SAME padding along one axis, (before, after): the output is ceil(size/stride)
+    and the total padding max((out-1)*stride + dilation*(kernel-1) + 1 - size, 0), split with
+    the odd row or column after (bottom/right)."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + dilation * (kernel - 1) + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def _set(items: dict, key: str, value: object, source: str) -> None:
+    """Give `key` the value a shorthand implies; refuse a different explicit value."""
+    if key in items and items[key] != value:
+        raise KernelError(f"shape: {key}={items[key]!r} contradicts {source} (which sets {key}={value!r})")
+    items[key] = value
+
+
+def expand_geometry(items: Mapping[str, object]) -> dict[str, object]:
+    """The shorthands of a convolution shape expanded to the full keys: stride=S (both
+    strides), dilation=D (both), pad=P (all four sides), pad=same / pad=valid (TFLite's
+    padding, from h, w, kh, kw and the strides and dilations). Strides and dilations left
+    out are 1 (TFLite's defaults); padding must be given. An explicit full key that
+    disagrees with its shorthand is refused, naming it."""
+    out = {key: value for key, value in items.items() if key not in SHORTHANDS}
+    for short, least in (("stride", 1), ("dilation", 1), ("pad", 0)):
+        value = items.get(short, least)
+        word = isinstance(value, str) and short == "pad"
+        if not word and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+            raise KernelError(f"shape: {short}={value!r} must be {'a positive' if least else 'a non-negative'} integer"
+                              + (", same or valid" if short == "pad" else ""))
+        if not word and value > MAX_SHAPE_VALUE:
+            raise KernelError(f"shape: {short}={value} is too large (at most {MAX_SHAPE_VALUE})")
+    for short in ("stride", "dilation"):
+        if short in items:
+            for key in SHORTHANDS[short]:
+                _set(out, key, items[short], f"{short}={items[short]!r}")
+        for key in SHORTHANDS[short]:  # TFLite's defaults: stride 1, dilation 1
+            out.setdefault(key, 1)
+    if "pad" not in items:
+        return out
+    pad = items["pad"]
+    if isinstance(pad, str):
+        if pad not in PAD_MODES:
+            raise KernelError(f"shape: pad={pad!r} must be a non-negative integer, same or valid")
+        for key in ("h", "w", "kh", "kw", "stride_h", "stride_w", "dilation_h", "dilation_w"):
+            if not isinstance(out.get(key), int) or isinstance(out.get(key), bool) or out[key] < 1:
+                raise KernelError(f"shape: pad={pad} needs a positive integer {key}")
+        sides = ((0, 0), (0, 0)) if pad == "valid" else tuple(
+            same_padding(out[axis], out[f"k{axis}"], out[f"stride_{axis}"], out[f"dilation_{axis}"]) for axis in "hw")
+        values = dict(zip(PAD_KEYS, (*sides[0], *sides[1])))
+    else:
+        values = dict.fromkeys(PAD_KEYS, pad)
+    for key, value in values.items():
+        _set(out, key, value, f"pad={pad}")
+    return out
 
 
 def quant_params(channels: int, rng: np.random.Generator, edge: str) -> tuple[tuple[Buffer, ...], tuple[tuple[str, int], ...]]:

@@ -1,5 +1,6 @@
-"""dwconv2d_s8: int8 depthwise convolution (channel multiplier 1, NHWC, batch 1) with
-per-channel requantisation, stride, padding and dilation (scheme: see convolution.py)."""
+"""dwconv2d_s8: int8 depthwise convolution (NHWC, batch 1) with TFLite's depth multiplier
+(output channel o reads input channel o // mult), per-output-channel requantisation and
+TFLite's geometry: per-side padding, per-axis stride and dilation (scheme: see convolution.py)."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -16,16 +17,18 @@ from .dwconv2d_s8_neon import NEON
 from .paths import Rule, VectorPath, anywhere, path_constraints, with_vector
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .conv2d_s8 import tile_schedule
-from .convolution import MAX_REDUCTION, check_elements, geometry_of, int8_tensor, quant_params, scratch_capacity
+from .convolution import (GEOMETRY_KEYS, MAX_REDUCTION, PAD_KEYS, check_elements, expand_geometry, geometry_of,
+                          geometry_text, int8_tensor, quant_params, scratch_capacity)
 from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
 
 LAYOUTS = ("hwc", "packed")
 
 
 def pack_weights(weights: np.ndarray, bias: np.ndarray, in_zero: int, tile_c: int) -> tuple[np.ndarray, np.ndarray]:
-    """[kh][kw][c] weights -> layout=packed: the weights of each tile_c channel tile tap after
-    tap ([c / tile_c][kh][kw][tile_c], same size, returned in the original shape) and the
-    per-channel terms bias - in_zero * sum(w), as the exported `<fn>_pack()` computes them."""
+    """[kh][kw][cout] weights (cout = c * mult) -> layout=packed: the weights of each tile_c
+    output channel tile tap after tap ([cout / tile_c][kh][kw][tile_c], same size, returned in
+    the original shape) and the per-channel terms bias - in_zero * sum(w), as the exported
+    `<fn>_pack()` computes them."""
     rows = weights.reshape(-1, weights.shape[-1]).T  # one row of kh*kw taps per channel
     packed, terms = pack_rows(rows, bias, in_zero, Packing(block=tile_c, segment=1, lanes=16))
     return packed.reshape(weights.shape), terms
@@ -67,15 +70,22 @@ PATHS = (
 
 class DwConv2dS8(Kernel):
     name = "dwconv2d_s8"
-    version = 2  # v2: the `layout` parameter (weights packed at export time)
-    shape_keys = ("h", "w", "c", "kh", "kw", "stride", "pad", "dilation")
-    zero_allowed = ("pad",)
-    description = "int8 depthwise NHWC convolution (multiplier 1), per-channel requantisation, 3x3 special case"
+    # v2: the `layout` parameter (weights packed at export time); v3: TFLite's geometry
+    # (per-side padding, per-axis stride and dilation) and depth multiplier.
+    version = 3
+    shape_keys = ("h", "w", "c", "mult", "kh", "kw", *GEOMETRY_KEYS)
+    shape_defaults = (("mult", 1),)
+    zero_allowed = PAD_KEYS
+    description = ("int8 depthwise NHWC convolution, TFLite depth multiplier and geometry (per-side padding, "
+                   "per-axis stride/dilation), per-channel requantisation, 3x3 special case")
     template = "dwconv2d_s8.c.j2"
     paths = PATHS
 
     def example_shape(self) -> str:
-        return "h=16,w=16,c=32,kh=3,kw=3,stride=1,pad=1,dilation=1"
+        return "h=16,w=16,c=32,mult=1,kh=3,kw=3,stride=1,dilation=1,pad=same"
+
+    def expand_shape(self, items: dict[str, object]) -> dict[str, object]:
+        return expand_geometry(items)
 
     def check_shape(self, shape: dict[str, int]) -> None:
         geo = geometry_of(shape)
@@ -83,22 +93,23 @@ class DwConv2dS8(Kernel):
         if shape["kh"] * shape["kw"] > MAX_REDUCTION:
             raise KernelError(f"shape: kh*kw = {shape['kh'] * shape['kw']} exceeds {MAX_REDUCTION} "
                               "(int32 accumulators could overflow)")
-        check_elements(input=shape["h"] * shape["w"] * shape["c"], output=geo.oh * geo.ow * shape["c"],
-                       weights=shape["kh"] * shape["kw"] * shape["c"])
+        cout = shape["c"] * shape["mult"]
+        check_elements(input=shape["h"] * shape["w"] * shape["c"], output=geo.oh * geo.ow * cout,
+                       weights=shape["kh"] * shape["kw"] * cout)
 
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
-        c = shape["c"]
+        c = shape["c"] * shape["mult"]  # output channels: what the channel tiles cover
         constraints = [
             Constraint("taps=unrolled3x3 needs a 3x3 kernel",
                        lambda cfg: cfg["taps"] == "loop" or (shape["kh"] == 3 and shape["kw"] == 3)),
-            Constraint("tile_c larger than needed to cover c",
+            Constraint("tile_c larger than needed to cover the output channels (c * mult)",
                        lambda cfg: cfg["tile_c"] <= max(channels_per_step(cfg["vector"]), 1 << (c - 1).bit_length())),
         ]
-        if shape["pad"] > 0:  # the packed loop reads taps in the padding from a static row of in_zero
-            capacity = scratch_capacity(target)
-            constraints.append(Constraint(f"the packed layout's {c}-byte row of in_zero exceeds the {capacity} bytes "
+        if geometry_of(shape).padded:  # the packed loop reads taps in the padding from a static row of in_zero
+            capacity, row = scratch_capacity(target), shape["c"]
+            constraints.append(Constraint(f"the packed layout's {row}-byte row of in_zero exceeds the {capacity} bytes "
                                           f"of scratch memory on {target.name}",
-                                          lambda cfg: cfg["layout"] != "packed" or c <= capacity))
+                                          lambda cfg: cfg["layout"] != "packed" or row <= capacity))
         paths = self.offered_paths(target)
         constraints += path_constraints(paths, target, shape)
         vectors = [path.name for path in paths]
@@ -107,7 +118,7 @@ class DwConv2dS8(Kernel):
             powers_of_two("tile_p", 1, 4, "output pixels computed together (share weight loads)"),
             choice("taps", ["loop", "unrolled3x3"], "tap loop with bounds checks, or (3x3 only) nine unrolled "
                                                     "taps without checks inside the input"),
-            choice("layout", LAYOUTS, "weights as given ([kh][kw][c]) or packed at export time: each channel tile's "
+            choice("layout", LAYOUTS, "weights as given ([kh][kw][c * mult]) or packed at export time: each channel tile's "
                                       "taps contiguous, bias and input zero point folded into a term per channel"),
             choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE, NEON or AVX2 intrinsics"),
             choice("compiler", [cc.name for cc in target.compilers], "compiler from the target description"),
@@ -117,12 +128,12 @@ class DwConv2dS8(Kernel):
 
     def make_io(self, shape: Mapping[str, int], rng: np.random.Generator, edge: str = "random") -> KernelIO:
         geo = geometry_of(shape)
-        c = shape["c"]
-        x = int8_tensor((shape["h"], shape["w"], c), rng, edge)
-        weights = int8_tensor((shape["kh"], shape["kw"], c), rng, edge)
-        quant, params = quant_params(c, rng, edge)
+        cout = shape["c"] * shape["mult"]
+        x = int8_tensor((shape["h"], shape["w"], shape["c"]), rng, edge)
+        weights = int8_tensor((shape["kh"], shape["kw"], cout), rng, edge)  # TFLite's [1][kh][kw][c * mult]
+        quant, params = quant_params(cout, rng, edge)
         return KernelIO(buffers=(Buffer("input", x), Buffer("weights", weights, weight=True), *quant,
-                                 Buffer("output", np.zeros((geo.oh, geo.ow, c), dtype=np.int8), is_output=True)),
+                                 Buffer("output", np.zeros((geo.oh, geo.ow, cout), dtype=np.int8), is_output=True)),
                         params=params)
 
     def deployed_io(self, io: KernelIO, config: Config) -> KernelIO:
@@ -140,6 +151,7 @@ class DwConv2dS8(Kernel):
         x, w, bias, mult, shift = (buf.data for buf in io.buffers[:5])
         p = dict(io.params)
         patches = geo.patches(x.astype(np.int64), p["in_zero"]) - p["in_zero"]  # [oh, ow, kh, kw, c]
+        patches = patches[..., np.arange(w.shape[-1]) // shape["mult"]]  # output channel o reads o // mult
         acc = np.einsum("yxabc,abc->yxc", patches, w.astype(np.int64)) + bias.astype(np.int64)
         return [requantize_per_channel(acc, mult, shift, p["out_zero"], p["act_min"], p["act_max"])]
 
@@ -147,10 +159,12 @@ class DwConv2dS8(Kernel):
         geo = geometry_of(shape)
         npix = geo.oh * geo.ow
         tc, tp = int(config["tile_c"]), int(config["tile_p"])
-        c_full, c_rem = tile_schedule(shape["c"], tc)
+        cout = shape["c"] * shape["mult"]
+        c_full, c_rem = tile_schedule(cout, tc)
         p_full, p_rem = tile_schedule(npix, tp)
         lanes = channels_per_step(config["vector"])  # channels per vector step (MVE: 4 int32 lanes)
-        return dict(**shape, oh=geo.oh, ow=geo.ow, npix=npix, tc=tc, tv=tc // lanes, tp=tp, vector=config["vector"],
+        return dict(**shape, cout=cout, padded=geo.padded, geometry=geometry_text(shape), oh=geo.oh, ow=geo.ow,
+                    npix=npix, tc=tc, tv=tc // lanes, tp=tp, vector=config["vector"],
                     unrolled3x3=config["taps"] == "unrolled3x3", packed=config["layout"] == "packed",
                     c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)
 
@@ -158,6 +172,8 @@ class DwConv2dS8(Kernel):
         """The plain loop nest, for benchmarks: what tuned variants are compared against."""
         geo = geometry_of(shape)
         fn = self.function_name(shape)
-        source = render("dwconv2d_s8_naive.c.j2", dict(fn=fn, prefix=fn, header="kernel.h", oh=geo.oh, ow=geo.ow, **shape))
+        source = render("dwconv2d_s8_naive.c.j2", dict(fn=fn, prefix=fn, header="kernel.h", oh=geo.oh, ow=geo.ow,
+                                                       cout=shape["c"] * shape["mult"], geometry=geometry_text(shape),
+                                                       **shape))
         return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
                               compiler=compiler, cflags=cflags)

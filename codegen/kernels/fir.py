@@ -59,6 +59,14 @@ def f32_mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     return [tile_rule("MVE", F32_TILES)]
 
 
+def f32_neon_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+    """Four outputs per 128-bit vector (fir_f32_neon.c.j2): per tap, a tile holds one
+    accumulator and one loaded window of x per vector, plus the coefficient."""
+    unit = target.vector_unit("neon")
+    lanes = unit.lanes_for("float32")
+    return [tile_rule("NEON", tuple(t for t in F32_TILES if t % lanes == 0 and 2 * (t // lanes) + 1 <= unit.registers))]
+
+
 # The vector paths of each FIR kernel, in the order of the `vector` parameter's values.
 Q15_PATHS = (
     VectorPath("c", anywhere, "fir_q15.c.j2", plain_rules),
@@ -68,6 +76,7 @@ Q15_PATHS = (
 F32_PATHS = (
     VectorPath("c", anywhere, "fir_f32.c.j2", plain_rules),
     VectorPath("mve", with_vector("mve"), "fir_f32.c.j2", f32_mve_rules),
+    VectorPath("neon", with_vector("neon"), "fir_f32_neon.c.j2", f32_neon_rules),
 )
 
 
@@ -97,7 +106,7 @@ class _Fir(Kernel):
         params = [
             powers_of_two("tile", 1, 16, "output samples computed together (share coefficient loads)"),
             powers_of_two("unroll", 1, 8, "unroll factor over taps"),
-            choice("vector", vectors, "plain C (compiler's choice), Helium/MVE intrinsics or the Arm DSP extension"),
+            choice("vector", vectors, "plain C (compiler's choice) or intrinsics: Helium/MVE, NEON or the Arm DSP extension"),
             choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
             choice("opt", OPT_LEVELS, "optimisation level"),
         ]

@@ -18,6 +18,7 @@ from .annealing import SimulatedAnnealing
 from .bandit import Bandit
 from .base import PriorTrials, SearchStrategy, Strategy
 from .basic import Exhaustive, RandomSearch
+from .differential import DifferentialEvolution
 from .genetic import GeneticAlgorithm
 from .gradient import GradientSearch
 from .local import LocalSearch
@@ -26,7 +27,7 @@ from .transfer import TransferLearning
 
 STRATEGIES: dict[str, type[SearchStrategy]] = {
     cls.name: cls for cls in (RandomSearch, Exhaustive, GeneticAlgorithm, SimulatedAnnealing, LocalSearch,
-                              GradientSearch, ModelGuided, TransferLearning, Bandit)
+                              GradientSearch, ModelGuided, TransferLearning, Bandit, DifferentialEvolution)
 }
 
 # What `edgetune tune` uses unless told otherwise: the best mean score in bench/search.py
@@ -62,6 +63,6 @@ def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: 
     return cls(space, rng, objective)
 
 
-__all__ = ["Bandit", "DEFAULT_STRATEGY", "Exhaustive", "GeneticAlgorithm", "GradientSearch", "LocalSearch", "ModelGuided",
-           "PriorTrials", "RandomSearch", "STRATEGIES", "SearchStrategy", "SimulatedAnnealing", "Strategy",
+__all__ = ["Bandit", "DEFAULT_STRATEGY", "DifferentialEvolution", "Exhaustive", "GeneticAlgorithm", "GradientSearch",
+           "LocalSearch", "ModelGuided", "PriorTrials", "RandomSearch", "STRATEGIES", "SearchStrategy", "SimulatedAnnealing", "Strategy",
            "TransferLearning", "check_strategy", "make_strategy"]
