@@ -32,7 +32,7 @@ from .session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_
 from .verify import export_and_measure, manifest_target, verify_export
 from .npu_cli import best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
-from .user_kernels import kernel_file_option, load_installed, only_kernel
+from .user_kernels import first_failure, kernel_file_option, load_installed, only_kernel
 
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
 # bad input (2), a failed check (1) and an interrupt (130).
@@ -407,6 +407,9 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     else:
         for summary in summaries:
             _print_summary(summary, show_stop=True)
+            failure = first_failure(_open_db(db_path), summary.workload) if summary.failed else None
+            if failure:
+                click.echo(f"  {_printable(failure)}")
     if interrupted:
         if not summaries:
             click.echo("edgetune: interrupted before any trial was measured", err=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from edgetune.tuner import TuningDatabase, Workload
+
 from edgetune.codegen.kernels import KernelError, register_kernel
 from edgetune.codegen.kernels.user_loader import installed_kernels, load_kernel_file
 
@@ -47,3 +49,14 @@ def only_kernel(names: tuple[str, ...], from_export: str | None = None) -> str |
     if len(names) > 1:
         raise KernelError(f"--kernel-file named {len(names)} kernels ({', '.join(names)}): give KERNEL")
     return names[0]
+
+
+def first_failure(db: TuningDatabase, workload: Workload) -> str | None:
+    """The first failed trial of a workload, in one line: its outcome, its configuration
+    and the first line of its error that says `error` (a compiler's first error), or its first."""
+    for trial in db.trials(workload):
+        if trial.outcome.failed:
+            lines = [line.strip() for line in trial.error.splitlines() if line.strip()]
+            first = next((line for line in lines if "error" in line.lower()), lines[0] if lines else "")
+            return f"first failure ({trial.outcome.value}) at {trial.config.key()}: {first}"
+    return None

@@ -45,10 +45,10 @@ SOURCE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if
     inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
     volatile while _Bool _Complex _Imaginary bool true false""".split())
-# Parameters every kernel's space has, and the variables Kernel.render gives every template.
-RESERVED = frozenset({"compiler", "opt", "vector", *PLACEMENT_PARAMS, "fn", "prefix", "P", "header", "kernel_name",
-                      "provenance", "version", "build_hint", "scratch_attr", "config_text", "shape", "config",
-                      "signature"})
+# The variables Kernel.render gives every template, and the parameters every kernel's space has.
+RENDER_VARIABLES = frozenset({"fn", "prefix", "P", "header", "kernel_name", "provenance", "version", "build_hint",
+                              "scratch_attr", "config_text", "shape", "config", "signature"})
+RESERVED = frozenset({"compiler", "opt", "vector", *PLACEMENT_PARAMS, *RENDER_VARIABLES})
 
 
 @dataclass(frozen=True)
@@ -422,7 +422,7 @@ class UserKernel(Kernel):
 
     # --- rendering -----------------------------------------------------------------------
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
-        values = {k: v for k, v in config.items if k not in RESERVED}
+        values = {k: v for k, v in config.items if k not in RENDER_VARIABLES}
         return dict(shape=dict(shape), config=dict(config.items), **dict(shape), **values)
 
     def variant_cflags(self, config: Config) -> tuple[str, ...]:
