@@ -77,8 +77,8 @@ def _fingerprint(spec: KernelDef) -> bytes:
 
     parts = [spec.name, spec.description, repr(tuple(spec.shape)), repr(sorted((k, repr(v)) for k, v in spec.params.items())),
              *map(text, spec.restrictions), text(spec.reference), repr(spec.tolerance), spec.source_text,
-             *(f"{a.name}:{getattr(a, 'dtype', '')}:{getattr(a, 'role', 'scalar')}:{text(getattr(a, 'shape', a.value))}"
-               for a in spec.args)]
+             *(f"{a.name}:{a.dtype}:{a.role}:{text(a.shape)}:{a.low}:{a.high}:{text(a.fill)}" if isinstance(a, Arg)
+               else f"{a.name}:scalar:{text(a.value)}" for a in spec.args)]
     return "\0".join(parts).encode()
 
 

@@ -181,7 +181,7 @@ def _predicate(rule: object, kernel: str, names: frozenset[str], where: str) -> 
         try:
             fn = compiled(rule, names)
         except ExpressionError as exc:
-            raise KernelError(f"{where} {rule!r}: {exc}") from None
+            raise KernelError(f"kernel {kernel}: {where} {rule!r}: {exc}") from None
         text = rule
     elif callable(rule):
         fn, text = rule, getattr(rule, "__name__", "restriction")

@@ -30,7 +30,7 @@ def definition_files(folder: Path, spec: KernelDef, module_file: Path | None, wh
     if whole_folder:
         return sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".pyc")
                       and not any(part.startswith(".") or part in SKIPPED_PARTS for part in p.relative_to(folder).parts))
-    named = [spec.source, *(v.source for v in spec.vectors)]
+    named = [spec.source if not spec.source_text else "", *(v.source for v in spec.vectors)]  # text: not a file
     return sorted({*([module_file] if module_file else []), *(folder / n for n in named if n)})
 
 
