@@ -394,6 +394,9 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         requests = [TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
                                 time_budget=time_budget, patience=patience,
                                 initial=tuple(parse_config(space, text) for text in initial))]
+    if cluster and kernel_files:
+        raise UserError("--cluster: workers find kernels by name; install a kernel of your own as a package "
+                        "(an edgetune.kernels entry point, docs/own-kernel.md) on them instead of --kernel-file")
     client, executor = connect(cluster, target) if cluster else (None, None)
     try:
         summaries, interrupted = _tune_all(requests, _open_db(db_path), executor,
@@ -631,8 +634,9 @@ def db_export_cmd(db_path, out_path):
 @_db_option
 @click.option("--target", "target_files", multiple=True, metavar="FILE.toml",
               help="A target file the imported trials name (shipped targets are known; repeatable).")
+@kernel_file_option
 @_guard
-def db_import_cmd(in_path, db_path, target_files):
+def db_import_cmd(in_path, db_path, target_files, kernel_files):
     """Add the trials of a JSON-lines file as one batch; ones already stored are skipped.
 
     Every line is checked first (a legal configuration of its kernel's space for that

@@ -289,3 +289,18 @@ def test_numbers_cannot_grow_without_bound():
         compiled("2 ** 10 ** 10", set())({})
     with pytest.raises(ExpressionError, match="exceeds"):
         compiled("x * x * x * x * x", {"x"})({"x": 1 << 20})
+
+
+def test_what_a_definition_says_reaches_c_only_as_checked_tokens(tmp_path):
+    from edgetune.targets import get_target
+    from edgetune.tuner import Config
+
+    folder = bad_kernel(tmp_path, kernel_text(params="{'u': [-3, 0.5, 'FAST']}").replace(
+        'name="k"', 'name="k", description="evil */ int injected; /*"'))
+    kernel = edgetune.register(folder)
+    host = get_target("host")
+    space = kernel.tuning_space(host, {"size": 8})
+    source = kernel.render(host, {"size": 8}, space.make({"u": -3, "compiler": "gcc", "opt": "O2"})).source
+    assert "*/ int injected" not in source and "#define u (-3)" in source
+    assert "#define k et_k_size8_kernel" in source and "(void)k((int8_t *)y, (int8_t *)x, n);" in source
+    assert isinstance(space.make({"u": "FAST", "compiler": "gcc", "opt": "O2"}), Config)

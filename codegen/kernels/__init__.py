@@ -40,6 +40,12 @@ def path_cflags() -> frozenset[str]:
 
 
 def get_kernel(name: str) -> Kernel:
+    if name not in KERNELS:  # a kernel an installed package declares (e.g. on a cluster's worker)
+        from .user_loader import installed_kernels
+
+        for kernel in installed_kernels()[0]:
+            if kernel.name == name:
+                register_kernel(kernel)
     try:
         return KERNELS[name]
     except KeyError:

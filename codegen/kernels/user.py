@@ -32,7 +32,7 @@ from edgetune.tuner import Config, Constraint, Param, Space, choice
 
 from ..placement import PLACEMENT_PARAMS
 from ..render import TEMPLATES_DIR, render
-from .base import MAX_ELEMENTS, OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, describe_mismatch
+from .base import MAX_ELEMENTS, OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, comment_safe, describe_mismatch
 from .paths import VectorPath, anywhere, path_constraints
 from .restrictions import ExpressionError, compiled
 
@@ -449,7 +449,7 @@ class UserKernel(Kernel):
         fn, function = variables["fn"], self.spec.function or self.name
         defines = [f"#define {p.name} {c_token(variables['config'][p.name], p.name)}" for p in self.params]
         call = ", ".join(f"({DTYPE_C[a.dtype]} *){a.name}" if isinstance(a, Arg) else a.name for a in self.spec.args)
-        lines = ["/*", f" * {fn}: {self.description}, plain C with its parameters as #defines."]
+        lines = ["/*", f" * {fn}: {comment_safe(self.description)}, plain C with its parameters as #defines."]
         lines += [f" * {line}" for line in variables["provenance"]]
         lines += [f" * Configuration: {variables['config_text']}", f" * Build with: {variables['build_hint']}", " */",
                   "#include <stdint.h>", f'#include "{variables["header"]}"', "",
