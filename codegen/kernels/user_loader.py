@@ -78,6 +78,7 @@ def _run_definition(module_file: Path) -> object:
     loader_spec = importlib.util.spec_from_file_location(name, module_file)
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    sys.path.insert(0, str(module_file.parent))  # its own helper modules, beside it, import as usual
     try:
         loader_spec.loader.exec_module(module)
     except KernelError:
@@ -86,6 +87,8 @@ def _run_definition(module_file: Path) -> object:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == module_file]
         line = f":{frames[-1].lineno}" if frames else (f":{exc.lineno}" if isinstance(exc, SyntaxError) else "")
         raise KernelError(f"{module_file}{line}: {type(exc).__name__}: {exc}") from None
+    finally:
+        sys.path.remove(str(module_file.parent))
     if not hasattr(module, "KERNEL"):
         raise KernelError(f"{module_file}: defines no KERNEL (KERNEL = edgetune.KernelDef(...))")
     return module.KERNEL
