@@ -399,10 +399,12 @@ class UserKernel(Kernel):
                 for g, b in zip(got, outputs)]
 
     def check_fits(self, target: Target, shape: Mapping[str, int]) -> None:
-        """As every kernel, and the reference run once: a wrong shape or dtype is refused
-        before any trial."""
+        """As every kernel, then every restriction asked about every configuration and the
+        reference run once: one that raises, or a wrong shape or dtype, is refused before
+        any trial (never inside one)."""
         super().check_fits(target, shape)
-        self.space(target, shape)
+        if not len(self.space(target, shape).legal_indices()):
+            raise KernelError(f"kernel {self.name}: no configuration meets its restrictions on {target.name}")
         self.reference(shape, self.make_io(shape, np.random.default_rng(0)))
 
     def compare(self, shape, io: KernelIO, name: str, got: np.ndarray, want: np.ndarray) -> str | None:
