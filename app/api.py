@@ -19,7 +19,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from edgetune.codegen.kernels import Kernel, KernelError, get_kernel, register_kernel
-from edgetune.codegen.kernels.user import DTYPES, Arg, Input, KernelDef, Output, Scalar, Vector, Weight
+from edgetune.codegen.kernels import user
+from edgetune.codegen.kernels.user import DTYPES
 from edgetune.codegen.kernels.user_loader import kernel_from_def, load_kernel_file
 from edgetune.hal import Target
 from edgetune.targets import get_target
@@ -36,6 +37,40 @@ from .verify import VerifyReport, export_and_measure, manifest_target, verify_ex
 
 __all__ = ["tune", "best", "export", "verify", "tune_kernel", "register", "KernelDef", "Input", "Output", "Weight",
            "Scalar", "Vector"]
+
+# The definition's types, as the API's own: subclasses adding nothing, so that the reference
+# page (mkdocstrings, which cannot follow pyproject's package-dir layout into
+# edgetune.codegen in an editable install) documents them where users import them from.
+class KernelDef(user.KernelDef):
+    __doc__ = user.KernelDef.__doc__
+
+
+class Arg(user.Arg):
+    __doc__ = user.Arg.__doc__
+
+
+class Scalar(user.Scalar):
+    __doc__ = user.Scalar.__doc__
+
+
+class Vector(user.Vector):
+    __doc__ = user.Vector.__doc__
+
+
+def Input(name: str, dtype: str, shape: object, **options) -> Arg:  # noqa: N802 - reads as a declaration
+    """A buffer the kernel reads: `Input("x", "int8", "n")`; options as `Arg`'s (low, high, fill, doc)."""
+    return Arg(name, dtype, shape, "input", **options)
+
+
+def Output(name: str, dtype: str, shape: object, **options) -> Arg:  # noqa: N802
+    """A buffer the kernel writes, checked against the reference after every trial."""
+    return Arg(name, dtype, shape, "output", **options)
+
+
+def Weight(name: str, dtype: str, shape: object, **options) -> Arg:  # noqa: N802
+    """A constant input (coefficients, weights): placed with the weights on targets that place buffers."""
+    return Arg(name, dtype, shape, "weight", **options)
+
 
 DEFAULT_TARGET = "cortex-m55"
 DEFAULT_DB = "edgetune.db"
