@@ -32,6 +32,7 @@ from .session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_
 from .verify import export_and_measure, manifest_target, verify_export
 from .npu_cli import best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
+from .model_cli import model_group
 from .user_kernels import first_failure, kernel_file_option, load_installed, only_kernel
 
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
@@ -740,6 +741,9 @@ def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, objective, con
 place_cmd.callback = _guard(place_cmd.callback)  # defined in npu_cli.py; same error convention
 main.add_command(place_cmd)
 main.add_command(cache_group)
+for _command in model_group.commands.values():  # model_cli.py's commands; same error convention
+    _command.callback = _guard(_command.callback)
+main.add_command(model_group)
 
 if __name__ == "__main__":
     main()

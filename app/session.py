@@ -528,8 +528,10 @@ def trials_as_points(space: Space, trials: Sequence[Trial]) -> list[Trial]:
 
 def prior_trials(db: TuningDatabase, workload: Workload) -> tuple[PriorTrials, ...]:
     """Trials of the same kernel (same template version) on every other stored workload:
-    other shapes and other targets, for strategies that transfer what they learnt."""
-    return tuple(PriorTrials(other.key(), tuple(db.trials(other))) for other in db.workloads()
+    other shapes and other targets, for strategies that transfer what they learnt. Each in
+    proposal order, not the order trials finished in (timing), so what a strategy learns
+    from them is the same in a resumed run as in an uninterrupted one."""
+    return tuple(PriorTrials(other.key(), tuple(r.trial for r in db.proposals(other))) for other in db.workloads()
                  if other.kernel == workload.kernel and other.kernel_version == workload.kernel_version
                  and other != workload)
 

@@ -2,7 +2,8 @@
 # Set up everything edgetune needs on Debian 12, idempotently:
 #   - system packages: Arm cross compilers (GCC + newlib, Clang/LLD), QEMU, a host C compiler
 #   - edgetune itself in .venv (editable), with its test dependencies and the optional extras the
-#     test suite exercises: the Ethos-U compiler Vela (`npu`) and Dask's distributed (`cluster`)
+#     test suite exercises: the Ethos-U compiler Vela (`npu`), TFLite Micro (`model`: reading .tflite
+#     files and the oracle) and Dask's distributed (`cluster`)
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,5 +43,5 @@ fi
 # setuptools notes on every editable install of a package-dir layout like ours that folders
 # named like the package (`edgetune`) could shadow it; there is none, so that notice alone
 # is silenced (pip 25+ prints every build-backend warning).
-PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e '.[test,npu,cluster]'
+PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e '.[test,npu,model,cluster]'
 echo "setup: ready ($(.venv/bin/edgetune --version))" >&2

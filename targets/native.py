@@ -6,7 +6,9 @@ take the machine's single timing slot, so two timed runs never overlap.
 """
 from __future__ import annotations
 
+import errno
 import subprocess
+import time
 from pathlib import Path
 
 from edgetune.codegen import KernelIO
@@ -21,6 +23,7 @@ from .toolchain import BuildResult, MeasureError, cached_object, require_program
 
 HARNESS_CC = ("cc", "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror")
 TIMING_BATCHES = 15
+EXEC_ATTEMPTS = 20  # starting an executable another thread's fork briefly holds open (see start_harness)
 
 
 class NativeRunner(Runner):
@@ -61,8 +64,8 @@ class NativeRunner(Runner):
         (workdir / "out.bin").unlink(missing_ok=True)
         timeout = timeout_s or self.target.runner.timeout_s
         try:
-            proc = subprocess.run([str(build.path), "in.bin", "out.bin", str(TIMING_BATCHES)], cwd=workdir,
-                                  capture_output=True, text=True, timeout=timeout)
+            proc = start_harness([str(build.path), "in.bin", "out.bin", str(TIMING_BATCHES)], cwd=workdir,
+                                 capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise MeasureError(Outcome.TIMEOUT, f"no exit within {timeout:.1f} s; the process was killed") from None
         if proc.returncode < 0:
@@ -79,3 +82,17 @@ class NativeRunner(Runner):
         if "time_ns" not in values:
             raise MeasureError(Outcome.RUNTIME_ERROR, "the harness printed no time_ns")
         return values, (workdir / "out.bin").read_bytes()
+
+
+def start_harness(args: list[str], **options) -> subprocess.CompletedProcess:
+    """subprocess.run, retried while exec fails with ETXTBSY: the harness was just written
+    (a build cache hit copies it into the trial's folder) and a subprocess another thread
+    forked meanwhile holds the written file open until its own exec closes it."""
+    for attempt in range(1, EXEC_ATTEMPTS):
+        try:
+            return subprocess.run(args, **options)
+        except OSError as exc:
+            if exc.errno != errno.ETXTBSY:
+                raise
+            time.sleep(0.005 * attempt)
+    return subprocess.run(args, **options)

@@ -10,7 +10,7 @@ import subprocess
 
 import numpy as np
 
-from edgetune.codegen.kernels.base import COMMON_CFLAGS, RenderedKernel
+from edgetune.codegen.kernels.base import COMMON_CFLAGS, KernelError, RenderedKernel
 from edgetune.targets.build import kernel_header
 
 
@@ -139,3 +139,168 @@ class Misaligned:
                                 f"    {inner.function}({', '.join(call)});", *copy_out, "}", ""])
         return RenderedKernel(source=inner.source + "\n" + trampoline, function=outer, declaration=declaration,
                               compiler=inner.compiler, cflags=inner.cflags)
+
+
+# --- TFLite Micro as the oracle (codegen/model/oracle.py) ----------------------------------
+
+def _symmetric_reference(kernel, layer, io):
+    """The reference of a kernel that still has the symmetric `stride`/`pad`/`dilation` keys,
+    on a layer of per-axis strides and dilations, per-side padding and any depth multiplier,
+    rewritten exactly: the input padded with in_zero explicitly (pad=0), the filter's taps
+    spread out with zero taps between them (dilation=1), a depth multiplier as input channels
+    repeated (mult=1), computed at stride 1 and subsampled. Only until branch `geom` gives
+    the kernels the per-side keys; then layer_reference calls the kernel as it is."""
+    from edgetune.codegen.kernels.base import Buffer, KernelIO
+
+    s, x, w = layer.shape_dict, io.buffers[0].data, io.buffers[1].data
+    in_zero = dict(io.params)["in_zero"]
+    padded = np.full((s["h"] + s["pad_top"] + s["pad_bottom"], s["w"] + s["pad_left"] + s["pad_right"], x.shape[-1]),
+                     in_zero, dtype=np.int8)
+    padded[s["pad_top"]:s["pad_top"] + s["h"], s["pad_left"]:s["pad_left"] + s["w"]] = x
+    dh, dw = s["dilation_h"], s["dilation_w"]
+    span_h, span_w = dh * (s["kh"] - 1) + 1, dw * (s["kw"] - 1) + 1
+    if layer.kernel == "conv2d_s8":
+        spread = np.zeros((w.shape[0], span_h, span_w, w.shape[3]), dtype=np.int8)
+        spread[:, ::dh, ::dw, :] = w
+        legacy = dict(h=padded.shape[0], w=padded.shape[1], cin=s["cin"], cout=s["cout"], kh=span_h, kw=span_w)
+    else:
+        spread = np.zeros((span_h, span_w, w.shape[2]), dtype=np.int8)
+        spread[::dh, ::dw, :] = w
+        padded = padded[..., np.arange(s["c"] * s["mult"]) // s["mult"]]
+        legacy = dict(h=padded.shape[0], w=padded.shape[1], c=s["c"] * s["mult"], kh=span_h, kw=span_w)
+    legacy.update(stride=1, pad=0, dilation=1)
+    full = np.zeros((legacy["h"] - span_h + 1, legacy["w"] - span_w + 1, w.shape[0] if w.ndim == 4 else w.shape[2]),
+                    dtype=np.int8)
+    rewritten = KernelIO((Buffer("input", padded), Buffer("weights", spread, weight=True), *io.buffers[2:-1],
+                          Buffer("output", full, is_output=True)), io.params)
+    out = kernel.reference(legacy, rewritten)[0]
+    oh, ow = io.buffers[-1].data.shape[:2]
+    return out[::s["stride_h"], ::s["stride_w"]][:oh, :ow]
+
+
+def layer_reference(layer, io):
+    """edgetune's numpy reference (the kernel's `reference`) for a model layer's KernelIO."""
+    from edgetune.codegen import get_kernel
+
+    kernel = get_kernel(layer.kernel)
+    if set(kernel.shape_keys) == set(layer.shape_dict):
+        return kernel.reference(layer.shape_dict, io)[0]
+    return _symmetric_reference(kernel, layer, io)
+
+
+def contract_shape(kernel_name: str, shape) -> dict:
+    """A conv/dwconv shape in the per-side keys of the issue-15 contract; a shape with the
+    symmetric `stride`/`pad`/`dilation` keys is expanded (every side, both axes, mult 1)."""
+    s = dict(shape)
+    if "stride" in s:
+        stride, pad, dilation = s.pop("stride"), s.pop("pad"), s.pop("dilation")
+        s.update(stride_h=stride, stride_w=stride, dilation_h=dilation, dilation_w=dilation,
+                 pad_top=pad, pad_bottom=pad, pad_left=pad, pad_right=pad)
+        if kernel_name == "dwconv2d_s8":
+            s["mult"] = 1
+    return s
+
+
+def _drawn_model(kernel_name: str, s: dict, rng, edge: str) -> tuple[bytes, int]:
+    """A model computing the drawn layer: the convolution alone when its padding is TFLite's
+    SAME or VALID, else PAD (with the input's zero point) then a VALID convolution. Returns
+    the model and the index of the convolution operator."""
+    from edgetune.codegen.model.arithmetic import output_size
+    from edgetune.codegen.model.builder import build_model, constant
+    from edgetune.codegen.model.graph import Operator, Quantization, Tensor
+    from model_files import ACTIVATIONS, draw_quant, f32, int8_weights
+
+    depthwise = kernel_name == "dwconv2d_s8"
+    cin = s["c"] if depthwise else s["cin"]
+    cout = s["c"] * s["mult"] if depthwise else s["cout"]
+    pads = (s["pad_top"], s["pad_bottom"], s["pad_left"], s["pad_right"])
+    same = [output_size(n, s[k], s[f"stride_{a}"], s[f"dilation_{a}"], "SAME")[1:] for n, k, a in
+            ((s["h"], "kh", "h"), (s["w"], "kw", "w"))]
+    padding = "SAME" if pads == (*same[0], *same[1]) else "VALID"
+    q = draw_quant(rng, cout, s["kh"] * s["kw"] * (1 if depthwise else cin), edge)
+    aq = lambda scale, zero: Quantization((scale,), (zero,))
+    wshape = (1, s["kh"], s["kw"], cout) if depthwise else (cout, s["kh"], s["kw"], cin)
+    tensors = [Tensor(0, "input", (1, s["h"], s["w"], cin), "int8", aq(q.in_scale, q.in_zero)),
+               constant(1, "weights", int8_weights(rng, wshape, edge), Quantization(q.w_scales, (0,) * cout, 3 if depthwise else 0)),
+               constant(2, "bias", q.bias, Quantization(tuple(f32(q.in_scale * w) for w in q.w_scales), (0,) * cout))]
+    ops, conv_input = [], 0
+    if padding == "VALID" and any(pads):
+        tensors += [constant(3, "paddings", np.array([[0, 0], pads[:2], pads[2:], [0, 0]], dtype=np.int32)),
+                    Tensor(4, "padded", (1, s["h"] + pads[0] + pads[1], s["w"] + pads[2] + pads[3], cin), "int8",
+                           aq(q.in_scale, q.in_zero))]
+        ops.append(Operator(0, "PAD", (0, 3), (4,), "PadOptions", ()))
+        conv_input = 4
+    oh = (s["h"] + pads[0] + pads[1] - s["dilation_h"] * (s["kh"] - 1) - 1) // s["stride_h"] + 1
+    ow = (s["w"] + pads[2] + pads[3] - s["dilation_w"] * (s["kw"] - 1) - 1) // s["stride_w"] + 1
+    tensors.append(Tensor(len(tensors), "output", (1, oh, ow, cout), "int8", aq(q.out_scale, q.out_zero)))
+    act = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")[int(rng.integers(0, 4))]
+    options = [("padding", 0 if padding == "SAME" else 1), ("strideH", s["stride_h"]), ("strideW", s["stride_w"]),
+               ("dilationHFactor", s["dilation_h"]), ("dilationWFactor", s["dilation_w"]),
+               ("fusedActivationFunction", ACTIVATIONS[act])] + ([("depthMultiplier", s["mult"])] if depthwise else [])
+    ops.append(Operator(len(ops), "DEPTHWISE_CONV_2D" if depthwise else "CONV_2D", (conv_input, 1, 2), (len(tensors) - 1,),
+                        "DepthwiseConv2DOptions" if depthwise else "Conv2DOptions", tuple(options)))
+    return build_model(tensors, ops, [0], [len(tensors) - 1]), len(ops) - 1
+
+
+def tflm_case(kernel_name: str, shape, rng, edge: str = "random", work=None):
+    """For a drawn conv2d_s8/dwconv2d_s8 shape (either key set): a KernelIO with a layer's
+    real weights and TFLite quantisation (random or saturating, a random fused activation)
+    and TFLite Micro's output for it, as (io, expected)."""
+    import tempfile
+    from pathlib import Path
+
+    from edgetune.codegen.kernels.base import Buffer, KernelIO
+    from edgetune.codegen.model import load_model
+    from edgetune.codegen.model.oracle import run_tflm
+    from model_files import int8_input
+
+    s = contract_shape(kernel_name, shape)
+    data, conv_index = _drawn_model(kernel_name, s, rng, edge)
+    with tempfile.TemporaryDirectory(dir=work) as folder:
+        path = Path(folder) / "drawn.tflite"
+        path.write_bytes(data)
+        layer = load_model(path).layers[conv_index]
+    x = int8_input(rng, (1, s["h"], s["w"], layer.kernel_input[2]), edge)
+    expected = run_tflm(data, [x], arena_size=len(data) + 8 * x.nbytes * max(1, s.get("mult", 1)) + (1 << 20))[0]
+    out = np.zeros(expected.shape[1:], dtype=np.int8)
+    io = KernelIO((Buffer("input", x.reshape(x.shape[1:])), *layer.constants,
+                   Buffer("output", out, is_output=True)), layer.params)
+    return io, expected.reshape(out.shape)
+
+
+def run_against_tflm(kernel, target, shape, config, work, rng, edge: str = "random", space=None):
+    """One variant of conv2d_s8/dwconv2d_s8 measured through the tuning session's Evaluator on
+    a drawn layer, its output compared with TFLite Micro's instead of the numpy reference
+    (where the two disagree, TFLite Micro is right). Returns the Trial."""
+    from edgetune.session import Evaluator
+
+    io, expected = tflm_case(kernel.name, shape, rng, edge, work)
+    space = space or kernel.space(target, dict(shape))
+    evaluator = Evaluator(kernel, target, dict(shape), space, io, work)
+    evaluator.expected = [expected]  # TFLite Micro is the spec, not the numpy reference
+    return evaluator(config)
+
+
+def draw_conv_shape(kernel, rng) -> dict:
+    """A small legal conv2d_s8/dwconv2d_s8 shape in the kernel's own keys: per-axis strides,
+    dilations and per-side padding (and a depth multiplier) where the kernel has those keys,
+    symmetric ones where it still has `stride`/`pad`/`dilation`."""
+    while True:
+        kh, kw = (int(v) for v in rng.integers(1, 5, size=2))
+        s = dict(h=int(rng.integers(kh, 13)), w=int(rng.integers(kw, 13)), kh=kh, kw=kw)
+        if kernel.name == "dwconv2d_s8":
+            s["c"] = int(rng.integers(1, 9))
+            if "mult" in kernel.shape_keys:
+                s["mult"] = int(rng.integers(1, 4))
+        else:
+            s.update(cin=int(rng.integers(1, 9)), cout=int(rng.integers(1, 9)))
+        if "stride" in kernel.shape_keys:
+            s.update(stride=int(rng.integers(1, 4)), pad=int(rng.integers(0, 3)), dilation=int(rng.integers(1, 3)))
+        else:
+            s.update(stride_h=int(rng.integers(1, 4)), stride_w=int(rng.integers(1, 4)),
+                     dilation_h=int(rng.integers(1, 3)), dilation_w=int(rng.integers(1, 3)),
+                     **{side: int(rng.integers(0, 3)) for side in ("pad_top", "pad_bottom", "pad_left", "pad_right")})
+        try:
+            return kernel.parse_shape({k: s[k] for k in kernel.shape_keys})
+        except KernelError:  # a drawn kernel wider than its padded input: draw again
+            continue

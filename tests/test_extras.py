@@ -66,6 +66,13 @@ def test_place_without_flatbuffers_names_the_npu_extra(tmp_path):
     assert_one_line_hint(proc, "npu")
 
 
+def test_model_show_without_the_model_extra_names_it(tmp_path):
+    model = tmp_path / "m.tflite"
+    model.write_bytes(b"\x10\x00\x00\x00TFL3" + bytes(24))  # read only after the schema is imported
+    proc = edgetune_without(["tflite_micro"], "model", "show", str(model), cwd=tmp_path)
+    assert_one_line_hint(proc, "model")
+
+
 def test_cluster_tuning_without_the_cluster_extra_names_it(tmp_path):
     proc = edgetune_without(["distributed", "dask"], "tune", "matmul_s8", "--target", "cortex-m55",
                             "--shape", "m=4,n=4,k=8", "--budget", "1", "--cluster", "tcp://127.0.0.1:8786",
@@ -75,7 +82,7 @@ def test_cluster_tuning_without_the_cluster_extra_names_it(tmp_path):
 
 @pytest.mark.qemu
 def test_cpu_tuning_needs_no_optional_extra(tmp_path):
-    proc = edgetune_without(["ethosu", "flatbuffers", "distributed", "dask", "kernel_tuner"], "tune", "matmul_s8",
+    proc = edgetune_without(["ethosu", "flatbuffers", "tflite_micro", "distributed", "dask", "kernel_tuner"], "tune", "matmul_s8",
                             "--target", "cortex-m55", "--shape", "m=4,n=4,k=8", "--budget", "1", "--json",
                             "--db", str(tmp_path / "t.db"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

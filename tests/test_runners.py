@@ -199,3 +199,34 @@ def test_renode_says_it_cannot_be_installed_before_building(tmp_path, monkeypatc
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ToolMissing, match="not available for Debian 12"):
         runner_for(renode_board()).check_tools()
+
+
+def test_the_native_harness_is_started_again_while_its_file_is_busy(monkeypatch):
+    """ETXTBSY: a build cache hit just copied the harness and another thread's fork still
+    holds the copy open; the start is retried, any other failure to start is not."""
+    import errno
+    import subprocess
+
+    from edgetune.targets import native
+
+    calls = []
+
+    def busy_twice(args, **options):
+        calls.append(args)
+        if len(calls) <= 2:
+            raise OSError(errno.ETXTBSY, "Text file busy")
+        return subprocess.CompletedProcess(args, 0, "time_ns 1\n", "")
+
+    monkeypatch.setattr(native.subprocess, "run", busy_twice)
+    monkeypatch.setattr(native.time, "sleep", lambda seconds: None)
+    assert native.start_harness(["./harness"]).returncode == 0 and len(calls) == 3
+
+    def missing(args, **options):
+        calls.append(args)
+        raise OSError(errno.ENOENT, "No such file")
+
+    calls.clear()
+    monkeypatch.setattr(native.subprocess, "run", missing)
+    with pytest.raises(OSError, match="No such file"):
+        native.start_harness(["./harness"])
+    assert len(calls) == 1

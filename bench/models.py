@@ -1,0 +1,183 @@
+"""A model's layers tuned together: the task scheduler's budget split against an even split.
+
+Per target: the model's distinct layers (identical layers are one workload, counted as often
+as they occur) are tuned twice with the same seed and the same total budget, each in a fresh
+database: once with the gradient task scheduler (Ansor's, edgetune.tuner.scheduler), once
+with the even split (every layer in turn). Printed: per layer, its weight, MACs, the trials
+each split gave it and its best value both ways, next to its plain C loop nest at gcc -O3;
+then the model's total (sum of weight * best) after every quarter of the budget, both ways,
+and the tuning wall time. A run with a smaller budget makes the same choices as the first
+rounds of a larger one, so each quarter's total is what a run with that budget ends with.
+
+The layers are a hand-written DS-CNN-like sequence for keyword spotting (Banbury et al.,
+"MLPerf Tiny Benchmark", 2021: a 10x4 stride-2 convolution on the 49x10 MFCC input, four
+depthwise-separable blocks of 64 channels, the 64->12 classifier as a 1x1 convolution);
+`--model mobilenet`: a MobileNetV1-0.25-like sequence on 96x96x3 (visual wake words), 20
+distinct layers of very different cost. `layers_of` is where a model read from a
+.tflite file comes in. Convolutions are padded symmetrically (the models pad SAME, which
+today's shape keys cannot express: DS-CNN's first layer by 1, stride-2 layers by 1).
+
+usage: .venv/bin/python bench/models.py [--model ds-cnn|mobilenet] [--targets host cortex-m55] [--budget N] [--round-trials N]
+                                        [--seeds S ...] [--jobs J]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgetune.codegen import get_kernel
+from edgetune.model_session import ModelSummary, tune_model
+from edgetune.targets import get_target
+from edgetune.tuner import TuningDatabase
+
+# (kernel, shape) per operator, in model order.
+DS_CNN_LIKE = [
+    ("conv2d_s8", "h=49,w=10,cin=1,cout=64,kh=10,kw=4,stride=2,pad=1,dilation=1"),
+    *[layer for _ in range(4) for layer in (
+        ("dwconv2d_s8", "h=25,w=5,c=64,kh=3,kw=3,stride=1,pad=1,dilation=1"),
+        ("conv2d_s8", "h=25,w=5,cin=64,cout=64,kh=1,kw=1,stride=1,pad=0,dilation=1"))],
+    ("conv2d_s8", "h=1,w=1,cin=64,cout=12,kh=1,kw=1,stride=1,pad=0,dilation=1"),
+]
+
+
+
+def _separable(size: int, channels: int, out: int, stride: int) -> list[tuple[str, str]]:
+    """A depthwise 3x3 (stride 1 or 2) on size x size x channels, then the 1x1 to `out`."""
+    after = (size - 1) // stride + 1
+    return [("dwconv2d_s8", f"h={size},w={size},c={channels},kh=3,kw=3,stride={stride},pad=1,dilation=1"),
+            ("conv2d_s8", f"h={after},w={after},cin={channels},cout={out},kh=1,kw=1,stride=1,pad=0,dilation=1")]
+
+
+# MobileNetV1 with width 0.25 on 96x96x3 (visual wake words): 20 distinct layers of
+# very different cost; stride-2 layers padded symmetrically by 1 (SAME pads 0/1 in TFLite).
+MOBILENET_LIKE = [
+    ("conv2d_s8", "h=96,w=96,cin=3,cout=8,kh=3,kw=3,stride=2,pad=1,dilation=1"),
+    *_separable(48, 8, 16, 1), *_separable(48, 16, 32, 2), *_separable(24, 32, 32, 1),
+    *_separable(24, 32, 64, 2), *_separable(12, 64, 64, 1), *_separable(12, 64, 128, 2),
+    *[layer for _ in range(5) for layer in _separable(6, 128, 128, 1)],
+    *_separable(6, 128, 256, 2), *_separable(3, 256, 256, 1),
+    ("conv2d_s8", "h=1,w=1,cin=256,cout=2,kh=1,kw=1,stride=1,pad=0,dilation=1"),
+]
+MODELS = {"ds-cnn": ("DS-CNN-like", DS_CNN_LIKE), "mobilenet": ("MobileNetV1-0.25-like", MOBILENET_LIKE)}
+
+
+@dataclass(frozen=True)
+class Layer:
+    """What tune_model reads of a model's layer."""
+
+    index: int
+    kernel: str | None
+    shape: tuple[tuple[str, int], ...]
+    macs: int
+
+
+def output_size(shape: dict, axis: str) -> int:
+    """Output rows (axis "h") or columns ("w") of a convolution, from per-axis or shared keys."""
+    side = {"h": ("top", "bottom"), "w": ("left", "right")}[axis]
+    stride = shape.get(f"stride_{axis}", shape.get("stride", 1))
+    dilation = shape.get(f"dilation_{axis}", shape.get("dilation", 1))
+    pads = sum(shape.get(f"pad_{s}", shape.get("pad", 0)) for s in side)
+    return (shape[axis] + pads - dilation * (shape[f"k{axis}"] - 1) - 1) // stride + 1
+
+
+def macs_of(kernel: str, shape: dict) -> int:
+    taps = output_size(shape, "h") * output_size(shape, "w") * shape["kh"] * shape["kw"]
+    if kernel == "dwconv2d_s8":
+        return taps * shape["c"] * shape.get("mult", 1)
+    return taps * shape["cin"] * shape["cout"]
+
+
+def layers_of(operators: list[tuple[str, str]]) -> list[Layer]:
+    layers = []
+    for index, (kernel, text) in enumerate(operators):
+        shape = get_kernel(kernel).parse_shape(text)
+        layers.append(Layer(index, kernel, tuple(shape.items()), macs_of(kernel, shape)))
+    return layers
+
+
+def both_ways(layers, target, args, seed: int) -> dict[str, tuple[ModelSummary, float]]:
+    runs = {}
+    for scheduler in ("gradient", "even"):
+        with tempfile.TemporaryDirectory() as tmp:
+            started = time.monotonic()
+            summary = tune_model(layers, target, TuningDatabase(Path(tmp) / "model.db"), budget=args.budget,
+                                 seed=seed, jobs=args.jobs, scheduler=scheduler, round_trials=args.round_trials,
+                                 baselines=scheduler == "gradient")
+            runs[scheduler] = (summary, time.monotonic() - started)
+    return runs
+
+
+def total_after(summary: ModelSummary, trials: int) -> float | None:
+    """The model's total when `trials` trials were spent (the last round at or below it)."""
+    reached = [r for r in summary.rounds if r.spent <= trials]
+    return reached[-1].total if reached else None
+
+
+def quarters(summary: ModelSummary) -> list[int]:
+    return [summary.budget * quarter // 4 for quarter in (1, 2, 3, 4)]
+
+
+def report(target, seed: int, runs) -> None:
+    gradient, even = runs["gradient"][0], runs["even"][0]
+    unit = gradient.objective
+    print(f"\n{target.name}: {unit}, budget {gradient.budget}, seed {seed}")
+    print(f"{'layer (kernel, shape)':>78} {'w':>2} {'MACs':>8} {'trials g/e':>10} {'gradient':>11} {'even':>11} "
+          f"{'plain C':>11}")
+    for g, e in zip(gradient.layers, even.layers):
+        shape = ",".join(f"{k}={v}" for k, v in g.workload.shape)
+        print(f"{g.workload.kernel + ' ' + shape:>78} {g.weight:>2} {g.macs:>8} {f'{g.trials}/{e.trials}':>10} "
+              f"{_num(g.value):>11} {_num(e.value):>11} {_num(g.baseline):>11}")
+    print(f"model total (sum of weight * best), plain C loops: {_num(gradient.baseline_total)}")
+    for trials in quarters(gradient):
+        g, e = total_after(gradient, trials), total_after(even, trials)
+        ratio = f"{e / g:.3f}" if g and e else "-"
+        print(f"  after {trials:>4} trials: gradient {_num(g):>12}  even {_num(e):>12}  even / gradient {ratio}")
+    print(f"wall time: gradient {runs['gradient'][1]:.0f} s (with the plain C baselines), "
+          f"even {runs['even'][1]:.0f} s")
+
+
+def report_seeds(target, all_runs) -> None:
+    """Over the seeds: the geometric mean of even / gradient after each quarter of the budget."""
+    print(f"\n{target.name}, {len(all_runs)} seeds: geometric mean of the model's total even / gradient")
+    for trials in quarters(all_runs[0]["gradient"][0]):
+        ratios = [total_after(runs["even"][0], trials) / total_after(runs["gradient"][0], trials) for runs in all_runs
+                  if total_after(runs["gradient"][0], trials) and total_after(runs["even"][0], trials)]
+        mean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
+        wins = sum(ratio > 1 for ratio in ratios)
+        print(f"  after {trials:>4} trials: {'-' if mean is None else f'{mean:.3f}'} "
+              f"(gradient lower in {wins} of {len(ratios)}, higher in {sum(ratio < 1 for ratio in ratios)})")
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=sorted(MODELS), default="ds-cnn")
+    parser.add_argument("--targets", nargs="*", default=["host", "cortex-m55"])
+    parser.add_argument("--budget", type=int, default=64)
+    parser.add_argument("--round-trials", type=int, default=4)
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0], help="one comparison per seed")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    name, operators = MODELS[args.model]
+    layers = layers_of(operators)
+    print(f"{name} model: {len(layers)} operators, {sum(layer.macs for layer in layers):,} MACs; "
+          f"rounds of {args.round_trials} trials, transfer strategy")
+    for target_name in args.targets:
+        target = get_target(target_name)
+        all_runs = []
+        for seed in args.seeds:
+            all_runs.append(both_ways(layers, target, args, seed))
+            report(target, seed, all_runs[-1])
+        if len(all_runs) > 1:
+            report_seeds(target, all_runs)
+
+
+if __name__ == "__main__":
+    main()

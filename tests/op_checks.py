@@ -1,0 +1,125 @@
+"""Helpers for the operator library's tests (tests/test_ops_*.py): one-operator models built
+with the model writer, run in TFLite Micro (the oracle), and an operator's generated C
+compiled and run natively on the host (cc) or on the M55 in QEMU (the tuning harness).
+Imported by the test modules; never imports one."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from edgetune.codegen import render
+from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
+from edgetune.codegen.model.builder import build_model, constant
+from edgetune.codegen.model.graph import Operator, Quantization, Tensor, read_graph
+from edgetune.codegen.model.oracle import run_tflm
+from edgetune.targets import iobuf
+from edgetune.targets.runners import runner_for
+
+HOST_CC = ("cc", "-O2", *COMMON_CFLAGS)
+
+
+def activation_tensor(index: int, shape, scale: float, zero: int, name: str = "") -> Tensor:
+    return Tensor(index, name or f"t{index}", tuple(shape), "int8", Quantization((float(np.float32(scale)),), (int(zero),)))
+
+
+def int32_constant(index: int, values, name: str = "") -> Tensor:
+    return constant(index, name or f"c{index}", np.asarray(values, dtype=np.int32))
+
+
+def one_op_graph(tmp_path: Path, tensors: list[Tensor], op: str, inputs, outputs, options_type: str = "",
+                 options: dict | None = None):
+    """(the model's bytes, its Graph read back): one operator over `tensors` (their
+    positions are their indices); the model's inputs are the operator's non-constant ones."""
+    operator = Operator(0, op, tuple(inputs), tuple(outputs), options_type, tuple((options or {}).items()))
+    model_inputs = [i for i in inputs if i >= 0 and not tensors[i].constant]
+    data = build_model(tensors, [operator], model_inputs, list(outputs))
+    path = tmp_path / f"{op.lower()}.tflite"
+    path.write_bytes(data)
+    return data, read_graph(path)
+
+
+def tflm(data: bytes, inputs: list[np.ndarray]) -> np.ndarray:
+    (out,) = run_tflm(data, [np.asarray(x, dtype=np.int8) for x in inputs])
+    return out
+
+
+def draw_int8(rng: np.random.Generator, shape, edge: str) -> np.ndarray:
+    """Random int8, or saturating inputs (only the extremes -128 and 127)."""
+    if edge == "extreme":
+        return rng.choice(np.array([-128, 127], dtype=np.int8), size=shape)
+    return rng.integers(-128, 128, size=shape, dtype=np.int8)
+
+
+def _c_array(name: str, x: np.ndarray) -> str:
+    values = ", ".join(str(int(v)) for v in x.reshape(-1)) or "0"
+    return f"static const int8_t {name}[{max(x.size, 1)}] = {{{values}}};"
+
+
+def run_host(params, inputs: list[np.ndarray], out_elements: int, work: Path, alias: int | None = None) -> np.ndarray:
+    """The operator's C compiled with cc (the kernels' warning flags) and run on this machine;
+    with `alias`, the output buffer is that input's (the operator run in place)."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "op.c").write_text(params.render("et_op"))
+    arrays = "\n".join(_c_array(f"in{i}", np.asarray(x)) for i, x in enumerate(inputs) if i != alias)
+    if alias is None:
+        arrays += f"\nstatic int8_t out[{out_elements}];"
+    else:
+        values = ", ".join(str(int(v)) for v in np.asarray(inputs[alias]).reshape(-1))
+        arrays += f"\nstatic int8_t out[{out_elements}] = {{{values}}};"
+    args = ", ".join([*("out" if i == alias else f"in{i}" for i in range(len(inputs))), "out"])
+    (work / "main.c").write_text(
+        "#include <stdint.h>\n#include <stdio.h>\n"
+        f"{params.declaration('et_op')};\n{arrays}\n"
+        f"int main(void)\n{{\n    et_op({args});\n"
+        f"    return fwrite(out, 1, sizeof out, stdout) == sizeof out ? 0 : 1;\n}}\n")
+    subprocess.run([*HOST_CC, "op.c", "main.c", "-o", "op"], cwd=work, check=True, capture_output=True, text=True)
+    run = subprocess.run(["./op"], cwd=work, check=True, capture_output=True, timeout=60)
+    return np.frombuffer(run.stdout, dtype=np.int8).copy()
+
+
+def run_target(params, target, inputs: list[np.ndarray], out_shape, work: Path, compiler: str | None = None) -> np.ndarray:
+    """The operator's C built with one of the target's compilers (its first by default) and
+    run through the tuning harness (bare metal in QEMU for an Arm target): its output."""
+    work.mkdir(parents=True, exist_ok=True)
+    runner = runner_for(target)
+    compiler = target.compiler(compiler) if compiler else target.compilers[0]
+    (work / "op.c").write_text(params.render("et_op"))
+    subprocess.run([compiler.command, *compiler.cflags, *COMMON_CFLAGS, "-O2", "-c", "op.c", "-o", "op.o"], cwd=work,
+                   check=True, capture_output=True, text=True)
+    io = KernelIO(buffers=(*(Buffer(f"input{i}", np.ascontiguousarray(x, dtype=np.int8)) for i, x in enumerate(inputs)),
+                           Buffer("output", np.zeros(out_shape, dtype=np.int8), is_output=True)), params=())
+    buffers = [{"ctype": b.ctype, "nbytes": b.data.nbytes, "is_output": b.is_output} for b in io.buffers]
+    glue = render("harness_glue.c.j2", dict(fn="et_op", declaration=params.declaration("et_op"), buffers=buffers,
+                                            n_params=0, leading=[], checked=False))
+    build = runner.link(work, [work / "op.o"], glue, io)
+    _, raw = runner.run(build, io)
+    (out,) = iobuf.unpack_outputs(io, raw)
+    return out
+
+
+def assert_same(name: str, got: np.ndarray, want: np.ndarray) -> None:
+    got, want = np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)
+    assert got.shape == want.shape, f"{name}: {got.shape} values, expected {want.shape}"
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, (f"{name}: {bad.size} of {want.size} differ; first at {bad[0]}: "
+                           f"{int(got[bad[0]])} instead of {int(want[bad[0]])}")
+
+
+def operator_model(graph, op, folded: dict | None = None) -> bytes:
+    """One operator of a model alone in a model, with its real tensors (renumbered); tensors
+    in `folded` (index -> value) become constants holding that value."""
+    folded = folded or {}
+    order = list(dict.fromkeys(i for i in (*op.inputs, *op.outputs) if i >= 0))
+    tensors = []
+    for new, old in enumerate(order):
+        t = graph.tensors[old]
+        if old in folded:
+            t = constant(new, t.name, np.asarray(folded[old]).astype(t.dtype).reshape(t.shape))
+        tensors.append(Tensor(new, t.name, t.shape, t.dtype, t.quantization, t.data, None))
+    renumber = {old: new for new, old in enumerate(order)}
+    single = Operator(0, op.op, tuple(renumber.get(i, -1) for i in op.inputs), tuple(renumber[i] for i in op.outputs),
+                      op.options_type, op.options)
+    inputs = [renumber[i] for i in dict.fromkeys(op.inputs) if i >= 0 and not tensors[renumber[i]].constant]
+    return build_model(tensors, [single], inputs, list(single.outputs))

@@ -1,0 +1,235 @@
+"""Tuning a model's layers together (app/model_session.py): identical layers tuned once, the
+budget split by the task scheduler, the model's total, resumption, faults and exhaustion."""
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from edgetune.codegen import get_kernel
+from edgetune.model_session import ModelTuneError, distinct_workloads, progress_line, tune_model
+from edgetune.session import TuneRequest, tune
+from edgetune.tuner import Constraint, Outcome, Space, TuningDatabase
+
+from faulty import FaultyMatmul
+
+CONV3 = "h=6,w=6,cin=4,cout=8,kh=3,kw=3,stride=1,pad=1,dilation=1"
+DW3 = "h=6,w=6,c=8,kh=3,kw=3,stride=1,pad=1,dilation=1"
+PW = "h=6,w=6,cin=8,cout=8,kh=1,kw=1,stride=1,pad=0,dilation=1"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A hand-made layer with what tune_model reads of a model's layer."""
+
+    index: int
+    kernel: str | None
+    shape: tuple
+    macs: int
+
+
+def layer(index, kernel, text, macs=1000):
+    return Layer(index, kernel, tuple(get_kernel(kernel).parse_shape(text).items()), macs)
+
+
+def small_model():
+    """conv 3x3, then depthwise 3x3 + pointwise twice (the same shapes), and an untuned operator."""
+    return [layer(0, "conv2d_s8", CONV3, 6 * 6 * 8 * 9 * 4), layer(1, "dwconv2d_s8", DW3, 6 * 6 * 8 * 9),
+            layer(2, "conv2d_s8", PW, 6 * 6 * 8 * 8), layer(3, "dwconv2d_s8", DW3, 6 * 6 * 8 * 9),
+            layer(4, "conv2d_s8", PW, 6 * 6 * 8 * 8), Layer(5, None, (), 0)]
+
+
+class OneCorner:
+    """A kernel cut down to a few configurations (an extra constraint on its tuning space)."""
+
+    def __init__(self, kernel, constraint: Constraint):
+        self.kernel, self.constraint = kernel, constraint
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+    def tuning_space(self, target, shape):
+        space = self.kernel.tuning_space(target, shape)
+        return Space(space.params, (*space.constraints, self.constraint))
+
+
+def stored(db, result):
+    """(configuration, instructions) of a layer's stored trials, in proposal order."""
+    return [(r.trial.config.key(), r.trial.values.get("instructions")) for r in db.proposals(result.workload)]
+
+
+def test_identical_layers_are_one_workload_counted_as_often_as_they_occur(m55):
+    workloads = distinct_workloads(small_model(), m55)
+    assert [(lw.workload.kernel, lw.layers) for lw in workloads] == [
+        ("conv2d_s8", (0,)), ("dwconv2d_s8", (1, 3)), ("conv2d_s8", (2, 4))]
+    assert [lw.weight for lw in workloads] == [1, 2, 2]
+    assert workloads[1].shape == get_kernel("dwconv2d_s8").parse_shape(DW3)
+    # The same shape with its keys in another order is the same workload.
+    pointwise = layer(6, "conv2d_s8", PW)
+    shuffled = Layer(6, pointwise.kernel, tuple(reversed(pointwise.shape)), pointwise.macs)
+    assert distinct_workloads([*small_model(), shuffled], m55)[2].layers == (2, 4, 6)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (Layer(7, "conv3d_s8", (("h", 4),), 1), r"^layer 7 \(conv3d_s8\): .*conv3d_s8"),
+    (Layer(8, "conv2d_s8", (("h", 4), ("w", 4)), 1), r"^layer 8 \(conv2d_s8\): "),
+    (layer(9, "conv2d_s8", "h=400,w=400,cin=64,cout=64,kh=3,kw=3,stride=1,pad=1,dilation=1"),
+     r"^layer 9 \(conv2d_s8\): .*"),
+])
+def test_a_layer_that_cannot_be_tuned_is_named_before_anything_is_measured(m55, tmp_path, bad, message):
+    db = TuningDatabase(tmp_path / "m.db")
+    with pytest.raises(ModelTuneError, match=message):
+        tune_model([*small_model(), bad], m55, db, budget=4)
+    assert db.workloads() == []
+
+
+def test_a_model_without_tunable_layers_is_refused(m55, tmp_path):
+    with pytest.raises(ModelTuneError, match="no layer"):
+        tune_model([Layer(0, None, (), 0)], m55, TuningDatabase(tmp_path / "m.db"), budget=4)
+
+
+def test_a_bad_budget_or_scheduler_is_refused(m55, tmp_path):
+    db = TuningDatabase(tmp_path / "m.db")
+    with pytest.raises(ModelTuneError, match="budget -1"):
+        tune_model(small_model(), m55, db, budget=-1)
+    with pytest.raises(Exception, match="unknown scheduler 'fair'"):
+        tune_model(small_model(), m55, db, budget=4, scheduler="fair")
+
+
+@pytest.mark.qemu
+def test_the_budget_is_spent_across_layers_and_the_total_is_weight_times_best(m55, tmp_path):
+    db = TuningDatabase(tmp_path / "m.db")
+    shown = []
+    heard = []
+    summary = tune_model(small_model(), m55, db, budget=12, round_trials=2, jobs=2, seed=3,
+                         progress=shown.append, trial_progress=lambda done, budget, trial: heard.append(trial))
+    assert len(heard) == 12
+    assert summary.spent == 12 == sum(result.trials for result in summary.layers)
+    assert summary.untuned == (5,) and summary.objective == "instructions"
+    for result in summary.layers:
+        trials = db.trials(result.workload)
+        assert result.trials == len(trials) >= 2  # everyone had the warm-up round
+        assert result.value == min(t.values["instructions"] for t in trials if t.outcome is Outcome.OK)
+        assert result.baseline is not None and result.baseline > 0  # the plain loop nest ran
+    assert summary.total == sum(r.weight * r.value for r in summary.layers)
+    assert summary.baseline_total == sum(r.weight * r.baseline for r in summary.layers)
+    assert [s.spent for s in shown] == [2, 4, 6, 8, 10, 12] and shown == list(summary.rounds)
+    assert shown[0].total is None and shown[0].missing == 2 and shown[-1].total == summary.total
+    assert all(a.total >= b.total for a, b in zip(shown[2:], shown[3:]))  # the total never rises
+    assert "model instructions=" in progress_line(shown[-1], "instructions")
+
+
+@pytest.mark.qemu
+def test_the_same_seed_resumed_in_steps_ends_where_an_uninterrupted_run_ends(m55, tmp_path):
+    straight_db = TuningDatabase(tmp_path / "straight.db")
+    straight = tune_model(small_model(), m55, straight_db, budget=12, round_trials=2, seed=5, baselines=False)
+    db = TuningDatabase(tmp_path / "steps.db")
+    early = tune_model(small_model(), m55, db, budget=6, round_trials=2, seed=5, baselines=False)
+    assert [r.workload for r in early.rounds] == [r.workload for r in straight.rounds[:3]]
+    # Round 4 interrupted after one of its two trials: what a killed run leaves stored.
+    fourth = straight.rounds[3].workload
+    kernel = get_kernel(fourth.kernel)
+    before = next(r.trials for r in early.layers if r.workload == fourth)
+    tune(TuneRequest(kernel, m55, fourth.shape_dict(), "transfer", before + 1, 1, 5, "instructions"), db)
+    resumed = tune_model(small_model(), m55, db, budget=12, round_trials=2, seed=5, baselines=False)
+    assert [r.workload for r in resumed.rounds] == [r.workload for r in straight.rounds]
+    assert [stored(db, r) for r in resumed.layers] == [stored(straight_db, r) for r in straight.layers]
+    assert resumed.total == straight.total
+    again = tune_model(small_model(), m55, db, budget=12, round_trials=2, seed=5, baselines=False)
+    assert [stored(db, r) for r in again.layers] == [stored(straight_db, r) for r in straight.layers]
+
+
+@pytest.mark.qemu
+def test_a_layer_whose_every_trial_fails_is_reported_and_the_others_are_tuned(m55, tmp_path):
+    broken = FaultyMatmul("trap", always=True)
+    model = [layer(0, "matmul_s8", "m=4,n=4,k=8"), layer(1, "conv2d_s8", PW)]
+    db = TuningDatabase(tmp_path / "m.db")
+    summary = tune_model(model, m55, db, budget=14, round_trials=2, jobs=2,
+                         kernels=lambda name: broken if name == "matmul_s8" else get_kernel(name))
+    failed, conv = summary.layers
+    # Warm-up, then first in line while it has no success, given up after 3 rounds.
+    assert failed.trials == 6 and failed.value is None and failed.failures == {"crash": 6}
+    assert conv.trials == 8 and conv.value is not None
+    assert summary.spent == 14 and summary.total is None and summary.unsolved == (failed,)
+
+
+@pytest.mark.qemu
+def test_an_exhausted_layer_gets_no_more_trials_and_the_budget_goes_to_the_others(m55, tmp_path):
+    tiny = OneCorner(get_kernel("matmul_s8"), Constraint("plain C with gcc only",
+                                                         lambda c: c["compiler"] == "gcc" and c["vector"] == "c"))
+    model = [layer(0, "matmul_s8", "m=1,n=1,k=1"), layer(1, "conv2d_s8", PW)]
+    db = TuningDatabase(tmp_path / "m.db")
+    summary = tune_model(model, m55, db, budget=14, round_trials=4, jobs=2, scheduler="even", baselines=False,
+                         kernels=lambda name: tiny if name == "matmul_s8" else get_kernel(name))
+    small, conv = summary.layers
+    assert small.exhausted and small.trials == len(db.trials(small.workload)) == 6
+    assert conv.trials == 8 and not conv.exhausted and summary.spent == 14
+    assert [r.workload for r in summary.rounds] == [small.workload, conv.workload, small.workload, conv.workload]
+    assert [r.layer_trials for r in summary.rounds] == [4, 4, 6, 8]
+
+
+def test_the_host_tunes_a_model_too(host, tmp_path):
+    summary = tune_model(small_model(), host, TuningDatabase(tmp_path / "m.db"), budget=6, round_trials=2, jobs=2)
+    assert summary.objective == host.measures and summary.spent == 6
+    assert summary.total is not None and summary.total > 0
+    assert [r.trials for r in summary.layers] == [2, 2, 2]
+
+
+# The killed run builds the same model as small_model() (a test module imports no other).
+KILLED_RUN = textwrap.dedent("""
+    import sys
+    from dataclasses import dataclass
+    from edgetune.codegen import get_kernel
+    from edgetune.model_session import tune_model
+    from edgetune.targets import get_target
+    from edgetune.tuner import TuningDatabase
+
+    @dataclass(frozen=True)
+    class Layer:
+        index: int
+        kernel: str | None
+        shape: tuple
+        macs: int
+
+    layers = [Layer(i, name, tuple(get_kernel(name).parse_shape(text).items()) if name else (), macs)
+              for i, (name, text, macs) in enumerate(%r)]
+    tune_model(layers, get_target("cortex-m55"), TuningDatabase(sys.argv[1]), budget=12, round_trials=2,
+               jobs=2, seed=9, baselines=False)
+""")
+
+
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_a_run_killed_mid_round_resumes_to_the_uninterrupted_result(m55, tmp_path):
+    straight_db = TuningDatabase(tmp_path / "straight.db")
+    straight = tune_model(small_model(), m55, straight_db, budget=12, round_trials=2, jobs=2, seed=9,
+                          baselines=False)
+    path = tmp_path / "killed.db"
+    model = [(layer.kernel, ",".join(f"{k}={v}" for k, v in layer.shape), layer.macs) for layer in small_model()]
+    child = subprocess.Popen([sys.executable, "-c", KILLED_RUN % (model,), str(path)])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and child.poll() is None:
+        if path.exists() and _count(path) >= 7:  # inside round 4
+            break
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert 0 < _count(path) < 12
+    db = TuningDatabase(path)
+    resumed = tune_model(small_model(), m55, db, budget=12, round_trials=2, jobs=2, seed=9, baselines=False)
+    assert [r.workload for r in resumed.rounds] == [r.workload for r in straight.rounds]
+    assert [stored(db, r) for r in resumed.layers] == [stored(straight_db, r) for r in straight.layers]
+
+
+def _count(path) -> int:
+    try:
+        with sqlite3.connect(path, timeout=5) as conn:
+            return conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+    except sqlite3.Error:
+        return 0

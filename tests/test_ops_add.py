@@ -1,0 +1,75 @@
+"""ADD (codegen/ops/add.py): the numpy reference is TFLite Micro's output bit for bit on
+random and saturating inputs over drawn scales, zero points, activations and broadcasts, and
+the generated C (host, and the M55 in QEMU) is the reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgetune.codegen.model import ModelError
+from edgetune.codegen.ops.add import add_params
+from op_checks import activation_tensor, assert_same, draw_int8, one_op_graph, run_host, run_target, tflm
+
+ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+SHAPES = [((1, 8, 8, 16), (1, 8, 8, 16)), ((1, 4, 5, 3), (1, 1, 1, 3)), ((2, 3, 7), (7,)), ((1, 6, 1, 4), (1, 1, 5, 1))]
+
+
+def _draw(tmp_path, rng, shapes, activation="NONE"):
+    sa, sb = shapes
+    out = tuple(np.broadcast_shapes(sa, sb))
+    scales = np.exp(rng.uniform(np.log(0.003), np.log(0.3), size=3))
+    zeros = rng.integers(-128, 128, size=3)
+    tensors = [activation_tensor(0, sa, scales[0], zeros[0]), activation_tensor(1, sb, scales[1], zeros[1]),
+               activation_tensor(2, out, scales[2], zeros[2])]
+    return one_op_graph(tmp_path, tensors, "ADD", (0, 1), (2,), "AddOptions",
+                        {"fusedActivationFunction": ACTIVATIONS[activation]})
+
+
+@pytest.mark.parametrize("edge", ["random", "extreme"])
+@pytest.mark.parametrize("activation", list(ACTIVATIONS))
+@pytest.mark.parametrize("shapes", SHAPES, ids=lambda s: "+".join("x".join(map(str, x)) for x in s))
+def test_reference_is_tflite_micro(tmp_path, shapes, activation, edge):
+    rng = np.random.default_rng(hash((shapes, activation, edge)) % 2**32)
+    for draw in range(3):
+        data, graph = _draw(tmp_path, rng, shapes, activation)
+        params = add_params(graph, graph.operators[0])
+        a, b = draw_int8(rng, shapes[0], edge), draw_int8(rng, shapes[1], edge)
+        assert_same(f"draw {draw}", params.reference(a, b), tflm(data, [a, b]))
+
+
+@pytest.mark.parametrize("shapes", [*SHAPES[:2], ((1, 16, 16, 8), (1, 1, 1, 8))], ids=["same", "broadcast", "table-broadcast"])
+def test_c_on_host_is_reference_and_tflite_micro(tmp_path, shapes):
+    rng = np.random.default_rng(7)
+    data, graph = _draw(tmp_path, rng, shapes, "RELU")
+    params = add_params(graph, graph.operators[0])
+    a, b = draw_int8(rng, shapes[0], "random"), draw_int8(rng, shapes[1], "random")
+    want = tflm(data, [a, b])
+    assert_same("reference", params.reference(a, b), want)
+    source = params.render("et_add")
+    # Inputs of 512 values or more are rescaled through a table of 256 constants.
+    assert [f"et_add_table_{x}[256]" in source for x in "ab"] == [a.size >= 512, b.size >= 512]
+    assert_same("C on the host", run_host(params, [a, b], want.size, tmp_path / "c"), want)
+    assert params.in_place == ((0, 1) if shapes[0] == shapes[1] else (0,))
+    for alias in params.in_place:
+        assert_same(f"in place of input {alias}", run_host(params, [a, b], want.size, tmp_path / f"a{alias}", alias=alias), want)
+
+
+def test_c_on_m55_is_tflite_micro(tmp_path, m55):
+    rng = np.random.default_rng(8)
+    data, graph = _draw(tmp_path, rng, SHAPES[1], "RELU6")
+    params = add_params(graph, graph.operators[0])
+    a, b = draw_int8(rng, SHAPES[1][0], "random"), draw_int8(rng, SHAPES[1][1], "random")
+    want = tflm(data, [a, b])
+    assert_same("C on the M55", run_target(params, m55, [a, b], want.shape, tmp_path / "m55"), want)
+
+
+def test_refusals_name_the_operator(tmp_path):
+    tensors = [activation_tensor(0, (1, 4, 4, 3), 0.1, 0), activation_tensor(1, (1, 4, 2, 3), 0.1, 0),
+               activation_tensor(2, (1, 4, 4, 3), 0.1, 0)]
+    _, graph = one_op_graph(tmp_path, tensors, "ADD", (0, 1), (2,), "AddOptions", {})
+    with pytest.raises(ModelError, match=r"operator 0 \(ADD\): inputs of shapes \[1, 4, 4, 3\] and \[1, 4, 2, 3\]"):
+        add_params(graph, graph.operators[0])
+    tensors[1:] = [activation_tensor(1, (1, 4, 4, 3), 0.1, 0), activation_tensor(2, (1, 4, 4, 3), 1e-9, 0)]
+    _, graph = one_op_graph(tmp_path, tensors, "ADD", (0, 1), (2,), "AddOptions", {})
+    with pytest.raises(ModelError, match=r"operator 0 \(ADD\): the output rescaling factor"):
+        add_params(graph, graph.operators[0])

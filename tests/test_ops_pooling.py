@@ -1,0 +1,86 @@
+"""AVERAGE_POOL_2D and MAX_POOL_2D (codegen/ops/pooling.py): the numpy reference is TFLite
+Micro's output bit for bit on random and saturating inputs, SAME and VALID, drawn windows,
+strides and activations; the generated C (host, the M55 in QEMU) is the reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgetune.codegen.model import ModelError
+from edgetune.codegen.ops.pooling import pool_params
+from op_checks import activation_tensor, assert_same, draw_int8, one_op_graph, run_host, run_target, tflm
+
+OPS = ["AVERAGE_POOL_2D", "MAX_POOL_2D"]
+PADDING = {"SAME": 0, "VALID": 1}
+ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+# (input n, h, w, c), (kh, kw), (stride_h, stride_w): DS-CNN's global pool, MobileNet's, odd windows
+GEOMETRIES = [((1, 25, 5, 64), (25, 5), (25, 5)), ((1, 3, 3, 256), (3, 3), (1, 1)), ((2, 9, 7, 5), (3, 2), (2, 3)),
+              ((1, 10, 11, 3), (4, 5), (3, 2)), ((1, 5, 5, 2), (2, 2), (2, 2))]
+
+
+def _model(tmp_path, op, geometry, padding, activation, scale=0.05, zero=-3):
+    (n, h, w, c), (kh, kw), (sh, sw) = geometry
+    size = {"SAME": lambda i, k, s: -(-i // s), "VALID": lambda i, k, s: (i - k) // s + 1}[padding]
+    out = (n, size(h, kh, sh), size(w, kw, sw), c)
+    tensors = [activation_tensor(0, (n, h, w, c), scale, zero), activation_tensor(1, out, scale, zero)]
+    return one_op_graph(tmp_path, tensors, op, (0,), (1,), "Pool2DOptions",
+                        {"padding": PADDING[padding], "strideW": sw, "strideH": sh, "filterWidth": kw,
+                         "filterHeight": kh, "fusedActivationFunction": ACTIVATIONS[activation]})
+
+
+@pytest.mark.parametrize("edge", ["random", "extreme"])
+@pytest.mark.parametrize("padding", list(PADDING))
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: "x".join(map(str, g[0])) + f"k{g[1][0]}{g[1][1]}")
+@pytest.mark.parametrize("op", OPS)
+def test_reference_is_tflite_micro(tmp_path, op, geometry, padding, edge):
+    rng = np.random.default_rng(abs(hash((op, geometry, padding, edge))) % 2**32)
+    for activation in ACTIVATIONS:
+        zero = int(rng.integers(-128, 100))
+        data, graph = _model(tmp_path, op, geometry, padding, activation, float(rng.uniform(0.01, 0.5)), zero)
+        params = pool_params(graph, graph.operators[0])
+        x = draw_int8(rng, geometry[0], edge)
+        assert_same(activation, params.reference(x), tflm(data, [x]))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_c_on_host_and_m55_is_tflite_micro(tmp_path, op, m55):
+    rng = np.random.default_rng(3)
+    for i, geometry in enumerate(GEOMETRIES[2:4]):
+        data, graph = _model(tmp_path, op, geometry, "SAME", "RELU6")
+        params = pool_params(graph, graph.operators[0])
+        x = draw_int8(rng, geometry[0], "random")
+        want = tflm(data, [x])
+        assert_same("reference", params.reference(x), want)
+        assert_same("C on the host", run_host(params, [x], want.size, tmp_path / f"host{i}"), want)
+    assert_same("C on the M55", run_target(params, m55, [x], want.shape, tmp_path / "m55"), want)
+
+
+def test_refusals_name_the_operator(tmp_path):
+    tensors = [activation_tensor(0, (1, 8, 8, 3), 0.1, 0), activation_tensor(1, (1, 4, 4, 3), 0.1, 0)]
+    _, graph = one_op_graph(tmp_path, tensors, "MAX_POOL_2D", (0,), (1,), "Pool2DOptions",
+                            {"padding": 1, "strideW": 3, "strideH": 3, "filterWidth": 2, "filterHeight": 2})
+    with pytest.raises(ModelError, match=r"operator 0 \(MAX_POOL_2D\): output tensor 1 .* has shape \[1, 4, 4, 3\], "
+                                         r"but the pooling gives \[1, 3, 3, 3\]"):
+        pool_params(graph, graph.operators[0])
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_one_quantisation_as_tflite_micro_requires(tmp_path, op):
+    """TFLite Micro pools only when the input's and output's scales are within 1e-6 and their
+    zero points equal (it fails to prepare other models): scales that close run as it runs
+    them; others are refused naming the operator, as TFLite Micro refuses them."""
+    def model(s_out, z_out):
+        tensors = [activation_tensor(0, (1, 6, 6, 4), 1e-4, -3), activation_tensor(1, (1, 3, 3, 4), s_out, z_out)]
+        return one_op_graph(tmp_path, tensors, op, (0,), (1,), "Pool2DOptions",
+                            {"padding": 1, "strideW": 2, "strideH": 2, "filterWidth": 2, "filterHeight": 2,
+                             "fusedActivationFunction": 1})
+    data, graph = model(1e-4 + 5e-7, -3)
+    params = pool_params(graph, graph.operators[0])
+    x = draw_int8(np.random.default_rng(0), (1, 6, 6, 4), "random")
+    assert_same("scales within 1e-6", params.reference(x), tflm(data, [x]))
+    for s_out, z_out in ((1e-4 + 2e-6, -3), (1e-4, 10)):
+        data, graph = model(s_out, z_out)
+        with pytest.raises(ModelError, match=rf"operator 0 \({op}\): input and output are quantised differently"):
+            pool_params(graph, graph.operators[0])
+        with pytest.raises(RuntimeError, match="TFLM failed to allocate tensors"):
+            tflm(data, [x])
