@@ -39,6 +39,7 @@ class LayerCheck:
     config: str  # the variant checked, or "" when the workload has no feasible trial
     inputs: int  # how many inputs matched TFLite Micro
     problem: str = ""  # empty: bit-exact on every input
+    checked: bool = True  # False: there was no variant to run (problem says why)
 
     @property
     def ok(self) -> bool:
@@ -81,7 +82,7 @@ def check_layer(layer: ModelLayer, target: Target, db: TuningDatabase, goal: Goa
     shape = layer.shape_dict
     best = db.best(workload_of(kernel, target, shape), goal.objective, goal.allows)
     if best is None:
-        return LayerCheck(layer.index, layer.op, layer.kernel, "", 0, "no feasible trial to check")
+        return LayerCheck(layer.index, layer.op, layer.kernel, "", 0, "no feasible trial", checked=False)
     config = kernel.tuning_space(target, shape).make(best.trial.config.as_dict())
     rng = np.random.default_rng([seed, layer.index])
     cases = [layer_case(layer, rng, edge) for edge in EDGES]

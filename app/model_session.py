@@ -142,7 +142,7 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     template = TuneRequest(workloads[0].kernel, target, workloads[0].shape, strategy, 0, max(1, jobs), seed,
                            objective, bounds)
     rounds = RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress)
-    tasks = [SchedTask(lw.workload.key(), lw.weight, lw.workload.kernel, lw.macs) for lw in workloads]
+    tasks = [SchedTask(lw.workload.key(), lw.weight, similarity_group(lw), lw.macs) for lw in workloads]
     log: list[ModelRound] = []
     while rounds.spent < budget and (chosen := chooser.choose(tasks, rounds.histories)) is not None:
         trials = rounds.run(chosen, min(rounds.size, budget - rounds.spent))
@@ -157,6 +157,15 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     untuned = tuple(layer.index for layer in layers if layer.kernel is None)
     return ModelSummary(target.name, objective, chooser.name, budget, rounds.spent, results, untuned, tuple(log),
                         bounds)
+
+
+def similarity_group(lw: LayerWorkload) -> str:
+    """Which layers the scheduler takes as similar (Ansor's similar tasks, whose throughput
+    says how fast a layer could become): the same kernel with the same filter window. A 3x3
+    convolution on 3 input channels cannot reach the MACs per cycle of a 1x1 one on 64, and
+    taking it for similar would keep its hopes (and its share of the budget) up for ever."""
+    window = (lw.shape.get("kh"), lw.shape.get("kw"))
+    return lw.workload.kernel if None in window else f"{lw.workload.kernel} {window[0]}x{window[1]}"
 
 
 def distinct_workloads(layers: Sequence[ModelLayer], target: Target,

@@ -209,7 +209,13 @@ def _checked_manifest(folder: Path, target: Target) -> Manifest:
             raise ManifestError(f"{folder}/manifest.json: {entry.function} has no value measured at export "
                                 "(the export did not finish); export again")
         if entry.kernel not in KERNELS:
-            raise ManifestError(f"{folder}: kernel {entry.kernel!r} is unknown to this edgetune")
+            hint = " (a kernel of your own: pass its --kernel-file, or install its package)" if entry.definition else ""
+            raise ManifestError(f"{folder}: kernel {entry.kernel!r} is unknown to this edgetune{hint}")
+        now = KERNELS[entry.kernel].definition
+        if entry.definition != now:
+            raise ManifestError(f"{folder}: kernel {entry.kernel!r} changed since export (definition "
+                                f"{entry.definition[:12] or 'shipped'} at export, {now[:12] or 'shipped'} now): "
+                                "verify with the definition it was exported from, or tune and export again")
     return manifest
 
 

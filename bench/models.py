@@ -17,8 +17,8 @@ distinct layers of very different cost. `layers_of` is where a model read from a
 .tflite file comes in. Convolutions are padded symmetrically (the models pad SAME, which
 today's shape keys cannot express: DS-CNN's first layer by 1, stride-2 layers by 1).
 
-usage: .venv/bin/python bench/models.py [--model ds-cnn|mobilenet] [--targets host cortex-m55] [--budget N] [--round-trials N]
-                                        [--seeds S ...] [--jobs J]
+usage: .venv/bin/python bench/models.py [--model ds-cnn|mobilenet] [--targets host cortex-m55]
+                                        [--budget N] [--round-trials N] [--seeds S ...] [--jobs J]
 """
 from __future__ import annotations
 

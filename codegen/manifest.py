@@ -29,6 +29,7 @@ PER_KERNEL = "per_kernel"  # the manifest's objective when its kernels were chos
 SOURCE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\.c")
 FILE_RE = re.compile(r"(zephyr/)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a file of the folder or of its zephyr/
 IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 CONFIG_TEXT_RE = re.compile(r"[A-Za-z0-9_.+-]{0,64}")
 
 
@@ -73,6 +74,9 @@ class KernelEntry:
     scratch: bool = False  # has static scratch (export time only: not stored in the manifest)
     exported_value: float | None = None  # the chosen-by value, measured as exported
     exported_values: tuple[tuple[str, object], ...] | None = None
+    # A kernel defined outside edgetune: the sha256 of its definition's files at export
+    # (codegen/kernels/user_loader.py); "" for a shipped kernel.
+    definition: str = ""
 
     @property
     def unit(self) -> CompiledUnit:
@@ -108,6 +112,8 @@ class KernelEntry:
             data["exported_value"] = self.exported_value
         if self.exported_values is not None:
             data["exported_values"] = dict(self.exported_values)
+        if self.definition:
+            data["definition"] = self.definition
         return data
 
 
@@ -315,7 +321,8 @@ def _kernel_entry(entry: dict, manifest_objective: str) -> KernelEntry:
         trial_id=entry.get("trial_id", 0), measured=entry.get("measured", ""), toolchain=entry.get("toolchain", ""),
         weights_region=placement.get("weights", ""), activations_region=placement.get("activations", ""),
         exported_value=entry.get("exported_value"),
-        exported_values=tuple(exported_values.items()) if isinstance(exported_values, dict) else None)
+        exported_values=tuple(exported_values.items()) if isinstance(exported_values, dict) else None,
+        definition=entry.get("definition", ""))
 
 
 def _unit_problem(where: str, unit) -> str | None:
@@ -372,6 +379,8 @@ def _entry_problem(where: str, entry) -> str | None:
         return f"{where}.kernel: {entry['kernel']!r} is not a kernel name"
     if not _is_int(entry["kernel_version"]):
         return f"{where}.kernel_version: {entry['kernel_version']!r} is not an integer"
+    if "definition" in entry and not (isinstance(entry["definition"], str) and DIGEST_RE.fullmatch(entry["definition"])):
+        return f"{where}.definition: {entry['definition']!r} is not a sha256 digest"
     if not isinstance(entry["function"], str) or not IDENTIFIER_RE.fullmatch(entry["function"]):
         return f"{where}.function: {entry['function']!r} is not a C identifier"
     for field in ("shape", "config"):

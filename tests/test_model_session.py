@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import pytest
 
 from edgetune.codegen import get_kernel
-from edgetune.model_session import ModelTuneError, distinct_workloads, progress_line, tune_model
+from edgetune.model_session import (ModelTuneError, distinct_workloads, progress_line, similarity_group,
+                                    tune_model)
 from edgetune.session import TuneRequest, tune
 from edgetune.tuner import Constraint, Outcome, Space, TuningDatabase
 
@@ -74,6 +75,13 @@ def test_identical_layers_are_one_workload_counted_as_often_as_they_occur(m55):
     pointwise = layer(6, "conv2d_s8", PW)
     shuffled = Layer(6, pointwise.kernel, tuple(reversed(pointwise.shape)), pointwise.macs)
     assert distinct_workloads([*small_model(), shuffled], m55)[2].layers == (2, 4, 6)
+
+
+def test_layers_of_one_kernel_and_filter_window_are_similar(m55):
+    model = [*small_model(), layer(6, "conv2d_s8", "h=3,w=3,cin=16,cout=4,kh=1,kw=1,stride=1,pad=0,dilation=1"),
+             layer(7, "matmul_s8", "m=4,n=4,k=8")]
+    groups = [similarity_group(lw) for lw in distinct_workloads(model, m55)]
+    assert groups == ["conv2d_s8 3x3", "dwconv2d_s8 3x3", "conv2d_s8 1x1", "conv2d_s8 1x1", "matmul_s8"]
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -1,0 +1,133 @@
+"""`edgetune model tune MODEL.tflite`: tune every tunable layer of a TFLite model on a target
+(identical layers once, the budget split across layers by the task scheduler:
+app/model_session.py, docs/models-tuning.md), then check each tuned layer's best variant,
+run on the target with the model's own weights and quantisation, against TFLite Micro
+(app/model_check.py). Exit 1 when a layer differs from TFLite Micro or has no feasible
+variant; bad input exits 2 through cli.py's guard, like every `model` command."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from edgetune.codegen.model import ModelError, check_fits, load_model
+from edgetune.targets import get_target
+from edgetune.tuner import STRATEGIES, TuningDatabase, check_strategy, parse_bound
+from edgetune.tuner.scheduler import SCHEDULERS
+from edgetune.tuner.strategies import DEFAULT_STRATEGY
+
+from .model_check import LayerCheck, check_model
+from .model_cli import model_group
+from .model_session import ModelRound, ModelSummary, progress_line, tune_model
+from .session import choose_objective
+
+TRIALS_PER_WORKLOAD = 8  # the default budget: this many trials per distinct workload
+ROUND_TRIALS = 4  # trials per scheduler round, when the budget allows
+
+
+def _value(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def _ratio(tuned: float | None, plain: float | None) -> str:
+    return "-" if tuned is None or not plain else f"{tuned / plain:.2f}x"
+
+
+def print_model_summary(summary: ModelSummary) -> None:
+    click.echo(f"{summary.target}: {summary.spent} of {summary.budget} trials spent by the {summary.scheduler} "
+               f"scheduler over {len(summary.layers)} distinct workloads ({summary.objective})")
+    click.echo(f"  {'layers':<22} {'trials':>6} {'tuned':>14} {'plain C':>14} {'ratio':>7}  workload")
+    for layer in summary.layers:
+        served = ",".join(map(str, layer.layers))
+        w = layer.workload
+        click.echo(f"  {served:<22} {layer.trials:>6} {_value(layer.value):>14} {_value(layer.baseline):>14} "
+                   f"{_ratio(layer.value, layer.baseline):>7}  {w.kernel} {','.join(f'{k}={v}' for k, v in w.shape)}")
+    total, plain = summary.total, summary.baseline_total
+    click.echo(f"  model {summary.objective} (tuned layers, weighted by occurrence): {_value(total)}"
+               + (f" against {_value(plain)} with plain C loops ({_ratio(total, plain)})" if plain else ""))
+    for layer in summary.unsolved:
+        click.echo(f"  layers {','.join(map(str, layer.layers))}: no feasible trial "
+                   f"({', '.join(f'{k} {v}' for k, v in sorted(layer.failures.items())) or 'none measured'})")
+
+
+def _check_line(check: LayerCheck) -> str:
+    if check.ok:
+        verdict = f"bit-exact with TFLite Micro on {check.inputs} inputs"
+    else:
+        verdict = f"{'DIFFERS' if check.checked else 'not checked'}: {check.problem}"
+    return f"  layer {check.index:>3} {check.op:<18} {check.kernel:<12} {verdict}"
+
+
+def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path: str) -> dict:
+    return {
+        "target": summary.target, "objective": summary.objective, "scheduler": summary.scheduler,
+        "budget": summary.budget, "spent": summary.spent, "db": db_path,
+        "total": summary.total, "plain_total": summary.baseline_total, "untuned": list(summary.untuned),
+        "workloads": [{"kernel": l.workload.kernel, "shape": dict(l.workload.shape), "layers": list(l.layers),
+                       "trials": l.trials, "best": l.value, "plain": l.baseline,
+                       "config": l.best.trial.config.as_dict() if l.best else None} for l in summary.layers],
+        "checks": [{"layer": c.index, "op": c.op, "kernel": c.kernel, "ok": c.ok, "checked": c.checked, "inputs": c.inputs,
+                    "problem": c.problem} for c in checks],
+    }
+
+
+@model_group.command("tune")
+@click.argument("model_file", metavar="MODEL.tflite")
+@click.option("--target", "target_name", default="cortex-m55", show_default=True,
+              help="Target name or path to a target .toml file.")
+@click.option("--budget", type=click.IntRange(min=0), default=None,
+              help=f"Trials for the whole model (default: {TRIALS_PER_WORKLOAD} per distinct workload). "
+                   "Counts stored trials: a rerun with a larger budget goes on.")
+@click.option("--scheduler", type=click.Choice(SCHEDULERS), default="gradient", show_default=True,
+              help="How the budget is split across layers: Ansor's gradient scheduler, or evenly.")
+@click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
+@click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search and the checks' inputs.")
+@click.option("--objective", default="", help="Measured value to minimise (default: the target's own unit).")
+@click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE", help="A bound every chosen variant keeps.")
+@click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")
+@click.option("--no-check", "no_check", is_flag=True, help="Skip the check of every tuned layer against TFLite Micro.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
+def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, seed, objective, constraints, db_path,
+                   no_check, as_json):
+    """Tune every layer of MODEL.tflite on a target: identical layers once, the budget spent
+    where it lowers the model's total most; then check each tuned layer against TFLite Micro."""
+    model = load_model(model_file)
+    target = get_target(target_name)
+    check_fits(model, target)
+    check_strategy(strategy)
+    bounds = tuple(parse_bound(text) for text in constraints)
+    objective = choose_objective(target, objective, bounds)
+    distinct = len(model.workloads())
+    if budget is None:
+        budget = TRIALS_PER_WORKLOAD * distinct
+    if budget < distinct:
+        raise ModelError(f"--budget {budget}: {model_file} has {distinct} distinct workloads to tune, "
+                         "each needs at least one trial")
+    # Rounds small enough that every workload gets one within the budget; a round runs its
+    # trials `jobs` at a time, so a budget that small also runs fewer at once.
+    round_trials = max(1, min(ROUND_TRIALS, budget // distinct))
+    jobs = min(jobs, round_trials)
+    show = not as_json and sys.stderr.isatty()
+
+    def progress(state: ModelRound) -> None:
+        if show:
+            click.echo(progress_line(state, objective), err=True)
+
+    db = TuningDatabase(Path(db_path))
+    summary = tune_model(model.layers, target, db, budget=budget, strategy=strategy, seed=seed, jobs=jobs,
+                         objective=objective, bounds=bounds, progress=progress, scheduler=scheduler,
+                         round_trials=round_trials)
+    checks = () if no_check else check_model(model, target, db, objective, bounds, seed)
+    if as_json:
+        click.echo(json.dumps(_summary_json(summary, checks, db_path), indent=2))
+    else:
+        print_model_summary(summary)
+        if checks:
+            click.echo(f"checked against TFLite Micro ({len(checks)} tuned layers, the model's own weights):")
+            for check in checks:
+                click.echo(_check_line(check))
+    if summary.unsolved or any(not c.ok for c in checks):
+        sys.exit(1)

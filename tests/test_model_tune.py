@@ -1,0 +1,96 @@
+"""`edgetune model tune MODEL.tflite`: the four MLPerf Tiny models tuned on the M55 with small
+budgets, every tuned layer's best variant then bit-exact with TFLite Micro on the model's own
+weights (app/model_check.py); a layer that differs is named and fails the run; bad input is
+one line, exit 2, and the database is left as it was."""
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import edgetune.model_check as model_check
+from edgetune.cli import main
+from edgetune.codegen.model import load_model
+
+MODELS = Path(__file__).parent / "data" / "models"
+MLPERF_TINY = ("ds_cnn_kws", "mobilenet_v1_025_vww", "resnet8_cifar10", "fc_autoencoder_ad")
+
+
+def _tune(*args):
+    return CliRunner().invoke(main, ["model", "tune", *map(str, args)])
+
+
+def _trials(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+
+
+@pytest.mark.qemu
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MLPERF_TINY)
+def test_an_mlperf_tiny_model_tunes_on_the_m55_and_every_tuned_layer_is_tflite_micro(name, tmp_path):
+    path = MODELS / f"{name}.tflite"
+    model = load_model(path)
+    distinct = len(model.workloads())
+    db = tmp_path / "t.db"
+    result = _tune(path, "--target", "cortex-m55", "--budget", 2 * distinct, "--db", db, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["spent"] == 2 * distinct == _trials(db)
+    assert {tuple(sorted(w["layers"])) for w in data["workloads"]} == {tuple(w.layers) for w in model.workloads()}
+    assert all(w["best"] is not None and w["trials"] >= 1 for w in data["workloads"])
+    # Every tuned operator of the model was checked against TFLite Micro, and matched.
+    assert [c["layer"] for c in data["checks"]] == [layer.index for layer in model.tuned]
+    assert all(c["ok"] and c["inputs"] == 2 for c in data["checks"]), data["checks"]
+    assert data["total"] == sum(len(w["layers"]) * w["best"] for w in data["workloads"])
+
+
+@pytest.mark.qemu
+def test_a_layer_that_differs_from_tflite_micro_is_named_and_the_run_fails(tmp_path, monkeypatch):
+    real = model_check.layer_case
+
+    def off_by_one_on_layer_1(layer, rng, edge="random"):
+        io, want = real(layer, rng, edge)
+        if layer.index == 1:
+            want = want.copy()
+            want.flat[3] = np.int8(want.flat[3] ^ 1)
+        return io, want
+
+    monkeypatch.setattr(model_check, "layer_case", off_by_one_on_layer_1)
+    result = _tune(MODELS / "ds_cnn_kws.tflite", "--target", "cortex-m55", "--budget", 4, "--db", tmp_path / "t.db")
+    assert result.exit_code == 1, result.output
+    line = next(l for l in result.output.splitlines() if l.strip().startswith("layer   1 "))
+    assert "DIFFERS" in line and "1 of 8000 outputs differ from TFLite Micro; first at" in line
+    assert "layer   3 DEPTHWISE_CONV_2D" in result.output  # the same workload's other layers are checked too
+    assert result.output.count("bit-exact with TFLite Micro") == 9
+
+
+def test_a_budget_smaller_than_the_distinct_workloads_is_refused_before_anything_runs(tmp_path):
+    db = tmp_path / "t.db"
+    result = _tune(MODELS / "ds_cnn_kws.tflite", "--budget", 3, "--db", db)
+    assert result.exit_code == 2
+    assert "--budget 3" in result.output and "4 distinct workloads" in result.output
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "too short"),
+    (b"\x00" * 64, "not a TFLite model"),
+])
+def test_a_file_that_is_no_model_is_one_line_and_the_database_is_untouched(tmp_path, content, message):
+    db = tmp_path / "t.db"
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(content)
+    result = _tune(bad, "--db", db)
+    assert result.exit_code == 2
+    assert len(result.output.strip().splitlines()) == 1 and str(bad) in result.output
+    assert not db.exists()
+
+
+def test_an_unknown_target_or_scheduler_is_refused(tmp_path):
+    assert _tune(MODELS / "ds_cnn_kws.tflite", "--target", "no-such-board", "--db", tmp_path / "t.db").exit_code == 2
+    assert _tune(MODELS / "ds_cnn_kws.tflite", "--scheduler", "fastest", "--db", tmp_path / "t.db").exit_code == 2
