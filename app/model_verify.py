@@ -146,13 +146,37 @@ def _trace_table(model: Model, manifest: Manifest) -> list[dict]:
     return table
 
 
+# The harness's own .data and .bss, beside the module's (measured: under 1 KiB), rounded up.
+HARNESS_RAM = 4096
+RESERVE_STEP = 16384
+
+
+def firmware_for(target: Target, module_ram: int) -> Target:
+    """The target with enough data memory reserved for the module's own writable data (its
+    variants' static scratch: many im2col variants add up), as the firmware that ships the
+    module would reserve it. Instruction counts do not depend on it; the buffer regions keep
+    the rest of their memory."""
+    fw = target.firmware
+    if fw is None:
+        return target
+    needed = module_ram + HARNESS_RAM + fw.stack_size
+    if needed <= fw.data_reserved:
+        return target
+    reserved = -(-needed // RESERVE_STEP) * RESERVE_STEP
+    if reserved >= target.region(fw.data_region).size:
+        raise ModuleFailure(f"the module's {module_ram} bytes of static data (its variants' scratch) and the stack "
+                            f"do not fit {fw.data_region} of {target.name}")
+    return replace(target, firmware=replace(fw, data_reserved=reserved))
+
+
 def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, traced: list[dict] | None,
-           x0: np.ndarray) -> tuple[BuildResult, int, ModuleSize]:
-    runner = runner_for(target)
-    runner.check_tools()
+           x0: np.ndarray) -> tuple[tuple, int, ModuleSize]:
+    runner_for(target).check_tools()
     workdir.mkdir(parents=True, exist_ok=True)
     objects = _make_objects(folder, manifest, workdir)
     size = module_size(manifest, objects)
+    target = firmware_for(target, sum(elf.ram_bytes(o) for o in objects))
+    runner = runner_for(target)
     name = manifest.model.name
     trace_bytes = sum(t["bytes"] for t in traced) if traced else 0
     if traced:
@@ -164,7 +188,7 @@ def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, trac
         # The I/O block (and so the arena) in the region the memory plan chose for the arena.
         region = manifest.model.arena_region
         placement = Placement(region, region) if region else None
-        return runner.link(workdir, objects, glue, io, placement), trace_bytes, size
+        return (runner, runner.link(workdir, objects, glue, io, placement)), trace_bytes, size
     except MeasureError as exc:
         raise ModuleFailure(f"the module does not link for {target.name}: {exc.message.strip()[-600:]}") from None
 
@@ -244,8 +268,7 @@ def _inference(runner, build: BuildResult, manifest: Manifest, data: bytes, labe
 def _layers(folder: Path, manifest: Manifest, target: Target, model: Model, inputs, workdir: Path) -> str:
     """The first operator that differs on any input, or ""."""
     traced = _trace_table(model, manifest)
-    build, trace_bytes, _ = _build(folder, manifest, target, workdir, traced, inputs[0][1])
-    runner = runner_for(target)
+    (runner, build), trace_bytes, _ = _build(folder, manifest, target, workdir, traced, inputs[0][1])
     for label, x in inputs:
         _, outputs = _run(runner, build, _io(manifest, x, trace_bytes))
         problem = first_bad_layer(model, traced, outputs[1], x)
@@ -266,8 +289,7 @@ def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool 
     results: list[Inference] = []
     with tempfile.TemporaryDirectory(prefix="edgetune-model-verify-") as tmp:
         try:
-            build, _, size = _build(folder, manifest, target, Path(tmp) / "whole", None, inputs[0][1])
-            runner = runner_for(target)
+            (runner, build), _, size = _build(folder, manifest, target, Path(tmp) / "whole", None, inputs[0][1])
             for label, x in inputs:
                 results.append(_inference(runner, build, manifest, data, label, x))
                 if progress is not None:
