@@ -9,16 +9,17 @@ then the model's total (sum of weight * best) after every quarter of the budget,
 and the tuning wall time. A run with a smaller budget makes the same choices as the first
 rounds of a larger one, so each quarter's total is what a run with that budget ends with.
 
-The layers are a hand-written DS-CNN-like sequence for keyword spotting (Banbury et al.,
-"MLPerf Tiny Benchmark", 2021: a 10x4 stride-2 convolution on the 49x10 MFCC input, four
-depthwise-separable blocks of 64 channels, the 64->12 classifier as a 1x1 convolution);
-`--model mobilenet`: a MobileNetV1-0.25-like sequence on 96x96x3 (visual wake words), 20
-distinct layers of very different cost. `layers_of` is where a model read from a
-.tflite file comes in. Convolutions are padded symmetrically (the models pad SAME, which
-today's shape keys cannot express: DS-CNN's first layer by 1, stride-2 layers by 1).
+The layers: a model's own (`--tflite MODEL.tflite`; tests/data/models/ holds the MLPerf Tiny
+models, Banbury et al., "MLPerf Tiny Benchmark", 2021), or a hand-written list: `--model
+ds-cnn` (keyword spotting: a 10x4 stride-2 convolution on the 49x10 MFCC input, four
+depthwise-separable blocks of 64 channels, the 64->12 classifier as a 1x1 convolution) or
+`--model mobilenet` (MobileNetV1-0.25 on 96x96x3 for visual wake words: 20 distinct layers of
+very different cost). The hand-written lists pad symmetrically (by 1 where the models pad
+SAME), so they approximate the real models' first layers.
 
-usage: .venv/bin/python bench/models.py [--model ds-cnn|mobilenet] [--targets host cortex-m55]
-                                        [--budget N] [--round-trials N] [--seeds S ...] [--jobs J]
+usage: .venv/bin/python bench/models.py [--model ds-cnn|mobilenet | --tflite MODEL.tflite]
+                                        [--targets host cortex-m55] [--budget N] [--round-trials N]
+                                        [--seeds S ...] [--jobs J]
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgetune.codegen import get_kernel
+from edgetune.codegen.model import load_model
 from edgetune.model_session import ModelSummary, tune_model
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
@@ -158,15 +160,19 @@ def _num(value) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=sorted(MODELS), default="ds-cnn")
+    parser.add_argument("--model", choices=sorted(MODELS), default="ds-cnn", help="a hand-written layer list")
+    parser.add_argument("--tflite", default=None, help="a .tflite model's layers instead (edgetune.codegen.model)")
     parser.add_argument("--targets", nargs="*", default=["host", "cortex-m55"])
     parser.add_argument("--budget", type=int, default=64)
     parser.add_argument("--round-trials", type=int, default=4)
     parser.add_argument("--seeds", type=int, nargs="*", default=[0], help="one comparison per seed")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
-    name, operators = MODELS[args.model]
-    layers = layers_of(operators)
+    if args.tflite:
+        name, layers = args.tflite, list(load_model(args.tflite).layers)
+    else:
+        name, operators = MODELS[args.model]
+        layers = layers_of(operators)
     print(f"{name} model: {len(layers)} operators, {sum(layer.macs for layer in layers):,} MACs; "
           f"rounds of {args.round_trials} trials, transfer strategy")
     for target_name in args.targets:

@@ -9,10 +9,12 @@ import sys
 import textwrap
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from edgetune.codegen import get_kernel
+from edgetune.codegen.model import load_model
 from edgetune.model_session import (ModelTuneError, distinct_workloads, progress_line, similarity_group,
                                     tune_model)
 from edgetune.session import TuneRequest, tune
@@ -75,6 +77,16 @@ def test_identical_layers_are_one_workload_counted_as_often_as_they_occur(m55):
     pointwise = layer(6, "conv2d_s8", PW)
     shuffled = Layer(6, pointwise.kernel, tuple(reversed(pointwise.shape)), pointwise.macs)
     assert distinct_workloads([*small_model(), shuffled], m55)[2].layers == (2, 4, 6)
+
+
+def test_a_tflite_models_layers_are_tuned_as_they_come_from_the_reader(m55):
+    model = load_model(Path(__file__).parent / "data" / "models" / "ds_cnn_kws.tflite")
+    workloads = distinct_workloads(model.layers, m55)
+    assert [(lw.workload.kernel, lw.weight) for lw in workloads] == [
+        ("conv2d_s8", 1), ("dwconv2d_s8", 4), ("conv2d_s8", 4), ("conv2d_s8", 1)]
+    assert [similarity_group(lw) for lw in workloads] == ["conv2d_s8 10x4", "dwconv2d_s8 3x3", "conv2d_s8 1x1",
+                                                          "conv2d_s8 1x1"]
+    assert dict(workloads[0].shape)["pad_top"] == 4 and dict(workloads[0].shape)["pad_bottom"] == 5  # SAME
 
 
 def test_layers_of_one_kernel_and_filter_window_are_similar(m55):
