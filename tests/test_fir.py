@@ -12,6 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgetune.codegen import KernelError, get_kernel
+from edgetune.export import export_best
+from edgetune.session import TuneRequest, tune
+from edgetune.targets import iobuf
+from edgetune.targets.runners import runner_for
+from edgetune.tuner import TuningDatabase
 
 from kernel_runs import assert_ok, run_config
 
@@ -155,3 +160,25 @@ def test_host_variants(tmp_path, host):
         kernel = get_kernel(name)
         assert_ok(run_config(kernel, host, {"taps": 9, "block": 30}, {"tile": 4, "unroll": 2, "compiler": "gcc"},
                              tmp_path, edge="extreme", seed=2))
+
+
+@pytest.mark.qemu
+def test_an_export_serves_each_rounding_convention_its_own_variant(q15, m55, tmp_path):
+    """Both conventions of one filter tuned into one database and exported: the dispatcher
+    takes `rounding` like any shape key, and each call returns its own convention's output."""
+    db = TuningDatabase(tmp_path / "t.db")
+    shapes = [q15.parse_shape(f"taps=9,block=20,rounding={r}") for r in ("nearest", "truncate")]
+    for shape in shapes:
+        tune(TuneRequest(q15, m55, shape, "random", 3, 2, 1), db)
+    folder = export_best(db, m55, tmp_path / "export", objective="instructions").folder
+    outputs = []
+    for shape in shapes:
+        io = q15.make_io(shape, np.random.default_rng(7))  # the same inputs for both
+        workdir = tmp_path / f"build{shape['rounding']}"
+        workdir.mkdir()
+        runner = runner_for(m55)
+        _, raw = runner.run(runner.build_export(q15, shape, io, folder, workdir), io)
+        got = iobuf.unpack_outputs(io, raw)[0]
+        assert np.array_equal(got, q15.reference(shape, io)[0]), shape
+        outputs.append(got)
+    assert not np.array_equal(*outputs)  # the two conventions really differ on these inputs
