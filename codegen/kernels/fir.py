@@ -160,6 +160,9 @@ class FirQ15(_Fir):
     dtype = np.int16
     paths = Q15_PATHS
 
+    def example_shape(self) -> str:
+        return "taps=32,block=64,rounding=nearest"
+
     def expand_shape(self, items: dict[str, object]) -> dict[str, object]:
         word = items.get("rounding")
         if isinstance(word, str):
