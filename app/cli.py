@@ -34,6 +34,7 @@ from .npu_cli import best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
 from .model_cli import model_group
 from . import model_tune_cli  # noqa: F401 - registers `model tune` in model_group
+from .user_kernels import first_failure, kernel_file_option, load_installed, only_kernel
 
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
 # bad input (2), a failed check (1) and an interrupt (130).
@@ -177,6 +178,8 @@ def main(allow_tools):
             raise click.BadParameter(f"{path!r} is not an absolute path", param_hint="--allow-tool")
     if allow_tools:  # the environment, so worker and flasher processes started from here agree
         os.environ[ALLOW_TOOLS_ENV] = ":".join(filter(None, (os.environ.get(ALLOW_TOOLS_ENV, ""), *allow_tools)))
+    for problem in load_installed():  # kernels of installed packages (edgetune.kernels entry points)
+        click.echo(f"edgetune: warning: installed kernel not loaded: {_printable(problem)}", err=True)
 
 
 # --- targets ----------------------------------------------------------------------------
@@ -237,8 +240,9 @@ def targets_show(name, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--target", "target_name", default="cortex-m55", show_default=True,
               help="Target whose legal parameter values are listed.")
+@kernel_file_option
 @_guard
-def kernels(as_json, target_name):
+def kernels(as_json, target_name, kernel_files):
     """List the kernels and their tunable parameters."""
     target = get_target(target_name)
     items = []
@@ -334,6 +338,7 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
 @click.option("--patience", type=click.IntRange(min=1), default=None,
               help="Stop after this many evaluations without a new best.")
 @_db_option
+@kernel_file_option
 @click.option("--cluster", default=None, metavar="tcp://HOST:PORT",
               help="Build and run on this Dask scheduler's workers (docs/cluster.md); --jobs trials at once.")
 @click.option("--device", default="cpu", show_default=True,
@@ -341,7 +346,7 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
 def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, initial, objective, constraints,
-             time_budget, patience, db_path, cluster, device, as_json):
+             time_budget, patience, db_path, kernel_files, cluster, device, as_json):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
     With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
@@ -351,6 +356,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     and its options are tuned; the objective is Vela's total_cycles estimate."""
     target = get_target(target_name)
     check_strategy(strategy)
+    kernel_name = kernel_name or only_kernel(kernel_files, from_export)
     if device != "cpu":
         if from_export or not kernel_name or not shape:
             raise UserError("--device NPU tunes one operator: give KERNEL and --shape (no --from-export)")
@@ -393,6 +399,9 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         requests = [TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
                                 time_budget=time_budget, patience=patience,
                                 initial=tuple(parse_config(space, text) for text in initial))]
+    if cluster and kernel_files:
+        raise UserError("--cluster: workers find kernels by name; install a kernel of your own as a package "
+                        "(an edgetune.kernels entry point, docs/own-kernel.md) on them instead of --kernel-file")
     client, executor = connect(cluster, target) if cluster else (None, None)
     try:
         summaries, interrupted = _tune_all(requests, _open_db(db_path), executor,
@@ -406,6 +415,9 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     else:
         for summary in summaries:
             _print_summary(summary, show_stop=True)
+            failure = first_failure(_open_db(db_path), summary.workload) if summary.failed else None
+            if failure:
+                click.echo(f"  {_printable(failure)}")
     if interrupted:
         if not summaries:
             click.echo("edgetune: interrupted before any trial was measured", err=True)
@@ -452,19 +464,21 @@ def _goal_shown(db: TuningDatabase, request: TuneRequest) -> tuple[str, tuple]:
 
 
 @main.command("best")
-@click.argument("kernel_name", metavar="KERNEL")
+@click.argument("kernel_name", metavar="KERNEL", required=False)
 @_target_option
 @_shape_option
 @_objective_option
 @_constraint_option
 @_db_option
 @click.option("--device", default="cpu", show_default=True, help="cpu, or an NPU of the target (ethos-u55, ethos-u65).")
+@kernel_file_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_guard
-def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, device, as_json):
+def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, device, kernel_files, as_json):
     """The best stored configuration of KERNEL for a shape on a target."""
     target = get_target(target_name)
     db = _open_existing_db(db_path)
+    kernel_name = kernel_name or only_kernel(kernel_files)
     if device != "cpu":
         summary = best_npu(kernel_name, target, device, shape, db)
     else:
@@ -490,9 +504,10 @@ def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, d
 @click.option("--objective", default="", help="Choose every kernel by this value instead of what its workload "
               "was tuned for.")
 @_constraint_option
+@kernel_file_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_guard
-def export_cmd(target_name, out_dir, db_path, objective, constraints, as_json):
+def export_cmd(target_name, out_dir, db_path, objective, constraints, kernel_files, as_json):
     """Bake the best variant of every tuned workload of a target into C sources: each
     chosen by the objective and constraints it was tuned with, unless overridden."""
     target = get_target(target_name)
@@ -513,18 +528,19 @@ def export_cmd(target_name, out_dir, db_path, objective, constraints, as_json):
 
 # --- record / replay -------------------------------------------------------------------------
 @main.command("record")
-@click.argument("kernel_name", metavar="KERNEL")
+@click.argument("kernel_name", metavar="KERNEL", required=False)
 @_target_option
 @_shape_option
 @click.option("--out", "out_path", required=True, help="Recorded-space file to write (.json, or .json.gz).")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
 @_db_option
+@kernel_file_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
-def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, as_json):
+def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, kernel_files, as_json):
     """Measure KERNEL's whole space for a shape on a target and write it to a file (resumable
     through the database: stored configurations are not measured again)."""
-    kernel = get_kernel(kernel_name)
+    kernel = get_kernel(kernel_name or only_kernel(kernel_files))
     target = get_target(target_name)
     shape_dict = kernel.parse_shape(shape)
     kernel.check_fits(target, shape_dict)
@@ -623,8 +639,9 @@ def db_export_cmd(db_path, out_path):
 @_db_option
 @click.option("--target", "target_files", multiple=True, metavar="FILE.toml",
               help="A target file the imported trials name (shipped targets are known; repeatable).")
+@kernel_file_option
 @_guard
-def db_import_cmd(in_path, db_path, target_files):
+def db_import_cmd(in_path, db_path, target_files, kernel_files):
     """Add the trials of a JSON-lines file as one batch; ones already stored are skipped.
 
     Every line is checked first (a legal configuration of its kernel's space for that
@@ -691,9 +708,10 @@ def db_remove_cmd(db_path, workload_text, batch, trial_id, dry_run):
 @click.option("--seed", type=int, default=None, help="Seed of the fresh random inputs [default: a new one, printed].")
 @click.option("--objective", default="", help="Check this value instead of the one each kernel was chosen by.")
 @_constraint_option
+@kernel_file_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_guard
-def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, objective, constraints, as_json):
+def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, objective, constraints, kernel_files, as_json):
     """Check an export in the target's emulator: still correct, still as fast as recorded.
 
     Exit 0 when every kernel holds, 1 naming each kernel that is wrong or slower, 2 on bad

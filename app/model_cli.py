@@ -4,8 +4,11 @@ the group behind its guard (edgetune's errors become one line and exit status 2)
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import click
+import numpy as np
 
 from edgetune.codegen.model import Model, ModelLayer, check_fits, load_model
 from edgetune.targets import get_target
@@ -85,3 +88,115 @@ def model_show_cmd(model_file, target_name, as_json):
         click.echo(json.dumps(model_json(model, target.name if target else None), indent=2))
     else:
         print_model(model, target.name if target else None)
+
+
+# --- model export / model verify (app/model_export.py, app/model_verify.py) -----------------
+def _open_model_db(db_path: str | None):
+    from edgetune.tuner import TuningDatabase
+
+    from .errors import EdgetuneError
+
+    if db_path is None:
+        return None
+    if not Path(db_path).is_file():
+        raise EdgetuneError(f"--db {db_path}: no such database (run `edgetune model tune` or `edgetune tune` first)")
+    return TuningDatabase(db_path)
+
+
+def _print_export(result, target) -> None:
+    r, m = result.rendered, result.rendered.manifest.model
+    for layer in m.layers:
+        if layer.source in ("tuned", "default"):
+            note = "tuned" if layer.source == "tuned" else "not tuned: the kernel's default configuration"
+            click.echo(f"  {layer.index:>4} {layer.op:<18} {layer.function}  ({note})")
+    if result.rendered.manifest.database == "" and result.untuned:
+        click.echo(f"  no --db: all {len(result.untuned)} workloads exported with the kernel's default configuration",
+                   err=True)
+    else:
+        for workload in result.untuned:
+            click.echo(f"  no trial in the database for {workload}: exported with the kernel's default configuration",
+                       err=True)
+    graph_io = m.input_shape, m.output_shape
+    io_bytes = int(np.prod(graph_io[0])) + int(np.prod(graph_io[1]))
+    tflm = f"{result.tflm_arena:,} bytes" if result.tflm_arena is not None else "unknown (tflite-micro not installed)"
+    click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "
+               f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); with the input and output "
+               f"{m.arena_bytes + io_bytes:,}; TFLite Micro's arena for this model: {tflm}")
+    click.echo(f"module: {result.folder / (m.name + '.h')} ({m.name}_invoke)")
+
+
+@model_group.command("export")
+@click.argument("model_file", metavar="MODEL.tflite")
+@click.option("--target", "target_name", required=True, help="Target name or .toml file.")
+@click.option("--db", "db_path", default=None,
+              help="Tuning database with the layers' trials (without: every layer the kernel's default configuration).")
+@click.option("--out", "out_dir", required=True, help="Folder for the module (replaced whole, atomically).")
+@click.option("--name", default="", help="The module's C name (default: from the file name).")
+@click.option("--objective", default="", help="Choose every layer's variant by this value instead of its tuned goal.")
+@click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE", help="Bound on a measured value.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json):
+    """MODEL.tflite as one ahead-of-time C module for a target: each tuned layer's best trial
+    (or the kernel's default configuration), the library operators, weights as const
+    arrays, one arena by a memory plan (docs/model-export.md)."""
+    from edgetune.tuner import parse_bound
+
+    from .model_export import check_model_name, export_model
+
+    target = get_target(target_name)
+    if name:
+        check_model_name(name)
+    db = _open_model_db(db_path)
+    bounds = tuple(parse_bound(text) for text in constraints)
+    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds)
+    if as_json:
+        m = result.rendered.manifest.model
+        click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,
+                               "arena_region": m.arena_region, "tflm_arena_bytes": result.tflm_arena,
+                               "untuned": list(result.untuned), "layers": [l.to_json() for l in m.layers]}, indent=2))
+    else:
+        _print_export(result, target)
+
+
+@model_group.command("verify")
+@click.argument("folder", metavar="DIR")
+@click.option("--target", "target_name", required=True, help="Target name or .toml file.")
+@click.option("--inputs", "n_inputs", default=10, show_default=True, type=click.IntRange(min=1, max=1000),
+              help="Random inputs (a saturating one is always added).")
+@click.option("--layers", is_flag=True, help="Also compare every operator's output with TFLite Micro's.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json):
+    """Build a model export as firmware would, run whole inferences in the target's emulator
+    and compare each output bit for bit with TFLite Micro (exit 1 naming what differs)."""
+    from .model_verify import verify_model
+
+    target = get_target(target_name)
+    unit = target.measures  # instructions in an emulator, time_ns on the host
+
+    def echo(i) -> None:
+        value = dict(i.values).get(unit, i.instructions)
+        click.echo(f"  {i.label}: {value:,.0f} {unit}" + (f"  DIFFERS: {i.problem}" if i.problem else ""))
+
+    outcome = verify_model(Path(folder), target, n_inputs, layers, seed, None if as_json else echo)
+    # The first operator that differs names the fault; without --layers, the first output.
+    problems = ([outcome.layer_problem] if outcome.layer_problem else []) + [i.problem for i in outcome.inferences
+                                                                             if i.problem]
+    if as_json:
+        size = outcome.size
+        click.echo(json.dumps({"ok": outcome.ok, "problems": problems,
+                               "size": None if size is None else {"code_bytes": size.code_bytes,
+                                                                  "flash_bytes": size.flash_bytes,
+                                                                  "ram_bytes": size.ram_bytes},
+                               "inferences": [{"input": i.label, "instructions": i.instructions, **dict(i.values)}
+                                              for i in outcome.inferences]}, indent=2))
+    elif outcome.ok:
+        click.echo(f"{outcome.manifest.model.name} on {target.name}: {len(outcome.inferences)} inferences bit-exact "
+                   f"with TFLite Micro" + (", every operator too" if layers else ""))
+        size = outcome.size
+        click.echo(f"module: {size.flash_bytes:,} bytes of flash ({size.code_bytes:,} of code), {size.ram_bytes:,} "
+                   "bytes of RAM (arena, input, output, static scratch)")
+    if not outcome.ok:
+        hint = "" if layers or outcome.layer_problem else " (--layers names the first operator that differs)"
+        click.echo(f"{folder}: {problems[0]}{hint}", err=True)
+        sys.exit(1)

@@ -46,7 +46,7 @@ def _choose(db: TuningDatabase, target: Target, workload: Workload, objective: s
                 "(edgetune tune --from-export DIR re-tunes an export's workloads)")
     kernel = KERNELS.get(workload.kernel)
     if kernel is None:
-        return "kernel unknown to this edgetune"
+        return "kernel unknown to this edgetune (a kernel of your own: pass its --kernel-file)"
     if kernel.version != workload.kernel_version:
         return f"tuned with template v{workload.kernel_version}, this edgetune has v{kernel.version}; re-tune it"
     stored_goal = db.goal(workload)

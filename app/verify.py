@@ -198,6 +198,8 @@ def _checked_manifest(folder: Path, target: Target) -> Manifest:
     """The export's manifest, for this target, with the folder holding exactly its files and
     every kernel measured at export: ManifestError (bad input) otherwise."""
     manifest = read_manifest(folder)
+    if manifest.model is not None:
+        raise ManifestError(f"{folder}: a model export (edgetune model export); check it with edgetune model verify")
     if manifest.target != target.name:
         raise ManifestError(f"{folder}: exported for target {manifest.target!r}, but --target names "
                             f"{target.name!r} (omit --target to use the export's own)")
@@ -207,7 +209,13 @@ def _checked_manifest(folder: Path, target: Target) -> Manifest:
             raise ManifestError(f"{folder}/manifest.json: {entry.function} has no value measured at export "
                                 "(the export did not finish); export again")
         if entry.kernel not in KERNELS:
-            raise ManifestError(f"{folder}: kernel {entry.kernel!r} is unknown to this edgetune")
+            hint = " (a kernel of your own: pass its --kernel-file, or install its package)" if entry.definition else ""
+            raise ManifestError(f"{folder}: kernel {entry.kernel!r} is unknown to this edgetune{hint}")
+        now = KERNELS[entry.kernel].definition
+        if entry.definition != now:
+            raise ManifestError(f"{folder}: kernel {entry.kernel!r} changed since export (definition "
+                                f"{entry.definition[:12] or 'shipped'} at export, {now[:12] or 'shipped'} now): "
+                                "verify with the definition it was exported from, or tune and export again")
     return manifest
 
 

@@ -125,6 +125,11 @@ def _argument_docs(kernel: str, shape: Mapping[str, int], config: Mapping) -> di
              "dwconv2d_s8": lambda: _convolution(shape, packed, depthwise=True),
              "fir_q15": lambda: _fir(shape, q15=True), "fir_f32": lambda: _fir(shape, q15=False)}
     if kernel not in table:
+        from .kernels import KERNELS  # a kernel defined outside edgetune documents its own arguments
+
+        own = getattr(KERNELS.get(kernel), "argument_docs", None)
+        if own is not None:
+            return own(shape)
         raise KeyError(f"kernel {kernel!r} has no documented calling convention (codegen/calling.py)")
     return table[kernel]()
 

@@ -256,7 +256,7 @@ def _render_variant(target: Target, e: ExportEntry, database_name: str) -> tuple
         trial_id=e.trial_id, measured=e.created, toolchain=e.toolchain,
         weights_region=placement.weights if placement else "",
         activations_region=placement.activations if placement else "",
-        scratch=section is not None and section in rendered.source)
+        scratch=section is not None and section in rendered.source, definition=kernel.definition)
     return entry, rendered.source
 
 

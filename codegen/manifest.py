@@ -29,6 +29,7 @@ PER_KERNEL = "per_kernel"  # the manifest's objective when its kernels were chos
 SOURCE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\.c")
 FILE_RE = re.compile(r"(zephyr/)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a file of the folder or of its zephyr/
 IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 CONFIG_TEXT_RE = re.compile(r"[A-Za-z0-9_.+-]{0,64}")
 
 
@@ -73,6 +74,9 @@ class KernelEntry:
     scratch: bool = False  # has static scratch (export time only: not stored in the manifest)
     exported_value: float | None = None  # the chosen-by value, measured as exported
     exported_values: tuple[tuple[str, object], ...] | None = None
+    # A kernel defined outside edgetune: the sha256 of its definition's files at export
+    # (codegen/kernels/user_loader.py); "" for a shipped kernel.
+    definition: str = ""
 
     @property
     def unit(self) -> CompiledUnit:
@@ -108,7 +112,97 @@ class KernelEntry:
             data["exported_value"] = self.exported_value
         if self.exported_values is not None:
             data["exported_values"] = dict(self.exported_values)
+        if self.definition:
+            data["definition"] = self.definition
         return data
+
+
+@dataclass(frozen=True)
+class LayerFunction:
+    """One operator of an exported model: the C function the module calls for it, and (for a
+    tuned layer) whether the variant is a tuned trial or the kernel's default configuration."""
+    index: int
+    op: str
+    function: str
+    source: str  # "tuned", "default" (no trial in the database), "library" or "folded"
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "op": self.op, "function": self.function, "source": self.source}
+
+
+@dataclass(frozen=True)
+class PlannedTensor:
+    """One intermediate tensor of the memory plan: its bytes at an offset of the arena, alive
+    from the step that writes it to the last that reads it."""
+    tensor: int
+    offset: int
+    nbytes: int
+    first: int
+    last: int
+
+    def to_json(self) -> list:
+        return [self.tensor, self.offset, self.nbytes, self.first, self.last]
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """The model an export runs (model export): what it is, how it is called, its plan."""
+    name: str  # the module's name: <name>.h, <name>_invoke
+    file: str  # the .tflite file's name
+    sha256: str
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    arena_bytes: int
+    arena_region: str
+    layers: tuple[LayerFunction, ...]
+    plan: tuple[PlannedTensor, ...]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "file": self.file, "sha256": self.sha256, "input_shape": list(self.input_shape),
+                "output_shape": list(self.output_shape), "arena_bytes": self.arena_bytes,
+                "arena_region": self.arena_region, "layers": [l.to_json() for l in self.layers],
+                "plan": [p.to_json() for p in self.plan]}
+
+
+def _model_problem(data) -> str | None:
+    """A model entry: every value that reaches a file name, a C identifier or a number checked."""
+    if not isinstance(data, dict):
+        return "model: expected an object"
+    for key in ("name", "file", "sha256", "input_shape", "output_shape", "arena_bytes", "arena_region", "layers", "plan"):
+        if key not in data:
+            return f"model: required key {key!r} is missing"
+    if not isinstance(data["name"], str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", data["name"]):
+        return f"model.name: {data['name']!r} is not a module name"
+    if not isinstance(data["sha256"], str) or not re.fullmatch(r"[0-9a-f]{64}", data["sha256"]):
+        return f"model.sha256: {data['sha256']!r} is not a sha256"
+    if not isinstance(data["file"], str) or not FILE_RE.fullmatch(data["file"]) or "/" in data["file"] \
+            or not data["file"].endswith(".tflite"):
+        return f"model.file: {data['file']!r} is not a .tflite file name inside the export"
+    if not isinstance(data["arena_region"], str) or (data["arena_region"] and not NAME_RE.fullmatch(data["arena_region"])):
+        return f"model.arena_region: {data['arena_region']!r} is not a region name"
+    for key in ("input_shape", "output_shape"):
+        if not isinstance(data[key], list) or not all(_is_int(d) and d > 0 for d in data[key]):
+            return f"model.{key}: {data[key]!r} is not a shape"
+    if not _is_int(data["arena_bytes"]) or data["arena_bytes"] < 0:
+        return f"model.arena_bytes: {data['arena_bytes']!r} is not a size"
+    if not isinstance(data["layers"], list):
+        return "model.layers: expected a list"
+    for i, layer in enumerate(data["layers"]):
+        if not (isinstance(layer, dict) and _is_int(layer.get("index")) and isinstance(layer.get("op"), str)
+                and isinstance(layer.get("function"), str) and (layer["function"] == "" or IDENTIFIER_RE.fullmatch(layer["function"]))
+                and layer.get("source") in ("tuned", "default", "library", "folded")):
+            return f"model.layers[{i}]: {layer!r} is not an operator entry"
+    if not isinstance(data["plan"], list) or not all(
+            isinstance(p, list) and len(p) == 5 and all(_is_int(v) and v >= 0 for v in p) for p in data["plan"]):
+        return "model.plan: expected [[tensor, offset, bytes, first, last], ...]"
+    return None
+
+
+def _model_entry(data: dict) -> ModelEntry:
+    return ModelEntry(data["name"], data["file"], data["sha256"], tuple(data["input_shape"]),
+                      tuple(data["output_shape"]), data["arena_bytes"], data["arena_region"],
+                      tuple(LayerFunction(l["index"], l["op"], l["function"], l["source"]) for l in data["layers"]),
+                      tuple(PlannedTensor(*p) for p in data["plan"]))
 
 
 @dataclass(frozen=True)
@@ -123,6 +217,7 @@ class Manifest:
     database: str = ""  # the database the variants were chosen from
     toolchain_versions: tuple[tuple[str, str], ...] | None = None
     manifest_version: int = MANIFEST_VERSION
+    model: ModelEntry | None = None  # a model export's model (edgetune model export)
 
     @property
     def file_digests(self) -> dict[str, str]:
@@ -136,6 +231,8 @@ class Manifest:
                 "kernels": [k.to_json() for k in self.kernels], "files": dict(self.files)}
         if self.toolchain_versions is not None:
             data["toolchain_versions"] = dict(self.toolchain_versions)
+        if self.model is not None:
+            data["model"] = self.model.to_json()
         return data
 
     @classmethod
@@ -152,7 +249,7 @@ class Manifest:
         for key in ("target", "objective", "kernels", "files", "dispatch"):
             if key not in data:
                 raise ManifestError(f"{where}: required key {key!r} is missing")
-        problem = _manifest_problem(data)
+        problem = _manifest_problem(data) or ("model" in data and _model_problem(data["model"])) or None
         if problem:
             raise ManifestError(f"{where}: {problem}")
         kernels = tuple(_kernel_entry(entry, data["objective"]) for entry in data["kernels"])
@@ -161,7 +258,8 @@ class Manifest:
                    kernels=kernels, files=tuple(sorted(data["files"].items())),
                    edgetune_version=str(data.get("edgetune_version", "")), exported=str(data.get("exported", "")),
                    database=str(data.get("database", "")),
-                   toolchain_versions=tuple(sorted(versions.items())) if isinstance(versions, dict) else None)
+                   toolchain_versions=tuple(sorted(versions.items())) if isinstance(versions, dict) else None,
+                   model=_model_entry(data["model"]) if "model" in data else None)
 
     def with_exported_values(self, measured: dict[str, tuple[float, dict]]) -> Manifest:
         """This manifest with each kernel's value measured as exported: function -> (the
@@ -223,7 +321,8 @@ def _kernel_entry(entry: dict, manifest_objective: str) -> KernelEntry:
         trial_id=entry.get("trial_id", 0), measured=entry.get("measured", ""), toolchain=entry.get("toolchain", ""),
         weights_region=placement.get("weights", ""), activations_region=placement.get("activations", ""),
         exported_value=entry.get("exported_value"),
-        exported_values=tuple(exported_values.items()) if isinstance(exported_values, dict) else None)
+        exported_values=tuple(exported_values.items()) if isinstance(exported_values, dict) else None,
+        definition=entry.get("definition", ""))
 
 
 def _unit_problem(where: str, unit) -> str | None:
@@ -280,6 +379,8 @@ def _entry_problem(where: str, entry) -> str | None:
         return f"{where}.kernel: {entry['kernel']!r} is not a kernel name"
     if not _is_int(entry["kernel_version"]):
         return f"{where}.kernel_version: {entry['kernel_version']!r} is not an integer"
+    if "definition" in entry and not (isinstance(entry["definition"], str) and DIGEST_RE.fullmatch(entry["definition"])):
+        return f"{where}.definition: {entry['definition']!r} is not a sha256 digest"
     if not isinstance(entry["function"], str) or not IDENTIFIER_RE.fullmatch(entry["function"]):
         return f"{where}.function: {entry['function']!r} is not a C identifier"
     for field in ("shape", "config"):

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Set up, then the main job: tune an int8 matmul for the Cortex-M55 (QEMU, AN547 board)
-# and bake the best variant into a C header + sources under build/export/.
+# Set up, then the main job: tune every layer of a TFLite model (DS-CNN keyword spotting,
+# MLPerf Tiny) for the Cortex-M55 (QEMU, AN547 board), check each tuned layer against
+# TFLite Micro, bake the whole model into one C module under build/export/, and run that
+# module in the emulator, bit-exact with TFLite Micro.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 mkdir -p build
-.venv/bin/edgetune tune matmul_s8 --target cortex-m55 --shape m=16,n=16,k=32 --budget 40 --jobs 2 --db build/edgetune.db
-.venv/bin/edgetune tune matmul_s8 --target cortex-m55 --shape m=64,n=64,k=64 --budget 40 --jobs 2 --db build/edgetune.db
-.venv/bin/edgetune export --target cortex-m55 --out build/export --db build/edgetune.db
+model=tests/data/models/ds_cnn_kws.tflite
+.venv/bin/edgetune model tune "$model" --target cortex-m55 --budget 32 --jobs 2 --db build/edgetune.db
+.venv/bin/edgetune model export "$model" --target cortex-m55 --db build/edgetune.db --out build/export
+.venv/bin/edgetune model verify build/export --target cortex-m55

@@ -11,6 +11,27 @@ from .matmul_s8 import MatmulS8
 KERNELS: dict[str, Kernel] = {kernel.name: kernel for kernel in (MatmulS8(), MatmulF32(), Conv2dS8(), DwConv2dS8(),
                                                                  FirQ15(), FirF32())}
 
+SHIPPED = frozenset(KERNELS)
+
+
+def register_kernel(kernel: Kernel) -> Kernel:
+    """Add a kernel defined outside edgetune (codegen/kernels/user.py) to the table, by an
+    explicit call (the CLI's --kernel-file, installed entry points, the Python API). A
+    shipped name cannot be taken; a name may be registered again only by the same definition."""
+    if kernel.name in SHIPPED:
+        raise KernelError(f"kernel {kernel.name!r}: the name of a shipped kernel; choose another name")
+    known = KERNELS.get(kernel.name)
+    if known is not None and known.definition != kernel.definition:
+        raise KernelError(f"kernel {kernel.name!r} is already defined by another definition in this process")
+    KERNELS[kernel.name] = kernel if known is None else known
+    return KERNELS[kernel.name]
+
+
+def unregister_kernel(name: str) -> None:
+    """Remove a kernel added by register_kernel (shipped ones stay)."""
+    if name not in SHIPPED:
+        KERNELS.pop(name, None)
+
 
 def path_cflags() -> frozenset[str]:
     """Every flag a kernel's vector path compiles with (the build's allow-list takes them
@@ -19,10 +40,17 @@ def path_cflags() -> frozenset[str]:
 
 
 def get_kernel(name: str) -> Kernel:
+    if name not in KERNELS:  # a kernel an installed package declares (e.g. on a cluster's worker)
+        from .user_loader import installed_kernels
+
+        for kernel in installed_kernels()[0]:
+            if kernel.name == name:
+                register_kernel(kernel)
     try:
         return KERNELS[name]
     except KeyError:
         raise KernelError(f"unknown kernel {name!r} (known: {', '.join(sorted(KERNELS))})") from None
 
 
-__all__ = ["Buffer", "KERNELS", "Kernel", "KernelError", "KernelIO", "RenderedKernel", "get_kernel", "path_cflags", "render_glue"]
+__all__ = ["Buffer", "KERNELS", "Kernel", "KernelError", "KernelIO", "RenderedKernel", "get_kernel", "path_cflags",
+           "register_kernel", "render_glue", "unregister_kernel"]

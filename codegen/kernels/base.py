@@ -112,6 +112,9 @@ class Kernel:
     shape_defaults: tuple[tuple[str, int], ...] = ()  # keys a shape may leave out, and their values
     # The values of the `vector` parameter, one declared unit each (codegen/kernels/paths.py).
     paths: tuple[VectorPath, ...] = ()
+    # A kernel defined outside edgetune (codegen/kernels/user.py): the sha256 of its
+    # definition's files, recorded in an export's manifest; "" for a shipped kernel.
+    definition: str = ""
 
     # --- shapes -------------------------------------------------------------------------
     def parse_shape(self, shape: str | Mapping[str, int]) -> dict[str, int]:
@@ -251,10 +254,15 @@ class Kernel:
                          version=self.version, build_hint=build_hint,
                          scratch_attr=f' __attribute__((section("{section}")))' if section else "",
                          config_text=", ".join(f"{k}={v}" for k, v in config.items))
-        source = render(self.template_for(config), variables)
+        source = self.render_source(self.template_for(config), variables)
         placement = placement_of(target, self.make_io(shape, np.random.default_rng(0)), config)
         return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
                               compiler=compiler.name, cflags=cflags, placement=placement)
+
+    def render_source(self, template: str, variables: dict) -> str:
+        """The C text of a variant from its template (codegen's own templates; a kernel
+        defined elsewhere renders from its own folder)."""
+        return render(template, variables)
 
 
 def render_glue(kernel: Kernel, shape: Mapping[str, int], io: KernelIO, fn: str, via_dispatch: bool = False) -> str:

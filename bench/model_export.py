@@ -1,0 +1,118 @@
+"""Per-inference figures of the model export (docs/model-export.md): each MLPerf Tiny model
+exported as one C module and run whole in QEMU (edgetune model verify, bit-exact with TFLite
+Micro on every run), per target: instructions and estimated cycles per inference (the HAL's
+cost model), latency at the board's clock, the module's flash (code and weights) and RAM
+(arena, input, output, static scratch), and TFLite Micro's arena for the same model.
+
+Two modules per model and target:
+  plain   every layer on its kernel's default configuration (the plain C direct loop), what
+          an export without a tuning database ships;
+  vector  every layer on a variant of the target's vector path (Helium on the M55, the DSP
+          extension on the M4/M7, NEON on the A53), weights packed where the kernel offers
+          it, plus `--budget` random trials per workload (default 0: one trial, the chosen
+          variant); the best trial of each is exported, as after `edgetune model tune`.
+The vector module is not a tuned optimum: with --budget 0 it is one hand-picked point per
+layer. Tuning wall time is the vector database's.
+
+usage: .venv/bin/python bench/model_export.py [--targets cortex-m55 ...] [--models ds_cnn_kws ...]
+                                              [--budget N] [--inputs N]
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from edgetune.codegen import KERNELS
+from edgetune.codegen.model import load_model
+from edgetune.model_export import export_model
+from edgetune.model_verify import verify_model
+from edgetune.session import TuneRequest, tune
+from edgetune.targets import get_target
+from edgetune.tuner import TuningDatabase
+
+MODELS = Path(__file__).resolve().parent.parent / "tests" / "data" / "models"
+MODEL_NAMES = ("ds_cnn_kws", "mobilenet_v1_025_vww", "resnet8_cifar10", "fc_autoencoder_ad")
+TARGETS = ("cortex-m55", "cortex-m4", "cortex-m7", "cortex-a53")
+PREFERRED = ({"layout": "packed", "algo": "im2col"}, {"layout": "packed"}, {})
+
+
+def _vector_config(kernel, target, shape):
+    """The first configuration on the target's best vector path (MVE, NEON, DSP), weights
+    packed and im2col where offered; None when the kernel has only plain C there."""
+    space = kernel.tuning_space(target, shape)
+    offered = [p.name for p in kernel.offered_paths(target)]
+    vector = next((v for v in ("mve", "neon", "dsp") if v in offered), None)
+    if vector is None:
+        return None
+    for extra in PREFERRED:
+        wanted = {"vector": vector, **extra}
+        config = next((c.as_dict() for c in space if all(c.as_dict().get(k) == v for k, v in wanted.items())), None)
+        if config is not None:
+            return config
+    return None
+
+
+def vector_db(path: Path, target, model, budget: int) -> tuple[TuningDatabase, float]:
+    db = TuningDatabase(path)
+    start = time.perf_counter()
+    for w in model.workloads():
+        kernel = KERNELS[w.kernel]
+        shape = kernel.parse_shape(dict(w.shape))
+        config = _vector_config(kernel, target, shape)
+        if config is None and budget == 0:
+            continue
+        tune(TuneRequest(kernel, target, shape, "random", max(budget, 1), 1, 0,
+                         initial=(config,) if config else ()), db)
+    return db, time.perf_counter() - start
+
+
+def measure(model_name: str, target, db, work: Path, inputs: int) -> dict:
+    folder = work / f"{model_name}-{target.name}-{'vector' if db else 'plain'}"
+    result = export_model(MODELS / f"{model_name}.tflite", target, db, folder)
+    outcome = verify_model(folder, target, inputs)
+    if not outcome.ok:
+        raise SystemExit(f"{folder}: not bit-exact with TFLite Micro: {outcome.inferences}")
+    first = outcome.inferences[0]
+    values = dict(first.values)
+    cycles = values.get("cycles")
+    return dict(instructions=first.instructions, cycles=cycles, flash=outcome.size.flash_bytes,
+                code=outcome.size.code_bytes, ram=outcome.size.ram_bytes, arena=outcome.manifest.model.arena_bytes,
+                tflm=result.tflm_arena, latency_ms=None if cycles is None else 1e3 * cycles / target.core.clock_hz,
+                runs=len(outcome.inferences))
+
+
+def _row(model_name: str, target, kind: str, m: dict, tune_s: float | None) -> str:
+    cycles = f"{m['cycles'] / 1e6:.2f} M" if m["cycles"] is not None else "-"
+    latency = f"{m['latency_ms']:.3g}" if m["latency_ms"] is not None else "-"
+    tuned = f"{tune_s:.0f}" if tune_s is not None else "-"
+    return (f"| {model_name} | {target.name} | {kind} | {m['instructions'] / 1e6:.2f} M | {cycles} | {latency} | "
+            f"{m['flash']:,} ({m['code']:,}) | {m['ram']:,} | {m['arena']:,} | {m['tflm']:,} | {tuned} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--targets", nargs="+", default=list(TARGETS))
+    parser.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=MODEL_NAMES)
+    parser.add_argument("--budget", type=int, default=0, help="random trials per workload beyond the vector variant")
+    parser.add_argument("--inputs", type=int, default=1, help="random inputs per verify (plus a saturating one)")
+    args = parser.parse_args()
+    print("| model | target | kernels | instructions | est. cycles | ms at clock | flash B (code) | RAM B | "
+          "arena B | TFLM arena B | tuning s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="edgetune-bench-") as tmp:
+        work = Path(tmp)
+        for target_name in args.targets:
+            target = get_target(target_name)
+            for model_name in args.models:
+                model = load_model(MODELS / f"{model_name}.tflite")
+                plain = measure(model_name, target, None, work, args.inputs)
+                print(_row(model_name, target, "plain", plain, None), flush=True)
+                db, seconds = vector_db(work / f"{model_name}-{target_name}.db", target, model, args.budget)
+                vector = measure(model_name, target, db, work, args.inputs)
+                print(_row(model_name, target, "vector", vector, seconds), flush=True)
+
+
+if __name__ == "__main__":
+    main()

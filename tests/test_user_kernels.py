@@ -1,0 +1,308 @@
+"""Kernels of the user's own (docs/own-kernel.md): the three examples in examples/kernels/
+go from folder to verified export on the host and the M55, from the command line and from
+the Python API; every mistake in a user's kernel is one line naming it, exit 2, with
+nothing stored lost; the restriction parser evaluates only what it allows."""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import edgetune
+from edgetune import api
+from edgetune.cli import tune_cmd
+from edgetune.codegen.kernels import KERNELS, SHIPPED, KernelError, unregister_kernel
+from edgetune.codegen.kernels.restrictions import ExpressionError, compiled
+from edgetune.codegen.kernels.user_loader import load_kernel_file
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "kernels"
+SHAPES = {"vector_add": "size=48", "biquad_q31": "stages=2,block=16", "qadd_s8": "n=40"}
+
+
+@pytest.fixture(autouse=True)
+def _forget_user_kernels():
+    """Kernels registered by a test (through the API) are gone after it."""
+    yield
+    for name in set(KERNELS) - SHIPPED:
+        unregister_kernel(name)
+
+
+def edgetune_cli(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgetune.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **(env or {})})
+
+
+def trial_count(db: Path) -> int:
+    with sqlite3.connect(db) as con:
+        return con.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("edgetune: error: "), result.stderr
+    return lines[0]
+
+
+def tune_export_verify(tmp_path: Path, name: str, target: str, budget: int) -> dict:
+    folder = EXAMPLES / name
+    tuned = edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", SHAPES[name], "--target", target,
+                         "--budget", str(budget), "--json")
+    assert tuned.returncode == 0, tuned.stderr
+    summary = json.loads(tuned.stdout)
+    assert summary["failed"] == 0 and summary["best"] is not None, summary
+    exported = edgetune_cli(tmp_path, "export", "--kernel-file", str(folder), "--target", target, "--out", "out")
+    assert exported.returncode == 0, exported.stderr
+    # Host timings vary with the machine's load: there verify checks answers, not speed
+    # (no timing threshold in a test); the M55's counts are exact, so its tolerance is 0.
+    speed = ("--tolerance", "1e9") if target == "host" else ()
+    verified = edgetune_cli(tmp_path, "verify", "out", "--kernel-file", str(folder), "--json", *speed)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert json.loads(verified.stdout)["ok"]
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["kernels"][0]["definition"] == load_kernel_file(folder).definition
+    return summary
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_an_example_goes_from_folder_to_verified_export_on_the_host(tmp_path, name):
+    summary = tune_export_verify(tmp_path, name, "host", 3)
+    assert "vector" not in summary["best"]["config"] or summary["best"]["config"]["vector"] == "c"  # no MVE on x86
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_an_example_goes_from_folder_to_verified_export_on_the_m55(tmp_path, name):
+    tune_export_verify(tmp_path, name, "cortex-m55", 3)
+
+
+@pytest.mark.qemu
+def test_the_mve_path_is_offered_on_the_m55_only_and_measures():
+    m55 = edgetune.register(EXAMPLES / "qadd_s8")
+    from edgetune.targets import get_target
+
+    assert m55.space(get_target("host"), {"n": 40}).param("vector").values == ("c",)
+    assert m55.space(get_target("cortex-m55"), {"n": 40}).param("vector").values == ("c", "mve")
+
+
+def test_verify_refuses_a_definition_changed_since_export(tmp_path):
+    folder = tmp_path / "vector_add"
+    shutil.copytree(EXAMPLES / "vector_add", folder)
+    for args in (("tune", "--budget", "2"), ("export", "--out", "out")):
+        extra = ("--shape", "size=16") if args[0] == "tune" else ()
+        result = edgetune_cli(tmp_path, *args, *extra, "--kernel-file", str(folder), "--target", "host")
+        assert result.returncode == 0, result.stderr
+    assert "kernel-file" in one_error_line(edgetune_cli(tmp_path, "verify", "out"))
+    with open(folder / "vector_add.c", "a") as source:
+        source.write("/* edited after export */\n")
+    line = one_error_line(edgetune_cli(tmp_path, "verify", "out", "--kernel-file", str(folder), "--tolerance", "1e9"))
+    assert "'vector_add' changed since export" in line
+
+
+def bad_kernel(tmp_path: Path, kernel_py: str, sources: dict[str, str] | None = None) -> Path:
+    folder = tmp_path / "bad"
+    folder.mkdir(exist_ok=True)
+    (folder / "kernel.py").write_text(kernel_py)
+    for name, text in (sources or {"k.c": "void k(int8_t *y, const int8_t *x, int n)\n"
+                                          "{ for (int i = 0; i < n; i++) y[i] = x[i]; }\n"}).items():
+        (folder / name).write_text(text)
+    return folder
+
+
+COPY = """import edgetune as et
+KERNEL = et.KernelDef(name="k", shape=("size",), source={source!r},
+    args=[et.Output("y", "int8", "size"), et.Input("x", "int8", "size"), et.Scalar("n", "size")],
+    params={params}, restrictions={restrictions}, reference={reference})
+"""
+
+
+def kernel_text(source="k.c", params="{'u': [1, 2]}", restrictions="[]",
+                reference="lambda shape, i: i['x'].copy()") -> str:
+    return COPY.format(source=source, params=params, restrictions=restrictions, reference=reference)
+
+
+@pytest.mark.parametrize("text, sources, expected", [
+    (kernel_text(source="k.c.j2"), {"k.c.j2": "{{ signature }}\n{\n    y[0] = {{ u + }};\n}\n"},
+     "k.c.j2:3: template syntax error: unexpected"),
+    (kernel_text(restrictions="['size // (u - 1) > 0']"), None, "raised ZeroDivisionError"),
+    (kernel_text(restrictions="['__import__(\"os\").system(\"true\")']"), None, "only min, max, abs may be called"),
+    (kernel_text(restrictions="['tile > 1']"), None, "unknown name 'tile'"),
+    (kernel_text(restrictions="['u > 2']"), None, "no configuration meets its restrictions on host"),
+    (kernel_text(restrictions="[lambda p: p['u']]"), None, "gave 1, not True or False"),
+    (kernel_text(reference="lambda shape, i: i['x'].astype('int16')"), None,
+     "reference output 'y' is int16[16], expected int8[16]"),
+    (kernel_text(reference="lambda shape, i: i['x'][:3]"), None, "reference output 'y' is int8[3], expected int8[16]"),
+    (kernel_text(reference="lambda shape, i: 1 / 0"), None, "reference raised ZeroDivisionError"),
+    (kernel_text(params="{'u': ['1;abort()']}"), None, "'1;abort()' is not a C token"),
+    (kernel_text(params="{'u': [True]}"), None, "True is not a C token"),
+    (kernel_text(params="{'x': [1]}"), None, "parameter 'x' has the name of a shape key or argument"),
+    (kernel_text().replace('name="k"', 'name="matmul_s8"'), None, "the name of a shipped kernel"),
+    ("import edgetune as et\nKERNEL = 1 / 0\n", None, "kernel.py:2: ZeroDivisionError"),
+])
+def test_a_mistake_in_a_kernel_is_one_line_exit_2_and_nothing_stored_is_lost(tmp_path, text, sources, expected):
+    good = edgetune_cli(tmp_path, "tune", "qadd_s8", "--kernel-file", str(EXAMPLES / "qadd_s8"), "--shape", "n=16",
+                        "--target", "host", "--budget", "2")
+    assert good.returncode == 0, good.stderr
+    before = trial_count(tmp_path / "edgetune.db")
+    folder = bad_kernel(tmp_path, text, sources)
+    line = one_error_line(edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16",
+                                       "--target", "host", "--budget", "2"))
+    assert expected in line
+    assert trial_count(tmp_path / "edgetune.db") == before
+
+
+def test_a_source_that_does_not_compile_is_a_failed_trial_with_the_first_error_and_its_configuration(tmp_path):
+    folder = bad_kernel(tmp_path, kernel_text(params="{'u': [1]}"),
+                        {"k.c": "void k(int8_t *y, const int8_t *x, int n) { y[0] = x[0] + undeclared; }\n"})
+    result = edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16", "--target", "host",
+                          "--budget", "2")
+    assert result.returncode == 0, result.stderr
+    assert "failures: compile 2" in result.stdout
+    failure = next(line for line in result.stdout.splitlines() if "first failure" in line)
+    assert "compiler=" in failure and "u=1" in failure and "k.c:1" in failure and "undeclared" in failure
+
+
+def test_installed_kernel_packages_are_listed_and_tuned_by_name(tmp_path):
+    site = tmp_path / "site"
+    package = site / "teamkernels"
+    package.mkdir(parents=True)
+    shutil.copy(EXAMPLES / "qadd_s8" / "kernel.py", package / "__init__.py")
+    shutil.copy(EXAMPLES / "qadd_s8" / "qadd_s8.c.j2", package)
+    info = site / "teamkernels-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: teamkernels\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[edgetune.kernels]\nqadd = teamkernels:KERNEL\n")
+    env = {"PYTHONPATH": str(site)}
+    listed = edgetune_cli(tmp_path, "kernels", "--target", "host", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "qadd_s8" in [k["name"] for k in json.loads(listed.stdout)]
+    tuned = edgetune_cli(tmp_path, "tune", "qadd_s8", "--shape", "n=16", "--target", "host", "--budget", "2", env=env)
+    assert tuned.returncode == 0 and "2 trials stored" in tuned.stdout, tuned.stderr
+
+
+API_SHAPES = {"vector_add": {"size": 24}, "biquad_q31": "stages=1,block=8", "qadd_s8": {"n": 20}}
+
+
+def api_round_trip(tmp_path: Path, name: str, target: str) -> None:
+    folder, db = EXAMPLES / name, tmp_path / "api.db"
+    summary = edgetune.tune(folder, API_SHAPES[name], target=target, budget=2, db=db)
+    assert summary.trials == 2 and summary.best is not None and summary.failed == 0
+    again = edgetune.best(folder, API_SHAPES[name], target=target, db=db)
+    assert again.best.id == summary.best.id
+    result = edgetune.export(tmp_path / "out", target=target, db=db, kernels=[folder])
+    assert [e.kernel for e in result.entries] == [name]
+    speed = 1e9 if target == "host" else None  # host timings vary with load: answers only there
+    report = edgetune.verify(tmp_path / "out", kernels=[folder], tolerance_pct=speed)
+    assert report.ok, report.verdicts
+
+
+@pytest.mark.parametrize("name", sorted(API_SHAPES))
+def test_the_python_api_drives_an_example_to_a_verified_export_on_the_host(tmp_path, name):
+    api_round_trip(tmp_path, name, "host")
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("name", sorted(API_SHAPES))
+def test_the_python_api_drives_an_example_to_a_verified_export_on_the_m55(tmp_path, name):
+    api_round_trip(tmp_path, name, "cortex-m55")
+
+
+def test_record_replay_and_report_take_a_kernel_of_your_own(tmp_path):
+    folder = str(EXAMPLES / "qadd_s8")
+    recorded = edgetune_cli(tmp_path, "record", "--kernel-file", folder, "--shape", "n=16", "--target", "host",
+                            "--out", "space.json")
+    assert recorded.returncode == 0, recorded.stderr
+    replayed = edgetune_cli(tmp_path, "replay", "space.json", "--budget", "4", "--json")
+    assert replayed.returncode == 0 and json.loads(replayed.stdout)["size"] == 24, replayed.stderr  # 4 unrolls x 2 x 3
+    reported = edgetune_cli(tmp_path, "report", "--out", "report")
+    assert reported.returncode == 0 and (tmp_path / "report" / "index.html").is_file(), reported.stderr
+
+
+VADD = """
+void vadd(float *c, const float *a, const float *b, int n)
+{
+    for (int i = 0; i < n; i += block) {
+        for (int j = 0; j < block && i + j < n; j++) c[i + j] = a[i + j] + b[i + j];
+    }
+}
+"""
+
+
+def test_tune_kernel_is_shaped_like_kernel_tuners(tmp_path):
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(40).astype(np.float32), rng.standard_normal(40).astype(np.float32)
+    c = np.zeros_like(a)
+    results, env = edgetune.tune_kernel("vadd", VADD, 40, [c, a, b, np.int32(40)], {"block": [1, 2, 4, 8]},
+                                        restrictions=["block <= 4"], answer=[a + b, None, None, None], target="host",
+                                        budget=4, db=tmp_path / "kt.db")
+    assert len(results) == 4 and all("time_ns" in r and r["block"] <= 4 for r in results)
+    assert env["device_name"] == "host" and env["best_config"]["block"] in (1, 2, 4)
+    wrong, _ = edgetune.tune_kernel("vadd2", VADD.replace("vadd", "vadd2"), 40, [c, a, b, np.int32(40)],
+                                    {"block": [2]}, answer=[a - b, None, None, None], target="host", budget=1,
+                                    db=tmp_path / "kt.db")
+    assert wrong[0]["error"].startswith("wrong_answer")
+    with pytest.raises(KernelError, match="give answer="):
+        edgetune.tune_kernel("vadd", VADD, 40, [c, a, b, np.int32(40)], {"block": [1]}, target="host")
+
+
+def test_the_api_has_the_command_lines_defaults():
+    cli = {p.name: p.default for p in tune_cmd.params}
+    sig = inspect.signature(api.tune).parameters
+    for api_name, cli_name in (("target", "target_name"), ("strategy", "strategy"), ("budget", "budget"),
+                               ("jobs", "jobs"), ("seed", "seed"), ("objective", "objective"), ("db", "db_path")):
+        assert sig[api_name].default == cli[cli_name], api_name
+
+
+@pytest.mark.parametrize("text, values, expected", [
+    ("block_size * unroll <= 16", {"block_size": 4, "unroll": 4}, True),
+    ("n % tile == 0 and tile in (1, 2, 4)", {"n": 12, "tile": 8}, False),
+    ("max(a, b) - min(a, b) < 2 if a else not b", {"a": 3, "b": 2}, True),
+    ("order == 'stage_major' or unroll == 1", {"order": "sample_major", "unroll": 2}, False),
+    ("taps + block - 1", {"taps": 5, "block": 8}, 12),
+])
+def test_restrictions_evaluate_what_they_allow(text, values, expected):
+    assert compiled(text, values)(values) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("x.__class__", "Attribute is not allowed"),
+    ("open('f')", "only min, max, abs may be called"),
+    ("[i for i in x]", "ListComp is not allowed"),
+    ("lambda: 1", "Lambda is not allowed"),
+    ("y > 1", "unknown name 'y'"),
+    ("x ==", "is not a Python expression"),
+])
+def test_restrictions_refuse_what_they_do_not_allow(text, expected):
+    with pytest.raises(ExpressionError, match=expected.replace("(", r"\(")):
+        compiled(text, {"x"})
+
+
+def test_numbers_cannot_grow_without_bound():
+    with pytest.raises(ExpressionError, match="too large"):
+        compiled("2 ** 10 ** 10", set())({})
+    with pytest.raises(ExpressionError, match="exceeds"):
+        compiled("x * x * x * x * x", {"x"})({"x": 1 << 20})
+
+
+def test_what_a_definition_says_reaches_c_only_as_checked_tokens(tmp_path):
+    from edgetune.targets import get_target
+    from edgetune.tuner import Config
+
+    folder = bad_kernel(tmp_path, kernel_text(params="{'u': [-3, 0.5, 'FAST']}").replace(
+        'name="k"', 'name="k", description="evil */ int injected; /*"'))
+    kernel = edgetune.register(folder)
+    host = get_target("host")
+    space = kernel.tuning_space(host, {"size": 8})
+    source = kernel.render(host, {"size": 8}, space.make({"u": -3, "compiler": "gcc", "opt": "O2"})).source
+    assert "*/ int injected" not in source and "#define u (-3)" in source
+    assert "#define k et_k_size8_kernel" in source and "(void)k((int8_t *)y, (int8_t *)x, n);" in source
+    assert isinstance(space.make({"u": "FAST", "compiler": "gcc", "opt": "O2"}), Config)
