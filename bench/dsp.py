@@ -9,7 +9,14 @@ the two nested loops). Instructions are exact QEMU counts; cycles are estimates 
 target's cost model (README, "Cycle and energy estimates"). Ratios are plain / DSP and
 best C / DSP; MAC/cycle = the kernel's multiply-accumulates / estimated DSP cycles.
 
-usage: .venv/bin/python bench/dsp.py [--budget N] [--seed S] [--kernel NAME]   (also printed by bench/targets.py)
+Then fir_q15 on the Cortex-M55 with Helium (vector=mve), taps=32, block=256, in both
+rounding conventions, against CMSIS-DSP's arm_fir_q15 on the same core: the best count of a
+search of the whole Helium space (18 configurations: every one measured) and the ratio to the
+library's count. This repository does not build CMSIS-DSP, so the library's count is the one
+recorded in bench/RESULTS.md (arm_fir_q15, best of GCC 12 and Clang 14 at -O3 with MVE, the
+same QEMU harness and counter); arm_fir_q15 truncates, so rounding=truncate is the like-for-like row.
+
+usage: .venv/bin/python bench/dsp.py [--budget N] [--seed S] [--kernel NAME] [--no-helium]   (also printed by bench/targets.py)
 """
 from __future__ import annotations
 
@@ -30,6 +37,10 @@ TARGETS = ("cortex-m4", "cortex-m7")
 WORKLOADS = (("matmul_s8", "m=16,n=16,k=32"), ("matmul_s8", "m=32,n=32,k=64"), ("fir_q15", "taps=32,block=64"),
              ("conv2d_s8", "h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1"))
 NAIVE_TEMPLATES = ("matmul_s8", "conv2d_s8")  # kernels with a plain-loop template (render_naive)
+# fir_q15 against CMSIS-DSP's arm_fir_q15 on the Cortex-M55 (bench/RESULTS.md, "fir_q15 on Helium").
+HELIUM_FIR_SHAPE = "taps=32,block=256"
+LIBRARY_FIR_Q15_M55 = 3321  # instructions: arm_fir_q15, best of GCC 12 / Clang 14 -O3, MVE, same harness
+HELIUM_FIR_BUDGET = 24  # above the 18 configurations of the vector=mve space: the search measures them all
 
 
 def macs_of(name, shape):
@@ -90,15 +101,38 @@ def dsp_table(budget: int, seed: int, work: Path, kernels: tuple[str, ...] | Non
                   f"{macs_of(kernel_name, shape) / dsp.values['cycles']:>7.2f}  {dsp.config.key()}")
 
 
+def helium_fir_table(seed: int, work: Path) -> None:
+    """fir_q15 with vector=mve on the M55, both rounding conventions, best by instructions."""
+    target, kernel = get_target("cortex-m55"), get_kernel("fir_q15")
+    print(f"\nfir_q15 {HELIUM_FIR_SHAPE} on the Cortex-M55, Helium (vector=mve), every configuration measured, "
+          f"best by instructions; CMSIS-DSP arm_fir_q15 (recorded): {LIBRARY_FIR_Q15_M55}")
+    print(f"{'rounding':>9} {'plain instr':>11} {'best instr':>10} {'best cyc':>8} {'/library':>9}  best configuration")
+    for rounding in ("nearest", "truncate"):
+        shape = kernel.parse_shape(f"{HELIUM_FIR_SHAPE},rounding={rounding}")
+        plain = plain_loop(kernel, target, shape, work)
+        db = TuningDatabase(work / f"m55-fir_q15-{rounding}.db")
+        request = TuneRequest(one_vector_path(kernel, "mve"), target, shape, "random", HELIUM_FIR_BUDGET, 2, seed,
+                              "instructions")
+        best = tune(request, db).best
+        if best is None:
+            raise SystemExit(f"cortex-m55 fir_q15 rounding={rounding}: no successful trial")
+        count = best.trial.values["instructions"]
+        print(f"{rounding:>9} {plain['instructions']:>11} {count:>10} {best.trial.values['cycles']:>8.0f} "
+              f"{count / LIBRARY_FIR_Q15_M55:>9.3f}  {best.trial.config.key()}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
     names = tuple(dict.fromkeys(name for name, _ in WORKLOADS))
     parser.add_argument("--kernel", action="append", choices=names, help="only this kernel's workloads (repeatable)")
+    parser.add_argument("--no-helium", action="store_true", help="leave out fir_q15 on the M55 against arm_fir_q15")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         dsp_table(args.budget, args.seed, Path(tmp), tuple(args.kernel) if args.kernel else None)
+        if not args.no_helium and (args.kernel is None or "fir_q15" in args.kernel):
+            helium_fir_table(args.seed, Path(tmp))
 
 
 if __name__ == "__main__":

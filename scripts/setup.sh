@@ -17,6 +17,7 @@ packages=(
     gcc libc6-dev                                                      # host builds and the QEMU plugin
     cmake make                                                         # tests build exports as user firmware does
     git                                                                # tests list the repository's files
+    python3-dev                                                        # cmsisdsp (test extra) compiles CMSIS-DSP for the host
 )
 if ! python3 -c "import venv, ensurepip" >/dev/null 2>&1; then
     packages+=(python3 python3-venv python3-pip)

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import cmsisdsp  # CMSIS-DSP's Python API (test extra): its C arm_fir_q15, built for the host
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgetune.codegen import KernelError, get_kernel
+from edgetune.export import export_best
+from edgetune.session import TuneRequest, tune
+from edgetune.targets import iobuf
+from edgetune.targets.runners import runner_for
+from edgetune.tuner import TuningDatabase
 
 from kernel_runs import assert_ok, run_config
 
@@ -28,15 +34,71 @@ def f32():
 
 
 @settings(max_examples=40, derandomize=True, deadline=None, database=None)
-@given(shape=shapes, seed=st.integers(0, 2**16), edge=st.sampled_from(["random", "extreme"]))
-def test_q15_reference_matches_the_loop_model(q15, shape, seed, edge):
+@given(shape=shapes, seed=st.integers(0, 2**16), edge=st.sampled_from(["random", "extreme"]),
+       rounding=st.sampled_from([0, 1]))
+def test_q15_reference_matches_the_loop_model(q15, shape, seed, edge, rounding):
+    """rounding=0 adds half an LSB before the shift; rounding=1 is CMSIS-DSP's documented
+    arm_fir_q15 arithmetic: the 2.30 sum "truncated to 34.15 format by discarding the low 15
+    bits and then saturated to 1.15 format" (a floor: an arithmetic shift)."""
+    shape = {**shape, "rounding": rounding}
     io = q15.make_io(shape, np.random.default_rng(seed), edge=edge)
     x, c = (b.data.tolist() for b in io.buffers[:2])
     want = []
     for n in range(shape["block"]):
         acc = sum(c[k] * x[n + k] for k in range(shape["taps"]))
-        want.append(min(max((acc + 16384) // 2**15, -32768), 32767))  # floor division == arithmetic shift
+        bias = 0 if rounding else 16384
+        want.append(min(max((acc + bias) // 2**15, -32768), 32767))  # floor division == arithmetic shift
     assert q15.reference(shape, io)[0].tolist() == want
+
+
+def cmsis_fir_q15(x: np.ndarray, coeffs: np.ndarray, block: int) -> np.ndarray:
+    """CMSIS-DSP's own arm_fir_q15 (the cmsisdsp package builds its C sources for the host)
+    run over the whole input from a zero state; its last `block` outputs are ours. Its
+    documentation asks for an even number of taps: an odd filter gets a zero coefficient in
+    front (pCoeffs is time-reversed, so that zero multiplies the oldest sample, never ours)."""
+    if len(coeffs) % 2:
+        coeffs = np.concatenate([np.zeros(1, dtype=np.int16), coeffs])
+    taps = len(coeffs)
+    instance = cmsisdsp.arm_fir_instance_q15()
+    cmsisdsp.arm_fir_init_q15(instance, taps, coeffs, np.zeros(taps + len(x) - 1, dtype=np.int16))
+    return np.asarray(cmsisdsp.arm_fir_q15(instance, x))[len(x) - block:]
+
+
+@settings(max_examples=30, derandomize=True, deadline=None, database=None)
+@given(shape=st.fixed_dictionaries({"taps": st.integers(1, 40), "block": st.integers(1, 40)}), seed=st.integers(0, 2**16))
+def test_truncating_reference_equals_cmsis_dsps_arm_fir_q15(q15, shape, seed):
+    """Random inputs only: on saturating inputs (every product 2^30) the package's host build
+    departs from the arithmetic its documentation states, which the loop model above checks."""
+    shape = q15.parse_shape({**shape, "rounding": 1})
+    io = q15.make_io(shape, np.random.default_rng(seed))
+    x, coeffs = (b.data for b in io.buffers[:2])
+    want = cmsis_fir_q15(x, coeffs, shape["block"])
+    assert q15.reference(shape, io)[0].tolist() == want.tolist()
+
+
+def test_the_two_conventions_differ_by_at_most_one_and_often(q15):
+    nearest = q15.parse_shape("taps=32,block=256")
+    truncate = q15.parse_shape("taps=32,block=256,rounding=truncate")
+    io = q15.make_io(nearest, np.random.default_rng(0))
+    diff = q15.reference(nearest, io)[0].astype(int) - q15.reference(truncate, io)[0].astype(int)
+    assert set(diff.tolist()) <= {0, 1} and 64 < int(diff.sum()) < 192  # about half the outputs round up
+
+
+def test_rounding_shape_key(q15):
+    assert q15.parse_shape("taps=4,block=8")["rounding"] == 0
+    assert q15.parse_shape("taps=4,block=8,rounding=nearest")["rounding"] == 0
+    assert q15.parse_shape("taps=4,block=8,rounding=TRUNCATE")["rounding"] == 1
+    assert q15.parse_shape("taps=4,block=8,rounding=1")["rounding"] == 1
+    assert q15.function_name(q15.parse_shape("taps=4,block=8,rounding=1")) != \
+        q15.function_name(q15.parse_shape("taps=4,block=8"))
+    with pytest.raises(KernelError, match="rounding=2 must be 0 .nearest. or 1 .truncate."):
+        q15.parse_shape("taps=4,block=8,rounding=2")
+    with pytest.raises(KernelError, match="rounding='same' must be nearest or truncate"):
+        q15.parse_shape("taps=4,block=8,rounding=same")
+    with pytest.raises(KernelError, match="'rounding=floor' is not NAME=INTEGER .e.g. taps=32,block=64,rounding=nearest."):
+        q15.parse_shape("taps=4,block=8,rounding=floor")
+    with pytest.raises(KernelError, match="unknown key 'rounding' for fir_f32"):
+        get_kernel("fir_f32").parse_shape("taps=4,block=8,rounding=1")
 
 
 @settings(max_examples=20, derandomize=True, deadline=None, database=None)
@@ -98,3 +160,25 @@ def test_host_variants(tmp_path, host):
         kernel = get_kernel(name)
         assert_ok(run_config(kernel, host, {"taps": 9, "block": 30}, {"tile": 4, "unroll": 2, "compiler": "gcc"},
                              tmp_path, edge="extreme", seed=2))
+
+
+@pytest.mark.qemu
+def test_an_export_serves_each_rounding_convention_its_own_variant(q15, m55, tmp_path):
+    """Both conventions of one filter tuned into one database and exported: the dispatcher
+    takes `rounding` like any shape key, and each call returns its own convention's output."""
+    db = TuningDatabase(tmp_path / "t.db")
+    shapes = [q15.parse_shape(f"taps=9,block=20,rounding={r}") for r in ("nearest", "truncate")]
+    for shape in shapes:
+        tune(TuneRequest(q15, m55, shape, "random", 3, 2, 1), db)
+    folder = export_best(db, m55, tmp_path / "export", objective="instructions").folder
+    outputs = []
+    for shape in shapes:
+        io = q15.make_io(shape, np.random.default_rng(7))  # the same inputs for both
+        workdir = tmp_path / f"build{shape['rounding']}"
+        workdir.mkdir()
+        runner = runner_for(m55)
+        _, raw = runner.run(runner.build_export(q15, shape, io, folder, workdir), io)
+        got = iobuf.unpack_outputs(io, raw)[0]
+        assert np.array_equal(got, q15.reference(shape, io)[0]), shape
+        outputs.append(got)
+    assert not np.array_equal(*outputs)  # the two conventions really differ on these inputs

@@ -43,7 +43,8 @@ SHAPES = {
                     "pad_top=1,pad_bottom=0,pad_left=0,pad_right=2",
                     "h=9,w=8,c=12,kh=3,kw=3,stride=2,pad=same",
                     "h=8,w=7,c=11,kh=3,kw=3,stride_h=1,stride_w=2,dilation_w=2,pad=valid"),  # no padding
-    "fir_q15": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13"),
+    # fir_q15: both narrowing conventions (the last shape truncates, as CMSIS-DSP's arm_fir_q15).
+    "fir_q15": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13", "taps=9,block=21,rounding=truncate"),
     "fir_f32": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13"),
 }
 CASES = [(kernel.name, path.name, target) for kernel in KERNELS.values() for path in kernel.paths
@@ -142,6 +143,26 @@ def test_drawn_variants_of_a_path_match_the_reference_on_the_target(case, target
     shapes = st.sampled_from([kernel.parse_shape(text) for text in SHAPES[kernel_name]])
     check_drawn_variants(kernel, [target], shapes, path_name, tmp_path, examples=4)
 
+
+
+FIR_ROUNDING_SHAPES = {"nearest": ("taps=8,block=11", "taps=13,block=6", "taps=32,block=9"),
+                       "truncate": ("taps=8,block=11,rounding=truncate", "taps=13,block=6,rounding=truncate",
+                                    "taps=32,block=9,rounding=truncate")}
+FIR_ROUNDING_CASES = [(rounding, path.name, target) for rounding in FIR_ROUNDING_SHAPES
+                      for path in KERNELS["fir_q15"].paths for target in ("cortex-m55", "cortex-m4", "host")]
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("case", FIR_ROUNDING_CASES, ids=case_id)
+def test_both_fir_q15_rounding_conventions_are_exact_on_every_path(case, targets, tmp_path):
+    """Each narrowing (round to nearest; truncate, CMSIS-DSP's) on each path, taps that fill
+    the MVE path's eight-lane steps and taps that need its tail predicate."""
+    rounding, path_name, target_name = case
+    kernel, target = KERNELS["fir_q15"], targets[target_name]
+    if not offered("fir_q15", path_name, target):
+        return
+    shapes = st.sampled_from([kernel.parse_shape(text) for text in FIR_ROUNDING_SHAPES[rounding]])
+    check_drawn_variants(kernel, [target], shapes, path_name, tmp_path, examples=4)
 
 
 # The issue's two layers TFLite pads asymmetrically: MobileNetV1's 96x96x3 stride-2 3x3 SAME

@@ -82,7 +82,7 @@ def check_elements(**counts: int) -> None:
 
 
 # NAME=INTEGER; a word value (pad=same) is kept as text for the kernel's expand_shape.
-SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|(?i:same|valid))\s*$")
+SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|(?i:same|valid|nearest|truncate))\s*$")
 OPT_LEVELS = ("O2", "O3", "Os")
 COMMON_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
 

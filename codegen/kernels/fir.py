@@ -3,8 +3,13 @@ taps-1 history samples (the end of the previous block) followed by `block` new s
 the coefficients are stored time-reversed, so y[n] = sum_k coeffs[k] * x[n + k] for
 n in 0..block-1. The caller keeps the last taps-1 input samples as the next call's history.
 
-fir_q15: Q15 samples and coefficients, products summed exactly in int64, rounded to nearest
-(ties up) at bit 15 and saturated to Q15 -- bit-exact.
+fir_q15: Q15 samples and coefficients, products summed exactly in int64, narrowed at bit 15
+and saturated to Q15 -- bit-exact. The narrowing is the shape key `rounding`: 0 (`nearest`,
+the default) rounds to nearest, ties up; 1 (`truncate`) discards the low 15 bits (an
+arithmetic shift, i.e. floor), which is what CMSIS-DSP's arm_fir_q15 documents ("truncated to
+34.15 format by discarding the low 15 bits and then saturated to 1.15 format"), so code ported
+from CMSIS-DSP gets identical output. It is a shape key, not a tuning parameter, because it
+changes the result: the search must never trade one convention for the other.
 fir_f32: float32; variants sum in different orders (and may fuse multiply-adds), so an
 output is accepted when it is within (taps + 2) * 2^-24 * sum_k |coeffs[k] * x[n + k]| of the
 exact sum: the classic bound for a float32 sum of taps products in any order (Higham,
@@ -27,6 +32,21 @@ from .paths import Rule, VectorPath, anywhere, path_constraints, with_extension,
 MAX_TAPS = 1 << 16  # int64 sums of up to 2^16 products of 2^30 are exact; keeps buffers sane
 MAX_BLOCK = 1 << 20
 UNIT_ROUNDOFF_F32 = 2.0 ** -24
+# fir_q15's `rounding` shape key; the words are the text shorthands (`rounding=truncate`).
+ROUND_NEAREST, ROUND_TRUNCATE = 0, 1
+ROUNDING_WORDS = {"nearest": ROUND_NEAREST, "truncate": ROUND_TRUNCATE}
+
+
+def rounding_of(shape: Mapping[str, int]) -> int:
+    """fir_q15's narrowing convention (a mapping built by hand may leave the key out)."""
+    return int(shape.get("rounding", ROUND_NEAREST))
+
+
+def narrow_q15(acc: np.ndarray, rounding: int) -> np.ndarray:
+    """int64 sums of Q30 products -> Q15: round to nearest (ties up) or truncate (floor, as
+    CMSIS-DSP's arm_fir_q15), then saturate."""
+    bias = 0 if rounding == ROUND_TRUNCATE else 1 << 14
+    return np.clip((acc + bias) >> 15, -32768, 32767).astype(np.int16)
 
 
 def plain_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
@@ -130,11 +150,34 @@ class _Fir(Kernel):
 
 class FirQ15(_Fir):
     name = "fir_q15"
-    version = 1
-    description = "Q15 FIR filter on a block (CMSIS-DSP state convention), int64 accumulation, rounded and saturated"
+    version = 2  # 2: the rounding shape key; MVE narrows with SRSHRL/ASRL and SSAT
+    shape_keys = ("taps", "block", "rounding")
+    shape_defaults = (("rounding", ROUND_NEAREST),)
+    zero_allowed = ("rounding",)
+    description = ("Q15 FIR filter on a block (CMSIS-DSP state convention), int64 accumulation, rounded "
+                   "(rounding=nearest) or truncated (rounding=truncate, as arm_fir_q15) and saturated")
     template = "fir_q15.c.j2"
     dtype = np.int16
     paths = Q15_PATHS
+
+    def example_shape(self) -> str:
+        return "taps=32,block=64,rounding=nearest"
+
+    def expand_shape(self, items: dict[str, object]) -> dict[str, object]:
+        word = items.get("rounding")
+        if isinstance(word, str):
+            if word not in ROUNDING_WORDS:
+                raise KernelError(f"shape: rounding={word!r} must be nearest or truncate (or 0, 1)")
+            items = {**items, "rounding": ROUNDING_WORDS[word]}
+        return items
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        super().check_shape(shape)
+        if shape["rounding"] not in ROUNDING_WORDS.values():
+            raise KernelError(f"shape: rounding={shape['rounding']} must be 0 (nearest) or 1 (truncate)")
+
+    def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
+        return {**super().template_vars(target, shape, config), "truncate": rounding_of(shape) == ROUND_TRUNCATE}
 
     def make_io(self, shape: Mapping[str, int], rng: np.random.Generator, edge: str = "random") -> KernelIO:
         n = shape["taps"] + shape["block"] - 1
@@ -148,8 +191,7 @@ class FirQ15(_Fir):
 
     def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
         x, coeffs = (b.data.astype(np.int64) for b in io.buffers[:2])
-        acc = self.windows(shape, x) @ coeffs
-        return [np.clip((acc + (1 << 14)) >> 15, -32768, 32767).astype(np.int16)]
+        return [narrow_q15(self.windows(shape, x) @ coeffs, rounding_of(shape))]
 
 
 class FirF32(_Fir):
