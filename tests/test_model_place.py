@@ -1,0 +1,98 @@
+"""`edgetune place MODEL.tflite`: every operator planned, NPU layers compiled by Vela from
+the model's own weights, boards without an NPU planned all on the CPU."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgetune.cli import main
+from edgetune.codegen import get_kernel
+from edgetune.codegen.model import load_model
+from edgetune.codegen.model.graph import read_graph
+from edgetune.model_plan import npu_option
+from edgetune.session import goal_of, workload_of
+from edgetune.tuner import TuningDatabase
+
+from model_files import chain_model, network_model, write
+
+
+def _place(*args):
+    return CliRunner().invoke(main, ["place", *map(str, args)])
+
+
+def _tune(model: Path, target: str, db: Path, budget: int) -> None:
+    result = CliRunner().invoke(main, ["model", "tune", str(model), "--target", target, "--budget", str(budget),
+                                       "--db", str(db), "--jobs", "1", "--no-check", "--json"])
+    assert result.exit_code == 0, result.output
+
+
+def _stored_best(db_path: Path, target, layer) -> int:
+    kernel = get_kernel(layer.kernel)
+    workload = workload_of(kernel, target, kernel.parse_shape(dict(layer.shape)))
+    db = TuningDatabase(db_path)
+    goal = goal_of(db, workload, target, "", ())
+    return int(np.ceil(db.best(workload, goal.objective, goal.allows).trial.values[target.measures]))
+
+
+@pytest.mark.qemu
+def test_place_a_model_on_the_m55_with_its_npu(tmp_path, m55):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    db = tmp_path / "t.db"
+    _tune(model_path, "cortex-m55", db, 3)
+    result = _place(model_path, "--target", "cortex-m55", "--db", db, "--out", tmp_path / "plan", "--json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    model = load_model(model_path)
+    assert [row["index"] for row in plan["operators"]] == [layer.index for layer in model.layers]
+    for row, layer in zip(plan["operators"], model.layers):
+        assert row["cpu_cycles"] == _stored_best(db, m55, layer)  # the database's best trial
+        assert row["npu_cycles"] and row["npu_cycles"] > 0  # Vela compiled the real layer
+        chosen = row["cpu_cycles"] if row["device"] == "cpu" else row["compute_cycles"]
+        assert row["compute_cycles"] == chosen
+    totals = sum(r["compute_cycles"] + r["invoke_cycles"] + r["copy_in_cycles"] for r in plan["operators"])
+    assert plan["total_cycles"] == totals + plan["copy_out_cycles"]
+    # The plan is the cheapest: never worse than everything on either side.
+    assert plan["total_cycles"] <= plan["all_cpu_cycles"] and plan["total_cycles"] <= plan["all_npu_cycles"]
+    for row in plan["operators"]:
+        if row["device"] == "npu":
+            assert (tmp_path / "plan" / row["model"]).read_bytes()[4:8] == b"TFL3"
+
+
+def test_vela_receives_the_layers_own_weights(tmp_path, m55):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(5)))
+    layer = load_model(model_path).layers[1]
+    npu = m55.npu("ethos-u55")
+    option = npu_option(layer, m55, npu, max(npu.macs_per_cycle))
+    assert option.cycles is not None and option.compiled[4:8] == b"TFL3", option.note
+    given = read_graph(write(tmp_path, "given", option.model))
+    sent = [t.data for t in given.tensors if t.constant]
+    own = [t.data for t in layer.tensors if t is not None and t.constant]
+    assert sent == own and len(own) == 2  # weights and bias, byte for byte
+    weights = next(t for t in layer.tensors if t is not None and t.constant and t.dtype == "int8")
+    assert weights.data in option.model  # the bytes are stored in the model Vela compiled
+
+
+@pytest.mark.qemu
+def test_place_a_model_on_a_board_without_an_npu_is_all_cpu(tmp_path, m4):
+    model_path = write(tmp_path, "net.tflite", network_model(np.random.default_rng(1)))
+    db = tmp_path / "t.db"  # empty: tuned layers cost their plain loop, measured
+    result = _place(model_path, "--target", "cortex-m4", "--db", db, "--out", tmp_path / "plan")
+    assert result.exit_code == 0, result.output
+    assert "all on the CPU" in result.output and "-> NPU" not in result.output
+    assert "plain C loop nest" in result.output and "estimate: 1 cycle per element" in result.output
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    assert {row["device"] for row in plan["operators"]} == {"cpu"}
+    assert plan["npu"] is None and plan["total_cycles"] == plan["all_cpu_cycles"]
+    softmax = next(r for r in plan["operators"] if r["op"] == "SOFTMAX")
+    assert softmax["cpu_cycles"] == 4 + 4  # 4 elements read, 4 written: the stated estimate
+    assert not (tmp_path / "plan" / "npu").exists()
+
+
+def test_place_a_model_with_an_unknown_device_is_one_line(tmp_path):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    result = _place(model_path, "--target", "cortex-m55", "--device", "ethos-u99", "--out", tmp_path / "p")
+    assert result.exit_code == 2 and "ethos-u99" in result.output and "Traceback" not in result.output
