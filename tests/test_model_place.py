@@ -96,3 +96,34 @@ def test_place_a_model_with_an_unknown_device_is_one_line(tmp_path):
     model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
     result = _place(model_path, "--target", "cortex-m55", "--device", "ethos-u99", "--out", tmp_path / "p")
     assert result.exit_code == 2 and "ethos-u99" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.qemu
+def test_model_report_shows_each_layers_share_tuned_against_plain(tmp_path, m55):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    db = tmp_path / "t.db"
+    _tune(model_path, "cortex-m55", db, 3)
+    result = CliRunner().invoke(main, ["model", "report", str(model_path), "--target", "cortex-m55", "--db", str(db),
+                                       "--out", str(tmp_path / "rep"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    model = load_model(model_path)
+    assert [r["index"] for r in report["layers"]] == [layer.index for layer in model.tuned]
+    page = (tmp_path / "rep" / "index.html").read_text()
+    for row, layer in zip(report["layers"], model.tuned):
+        assert row["tuned"] == _stored_best(db, m55, layer)  # the database's figure
+        assert row["plain"] > 0  # the plain loop nest, measured (one trial per layer need not beat it)
+        assert f"<td>{row['plain'] / row['tuned']:.2f}x</td>" in page
+        share = 100 * row["tuned"] / report["tuned_total"]
+        assert f"<td>{row['tuned']:.0f}</td><td>{share:.1f}%</td><td>{row['plain']:.0f}</td>" in page
+    assert report["tuned_total"] == sum(r["tuned"] for r in report["layers"])
+    assert (tmp_path / "rep" / "layers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert 'src="layers.png"' in page
+
+
+def test_model_report_without_a_database_is_one_line(tmp_path):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    result = CliRunner().invoke(main, ["model", "report", str(model_path), "--target", "cortex-m55",
+                                       "--db", str(tmp_path / "none.db"), "--out", str(tmp_path / "rep")])
+    assert result.exit_code == 2 and "none.db" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "rep").exists()
