@@ -56,7 +56,7 @@ def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: Tuni
 @click.command("place")
 @click.argument("network_file", metavar="NETWORK_FILE")
 @click.option("--target", "target_name", default="cortex-m55", show_default=True, help="Target name or .toml file.")
-@click.option("--device", default="ethos-u55", show_default=True, help="The NPU of the target to offload to.")
+@click.option("--device", default="ethos-u55", show_default=True, help="The NPU of the target to offload to (none: all on the CPU; a .tflite on a board without an NPU is all CPU).")
 @click.option("--macs", type=int, default=None, help="The board's NPU MAC configuration [default: the largest offered].")
 @click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")
 @click.option("--out", "out_dir", required=True, help="Folder for the plan header, NPU models and CPU kernels.")
