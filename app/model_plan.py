@@ -167,7 +167,13 @@ def plan_model(model: Model, target: Target, npu: Npu | None, db: TuningDatabase
             raise PlanError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
     recompute_estimates(db, target)
     layers = model.layers
-    cpu = [cpu_option(layer, target, db, (objective, bounds)) for layer in layers]
+    measured: dict[tuple, Option] = {}  # identical tuned layers (kernel, shape) cost the same on the CPU
+    cpu = []
+    for layer in layers:
+        key = (layer.kernel, layer.shape) if layer.kernel else ("", layer.index)
+        if key not in measured:
+            measured[key] = cpu_option(layer, target, db, (objective, bounds))
+        cpu.append(measured[key])
     npus = [npu_option(layer, target, npu, macs) for layer in layers]
     for layer, c, n in zip(layers, cpu, npus):
         if c.cycles is None and n.cycles is None:
