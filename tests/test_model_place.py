@@ -13,8 +13,10 @@ from edgetune.cli import main
 from edgetune.codegen import get_kernel
 from edgetune.codegen.model import load_model
 from edgetune.codegen.model.graph import read_graph
+from edgetune import model_plan
 from edgetune.model_plan import npu_option
 from edgetune.session import goal_of, workload_of
+from edgetune.targets.vela import compile_model
 from edgetune.tuner import TuningDatabase
 
 from model_files import chain_model, network_model, write
@@ -62,13 +64,21 @@ def test_place_a_model_on_the_m55_with_its_npu(tmp_path, m55):
             assert (tmp_path / "plan" / row["model"]).read_bytes()[4:8] == b"TFL3"
 
 
-def test_vela_receives_the_layers_own_weights(tmp_path, m55):
+def test_vela_receives_the_layers_own_weights(tmp_path, m55, monkeypatch):
     model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(5)))
     layer = load_model(model_path).layers[1]
     npu = m55.npu("ethos-u55")
+    compiled_models = []
+
+    def spy(model, *args):
+        compiled_models.append(model)
+        return compile_model(model, *args)
+
+    monkeypatch.setattr(model_plan, "compile_model", spy)
     option = npu_option(layer, m55, npu, max(npu.macs_per_cycle))
     assert option.cycles is not None and option.compiled[4:8] == b"TFL3", option.note
-    given = read_graph(write(tmp_path, "given", option.model))
+    assert len(compiled_models) == len(npu.memory_modes) and set(compiled_models) == {option.model}
+    given = read_graph(write(tmp_path, "given", compiled_models[0]))  # what Vela was given
     sent = [t.data for t in given.tensors if t.constant]
     own = [t.data for t in layer.tensors if t is not None and t.constant]
     assert sent == own and len(own) == 2  # weights and bias, byte for byte
