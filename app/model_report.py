@@ -17,7 +17,7 @@ from edgetune.hal import Target
 from edgetune.tuner import TuningDatabase
 
 from .model_session import distinct_workloads, measure_baseline
-from .report import DPI, STYLE, ReportError, plt
+from .report import DPI, STYLE, ReportError, plt, ticker
 from .session import goal_of
 
 PLOT = "layers.png"
@@ -94,7 +94,9 @@ def layers_figure(report: ModelReport, title: str):
     ax.invert_yaxis()  # the model's order, top to bottom
     ax.set_xlabel(f"{report.objective} per layer (label: the layer's share of the tuned layers' total)")
     ax.set_title(title, fontsize=10)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))  # no "1e6" offset
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[::-1], labels[::-1], loc="lower right", fontsize=8)  # tuned first, as drawn
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
