@@ -123,6 +123,8 @@ def _place_model(path: Path, target: Target, device: str, macs, db_path, out_dir
     without an NPU, or --device none, plans everything on the CPU."""
     npu = None if device == "none" or not target.npus else resolve_npu(target, device)
     model = load_model(path)
+    if npu is not None and macs is not None and macs not in npu.macs_per_cycle:  # before a database is made
+        raise PlanError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
     bounds = tuple(parse_bound(text) for text in constraints)
     if objective or bounds:
         check_names(objective or target.measures, bounds, target.measured_values, target.name)

@@ -137,3 +137,17 @@ def test_model_report_without_a_database_is_one_line(tmp_path):
                                        "--db", str(tmp_path / "none.db"), "--out", str(tmp_path / "rep")])
     assert result.exit_code == 2 and "none.db" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "none.db").exists() and not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("extra, culprit", [(["--macs", "99"], "--macs"), (["--target", "cortex-m99"], "cortex-m99")])
+def test_place_a_model_with_bad_options_is_one_line(tmp_path, extra, culprit):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    result = _place(model_path, "--db", tmp_path / "t.db", "--out", tmp_path / "p", *extra)
+    assert result.exit_code == 2 and culprit in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "p").exists() and not (tmp_path / "t.db").exists()
+
+
+def test_place_a_file_that_is_no_model_is_one_line(tmp_path):
+    model_path = write(tmp_path, "broken.tflite", b"\x18\x00\x00\x00TFL3" + b"\x00" * 8)
+    result = _place(model_path, "--db", tmp_path / "t.db", "--out", tmp_path / "p")
+    assert result.exit_code == 2 and "broken.tflite" in result.output and "Traceback" not in result.output
