@@ -34,6 +34,7 @@ from .npu_cli import best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
 from .model_cli import model_group
 from . import model_tune_cli  # noqa: F401 - registers `model tune` in model_group
+from . import model_report_cli  # noqa: F401 - registers `model report` in model_group
 from .user_kernels import first_failure, kernel_file_option, load_installed, only_kernel
 
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from

@@ -9,6 +9,7 @@ from typing import Callable
 
 import click
 
+from edgetune.codegen.model import load_model
 from edgetune.codegen.npu import get_npu_operator, npu_space
 from edgetune.hal import Target
 from edgetune.targets import get_target
@@ -17,6 +18,7 @@ from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, check_strate
 from .progress import ProgressDisplay
 from .npu_session import NPU_OBJECTIVE, npu_workload, resolve_npu
 from .layer_plan import PlanError, export_plan, load_network, plan_network
+from .model_plan import plan_model, write_model_plan
 from .session import TuneRequest, TuneSummary, parse_config, summarize, tune
 
 
@@ -54,7 +56,7 @@ def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: Tuni
 @click.command("place")
 @click.argument("network_file", metavar="NETWORK_FILE")
 @click.option("--target", "target_name", default="cortex-m55", show_default=True, help="Target name or .toml file.")
-@click.option("--device", default="ethos-u55", show_default=True, help="The NPU of the target to offload to.")
+@click.option("--device", default="ethos-u55", show_default=True, help="The NPU of the target to offload to (none: all on the CPU; a .tflite on a board without an NPU is all CPU).")
 @click.option("--macs", type=int, default=None, help="The board's NPU MAC configuration [default: the largest offered].")
 @click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")
 @click.option("--out", "out_dir", required=True, help="Folder for the plan header, NPU models and CPU kernels.")
@@ -69,7 +71,7 @@ def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: Tuni
 @click.option("--json", "as_json", is_flag=True, help="Print plan.json instead of the explanation.")
 def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_budget, jobs, seed, strategy,
               objective, constraints, as_json):
-    """Place each layer of NETWORK_FILE on the CPU or the NPU and export the plan.
+    """Place each layer of NETWORK_FILE (a network .toml, or a .tflite model) on the CPU or the NPU and export the plan.
 
     Per layer: the best tuned CPU kernel (from --db) against the best Vela configuration
     (tuned here if the database has none), counting NPU invocations and the copies between
@@ -78,6 +80,9 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
     # Bad input raises edgetune's own errors; cli.py registers this command behind its
     # guard, which turns them into one line and exit status 2.
     target = get_target(target_name)
+    if Path(network_file).suffix == ".tflite":
+        _place_model(Path(network_file), target, device, macs, db_path, out_dir, objective, constraints, as_json)
+        return
     npu = resolve_npu(target, device)
     network = load_network(Path(network_file))
     check_strategy(strategy)  # a name it does not know is said as such
@@ -110,3 +115,33 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
     if exported.cpu_export is not None:
         click.echo(f"cpu kernels: {exported.cpu_export.header}")
     sys.stdout.flush()
+
+
+def _place_model(path: Path, target: Target, device: str, macs, db_path, out_dir, objective, constraints,
+                 as_json) -> None:
+    """`place MODEL.tflite`: every operator of the model (edgetune.model_plan). A board
+    without an NPU, or --device none, plans everything on the CPU."""
+    npu = None if device == "none" or not target.npus else resolve_npu(target, device)
+    model = load_model(path)
+    if npu is not None and macs is not None and macs not in npu.macs_per_cycle:  # before a database is made
+        raise PlanError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
+    bounds = tuple(parse_bound(text) for text in constraints)
+    if objective or bounds:
+        check_names(objective or target.measures, bounds, target.measured_values, target.name)
+    plan = plan_model(model, target, npu, TuningDatabase(Path(db_path)), macs, objective, bounds)
+    plan_json, models = write_model_plan(plan, Path(out_dir))
+    if as_json:
+        click.echo(plan_json.read_text(encoding="utf-8"), nl=False)
+        return
+    click.echo(f"{path.name} on {target.name} + {plan.accelerator} ({len(plan.ops)} operators; "
+               f"CPU cycles at {target.core.clock_hz / 1e6:g} MHz)")
+    for op in plan.ops:
+        click.echo(f"  {op.explanation}")
+    if plan.copy_out_cycles:
+        click.echo(f"  output: +{plan.copy_out_cycles} cycles to copy {plan.copy_out_bytes} bytes back to CPU memory")
+    npu_total = "impossible" if plan.all_npu_cycles is None else plan.all_npu_cycles
+    click.echo(f"plan: {plan.total_cycles} cycles (all on the CPU {plan.all_cpu_cycles}; "
+               f"tuned layers all on the NPU {npu_total})" if npu else f"plan: {plan.total_cycles} cycles, all on the CPU")
+    click.echo(f"plan: {plan_json}")
+    for model_path in models:
+        click.echo(f"npu model: {model_path}")

@@ -1,0 +1,286 @@
+"""`edgetune place MODEL.tflite`: every operator of a TFLite model on the CPU or the Ethos-U
+NPU, whichever makes the whole model cheapest, counting the copies between them (the layer
+plan of edgetune.layer_plan, for a model instead of a hand-written network).
+
+Costs, all in CPU cycles at the target's core clock (the assumptions named):
+  - A tuned layer (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED) on the CPU: the best stored
+    trial of its kernel for its shape (as `edgetune place` chooses for a network: the
+    workload's own goal or --objective/--constraint), in the target's measured unit
+    (instructions at one cycle each, or the cost model's cycles). A layer the database has
+    no trial for costs its plain C loop nest (-O3), measured once in the target's emulator.
+  - A tuned layer on the NPU: Vela's total_cycles for the layer's own one-operator model
+    (edgetune.codegen.model.oracle.layer_model: the model's weights, bias, quantisation and
+    options as stored, never synthetic ones), compiled with the board's MAC configuration in
+    each of its memory modes (optimise=Performance, the largest arena cache that fits),
+    the cheapest kept, scaled by cpu_clock / npu_clock, plus the NPU's invoke_cycles.
+  - Every other operator (ADD, pooling, SOFTMAX, RESHAPE...) runs on the CPU, at an
+    ESTIMATE, not a measurement: one cycle per int8 element it reads or writes (its
+    non-constant inputs and its outputs). edgetune's library operators are plain loops that
+    touch each element a few times, so this is a lower bound; it is small beside the
+    convolutions in the MLPerf Tiny models, which is why it is only estimated.
+  - Copies: as in layer_plan, a tensor moved between the CPU's region and the NPU's arena
+    region costs ceil(bytes / copy_bytes_per_cycle).
+Operators are taken in the model's execution order and each one's input is taken to come
+from the operator before it (the model's graph as a chain): exact for sequential models,
+an approximation for branches (ResNet's skip connections are charged as if sequential).
+Without an NPU (a board that has none, or --device none) every operator is on the CPU.
+"""
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edgetune.codegen import get_kernel
+from edgetune.codegen.model import Model
+from edgetune.codegen.model.layers import ModelLayer
+from edgetune.codegen.model.oracle import layer_model
+from edgetune.hal import Npu, Target
+from edgetune.targets.toolchain import MeasureError
+from edgetune.targets.vela import VelaOptions, compile_model
+from edgetune.tuner import Bound, TuningDatabase
+
+from .identity import recompute_estimates
+from .layer_plan import PlanError, _copy_cycles
+from .model_session import LayerWorkload, measure_baseline
+from .session import goal_of, workload_of
+
+DEVICES = ("cpu", "npu")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One device's candidate for one operator."""
+
+    cycles: int | None  # CPU cycles; None: the operator cannot run there
+    note: str  # what was measured or estimated, or why not
+    region: str = ""  # where its tensors live
+    npu_cycles: int | None = None
+    model: bytes = b""  # NPU: the one-operator model given to Vela (the layer's own tensors)
+    compiled: bytes = b""  # NPU: Vela's output (with the command stream)
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    layer: ModelLayer
+    device: str
+    cpu: Option
+    npu: Option
+    compute_cycles: int
+    invoke_cycles: int
+    copy_in_bytes: int
+    copy_in_cycles: int
+    explanation: str
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    model: Model
+    target: Target
+    npu: Npu | None
+    macs: int | None
+    ops: tuple[OpPlan, ...]
+    copy_out_bytes: int
+    copy_out_cycles: int
+    total_cycles: int
+    all_cpu_cycles: int | None
+    all_npu_cycles: int | None  # every tuned layer on the NPU, the rest on the CPU; None without an NPU
+
+    @property
+    def accelerator(self) -> str:
+        return self.npu.accelerator(self.macs) if self.npu else "no NPU"
+
+
+def _elements(shape) -> int:
+    return int(np.prod(shape)) if shape else 1
+
+
+def _region(target: Target, nbytes: int) -> str:
+    region = target.place_buffers(nbytes)
+    return region.name if region else "cpu"
+
+
+def cpu_option(layer: ModelLayer, target: Target, db: TuningDatabase, override: tuple = ("", ())) -> Option:
+    """The operator on the CPU: its best stored trial, else its plain loop measured, else
+    (not a tuned kind of operator) the element estimate of the module's docstring."""
+    io_bytes = _elements(layer.input_shape) + _elements(layer.output_shape)
+    default = _region(target, io_bytes)
+    if layer.kernel is None:
+        touched = sum(_elements(t.shape) for t in layer.tensors if t is not None and not t.constant)
+        return Option(touched, f"estimate: 1 cycle per element read or written ({touched})", default)
+    kernel = get_kernel(layer.kernel)
+    shape = kernel.parse_shape(dict(layer.shape))
+    workload = workload_of(kernel, target, shape)
+    goal = goal_of(db, workload, target, *override)
+    record = db.best(workload, goal.objective, goal.allows)
+    if record is not None:
+        unit = "cycles" if goal.objective == "cycles" and "cycles" in record.trial.values else target.measures
+        value = math.ceil(record.trial.values[unit])
+        region = record.trial.info.get("activations_region") or default
+        return Option(value, f"tuned {layer.kernel}: {value} {unit} (trial {record.id})", region)
+    plain = measure_baseline(LayerWorkload(kernel, shape, workload, (layer.index,), layer.macs), target, target.measures)
+    if plain is None:
+        return Option(None, f"{layer.kernel} not tuned in {db.path.name} and its plain loop did not run")
+    value = math.ceil(plain)
+    return Option(value, f"not tuned: plain C loop nest {value} {target.measures} (measured)", default)
+
+
+def npu_option(layer: ModelLayer, target: Target, npu: Npu | None, macs: int | None) -> Option:
+    """The operator on the NPU: Vela on the layer's own one-operator model, in each memory mode."""
+    if npu is None:
+        return Option(None, "no NPU")
+    if layer.kernel is None:
+        return Option(None, f"{layer.op} is planned on the CPU only")
+    model = layer_model(layer)
+    best, errors = None, []
+    with tempfile.TemporaryDirectory(prefix="edgetune-place-") as tmp:
+        for mode in npu.memory_modes:
+            port = npu.port(mode.cache_port)
+            capacity = target.region(port.region).size if port.region else None
+            sizes = [s for s in npu.arena_cache_sizes if capacity is None or s <= capacity] or [min(npu.arena_cache_sizes)]
+            options = VelaOptions(macs, mode.name, "Performance", max(sizes), "HillClimb")
+            try:
+                result = compile_model(model, f"op{layer.index}", target, npu, options, Path(tmp) / mode.name)
+            except MeasureError as exc:
+                errors.append(exc.message)
+                continue
+            total = int(result.values["total_cycles"])
+            if best is None or total < best[0]:
+                best = (total, mode, result.compiled.read_bytes())
+    if best is None:
+        return Option(None, f"Vela refused it: {'; '.join(errors[:2])}", model=model)
+    npu_cycles, mode, compiled = best
+    port = npu.port(mode.arena_port)
+    cycles = math.ceil(npu_cycles * target.core.clock_hz / npu.clock_hz)
+    note = f"Vela on the layer's own weights: {npu_cycles} NPU cycles at {npu.clock_hz / 1e6:g} MHz, {mode.name}"
+    return Option(cycles, note, port.region or f"{npu.name}.{port.name}", npu_cycles, model, compiled)
+
+
+def plan_model(model: Model, target: Target, npu: Npu | None, db: TuningDatabase, macs: int | None = None,
+               objective: str = "", bounds: tuple[Bound, ...] = ()) -> ModelPlan:
+    if npu is not None:
+        macs = macs if macs is not None else max(npu.macs_per_cycle)
+        if macs not in npu.macs_per_cycle:
+            raise PlanError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
+    recompute_estimates(db, target)
+    layers = model.layers
+    measured: dict[tuple, Option] = {}  # identical tuned layers (kernel, shape) cost the same on the CPU
+    cpu = []
+    for layer in layers:
+        key = (layer.kernel, layer.shape) if layer.kernel else ("", layer.index)
+        if key not in measured:
+            measured[key] = cpu_option(layer, target, db, (objective, bounds))
+        cpu.append(measured[key])
+    npus = [npu_option(layer, target, npu, macs) for layer in layers]
+    for layer, c, n in zip(layers, cpu, npus):
+        if c.cycles is None and n.cycles is None:
+            raise PlanError(f"operator {layer.index} ({layer.op}) can run nowhere: CPU: {c.note}; NPU: {n.note}")
+    options = [{"cpu": c, "npu": n} for c, n in zip(cpu, npus)]
+    usable = [[d for d in DEVICES if o[d].cycles is not None] for o in options]
+    app_in = _region(target, _elements(layers[0].input_shape))
+    app_out = _region(target, _elements(layers[-1].output_shape))
+
+    def copy(nbytes: int, source: str, destination: str) -> tuple[int, int]:
+        return (0, 0) if npu is None else _copy_cycles(npu, nbytes, source, destination)
+
+    def step(i: int, device: str, previous: str | None) -> tuple[int, int, int, int, int]:
+        source = app_in if previous is None else options[i - 1][previous].region
+        copied, cycles = copy(_elements(layers[i].input_shape), source, options[i][device].region)
+        invoke = npu.invoke_cycles if device == "npu" else 0
+        compute = options[i][device].cycles
+        return compute + invoke + cycles, compute, invoke, copied, cycles
+
+    chosen, total, out = _cheapest(len(layers), usable, step,
+                                   lambda d: copy(_elements(layers[-1].output_shape), options[-1][d].region, app_out))
+    ops = []
+    for i, (layer, device) in enumerate(zip(layers, chosen)):
+        costs = {d: step(i, d, chosen[i - 1] if i else None) for d in usable[i]}
+        _, compute, invoke, copied, cycles = costs[device]
+        ops.append(OpPlan(layer, device, cpu[i], npus[i], compute, invoke, copied, cycles,
+                          _explain(layer, device, options[i], costs)))
+
+    def uniform(device: str) -> int | None:
+        """Every operator on `device` where it can run there, the others on the CPU."""
+        if npu is None and device == "npu" or any("cpu" not in u and device not in u for u in usable):
+            return None
+        seq = [device if device in u else "cpu" for u in usable]
+        return sum(step(i, d, seq[i - 1] if i else None)[0] for i, d in enumerate(seq)) + out(seq[-1])[1]
+
+    return ModelPlan(model, target, npu, macs, tuple(ops), *out(chosen[-1]), total, uniform("cpu"), uniform("npu"))
+
+
+def _cheapest(n: int, usable: list[list[str]], step, out) -> tuple[list[str], int, object]:
+    """Dynamic programming over (operator, device of the previous one): the devices and the total."""
+    cost: list[dict[str, int]] = [{} for _ in range(n)]
+    back: list[dict[str, str | None]] = [{} for _ in range(n)]
+    for d in usable[0]:
+        cost[0][d], back[0][d] = step(0, d, None)[0], None
+    for i in range(1, n):
+        for d in usable[i]:
+            cost[i][d], back[i][d] = min((cost[i - 1][p] + step(i, d, p)[0], p) for p in usable[i - 1])
+    end = min(usable[-1], key=lambda d: (cost[-1][d] + out(d)[1], d))
+    chosen = [end]
+    for i in range(n - 1, 0, -1):
+        chosen.append(back[i][chosen[-1]])
+    chosen.reverse()
+    return chosen, cost[-1][end] + out(end)[1], out
+
+
+def _explain(layer: ModelLayer, device: str, options: dict, costs: dict) -> str:
+    def candidate(name: str) -> str:
+        if name not in costs:
+            return f"{name.upper()} impossible ({options[name].note})"
+        total, compute, invoke, copied, copy = costs[name]
+        parts = [f"{compute} compute"] + ([f"{invoke} invoke"] if invoke else []) + \
+                ([f"{copy} to copy its {copied}-byte input"] if copy else [])
+        return f"{name.upper()} {total} cycles = {' + '.join(parts)} ({options[name].note})"
+
+    if len(costs) == 1:
+        why = "the only device that can run it"
+    else:
+        other = "npu" if device == "cpu" else "cpu"
+        why = f"{costs[other][0] - costs[device][0]} cycles cheaper than the {other.upper()}, transfers counted"
+    served = f" {layer.kernel} {layer.shape_text}" if layer.kernel else ""
+    return f"op {layer.index} {layer.op}{served} -> {device.upper()}: {why}. " + \
+        "; ".join(candidate(d) for d in DEVICES) + "."
+
+
+def write_model_plan(plan: ModelPlan, out_dir: Path) -> tuple[Path, tuple[Path, ...]]:
+    """plan.json (every operator: device, costs, explanation) and, per NPU layer, the
+    Vela-compiled one-operator model (npu/op<index>_vela.tflite). The CPU part's C is
+    `edgetune model export`'s."""
+    import json
+    import time
+
+    from edgetune import __version__
+
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PlanError(f"{out_dir}: exists and is not a folder")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows, models = [], []
+    for op in plan.ops:
+        row = {"index": op.layer.index, "op": op.layer.op, "kernel": op.layer.kernel, "shape": op.layer.shape_text,
+               "device": op.device, "compute_cycles": op.compute_cycles, "invoke_cycles": op.invoke_cycles,
+               "copy_in_bytes": op.copy_in_bytes, "copy_in_cycles": op.copy_in_cycles, "cpu_cycles": op.cpu.cycles,
+               "npu_cycles": op.npu.npu_cycles, "cpu_note": op.cpu.note, "npu_note": op.npu.note,
+               "explanation": op.explanation}
+        if op.device == "npu":
+            path = out_dir / "npu" / f"op{op.layer.index}_vela.tflite"
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(op.npu.compiled)
+            models.append(path)
+            row["model"] = f"npu/{path.name}"
+        rows.append(row)
+    summary = {"model": plan.model.path, "target": plan.target.name, "npu": plan.npu.name if plan.npu else None,
+               "accelerator": plan.accelerator, "cycles_unit": f"CPU cycles at {plan.target.core.clock_hz} Hz",
+               "total_cycles": plan.total_cycles, "all_cpu_cycles": plan.all_cpu_cycles,
+               "all_npu_cycles": plan.all_npu_cycles, "copy_out_bytes": plan.copy_out_bytes,
+               "copy_out_cycles": plan.copy_out_cycles, "operators": rows, "edgetune_version": __version__,
+               "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    plan_json = out_dir / "plan.json"
+    plan_json.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return plan_json, tuple(models)

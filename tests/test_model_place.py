@@ -1,0 +1,153 @@
+"""`edgetune place MODEL.tflite`: every operator planned, NPU layers compiled by Vela from
+the model's own weights, boards without an NPU planned all on the CPU."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgetune.cli import main
+from edgetune.codegen import get_kernel
+from edgetune.codegen.model import load_model
+from edgetune.codegen.model.graph import read_graph
+from edgetune import model_plan
+from edgetune.model_plan import npu_option
+from edgetune.session import goal_of, workload_of
+from edgetune.targets.vela import compile_model
+from edgetune.tuner import TuningDatabase
+
+from model_files import chain_model, network_model, write
+
+
+def _place(*args):
+    return CliRunner().invoke(main, ["place", *map(str, args)])
+
+
+def _tune(model: Path, target: str, db: Path, budget: int) -> None:
+    result = CliRunner().invoke(main, ["model", "tune", str(model), "--target", target, "--budget", str(budget),
+                                       "--db", str(db), "--jobs", "1", "--no-check", "--json"])
+    assert result.exit_code == 0, result.output
+
+
+def _stored_best(db_path: Path, target, layer) -> int:
+    kernel = get_kernel(layer.kernel)
+    workload = workload_of(kernel, target, kernel.parse_shape(dict(layer.shape)))
+    db = TuningDatabase(db_path)
+    goal = goal_of(db, workload, target, "", ())
+    return int(np.ceil(db.best(workload, goal.objective, goal.allows).trial.values[target.measures]))
+
+
+@pytest.mark.qemu
+def test_place_a_model_on_the_m55_with_its_npu(tmp_path, m55):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    db = tmp_path / "t.db"
+    _tune(model_path, "cortex-m55", db, 3)
+    result = _place(model_path, "--target", "cortex-m55", "--db", db, "--out", tmp_path / "plan", "--json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    model = load_model(model_path)
+    assert [row["index"] for row in plan["operators"]] == [layer.index for layer in model.layers]
+    for row, layer in zip(plan["operators"], model.layers):
+        assert row["cpu_cycles"] == _stored_best(db, m55, layer)  # the database's best trial
+        assert row["npu_cycles"] and row["npu_cycles"] > 0  # Vela compiled the real layer
+        chosen = row["cpu_cycles"] if row["device"] == "cpu" else row["compute_cycles"]
+        assert row["compute_cycles"] == chosen
+    totals = sum(r["compute_cycles"] + r["invoke_cycles"] + r["copy_in_cycles"] for r in plan["operators"])
+    assert plan["total_cycles"] == totals + plan["copy_out_cycles"]
+    # The plan is the cheapest: never worse than everything on either side.
+    assert plan["total_cycles"] <= plan["all_cpu_cycles"] and plan["total_cycles"] <= plan["all_npu_cycles"]
+    for row in plan["operators"]:
+        if row["device"] == "npu":
+            assert (tmp_path / "plan" / row["model"]).read_bytes()[4:8] == b"TFL3"
+
+
+def test_vela_receives_the_layers_own_weights(tmp_path, m55, monkeypatch):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(5)))
+    layer = load_model(model_path).layers[1]
+    npu = m55.npu("ethos-u55")
+    compiled_models = []
+
+    def spy(model, *args):
+        compiled_models.append(model)
+        return compile_model(model, *args)
+
+    monkeypatch.setattr(model_plan, "compile_model", spy)
+    option = npu_option(layer, m55, npu, max(npu.macs_per_cycle))
+    assert option.cycles is not None and option.compiled[4:8] == b"TFL3", option.note
+    assert len(compiled_models) == len(npu.memory_modes) and set(compiled_models) == {option.model}
+    given = read_graph(write(tmp_path, "given", compiled_models[0]))  # what Vela was given
+    sent = [t.data for t in given.tensors if t.constant]
+    own = [t.data for t in layer.tensors if t is not None and t.constant]
+    assert sent == own and len(own) == 2  # weights and bias, byte for byte
+    weights = next(t for t in layer.tensors if t is not None and t.constant and t.dtype == "int8")
+    assert weights.data in option.model  # the bytes are stored in the model Vela compiled
+
+
+@pytest.mark.qemu
+def test_place_a_model_on_a_board_without_an_npu_is_all_cpu(tmp_path, m4):
+    model_path = write(tmp_path, "net.tflite", network_model(np.random.default_rng(1)))
+    db = tmp_path / "t.db"  # empty: tuned layers cost their plain loop, measured
+    result = _place(model_path, "--target", "cortex-m4", "--db", db, "--out", tmp_path / "plan")
+    assert result.exit_code == 0, result.output
+    assert "all on the CPU" in result.output and "-> NPU" not in result.output
+    assert "plain C loop nest" in result.output and "estimate: 1 cycle per element" in result.output
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    assert {row["device"] for row in plan["operators"]} == {"cpu"}
+    assert plan["npu"] is None and plan["total_cycles"] == plan["all_cpu_cycles"]
+    softmax = next(r for r in plan["operators"] if r["op"] == "SOFTMAX")
+    assert softmax["cpu_cycles"] == 4 + 4  # 4 elements read, 4 written: the stated estimate
+    assert not (tmp_path / "plan" / "npu").exists()
+
+
+def test_place_a_model_with_an_unknown_device_is_one_line(tmp_path):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    result = _place(model_path, "--target", "cortex-m55", "--device", "ethos-u99", "--out", tmp_path / "p")
+    assert result.exit_code == 2 and "ethos-u99" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.qemu
+def test_model_report_shows_each_layers_share_tuned_against_plain(tmp_path, m55):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    db = tmp_path / "t.db"
+    _tune(model_path, "cortex-m55", db, 3)
+    result = CliRunner().invoke(main, ["model", "report", str(model_path), "--target", "cortex-m55", "--db", str(db),
+                                       "--out", str(tmp_path / "rep"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    model = load_model(model_path)
+    assert [r["index"] for r in report["layers"]] == [layer.index for layer in model.tuned]
+    page = (tmp_path / "rep" / "index.html").read_text()
+    for row, layer in zip(report["layers"], model.tuned):
+        assert row["tuned"] == _stored_best(db, m55, layer)  # the database's figure
+        assert row["plain"] > 0  # the plain loop nest, measured (one trial per layer need not beat it)
+        assert f"<td>{row['plain'] / row['tuned']:.2f}x</td>" in page
+        share = 100 * row["tuned"] / report["tuned_total"]
+        assert f"<td>{row['tuned']:.0f}</td><td>{share:.1f}%</td><td>{row['plain']:.0f}</td>" in page
+    assert report["tuned_total"] == sum(r["tuned"] for r in report["layers"])
+    assert (tmp_path / "rep" / "layers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert 'src="layers.png"' in page
+
+
+def test_model_report_without_a_database_is_one_line(tmp_path):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    result = CliRunner().invoke(main, ["model", "report", str(model_path), "--target", "cortex-m55",
+                                       "--db", str(tmp_path / "none.db"), "--out", str(tmp_path / "rep")])
+    assert result.exit_code == 2 and "none.db" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("extra, culprit", [(["--macs", "99"], "--macs"), (["--target", "cortex-m99"], "cortex-m99")])
+def test_place_a_model_with_bad_options_is_one_line(tmp_path, extra, culprit):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    result = _place(model_path, "--db", tmp_path / "t.db", "--out", tmp_path / "p", *extra)
+    assert result.exit_code == 2 and culprit in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "p").exists() and not (tmp_path / "t.db").exists()
+
+
+def test_place_a_file_that_is_no_model_is_one_line(tmp_path):
+    model_path = write(tmp_path, "broken.tflite", b"\x18\x00\x00\x00TFL3" + b"\x00" * 8)
+    result = _place(model_path, "--db", tmp_path / "t.db", "--out", tmp_path / "p")
+    assert result.exit_code == 2 and "broken.tflite" in result.output and "Traceback" not in result.output
