@@ -21,7 +21,7 @@ class SimulatedAnnealing(SearchStrategy):
     name = "annealing"
 
     def __init__(self, space: Space, rng: np.random.Generator, objective: str = "",
-                 start_temperature: float = 0.3, cooling: float = 0.95, min_temperature: float = 0.005,
+                 start_temperature: float = 0.1, cooling: float = 0.95, min_temperature: float = 0.005,
                  patience: int = 40):
         super().__init__(space, rng, objective)
         self.start_temperature = start_temperature

@@ -17,13 +17,14 @@ from typing import Sequence
 
 import numpy as np
 
-from ..space import Space, SpaceError
+from ..space import Space
 from .base import PriorTrials
 from .model import BoostedTrees, ModelGuided, standardised_targets
 
-# The prior model learns from at most this many trials per prior workload (a random subset
-# beyond it): mapping and fitting them is the one-off cost of a transfer search.
-PRIOR_ROWS = 3000
+# The prior model learns from at most 3,000 trials per prior workload and 9,000 in all (a
+# random subset of each): mapping and fitting them is the one-off cost of a transfer search
+# (4,000 in all halved that cost but lost ~0.4 on one pnpoly space).
+PRIOR_ROWS, PRIOR_TOTAL = 3000, 9000
 
 
 class TransferLearning(ModelGuided):
@@ -42,18 +43,20 @@ class TransferLearning(ModelGuided):
             self._prior_score = model.predict(self.space.legal_digits().astype(float))
 
     def _map_prior(self, prior: Sequence[PriorTrials]) -> tuple[np.ndarray, np.ndarray]:
+        self._names = set(self.space.names)
         features, targets = [], []
+        share = min(PRIOR_ROWS, PRIOR_TOTAL // max(1, len(prior)))
+        positions = [{(type(v), v): n for n, v in enumerate(p.values)} for p in self.space.params]
         for source in prior:
             rows, values = [], []
             trials = source.trials
-            if len(trials) > PRIOR_ROWS:
-                trials = [trials[int(i)] for i in np.sort(self.rng.choice(len(trials), PRIOR_ROWS, replace=False))]
+            if len(trials) > share:
+                trials = [trials[int(i)] for i in np.sort(self.rng.choice(len(trials), share, replace=False))]
             for trial in trials:
-                try:
-                    index = self.space.index_of(trial.config)
-                except SpaceError:
+                digits = self._digits_of(trial.config.as_dict(), positions)
+                if digits is None:
                     continue  # a value or parameter this space does not have
-                rows.append(self.space.digits(index))
+                rows.append(digits)
                 value = trial.value(self.objective)
                 values.append(np.nan if value is None else value)
             if any(not np.isnan(v) for v in values):
@@ -61,6 +64,22 @@ class TransferLearning(ModelGuided):
                 targets.extend(standardised_targets(np.array(values)))
         width = len(self.space.params)
         return np.array(features, dtype=float).reshape(-1, width), np.array(targets)
+
+    def _digits_of(self, config: dict, positions: list[dict]) -> list[int] | None:
+        """The digits of a prior configuration in this space, or None when it has a value or
+        parameter this space lacks (a dictionary look-up per parameter: Space.index_of's
+        checks cost most of a transfer search's start on large priors). Keys carry the type,
+        so 1 and True stay distinct values."""
+        if any(name not in self._names for name in config):
+            return None
+        digits = []
+        for param, table in zip(self.space.params, positions):
+            value = config.get(param.name, param.default)
+            digit = table.get((type(value), value))
+            if digit is None:
+                return None
+            digits.append(digit)
+        return digits
 
     def _ready(self) -> bool:
         return self._prior_score is not None or super()._ready()
