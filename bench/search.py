@@ -10,10 +10,10 @@ optimum at once.
 
 Spaces (every *.json and *.json.gz in the --data folders): by default the small recorded
 GPU spaces Kernel Tuner ships in its test suite (tests/data/kernel_tuner/), the brute-forced
-pnpoly spaces of the AutoTuningAssociation's benchmark hub (bench/data/benchmark_hub/; both
-in Kernel Tuner's cache format, sources and licences in the folders' READMEs), and our own
-whole-space recordings of matmul_s8 on the emulated Cortex-M55 (bench/spaces/, written by
-`edgetune record`). The hub's larger GEMM and convolution spaces are a --data folder away.
+pnpoly, GEMM and convolution spaces of the AutoTuningAssociation's benchmark hub
+(bench/data/benchmark_hub/; both in Kernel Tuner's cache format, sources and licences in the
+folders' READMEs), and our own whole-space recordings of matmul_s8 on the emulated
+Cortex-M55 (bench/spaces/, written by `edgetune record`).
 
 Kernel Tuner's strategies run in its simulation mode (`kernel_tuner.tune_cache`) on the
 same spaces, with the same budget, in the same run; Kernel Tuner's strategies draw from
@@ -21,8 +21,16 @@ Python's and numpy's global random generators, which this script seeds per repea
 is Kernel Tuner's design, not ours). Transfer learning is given, as prior trials, the other
 recorded spaces of the same kernel (other GPUs, other matmul shapes).
 
-usage: .venv/bin/python bench/search.py [--repeats R] [--spaces SUBSTRING ...] [--large] [--data DIR ...]
+Spaces are grouped into families by kernel; the table gives each family's mean, the mean
+over all spaces, and the held-out family's (--held-out: the family the strategies were not
+tuned on), and per strategy the mean milliseconds of CPU time per proposal (the
+strategy's own ask and tell; for Kernel Tuner's, its whole simulated run per evaluation).
+--json writes the scores and timings, --merge reads such files back into one table (e.g.
+Kernel Tuner's strategies and ours run separately).
+
+usage: .venv/bin/python bench/search.py [--repeats R] [--spaces SUBSTRING ...] [--max-budget N] [--data DIR ...]
                                         [--strategies NAME ...] [--kt-strategies NAME ...] [--no-kernel-tuner]
+                                        [--held-out FAMILY] [--json FILE] [--merge FILE ...]
 """
 from __future__ import annotations
 
@@ -34,7 +42,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -45,9 +53,8 @@ from edgetune.tuner.scoring import Baseline, baseline, score
 
 HERE = Path(__file__).resolve().parent
 DATA_FOLDERS = [HERE.parent / "tests" / "data" / "kernel_tuner", HERE / "data" / "benchmark_hub", HERE / "spaces"]
-# Spaces whose budget b(0.96) exceeds this many evaluations (the GEMM spaces, pnpoly on the
-# TITAN RTX: 900-2,500) take most of an hour for all strategies on two cores: --large adds them.
-LARGE_BUDGET = 800
+# The family no strategy's settings were tuned on (decisions were measured on the others).
+HELD_OUT = "convolution"
 OURS = [name for name in STRATEGIES if name != "exhaustive"]
 KT_STRATEGIES = ["random_sample", "genetic_algorithm", "simulated_annealing", "greedy_ils", "mls", "dual_annealing",
                  "diff_evo", "pso", "firefly_algorithm"]
@@ -63,6 +70,7 @@ class Bench:
 
 def short_name(path: Path) -> str:
     return path.name.removesuffix(".gz").removesuffix(".json").replace("strategies_test_cache_", "kt_").replace(
+        "matmul_s8-cortex-m55-", "m55_").replace("convolution_", "conv_").replace("_RTX_", "_").replace(
         "synthetic_fp32_cache_NVIDIA_RTX_A4000", "kt_synthetic").replace("test_cache_file", "kt_test")
 
 
@@ -129,81 +137,135 @@ def priors_for(bench: Bench, everything: list[Bench]):
             and other.recorded.space.names == bench.recorded.space.names]
 
 
-def main() -> int:
+@dataclass
+class Table:
+    """Scores per strategy and space, CPU seconds and proposals per strategy."""
+
+    scores: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    proposals: dict[str, int] = field(default_factory=dict)
+
+    def add(self, strategy: str, space: str, value: float, seconds: float, proposals: int) -> None:
+        self.scores.setdefault(strategy, {}).setdefault(space, []).append(value)
+        self.seconds[strategy] = self.seconds.get(strategy, 0.0) + seconds
+        self.proposals[strategy] = self.proposals.get(strategy, 0) + proposals
+
+    def merge(self, data: dict) -> None:
+        for strategy, spaces in data["scores"].items():
+            self.scores.setdefault(strategy, {}).update(spaces)
+            self.seconds[strategy] = data["seconds"][strategy]
+            self.proposals[strategy] = data["proposals"][strategy]
+
+    def as_json(self) -> dict:
+        return {"scores": self.scores, "seconds": self.seconds, "proposals": self.proposals}
+
+
+def run_ours(table: Table, bench: Bench, strategies: list[str], repeats: int, prior) -> None:
+    for strategy in strategies:
+        for seed in range(repeats):
+            started = time.process_time()
+            run = replay(bench.recorded, strategy, bench.reference.budget, seed, prior)
+            table.add(strategy, bench.name, score(run.trace, bench.reference), time.process_time() - started,
+                      len(run.trace))
+
+
+def run_theirs(table: Table, bench: Bench, strategies: list[str], repeats: int) -> None:
+    for strategy in strategies:
+        for seed in range(repeats):
+            started = time.process_time()
+            try:
+                trace = run_kernel_tuner(bench, strategy, seed)
+            except Exception as exc:  # report the failure in the table, keep benchmarking
+                print(f"#   kt:{strategy} on {bench.name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                break
+            table.add(f"kt:{strategy}", bench.name, score(trace, bench.reference), time.process_time() - started,
+                      len(trace))
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--spaces", nargs="*", default=[], help="Only spaces whose name contains one of these.")
     parser.add_argument("--strategies", nargs="*", default=OURS)
     parser.add_argument("--kt-strategies", nargs="*", default=KT_STRATEGIES)
     parser.add_argument("--no-kernel-tuner", action="store_true")
-    parser.add_argument("--large", action="store_true", help=f"Include spaces with budgets over {LARGE_BUDGET}.")
-    parser.add_argument("--json", help="Also write every score to this file.")
+    parser.add_argument("--max-budget", type=int, default=0, help="Skip spaces whose budget exceeds this (0: none).")
+    parser.add_argument("--held-out", default=HELD_OUT, help=f"The family reported as held out [{HELD_OUT}].")
+    parser.add_argument("--json", help="Also write every score and timing to this file.")
+    parser.add_argument("--merge", nargs="*", type=Path, default=[], metavar="FILE",
+                        help="Add the scores of earlier --json files to the table.")
     parser.add_argument("--data", nargs="+", type=Path, default=DATA_FOLDERS, metavar="DIR",
                         help="Folders of recorded spaces (Kernel Tuner caches, edgetune recordings) "
                              "[default: tests/data/kernel_tuner bench/data/benchmark_hub bench/spaces].")
-    args = parser.parse_args()
-    missing = [folder for folder in args.data if not folder.is_dir()]
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    missing = [path for path in [*args.data, *args.merge] if not path.exists()]
     if missing:
-        print(f"bench/search.py: error: --data {missing[0]}: no such folder", file=sys.stderr)
+        print(f"bench/search.py: error: {missing[0]}: no such file or folder", file=sys.stderr)
         return 2
-    if not args.no_kernel_tuner and importlib.util.find_spec("kernel_tuner") is None:
+    if not args.no_kernel_tuner and args.kt_strategies and importlib.util.find_spec("kernel_tuner") is None:
         print("bench/search.py: error: Kernel Tuner's strategies need the bench extra "
               "(pip install -e '.[bench]'), or pass --no-kernel-tuner", file=sys.stderr)
         return 2
-    paths = space_files(args.data)
-
+    # Imported before the clock starts: the first cost-model fit would otherwise pay for it.
+    importlib.import_module("sklearn.ensemble")
+    table = Table()
+    for path in args.merge:
+        table.merge(json.loads(path.read_text()))
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="edgetune-bench-") as tmp:
-        everything = load_benches(paths, Path(tmp))  # all of them: the others are transfer's prior
+        everything = load_benches(space_files(args.data), Path(tmp))  # all of them: the others are transfer's prior
         benches = [b for b in everything if (not args.spaces or any(f in b.name for f in args.spaces))
-                   and (args.large or b.reference.budget <= LARGE_BUDGET)]
-        rows: dict[str, dict[str, list[float]]] = {}
+                   and (not args.max_budget or b.reference.budget <= args.max_budget)]
         for bench in benches:
             ref = bench.reference
             print(f"# {bench.name}: {len(bench.recorded.space)} configurations ({bench.recorded.failures} failed), "
                   f"budget {ref.budget}, window {ref.start}..{ref.end}", file=sys.stderr, flush=True)
-            prior = priors_for(bench, everything)
-            for strategy in args.strategies:
-                rows.setdefault(strategy, {})[bench.name] = [
-                    score(replay(bench.recorded, strategy, ref.budget, seed, prior).trace, ref)
-                    for seed in range(args.repeats)]
-            if args.no_kernel_tuner:
-                continue
-            for strategy in args.kt_strategies:
-                scores = []
-                for seed in range(args.repeats):
-                    try:
-                        scores.append(score(run_kernel_tuner(bench, strategy, seed), ref))
-                    except Exception as exc:  # report the failure in the table, keep benchmarking
-                        print(f"#   kt:{strategy} on {bench.name} failed: {type(exc).__name__}: {exc}",
-                              file=sys.stderr)
-                        break
-                rows.setdefault(f"kt:{strategy}", {})[bench.name] = scores
-    print_table(rows, [b.name for b in benches], [b.reference for b in benches], args.repeats)
+            run_ours(table, bench, args.strategies, args.repeats, priors_for(bench, everything))
+            if not args.no_kernel_tuner:
+                run_theirs(table, bench, args.kt_strategies, args.repeats)
+    print_table(table, benches, args.held_out)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        Path(args.json).write_text(json.dumps(table.as_json(), indent=1))
     print(f"\n{time.monotonic() - started:.0f} s", file=sys.stderr)
     return 0
 
 
-def print_table(rows: dict[str, dict[str, list[float]]], spaces: list[str], refs: list[Baseline], repeats: int) -> None:
+def family(bench: Bench) -> str:
+    return bench.recorded.kernel or "?"
+
+
+def print_table(table: Table, benches: list[Bench], held_out: str) -> None:
+    spaces = [b.name for b in benches]
+    families = list(dict.fromkeys(family(b) for b in benches))
+    members = {f: [b.name for b in benches if family(b) == f] for f in families}
+    held = [f for f in families if held_out and held_out in f]
     width = max(12, *(len(s) for s in spaces)) + 1 if spaces else 13
-    print(f"Score per space: mean ± standard deviation over {repeats} repeats (0 = random search, 1 = optimum); "
-          f"'mean' averages the space means.")
-    print(f"{'strategy':22}" + "".join(f"{s:>{width}}" for s in spaces) + f"{'mean':>8}")
-    print(f"{'(budget)':22}" + "".join(f"{r.budget:>{width}}" for r in refs))
-    ranked = sorted(rows, key=lambda name: -overall(rows[name], spaces))
+    print("Score per space: mean ± standard deviation over the repeats (0 = random search, 1 = optimum); "
+          "family and overall means average the space means; ms/prop: CPU milliseconds per proposal.")
+    head = "".join(f"{s:>{width}}" for s in spaces) + "".join(f"{f[:11]:>12}" for f in families)
+    print(f"{'strategy':22}" + head + f"{'mean':>8}{'min':>7}{'held-out':>9}{'ms/prop':>9}")
+    print(f"{'(budget)':22}" + "".join(f"{b.reference.budget:>{width}}" for b in benches))
+    ranked = sorted(table.scores, key=lambda name: -overall(table.scores[name], spaces))
     for name in ranked:
-        cells = []
-        for space in spaces:
-            scores = rows[name].get(space, [])
-            cells.append(f"{np.mean(scores):+.2f}±{np.std(scores):.2f}" if len(scores) == repeats else "failed")
-        print(f"{name:22}" + "".join(f"{c:>{width}}" for c in cells) + f"{overall(rows[name], spaces):>+8.3f}")
+        scores = table.scores[name]
+        cells = [f"{np.mean(scores[s]):+.2f}±{np.std(scores[s]):.2f}" if scores.get(s) else "failed" for s in spaces]
+        fam = [f"{overall(scores, members[f]):>+12.3f}" for f in families]
+        lowest = min((np.mean(scores[s]) for s in spaces if scores.get(s)), default=float("nan"))
+        kept = overall(scores, [s for f in held for s in members[f]]) if held else float("nan")
+        per = 1000 * table.seconds.get(name, 0.0) / max(1, table.proposals.get(name, 0))
+        print(f"{name:22}" + "".join(f"{c:>{width}}" for c in cells) + "".join(fam)
+              + f"{overall(scores, spaces):>+8.3f}{lowest:>+7.2f}{kept:>+9.3f}{per:>9.2f}")
+    if held:
+        print(f"held-out family: {', '.join(held)} (no strategy setting was chosen on it)")
 
 
 def overall(scores: dict[str, list[float]], spaces: list[str]) -> float:
     means = [np.mean(scores[s]) if scores.get(s) else np.nan for s in spaces]
-    return float(np.nanmean(means)) if not all(np.isnan(means)) else float("nan")
+    return float(np.nanmean(means)) if means and not all(np.isnan(means)) else float("nan")
 
 
 if __name__ == "__main__":

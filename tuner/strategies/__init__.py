@@ -30,9 +30,9 @@ STRATEGIES: dict[str, type[SearchStrategy]] = {
                               GradientSearch, ModelGuided, TransferLearning, Bandit, DifferentialEvolution)
 }
 
-# What `edgetune tune` uses unless told otherwise: the best mean score in bench/search.py
-# (cost model warm-started from the database's other workloads of the kernel; with none
-# stored it is the plain cost model).
+# What `edgetune tune` uses unless told otherwise: the best mean score in bench/search.py,
+# on every family including the held-out one (docs/search.md): the cost model warm-started
+# from the database's other workloads of the kernel; with none stored, the plain cost model.
 DEFAULT_STRATEGY = "transfer"
 
 

@@ -125,6 +125,18 @@ class SearchStrategy:
         nearest = np.flatnonzero(distance == distance.min())
         return int(self.space.legal_indices()[self.rng.choice(nearest)])
 
+    def _perturbed_best(self, changes: int = 2) -> int | None:
+        """A fresh legal point near the best so far: `changes` random parameters of the best
+        point set to random values, moved to the nearest fresh legal point (the kick of an
+        iterated local search, Lourenco et al. 2003). None before any success."""
+        if self.best_index is None:
+            return None
+        digits = list(self.space.digits(self.best_index))
+        for axis in self.rng.choice(len(digits), size=min(changes, len(digits)), replace=False):
+            digits[int(axis)] = int(self.rng.integers(len(self.space.params[int(axis)].values)))
+        index = self.space.index_from_digits(digits)
+        return index if self._is_fresh(index) else self._closest_fresh(digits)
+
     def _ranked_results(self) -> list[tuple[int, float]]:
         """Successful results, best first (ties in telling order)."""
         ok = [(i, v) for i, v in self.results.items() if v is not None]

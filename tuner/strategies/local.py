@@ -1,9 +1,12 @@
-"""Local search: first-improvement hill climbing over parameter neighbourhoods, with
-random restarts.
+"""Local search: first-improvement hill climbing over parameter neighbourhoods, restarted
+as an iterated local search.
 
 The climb evaluates fresh neighbours of its current point in random order and moves to the
 first one that improves on it. When every neighbour has been evaluated without improvement
-the point is a local optimum, and the climb restarts from a random fresh point.
+the point is a local optimum, and the climb restarts: every other time from a kick of the
+best point so far (two parameters set to random values: good points cluster, so the next
+basin is often near), otherwise from a random fresh point (so one basin cannot hold the
+search for good).
 """
 from __future__ import annotations
 
@@ -21,10 +24,13 @@ class LocalSearch(SearchStrategy):
         self._current: int | None = None
         self._current_value: float | None = None
         self._probes: set[int] = set()  # points proposed by this climb, not yet told
+        self._restarts = 0
 
     def _next(self) -> int | None:
         if self._current is None:
-            start = self._random_fresh()
+            self._restarts += 1
+            start = self._perturbed_best() if self._restarts % 2 == 0 else None
+            start = start if start is not None else self._random_fresh()
             if start is not None:
                 self._probes.add(start)
             return start

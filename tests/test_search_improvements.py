@@ -1,0 +1,113 @@
+"""What the issue-18 changes to the strategies are for: the cost model's space-filling
+initial design, transfer's once-fitted prior, and the restarts of genetic, local and
+annealing. Synthetic objectives, so each check takes milliseconds."""
+from __future__ import annotations
+
+import numpy as np
+
+from edgetune.tuner import Outcome, PriorTrials, Space, Trial, choice, powers_of_two
+from edgetune.tuner.strategies import GeneticAlgorithm, LocalSearch, ModelGuided, SimulatedAnnealing, TransferLearning
+
+OBJECTIVE = "time"
+
+
+def line_space() -> Space:
+    return Space([choice("a", list(range(100))), choice("fixed", [1])])
+
+
+def bowl_space() -> Space:
+    return Space([powers_of_two("bx", 1, 32), powers_of_two("by", 1, 32), choice("unroll", [1, 2, 3, 4]),
+                  choice("opt", ["O2", "O3", "Os"])])
+
+
+def bowl(config) -> float:
+    c = config.as_dict()
+    return 100.0 + (np.log2(c["bx"]) - 3) ** 2 + (np.log2(c["by"]) - 4) ** 2 + (c["unroll"] - 4) ** 2 + (
+        {"O2": 0.5, "O3": 0.0, "Os": 2.0}[c["opt"]])
+
+
+def tell_value(strategy, config, value: float) -> None:
+    strategy.tell([Trial(config, Outcome.OK, {OBJECTIVE: value})])
+
+
+def test_initial_design_counts_only_parameters_that_vary():
+    # Two parameters, one of them with a single value: the floor of four, not 2 x 2 random points.
+    assert ModelGuided(line_space(), np.random.default_rng(0), OBJECTIVE).initial == 4
+    many = Space([choice(f"p{i}", [1, 2]) for i in range(14)] + [choice("one", [0])])
+    assert ModelGuided(many, np.random.default_rng(0), OBJECTIVE).initial == 10
+
+
+def test_initial_design_spreads_over_the_space():
+    space = line_space()
+    strategy = ModelGuided(space, np.random.default_rng(5), OBJECTIVE)
+    first = strategy.ask(1)[0]
+    tell_value(strategy, first, 1.0)
+    second = strategy.ask(1)[0]
+    # The whole space is the candidate sample, so the second point is the farthest one: an end.
+    assert abs(second["a"] - first["a"]) == max(first["a"], 99 - first["a"])
+
+
+def test_transfer_fits_the_prior_once_and_trains_online_on_its_own_trials():
+    space = bowl_space()
+    rng = np.random.default_rng(1)
+    configs = [space.config_at(int(i)) for i in rng.choice(space.legal_indices(), 60, replace=False)]
+    prior = (PriorTrials("other", tuple(Trial(c, Outcome.OK, {OBJECTIVE: 2 * bowl(c)}) for c in configs)),)
+    strategy = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior)
+    first = strategy.ask(4)
+    # Before any own trial the proposals are the prior model's best-scored points.
+    assert np.mean([bowl(c) for c in first]) < np.mean([bowl(c) for c in space])
+    for config in first:
+        tell_value(strategy, config, bowl(config))
+    features, targets, _ = strategy._training_data()
+    assert len(targets) == 4  # its own trials only, not the 60 prior ones
+    assert features.shape[1] == len(space.params) + 1  # the prior score is one more feature
+
+
+def test_genetic_starts_a_new_epoch_when_the_population_stagnates():
+    space = bowl_space()
+    strategy = GeneticAlgorithm(space, np.random.default_rng(0), OBJECTIVE, population=4, patience=6)
+    told = 0
+    while told < 30:
+        config = strategy.ask(1)[0]
+        tell_value(strategy, config, 50.0 if told == 0 else 60.0 + told)  # the first is never beaten
+        told += 1
+        if told == 7:
+            # Six results without a new epoch best: only the best point survives the restart.
+            assert strategy._epoch == {strategy.best_index: 50.0}
+    assert len(strategy._epoch) < 30
+
+
+def kicked_from_best(space, strategy, start) -> bool:
+    differ = sum(a != b for a, b in zip(space.digits(strategy.best_index), space.digits(space.index_of(start))))
+    return differ <= 2
+
+
+def test_local_search_restarts_alternate_a_kick_of_the_best_with_a_random_point():
+    space = bowl_space()
+    strategy = LocalSearch(space, np.random.default_rng(2), OBJECTIVE)
+    starts = []
+    for _ in range(400):
+        before = strategy._current
+        configs = strategy.ask(1)
+        if not configs:
+            break
+        if before is None or strategy._current is None:
+            starts.append(configs[0])
+        tell_value(strategy, configs[0], bowl(configs[0]))
+        if len(starts) >= 2 and strategy._restarts == 2:
+            assert kicked_from_best(space, strategy, starts[-1])
+            return
+    raise AssertionError("local search never restarted twice")
+
+
+def test_annealing_restarts_after_patience_results_without_a_new_walk_best():
+    space = bowl_space()
+    strategy = SimulatedAnnealing(space, np.random.default_rng(0), OBJECTIVE, patience=5)
+    config = strategy.ask(1)[0]
+    tell_value(strategy, config, 1.0)
+    for n in range(5):
+        config = strategy.ask(1)[0]
+        tell_value(strategy, config, 10.0 + n)
+    assert strategy._current is None and strategy.temperature == strategy.start_temperature
+    restart = strategy.ask(1)[0]  # the second restart: a kick of the best point
+    assert kicked_from_best(space, strategy, restart)
