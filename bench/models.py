@@ -17,9 +17,16 @@ depthwise-separable blocks of 64 channels, the 64->12 classifier as a 1x1 convol
 very different cost). The hand-written lists pad symmetrically (by 1 where the models pad
 SAME), so they approximate the real models' first layers.
 
-usage: .venv/bin/python bench/models.py [--model ds-cnn|mobilenet | --tflite MODEL.tflite]
-                                        [--targets host cortex-m55] [--budget N] [--round-trials N]
-                                        [--seeds S ...] [--jobs J]
+Per model, a summary table (one row per target): the tuned layers' total in the target's
+unit (instructions in QEMU, time_ns on the host) and in estimated cycles (the HAL's cost
+model) against their plain C loop nests, MACs per estimated cycle both ways, the even split's
+total at the same budget, and the tuning wall time. `--trials-per-layer N` sets the budget to
+N trials per distinct workload; `--keep-db DIR` keeps the gradient run's database as
+DIR/MODEL-TARGET.db, which `bench/model_export.py --db DIR` exports.
+
+usage: .venv/bin/python bench/models.py [--model ds-cnn|mobilenet | --tflite MODEL.tflite ...]
+                                        [--targets host cortex-m55] [--budget N | --trials-per-layer N]
+                                        [--round-trials N] [--seeds S ...] [--jobs J] [--keep-db DIR]
 """
 from __future__ import annotations
 
