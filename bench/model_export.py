@@ -111,7 +111,8 @@ def limits(model, target, db, module_instructions: int) -> str:
 
 def _row(model_name: str, target, kind: str, m: dict, tune_s: float | None) -> str:
     cycles = f"{m['cycles'] / 1e6:.2f} M" if m["cycles"] is not None else "-"
-    latency = f"{m['latency_ms']:.3g}" if m["latency_ms"] is not None else "-"
+    ms = m["latency_ms"]
+    latency = "-" if ms is None else f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
     tuned = f"{tune_s:.0f}" if tune_s is not None else "-"
     return (f"| {model_name} | {target.name} | {kind} | {m['instructions'] / 1e6:.2f} M | {cycles} | {latency} | "
             f"{m['flash']:,} ({m['code']:,}) | {m['ram']:,} | {m['arena']:,} | {m['tflm']:,} | {tuned} |")
