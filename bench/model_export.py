@@ -76,7 +76,7 @@ def vector_db(path: Path, target, model, budget: int) -> tuple[TuningDatabase, f
 
 
 def measure(model_name: str, target, db, work: Path, inputs: int) -> dict:
-    folder = work / f"{model_name}-{target.name}-{'vector' if db else 'plain'}"
+    folder = work / f"{model_name}-{target.name}-{'plain' if db is None else 'from-db'}"
     result = export_model(MODELS / f"{model_name}.tflite", target, db, folder)
     outcome = verify_model(folder, target, inputs)
     if not outcome.ok:
