@@ -14,8 +14,15 @@ Two modules per model and target:
 The vector module is not a tuned optimum: with --budget 0 it is one hand-picked point per
 layer. Tuning wall time is the vector database's.
 
+With `--db DIR` the second module is the *tuned* one instead: exported from DIR/MODEL-TARGET.db,
+the gradient run's database `bench/models.py --keep-db DIR` leaves. Printed after each tuned
+module, what limits it: the layer with the largest share of the module's instructions (its
+weight times its best trial's instructions, measured standalone), the share of all tuned
+layers, and the rest: the library operators no kernel serves (ADD, pooling, softmax...)
+and the module's own code between layers.
+
 usage: .venv/bin/python bench/model_export.py [--targets cortex-m55 ...] [--models ds_cnn_kws ...]
-                                              [--budget N] [--inputs N]
+                                              [--budget N] [--inputs N] [--db DIR]
 """
 from __future__ import annotations
 
@@ -28,7 +35,7 @@ from edgetune.codegen import KERNELS
 from edgetune.codegen.model import load_model
 from edgetune.model_export import export_model
 from edgetune.model_verify import verify_model
-from edgetune.session import TuneRequest, tune
+from edgetune.session import TuneRequest, tune, workload_of
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 
@@ -69,7 +76,7 @@ def vector_db(path: Path, target, model, budget: int) -> tuple[TuningDatabase, f
 
 
 def measure(model_name: str, target, db, work: Path, inputs: int) -> dict:
-    folder = work / f"{model_name}-{target.name}-{'vector' if db else 'plain'}"
+    folder = work / f"{model_name}-{target.name}-{'plain' if db is None else 'from-db'}"
     result = export_model(MODELS / f"{model_name}.tflite", target, db, folder)
     outcome = verify_model(folder, target, inputs)
     if not outcome.ok:
@@ -83,9 +90,29 @@ def measure(model_name: str, target, db, work: Path, inputs: int) -> dict:
                 runs=len(outcome.inferences))
 
 
+def limits(model, target, db, module_instructions: int) -> str:
+    """The tuned layers' share of the module's instructions, from their standalone best trials."""
+    shares = []
+    for w in model.workloads():
+        kernel = KERNELS[w.kernel]
+        best = db.best(workload_of(kernel, target, kernel.parse_shape(dict(w.shape))), "instructions")
+        value = None if best is None else best.trial.value("instructions")
+        if value is not None:
+            shares.append((len(w.layers) * value, w))
+    if not shares:
+        return "no tuned layer in the database"
+    tuned = sum(v for v, _ in shares)
+    top, w = max(shares, key=lambda item: item[0])
+    layers = ",".join(str(i) for i in w.layers)
+    return (f"largest: {w.kernel} at operators {layers} ({100 * top / module_instructions:.0f}% of the module); "
+            f"all {len(shares)} tuned workloads {100 * tuned / module_instructions:.0f}%; untuned operators and "
+            f"glue {100 * (1 - tuned / module_instructions):.0f}%")
+
+
 def _row(model_name: str, target, kind: str, m: dict, tune_s: float | None) -> str:
     cycles = f"{m['cycles'] / 1e6:.2f} M" if m["cycles"] is not None else "-"
-    latency = f"{m['latency_ms']:.3g}" if m["latency_ms"] is not None else "-"
+    ms = m["latency_ms"]
+    latency = "-" if ms is None else f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
     tuned = f"{tune_s:.0f}" if tune_s is not None else "-"
     return (f"| {model_name} | {target.name} | {kind} | {m['instructions'] / 1e6:.2f} M | {cycles} | {latency} | "
             f"{m['flash']:,} ({m['code']:,}) | {m['ram']:,} | {m['arena']:,} | {m['tflm']:,} | {tuned} |")
@@ -97,6 +124,8 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=MODEL_NAMES)
     parser.add_argument("--budget", type=int, default=0, help="random trials per workload beyond the vector variant")
     parser.add_argument("--inputs", type=int, default=1, help="random inputs per verify (plus a saturating one)")
+    parser.add_argument("--db", type=Path, default=None,
+                        help="export the tuned module from DIR/MODEL-TARGET.db (bench/models.py --keep-db DIR)")
     args = parser.parse_args()
     print("| model | target | kernels | instructions | est. cycles | ms at clock | flash B (code) | RAM B | "
           "arena B | TFLM arena B | tuning s |")
@@ -109,9 +138,19 @@ def main() -> None:
                 model = load_model(MODELS / f"{model_name}.tflite")
                 plain = measure(model_name, target, None, work, args.inputs)
                 print(_row(model_name, target, "plain", plain, None), flush=True)
-                db, seconds = vector_db(work / f"{model_name}-{target_name}.db", target, model, args.budget)
-                vector = measure(model_name, target, db, work, args.inputs)
-                print(_row(model_name, target, "vector", vector, seconds), flush=True)
+                if args.db is None:
+                    db, seconds = vector_db(work / f"{model_name}-{target_name}.db", target, model, args.budget)
+                    vector = measure(model_name, target, db, work, args.inputs)
+                    print(_row(model_name, target, "vector", vector, seconds), flush=True)
+                    continue
+                path = args.db / f"{model_name}-{target.name}.db"
+                if not path.is_file():
+                    print(f"| {model_name} | {target.name} | tuned | not run: no {path.name} |", flush=True)
+                    continue
+                db = TuningDatabase(path)
+                tuned = measure(model_name, target, db, work, args.inputs)
+                print(_row(model_name, target, "tuned", tuned, None), flush=True)
+                print(f"|  |  | limits: {limits(model, target, db, tuned['instructions'])} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,16 @@ depthwise-separable blocks of 64 channels, the 64->12 classifier as a 1x1 convol
 very different cost). The hand-written lists pad symmetrically (by 1 where the models pad
 SAME), so they approximate the real models' first layers.
 
-usage: .venv/bin/python bench/models.py [--model ds-cnn|mobilenet | --tflite MODEL.tflite]
-                                        [--targets host cortex-m55] [--budget N] [--round-trials N]
-                                        [--seeds S ...] [--jobs J]
+Per model, a summary table (one row per target): the tuned layers' total in the target's
+unit (instructions in QEMU, time_ns on the host) and in estimated cycles (the HAL's cost
+model) against their plain C loop nests, MACs per estimated cycle both ways, the even split's
+total at the same budget, and the tuning wall time. `--trials-per-layer N` sets the budget to
+N trials per distinct workload; `--keep-db DIR` keeps the gradient run's database as
+DIR/MODEL-TARGET.db, which `bench/model_export.py --db DIR` exports.
+
+usage: .venv/bin/python bench/models.py [--model ds-cnn|mobilenet | --tflite MODEL.tflite ...]
+                                        [--targets host cortex-m55] [--budget N | --trials-per-layer N]
+                                        [--round-trials N] [--seeds S ...] [--jobs J] [--keep-db DIR]
 """
 from __future__ import annotations
 
@@ -32,7 +39,8 @@ from pathlib import Path
 
 from edgetune.codegen import get_kernel
 from edgetune.codegen.model import load_model
-from edgetune.model_session import ModelSummary, tune_model
+from edgetune.model_session import ModelSummary, _PlainLoop, distinct_workloads, tune_model
+from edgetune.session import Evaluator, workload_inputs
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 
@@ -101,16 +109,45 @@ def layers_of(operators: list[tuple[str, str]]) -> list[Layer]:
     return layers
 
 
-def both_ways(layers, target, args, seed: int) -> dict[str, tuple[ModelSummary, float]]:
+def both_ways(layers, target, args, seed: int, keep: Path | None = None) -> dict[str, tuple[ModelSummary, float]]:
+    """Gradient then even split, each in a fresh database; the gradient one kept at `keep`."""
     runs = {}
+    budget = budget_of(layers, target, args)
     for scheduler in ("gradient", "even"):
         with tempfile.TemporaryDirectory() as tmp:
+            path = keep if keep is not None and scheduler == "gradient" else Path(tmp) / "model.db"
+            if path.exists():
+                path.unlink()
             started = time.monotonic()
-            summary = tune_model(layers, target, TuningDatabase(Path(tmp) / "model.db"), budget=args.budget,
-                                 seed=seed, jobs=args.jobs, scheduler=scheduler, round_trials=args.round_trials,
-                                 baselines=scheduler == "gradient")
+            summary = tune_model(layers, target, TuningDatabase(path), budget=budget, seed=seed, jobs=args.jobs,
+                                 scheduler=scheduler, round_trials=args.round_trials, baselines=False)
             runs[scheduler] = (summary, time.monotonic() - started)
     return runs
+
+
+def budget_of(layers, target, args) -> int:
+    """--budget, or --trials-per-layer times the model's distinct workloads on the target."""
+    if args.trials_per_layer:
+        return args.trials_per_layer * len(distinct_workloads(layers, target))
+    return args.budget
+
+
+def plain_values(layers, target) -> dict[str, dict]:
+    """Every measured value of each distinct layer's plain C loop nest (gcc -O3), by workload
+    key: instructions and estimated cycles from one run (tune_model's baseline gives one)."""
+    values = {}
+    for lw in distinct_workloads(layers, target):
+        space = lw.kernel.tuning_space(target, lw.shape)
+        legal = space.legal_indices()
+        if not hasattr(lw.kernel, "render_naive") or not len(legal):
+            continue
+        with tempfile.TemporaryDirectory(prefix="edgetune-bench-plain-") as tmp:
+            evaluator = Evaluator(_PlainLoop(lw.kernel), target, lw.shape, space,
+                                  workload_inputs(lw.kernel, lw.workload), Path(tmp))
+            trial = evaluator(space.config_at(int(legal[0])))
+        if not trial.outcome.failed:
+            values[lw.workload.key()] = dict(trial.values)
+    return values
 
 
 def total_after(summary: ModelSummary, trials: int) -> float | None:
@@ -123,23 +160,68 @@ def quarters(summary: ModelSummary) -> list[int]:
     return [summary.budget * quarter // 4 for quarter in (1, 2, 3, 4)]
 
 
-def report(target, seed: int, runs) -> None:
+def _best(layer, unit: str):
+    return None if layer.best is None else layer.best.trial.value(unit)
+
+
+def _weighted(layers, value_of) -> float | None:
+    values = [value_of(layer) for layer in layers]
+    return None if None in values else sum(layer.weight * v for layer, v in zip(layers, values))
+
+
+def report(target, seed: int, runs, plain: dict) -> dict:
+    """Per layer and the model's totals; returns the summary row's figures."""
     gradient, even = runs["gradient"][0], runs["even"][0]
     unit = gradient.objective
-    print(f"\n{target.name}: {unit}, budget {gradient.budget}, seed {seed}")
+    print(f"\n{target.name}: objective {unit}, budget {gradient.budget} trials, seed {seed}")
     print(f"{'layer (kernel, shape)':>78} {'w':>2} {'MACs':>8} {'trials g/e':>10} {'gradient':>11} {'even':>11} "
-          f"{'plain C':>11}")
+          f"{'plain C':>11} {'cycles g':>11} {'cycles C':>11}")
     for g, e in zip(gradient.layers, even.layers):
         shape = ",".join(f"{k}={v}" for k, v in g.workload.shape)
+        base = plain.get(g.workload.key(), {})
         print(f"{g.workload.kernel + ' ' + shape:>78} {g.weight:>2} {g.macs:>8} {f'{g.trials}/{e.trials}':>10} "
-              f"{_num(g.value):>11} {_num(e.value):>11} {_num(g.baseline):>11}")
-    print(f"model total (sum of weight * best), plain C loops: {_num(gradient.baseline_total)}")
+              f"{_num(g.value):>11} {_num(e.value):>11} {_num(base.get(unit)):>11} "
+              f"{_num(_best(g, 'cycles')):>11} {_num(base.get('cycles')):>11}")
+    figures = totals(gradient, even, plain, runs)
+    print(f"model total (sum of weight * best) {unit}: gradient {_num(figures['tuned'])}, "
+          f"plain C loops {_num(figures['plain'])}; estimated cycles: gradient {_num(figures['tuned_cycles'])}, "
+          f"plain C {_num(figures['plain_cycles'])}")
     for trials in quarters(gradient):
         g, e = total_after(gradient, trials), total_after(even, trials)
         ratio = f"{e / g:.3f}" if g and e else "-"
         print(f"  after {trials:>4} trials: gradient {_num(g):>12}  even {_num(e):>12}  even / gradient {ratio}")
-    print(f"wall time: gradient {runs['gradient'][1]:.0f} s (with the plain C baselines), "
-          f"even {runs['even'][1]:.0f} s")
+    print(f"wall time: gradient {runs['gradient'][1]:.0f} s, even {runs['even'][1]:.0f} s")
+    return figures
+
+
+def totals(gradient: ModelSummary, even: ModelSummary, plain: dict, runs) -> dict:
+    unit = gradient.objective
+    macs = sum(layer.weight * layer.macs for layer in gradient.layers)
+    return dict(target=gradient.target, unit=unit, budget=gradient.budget, macs=macs,
+                tuned=gradient.total, even=even.total,
+                plain=_weighted(gradient.layers, lambda l: plain.get(l.workload.key(), {}).get(unit)),
+                tuned_cycles=_weighted(gradient.layers, lambda l: _best(l, "cycles")),
+                plain_cycles=_weighted(gradient.layers, lambda l: plain.get(l.workload.key(), {}).get("cycles")),
+                gradient_s=runs["gradient"][1], even_s=runs["even"][1])
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def summary_table(name: str, rows: list[dict]) -> None:
+    """One markdown row per target: the figures side by side, ratios plain / tuned."""
+    print(f"\n{name}: all tuned layers, weighted by occurrence")
+    print("| target | unit | budget | tuned | plain C | plain/tuned | est. cycles tuned | est. cycles plain C | "
+          "plain/tuned | MACs/cycle tuned | MACs/cycle plain | even split total | even/gradient | tuning s (g+e) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        per_cycle = lambda c: f"{r['macs'] / c:.3f}" if c else "-"
+        print(f"| {r['target']} | {r['unit']} | {r['budget']} | {_num(r['tuned'])} | {_num(r['plain'])} | "
+              f"{_ratio(r['plain'], r['tuned'])} | {_num(r['tuned_cycles'])} | {_num(r['plain_cycles'])} | "
+              f"{_ratio(r['plain_cycles'], r['tuned_cycles'])} | {per_cycle(r['tuned_cycles'])} | "
+              f"{per_cycle(r['plain_cycles'])} | {_num(r['even'])} | {_ratio(r['even'], r['tuned'])} | "
+              f"{r['gradient_s']:.0f}+{r['even_s']:.0f} |", flush=True)
 
 
 def report_seeds(target, all_runs) -> None:
@@ -161,28 +243,44 @@ def _num(value) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=sorted(MODELS), default="ds-cnn", help="a hand-written layer list")
-    parser.add_argument("--tflite", default=None, help="a .tflite model's layers instead (edgetune.codegen.model)")
+    parser.add_argument("--tflite", nargs="*", default=(), help=".tflite models' layers instead (edgetune.codegen.model)")
     parser.add_argument("--targets", nargs="*", default=["host", "cortex-m55"])
     parser.add_argument("--budget", type=int, default=64)
+    parser.add_argument("--trials-per-layer", type=int, default=0,
+                        help="budget = this many trials per distinct workload (overrides --budget)")
     parser.add_argument("--round-trials", type=int, default=4)
     parser.add_argument("--seeds", type=int, nargs="*", default=[0], help="one comparison per seed")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--keep-db", type=Path, default=None,
+                        help="keep the gradient run's database as DIR/MODEL-TARGET.db (for bench/model_export.py)")
     args = parser.parse_args()
-    if args.tflite:
-        name, layers = args.tflite, list(load_model(args.tflite).layers)
-    else:
+    models = [(path, list(load_model(path).layers)) for path in args.tflite]
+    if not models:
         name, operators = MODELS[args.model]
-        layers = layers_of(operators)
-    print(f"{name} model: {len(layers)} operators, {sum(layer.macs for layer in layers):,} MACs; "
-          f"rounds of {args.round_trials} trials, transfer strategy")
+        models = [(name, layers_of(operators))]
+    if args.keep_db:
+        args.keep_db.mkdir(parents=True, exist_ok=True)
+    for name, layers in models:
+        run_model(name, layers, args)
+
+
+def run_model(name, layers, args) -> None:
+    print(f"\n## {name}: {len(layers)} operators, {sum(layer.macs for layer in layers):,} MACs; "
+          f"rounds of {args.round_trials} trials, transfer strategy", flush=True)
+    rows = []
     for target_name in args.targets:
         target = get_target(target_name)
+        keep = args.keep_db / f"{Path(str(name)).stem}-{target.name}.db" if args.keep_db else None
+        plain = plain_values(layers, target)
         all_runs = []
         for seed in args.seeds:
-            all_runs.append(both_ways(layers, target, args, seed))
-            report(target, seed, all_runs[-1])
+            all_runs.append(both_ways(layers, target, args, seed, keep if seed == args.seeds[0] else None))
+            figures = report(target, seed, all_runs[-1], plain)
+            if seed == args.seeds[0]:
+                rows.append(figures)
         if len(all_runs) > 1:
             report_seeds(target, all_runs)
+    summary_table(str(name), rows)
 
 
 if __name__ == "__main__":
