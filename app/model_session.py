@@ -279,10 +279,11 @@ class _PlainLoop:
         return io  # the plain loop takes the buffers as the workload gives them
 
 
-def measure_baseline(lw: LayerWorkload, target: Target, objective: str) -> float | None:
-    """The layer's plain C loop nest built with the target's gcc at -O3, on the workload's
-    inputs: what the tuned layer is compared with. None when the kernel has no plain loop,
-    the target no gcc, or the run fails (a baseline is a figure, not a reason to stop)."""
+def baseline_values(lw: LayerWorkload, target: Target) -> dict | None:
+    """Every value measured of the layer's plain C loop nest built with the target's gcc at
+    -O3, on the workload's inputs: what the tuned layer is compared with. None when the
+    kernel has no plain loop, the target no gcc, or the run fails (a baseline is a figure,
+    not a reason to stop)."""
     if not hasattr(lw.kernel, "render_naive") or not any(c.name == "gcc" for c in target.compilers):
         return None
     space = lw.kernel.tuning_space(target, lw.shape)
@@ -293,7 +294,13 @@ def measure_baseline(lw: LayerWorkload, target: Target, objective: str) -> float
         evaluator = Evaluator(_PlainLoop(lw.kernel), target, lw.shape, space,
                               workload_inputs(lw.kernel, lw.workload), Path(tmp))
         trial = evaluator(space.config_at(int(legal[0])))
-    return None if trial.outcome.failed else trial.value(objective)
+    return None if trial.outcome.failed else dict(trial.values)
+
+
+def measure_baseline(lw: LayerWorkload, target: Target, objective: str) -> float | None:
+    """The plain C loop nest's value of `objective` (baseline_values)."""
+    values = baseline_values(lw, target)
+    return None if values is None else values.get(objective)
 
 
 def progress_line(state: ModelRound, objective: str) -> str:

@@ -39,8 +39,7 @@ from pathlib import Path
 
 from edgetune.codegen import get_kernel
 from edgetune.codegen.model import load_model
-from edgetune.model_session import ModelSummary, _PlainLoop, distinct_workloads, tune_model
-from edgetune.session import Evaluator, workload_inputs
+from edgetune.model_session import ModelSummary, baseline_values, distinct_workloads, tune_model
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 
@@ -137,16 +136,9 @@ def plain_values(layers, target) -> dict[str, dict]:
     key: instructions and estimated cycles from one run (tune_model's baseline gives one)."""
     values = {}
     for lw in distinct_workloads(layers, target):
-        space = lw.kernel.tuning_space(target, lw.shape)
-        legal = space.legal_indices()
-        if not hasattr(lw.kernel, "render_naive") or not len(legal):
-            continue
-        with tempfile.TemporaryDirectory(prefix="edgetune-bench-plain-") as tmp:
-            evaluator = Evaluator(_PlainLoop(lw.kernel), target, lw.shape, space,
-                                  workload_inputs(lw.kernel, lw.workload), Path(tmp))
-            trial = evaluator(space.config_at(int(legal[0])))
-        if not trial.outcome.failed:
-            values[lw.workload.key()] = dict(trial.values)
+        measured = baseline_values(lw, target)
+        if measured is not None:
+            values[lw.workload.key()] = measured
     return values
 
 
