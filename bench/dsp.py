@@ -10,11 +10,14 @@ target's cost model (README, "Cycle and energy estimates"). Ratios are plain / D
 best C / DSP; MAC/cycle = the kernel's multiply-accumulates / estimated DSP cycles.
 
 Then fir_q15 on the Cortex-M55 with Helium (vector=mve), taps=32, block=256, in both
-rounding conventions, against CMSIS-DSP's arm_fir_q15 on the same core: the best count of a
-search of the whole Helium space (18 configurations: every one measured) and the ratio to the
-library's count. This repository does not build CMSIS-DSP, so the library's count is the one
-recorded in bench/RESULTS.md (arm_fir_q15, best of GCC 12 and Clang 14 at -O3 with MVE, the
-same QEMU harness and counter); arm_fir_q15 truncates, so rounding=truncate is the like-for-like row.
+rounding conventions: the best count of a search of the whole Helium space (18
+configurations: every one measured), beside CMSIS-DSP's arm_fir_q15 measured in the same run
+(bench/cmsis_fir.py: built from the cmsisdsp sdist on PyPI, downloaded into edgetune's cache
+folder, with ARM_MATH_MVEI/ARM_MATH_HELIUM, arm-none-eabi-gcc -O3 and clang -O3, linked into
+the same harness on the same inputs, its output checked bit for bit against rounding=truncate;
+the count is one arm_fir_q15 call, its one-off setup measured apart and subtracted).
+arm_fir_q15 truncates, so rounding=truncate is the like-for-like row. Offline, the bench says
+so in one line and prints edgetune's figures alone.
 
 usage: .venv/bin/python bench/dsp.py [--budget N] [--seed S] [--kernel NAME] [--no-helium]   (also printed by bench/targets.py)
 """
@@ -26,6 +29,7 @@ from pathlib import Path
 
 from kernels import NaiveLoop  # bench/kernels.py: builds the plain loop through an Evaluator
 from restricted import one_vector_path  # bench/restricted.py
+from cmsis_fir import LibraryFir, SourcesUnavailable, library_root  # bench/cmsis_fir.py
 
 from edgetune.codegen import get_kernel
 from edgetune.codegen.kernels.convolution import geometry_of
@@ -39,7 +43,6 @@ WORKLOADS = (("matmul_s8", "m=16,n=16,k=32"), ("matmul_s8", "m=32,n=32,k=64"), (
 NAIVE_TEMPLATES = ("matmul_s8", "conv2d_s8")  # kernels with a plain-loop template (render_naive)
 # fir_q15 against CMSIS-DSP's arm_fir_q15 on the Cortex-M55 (bench/RESULTS.md, "fir_q15 on Helium").
 HELIUM_FIR_SHAPE = "taps=32,block=256"
-LIBRARY_FIR_Q15_M55 = 3321  # instructions: arm_fir_q15, best of GCC 12 / Clang 14 -O3, MVE, same harness
 HELIUM_FIR_BUDGET = 24  # above the 18 configurations of the vector=mve space: the search measures them all
 
 
@@ -101,12 +104,44 @@ def dsp_table(budget: int, seed: int, work: Path, kernels: tuple[str, ...] | Non
                   f"{macs_of(kernel_name, shape) / dsp.values['cycles']:>7.2f}  {dsp.config.key()}")
 
 
+def library_fir(kernel, target, shape_text, work):
+    """arm_fir_q15 per compiler: (instructions of one call, of the setup), or the reason it
+    was not measured. The Evaluator checks its output against rounding=truncate bit for bit."""
+    try:
+        root = library_root()
+    except SourcesUnavailable as exc:
+        return f"CMSIS-DSP sources unavailable ({exc}): arm_fir_q15 not measured, edgetune's figures alone"
+    shape = kernel.parse_shape(f"{shape_text},rounding=truncate")
+    space = kernel.space(target, shape)
+    inputs = workload_inputs(kernel, workload_of(kernel, target, shape))
+    counts = {}
+    for compiler in ("gcc", "clang"):
+        full, setup = (Evaluator(LibraryFir(kernel, root, compiler, setup_only), target, shape, space, inputs, work)(
+            next(iter(space))) for setup_only in (False, True))
+        for trial in (full, setup):
+            if trial.outcome.failed:
+                raise SystemExit(f"arm_fir_q15 with {compiler}: {trial.outcome.value}: {trial.error}")
+        counts[compiler] = (full.values["instructions"] - setup.values["instructions"], setup.values["instructions"])
+    return counts
+
+
 def helium_fir_table(seed: int, work: Path) -> None:
-    """fir_q15 with vector=mve on the M55, both rounding conventions, best by instructions."""
+    """fir_q15 with vector=mve on the M55, both rounding conventions, best by instructions,
+    beside arm_fir_q15 measured in the same run."""
     target, kernel = get_target("cortex-m55"), get_kernel("fir_q15")
+    library = library_fir(kernel, target, HELIUM_FIR_SHAPE, work)
+    measured = not isinstance(library, str)
     print(f"\nfir_q15 {HELIUM_FIR_SHAPE} on the Cortex-M55, Helium (vector=mve), every configuration measured, "
-          f"best by instructions; CMSIS-DSP arm_fir_q15 (recorded): {LIBRARY_FIR_Q15_M55}")
-    print(f"{'rounding':>9} {'plain instr':>11} {'best instr':>10} {'best cyc':>8} {'/library':>9}  best configuration")
+          "best by instructions")
+    if measured:
+        for compiler, (call, setup) in library.items():
+            print(f"CMSIS-DSP arm_fir_q15 ({compiler} -O3, MVEI/HELIUM): {call} instructions per call "
+                  f"(setup {setup} measured apart, subtracted); output = rounding=truncate, bit for bit")
+        best_library = min(call for call, _ in library.values())
+    else:
+        print(library)
+    ratio_head = f" {'/library':>8}" if measured else ""
+    print(f"{'rounding':>9} {'plain instr':>11} {'best instr':>10} {'best cyc':>8}{ratio_head}  best configuration")
     for rounding in ("nearest", "truncate"):
         shape = kernel.parse_shape(f"{HELIUM_FIR_SHAPE},rounding={rounding}")
         plain = plain_loop(kernel, target, shape, work)
@@ -117,8 +152,9 @@ def helium_fir_table(seed: int, work: Path) -> None:
         if best is None:
             raise SystemExit(f"cortex-m55 fir_q15 rounding={rounding}: no successful trial")
         count = best.trial.values["instructions"]
-        print(f"{rounding:>9} {plain['instructions']:>11} {count:>10} {best.trial.values['cycles']:>8.0f} "
-              f"{count / LIBRARY_FIR_Q15_M55:>9.3f}  {best.trial.config.key()}")
+        ratio = f" {count / best_library:>8.3f}" if measured else ""
+        print(f"{rounding:>9} {plain['instructions']:>11} {count:>10} {best.trial.values['cycles']:>8.0f}{ratio}  "
+              f"{best.trial.config.key()}")
 
 
 def main() -> None:
