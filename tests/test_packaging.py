@@ -6,6 +6,7 @@ from __future__ import annotations
 import email
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -19,11 +20,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> tuple[Path, str]:
-    """(the wheel pip builds from this checkout, the build's verbose output)."""
+    """(the wheel pip builds from this checkout, the build's verbose output). Built from a
+    copy of the files git tracks, as a fresh clone has them: setuptools reuses an in-tree
+    build/lib, which would still hold a module renamed since the last build."""
     out = tmp_path_factory.mktemp("wheel")
+    source = tmp_path_factory.mktemp("source")
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
+    for name in filter(None, tracked.stdout.split("\0")):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     # Python's own "byte-compiling is disabled" notice follows this variable, not the project.
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(out), str(ROOT)],
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(out), str(source)],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (path,) = out.glob("edgetune-*.whl")
