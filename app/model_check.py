@@ -25,6 +25,7 @@ from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Bound, Goal, TuningDatabase
 
 from .session import workload_of
+from .verify import does_not
 
 EDGES = ("random", "extreme")  # one uniform int8 input, one of only -128/127 (saturates)
 
@@ -61,18 +62,17 @@ def _run_layer(layer: ModelLayer, target: Target, config, cases: list[tuple[Kern
     runner = runner_for(target)
     try:
         rendered = kernel.render(target, shape, config)
-        first = kernel.deployed_io(cases[0][0], config)
-        build = runner.build(kernel, shape, first, rendered, workdir)
-        for n, (io, want) in enumerate(cases):
-            deployed = kernel.deployed_io(io, config)  # weights packed as an export ships them
-            _, raw = runner.run(build, deployed)
-            (got,) = iobuf.unpack_outputs(io, raw)[:1]
-            if not np.array_equal(got.reshape(want.shape), want):
-                return n, f"{EDGES[n % len(EDGES)]} input: {_first_difference(got.reshape(want.shape), want)}"
+        deployed = [kernel.deployed_io(io, config) for io, _ in cases]  # weights packed as an export ships them
+        build = runner.build(kernel, shape, deployed[0], rendered, workdir)
+        for n, ((io, want), called) in enumerate(zip(cases, deployed)):
+            _, raw = runner.run(build, called)
+            got = iobuf.unpack_outputs(io, raw)[0].reshape(want.shape)
+            if not np.array_equal(got, want):
+                return n, f"{EDGES[n % len(EDGES)]} input: {_first_difference(got, want)}"
     except (CodegenError, PlacementError) as exc:
         return 0, f"does not build: {exc}"
     except MeasureError as exc:
-        return 0, f"does not {'build' if exc.outcome.value in ('compile', 'too_large') else 'run'}: {exc.message.splitlines()[0]}"
+        return 0, does_not(exc)
     return len(cases), ""
 
 

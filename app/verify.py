@@ -289,7 +289,9 @@ def _verify_kernel(check: _Check, index: int, entry: KernelEntry, workdir: Path)
                          recorded=recorded, measured=measured, problems=tuple(problems), notes=tuple(notes))
 
 
-def _does_not(exc: MeasureError) -> str:
+def does_not(exc: MeasureError) -> str:
+    """Why a variant gave no measurement: 'does not build' or 'does not run', the outcome and
+    the first lines of what the tool said."""
     detail = " | ".join(exc.message.splitlines()[:3])
     return f"does not {'build' if exc.outcome.value in ('compile', 'too_large') else 'run'}: {exc.outcome.value}: {detail}"
 
@@ -307,7 +309,7 @@ def _run_checks(check: _Check, index: int, entry: KernelEntry, kernel, shape: di
         build = runner.build_export(kernel, shape, deployed, check.folder, workdir)
         values, raw = runner.run(build, deployed)
     except MeasureError as exc:
-        problems.append(_does_not(exc))
+        problems.append(does_not(exc))
         return None
     measured = values[goal.objective]
     problems += [f"breaks its constraint {b.text()}: {b.name}={values.get(b.name)}"
@@ -320,7 +322,7 @@ def _run_checks(check: _Check, index: int, entry: KernelEntry, kernel, shape: di
             io = kernel.make_io(shape, rng, edge=edge)
             checks.append((label, io, runner.run(build, _deployed(kernel, target, shape, entry, io))[1]))
     except MeasureError as exc:
-        problems.append(_does_not(exc))
+        problems.append(does_not(exc))
         return measured
     for label, io, out in checks:
         problem = _mismatch(kernel, shape, io, out, kernel.reference(shape, io))
