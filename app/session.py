@@ -28,7 +28,8 @@ from edgetune.targets.buildcache import CachedFailure
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Outcome, Owner, PriorTrials, Record, Space, SpaceError,
-                            Trial, TuningDatabase, Workload, check_names, check_strategy, feasible, make_strategy)
+                            Trial, TuningDatabase, Workload, check_names, check_strategy, feasible, make_strategy,
+                            replaceable)
 from edgetune.tuner import Goal, resolve_goal
 from edgetune.tuner.resume import Resumed, rebuild
 
@@ -121,7 +122,7 @@ class Evaluator:
 
     def __call__(self, config: Config) -> Trial:
         trial = self._evaluate(config)
-        # The target's run limit it was measured under (see timed_out_below).
+        # The target's run limit it was measured under (see tuner.trial.replaceable).
         return stamp(replace(trial, info={**trial.info, "timeout_limit_s": self.target.runner.timeout_s}), self.target)
 
     def _evaluate(self, config: Config) -> Trial:
@@ -165,16 +166,6 @@ class Evaluator:
             if problem:
                 return Outcome.WRONG_ANSWER, problem
         return Outcome.OK, ""
-
-
-def timed_out_below(trial: Trial, limit_s: float) -> bool:
-    """A timeout under a smaller run limit than `limit_s` (or an unrecorded one): it says the
-    limit was too short, not that the configuration is slow, so it is measured again once the
-    target allows longer (TuningDatabase.record replaces it)."""
-    if trial.outcome is not Outcome.TIMEOUT:
-        return False
-    recorded = trial.info.get("timeout_limit_s")
-    return not isinstance(recorded, (int, float)) or recorded < limit_s
 
 
 ProgressFn = Callable[[int, int, Trial], None]  # (trials stored, budget, the trial just finished)
@@ -247,7 +238,7 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
         db.set_goal(workload, goal)
     limit = task.run_limit_s
     start = resume_search(db, workload, space, strategy, (request.strategy, request.seed), request.initial,
-                          redo=lambda trial: trial.outcome.lost or (limit > 0 and timed_out_below(trial, limit)))
+                          redo=lambda trial: replaceable(trial.outcome, trial.info.get("timeout_limit_s"), limit))
     stop = StopRule(request, goal.objective, best=min((v for t in start.done if feasible(t, goal.bounds)
                                                        and (v := t.value(goal.objective)) is not None), default=None))
     with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp, ExitStack() as stack:
