@@ -237,6 +237,30 @@ def test_matmul_is_exact_on_odd_shapes_with_extreme_zero_points(matmul, host, pa
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_a_bias_at_the_int32_limits_survives_the_offset_term(matmul, host, path, tmp_path):
+    """Biases chosen so the true accumulators reach INT32_MAX and INT32_MIN exactly: the
+    column term (bias - (a_zero + 128) * sum b + ...) wraps in int32 and the kernel's sums
+    modulo 2^32 must undo it."""
+    if not runnable(host, path):
+        return
+    shape = matmul.parse_shape("m=4,n=19,k=77")
+    base = matmul.make_io(shape, np.random.default_rng(4), edge="extreme")
+    a, b = (buf.data.astype(np.int64) for buf in base.buffers[:2])
+    params = dict(base.params, a_zero=-128, b_zero=0)
+    dot = (a + 128) @ b  # columns of either sign: a bias in int32 can push each to one limit
+    to_max = np.where(np.arange(shape["n"]) % 2 == 0, dot.max(axis=0) >= 0, dot.min(axis=0) > 0)
+    bias = np.where(to_max, (1 << 31) - 1 - dot.max(axis=0), -(1 << 31) - dot.min(axis=0))
+    buffers = (base.buffers[0], base.buffers[1], Buffer("bias", bias.astype(np.int32), weight=True), base.buffers[3])
+    io = KernelIO(buffers=buffers, params=tuple(params.items()))
+    acc = dot + bias
+    assert acc.max() == (1 << 31) - 1 and acc.min() == -(1 << 31)
+    space = matmul.space(host, shape)
+    for compiler in ("gcc", "clang"):
+        config = complete(space, {"vector": path, "compiler": compiler, "tile_m": 2, "tile_n": 4})
+        assert_ok(Evaluator(matmul, host, shape, space, io, tmp_path)(config))
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_conv_is_exact_per_channel_with_extreme_zero_points(conv, host, path, tmp_path):
     """Both algorithms, cin not a multiple of 4 or of the step, padded and unpadded layers,
     in_zero and out_zero at the int8 extremes (make_io's extreme edge: per-channel shifts,
