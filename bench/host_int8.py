@@ -19,10 +19,13 @@ Then the vector paths one against another, for matmul_s8 (--path-shapes) and con
 shape, one seeded random search per vector family the CPU offers (plain C, AVX2, AVX-512,
 AVX-VNNI, AVX512-VNNI; the space restricted to that family, fresh database each), then the
 plain loop (matmul_s8_naive.c.j2 / conv2d_s8_naive.c.j2) at gcc -O3 and the best variant of
-each family, re-measured in alternation ROUNDS times on the same inputs. Printed: each
+each family, re-measured in alternation PATH_ROUNDS times on the same inputs. Printed: each
 family's median time, plain loop / best variant of each family, and VNNI = the fastest
 non-VNNI AVX family / the fastest VNNI family (each ratio the median over the rounds of the
-paired times). GOP/s from 2 MACs (matmul M*N*K; conv oh*ow*cout*kh*kw*cin, padded taps count).
+paired times). A second line ("fastest") does the same with each measurement's fastest
+batch instead of its median: on a shared, loaded machine the fastest batch is the one least
+disturbed by other jobs. GOP/s from 2 MACs (matmul M*N*K; conv oh*ow*cout*kh*kw*cin, padded
+taps count), at the median time.
 
 usage: .venv/bin/python bench/host_int8.py [--budget N] [--seed S] [--shapes m=..,n=..,k=.. ...]
                                            [--dw-shapes h=..,w=..,c=..,... ...]
@@ -61,6 +64,7 @@ DEFAULT_CONV_SHAPES = ["h=49,w=10,cin=1,cout=64,kh=10,kw=4,stride=2,pad=1,dilati
                        "h=8,w=8,cin=64,cout=64,kh=3,kw=3,stride=1,pad=1,dilation=1"]
 VNNI = ("avxvnni", "avx512vnni")
 ROUNDS = 5
+PATH_ROUNDS = 7  # the family comparison: more rounds, the machine is shared
 
 
 def gops(shape: dict, time_ns: float) -> float:
@@ -188,6 +192,24 @@ def paired_ratio(times: dict, slow: str, fast: str) -> float:
     return statistics.median(s / f for s, f in zip(times[slow], times[fast]))
 
 
+def batch_times(evaluate, config, what: str) -> tuple[float, float]:
+    """(median, fastest) per-call time of one measurement's batches."""
+    trial = evaluate(config)
+    if trial.outcome.failed:
+        raise SystemExit(f"{what} failed: {trial.outcome.value}: {trial.error}")
+    return trial.values["time_ns"], trial.values["time_ns_min"]
+
+
+def ratio_cells(times: dict, families: list[str], avx: list[str], vnni: list[str]) -> str:
+    """Each family's median time, plain / each family, best non-VNNI AVX / best VNNI."""
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    cells = "".join(f" {medians[name] / 1e3:>12.2f}" for name in times)
+    cells += "".join(f" {paired_ratio(times, 'plain', name):>12.2f}" for name in families)
+    if avx and vnni:
+        return cells + f" {paired_ratio(times, min(avx, key=medians.get), min(vnni, key=medians.get)):>5.2f}"
+    return cells + f" {'-':>5}"
+
+
 def operations(kernel_name: str, shape: dict) -> int:
     """2 * MACs of one call (a MAC counts as two operations)."""
     if kernel_name == "matmul_s8":
@@ -203,10 +225,10 @@ def paths_against_each_other(args, kernel_name: str, shape_texts: list[str], bud
     vnni = [v for v in families if v in VNNI]
     print(f"\n{kernel_name} on {target.name}: plain loop (gcc -O3) vs the best variant of a random search per vector "
           f"family ({', '.join(families)}), budget {budget} each, seed {args.seed}; times in us, re-measured in "
-          f"alternation {ROUNDS} times; plain/X = plain loop / best X, VNNI = best {'/'.join(avx) or '-'} / best VNNI")
-    header = "".join(f" {name + ' us':>14}" for name in ("plain", *families))
-    ratios = "".join(f" {'plain/' + name:>16}" for name in families)
-    print(f"{'shape':>52}{header}{ratios} {'VNNI':>5} {'best GOP/s':>10}  fastest configuration")
+          f"alternation {PATH_ROUNDS} times; plain/X = plain loop / best X, VNNI = best {'/'.join(avx) or '-'} / best VNNI")
+    header = "".join(f" {name + ' us':>12}" for name in ("plain", *families))
+    ratios = "".join(f" {'plain/' + name:>12}" for name in families)
+    print(f"{'':>9} {'shape':>52}{header}{ratios} {'VNNI':>5} {'GOP/s':>6}  fastest configuration")
     with tempfile.TemporaryDirectory() as tmp:
         for shape_text in shape_texts:
             shape = kernel.parse_shape(shape_text)
@@ -215,22 +237,23 @@ def paths_against_each_other(args, kernel_name: str, shape_texts: list[str], bud
             inputs = workload_inputs(kernel, workload)
             evaluate = Evaluator(kernel, target, shape, space, inputs, Path(tmp))
             plain_eval = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, inputs, Path(tmp))
-            times = {name: [] for name in ("plain", *families)}
-            for _ in range(ROUNDS):
-                times["plain"].append(timed(plain_eval, best["c"], "plain loop"))  # NaiveLoop ignores the configuration
-                for vector in families:
-                    times[vector].append(timed(evaluate, best[vector], f"{vector} variant"))
-            medians = {name: statistics.median(values) for name, values in times.items()}
-            fastest = min(families, key=medians.get)
-            gain = (f"{paired_ratio(times, min(avx, key=medians.get), min(vnni, key=medians.get)):>5.2f}"
-                    if avx and vnni else f"{'-':>5}")
-            cells = "".join(f" {medians[name] / 1e3:>14.2f}" for name in times)
-            cells += "".join(f" {paired_ratio(times, 'plain', name):>16.2f}" for name in families)
-            print(f"{shape_text:>52}{cells} {gain} {operations(kernel_name, shape) / medians[fastest]:>10.1f}  "
-                  f"{best[fastest].key()}", flush=True)
+            medians = {name: [] for name in ("plain", *families)}
+            fastest = {name: [] for name in ("plain", *families)}
+            for _ in range(PATH_ROUNDS):
+                for name in ("plain", *families):
+                    # NaiveLoop ignores the configuration it is given.
+                    median, least = batch_times(plain_eval if name == "plain" else evaluate,
+                                                best["c" if name == "plain" else name], f"{name} variant")
+                    medians[name].append(median)
+                    fastest[name].append(least)
+            winner = min(families, key=lambda name: statistics.median(medians[name]))
+            ops = operations(kernel_name, shape) / statistics.median(medians[winner])
+            print(f"{'median':>9} {shape_text:>52}{ratio_cells(medians, families, avx, vnni)} {ops:>6.1f}  "
+                  f"{best[winner].key()}", flush=True)
+            print(f"{'fastest':>9} {'':>52}{ratio_cells(fastest, families, avx, vnni)}", flush=True)
             for vector in families:
-                if vector != fastest:
-                    print(f"{'':>52}  best {vector}: {best[vector].key()}")
+                if vector != winner:
+                    print(f"{'':>62}  best {vector}: {best[vector].key()}")
 
 
 def kernel_outputs(shape: dict) -> int:
