@@ -228,7 +228,10 @@ def _as_dict(config) -> dict:
 
 class UserKernel(Kernel):
     """A KernelDef as a Kernel (see the module docstring). `folder`: where its sources are;
-    `definition`: the sha256 of its files (codegen/kernels/user_loader.py)."""
+    `definition`: the sha256 of its files (codegen/kernels/user_loader.py); `bundle`: those
+    files, for a kernel loaded from a folder or .py file (sent to a cluster's workers)."""
+
+    bundle = None
 
     def __init__(self, spec: KernelDef, folder: Path | None, definition: str):
         self.spec, self.folder, self.definition = spec, folder, definition
