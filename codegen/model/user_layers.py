@@ -117,7 +117,7 @@ def _activation(c: _Check, tensor: Tensor | None, role: str, buffer: str, dims: 
     return tensor
 
 
-def _buffer(c: _Check, name: str, binding: Binding, shape: dict, roles: tuple[str, ...]) -> str:
+def _buffer(c: _Check, name: str, roles: tuple[str, ...]) -> str:
     buffers = {a.name: a for a in c.kernel.buffers}
     if not isinstance(name, str) or name not in buffers or buffers[name].role not in roles:
         wanted = [a.name for a in c.kernel.buffers if a.role in roles]
@@ -174,8 +174,8 @@ def user_layer(graph: Graph, op: Operator, kernel: UserKernel):
         shape = kernel.parse_shape(dict(binding.shape))
     except KernelError as exc:
         raise c.fail(f"its adapter's shape: {exc}") from None
-    x_name = _buffer(c, binding.input, binding, shape, ("input",))
-    y_name = _buffer(c, binding.output, binding, shape, ("output",))
+    x_name = _buffer(c, binding.input, ("input",))
+    y_name = _buffer(c, binding.output, ("output",))
     args = {a.name: a for a in kernel.buffers}
     position = binding.input_tensor
     if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < len(op.inputs):
