@@ -83,7 +83,8 @@ def check_layer(layer: ModelLayer, target: Target, db: TuningDatabase, goal: Goa
     shape = layer.shape_dict
     best = db.best(workload_of(kernel, target, shape), goal.objective, goal.allows)
     if best is None:
-        return LayerCheck(layer.index, layer.op, layer.kernel, "", 0, "no feasible trial", checked=False)
+        return LayerCheck(layer.index, layer.op, layer.kernel, "", 0, "no feasible trial", checked=False,
+                          oracle=oracle_name(layer))
     config = kernel.tuning_space(target, shape).make(best.trial.config.as_dict())
     rng = np.random.default_rng([seed, layer.index])
     cases = [layer_case(layer, rng, edge) for edge in EDGES]

@@ -260,3 +260,104 @@ def test_a_custom_operator_model_tunes_exports_and_verifies_on_the_m55(tmp_path)
     assert leaky["best"] is not None and leaky["best"] > 0
     assert all(c["ok"] for c in run["summary"]["checks"])
     assert "on cortex-m55: 4 inferences bit-exact with TFLite Micro with leaky_relu_s8's reference" in run["verify"]
+
+
+# --- an operator with weights, a plain C kernel, the weight before the input ------------------
+CHANNEL_MUL = '''
+import numpy as np
+import edgetune as et
+
+def reference(shape, inputs):
+    x, w = inputs["x"].astype(np.int32), inputs["w"].astype(np.int32)
+    product = x.reshape(-1, shape["c"]) * w
+    return np.clip(product >> inputs["shift"], -128, 127).astype(np.int8).reshape(-1)
+
+def adapt(op):
+    x, w = op.inputs
+    return et.Binding(shape={"n": x.elements, "c": w.elements}, input="x", output="y",
+                      constants={"w": w.array()}, scalars={"shift": int(op.custom_options[0])})
+
+KERNEL = et.KernelDef(
+    name="channel_mul_s8", shape=("n", "c"), source="channel_mul.c",
+    args=[et.Weight("w", "int8", "c"), et.Input("x", "int8", "n"), et.Output("y", "int8", "n"),
+          et.Scalar("count", "n"), et.Scalar("channels", "c"), et.Scalar("shift", 3)],
+    params={"UNROLL": [1, 2]}, restrictions=["c % UNROLL == 0"], reference=reference,
+    operators={"CUSTOM:ChannelMul": adapt})
+'''
+CHANNEL_MUL_C = '''#include <stdint.h>
+void channel_mul_s8(const int8_t *w, const int8_t *x, int8_t *y, int32_t count, int32_t channels, int32_t shift)
+{
+    for (int i = 0; i < count; i += channels)
+        for (int j = 0; j < channels; j += UNROLL)
+            for (int u = 0; u < UNROLL; u++) {
+                int32_t v = ((int32_t)x[i + j + u] * w[j + u]) >> shift;
+                y[i + j + u] = (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
+            }
+}
+'''
+
+
+def channel_mul_model(rng) -> bytes:
+    """CONV_2D 1x1 (4x4x3 -> 4x4x8), then CUSTOM ChannelMul by a constant int8 [8] with shift 2."""
+    from edgetune.codegen.model.builder import build_model, constant
+    from edgetune.codegen.model.graph import Operator, Quantization, Tensor
+
+    q = lambda scale, zero: Quantization((float(np.float32(scale)),), (zero,))
+    tensors = [Tensor(0, "input", (1, 4, 4, 3), "int8", q(0.05, 1)),
+               constant(1, "w", rng.integers(-127, 128, size=(8, 1, 1, 3), dtype=np.int8),
+                        Quantization((float(np.float32(0.01)),) * 8, (0,) * 8, 0)),
+               constant(2, "b", rng.integers(-500, 500, size=8, dtype=np.int32),
+                        Quantization((float(np.float32(0.0005)),) * 8, (0,) * 8, 0)),
+               Tensor(3, "conv", (1, 4, 4, 8), "int8", q(0.02, -5)),
+               constant(4, "scale", rng.integers(-127, 128, size=8, dtype=np.int8)),
+               Tensor(5, "output", (1, 4, 4, 8), "int8", q(0.02, 0))]
+    conv = Operator(0, "CONV_2D", (0, 1, 2), (3,), "Conv2DOptions",
+                    (("padding", 0), ("strideH", 1), ("strideW", 1), ("fusedActivationFunction", 0)))
+    mul = Operator(1, "CUSTOM", (3, 4), (5,), custom_code="ChannelMul", custom_options=bytes([2]))
+    return build_model(tensors, [conv, mul], [0], [5])
+
+
+def test_an_operators_weights_reach_the_kernel_in_its_argument_order(tmp_path):
+    folder = tmp_path / "channel_mul"
+    folder.mkdir()
+    (folder / "kernel.py").write_text(CHANNEL_MUL)
+    (folder / "channel_mul.c").write_text(CHANNEL_MUL_C)
+    model_path = tmp_path / "mul.tflite"
+    model_path.write_bytes(channel_mul_model(np.random.default_rng(4)))
+    kernel = register_kernel(load_kernel_file(folder))
+    model = load_model(model_path)
+    layer = model.layers[1]
+    assert layer.shape == (("n", 128), ("c", 8)) and dict(layer.params) == {"count": 128, "channels": 8, "shift": 2}
+    io = layer.io(np.arange(128, dtype=np.int8) - 64)
+    assert [b.name for b in io.buffers] == ["w", "x", "y"]
+    assert np.array_equal(io.buffers[0].data, model.tensors[4].array())
+    # The whole-model oracle: TFLite Micro on the convolution, the reference on the custom operator.
+    x = np.random.default_rng(1).integers(-128, 128, size=(1, 4, 4, 3), dtype=np.int8)
+    (conv_out,) = run_tflm(sub_model(model, model.operators[:1], {3})[0], [x])
+    (want,) = kernel.reference(layer.shape_dict, layer.io(np.asarray(conv_out).reshape(-1)))
+    assert np.array_equal(model_output(model, model_path.read_bytes(), x).reshape(-1), want)
+    run = _tune_export_verify(tmp_path, model_path, "host", 4, kernel=folder)
+    assert all(c["ok"] for c in run["summary"]["checks"])
+    assert {c["layer"]: c["oracle"] for c in run["summary"]["checks"]} == {0: "TFLite Micro",
+                                                                          1: "channel_mul_s8's reference"}
+    module = (Path(run["out"]) / "mul.c").read_text()
+    assert "mul_l1_w[8]" in module  # the operator's weights as a const array of the module
+    assert "bit-exact with TFLite Micro with channel_mul_s8's reference, every operator too" in run["verify"]
+
+
+def test_an_upper_case_parameter_survives_the_manifest(tmp_path):
+    """Kernel Tuner's #define parameters are often upper case (UNROLL): an export's
+    manifest records them and verify reads it back."""
+    folder = tmp_path / "channel_mul"
+    folder.mkdir()
+    (folder / "kernel.py").write_text(CHANNEL_MUL)
+    (folder / "channel_mul.c").write_text(CHANNEL_MUL_C)
+    db, out = str(tmp_path / "k.db"), str(tmp_path / "out")
+    tuned = cli("tune", "--kernel-file", str(folder), "--shape", "n=64,c=8", "--target", "host", "--budget", "2",
+                "--db", db)
+    assert tuned.exit_code == 0, tuned.output
+    exported = cli("export", "--kernel-file", str(folder), "--target", "host", "--db", db, "--out", out)
+    assert exported.exit_code == 0, exported.output
+    assert '"UNROLL"' in (Path(out) / "manifest.json").read_text()
+    verified = cli("verify", out, "--kernel-file", str(folder), "--db", db, "--tolerance", "1000")
+    assert verified.exit_code == 0, verified.output
