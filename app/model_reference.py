@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from edgetune.codegen.model import Model
+from edgetune.codegen.model import Model, ModelError
 from edgetune.codegen.model.builder import build_model, constant
 from edgetune.codegen.model.graph import Operator
 from edgetune.codegen.model.oracle import oracle_output, run_tflm
@@ -80,6 +80,11 @@ def model_output(model: Model, data: bytes, x: np.ndarray) -> np.ndarray:
             continue
         later = {i for _, rest in parts[n + 1:] for op in rest for i in op.inputs}
         sub, inputs, outputs = sub_model(model, ops, later)
-        got = run_tflm(sub, [values[i] for i in inputs], n_outputs=len(outputs))
+        try:
+            got = run_tflm(sub, [values[i] for i in inputs], n_outputs=len(outputs))
+        except RuntimeError as exc:  # the interpreter's own refusal, e.g. an operator it has no kernel for
+            raise ModelError(f"{model.path}: TFLite Micro cannot run operators {ops[0].index} to {ops[-1].index} as a "
+                             f"sub-model between the CUSTOM operators, so the model has no oracle: "
+                             f"{str(exc).strip()[:300]}") from None
         values.update({i: np.asarray(v).reshape(graph.tensors[i].shape) for i, v in zip(outputs, got)})
     return values[graph.outputs[0]]

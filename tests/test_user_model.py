@@ -173,6 +173,12 @@ def test_two_kernels_claiming_one_operator_are_refused(tmp_path):
                    "operator 1 (CUSTOM (LeakyRelu)) is claimed by 2 kernels (leaky_relu_s8, leaky_twin)")
 
 
+def test_a_users_kernel_claiming_a_builtin_edgetune_serves_comes_first(tmp_path):
+    folder = kernel_variant(tmp_path, "my_conv", '"LEAKY_RELU": builtin_leaky_relu', '"CONV_2D": lambda op: 1 / 0')
+    one_line_error(cli("model", "show", str(MODEL), "--kernel-file", str(folder)),
+                   "operator 0 (CONV_2D), kernel my_conv: its adapter raised ZeroDivisionError")
+
+
 def test_a_bad_operators_key_is_refused_when_the_kernel_loads(tmp_path):
     folder = kernel_variant(tmp_path, "bad_key", '"CUSTOM:LeakyRelu": custom_leaky_relu',
                             '"CUSTOM": custom_leaky_relu')
