@@ -11,8 +11,9 @@ doubling high multiply, then a rounding right shift).
 It serves two model operators: the builtin LEAKY_RELU (TFLite Micro judges it), and a
 CUSTOM operator "LeakyRelu" whose alpha is a flexbuffer map in its custom options, as a
 team's own converter writes it (TFLite Micro cannot run that one: this kernel's reference
-judges it). The parameters: how many elements one loop step handles, and whether the
-two slopes are chosen by a branch or by computing both and selecting.
+judges it). The parameters: how many elements (plain C) or vectors (Helium, where the
+target has MVE) one loop step handles, and whether plain C chooses the slope by a branch
+or computes both and selects.
 """
 import numpy as np
 from flatbuffers import flexbuffers
@@ -82,6 +83,8 @@ KERNEL = et.KernelDef(
           et.Scalar("mult_identity", ONE[0]), et.Scalar("shift_identity", ONE[1]),
           et.Scalar("mult_alpha", TENTH[0]), et.Scalar("shift_alpha", TENTH[1])],
     params={"unroll": [1, 2, 4], "select": {"branch", "both"}},
+    vectors=[et.Vector("c"),
+             et.Vector("mve", requires="mve", restrictions=['select == "branch"'])],
     reference=reference,
     operators={"LEAKY_RELU": builtin_leaky_relu, "CUSTOM:LeakyRelu": custom_leaky_relu},
     example_shape="n=256",
