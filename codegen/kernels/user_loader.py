@@ -9,10 +9,12 @@ names on the command line or installs, never a path read from a manifest or a da
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import traceback
@@ -125,6 +127,7 @@ def kernel_of_bundle(bundle: KernelBundle) -> UserKernel:
     if known is not None:
         return known
     root = Path(tempfile.mkdtemp(prefix="edgetune-kernel-"))  # mode 0700: this user's only
+    atexit.register(shutil.rmtree, root, True)  # gone with the worker process
     for name, data in bundle.files:
         parts = PurePosixPath(name).parts
         if not parts or PurePosixPath(name).is_absolute() or any(p in ("", ".", "..") for p in parts):
