@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from edgetune.codegen import get_kernel, CodegenError, Kernel, KernelIO
+from edgetune.codegen.kernels.user_loader import KernelBundle, kernel_of_bundle
 from edgetune.codegen.npu import NpuOperator
 from edgetune.codegen.placement import PlacementError, pinned
 from edgetune.hal import Target, TargetError
@@ -206,7 +207,8 @@ class CpuTask:
 
     def remote(self) -> Callable[[Config], Trial]:
         return functools.partial(evaluate_remotely, RemoteEvaluation(self.kernel.name, self.target,
-                                                                      tuple(self.shape.items())))
+                                                                      tuple(self.shape.items()),
+                                                                      getattr(self.kernel, "bundle", None)))
 
 
 def task_of(request: TuneRequest) -> TuningTask:
@@ -297,12 +299,13 @@ class RemoteEvaluation:
     kernel: str
     target: Target
     shape: tuple[tuple[str, int], ...]
+    bundle: KernelBundle | None = None  # a kernel of the user's own, by content (user_loader.py)
 
 
 @functools.lru_cache(maxsize=16)
 def _worker_evaluator(spec: RemoteEvaluation) -> Evaluator:
     # One evaluator per workload per worker process: the reference is computed once.
-    kernel = get_kernel(spec.kernel)
+    kernel = kernel_of_bundle(spec.bundle) if spec.bundle is not None else get_kernel(spec.kernel)
     shape = dict(spec.shape)
     return Evaluator(kernel, spec.target, shape, kernel.tuning_space(spec.target, shape),
                      workload_inputs(kernel, workload_of(kernel, spec.target, shape)),
