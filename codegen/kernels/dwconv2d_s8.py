@@ -14,6 +14,7 @@ from ..quant import requantize_per_channel
 from ..render import render
 from . import dwconv2d_s8_neon
 from .dwconv2d_s8_neon import NEON
+from .dwconv2d_s8_pixels import MVE_PIXELS
 from .paths import Rule, VectorPath, anywhere, path_constraints, with_vector
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .conv2d_s8 import tile_schedule
@@ -59,12 +60,14 @@ def avx2_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
 
 
 # The vector paths of dwconv2d_s8, in the order of the `vector` parameter's values; plain C
-# and Helium share dwconv2d_s8.c.j2.
+# and Helium with channels across the lanes share dwconv2d_s8.c.j2; mve_pixels puts output
+# pixels across the lanes (dwconv2d_s8_pixels.py).
 PATHS = (
     VectorPath("c", anywhere, "dwconv2d_s8.c.j2"),
     VectorPath("mve", with_vector("mve"), "dwconv2d_s8.c.j2", mve_rules),
     NEON,
     VectorPath("avx2", with_vector("avx2"), "dwconv2d_s8_avx2.c.j2", avx2_rules),
+    MVE_PIXELS,
 )
 
 
