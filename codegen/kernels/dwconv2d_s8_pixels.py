@@ -110,16 +110,21 @@ def pixel_variables(target: Target, shape: Mapping[str, int], config: Config) ->
     taps = [(ko * outer.dilation * plane.row_len + (kl * lane.dilation % lane.stride) * plane.run
              + kl * lane.dilation // lane.stride, ko * outer.tap_stride + kl * lane.tap_stride)
             for ko in range(outer.k) for kl in range(lane.k)]
+    # The fill gathers eight pixels at a time (16-bit offsets) when the farthest offset fits.
+    fill_lanes = 8 if 7 * lane.stride * lane.in_stride <= 0xFFFF else 4
     return dict(along=along, outer=outer, lane=lane, plane=plane, group=group, taps=taps,
+                fl=fill_lanes, fb=128 // fill_lanes, row_acc=-(-lane.n_out // group) * group,
                 n_full=lane.n_out // group, rem=lane.n_out % group,
                 fill_rows=min(outer.n_in, plane.rows - outer.pad), fill_runs=fill_runs(lane, plane))
 
 
-def plane_bytes(shape: Mapping[str, int], tile_p: int) -> int:
+def scratch_bytes(shape: Mapping[str, int], tile_p: int) -> int:
+    """Static memory of a variant: the plane, and the int32 accumulators of one output channel."""
     named = axes(shape)
     along = axis_of(shape, tile_p)
     lane, outer = named[along], named["h" if along == "w" else "w"]
-    return plane_of(outer, lane, LANES * tile_p).size
+    group = LANES * tile_p
+    return plane_of(outer, lane, group).size + 4 * outer.n_out * -(-lane.n_out // group) * group
 
 
 def pixel_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
@@ -131,8 +136,8 @@ def pixel_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
          lambda c: c["tile_c"] == 4 and c["layout"] == "hwc"),
         (f"vector=mve_pixels: tile_p accumulators, one input and two clamp vectors exceed {registers} vector registers",
          lambda c: c["tile_p"] + 3 <= registers),
-        (f"vector=mve_pixels: the channel plane exceeds the {capacity} bytes of scratch memory on {target.name}",
-         lambda c: plane_bytes(shape, int(c["tile_p"])) <= capacity),
+        (f"vector=mve_pixels: the channel plane and accumulators exceed the {capacity} bytes of scratch memory "
+         f"on {target.name}", lambda c: scratch_bytes(shape, int(c["tile_p"])) <= capacity),
     ]
 
 
