@@ -119,12 +119,14 @@ def pixel_variables(target: Target, shape: Mapping[str, int], config: Config) ->
 
 
 def scratch_bytes(shape: Mapping[str, int], tile_p: int) -> int:
-    """Static memory of a variant: the plane, and the int32 accumulators of one output channel."""
+    """Static memory of a variant: the plane, the int32 accumulators of one output channel and
+    every output channel's int32 term."""
     named = axes(shape)
     along = axis_of(shape, tile_p)
     lane, outer = named[along], named["h" if along == "w" else "w"]
     group = LANES * tile_p
-    return plane_of(outer, lane, group).size + 4 * outer.n_out * -(-lane.n_out // group) * group
+    terms = 4 * -(-shape["c"] * shape["mult"] // LANES) * LANES
+    return plane_of(outer, lane, group).size + 4 * outer.n_out * -(-lane.n_out // group) * group + terms
 
 
 def pixel_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
@@ -132,8 +134,9 @@ def pixel_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     registers = target.vector_unit("mve").registers
     return [
         # tile_c and layout mean nothing here: one value each, so the space holds no duplicates.
-        ("vector=mve_pixels takes one channel at a time (tile_c=4) and the weights as given (layout=hwc)",
-         lambda c: c["tile_c"] == 4 and c["layout"] == "hwc"),
+        ("vector=mve_pixels takes one channel at a time (tile_c=4), the weights as given (layout=hwc) and pads "
+         "its own planes (taps=loop or unrolled3x3)",
+         lambda c: c["tile_c"] == 4 and c["layout"] == "hwc" and c["taps"] != "padded3x3"),
         (f"vector=mve_pixels: tile_p accumulators, one input and two clamp vectors exceed {registers} vector registers",
          lambda c: c["tile_p"] + 3 <= registers),
         (f"vector=mve_pixels: the channel plane and accumulators exceed the {capacity} bytes of scratch memory "
