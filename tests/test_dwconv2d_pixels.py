@@ -2,16 +2,19 @@
 plane geometry (which axis the lanes run along, the stride phases, what is copied), the
 space's rules, and variants run in QEMU bit-exact against the reference on drawn shapes,
 edge shapes (odd channel counts, depth multipliers, strides, dilations, one-sided padding)
-and the MLPerf Tiny depthwise layers."""
+and the MLPerf Tiny depthwise layers, and against TFLite Micro on drawn layers (with the
+padded input copy, taps=padded3x3, too)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import strategies as st
 
 from edgetune.codegen.kernels.dwconv2d_s8_pixels import axes, axis_of, fill_runs, pixel_variables, plane_of
 from edgetune.tuner import Config
 
-from kernel_runs import assert_ok, check_drawn_variants, geometry_shapes, run_config
+from kernel_checks import draw_conv_shape, run_against_tflm
+from kernel_runs import assert_ok, check_drawn_variants, complete, geometry_shapes, run_config
 
 
 def test_lanes_run_along_the_axis_that_wastes_fewest_lanes(dw):
@@ -98,3 +101,21 @@ def test_mlperf_layers_are_bit_exact(dw, m55, tmp_path, shape_text):
     for index, tile_p in enumerate((1, 4)):
         assert_ok(run_config(dw, m55, shape, {"vector": "mve_pixels", "tile_p": tile_p, "taps": "unrolled3x3",
                                              "compiler": "clang", "opt": "O3"}, tmp_path, edge="extreme", seed=index))
+
+
+@pytest.mark.qemu
+def test_drawn_layers_equal_tflite_micro(dw, m55, tmp_path):
+    """Drawn layers with real TFLite quantisation, judged by TFLite Micro's output: the pixel
+    path on every one, the padded input copy (taps=padded3x3) wherever the kernel is 3x3."""
+    rng = np.random.default_rng(19)
+    drawn = [draw_conv_shape(dw, rng) for _ in range(4)]
+    drawn.append(dw.parse_shape("h=7,w=6,c=5,mult=2,kh=3,kw=3,stride_h=2,stride_w=1,pad_top=0,pad_bottom=2,"
+                                "pad_left=1,pad_right=0,dilation=1"))
+    for index, shape in enumerate(drawn):
+        space = dw.space(m55, shape)
+        variants = [{"vector": "mve_pixels", "compiler": ("clang", "gcc")[index % 2]}]
+        if any(c["taps"] == "padded3x3" for c in space):
+            variants.append({"vector": "mve", "taps": "padded3x3", "layout": "packed", "compiler": "clang"})
+        for values in variants:
+            config = complete(space, values)
+            assert_ok(run_against_tflm(dw, m55, shape, config, tmp_path, rng, edge=("random", "extreme")[index % 2]))
