@@ -19,6 +19,7 @@ from edgetune.targets.code_features import variant_features
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Config, TuningDatabase
+from edgetune.tuner.code_rank import CodeRanker, RankByCode
 from edgetune.tuner.recorded import RecordedSpace, ReplayRun, as_prior, recorded_space_json, replay, write_recorded
 
 from . import __version__
@@ -64,10 +65,19 @@ def code_features_of(kernel: Kernel, target: Target, shape: dict, configs: Seque
 
 
 def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, repeats: int,
-                prior: Sequence[RecordedSpace] = ()) -> dict:
-    """Repeat r uses seed + r. The shape of the output is the contract scorers rely on."""
+                prior: Sequence[RecordedSpace] = (), rank_with: Sequence[RecordedSpace] = (),
+                keep: float | None = None) -> dict:
+    """Repeat r uses seed + r. The shape of the output is the contract scorers rely on.
+    `rank_with`: recorded spaces with code features; given, a ranker learnt from them (never
+    from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode)."""
     priors = [as_prior(p) for p in prior]
-    runs: list[ReplayRun] = [replay(recorded, strategy, budget, seed + r, priors) for r in range(repeats)]
+    wrap = None
+    if rank_with:
+        predicted = CodeRanker.fit(rank_with, recorded).predicted_ranks(recorded)
+
+        def wrap(search):
+            return RankByCode(search, lambda config: predicted.get(recorded.space.index_of(config)), keep=keep)
+    runs: list[ReplayRun] = [replay(recorded, strategy, budget, seed + r, priors, wrap) for r in range(repeats)]
     values = recorded.values()
     return {"space": recorded.path, "kernel": recorded.kernel, "target": recorded.target,
             "objective": recorded.objective, "strategy": strategy, "budget": budget,

@@ -87,7 +87,7 @@ def test_the_ranker_never_learns_from_the_space_it_scores(tmp_path):
     # The same file loaded again is the same space: still left out.
     again = load_recorded(scored.path)
     assert scored.path not in CodeRanker.fit([*spaces, again], scored).sources
-    with pytest.raises(CodeRankerError, match="b.json.gz"):
+    with pytest.raises(CodeRankerError, match="b.json.gz: no other recorded space"):
         CodeRanker.fit([scored, again], scored)
     # What it learnt elsewhere ranks the unseen space: its best predicted is a true top-quarter point.
     predicted = ranker.predicted_ranks(scored)
@@ -149,3 +149,26 @@ def test_keep_skips_sure_losers_in_the_inner_order(tmp_path):
     assert positions == sorted(positions)
     with pytest.raises(ValueError):
         RankByCode(search.inner, lambda c: 0.0, keep=0.0)
+
+
+def test_replay_ranks_by_code_when_given_spaces_to_learn_from(tmp_path):
+    from click.testing import CliRunner
+
+    from edgetune.cli import main
+
+    scored, other = write_space(tmp_path, "a", 1), write_space(tmp_path, "b", 3)
+    args = ["replay", str(scored), "--strategy", "random", "--budget", "6", "--seed", "1", "--json"]
+    ranked = CliRunner().invoke(main, [*args, "--rank-with", str(other), "--rank-with", str(scored)])
+    assert ranked.exit_code == 0, ranked.output
+    again = CliRunner().invoke(main, [*args, "--rank-with", str(other), "--rank-with", str(scored)])
+    assert json.loads(again.output) == json.loads(ranked.output)
+    plain = json.loads(CliRunner().invoke(main, args).output)["repeats"][0]["trace"]
+    assert len(json.loads(ranked.output)["repeats"][0]["trace"]) == 6
+    # The ranker learnt that Helium wins: its sure losers (plain C) are skipped, not so without it.
+    assert sum(json.loads(ranked.output)["repeats"][0]["trace"]) < sum(plain)
+    # A space without features to rank: one line naming it, exit 2.
+    bare = tmp_path / "bare.json"
+    write_recorded(bare, recorded_space_json("toy", 1, "t", {}, "instructions", PARAMS,
+                                             [Trial(c, Outcome.OK, {"instructions": 1.0}) for c in configs()], {}))
+    result = CliRunner().invoke(main, ["replay", str(bare), "--rank-with", str(other)])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1 and "bare.json" in result.output

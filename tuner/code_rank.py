@@ -21,13 +21,18 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from edgetune.errors import EdgetuneError
+
 from .recorded import RecordedSpace
 from .space import Config
 from .strategies.base import SearchStrategy
 from .trial import Trial
 
 Features = Mapping[str, float]
-DEFAULT_POOL = 4  # inner proposals compiled per evaluation
+DEFAULT_POOL = 4  # inner proposals compiled per evaluation, at most
+# The quantile below which a proposal is run (bench/ranker.py, docs/search.md "Ranking by
+# compiled code": chosen on the dwconv2d_s8 and fir_q15 M55 spaces).
+RANK_KEEP = 0.3
 
 
 def feature_names(spaces: Iterable[RecordedSpace]) -> tuple[str, ...]:
@@ -56,8 +61,8 @@ def space_examples(space: RecordedSpace, names: Sequence[str]) -> tuple[list[int
     return indices, feature_matrix([space.features[i] for i in indices], names), ranks
 
 
-class CodeRankerError(ValueError):
-    """No recorded space with features to learn from."""
+class CodeRankerError(EdgetuneError, ValueError):
+    """No recorded space with features to learn from, or none in the space to rank."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,11 @@ class CodeRanker:
         from sklearn.ensemble import RandomForestRegressor
 
         training = [s for s in spaces if s is not scored and s.path != scored.path and s.features]
+        if not scored.features:
+            raise CodeRankerError(f"{scored.path}: holds no code features to rank by (record it again with "
+                                  f"`edgetune record`, or add them with bench/code_features.py)")
         if not training:
-            raise CodeRankerError(f"no recorded space with code features to rank {scored.path} by")
+            raise CodeRankerError(f"{scored.path}: no other recorded space with code features to learn a ranker from")
         names = feature_names([*training, scored])
         parts = [space_examples(space, names)[1:] for space in training]
         x = np.vstack([p[0] for p in parts])

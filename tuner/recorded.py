@@ -26,13 +26,13 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from edgetune.errors import EdgetuneError
 from .space import Config, Constraint, Param, Space, SpaceError
-from .strategies import PriorTrials, make_strategy
+from .strategies import PriorTrials, SearchStrategy, Strategy, make_strategy
 from .trial import Outcome, Trial
 
 FORMAT = "edgetune-recorded-space"
@@ -249,9 +249,12 @@ def write_recorded(path: str | Path, document: dict) -> Path:
 
 # --- replaying ------------------------------------------------------------------------------
 def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
-           prior: Sequence[PriorTrials] = ()) -> ReplayRun:
-    """Tune against the recording: the strategy asks, the file answers, one at a time."""
+           prior: Sequence[PriorTrials] = (), wrap: Callable[[SearchStrategy], Strategy] | None = None) -> ReplayRun:
+    """Tune against the recording: the strategy asks, the file answers, one at a time.
+    `wrap` puts a wrapper around the strategy (e.g. code_rank.RankByCode)."""
     search = make_strategy(strategy, recorded.space, np.random.default_rng(seed), recorded.objective, prior)
+    if wrap is not None:
+        search = wrap(search)
     trace: list[float | None] = []
     best: Trial | None = None
     while len(trace) < budget:
