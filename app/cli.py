@@ -16,7 +16,7 @@ from edgetune.hal.loader import ALLOW_TOOLS_ENV
 from edgetune.targets import get_target, target_names
 from edgetune.tuner import STRATEGIES, TrialSelection, TuningDatabase, check_strategy, parse_bound
 from edgetune.tuner.database import read_jsonl
-from edgetune.tuner.code_rank import RANK_KEEP
+from edgetune.tuner.code_rank import DEFAULT_POOL
 from edgetune.tuner.recorded import load_recorded
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
@@ -568,8 +568,9 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, kernel_
 @click.option("--rank-with", "rank_files", multiple=True, metavar="FILE",
               help="Recorded space with code features (repeatable): rank the strategy's proposals by their "
                    "compiled code, with a ranker learnt from these (never from SPACE_FILE itself).")
-@click.option("--rank-keep", default=RANK_KEEP, show_default=True, type=click.FloatRange(0, 1, min_open=True),
-              help="With --rank-with: skip proposals ranked worse than this quantile of those seen.")
+@click.option("--rank-keep", default=None, type=click.FloatRange(0, 1, min_open=True),
+              help="With --rank-with: run the strategy's proposals in its order, skipping those ranked worse than "
+                   f"this quantile of those seen [default: run the best-ranked of every {DEFAULT_POOL}].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_guard
 def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_files, rank_keep, as_json):

@@ -4,7 +4,8 @@ For each recorded Cortex-M55 space in bench/spaces/ with code features: a ranker
 (edgetune.tuner.code_rank.CodeRanker) is trained on every *other* recorded space with
 features (the other M55 spaces and the Cortex-M4 ones: leave-one-space-out, never the
 scored space), and a strategy is replayed with and without the wrapper (RankByCode: each
-evaluation runs the best-ranked of --pool inner proposals). Per seed: the plain strategy
+evaluation runs the best-ranked of --pool inner proposals or, with --keep Q, the next inner
+proposal not ranked worse than the Q-quantile of those seen). Per seed: the plain strategy
 runs for the space's methodology budget (Willemsen et al. 2024, edgetune.tuner.scoring) and
 its best value is noted with the evaluations it took to first reach it; the ranked run goes
 on until it reaches that value (or --cap x the budget). The figure is evaluations saved at
@@ -13,7 +14,10 @@ run that never reached the value counts its whole cap. Compiles are not evaluati
 ranked run compiles about --pool candidates per evaluation (cached, and on a serial board
 far cheaper than a flash-and-run); the table gives them too.
 
-usage: .venv/bin/python bench/ranker.py [--seeds N] [--pool K] [--strategies NAME ...] [--cap C] [--data DIR]
+Results and what they say: docs/search.md, "Ranking by compiled code".
+
+usage: .venv/bin/python bench/ranker.py [--seeds N] [--pool K] [--keep Q] [--strategies NAME ...] [--cap C]
+                                        [--data DIR]
 """
 from __future__ import annotations
 
