@@ -40,7 +40,7 @@ SCORED_TARGET = "cortex-m55"
 @dataclass(frozen=True)
 class Run:
     trace: list[float | None]
-    compiles: int  # proposals the strategy made (each compiled once to be ranked)
+    compiles: int  # candidates compiled to be ranked (a plain run: one per evaluation)
 
 
 def replay_search(recorded: RecordedSpace, search, budget: int, stop_at: float | None = None) -> Run:
@@ -56,8 +56,7 @@ def replay_search(recorded: RecordedSpace, search, budget: int, stop_at: float |
         trace.append(trial.value(recorded.objective))
         if stop_at is not None and trace[-1] is not None and trace[-1] <= stop_at:
             break
-    proposed = getattr(search, "inner", search)
-    return Run(trace, len(proposed._taken))
+    return Run(trace, getattr(search, "scored", len(trace)))
 
 
 def first_reaching(trace: list[float | None], value: float) -> int | None:

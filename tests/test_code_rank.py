@@ -172,3 +172,16 @@ def test_replay_ranks_by_code_when_given_spaces_to_learn_from(tmp_path):
                                              [Trial(c, Outcome.OK, {"instructions": 1.0}) for c in configs()], {}))
     result = CliRunner().invoke(main, ["replay", str(bare), "--rank-with", str(other)])
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1 and "bare.json" in result.output
+
+
+def test_unscored_candidates_and_points_told_from_elsewhere(tmp_path):
+    recorded = load_recorded(write_space(tmp_path, "a", 1))
+    search = RankByCode(make_strategy("random", recorded.space, np.random.default_rng(0), "instructions"),
+                        lambda c: None, pool=3, keep=0.5)
+    first = search.ask(1)[0]  # nothing scored: the first of the pool, the other two in reserve
+    assert search.scored == 3
+    # Every point told from elsewhere (another worker measured it) is never proposed again.
+    others = [c for c in recorded.space if c.key() != first.key()]
+    search.tell([recorded.trial(c) for c in [first, *others[:-1]]])
+    assert [c.key() for c in search.ask(5)] == [others[-1].key()]
+    assert search.ask(1) == []

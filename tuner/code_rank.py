@@ -120,6 +120,7 @@ class RankByCode:
         self._reserve: list[tuple[float, int, Config]] = []  # passed over, never run yet
         self._seen: list[float] = []  # every finite score, for keep's quantile
         self._order = 0
+        self.scored = 0  # candidates compiled and scored so far
 
     @property
     def space(self):
@@ -128,6 +129,7 @@ class RankByCode:
     def _ranked(self, config: Config) -> tuple[float, int, Config]:
         value = self.score(config)
         self._order += 1
+        self.scored += 1
         if value is not None:
             self._seen.append(float(value))
         return (np.inf if value is None else float(value), self._order, config)
@@ -139,7 +141,7 @@ class RankByCode:
             if not fresh:
                 break
             candidate = self._ranked(fresh[0])
-            if self.keep is not None and candidate[0] <= np.quantile(self._seen, self.keep):
+            if self.keep is not None and self._seen and candidate[0] <= np.quantile(self._seen, self.keep):
                 self._reserve.extend(candidates)
                 return candidate[2]
             candidates.append(candidate)
@@ -162,10 +164,15 @@ class RankByCode:
         return proposals
 
     def tell(self, trials: Iterable[Trial]) -> None:
+        trials = list(trials)
+        self._drop(trial.config for trial in trials)  # measured elsewhere: never offered again
         self.inner.tell(trials)
 
     def skip(self, configs: Iterable[Config]) -> None:
         configs = list(configs)
+        self._drop(configs)
+        self.inner.skip(configs)
+
+    def _drop(self, configs: Iterable[Config]) -> None:
         keys = {c.key() for c in configs}
         self._reserve = [item for item in self._reserve if item[2].key() not in keys]
-        self.inner.skip(configs)
