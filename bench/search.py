@@ -12,8 +12,9 @@ Spaces (every *.json and *.json.gz in the --data folders): by default the small 
 GPU spaces Kernel Tuner ships in its test suite (tests/data/kernel_tuner/), the brute-forced
 pnpoly, GEMM and convolution spaces of the AutoTuningAssociation's benchmark hub
 (bench/data/benchmark_hub/; both in Kernel Tuner's cache format, sources and licences in the
-folders' READMEs), and our own whole-space recordings of matmul_s8 on the emulated
-Cortex-M55 (bench/spaces/, written by `edgetune record`).
+folders' READMEs), and our own whole-space recordings of matmul_s8, conv2d_s8, dwconv2d_s8
+and fir_q15 on the emulated Cortex-M55 and Cortex-M4 (bench/spaces/, written by `edgetune
+record`; shapes and command lines in its README), each kernel a family.
 
 Kernel Tuner's strategies run in its simulation mode (`kernel_tuner.tune_cache`) on the
 same spaces, with the same budget, in the same run; Kernel Tuner's strategies draw from
@@ -71,7 +72,8 @@ class Bench:
 def short_name(path: Path) -> str:
     return path.name.removesuffix(".gz").removesuffix(".json").replace("strategies_test_cache_", "kt_").replace(
         "matmul_s8-cortex-m55-", "m55_").replace("convolution_", "conv_").replace("_RTX_", "_").replace(
-        "synthetic_fp32_cache_NVIDIA_RTX_A4000", "kt_synthetic").replace("test_cache_file", "kt_test")
+        "synthetic_fp32_cache_NVIDIA_RTX_A4000", "kt_synthetic").replace("test_cache_file", "kt_test").replace(
+        "-cortex-m55-", "_m55_").replace("-cortex-m4-", "_m4_")
 
 
 def kernel_tuner_cache(recorded: RecordedSpace, folder: Path) -> Path:

@@ -99,10 +99,7 @@ class Runner(ABC):
     def build(self, kernel: Kernel, shape: dict, io: KernelIO, rendered: RenderedKernel, workdir: Path) -> BuildResult:
         """One tuning variant: kernel.c compiled as its configuration says."""
         compiler = self.target.compiler(rendered.compiler)
-        (workdir / "kernel.h").write_text(kernel_header(rendered.declaration))
-        (workdir / "kernel.c").write_text(rendered.source)
-        args = [compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags]
-        object_key, object_hit = self.compile(args, workdir / "kernel.c", workdir, workdir / "kernel.o")
+        object_key, object_hit = self.compile_variant(rendered, workdir)
         glue = render_glue(kernel, shape, io, rendered.function)
         result, image_hit = self.link_cached(workdir, [object_key], [workdir / "kernel.o"], glue, io,
                                              rendered.placement)
@@ -114,6 +111,15 @@ class Runner(ABC):
                 # hit: nothing compiled or linked; object: the kernel object reused, linked anew
                 "build_cache": "hit" if image_hit else "object" if object_hit else "miss"}
         return BuildResult(path=result.path, workdir=workdir, values=values, info=info, placement=result.placement)
+
+    def compile_variant(self, rendered: RenderedKernel, workdir: Path) -> tuple[str, bool]:
+        """A variant's kernel.c (and kernel.h) written to workdir and compiled to kernel.o as its
+        configuration says, through the cache: (the object's key, whether it was a hit)."""
+        compiler = self.target.compiler(rendered.compiler)
+        (workdir / "kernel.h").write_text(kernel_header(rendered.declaration))
+        (workdir / "kernel.c").write_text(rendered.source)
+        args = [compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags]
+        return self.compile(args, workdir / "kernel.c", workdir, workdir / "kernel.o")
 
     def compile(self, args: list[str], source: Path, include_dir: Path, obj: Path) -> tuple[str, bool]:
         """`args -I include_dir -c source -o obj`, run in obj's folder, through the cache:
