@@ -30,12 +30,14 @@ def option_params_of(target: Target) -> tuple:
     return tuple(option_param(name) for name in expand_names(target.compiler_options))
 
 
-def offered(target: Target, compiler_name: str, param, value_name: str) -> bool:
-    """Whether a value may be chosen with a compiler: its family has it and the compiler
-    accepted every flag of it when probed (no flag: always)."""
+def offered(target: Target, compiler_name: str, param, value_name: str, float_outputs: bool = False) -> bool:
+    """Whether a value may be chosen with a compiler: its family has it, the compiler
+    accepted every flag of it when probed (no flag: always), and it keeps a kernel with
+    float outputs exact."""
     compiler = target.compiler(compiler_name)
-    flags = param.value(value_name).flags(family_of(compiler.command) or "")
-    if flags is None:
+    value = param.value(value_name)
+    flags = value.flags(family_of(compiler.command) or "")
+    if flags is None or (float_outputs and value.reorders_float):
         return False
     return not flags or flags in compiler.accepted_options
 
@@ -56,18 +58,19 @@ def option_cflags(target: Target, config: Config | Mapping) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def _legal_combinations(target: Target, params: tuple, compiler_name: str) -> np.ndarray:
+def _legal_combinations(target: Target, params: tuple, compiler_name: str, float_outputs: bool) -> np.ndarray:
     """Mixed-radix indices of the option values a compiler may take together."""
     radix = [len(p.values) for p in params]
     legal = []
     for digits in itertools.product(*(range(r) for r in radix)):
-        if all(offered(target, compiler_name, p, p.values[d].name) for p, d in zip(params, digits)):
+        if all(offered(target, compiler_name, p, p.values[d].name, float_outputs) for p, d in zip(params, digits)):
             legal.append(int(np.ravel_multi_index(digits, radix)))
     return np.asarray(legal, dtype=np.int64)
 
 
-def with_compiler_options(space: Space, target: Target) -> Space:
-    """`space` plus the option parameters the target tunes (the same space without any)."""
+def with_compiler_options(space: Space, target: Target, float_outputs: bool) -> Space:
+    """`space` plus the option parameters the target tunes (the same space without any);
+    `float_outputs`: the kernel computes floats (values that reorder them are left out)."""
     params = option_params_of(target)
     if not params:
         return space
@@ -77,10 +80,10 @@ def with_compiler_options(space: Space, target: Target) -> Space:
 
     def accepted(c: Mapping) -> bool:
         compiler = str(c.get("compiler", names[0]))
-        return all(offered(target, compiler, p, str(c.get(p.name, DEFAULT))) for p in params)
+        return all(offered(target, compiler, p, str(c.get(p.name, DEFAULT)), float_outputs) for p in params)
 
     constraint = Constraint("a compiler option value its compiler does not offer or refused when probed", accepted)
-    combos = {name: _legal_combinations(target, params, name) for name in names}
+    combos = {name: _legal_combinations(target, params, name, float_outputs) for name in names}
     width = int(np.prod([len(p.values) for p in params]))
     base = space.legal_indices()
     if "compiler" in space.names:

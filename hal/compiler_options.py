@@ -6,8 +6,11 @@ floating-point arithmetic or contract it into fused multiply-adds (no -ffast-mat
 -fassociative-math, no -ffp-contract): GCC and LLVM vectorise a float reduction only when
 reassociation is allowed (GCC manual, -ftree-loop-vectorize and -fassociative-math; LLVM
 "Auto-Vectorization in LLVM", reductions), so vectorising, unrolling, scheduling, aligning
-and inlining change how fast a kernel runs, never what it computes. Integer kernels stay
-bit-exact; float kernels keep the order of their operations.
+and inlining change how fast a kernel runs, never what it computes. The one exception is
+marked `reorders_float`: LLVM treats a forced vector width as permission to reorder a float
+reduction, so those values are offered to integer kernels only. Integer kernels stay
+bit-exact; float kernels keep the order of their operations (tests/test_compiler_options.py
+compares their outputs bit for bit with every value against the default).
 
 A value stands for no flag ("default") or for a few; a compiler family without a value
 (None) never offers it. Which flags a compiler really accepts is probed once per compiler
@@ -41,6 +44,9 @@ class OptionValue:
     gcc: tuple[str, ...] | None
     clang: tuple[str, ...] | None
     doc: str = ""
+    # It may reorder a floating-point reduction: offered only to kernels whose outputs are
+    # integers (LLVM's loop vectoriser lets a forced width reassociate: LoopVectorizeHints).
+    reorders_float: bool = False
 
     def flags(self, family: str) -> tuple[str, ...] | None:
         return self.gcc if family == "gcc" else self.clang if family == "clang" else None
@@ -69,7 +75,7 @@ def _unroll(times: int) -> OptionValue:
 
 def _width(lanes: int) -> OptionValue:
     return OptionValue(f"width{lanes}", None, ("-mllvm", f"-force-vector-width={lanes}"),
-                       f"vectorise loops {lanes} elements wide")
+                       f"vectorise loops {lanes} elements wide", reorders_float=True)
 
 
 _NONE = OptionValue(DEFAULT, (), (), "the -O level's choice")

@@ -180,8 +180,9 @@ class Kernel:
         """What a tuning session searches: the kernel's own space plus the parameters every
         kernel shares on a target (buffer placement, codegen/placement.py; the compiler's
         options where the target tunes them, codegen/compiler_options.py)."""
-        space = with_placement(self.space(target, shape), target, self.make_io(shape, np.random.default_rng(0)))
-        return with_compiler_options(space, target)
+        io = self.make_io(shape, np.random.default_rng(0))
+        space = with_placement(self.space(target, shape), target, io)
+        return with_compiler_options(space, target, any(b.data.dtype.kind == "f" for b in io.outputs()))
 
     def make_io(self, shape: Mapping[str, int], rng: np.random.Generator) -> KernelIO:
         raise NotImplementedError
