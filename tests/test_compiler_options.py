@@ -3,7 +3,6 @@ export and verify, and exact results for every option value."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 from dataclasses import replace
 
@@ -114,7 +113,8 @@ def test_a_real_compiler_refuses_an_unknown_option(tmp_path):
     assert _accepts(command, (), tmp_path) is True
     assert _accepts(command, ("-fno-such-optimisation",), tmp_path) is False
     # Clang knows GCC's -fschedule-insns only to ignore it with a warning: -Werror refuses it.
-    assert _accepts(["clang", "-std=c99", "-O3", "-Werror"], ("-fschedule-insns", "-fsched-pressure"), tmp_path) is False
+    clang = ["clang", "-std=c99", "-O3", "-Werror"]
+    assert _accepts(clang, ("-fschedule-insns", "-fsched-pressure"), tmp_path) is False
 
 
 def test_real_compilers_accept_most_of_the_table():
@@ -191,7 +191,8 @@ def test_chosen_options_reach_the_compilers_argument_list(tmp_path, monkeypatch)
     kernel = get_kernel("fir_q15")
     shape = kernel.parse_shape("taps=8,block=16")
     space = kernel.tuning_space(target, shape)
-    config = next(c for c in space if c["compiler"] == "gcc" and c["cc_unroll"] == "x4" and c["cc_tweak"] == "no_ivopts")
+    config = next(c for c in space
+                  if c["compiler"] == "gcc" and c["cc_unroll"] == "x4" and c["cc_tweak"] == "no_ivopts")
     calls = []
     real = build_module.run_tool
 
