@@ -18,6 +18,7 @@ from edgetune.codegen.kernels import path_cflags
 from edgetune.codegen.manifest import MANIFEST, ManifestError, read_manifest
 from edgetune.codegen.placement import PLACEMENT_PARAMS, PlacementError, placement_of
 from edgetune.hal import Measures, Placement, Target
+from edgetune.hal.compiler_options import all_option_flags
 from edgetune.tuner import Config, Outcome
 
 from . import elf, iobuf
@@ -178,9 +179,10 @@ class Runner(ABC):
             raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: unreadable manifest ({exc})") from None
         commands = {c.command for c in self.target.compilers}
         # Manifest values reach a command line: only the target's own compilers, plain file
-        # names inside the folder, and flags edgetune itself compiles with pass.
+        # names inside the folder, and flags edgetune itself compiles with pass (its option
+        # table's among them).
         allowed = {*(f for c in self.target.compilers for f in c.cflags), *COMMON_CFLAGS,
-                   *(f"-{level}" for level in OPT_LEVELS), *path_cflags()}
+                   *(f"-{level}" for level in OPT_LEVELS), *path_cflags(), *all_option_flags()}
         objects, keys = [], []
         for source, command, cflags in ((u.source, u.compiler_command, u.cflags) for u in units):
             if command not in commands:
