@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from edgetune.tuner import Outcome, PriorTrials, Space, Trial, choice, powers_of_two
-from edgetune.tuner.strategies import GeneticAlgorithm, LocalSearch, ModelGuided, SimulatedAnnealing, TransferLearning
+from edgetune.tuner.strategies import (GeneticAlgorithm, LocalSearch, ModelGuided, SimulatedAnnealing, TransferLearning,
+                                       make_strategy)
+from edgetune.tuner.strategies.annealing import UNKNOWN_BUDGET_DESIGN
 
 OBJECTIVE = "time"
 
@@ -102,12 +104,58 @@ def test_local_search_restarts_alternate_a_kick_of_the_best_with_a_random_point(
 
 def test_annealing_restarts_after_patience_results_without_a_new_walk_best():
     space = bowl_space()
-    strategy = SimulatedAnnealing(space, np.random.default_rng(0), OBJECTIVE, patience=5)
+    strategy = SimulatedAnnealing(space, np.random.default_rng(0), OBJECTIVE, patience=5, jump=0.0, initial=1)
     config = strategy.ask(1)[0]
     tell_value(strategy, config, 1.0)
-    for n in range(5):
+    for n in range(6):  # the walk's first result, then five without a new walk best
         config = strategy.ask(1)[0]
         tell_value(strategy, config, 10.0 + n)
     assert strategy._current is None and strategy.temperature == strategy.start_temperature
-    restart = strategy.ask(1)[0]  # the second restart: a kick of the best point
+    restart = strategy.ask(1)[0]  # a restart: a kick of the best point
     assert kicked_from_best(space, strategy, restart)
+
+
+def test_annealing_design_grows_with_the_budget():
+    space = bowl_space()
+    sizes = [SimulatedAnnealing(space, np.random.default_rng(0), OBJECTIVE, budget=b).initial for b in (6, 60, 200, 5000)]
+    assert sizes == [3, 6, 20, 30]
+    assert make_strategy("annealing", space, np.random.default_rng(0), OBJECTIVE, budget=200).initial == 20
+    assert make_strategy("annealing", space, np.random.default_rng(0), OBJECTIVE).initial == UNKNOWN_BUDGET_DESIGN
+
+
+def test_annealing_walks_from_the_best_design_point_over_fresh_neighbours():
+    space = bowl_space()
+    strategy = SimulatedAnnealing(space, np.random.default_rng(3), OBJECTIVE, budget=40, jump=0.0)
+    design = strategy.ask(strategy.initial)
+    assert len(design) == 4
+    # Space-filling: the design's points are far apart (no two within one step of each other).
+    assert all(space.index_of(b) not in space.neighbours(space.index_of(a)) for a in design for b in design if a != b)
+    for config in design:
+        tell_value(strategy, config, bowl(config))
+    best = min(design, key=bowl)
+    told = {space.index_of(c) for c in design}
+    for step in range(60):
+        current = strategy._current if step else space.index_of(best)
+        unvisited = [n for n in space.neighbours(current) if n not in told] if current is not None else []
+        config = strategy.ask(1)[0]
+        index = space.index_of(config)
+        assert index not in told  # never a configuration already evaluated
+        if unvisited:
+            assert index in unvisited  # a fresh neighbour of the current point while one is left
+        told.add(index)
+        tell_value(strategy, config, bowl(config))
+
+
+def test_annealing_jumps_set_one_parameter_to_any_value():
+    space = bowl_space()
+    strategy = SimulatedAnnealing(space, np.random.default_rng(4), OBJECTIVE, jump=1.0, initial=1)
+    first = strategy.ask(1)[0]
+    tell_value(strategy, first, bowl(first))
+    for _ in range(30):
+        current = strategy._current
+        config = strategy.ask(1)[0]
+        if current is not None:
+            # The target differs in one parameter; where it was taken, the nearest fresh point.
+            differ = sum(a != b for a, b in zip(space.digits(current), space.digits(space.index_of(config))))
+            assert 1 <= differ <= 2
+        tell_value(strategy, config, bowl(config))

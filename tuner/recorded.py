@@ -227,7 +227,8 @@ def write_recorded(path: str | Path, document: dict) -> Path:
 def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
            prior: Sequence[PriorTrials] = ()) -> ReplayRun:
     """Tune against the recording: the strategy asks, the file answers, one at a time."""
-    search = make_strategy(strategy, recorded.space, np.random.default_rng(seed), recorded.objective, prior)
+    search = make_strategy(strategy, recorded.space, np.random.default_rng(seed), recorded.objective, prior,
+                           budget=budget)
     trace: list[float | None] = []
     best: Trial | None = None
     while len(trace) < budget:

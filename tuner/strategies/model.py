@@ -76,26 +76,6 @@ class ModelGuided(SearchStrategy):
     def _ready(self) -> bool:
         return sum(v is not None for v in self.results.values()) >= min(self.initial, self._legal_count())
 
-    def _space_filling(self, sample: int = 256) -> int | None:
-        """A fresh legal point far from every point tried so far (greedy maximin over a
-        random sample of the legal set): the initial design covers the space as a Latin
-        hypercube would, but only on legal ground, however sparse."""
-        fresh = np.flatnonzero(self._fresh)
-        if len(fresh) == 0:
-            return None
-        pool = self.rng.choice(fresh, size=min(sample, len(fresh)), replace=False)
-        if not self.results:
-            return int(self.space.legal_indices()[pool[0]])
-        digits = self.space.legal_digits()
-        scale = np.array([max(1, len(p.values) - 1) if p.is_ordered else 1 for p in self.space.params], dtype=float)
-        tried = np.array([self.space.digits(i) for i in self.results], dtype=float) / scale
-        points = digits[pool].astype(float) / scale
-        gaps = np.abs(points[:, None, :] - tried[None, :, :])
-        unordered = [a for a, p in enumerate(self.space.params) if not p.is_ordered]
-        gaps[:, :, unordered] = gaps[:, :, unordered] > 0
-        nearest = gaps.sum(axis=2).min(axis=1)
-        return int(self.space.legal_indices()[pool[int(np.argmax(nearest))]])
-
     # --- the model ---------------------------------------------------------------------
     def _training_data(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # Told trials outside the legal set (an older space's, resumed) teach nothing here.
