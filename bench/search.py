@@ -70,8 +70,8 @@ class Bench:
 
 def short_name(path: Path) -> str:
     return path.name.removesuffix(".gz").removesuffix(".json").replace("strategies_test_cache_", "kt_").replace(
-        "matmul_s8-cortex-m55-", "m55_").replace("convolution_", "conv_").replace("_RTX_", "_").replace(
-        "synthetic_fp32_cache_NVIDIA_RTX_A4000", "kt_synthetic").replace("test_cache_file", "kt_test")
+        "matmul_s8-cortex-m55-", "m55_").replace("convolution_", "conv_").replace(
+        "synthetic_fp32_cache_NVIDIA_RTX_A4000", "kt_synthetic").replace("_RTX_", "_").replace("test_cache_file", "kt_test")
 
 
 def kernel_tuner_cache(recorded: RecordedSpace, folder: Path) -> Path:
@@ -151,10 +151,11 @@ class Table:
         self.proposals[strategy] = self.proposals.get(strategy, 0) + proposals
 
     def merge(self, data: dict) -> None:
+        """Add an earlier run's scores (runs split by strategy or by space add up)."""
         for strategy, spaces in data["scores"].items():
             self.scores.setdefault(strategy, {}).update(spaces)
-            self.seconds[strategy] = data["seconds"][strategy]
-            self.proposals[strategy] = data["proposals"][strategy]
+            self.seconds[strategy] = self.seconds.get(strategy, 0.0) + data["seconds"][strategy]
+            self.proposals[strategy] = self.proposals.get(strategy, 0) + data["proposals"][strategy]
 
     def as_json(self) -> dict:
         return {"scores": self.scores, "seconds": self.seconds, "proposals": self.proposals}
@@ -227,6 +228,8 @@ def main() -> int:
             run_ours(table, bench, args.strategies, args.repeats, priors_for(bench, everything))
             if not args.no_kernel_tuner:
                 run_theirs(table, bench, args.kt_strategies, args.repeats)
+            if args.json:  # after every space, so a run stopped early keeps what it finished
+                Path(args.json).write_text(json.dumps(table.as_json(), indent=1))
     print_table(table, benches, args.held_out)
     if args.json:
         Path(args.json).write_text(json.dumps(table.as_json(), indent=1))
