@@ -25,8 +25,9 @@ Spaces are grouped into families by kernel; the table gives each family's mean, 
 over all spaces, and the held-out family's (--held-out: the family the strategies were not
 tuned on), and per strategy the mean milliseconds of CPU time per proposal (the
 strategy's own ask and tell; for Kernel Tuner's, its whole simulated run per evaluation).
---json writes the scores and timings, --merge reads such files back into one table (e.g.
-Kernel Tuner's strategies and ours run separately).
+--json writes the scores and timings (after every space, so a stopped run keeps what it
+finished), --merge reads such files back into one table (e.g. Kernel Tuner's strategies and
+ours run separately, or families run as separate jobs).
 
 usage: .venv/bin/python bench/search.py [--repeats R] [--spaces SUBSTRING ...] [--max-budget N] [--data DIR ...]
                                         [--strategies NAME ...] [--kt-strategies NAME ...] [--no-kernel-tuner]
