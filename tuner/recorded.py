@@ -252,7 +252,8 @@ def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
            prior: Sequence[PriorTrials] = (), wrap: Callable[[SearchStrategy], Strategy] | None = None) -> ReplayRun:
     """Tune against the recording: the strategy asks, the file answers, one at a time.
     `wrap` puts a wrapper around the strategy (e.g. code_rank.RankByCode)."""
-    search = make_strategy(strategy, recorded.space, np.random.default_rng(seed), recorded.objective, prior)
+    search = make_strategy(strategy, recorded.space, np.random.default_rng(seed), recorded.objective, prior,
+                           budget=budget)
     if wrap is not None:
         search = wrap(search)
     trace: list[float | None] = []
