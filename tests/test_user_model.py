@@ -84,6 +84,15 @@ def test_a_custom_operator_no_kernel_serves_is_named_with_its_index():
                    "CUSTOM:LeakyRelu")
 
 
+def test_a_custom_operator_no_kernel_serves_names_what_the_loaded_kernels_declare(tmp_path):
+    """A typo'd operators key (the custom code's case) shows beside the operator's real one."""
+    typo = kernel_variant(tmp_path, "leaky_typo", '"CUSTOM:LeakyRelu": custom_leaky_relu',
+                          '"CUSTOM:Leakyrelu": custom_leaky_relu')
+    one_line_error(cli("model", "show", str(MODEL), "--kernel-file", str(typo)), "operator 1 is CUSTOM (LeakyRelu)",
+                   "which no kernel serves", "the kernels loaded serve CUSTOM:Leakyrelu (leaky_typo), LEAKY_RELU "
+                   "(leaky_typo)")
+
+
 def test_model_show_names_the_users_kernel_as_serving_the_custom_operators():
     result = cli("model", "show", str(MODEL), "--kernel-file", str(EXAMPLE), "--json")
     assert result.exit_code == 0, result.output

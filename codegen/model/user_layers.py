@@ -70,6 +70,13 @@ def servers(graph: Graph, op: Operator) -> list[UserKernel]:
     return found
 
 
+def declared_operators() -> str:
+    """What the registered kernels of the user's own declare they serve, for an error about an
+    operator none serves (a typo'd key shows beside the operator's real one); "" for none."""
+    served = sorted(f"{key} ({k.name})" for k in KERNELS.values() if isinstance(k, UserKernel) for key in k.operators)
+    return f"; the kernels loaded serve {', '.join(served)}" if served else ""
+
+
 def view_of(graph: Graph, op: Operator) -> OperatorView:
     def tensors(indices):
         return tuple(graph.tensors[i] if i >= 0 else None for i in indices)
