@@ -8,6 +8,7 @@ from typing import Iterable
 
 from edgetune.codegen import KERNELS, KernelError
 from edgetune.codegen.export import ExportEntry
+from edgetune.codegen.kernels.user import UserKernel
 from edgetune.hal import Target
 from edgetune.tuner import Bound, TuningDatabase, Workload, resolve_goal
 
@@ -48,6 +49,9 @@ def _choose(db: TuningDatabase, target: Target, workload: Workload, objective: s
     if kernel is None:
         return "kernel unknown to this edgetune (a kernel of your own: pass its --kernel-file)"
     if kernel.version != workload.kernel_version:
+        if isinstance(kernel, UserKernel):  # the user edited their kernel: edgetune's own version is not at stake
+            return (f"tuned with an earlier definition of {kernel.name} (v{workload.kernel_version}, now "
+                    f"v{kernel.version}; its trials stay stored): tune this shape again to export it")
         return f"tuned with template v{workload.kernel_version}, this edgetune has v{kernel.version}; re-tune it"
     stored_goal = db.goal(workload)
     goal = resolve_goal(stored_goal, objective, bounds, target.measures)

@@ -108,6 +108,21 @@ def test_verify_refuses_a_definition_changed_since_export(tmp_path):
     assert "'vector_add' changed since export" in line
 
 
+def test_export_says_a_workload_of_an_earlier_definition_is_the_users_edit_not_edgetunes(tmp_path):
+    folder = tmp_path / "vector_add"
+    shutil.copytree(EXAMPLES / "vector_add", folder)
+    tune = ("tune", "--budget", "1", "--shape", "size=16", "--kernel-file", str(folder), "--target", "host")
+    assert edgetune_cli(tmp_path, *tune).returncode == 0
+    with open(folder / "vector_add.c", "a") as source:
+        source.write("/* edited: a new definition */\n")
+    assert edgetune_cli(tmp_path, *tune).returncode == 0
+    exported = edgetune_cli(tmp_path, "export", "--out", "out", "--kernel-file", str(folder), "--target", "host")
+    assert exported.returncode == 0, exported.stderr
+    skipped = [line for line in exported.stderr.splitlines() if "skipped" in line]
+    assert len(skipped) == 1 and "tuned with an earlier definition of vector_add" in skipped[0], exported.stderr
+    assert "this edgetune has" not in skipped[0]
+
+
 def bad_kernel(tmp_path: Path, kernel_py: str, sources: dict[str, str] | None = None) -> Path:
     folder = tmp_path / "bad"
     folder.mkdir(exist_ok=True)
