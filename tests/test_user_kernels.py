@@ -123,6 +123,11 @@ def test_export_says_a_workload_of_an_earlier_definition_is_the_users_edit_not_e
     assert "this edgetune has" not in skipped[0]
 
 
+def test_a_kernel_of_your_own_named_without_its_folder_points_to_kernel_file(tmp_path):
+    line = one_error_line(edgetune_cli(tmp_path, "tune", "vector_add", "--target", "host", "--shape", "size=16"))
+    assert "unknown kernel 'vector_add'" in line and "--kernel-file DIR" in line
+
+
 def bad_kernel(tmp_path: Path, kernel_py: str, sources: dict[str, str] | None = None) -> Path:
     folder = tmp_path / "bad"
     folder.mkdir(exist_ok=True)
