@@ -274,6 +274,22 @@ def test_tune_kernel_is_shaped_like_kernel_tuners(tmp_path):
         edgetune.tune_kernel("vadd", VADD, 40, [c, a, b, np.int32(40)], {"block": [1]}, target="host")
 
 
+def test_tune_kernel_again_with_an_edited_source_tunes_the_latest_definition(tmp_path):
+    """As in a notebook: the same kernel name, its source edited, tuned again in one process."""
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal(24).astype(np.float32), rng.standard_normal(24).astype(np.float32)
+    c = np.zeros_like(a)
+    envs = []
+    for source in (VADD, VADD.replace("{", "{ /* edited */", 1)):
+        results, env = edgetune.tune_kernel("vadd", source, 24, [c, a, b, np.int32(24)], {"block": [2]},
+                                            answer=[a + b, None, None, None], target="host", budget=1,
+                                            db=tmp_path / "kt.db")
+        assert len(results) == 1 and "time_ns" in results[0], results
+        envs.append(env)
+    assert envs[0]["definition"] != envs[1]["definition"]
+    assert KERNELS["vadd"].definition == envs[1]["definition"]
+
+
 def test_the_api_has_the_command_lines_defaults():
     cli = {p.name: p.default for p in tune_cmd.params}
     sig = inspect.signature(api.tune).parameters
