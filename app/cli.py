@@ -516,9 +516,14 @@ def export_cmd(target_name, out_dir, db_path, objective, constraints, kernel_fil
         click.echo(json.dumps({"header": str(result.header), "sources": [str(s) for s in result.sources],
                                "manifest": str(result.manifest), "kernels": len(result.entries)}, indent=2))
     else:
+        # The tuned value is the variant run on its own; built as exported (through the
+        # shape dispatcher) it may differ, and that is the value `verify` checks.
+        exported = {k.function: k.exported_value for k in read_manifest(result.folder).kernels}
         for entry in result.entries:
             within = f" within {', '.join(b.text() for b in entry.bounds)}" if entry.bounds else ""
-            click.echo(f"  {entry.function}: {entry.objective}={entry.value:g}{within} ({entry.config_text})")
+            built = exported.get(entry.function)
+            as_built = f", {built:g} as exported" if built is not None and built != entry.value else ""
+            click.echo(f"  {entry.function}: {entry.objective}={entry.value:g}{within}{as_built} ({entry.config_text})")
         for reason in result.skipped:
             click.echo(f"  skipped {reason}", err=True)
         click.echo(f"header: {result.header}")

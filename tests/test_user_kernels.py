@@ -123,6 +123,20 @@ def test_export_says_a_workload_of_an_earlier_definition_is_the_users_edit_not_e
     assert "this edgetune has" not in skipped[0]
 
 
+def test_export_prints_the_value_measured_as_exported_which_verify_checks(tmp_path):
+    folder = EXAMPLES / "vector_add"
+    tuned = edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16", "--target",
+                         "cortex-m55", "--budget", "1")
+    assert tuned.returncode == 0, tuned.stderr
+    exported = edgetune_cli(tmp_path, "export", "--kernel-file", str(folder), "--target", "cortex-m55", "--out", "out")
+    assert exported.returncode == 0, exported.stderr
+    entry = json.loads((tmp_path / "out" / "manifest.json").read_text())["kernels"][0]
+    line = next(line for line in exported.stdout.splitlines() if entry["function"] in line)
+    # Through the shape dispatcher the count is not the variant's own (the call costs instructions).
+    assert entry["exported_value"] != entry["value"]
+    assert f"instructions={entry['value']:g}, {entry['exported_value']:g} as exported" in line, line
+
+
 def test_a_kernel_of_your_own_named_without_its_folder_points_to_kernel_file(tmp_path):
     line = one_error_line(edgetune_cli(tmp_path, "tune", "vector_add", "--target", "host", "--shape", "size=16"))
     assert "unknown kernel 'vector_add'" in line and "--kernel-file DIR" in line
