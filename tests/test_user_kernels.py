@@ -137,6 +137,16 @@ def test_export_prints_the_value_measured_as_exported_which_verify_checks(tmp_pa
     assert f"instructions={entry['value']:g}, {entry['exported_value']:g} as exported" in line, line
 
 
+def test_a_wrong_answer_names_the_values_as_numbers_not_numpy_reprs():
+    from edgetune.codegen.kernels.base import describe_mismatch
+
+    got, want = np.array([1, 5], dtype=np.int16), np.array([1, -1773], dtype=np.int16)
+    assert describe_mismatch("y", got != want, got, want) == \
+        "y: 1 of 2 elements differ; first at (1,): got 5, expected -1773"
+    got, want = np.array([0.5], dtype=np.float32), np.array([0.3], dtype=np.float32)
+    assert describe_mismatch("c", got != want, got, want).endswith("got 0.5, expected 0.3")
+
+
 def test_a_kernel_of_your_own_named_without_its_folder_points_to_kernel_file(tmp_path):
     line = one_error_line(edgetune_cli(tmp_path, "tune", "vector_add", "--target", "host", "--shape", "size=16"))
     assert "unknown kernel 'vector_add'" in line and "--kernel-file DIR" in line
