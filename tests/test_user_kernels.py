@@ -204,6 +204,13 @@ def test_a_mistake_in_a_kernel_is_one_line_exit_2_and_nothing_stored_is_lost(tmp
     assert trial_count(tmp_path / "edgetune.db") == before
 
 
+def test_a_reference_that_raises_is_named_with_the_line_that_raised(tmp_path):
+    folder = bad_kernel(tmp_path, kernel_text(reference="lambda shape, i: 1 / 0"))
+    line = one_error_line(edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16",
+                                       "--target", "host", "--budget", "1"))
+    assert line.endswith(f"reference raised ZeroDivisionError: division by zero (at {folder / 'kernel.py'}:4)"), line
+
+
 def test_a_source_that_does_not_compile_is_a_failed_trial_with_the_first_error_and_its_configuration(tmp_path):
     folder = bad_kernel(tmp_path, kernel_text(params="{'u': [1]}"),
                         {"k.c": "void k(int8_t *y, const int8_t *x, int n) { y[0] = x[0] + undeclared; }\n"})

@@ -162,7 +162,8 @@ def test_a_sub_model_of_several_operators_is_tflite_micros_model_on_them(builtin
 # --- mistakes: one line, exit 2 ----------------------------------------------------------------
 @pytest.mark.parametrize("old, new, needles", [
     ("    return _binding(op, options[\"alpha\"])", "    return 1 / 0",
-     ("operator 1 (CUSTOM (LeakyRelu)), kernel bad_adapter", "its adapter raised ZeroDivisionError")),
+     ("operator 1 (CUSTOM (LeakyRelu)), kernel bad_adapter", "its adapter raised ZeroDivisionError",
+      "/bad_adapter/kernel.py:")),  # the adapter's line that raised
     ('shape={"n": x.elements}', 'shape={"size": x.elements}',
      ("operator 1 (CUSTOM (LeakyRelu))", "its adapter's shape has no key 'n'")),
     ('input="x", output="y"', 'input="y", output="y"', ("operator 1", "binds 'y' to the operator's input")),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -253,6 +254,14 @@ def _as_dict(config) -> dict:
     return dict(config) if isinstance(config, Mapping) else config.as_dict()
 
 
+def where_raised(fn: Callable, exc: BaseException) -> str:
+    """" (at FILE:LINE)": the deepest line of `fn`'s own file the exception passed through,
+    so a one-line error about the user's function names the line to fix; "" if unknown."""
+    code = getattr(fn, "__code__", None)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if code and f.filename == code.co_filename]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
 class UserKernel(Kernel):
     """A KernelDef as a Kernel (see the module docstring). `folder`: where its sources are;
     `definition`: the sha256 of its files (codegen/kernels/user_loader.py); `bundle`: those
@@ -419,7 +428,8 @@ class UserKernel(Kernel):
         except KernelError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's code: one line, never a traceback
-            raise KernelError(f"kernel {self.name}: {what} raised {type(exc).__name__}: {exc}") from None
+            raise KernelError(f"kernel {self.name}: {what} raised {type(exc).__name__}: {exc}"
+                              f"{where_raised(fn, exc)}") from None
 
     def _checked(self, data: np.ndarray, dims: tuple[int, ...], dtype: np.dtype, what: str) -> np.ndarray:
         if data.shape != dims or data.dtype != dtype:

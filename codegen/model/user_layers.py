@@ -22,7 +22,7 @@ import numpy as np
 
 from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.kernels.base import Buffer, KernelError
-from edgetune.codegen.kernels.user import DTYPES, Binding, UserKernel
+from edgetune.codegen.kernels.user import DTYPES, Binding, UserKernel, where_raised
 
 from .graph import Graph, Operator, Tensor
 from .schema import ModelError
@@ -101,7 +101,7 @@ def _binding(c: _Check, view: OperatorView) -> Binding:
     try:
         binding = adapter(view)
     except Exception as exc:  # noqa: BLE001 - the user's adapter: one line, never a traceback
-        raise c.fail(f"its adapter raised {type(exc).__name__}: {exc}") from None
+        raise c.fail(f"its adapter raised {type(exc).__name__}: {exc}{where_raised(adapter, exc)}") from None
     if not isinstance(binding, Binding):
         raise c.fail(f"its adapter returned {type(binding).__name__}, not an edgetune.Binding")
     keys = c.kernel.shape_keys
