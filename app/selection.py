@@ -33,10 +33,22 @@ def select_best(db: TuningDatabase, target: Target, objective: str = "", bounds:
             continue
         entry = _choose(db, target, workload, objective, bounds, toolchain)
         if isinstance(entry, str):
-            skipped.append(f"{workload.key()}: {entry}")
+            skipped.append((workload, entry))
         else:
             entries.append(entry)
-    return Selection(entries=tuple(entries), skipped=tuple(skipped))
+    exported = {(e.kernel, e.shape) for e in entries}
+    return Selection(entries=tuple(entries), skipped=tuple(
+        f"{w.key()}: {(w.kernel, w.shape) in exported and _superseded(w) or reason}" for w, reason in skipped))
+
+
+def _superseded(workload: Workload) -> str:
+    """Why a workload of the same kernel and shape as an exported one was skipped, when it is
+    an earlier definition of a user's kernel, re-tuned since ("" otherwise)."""
+    kernel = KERNELS[workload.kernel]
+    if isinstance(kernel, UserKernel) and kernel.version != workload.kernel_version:
+        return (f"an earlier definition of {kernel.name} (v{workload.kernel_version}), superseded by the "
+                f"current one's (v{kernel.version}), exported")
+    return ""
 
 
 def _choose(db: TuningDatabase, target: Target, workload: Workload, objective: str, bounds: tuple[Bound, ...],

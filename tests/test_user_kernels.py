@@ -111,16 +111,23 @@ def test_verify_refuses_a_definition_changed_since_export(tmp_path):
 def test_export_says_a_workload_of_an_earlier_definition_is_the_users_edit_not_edgetunes(tmp_path):
     folder = tmp_path / "vector_add"
     shutil.copytree(EXAMPLES / "vector_add", folder)
-    tune = ("tune", "--budget", "1", "--shape", "size=16", "--kernel-file", str(folder), "--target", "host")
-    assert edgetune_cli(tmp_path, *tune).returncode == 0
+
+    def tune(size):
+        args = ("--budget", "1", "--shape", f"size={size}", "--kernel-file", str(folder), "--target", "host")
+        assert edgetune_cli(tmp_path, "tune", *args).returncode == 0
+
+    tune(16), tune(8)
     with open(folder / "vector_add.c", "a") as source:
         source.write("/* edited: a new definition */\n")
-    assert edgetune_cli(tmp_path, *tune).returncode == 0
+    tune(16)  # size=8 is not tuned again
     exported = edgetune_cli(tmp_path, "export", "--out", "out", "--kernel-file", str(folder), "--target", "host")
     assert exported.returncode == 0, exported.stderr
-    skipped = [line for line in exported.stderr.splitlines() if "skipped" in line]
-    assert len(skipped) == 1 and "tuned with an earlier definition of vector_add" in skipped[0], exported.stderr
-    assert "this edgetune has" not in skipped[0]
+    skipped = sorted(line for line in exported.stderr.splitlines() if "skipped" in line)
+    assert len(skipped) == 2 and not any("this edgetune has" in line for line in skipped), exported.stderr
+    assert "size=16" in skipped[0] and "an earlier definition of vector_add" in skipped[0] \
+        and "superseded by the current one's" in skipped[0] and "exported" in skipped[0]
+    assert "size=8" in skipped[1] and "tuned with an earlier definition of vector_add" in skipped[1] \
+        and "tune this shape again to export it" in skipped[1]
 
 
 def test_export_prints_the_value_measured_as_exported_which_verify_checks(tmp_path):
