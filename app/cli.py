@@ -392,7 +392,9 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
                     for entry in manifest.kernels]
     else:
         if not kernel_name or not shape:
-            raise UserError("give KERNEL and --shape (or --from-export DIR)")
+            missing = "--shape" if kernel_name else "KERNEL and --shape"
+            raise UserError(f"give {missing} (or --from-export DIR)"
+                            + (f", e.g. --shape {get_kernel(kernel_name).example_shape()}" if kernel_name else ""))
         kernel = get_kernel(kernel_name)
         shape_dict = kernel.parse_shape(shape)
         kernel.check_fits(target, shape_dict)

@@ -154,6 +154,12 @@ def test_a_wrong_answer_names_the_values_as_numbers_not_numpy_reprs():
     assert describe_mismatch("c", got != want, got, want).endswith("got 0.5, expected 0.3")
 
 
+def test_tune_without_a_shape_suggests_the_kernels_example_shape(tmp_path):
+    line = one_error_line(edgetune_cli(tmp_path, "tune", "--kernel-file", str(EXAMPLES / "qadd_s8"), "--target",
+                                       "host"))
+    assert "give --shape" in line and "e.g. --shape n=100" in line and "KERNEL" not in line, line
+
+
 def test_a_kernel_of_your_own_named_without_its_folder_points_to_kernel_file(tmp_path):
     line = one_error_line(edgetune_cli(tmp_path, "tune", "vector_add", "--target", "host", "--shape", "size=16"))
     assert "unknown kernel 'vector_add'" in line and "--kernel-file DIR" in line
