@@ -244,10 +244,10 @@ def targets_show(name, as_json):
 @kernel_file_option
 @_guard
 def kernels(as_json, target_name, kernel_files):
-    """List the kernels and their tunable parameters."""
+    """List the kernels and their tunable parameters (with --kernel-file, only those files' kernels)."""
     target = get_target(target_name)
     items = []
-    for kernel in KERNELS.values():
+    for kernel in [KERNELS[name] for name in kernel_files] if kernel_files else list(KERNELS.values()):
         space = kernel.tuning_space(target, kernel.parse_shape(kernel.example_shape()))
         items.append({"name": kernel.name, "version": kernel.version, "description": kernel.description,
                       "shape": list(kernel.shape_keys), "example_shape": kernel.example_shape(),

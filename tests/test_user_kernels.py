@@ -94,6 +94,15 @@ def test_the_mve_path_is_offered_on_the_m55_only_and_measures():
     assert m55.space(get_target("cortex-m55"), {"n": 40}).param("vector").values == ("c", "mve")
 
 
+def test_kernels_with_kernel_files_lists_just_their_spaces(tmp_path):
+    listed = edgetune_cli(tmp_path, "kernels", "--json", "--target", "cortex-m55", "--kernel-file",
+                          str(EXAMPLES / "qadd_s8"), "--kernel-file", str(EXAMPLES / "vector_add"))
+    assert listed.returncode == 0, listed.stderr
+    items = json.loads(listed.stdout)
+    assert [item["name"] for item in items] == ["qadd_s8", "vector_add"]
+    assert items[0]["parameters"]["vector"]["values"] == ["c", "mve"]
+
+
 def test_verify_refuses_a_definition_changed_since_export(tmp_path):
     folder = tmp_path / "vector_add"
     shutil.copytree(EXAMPLES / "vector_add", folder)
