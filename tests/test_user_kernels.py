@@ -213,6 +213,10 @@ def kernel_text(source="k.c", params="{'u': [1, 2]}", restrictions="[]",
     (kernel_text(params="{'x': [1]}"), None, "parameter 'x' has the name of a shape key or argument"),
     (kernel_text().replace('name="k"', 'name="matmul_s8"'), None, "the name of a shipped kernel"),
     ("import edgetune as et\nKERNEL = 1 / 0\n", None, "kernel.py:2: ZeroDivisionError"),
+    (kernel_text().replace('"size"), et.Scalar', '"size", low=5, high=-5), et.Scalar'), None,
+     "buffer 'x': low=5 is above high=-5"),
+    (kernel_text().replace('"size"), et.Scalar', '"size", high=300), et.Scalar'), None,
+     "buffer 'x': high=300 is not an integer in [-128, 127] (int8)"),
 ])
 def test_a_mistake_in_a_kernel_is_one_line_exit_2_and_nothing_stored_is_lost(tmp_path, text, sources, expected):
     good = edgetune_cli(tmp_path, "tune", "qadd_s8", "--kernel-file", str(EXAMPLES / "qadd_s8"), "--shape", "n=16",

@@ -254,6 +254,22 @@ def _as_dict(config) -> dict:
     return dict(config) if isinstance(config, Mapping) else config.as_dict()
 
 
+def _check_range(kernel: str, arg: Arg) -> None:
+    """A buffer's `low`/`high`: numbers its dtype holds (integers for an integer dtype), low <= high."""
+    info = np.iinfo(DTYPES[arg.dtype]) if np.issubdtype(np.dtype(DTYPES[arg.dtype]), np.integer) else None
+    for what, value in (("low", arg.low), ("high", arg.high)):
+        if value is None:
+            continue
+        number = not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
+        fits = number and math.isfinite(value) and (
+            info is None or (float(value).is_integer() and info.min <= value <= info.max))
+        if not fits:
+            held = f"an integer in [{info.min}, {info.max}]" if info else "a finite number"
+            raise KernelError(f"kernel {kernel}: buffer {arg.name!r}: {what}={value!r} is not {held} ({arg.dtype})")
+    if arg.low is not None and arg.high is not None and arg.low > arg.high:
+        raise KernelError(f"kernel {kernel}: buffer {arg.name!r}: low={arg.low!r} is above high={arg.high!r}")
+
+
 def where_raised(fn: Callable, exc: BaseException) -> str:
     """" (at FILE:LINE)": the deepest line of `fn`'s own file the exception passed through,
     so a one-line error about the user's function names the line to fix; "" if unknown."""
@@ -313,6 +329,7 @@ class UserKernel(Kernel):
             if arg.dtype not in DTYPES or arg.role not in ROLES:
                 raise KernelError(f"kernel {spec.name}: buffer {arg.name!r}: dtype {arg.dtype!r} / role {arg.role!r} "
                                   f"(dtypes: {', '.join(DTYPES)}; roles: {', '.join(ROLES)})")
+            _check_range(spec.name, arg)
         if not any(a.role == "output" for a in self.buffers):
             raise KernelError(f"kernel {spec.name}: no output buffer (declare one with Output(...))")
         if not callable(spec.reference):
