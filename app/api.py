@@ -285,7 +285,7 @@ def kernel_def(kernel_name: str, kernel_source, problem_size, arguments: Sequenc
         else:
             raise KernelError(f"tune_kernel: argument {i} ({type(value).__name__}) is neither a numpy array "
                               "nor an integer")
-    rules = [restrictions] if callable(restrictions) else list(restrictions or ())
+    rules = [restrictions] if callable(restrictions) else restrictions or ()  # a lone string is refused, not split
     data = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in (*arguments, *answer)
                                    if isinstance(a, np.ndarray))).hexdigest()[:16]
     path = Path(kernel_source) if isinstance(kernel_source, Path) or (

@@ -202,6 +202,7 @@ def kernel_text(source="k.c", params="{'u': [1, 2]}", restrictions="[]",
     (kernel_text(restrictions="['size // (u - 1) > 0']"), None, "raised ZeroDivisionError"),
     (kernel_text(restrictions="['__import__(\"os\").system(\"true\")']"), None, "only min, max, abs may be called"),
     (kernel_text(restrictions="['tile > 1']"), None, "unknown name 'tile'"),
+    (kernel_text(restrictions="'u > 1'"), None, "restrictions: give a list of expressions or functions, e.g. ['u > 1']"),
     (kernel_text(restrictions="['u > 2']"), None, "no configuration meets its restrictions on host"),
     (kernel_text(restrictions="[lambda p: p['u']]"), None, "gave 1, not True or False"),
     (kernel_text(reference="lambda shape, i: i['x'].astype('int16')"), None,
@@ -345,6 +346,13 @@ def test_tune_kernel_again_with_an_edited_source_tunes_the_latest_definition(tmp
         envs.append(env)
     assert envs[0]["definition"] != envs[1]["definition"]
     assert KERNELS["vadd"].definition == envs[1]["definition"]
+
+
+def test_tune_kernel_refuses_a_lone_restriction_string_instead_of_splitting_it():
+    a = np.zeros(8, dtype=np.float32)
+    with pytest.raises(KernelError, match=r"give a list of expressions or functions, e.g. \['block <= 4'\]"):
+        edgetune.tune_kernel("vadd_lone", VADD.replace("vadd", "vadd_lone"), 8, [a, a, a, np.int32(8)],
+                             {"block": [1, 2]}, restrictions="block <= 4", answer=[a, None, None, None], target="host")
 
 
 def test_the_api_has_the_command_lines_defaults():

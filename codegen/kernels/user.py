@@ -270,6 +270,15 @@ def _check_range(kernel: str, arg: Arg) -> None:
         raise KernelError(f"kernel {kernel}: buffer {arg.name!r}: low={arg.low!r} is above high={arg.high!r}")
 
 
+def _rule_list(rules: object, where: str) -> tuple:
+    """Restrictions as given: a list or tuple of expressions and functions. A lone string
+    would be read character by character (restriction 'u': unknown name 'u'), so it is refused."""
+    if not isinstance(rules, (list, tuple)):  # ordered: a set would reorder them run to run
+        raise KernelError(f"{where}: give a list of expressions or functions, e.g. [{rules!r}], "
+                          f"not a lone {type(rules).__name__}")
+    return tuple(rules)
+
+
 def where_raised(fn: Callable, exc: BaseException) -> str:
     """" (at FILE:LINE)": the deepest line of `fn`'s own file the exception passed through,
     so a one-line error about the user's function names the line to fix; "" if unknown."""
@@ -300,7 +309,8 @@ class UserKernel(Kernel):
         self.params = tuple(_param(name, values, f"kernel {self.name}: parameter {name!r}")
                             for name, values in spec.params.items() if name not in ("compiler", "opt"))
         names = keys | {p.name for p in self.params} | {"vector", "compiler", "opt"}
-        self.rules = tuple(_predicate(r, self.name, names, "restriction") for r in spec.restrictions)
+        self.rules = tuple(_predicate(r, self.name, names, "restriction")
+                           for r in _rule_list(spec.restrictions, f"kernel {self.name}: restrictions"))
         self.paths = tuple(self._path(v, names) for v in spec.vectors)
         self.operators = self._operators()
 
@@ -357,7 +367,8 @@ class UserKernel(Kernel):
     def _path(self, vector: Vector, names: frozenset[str]) -> VectorPath:
         check_identifier(vector.name, f"kernel {self.name}: vector path")
         rules = tuple(_predicate(r, self.name, names, f"vector path {vector.name!r} restriction")
-                      for r in vector.restrictions)
+                      for r in _rule_list(vector.restrictions, f"kernel {self.name}: vector path {vector.name!r} "
+                                          "restrictions"))
         unit = vector.requires
 
         def offered(target: Target) -> bool:
