@@ -139,6 +139,21 @@ def test_export_says_a_workload_of_an_earlier_definition_is_the_users_edit_not_e
         and "tune this shape again to export it" in skipped[1]
 
 
+def test_db_import_of_a_users_kernel_names_the_kernel_file_and_the_definition(tmp_path):
+    folder = tmp_path / "vector_add"
+    shutil.copytree(EXAMPLES / "vector_add", folder)
+    tune = ("tune", "--budget", "1", "--shape", "size=16", "--kernel-file", str(folder), "--target", "host")
+    assert edgetune_cli(tmp_path, *tune).returncode == 0
+    assert edgetune_cli(tmp_path, "db", "export", "--out", "t.jsonl").returncode == 0
+    line = one_error_line(edgetune_cli(tmp_path, "db", "import", "t.jsonl", "--db", "other.db"))
+    assert "'vector_add' is not a kernel of this edgetune" in line and "pass its --kernel-file" in line
+    with open(folder / "vector_add.c", "a") as source:
+        source.write("/* edited: a new definition */\n")
+    line = one_error_line(edgetune_cli(tmp_path, "db", "import", "t.jsonl", "--db", "other.db", "--kernel-file",
+                                       str(folder)))
+    assert "is another definition of vector_add than the --kernel-file given" in line, line
+
+
 def test_export_prints_the_value_measured_as_exported_which_verify_checks(tmp_path):
     folder = EXAMPLES / "vector_add"
     tuned = edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16", "--target",
