@@ -101,12 +101,25 @@ def register(kernel: str | Path | KernelDef | Kernel) -> Kernel:
         return register_kernel(kernel) if kernel.name not in _known() else get_kernel(kernel.name)
     if isinstance(kernel, KernelDef):
         folder = Path(kernel.base or ".").resolve()
-        return register_kernel(kernel_from_def(kernel, f"KernelDef {kernel.name!r}", folder,
-                                               extra=_fingerprint(kernel)))
+        return _register_latest(kernel_from_def(kernel, f"KernelDef {kernel.name!r}", folder,
+                                                extra=_fingerprint(kernel)))
     path = Path(kernel)
     if isinstance(kernel, Path) or path.is_dir() or path.suffix == ".py":
-        return register_kernel(load_kernel_file(path))
+        return _register_latest(load_kernel_file(path))
     return get_kernel(str(kernel))
+
+
+def _register_latest(kernel: Kernel) -> Kernel:
+    """Register a definition given in Python, replacing an earlier one of the same name: in
+    one session (a notebook) the user edits their kernel and tunes it again, and the latest
+    definition is the one meant. Its workloads are new (the version follows the definition);
+    the earlier one's trials stay stored."""
+    from edgetune.codegen.kernels import KERNELS, unregister_kernel
+
+    known = KERNELS.get(kernel.name)
+    if isinstance(known, user.UserKernel) and known.definition != kernel.definition:
+        unregister_kernel(kernel.name)
+    return register_kernel(kernel)
 
 
 def _known() -> set[str]:
@@ -272,7 +285,7 @@ def kernel_def(kernel_name: str, kernel_source, problem_size, arguments: Sequenc
         else:
             raise KernelError(f"tune_kernel: argument {i} ({type(value).__name__}) is neither a numpy array "
                               "nor an integer")
-    rules = [restrictions] if callable(restrictions) else list(restrictions or ())
+    rules = [restrictions] if callable(restrictions) else restrictions or ()  # a lone string is refused, not split
     data = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in (*arguments, *answer)
                                    if isinstance(a, np.ndarray))).hexdigest()[:16]
     path = Path(kernel_source) if isinstance(kernel_source, Path) or (

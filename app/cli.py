@@ -245,10 +245,10 @@ def targets_show(name, as_json):
 @kernel_file_option
 @_guard
 def kernels(as_json, target_name, kernel_files):
-    """List the kernels and their tunable parameters."""
+    """List the kernels and their tunable parameters (with --kernel-file, only those files' kernels)."""
     target = get_target(target_name)
     items = []
-    for kernel in KERNELS.values():
+    for kernel in [KERNELS[name] for name in kernel_files] if kernel_files else list(KERNELS.values()):
         space = kernel.tuning_space(target, kernel.parse_shape(kernel.example_shape()))
         items.append({"name": kernel.name, "version": kernel.version, "description": kernel.description,
                       "shape": list(kernel.shape_keys), "example_shape": kernel.example_shape(),
@@ -393,7 +393,9 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
                     for entry in manifest.kernels]
     else:
         if not kernel_name or not shape:
-            raise UserError("give KERNEL and --shape (or --from-export DIR)")
+            missing = "--shape" if kernel_name else "KERNEL and --shape"
+            raise UserError(f"give {missing} (or --from-export DIR)"
+                            + (f", e.g. --shape {get_kernel(kernel_name).example_shape()}" if kernel_name else ""))
         kernel = get_kernel(kernel_name)
         shape_dict = kernel.parse_shape(shape)
         kernel.check_fits(target, shape_dict)
@@ -517,9 +519,14 @@ def export_cmd(target_name, out_dir, db_path, objective, constraints, kernel_fil
         click.echo(json.dumps({"header": str(result.header), "sources": [str(s) for s in result.sources],
                                "manifest": str(result.manifest), "kernels": len(result.entries)}, indent=2))
     else:
+        # The tuned value is the variant run on its own; built as exported (through the
+        # shape dispatcher) it may differ, and that is the value `verify` checks.
+        exported = {k.function: k.exported_value for k in read_manifest(result.folder).kernels}
         for entry in result.entries:
             within = f" within {', '.join(b.text() for b in entry.bounds)}" if entry.bounds else ""
-            click.echo(f"  {entry.function}: {entry.objective}={entry.value:g}{within} ({entry.config_text})")
+            built = exported.get(entry.function)
+            as_built = f", {built:g} as exported" if built is not None and built != entry.value else ""
+            click.echo(f"  {entry.function}: {entry.objective}={entry.value:g}{within}{as_built} ({entry.config_text})")
         for reason in result.skipped:
             click.echo(f"  skipped {reason}", err=True)
         click.echo(f"header: {result.header}")

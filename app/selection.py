@@ -8,6 +8,7 @@ from typing import Iterable
 
 from edgetune.codegen import KERNELS, KernelError
 from edgetune.codegen.export import ExportEntry
+from edgetune.codegen.kernels.user import UserKernel
 from edgetune.hal import Target
 from edgetune.tuner import Bound, TuningDatabase, Workload, resolve_goal
 
@@ -32,10 +33,22 @@ def select_best(db: TuningDatabase, target: Target, objective: str = "", bounds:
             continue
         entry = _choose(db, target, workload, objective, bounds, toolchain)
         if isinstance(entry, str):
-            skipped.append(f"{workload.key()}: {entry}")
+            skipped.append((workload, entry))
         else:
             entries.append(entry)
-    return Selection(entries=tuple(entries), skipped=tuple(skipped))
+    exported = {(e.kernel, e.shape) for e in entries}
+    return Selection(entries=tuple(entries), skipped=tuple(
+        f"{w.key()}: {(w.kernel, w.shape) in exported and _superseded(w) or reason}" for w, reason in skipped))
+
+
+def _superseded(workload: Workload) -> str:
+    """Why a workload of the same kernel and shape as an exported one was skipped, when it is
+    an earlier definition of a user's kernel, re-tuned since ("" otherwise)."""
+    kernel = KERNELS[workload.kernel]
+    if isinstance(kernel, UserKernel) and kernel.version != workload.kernel_version:
+        return (f"an earlier definition of {kernel.name} (v{workload.kernel_version}), superseded by the "
+                f"current one's (v{kernel.version}), exported")
+    return ""
 
 
 def _choose(db: TuningDatabase, target: Target, workload: Workload, objective: str, bounds: tuple[Bound, ...],
@@ -48,6 +61,9 @@ def _choose(db: TuningDatabase, target: Target, workload: Workload, objective: s
     if kernel is None:
         return "kernel unknown to this edgetune (a kernel of your own: pass its --kernel-file)"
     if kernel.version != workload.kernel_version:
+        if isinstance(kernel, UserKernel):  # the user edited their kernel: edgetune's own version is not at stake
+            return (f"tuned with an earlier definition of {kernel.name} (v{workload.kernel_version}, now "
+                    f"v{kernel.version}; its trials stay stored): tune this shape again to export it")
         return f"tuned with template v{workload.kernel_version}, this edgetune has v{kernel.version}; re-tune it"
     stored_goal = db.goal(workload)
     goal = resolve_goal(stored_goal, objective, bounds, target.measures)

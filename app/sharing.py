@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from edgetune.codegen import KERNELS
+from edgetune.codegen.kernels.user import UserKernel
 from edgetune.codegen.npu import NPU_MODEL_VERSION, NPU_OPERATORS, npu_space
 from edgetune.hal import Target
 from edgetune.targets import get_target, target_names
@@ -62,7 +63,11 @@ class ImportCheck:
             kernel = KERNELS.get(workload.kernel)
             if kernel is None:
                 raise ValueError(f"workload.kernel: {workload.kernel!r} is not a kernel of this edgetune "
-                                 f"(known: {', '.join(sorted(KERNELS))})")
+                                 f"(known: {', '.join(sorted(KERNELS))}; a kernel of your own: pass its --kernel-file)")
+            if workload.kernel_version != kernel.version and isinstance(kernel, UserKernel):
+                raise ValueError(f"workload.kernel_version: v{workload.kernel_version} is another definition of "
+                                 f"{workload.kernel} than the --kernel-file given (v{kernel.version}); every line "
+                                 "must be of the definitions given")
             if workload.kernel_version != kernel.version:
                 raise ValueError(f"workload.kernel_version: {workload.kernel} is at template v{kernel.version} here, "
                                  f"not v{workload.kernel_version}")

@@ -94,6 +94,15 @@ def test_the_mve_path_is_offered_on_the_m55_only_and_measures():
     assert m55.space(get_target("cortex-m55"), {"n": 40}).param("vector").values == ("c", "mve")
 
 
+def test_kernels_with_kernel_files_lists_just_their_spaces(tmp_path):
+    listed = edgetune_cli(tmp_path, "kernels", "--json", "--target", "cortex-m55", "--kernel-file",
+                          str(EXAMPLES / "qadd_s8"), "--kernel-file", str(EXAMPLES / "vector_add"))
+    assert listed.returncode == 0, listed.stderr
+    items = json.loads(listed.stdout)
+    assert [item["name"] for item in items] == ["qadd_s8", "vector_add"]
+    assert items[0]["parameters"]["vector"]["values"] == ["c", "mve"]
+
+
 def test_verify_refuses_a_definition_changed_since_export(tmp_path):
     folder = tmp_path / "vector_add"
     shutil.copytree(EXAMPLES / "vector_add", folder)
@@ -106,6 +115,78 @@ def test_verify_refuses_a_definition_changed_since_export(tmp_path):
         source.write("/* edited after export */\n")
     line = one_error_line(edgetune_cli(tmp_path, "verify", "out", "--kernel-file", str(folder), "--tolerance", "1e9"))
     assert "'vector_add' changed since export" in line
+
+
+def test_export_says_a_workload_of_an_earlier_definition_is_the_users_edit_not_edgetunes(tmp_path):
+    folder = tmp_path / "vector_add"
+    shutil.copytree(EXAMPLES / "vector_add", folder)
+
+    def tune(size):
+        args = ("--budget", "1", "--shape", f"size={size}", "--kernel-file", str(folder), "--target", "host")
+        assert edgetune_cli(tmp_path, "tune", *args).returncode == 0
+
+    tune(16), tune(8)
+    with open(folder / "vector_add.c", "a") as source:
+        source.write("/* edited: a new definition */\n")
+    tune(16)  # size=8 is not tuned again
+    exported = edgetune_cli(tmp_path, "export", "--out", "out", "--kernel-file", str(folder), "--target", "host")
+    assert exported.returncode == 0, exported.stderr
+    skipped = sorted(line for line in exported.stderr.splitlines() if "skipped" in line)
+    assert len(skipped) == 2 and not any("this edgetune has" in line for line in skipped), exported.stderr
+    assert "size=16" in skipped[0] and "an earlier definition of vector_add" in skipped[0] \
+        and "superseded by the current one's" in skipped[0] and "exported" in skipped[0]
+    assert "size=8" in skipped[1] and "tuned with an earlier definition of vector_add" in skipped[1] \
+        and "tune this shape again to export it" in skipped[1]
+
+
+def test_db_import_of_a_users_kernel_names_the_kernel_file_and_the_definition(tmp_path):
+    folder = tmp_path / "vector_add"
+    shutil.copytree(EXAMPLES / "vector_add", folder)
+    tune = ("tune", "--budget", "1", "--shape", "size=16", "--kernel-file", str(folder), "--target", "host")
+    assert edgetune_cli(tmp_path, *tune).returncode == 0
+    assert edgetune_cli(tmp_path, "db", "export", "--out", "t.jsonl").returncode == 0
+    line = one_error_line(edgetune_cli(tmp_path, "db", "import", "t.jsonl", "--db", "other.db"))
+    assert "'vector_add' is not a kernel of this edgetune" in line and "pass its --kernel-file" in line
+    with open(folder / "vector_add.c", "a") as source:
+        source.write("/* edited: a new definition */\n")
+    line = one_error_line(edgetune_cli(tmp_path, "db", "import", "t.jsonl", "--db", "other.db", "--kernel-file",
+                                       str(folder)))
+    assert "is another definition of vector_add than the --kernel-file given" in line, line
+
+
+def test_export_prints_the_value_measured_as_exported_which_verify_checks(tmp_path):
+    folder = EXAMPLES / "vector_add"
+    tuned = edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16", "--target",
+                         "cortex-m55", "--budget", "1")
+    assert tuned.returncode == 0, tuned.stderr
+    exported = edgetune_cli(tmp_path, "export", "--kernel-file", str(folder), "--target", "cortex-m55", "--out", "out")
+    assert exported.returncode == 0, exported.stderr
+    entry = json.loads((tmp_path / "out" / "manifest.json").read_text())["kernels"][0]
+    line = next(line for line in exported.stdout.splitlines() if entry["function"] in line)
+    # Through the shape dispatcher the count is not the variant's own (the call costs instructions).
+    assert entry["exported_value"] != entry["value"]
+    assert f"instructions={entry['value']:g}, {entry['exported_value']:g} as exported" in line, line
+
+
+def test_a_wrong_answer_names_the_values_as_numbers_not_numpy_reprs():
+    from edgetune.codegen.kernels.base import describe_mismatch
+
+    got, want = np.array([1, 5], dtype=np.int16), np.array([1, -1773], dtype=np.int16)
+    assert describe_mismatch("y", got != want, got, want) == \
+        "y: 1 of 2 elements differ; first at (1,): got 5, expected -1773"
+    got, want = np.array([0.5], dtype=np.float32), np.array([0.3], dtype=np.float32)
+    assert describe_mismatch("c", got != want, got, want).endswith("got 0.5, expected 0.3")
+
+
+def test_tune_without_a_shape_suggests_the_kernels_example_shape(tmp_path):
+    line = one_error_line(edgetune_cli(tmp_path, "tune", "--kernel-file", str(EXAMPLES / "qadd_s8"), "--target",
+                                       "host"))
+    assert "give --shape" in line and "e.g. --shape n=100" in line and "KERNEL" not in line, line
+
+
+def test_a_kernel_of_your_own_named_without_its_folder_points_to_kernel_file(tmp_path):
+    line = one_error_line(edgetune_cli(tmp_path, "tune", "vector_add", "--target", "host", "--shape", "size=16"))
+    assert "unknown kernel 'vector_add'" in line and "--kernel-file DIR" in line
 
 
 def bad_kernel(tmp_path: Path, kernel_py: str, sources: dict[str, str] | None = None) -> Path:
@@ -136,6 +217,7 @@ def kernel_text(source="k.c", params="{'u': [1, 2]}", restrictions="[]",
     (kernel_text(restrictions="['size // (u - 1) > 0']"), None, "raised ZeroDivisionError"),
     (kernel_text(restrictions="['__import__(\"os\").system(\"true\")']"), None, "only min, max, abs may be called"),
     (kernel_text(restrictions="['tile > 1']"), None, "unknown name 'tile'"),
+    (kernel_text(restrictions="'u > 1'"), None, "restrictions: give a list of expressions or functions, e.g. ['u > 1']"),
     (kernel_text(restrictions="['u > 2']"), None, "no configuration meets its restrictions on host"),
     (kernel_text(restrictions="[lambda p: p['u']]"), None, "gave 1, not True or False"),
     (kernel_text(reference="lambda shape, i: i['x'].astype('int16')"), None,
@@ -147,6 +229,10 @@ def kernel_text(source="k.c", params="{'u': [1, 2]}", restrictions="[]",
     (kernel_text(params="{'x': [1]}"), None, "parameter 'x' has the name of a shape key or argument"),
     (kernel_text().replace('name="k"', 'name="matmul_s8"'), None, "the name of a shipped kernel"),
     ("import edgetune as et\nKERNEL = 1 / 0\n", None, "kernel.py:2: ZeroDivisionError"),
+    (kernel_text().replace('"size"), et.Scalar', '"size", low=5, high=-5), et.Scalar'), None,
+     "buffer 'x': low=5 is above high=-5"),
+    (kernel_text().replace('"size"), et.Scalar', '"size", high=300), et.Scalar'), None,
+     "buffer 'x': high=300 is not an integer in [-128, 127] (int8)"),
 ])
 def test_a_mistake_in_a_kernel_is_one_line_exit_2_and_nothing_stored_is_lost(tmp_path, text, sources, expected):
     good = edgetune_cli(tmp_path, "tune", "qadd_s8", "--kernel-file", str(EXAMPLES / "qadd_s8"), "--shape", "n=16",
@@ -158,6 +244,13 @@ def test_a_mistake_in_a_kernel_is_one_line_exit_2_and_nothing_stored_is_lost(tmp
                                        "--target", "host", "--budget", "2"))
     assert expected in line
     assert trial_count(tmp_path / "edgetune.db") == before
+
+
+def test_a_reference_that_raises_is_named_with_the_line_that_raised(tmp_path):
+    folder = bad_kernel(tmp_path, kernel_text(reference="lambda shape, i: 1 / 0"))
+    line = one_error_line(edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16",
+                                       "--target", "host", "--budget", "1"))
+    assert line.endswith(f"reference raised ZeroDivisionError: division by zero (at {folder / 'kernel.py'}:4)"), line
 
 
 def test_a_source_that_does_not_compile_is_a_failed_trial_with_the_first_error_and_its_configuration(tmp_path):
@@ -252,6 +345,29 @@ def test_tune_kernel_is_shaped_like_kernel_tuners(tmp_path):
     assert wrong[0]["error"].startswith("wrong_answer")
     with pytest.raises(KernelError, match="give answer="):
         edgetune.tune_kernel("vadd", VADD, 40, [c, a, b, np.int32(40)], {"block": [1]}, target="host")
+
+
+def test_tune_kernel_again_with_an_edited_source_tunes_the_latest_definition(tmp_path):
+    """As in a notebook: the same kernel name, its source edited, tuned again in one process."""
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal(24).astype(np.float32), rng.standard_normal(24).astype(np.float32)
+    c = np.zeros_like(a)
+    envs = []
+    for source in (VADD, VADD.replace("{", "{ /* edited */", 1)):
+        results, env = edgetune.tune_kernel("vadd", source, 24, [c, a, b, np.int32(24)], {"block": [2]},
+                                            answer=[a + b, None, None, None], target="host", budget=1,
+                                            db=tmp_path / "kt.db")
+        assert len(results) == 1 and "time_ns" in results[0], results
+        envs.append(env)
+    assert envs[0]["definition"] != envs[1]["definition"]
+    assert KERNELS["vadd"].definition == envs[1]["definition"]
+
+
+def test_tune_kernel_refuses_a_lone_restriction_string_instead_of_splitting_it():
+    a = np.zeros(8, dtype=np.float32)
+    with pytest.raises(KernelError, match=r"give a list of expressions or functions, e.g. \['block <= 4'\]"):
+        edgetune.tune_kernel("vadd_lone", VADD.replace("vadd", "vadd_lone"), 8, [a, a, a, np.int32(8)],
+                             {"block": [1, 2]}, restrictions="block <= 4", answer=[a, None, None, None], target="host")
 
 
 def test_the_api_has_the_command_lines_defaults():

@@ -84,6 +84,15 @@ def test_a_custom_operator_no_kernel_serves_is_named_with_its_index():
                    "CUSTOM:LeakyRelu")
 
 
+def test_a_custom_operator_no_kernel_serves_names_what_the_loaded_kernels_declare(tmp_path):
+    """A typo'd operators key (the custom code's case) shows beside the operator's real one."""
+    typo = kernel_variant(tmp_path, "leaky_typo", '"CUSTOM:LeakyRelu": custom_leaky_relu',
+                          '"CUSTOM:Leakyrelu": custom_leaky_relu')
+    one_line_error(cli("model", "show", str(MODEL), "--kernel-file", str(typo)), "operator 1 is CUSTOM (LeakyRelu)",
+                   "which no kernel serves", "the kernels loaded serve CUSTOM:Leakyrelu (leaky_typo), LEAKY_RELU "
+                   "(leaky_typo)")
+
+
 def test_model_show_names_the_users_kernel_as_serving_the_custom_operators():
     result = cli("model", "show", str(MODEL), "--kernel-file", str(EXAMPLE), "--json")
     assert result.exit_code == 0, result.output
@@ -153,7 +162,8 @@ def test_a_sub_model_of_several_operators_is_tflite_micros_model_on_them(builtin
 # --- mistakes: one line, exit 2 ----------------------------------------------------------------
 @pytest.mark.parametrize("old, new, needles", [
     ("    return _binding(op, options[\"alpha\"])", "    return 1 / 0",
-     ("operator 1 (CUSTOM (LeakyRelu)), kernel bad_adapter", "its adapter raised ZeroDivisionError")),
+     ("operator 1 (CUSTOM (LeakyRelu)), kernel bad_adapter", "its adapter raised ZeroDivisionError",
+      "/bad_adapter/kernel.py:")),  # the adapter's line that raised
     ('shape={"n": x.elements}', 'shape={"size": x.elements}',
      ("operator 1 (CUSTOM (LeakyRelu))", "its adapter's shape has no key 'n'")),
     ('input="x", output="y"', 'input="y", output="y"', ("operator 1", "binds 'y' to the operator's input")),

@@ -49,7 +49,8 @@ def get_kernel(name: str) -> Kernel:
     try:
         return KERNELS[name]
     except KeyError:
-        raise KernelError(f"unknown kernel {name!r} (known: {', '.join(sorted(KERNELS))})") from None
+        raise KernelError(f"unknown kernel {name!r} (known: {', '.join(sorted(KERNELS))}; a kernel of your own is "
+                          "loaded from its folder: --kernel-file DIR)") from None
 
 
 __all__ = ["Buffer", "KERNELS", "Kernel", "KernelError", "KernelIO", "RenderedKernel", "get_kernel", "path_cflags",

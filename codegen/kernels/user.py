@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -253,6 +254,39 @@ def _as_dict(config) -> dict:
     return dict(config) if isinstance(config, Mapping) else config.as_dict()
 
 
+def _check_range(kernel: str, arg: Arg) -> None:
+    """A buffer's `low`/`high`: numbers its dtype holds (integers for an integer dtype), low <= high."""
+    info = np.iinfo(DTYPES[arg.dtype]) if np.issubdtype(np.dtype(DTYPES[arg.dtype]), np.integer) else None
+    for what, value in (("low", arg.low), ("high", arg.high)):
+        if value is None:
+            continue
+        number = not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
+        fits = number and math.isfinite(value) and (
+            info is None or (float(value).is_integer() and info.min <= value <= info.max))
+        if not fits:
+            held = f"an integer in [{info.min}, {info.max}]" if info else "a finite number"
+            raise KernelError(f"kernel {kernel}: buffer {arg.name!r}: {what}={value!r} is not {held} ({arg.dtype})")
+    if arg.low is not None and arg.high is not None and arg.low > arg.high:
+        raise KernelError(f"kernel {kernel}: buffer {arg.name!r}: low={arg.low!r} is above high={arg.high!r}")
+
+
+def _rule_list(rules: object, where: str) -> tuple:
+    """Restrictions as given: a list or tuple of expressions and functions. A lone string
+    would be read character by character (restriction 'u': unknown name 'u'), so it is refused."""
+    if not isinstance(rules, (list, tuple)):  # ordered: a set would reorder them run to run
+        raise KernelError(f"{where}: give a list of expressions or functions, e.g. [{rules!r}], "
+                          f"not a lone {type(rules).__name__}")
+    return tuple(rules)
+
+
+def where_raised(fn: Callable, exc: BaseException) -> str:
+    """" (at FILE:LINE)": the deepest line of `fn`'s own file the exception passed through,
+    so a one-line error about the user's function names the line to fix; "" if unknown."""
+    code = getattr(fn, "__code__", None)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if code and f.filename == code.co_filename]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
 class UserKernel(Kernel):
     """A KernelDef as a Kernel (see the module docstring). `folder`: where its sources are;
     `definition`: the sha256 of its files (codegen/kernels/user_loader.py); `bundle`: those
@@ -275,7 +309,8 @@ class UserKernel(Kernel):
         self.params = tuple(_param(name, values, f"kernel {self.name}: parameter {name!r}")
                             for name, values in spec.params.items() if name not in ("compiler", "opt"))
         names = keys | {p.name for p in self.params} | {"vector", "compiler", "opt"}
-        self.rules = tuple(_predicate(r, self.name, names, "restriction") for r in spec.restrictions)
+        self.rules = tuple(_predicate(r, self.name, names, "restriction")
+                           for r in _rule_list(spec.restrictions, f"kernel {self.name}: restrictions"))
         self.paths = tuple(self._path(v, names) for v in spec.vectors)
         self.operators = self._operators()
 
@@ -304,6 +339,7 @@ class UserKernel(Kernel):
             if arg.dtype not in DTYPES or arg.role not in ROLES:
                 raise KernelError(f"kernel {spec.name}: buffer {arg.name!r}: dtype {arg.dtype!r} / role {arg.role!r} "
                                   f"(dtypes: {', '.join(DTYPES)}; roles: {', '.join(ROLES)})")
+            _check_range(spec.name, arg)
         if not any(a.role == "output" for a in self.buffers):
             raise KernelError(f"kernel {spec.name}: no output buffer (declare one with Output(...))")
         if not callable(spec.reference):
@@ -331,7 +367,8 @@ class UserKernel(Kernel):
     def _path(self, vector: Vector, names: frozenset[str]) -> VectorPath:
         check_identifier(vector.name, f"kernel {self.name}: vector path")
         rules = tuple(_predicate(r, self.name, names, f"vector path {vector.name!r} restriction")
-                      for r in vector.restrictions)
+                      for r in _rule_list(vector.restrictions, f"kernel {self.name}: vector path {vector.name!r} "
+                                          "restrictions"))
         unit = vector.requires
 
         def offered(target: Target) -> bool:
@@ -419,7 +456,8 @@ class UserKernel(Kernel):
         except KernelError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's code: one line, never a traceback
-            raise KernelError(f"kernel {self.name}: {what} raised {type(exc).__name__}: {exc}") from None
+            raise KernelError(f"kernel {self.name}: {what} raised {type(exc).__name__}: {exc}"
+                              f"{where_raised(fn, exc)}") from None
 
     def _checked(self, data: np.ndarray, dims: tuple[int, ...], dtype: np.dtype, what: str) -> np.ndarray:
         if data.shape != dims or data.dtype != dtype:

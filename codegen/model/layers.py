@@ -23,7 +23,7 @@ from edgetune.codegen.kernels.convolution import MAX_REDUCTION
 from .arithmetic import INT8_MAX, INT8_MIN, MAX_SHIFT, activation_range, output_size, quantize_multiplier
 from .graph import Graph, Operator, Tensor
 from .schema import ModelError, schema
-from .user_layers import servers, user_layer
+from .user_layers import declared_operators, servers, user_layer
 
 TUNED = {"CONV_2D": "conv2d_s8", "DEPTHWISE_CONV_2D": "dwconv2d_s8", "FULLY_CONNECTED": "conv2d_s8"}
 # Operators edgetune runs (TFLite Micro's reference kernels in a deployment) but does not tune.
@@ -302,8 +302,9 @@ def layer_of(graph: Graph, op: Operator) -> ModelLayer:
     if op.op == "CUSTOM":
         raise ModelError(f"{graph.path}: operator {op.index} is CUSTOM ({op.custom_code}), which no kernel serves: "
                          f"load a kernel of your own declaring operators={{'CUSTOM:{op.custom_code}': adapter}} "
-                         "(--kernel-file, docs/own-kernel.md)")
+                         f"(--kernel-file, docs/own-kernel.md){declared_operators()}")
     if op.op not in SUPPORTED:
         raise ModelError(f"{graph.path}: operator {op.index} is {op.op}, which edgetune cannot run "
-                         f"(it runs {', '.join(SUPPORTED)}, and a kernel of your own can serve it: docs/own-kernel.md)")
+                         f"(it runs {', '.join(SUPPORTED)}, and a kernel of your own can serve it: docs/own-kernel.md)"
+                         f"{declared_operators()}")
     return BUILDERS.get(op.op, _untuned)(_Reader(graph, op))

@@ -22,7 +22,7 @@ import numpy as np
 
 from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.kernels.base import Buffer, KernelError
-from edgetune.codegen.kernels.user import DTYPES, Binding, UserKernel
+from edgetune.codegen.kernels.user import DTYPES, Binding, UserKernel, where_raised
 
 from .graph import Graph, Operator, Tensor
 from .schema import ModelError
@@ -70,6 +70,13 @@ def servers(graph: Graph, op: Operator) -> list[UserKernel]:
     return found
 
 
+def declared_operators() -> str:
+    """What the registered kernels of the user's own declare they serve, for an error about an
+    operator none serves (a typo'd key shows beside the operator's real one); "" for none."""
+    served = sorted(f"{key} ({k.name})" for k in KERNELS.values() if isinstance(k, UserKernel) for key in k.operators)
+    return f"; the kernels loaded serve {', '.join(served)}" if served else ""
+
+
 def view_of(graph: Graph, op: Operator) -> OperatorView:
     def tensors(indices):
         return tuple(graph.tensors[i] if i >= 0 else None for i in indices)
@@ -94,7 +101,7 @@ def _binding(c: _Check, view: OperatorView) -> Binding:
     try:
         binding = adapter(view)
     except Exception as exc:  # noqa: BLE001 - the user's adapter: one line, never a traceback
-        raise c.fail(f"its adapter raised {type(exc).__name__}: {exc}") from None
+        raise c.fail(f"its adapter raised {type(exc).__name__}: {exc}{where_raised(adapter, exc)}") from None
     if not isinstance(binding, Binding):
         raise c.fail(f"its adapter returned {type(binding).__name__}, not an edgetune.Binding")
     keys = c.kernel.shape_keys
