@@ -16,6 +16,7 @@ from edgetune.hal.loader import ALLOW_TOOLS_ENV
 from edgetune.targets import get_target, target_names
 from edgetune.tuner import STRATEGIES, TrialSelection, TuningDatabase, check_strategy, parse_bound
 from edgetune.tuner.database import read_jsonl
+from edgetune.tuner.code_rank import DEFAULT_POOL
 from edgetune.tuner.recorded import load_recorded
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
@@ -561,15 +562,22 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, kernel_
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1), help="Independent runs.")
 @click.option("--prior", "prior_files", multiple=True,
               help="Recorded space of the same kernel elsewhere, for transfer learning (repeatable).")
+@click.option("--rank-with", "rank_files", multiple=True, metavar="FILE",
+              help="Recorded space with code features (repeatable): rank the strategy's proposals by their "
+                   "compiled code, with a ranker learnt from these (never from SPACE_FILE itself).")
+@click.option("--rank-keep", default=None, type=click.FloatRange(0, 1, min_open=True),
+              help="With --rank-with: run the strategy's proposals in its order, skipping those ranked worse than "
+                   f"this quantile of those seen [default: run the best-ranked of every {DEFAULT_POOL}].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_guard
-def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, as_json):
+def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_files, rank_keep, as_json):
     """Tune against a recorded space (edgetune's format or a Kernel Tuner cache file)
     instead of hardware. Configurations absent from the file are not legal."""
     check_strategy(strategy)
     recorded = load_recorded(space_file)
     prior = [load_recorded(p) for p in prior_files]
-    result = replay_json(recorded, strategy, budget, seed, repeats, prior)
+    rank_with = [load_recorded(p) for p in rank_files]
+    result = replay_json(recorded, strategy, budget, seed, repeats, prior, rank_with, rank_keep)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return

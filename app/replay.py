@@ -7,13 +7,19 @@ hardware, so strategies can be compared and scored on real measurements in secon
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
-from edgetune.codegen import Kernel
+from edgetune.codegen import CodegenError, Kernel
 from edgetune.hal import Target
-from edgetune.tuner import TuningDatabase
+from edgetune.targets.code_features import variant_features
+from edgetune.targets.runners import runner_for
+from edgetune.targets.toolchain import MeasureError
+from edgetune.tuner import Config, TuningDatabase
+from edgetune.tuner.code_rank import CodeRanker, RankByCode
 from edgetune.tuner.recorded import RecordedSpace, ReplayRun, as_prior, recorded_space_json, replay, write_recorded
 
 from . import __version__
@@ -33,15 +39,45 @@ def record(kernel: Kernel, target: Target, shape: dict, out: Path, db: TuningDat
     document = recorded_space_json(
         kernel.name, kernel.version, target.name, shape, target.measures, space.params, trials,
         provenance={"tool": f"edgetune {__version__}", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "database": str(db.path), "workload": workload.key()})
+                    "database": str(db.path), "workload": workload.key()},
+        features=code_features_of(kernel, target, shape, [t.config for t in trials if not t.outcome.failed]))
     return summary, write_recorded(out, document)
 
 
+def code_features_of(kernel: Kernel, target: Target, shape: dict, configs: Sequence[Config]) -> dict[str, dict]:
+    """Compiled-code features by Config.key() (edgetune.targets.code_features), for every
+    configuration that compiles; none on a target without a disassembler. The objects come
+    from the build cache where the tune just built them."""
+    if target.cost is None:
+        return {}
+    runner = runner_for(target)
+    found = {}
+    with tempfile.TemporaryDirectory(prefix="edgetune-features-") as root:
+        for n, config in enumerate(configs):
+            workdir = Path(root) / str(n)
+            workdir.mkdir()
+            try:
+                found[config.key()] = variant_features(runner, kernel, shape, config, workdir)
+            except (CodegenError, MeasureError):
+                pass  # it was measured, so it compiled then; a variant that no longer does has no features
+            shutil.rmtree(workdir, ignore_errors=True)
+    return found
+
+
 def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, repeats: int,
-                prior: Sequence[RecordedSpace] = ()) -> dict:
-    """Repeat r uses seed + r. The shape of the output is the contract scorers rely on."""
+                prior: Sequence[RecordedSpace] = (), rank_with: Sequence[RecordedSpace] = (),
+                keep: float | None = None) -> dict:
+    """Repeat r uses seed + r. The shape of the output is the contract scorers rely on.
+    `rank_with`: recorded spaces with code features; given, a ranker learnt from them (never
+    from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode)."""
     priors = [as_prior(p) for p in prior]
-    runs: list[ReplayRun] = [replay(recorded, strategy, budget, seed + r, priors) for r in range(repeats)]
+    wrap = None
+    if rank_with:
+        predicted = CodeRanker.fit(rank_with, recorded).predicted_ranks(recorded)
+
+        def wrap(search):
+            return RankByCode(search, lambda config: predicted.get(recorded.space.index_of(config)), keep=keep)
+    runs: list[ReplayRun] = [replay(recorded, strategy, budget, seed + r, priors, wrap) for r in range(repeats)]
     values = recorded.values()
     return {"space": recorded.path, "kernel": recorded.kernel, "target": recorded.target,
             "objective": recorded.objective, "strategy": strategy, "budget": budget,

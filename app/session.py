@@ -231,7 +231,8 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     request = replace(request, objective=goal.objective, bounds=goal.bounds)
     space = task.space(goal)
     prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
-    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), goal.objective, prior)
+    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), goal.objective, prior,
+                             budget=request.budget)
     remote = None if executor is None else task.remote()
     if executor is not None and remote is None:
         raise TargetError(f"{workload.target}: runs on this machine only, not on a cluster")

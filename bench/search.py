@@ -12,8 +12,9 @@ Spaces (every *.json and *.json.gz in the --data folders): by default the small 
 GPU spaces Kernel Tuner ships in its test suite (tests/data/kernel_tuner/), the brute-forced
 pnpoly, GEMM and convolution spaces of the AutoTuningAssociation's benchmark hub
 (bench/data/benchmark_hub/; both in Kernel Tuner's cache format, sources and licences in the
-folders' READMEs), and our own whole-space recordings of matmul_s8 on the emulated
-Cortex-M55 (bench/spaces/, written by `edgetune record`).
+folders' READMEs), and our own whole-space recordings of matmul_s8, conv2d_s8, dwconv2d_s8
+and fir_q15 on the emulated Cortex-M55 and Cortex-M4 (bench/spaces/, written by `edgetune
+record`; shapes and command lines in its README), each kernel a family.
 
 Kernel Tuner's strategies run in its simulation mode (`kernel_tuner.tune_cache`) on the
 same spaces, with the same budget, in the same run; Kernel Tuner's strategies draw from
@@ -25,8 +26,9 @@ Spaces are grouped into families by kernel; the table gives each family's mean, 
 over all spaces, and the held-out family's (--held-out: the family the strategies were not
 tuned on), and per strategy the mean milliseconds of CPU time per proposal (the
 strategy's own ask and tell; for Kernel Tuner's, its whole simulated run per evaluation).
---json writes the scores and timings, --merge reads such files back into one table (e.g.
-Kernel Tuner's strategies and ours run separately).
+--json writes the scores and timings (after every space, so a stopped run keeps what it
+finished), --merge reads such files back into one table (e.g. Kernel Tuner's strategies and
+ours run separately, or families run as separate jobs).
 
 usage: .venv/bin/python bench/search.py [--repeats R] [--spaces SUBSTRING ...] [--max-budget N] [--data DIR ...]
                                         [--strategies NAME ...] [--kt-strategies NAME ...] [--no-kernel-tuner]
@@ -70,8 +72,9 @@ class Bench:
 
 def short_name(path: Path) -> str:
     return path.name.removesuffix(".gz").removesuffix(".json").replace("strategies_test_cache_", "kt_").replace(
-        "matmul_s8-cortex-m55-", "m55_").replace("convolution_", "conv_").replace("_RTX_", "_").replace(
-        "synthetic_fp32_cache_NVIDIA_RTX_A4000", "kt_synthetic").replace("test_cache_file", "kt_test")
+        "matmul_s8-cortex-m55-", "m55_").replace("convolution_", "conv_").replace(
+        "synthetic_fp32_cache_NVIDIA_RTX_A4000", "kt_synthetic").replace("_RTX_", "_").replace(
+        "test_cache_file", "kt_test").replace("-cortex-m55-", "_m55_").replace("-cortex-m4-", "_m4_")
 
 
 def kernel_tuner_cache(recorded: RecordedSpace, folder: Path) -> Path:
@@ -151,10 +154,11 @@ class Table:
         self.proposals[strategy] = self.proposals.get(strategy, 0) + proposals
 
     def merge(self, data: dict) -> None:
+        """Add an earlier run's scores (runs split by strategy or by space add up)."""
         for strategy, spaces in data["scores"].items():
             self.scores.setdefault(strategy, {}).update(spaces)
-            self.seconds[strategy] = data["seconds"][strategy]
-            self.proposals[strategy] = data["proposals"][strategy]
+            self.seconds[strategy] = self.seconds.get(strategy, 0.0) + data["seconds"][strategy]
+            self.proposals[strategy] = self.proposals.get(strategy, 0) + data["proposals"][strategy]
 
     def as_json(self) -> dict:
         return {"scores": self.scores, "seconds": self.seconds, "proposals": self.proposals}
@@ -227,6 +231,8 @@ def main() -> int:
             run_ours(table, bench, args.strategies, args.repeats, priors_for(bench, everything))
             if not args.no_kernel_tuner:
                 run_theirs(table, bench, args.kt_strategies, args.repeats)
+            if args.json:  # after every space, so a run stopped early keeps what it finished
+                Path(args.json).write_text(json.dumps(table.as_json(), indent=1))
     print_table(table, benches, args.held_out)
     if args.json:
         Path(args.json).write_text(json.dumps(table.as_json(), indent=1))

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
+
 from edgetune.errors import EdgetuneError
 from edgetune.hal import Placement, Target
 from edgetune.hal.loader import REGION_RE
@@ -156,4 +158,12 @@ def pinned(space: Space, target: Target, objective: str) -> Space:
                        f"{target.name}: fixed at {p.default} while tuning {objective}",
                        lambda c, name=p.name, value=p.default: c[name] == value)
             for p in space.params if p.name in PLACEMENT_PARAMS]
-    return Space(space.params, [*space.constraints, *pins]) if pins else space
+    if not pins:
+        return space
+    # Only legal points can stay legal, those whose placement digits are the defaults':
+    # picked by their digits rather than by enumerating the whole product again.
+    keep = np.ones(len(space.legal_indices()), dtype=bool)
+    for axis, param in enumerate(space.params):
+        if param.name in PLACEMENT_PARAMS:
+            keep &= space.legal_digits()[:, axis] == param.index_of(param.default)
+    return Space(space.params, [*space.constraints, *pins], legal=space.legal_indices()[keep])

@@ -30,8 +30,8 @@ F_SWITCHES = frozenset({
     "rounding-math", "sched-pressure", "schedule-insns", "schedule-insns2", "short-enums", "short-wchar",
     "signed-char", "signed-zeros", "single-precision-constant", "slp-vectorize", "split-loops", "split-paths",
     "stack-protector", "stack-protector-all", "stack-protector-strong", "strict-aliasing", "strict-overflow",
-    "strict-volatile-bitfields", "thread-jumps", "trapping-math", "trapv", "tree-loop-distribution",
-    "tree-loop-ivcanon", "tree-loop-vectorize", "tree-pre", "tree-slp-vectorize", "tree-vectorize",
+    "strict-volatile-bitfields", "thread-jumps", "trapping-math", "trapv", "tree-loop-distribute-patterns",
+    "tree-loop-distribution", "tree-loop-ivcanon", "tree-loop-vectorize", "tree-pre", "tree-slp-vectorize", "tree-vectorize",
     "unroll-all-loops", "unroll-loops", "unsafe-math-optimizations", "unsigned-char", "vectorize",
     "version-loops-for-strides", "web", "wrapv", "zero-initialized-in-bss",
 })

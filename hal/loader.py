@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from edgetune.errors import EdgetuneError
 from .cost import CostModel
+from .compiler_options import ALL as ALL_OPTIONS, OPTION_NAMES
 from .fields import CLOCK_HZ_RANGE, MAX_CYCLES, MAX_ENERGY_PJ, MAX_POWER_MW, MAX_TIMEOUT_S, Range  # noqa: F401
 from .flags import flag_problem, flags_problem, lib_problem, objdump_flag_problem
 from .model import (CACHE_KINDS, CORE_EXTENSIONS, MEMORY_KINDS, NPU_MEMORY_TYPES,  # noqa: F401
@@ -524,6 +525,16 @@ def _extensions(names: list, ctx: dict) -> tuple[int, str] | None:
     return None
 
 
+def _compiler_options(names: list, ctx: dict) -> tuple[int, str] | None:
+    known = (*OPTION_NAMES, ALL_OPTIONS)
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or name not in known:
+            return i, f"{name!r} is not a compiler-option parameter (known: {', '.join(known)})"
+        if name in names[:i]:
+            return i, f"{name!r} is listed twice"
+    return None
+
+
 def _regions(names: list, ctx: dict) -> tuple[int, str] | None:
     for i, name in enumerate(names):
         if not isinstance(name, str) or _region(name, ctx):
@@ -579,6 +590,7 @@ ARRAY_CHECKS: dict[str, Callable[[list, dict], tuple | None]] = {
     "libs": lambda values, ctx: flags_problem(values, lib_problem),
     "objdump_flags": lambda values, ctx: flags_problem(values, objdump_flag_problem),
     "extensions": _extensions,
+    "compiler_options": _compiler_options,
     "regions": _regions,
     "units": _units,
     "powers_of_two": _distinct_integers(lambda v: v > 0 and not v & (v - 1), "a positive power of two"),

@@ -146,6 +146,10 @@ class Compiler:
     name: str = spec(check="name")  # the tunable value, e.g. "gcc" or "clang"
     command: str = spec(check="compiler")
     cflags: tuple[str, ...] = spec(check="flags", default=())
+    # The flag sets of edgetune's option table (edgetune.hal.compiler_options) this compiler
+    # was probed to accept: filled by edgetune.targets.option_probe, never read from a file.
+    accepted_options: frozenset = field(default=frozenset(), repr=False, compare=False,
+                                        metadata={"in_file": False})
 
 
 @dataclass(frozen=True)
@@ -330,6 +334,9 @@ class Target:
     source_file: str = spec("", in_file=False)
     serial: SerialLink | None = spec(None, required_when="serial_runner")
     renode: RenodePlatform | None = spec(None, required_when="renode_runner")
+    # The compiler-option parameters a session tunes (edgetune.hal.compiler_options; "all":
+    # every one). Empty, the default: only the compiler and its -O level are tuned.
+    compiler_options: tuple[str, ...] = spec((), check="compiler_options")
     extra: dict = field(default_factory=dict, compare=False, hash=False, metadata={"in_file": False})
 
     # --- questions the rest of edgetune asks -------------------------------------------

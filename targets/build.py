@@ -18,6 +18,7 @@ from edgetune.codegen.kernels import path_cflags
 from edgetune.codegen.manifest import MANIFEST, ManifestError, read_manifest
 from edgetune.codegen.placement import PLACEMENT_PARAMS, PlacementError, placement_of
 from edgetune.hal import Measures, Placement, Target
+from edgetune.hal.compiler_options import all_option_flags
 from edgetune.tuner import Config, Outcome
 
 from . import elf, iobuf
@@ -99,10 +100,7 @@ class Runner(ABC):
     def build(self, kernel: Kernel, shape: dict, io: KernelIO, rendered: RenderedKernel, workdir: Path) -> BuildResult:
         """One tuning variant: kernel.c compiled as its configuration says."""
         compiler = self.target.compiler(rendered.compiler)
-        (workdir / "kernel.h").write_text(kernel_header(rendered.declaration))
-        (workdir / "kernel.c").write_text(rendered.source)
-        args = [compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags]
-        object_key, object_hit = self.compile(args, workdir / "kernel.c", workdir, workdir / "kernel.o")
+        object_key, object_hit = self.compile_variant(rendered, workdir)
         glue = render_glue(kernel, shape, io, rendered.function)
         result, image_hit = self.link_cached(workdir, [object_key], [workdir / "kernel.o"], glue, io,
                                              rendered.placement)
@@ -114,6 +112,15 @@ class Runner(ABC):
                 # hit: nothing compiled or linked; object: the kernel object reused, linked anew
                 "build_cache": "hit" if image_hit else "object" if object_hit else "miss"}
         return BuildResult(path=result.path, workdir=workdir, values=values, info=info, placement=result.placement)
+
+    def compile_variant(self, rendered: RenderedKernel, workdir: Path) -> tuple[str, bool]:
+        """A variant's kernel.c (and kernel.h) written to workdir and compiled to kernel.o as its
+        configuration says, through the cache: (the object's key, whether it was a hit)."""
+        compiler = self.target.compiler(rendered.compiler)
+        (workdir / "kernel.h").write_text(kernel_header(rendered.declaration))
+        (workdir / "kernel.c").write_text(rendered.source)
+        args = [compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags]
+        return self.compile(args, workdir / "kernel.c", workdir, workdir / "kernel.o")
 
     def compile(self, args: list[str], source: Path, include_dir: Path, obj: Path) -> tuple[str, bool]:
         """`args -I include_dir -c source -o obj`, run in obj's folder, through the cache:
@@ -172,9 +179,10 @@ class Runner(ABC):
             raise MeasureError(Outcome.RUNTIME_ERROR, f"{manifest_path}: unreadable manifest ({exc})") from None
         commands = {c.command for c in self.target.compilers}
         # Manifest values reach a command line: only the target's own compilers, plain file
-        # names inside the folder, and flags edgetune itself compiles with pass.
+        # names inside the folder, and flags edgetune itself compiles with pass (its option
+        # table's among them).
         allowed = {*(f for c in self.target.compilers for f in c.cflags), *COMMON_CFLAGS,
-                   *(f"-{level}" for level in OPT_LEVELS), *path_cflags()}
+                   *(f"-{level}" for level in OPT_LEVELS), *path_cflags(), *all_option_flags()}
         objects, keys = [], []
         for source, command, cflags in ((u.source, u.compiler_command, u.cflags) for u in units):
             if command not in commands:

@@ -6,6 +6,8 @@ from pathlib import Path
 from edgetune.hal import Target, TargetError, detect_host, load_target, read_target_data
 from edgetune.hal.loader import NAME_RE
 
+from .option_probe import with_accepted_options
+
 BOARDS_DIR = Path(__file__).parent / "boards"
 
 
@@ -29,4 +31,4 @@ def target_file(name: str) -> Path:
 def get_target(name: str) -> Target:
     path = target_file(name)
     overrides = detect_host() if read_target_data(path).get("detect") else None
-    return load_target(path, overrides=overrides)
+    return with_accepted_options(load_target(path, overrides=overrides))

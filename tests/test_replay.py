@@ -93,6 +93,10 @@ def test_our_format_round_trips_through_record_and_replay(matmul, m55, tmp_path)
     stored = {t.config.key(): t.value("instructions") for t in db.trials(workload_of(matmul, m55, {"m": 1, "n": 1, "k": 1}))}
     assert {t.config.key(): t.value("instructions") for t in recorded.trials.values()} == stored
     assert [p.name for p in recorded.space.params] == list(space.names)
+    # Each measured configuration carries the features of its compiled code.
+    ok = [e for e in document["entries"] if e["outcome"] == "ok"]
+    assert all(e["features"]["code_bytes"] > 0 and e["features"]["instructions"] > 0 for e in ok)
+    assert len(recorded.features) == len(ok)
     # Recording again measures nothing new (resumable through the database).
     code, text = cli("record", "matmul_s8", "--target", "cortex-m55", "--shape", "m=1,n=1,k=1",
                      "--db", str(tmp_path / "t.db"), "--out", str(out), "--json")
@@ -106,8 +110,14 @@ def test_committed_bench_spaces_load():
     assert files
     for path in files:
         recorded = load_recorded(path)
-        assert recorded.target == "cortex-m55" and recorded.objective == "instructions"
+        assert recorded.target in ("cortex-m55", "cortex-m4") and recorded.objective == "instructions"
         assert len(recorded.space) == len(recorded.trials) > 100
+        # Every successful entry has its code's features (bench/ranker.py learns from them).
+        ok = [i for i, t in recorded.trials.items() if not t.outcome.failed]
+        assert set(ok) <= set(recorded.features), path.name
+    kernels = {(load_recorded(p).kernel, load_recorded(p).target) for p in files}
+    assert {("conv2d_s8", "cortex-m55"), ("conv2d_s8", "cortex-m4"), ("dwconv2d_s8", "cortex-m55"),
+            ("dwconv2d_s8", "cortex-m4"), ("fir_q15", "cortex-m55"), ("matmul_s8", "cortex-m55")} <= kernels
 
 
 @pytest.mark.parametrize("mutate, culprit", [

@@ -6,7 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from edgetune.tuner import Outcome, PriorTrials, Space, Trial, choice, powers_of_two
-from edgetune.tuner.strategies import GeneticAlgorithm, LocalSearch, ModelGuided, SimulatedAnnealing, TransferLearning
+from edgetune.tuner.strategies import (GeneticAlgorithm, LocalSearch, ModelGuided, SimulatedAnnealing, TransferLearning,
+                                       make_strategy)
+from edgetune.tuner.strategies import transfer
+from edgetune.tuner.strategies.annealing import UNKNOWN_BUDGET_DESIGN
 
 OBJECTIVE = "time"
 
@@ -102,12 +105,140 @@ def test_local_search_restarts_alternate_a_kick_of_the_best_with_a_random_point(
 
 def test_annealing_restarts_after_patience_results_without_a_new_walk_best():
     space = bowl_space()
-    strategy = SimulatedAnnealing(space, np.random.default_rng(0), OBJECTIVE, patience=5)
+    strategy = SimulatedAnnealing(space, np.random.default_rng(0), OBJECTIVE, patience=5, jump=0.0, initial=1)
     config = strategy.ask(1)[0]
     tell_value(strategy, config, 1.0)
-    for n in range(5):
+    for n in range(6):  # the walk's first result, then five without a new walk best
         config = strategy.ask(1)[0]
         tell_value(strategy, config, 10.0 + n)
     assert strategy._current is None and strategy.temperature == strategy.start_temperature
-    restart = strategy.ask(1)[0]  # the second restart: a kick of the best point
+    restart = strategy.ask(1)[0]  # a restart: a kick of the best point
     assert kicked_from_best(space, strategy, restart)
+
+
+def test_annealing_design_grows_with_the_budget():
+    space = bowl_space()
+    sizes = [SimulatedAnnealing(space, np.random.default_rng(0), OBJECTIVE, budget=b).initial for b in (6, 60, 200, 5000)]
+    assert sizes == [3, 6, 20, 30]
+    assert make_strategy("annealing", space, np.random.default_rng(0), OBJECTIVE, budget=200).initial == 20
+    assert make_strategy("annealing", space, np.random.default_rng(0), OBJECTIVE).initial == UNKNOWN_BUDGET_DESIGN
+
+
+def test_annealing_walks_from_the_best_design_point_over_fresh_neighbours():
+    space = bowl_space()
+    strategy = SimulatedAnnealing(space, np.random.default_rng(3), OBJECTIVE, budget=40, jump=0.0)
+    design = strategy.ask(strategy.initial)
+    assert len(design) == 4
+    # Space-filling: the design's points are far apart (no two within one step of each other).
+    assert all(space.index_of(b) not in space.neighbours(space.index_of(a)) for a in design for b in design if a != b)
+    for config in design:
+        tell_value(strategy, config, bowl(config))
+    best = min(design, key=bowl)
+    told = {space.index_of(c) for c in design}
+    for step in range(60):
+        current = strategy._current if step else space.index_of(best)
+        unvisited = [n for n in space.neighbours(current) if n not in told] if current is not None else []
+        config = strategy.ask(1)[0]
+        index = space.index_of(config)
+        assert index not in told  # never a configuration already evaluated
+        if unvisited:
+            assert index in unvisited  # a fresh neighbour of the current point while one is left
+        told.add(index)
+        tell_value(strategy, config, bowl(config))
+
+
+def test_annealing_jumps_set_one_parameter_to_any_value():
+    space = bowl_space()
+    strategy = SimulatedAnnealing(space, np.random.default_rng(4), OBJECTIVE, jump=1.0, initial=1)
+    first = strategy.ask(1)[0]
+    tell_value(strategy, first, bowl(first))
+    for _ in range(30):
+        current = strategy._current
+        config = strategy.ask(1)[0]
+        if current is not None:
+            # The target differs in one parameter; where it was taken, the nearest fresh point.
+            differ = sum(a != b for a, b in zip(space.digits(current), space.digits(space.index_of(config))))
+            assert 1 <= differ <= 2
+        tell_value(strategy, config, bowl(config))
+
+
+def bowl_prior(space, count: int, source: str = "other", seed: int = 1) -> tuple[PriorTrials, ...]:
+    rng = np.random.default_rng(seed)
+    configs = [space.config_at(int(i)) for i in rng.choice(space.legal_indices(), count, replace=False)]
+    return (PriorTrials(source, tuple(Trial(c, Outcome.OK, {OBJECTIVE: 2 * bowl(c)}) for c in configs)),)
+
+
+def test_transfer_fits_its_prior_on_first_use_and_shares_it_across_seeds(monkeypatch):
+    space = bowl_space()
+    prior = bowl_prior(space, 60)
+    fits = []
+    real = transfer.map_prior
+    monkeypatch.setattr(transfer, "map_prior", lambda *args: fits.append(args) or real(*args))
+    transfer._PRIOR_CACHE.clear()
+    first = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior)
+    assert fits == []  # nothing fitted until the search needs it
+    first.ask(2)
+    second = TransferLearning(space, np.random.default_rng(7), OBJECTIVE, prior=prior)
+    second.ask(2)
+    assert len(fits) == 1  # the second search, another seed, reused the first one's fit
+    assert second._prior_score is first._prior_score
+    assert not second._prior_score.flags.writeable  # shared, so nobody may change it
+
+
+def test_transfer_prior_cache_misses_on_another_prior_set_or_space():
+    space = bowl_space()
+    transfer._PRIOR_CACHE.clear()
+    prior = bowl_prior(space, 60)
+    base = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior)._prior_score
+    # Equal content in new objects, other content, another space: each is scored afresh.
+    same_content = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=bowl_prior(space, 60))
+    assert same_content._prior_score is not base
+    assert np.array_equal(same_content._prior_score, base)  # deterministic: the same data, the same score
+    other = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=bowl_prior(space, 60, seed=2))
+    assert other._prior_score is not base and not np.array_equal(other._prior_score, base)
+    more = prior + bowl_prior(space, 30, source="third")
+    assert TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=more).prior_size == 90
+    assert TransferLearning(bowl_space(), np.random.default_rng(0), OBJECTIVE, prior=prior)._prior_score is not base
+
+
+def test_transfer_prior_rows_follow_the_budget():
+    space = bowl_space()  # 6 x 6 x 4 x 3 = 432 points
+    prior = bowl_prior(space, 400, "a") + bowl_prior(space, 400, "b", seed=2)
+    small = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior, budget=5)
+    assert small.prior_size == transfer.PRIOR_MIN_ROWS  # 350 from each source, not all 800
+    assert TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior, budget=12).prior_size == 800
+    assert TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior).prior_size == 800
+
+
+def test_transfer_is_deterministic_for_a_seed_and_its_prior_score_for_any_seed():
+    space = bowl_space()
+    prior = bowl_prior(space, 300)
+
+    def proposals(seed: int) -> list:
+        transfer._PRIOR_CACHE.clear()
+        strategy = TransferLearning(space, np.random.default_rng(seed), OBJECTIVE, prior=prior, budget=30)
+        out = []
+        for _ in range(20):
+            config = strategy.ask(1)[0]
+            tell_value(strategy, config, bowl(config))
+            out.append(config)
+        return out, strategy._prior_score.copy()
+
+    (a, score_a), (b, score_b), (c, score_c) = proposals(3), proposals(3), proposals(4)
+    assert a == b and a != c
+    assert np.array_equal(score_a, score_b) and np.array_equal(score_a, score_c)
+
+
+def test_transfer_fits_large_priors_on_histograms(monkeypatch):
+    space = bowl_space()
+    configs = list(space) * 8  # 3,456 trials per source, two sources: above the histogram threshold
+    prior = tuple(PriorTrials(name, tuple(Trial(c, Outcome.OK, {OBJECTIVE: 2 * bowl(c)}) for c in configs))
+                  for name in ("one", "two"))
+    used = []
+    real = transfer.HistogramTrees.fit
+    monkeypatch.setattr(transfer.HistogramTrees, "fit", lambda self, *a: used.append(len(a[1])) or real(self, *a))
+    transfer._PRIOR_CACHE.clear()
+    strategy = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior)
+    first = strategy.ask(4)
+    assert used == [2 * transfer.PRIOR_ROWS]  # each source gives at most PRIOR_ROWS
+    assert min(bowl(c) for c in first) == min(bowl(c) for c in space)  # the prior's best is tried first

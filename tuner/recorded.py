@@ -9,6 +9,9 @@ does). Two formats are read:
    "entries": [{"config": {...}, "outcome": "ok", "values": {"instructions": 7673, ...}},
                {"config": {...}, "outcome": "compile", "error": "..."}, ...]}
   `outcome` is a trial outcome (see edgetune.tuner.trial.Outcome); failures carry no values.
+  An entry may also carry "features": {"code_bytes": 230, "hot_vec_mac": 1, ...}, numbers
+  read from the configuration's compiled code (edgetune.targets.code_features), for
+  rankers that order candidates by their code before running them.
 - Kernel Tuner cache files (`{"device_name", "kernel_name", "tune_params_keys",
   "tune_params", "objective", "cache": {...}}`), where an objective value that is a string
   ("CompilationFailedConfig", "RuntimeFailedConfig", "InvalidConfig") marks a failure.
@@ -21,15 +24,15 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from edgetune.errors import EdgetuneError
 from .space import Config, Constraint, Param, Space, SpaceError
-from .strategies import PriorTrials, make_strategy
+from .strategies import PriorTrials, SearchStrategy, Strategy, make_strategy
 from .trial import Outcome, Trial
 
 FORMAT = "edgetune-recorded-space"
@@ -53,6 +56,8 @@ class RecordedSpace:
     objective: str
     space: Space
     trials: Mapping[int, Trial]  # by index in `space`; every legal point has one
+    # Compiled-code features by index in `space`, where the recording holds them.
+    features: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
 
     def trial(self, config: Config) -> Trial:
         return self.trials[self.space.index_of(config)]
@@ -105,12 +110,15 @@ def _need(path: Path, data: dict, key: str, kind: type | tuple):
     return data[key]
 
 
-def _build(path: Path, params: list[Param], entries: list[tuple[str, tuple, Trial]], meta: dict) -> RecordedSpace:
-    """entries: (where in the file, parameter values in `params` order, trial)."""
+def _build(path: Path, params: list[Param], entries: list[tuple[str, tuple, Trial]], meta: dict,
+           features: Mapping[tuple, Mapping[str, float]] | None = None) -> RecordedSpace:
+    """entries: (where in the file, parameter values in `params` order, trial); features by
+    the same value tuples."""
     if not entries:
         raise RecordedSpaceError(f"{path}: no entries")
     probe = Space(params)
     by_index: dict[int, Trial] = {}
+    features_by_index: dict[int, Mapping[str, float]] = {}
     for where, values, trial in entries:
         # By index, not by value tuple: 1 and True are equal as dict keys but distinct values.
         try:
@@ -118,11 +126,13 @@ def _build(path: Path, params: list[Param], entries: list[tuple[str, tuple, Tria
         except SpaceError as exc:
             raise RecordedSpaceError(f"{path}: {where}: {exc}") from None
         by_index[index] = trial
+        if features and values in features:
+            features_by_index[index] = features[values]
     present = set(by_index)
     space = Space(params, [Constraint("not in the recorded space", lambda c: probe.index_of(c) in present)],
                   legal=sorted(present))
     trials = {index: Trial(space.config_at(index), t.outcome, t.values, t.error) for index, t in by_index.items()}
-    return RecordedSpace(path=str(path), space=space, trials=trials, **meta)
+    return RecordedSpace(path=str(path), space=space, trials=trials, features=features_by_index, **meta)
 
 
 def _load_ours(path: Path, data: dict) -> RecordedSpace:
@@ -139,6 +149,7 @@ def _load_ours(path: Path, data: dict) -> RecordedSpace:
             raise RecordedSpaceError(f"{path}: parameters[{n}]: {exc}") from None
     names = [p.name for p in params]
     entries: list[tuple[str, tuple, Trial]] = []
+    features: dict[tuple, dict[str, float]] = {}
     for n, entry in enumerate(_need(path, data, "entries", list)):
         where = f"{path}: entries[{n}]"
         config = entry.get("config") if isinstance(entry, dict) else None
@@ -153,13 +164,22 @@ def _load_ours(path: Path, data: dict) -> RecordedSpace:
         if outcome is Outcome.OK and not _is_number(values.get(objective)):
             raise RecordedSpaceError(f"{where}: values.{objective}: expected a number for an ok entry")
         key = tuple(config[name] for name in names)
+        if "features" in entry:
+            features[key] = _features(where, entry["features"])
         entries.append((f"entries[{n}]", key, Trial(Config(tuple(zip(names, key))), outcome,
                                                     dict(values) if outcome is Outcome.OK else {},
                                                     str(entry.get("error", "")))))
     shape = _need(path, data, "shape", dict)
     meta = dict(kernel=str(data.get("kernel", "")), target=str(data.get("target", "")),
                 shape=tuple(shape.items()), objective=objective)
-    return _build(path, params, entries, meta)
+    return _build(path, params, entries, meta, features)
+
+
+def _features(where: str, raw) -> dict[str, float]:
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and _is_number(v) and math.isfinite(v)
+                                            for k, v in raw.items()):
+        raise RecordedSpaceError(f"{where}: features: expected an object of numbers by name")
+    return {k: float(v) for k, v in raw.items()}
 
 
 def _load_kernel_tuner(path: Path, data: dict) -> RecordedSpace:
@@ -201,7 +221,9 @@ def _is_number(value) -> bool:
 
 # --- writing --------------------------------------------------------------------------------
 def recorded_space_json(kernel: str, kernel_version: int, target: str, shape: Mapping[str, int], objective: str,
-                        params: Sequence[Param], trials: Sequence[Trial], provenance: Mapping[str, str]) -> dict:
+                        params: Sequence[Param], trials: Sequence[Trial], provenance: Mapping[str, str],
+                        features: Mapping[str, Mapping[str, float]] | None = None) -> dict:
+    """`features`: compiled-code features by Config.key(), written into their entries."""
     entries = []
     for trial in trials:
         entry: dict = {"config": trial.config.as_dict(), "outcome": trial.outcome.value}
@@ -209,6 +231,8 @@ def recorded_space_json(kernel: str, kernel_version: int, target: str, shape: Ma
             entry["values"] = trial.values
         else:
             entry["error"] = trial.error
+        if features and trial.config.key() in features:
+            entry["features"] = dict(features[trial.config.key()])
         entries.append(entry)
     return {"format": FORMAT, "version": VERSION, "kernel": kernel, "kernel_version": kernel_version,
             "target": target, "shape": dict(shape), "objective": objective,
@@ -225,9 +249,13 @@ def write_recorded(path: str | Path, document: dict) -> Path:
 
 # --- replaying ------------------------------------------------------------------------------
 def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
-           prior: Sequence[PriorTrials] = ()) -> ReplayRun:
-    """Tune against the recording: the strategy asks, the file answers, one at a time."""
-    search = make_strategy(strategy, recorded.space, np.random.default_rng(seed), recorded.objective, prior)
+           prior: Sequence[PriorTrials] = (), wrap: Callable[[SearchStrategy], Strategy] | None = None) -> ReplayRun:
+    """Tune against the recording: the strategy asks, the file answers, one at a time.
+    `wrap` puts a wrapper around the strategy (e.g. code_rank.RankByCode)."""
+    search = make_strategy(strategy, recorded.space, np.random.default_rng(seed), recorded.objective, prior,
+                           budget=budget)
+    if wrap is not None:
+        search = wrap(search)
     trace: list[float | None] = []
     best: Trial | None = None
     while len(trace) < budget:

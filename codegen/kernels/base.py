@@ -12,6 +12,7 @@ from edgetune.errors import EdgetuneError
 from edgetune.hal import Placement, Target
 from edgetune.tuner import Config, Space
 
+from ..compiler_options import option_cflags, with_compiler_options
 from ..placement import fit_problem, placement_of, scratch_section, with_placement
 from ..render import render
 from .paths import VectorPath, offered_paths, path_named
@@ -177,8 +178,11 @@ class Kernel:
 
     def tuning_space(self, target: Target, shape: Mapping[str, int]) -> Space:
         """What a tuning session searches: the kernel's own space plus the parameters every
-        kernel shares on a target (buffer placement, codegen/placement.py)."""
-        return with_placement(self.space(target, shape), target, self.make_io(shape, np.random.default_rng(0)))
+        kernel shares on a target (buffer placement, codegen/placement.py; the compiler's
+        options where the target tunes them, codegen/compiler_options.py)."""
+        io = self.make_io(shape, np.random.default_rng(0))
+        space = with_placement(self.space(target, shape), target, io)
+        return with_compiler_options(space, target, any(b.data.dtype.kind == "f" for b in io.outputs()))
 
     def make_io(self, shape: Mapping[str, int], rng: np.random.Generator) -> KernelIO:
         raise NotImplementedError
@@ -244,7 +248,7 @@ class Kernel:
                fn: str | None = None, provenance: tuple[str, ...] = ()) -> RenderedKernel:
         fn = fn or self.function_name(shape)
         compiler = target.compiler(str(config["compiler"]))
-        cflags = self.variant_cflags(config)
+        cflags = self.variant_cflags(config) + option_cflags(target, config)
         build_hint = " ".join((compiler.command, *compiler.cflags, *COMMON_CFLAGS[:1], *cflags, "-c", f"{fn}.c"))
         variables = dict(self.template_vars(target, shape, config))
         section = scratch_section(target)

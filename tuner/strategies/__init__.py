@@ -50,17 +50,21 @@ def check_strategy(name: str) -> type[SearchStrategy]:
 
 
 def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: str = "",
-                  prior: Sequence[PriorTrials] = ()) -> SearchStrategy:
+                  prior: Sequence[PriorTrials] = (), budget: int | None = None) -> SearchStrategy:
     """The one place strategy names become objects (used by the CLI and the session).
 
     `objective` names the measured value to minimise (strategies that learn need it);
     `prior` holds trials of the same kernel on other workloads, for strategies that
-    transfer what they learnt (others ignore it).
+    transfer what they learnt (others ignore it); `budget` is the run's evaluation budget,
+    for strategies that plan by it (None: unknown).
     """
     cls = check_strategy(name)
+    options: dict = {}
     if cls.uses_prior:
-        return cls(space, rng, objective, prior=tuple(prior))
-    return cls(space, rng, objective)
+        options["prior"] = tuple(prior)
+    if cls.uses_budget:
+        options["budget"] = budget
+    return cls(space, rng, objective, **options)
 
 
 __all__ = ["Bandit", "DEFAULT_STRATEGY", "DifferentialEvolution", "Exhaustive", "GeneticAlgorithm", "GradientSearch",

@@ -38,6 +38,7 @@ class SearchStrategy:
 
     name = ""
     uses_prior = False  # make_strategy passes prior trials only to strategies that want them
+    uses_budget = False  # ... and the run's evaluation budget (a hint: None when unknown)
 
     def __init__(self, space: Space, rng: np.random.Generator, objective: str = ""):
         self.space = space
@@ -136,6 +137,26 @@ class SearchStrategy:
             digits[int(axis)] = int(self.rng.integers(len(self.space.params[int(axis)].values)))
         index = self.space.index_from_digits(digits)
         return index if self._is_fresh(index) else self._closest_fresh(digits)
+
+    def _space_filling(self, sample: int = 256) -> int | None:
+        """A fresh legal point far from every point tried so far (greedy maximin over a
+        random sample of the legal set): the initial design covers the space as a Latin
+        hypercube would, but only on legal ground, however sparse."""
+        fresh = np.flatnonzero(self._fresh)
+        if len(fresh) == 0:
+            return None
+        pool = self.rng.choice(fresh, size=min(sample, len(fresh)), replace=False)
+        if not self.results:
+            return int(self.space.legal_indices()[pool[0]])
+        digits = self.space.legal_digits()
+        scale = np.array([max(1, len(p.values) - 1) if p.is_ordered else 1 for p in self.space.params], dtype=float)
+        tried = np.array([self.space.digits(i) for i in self.results], dtype=float) / scale
+        points = digits[pool].astype(float) / scale
+        gaps = np.abs(points[:, None, :] - tried[None, :, :])
+        unordered = [a for a, p in enumerate(self.space.params) if not p.is_ordered]
+        gaps[:, :, unordered] = gaps[:, :, unordered] > 0
+        nearest = gaps.sum(axis=2).min(axis=1)
+        return int(self.space.legal_indices()[pool[int(np.argmax(nearest))]])
 
     def _ranked_results(self) -> list[tuple[int, float]]:
         """Successful results, best first (ties in telling order)."""

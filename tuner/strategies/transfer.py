@@ -5,81 +5,88 @@ as ytopt's and the Neural Configuration Scorer line of work.
 Each earlier workload's values are standardised on their own (a 4x4 and a 64x64 matmul
 differ in scale, not necessarily in which tiles are good) and mapped into this space by
 parameter values (points whose values this space lacks are dropped). One model is fitted
-on all of them together, once, when the search starts, and scores every legal point of
-this space: the prior score. Until this workload's own trials arrive, proposals are the
-best prior scores; from then on the online model (fitted on this workload's trials only,
-so a refit costs what it costs without priors) takes the prior score as one more feature
-and learns how far to trust it. With no usable prior data this is the plain cost model.
+on all of them together, once, when the search first needs it, and scores every legal
+point of this space: the prior score. Until this workload's own trials arrive, proposals
+are the best prior scores; from then on the online model (fitted on this workload's trials
+only, so a refit costs what it costs without priors) takes the prior score as one more
+feature and learns how far to trust it. With no usable prior data this is the plain cost
+model.
+
+The prior fit is the one-off cost of a transfer search, so it is kept in proportion to the
+run: it learns from at most `PRIOR_ROWS_PER_EVALUATION` prior trials per evaluation of the
+budget (never fewer than `PRIOR_MIN_ROWS`), and its prior score is cached per (prior
+trials, space, objective), so the layers and repeats of one process that share a prior
+set fit it once.
 """
 from __future__ import annotations
 
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from ..space import Space
 from .base import PriorTrials
-from .model import BoostedTrees, ModelGuided, standardised_targets
+from .model import BoostedTrees, HistogramTrees, ModelGuided, standardised_targets
 
 # The prior model learns from at most 3,000 trials per prior workload and 9,000 in all (a
-# random subset of each): mapping and fitting them is the one-off cost of a transfer search
-# (4,000 in all halved that cost but lost ~0.4 on one pnpoly space).
+# random subset of each; 4,000 in all lost ~0.4 on one pnpoly space at a budget of 457)...
 PRIOR_ROWS, PRIOR_TOTAL = 3000, 9000
+# ... and from no more than 70 per evaluation of a known budget (a 14-evaluation run maps
+# and fits 980, not 9,000: the fit stays a few milliseconds per proposal at any budget).
+PRIOR_ROWS_PER_EVALUATION, PRIOR_MIN_ROWS = 70, 700
+# Above this many rows the prior model is fitted on histograms (a third of the exact trees'
+# time at 9,000 rows); below it the exact trees are cheaper (a histogram fit has ~30 ms of
+# fixed cost, and its prediction of 10,000 points takes 12 ms against 2).
+HISTOGRAM_ROWS = 3000
+PRIOR_CACHE_SIZE = 8
 
+
+@dataclass(frozen=True)
+class _Scored:
+    """A cached prior score and what it was computed from. The entry holds the prior sets
+    and the space themselves, so the ids in its key can never be reused by other objects."""
+
+    prior: tuple[PriorTrials, ...]
+    space: Space
+    score: np.ndarray | None
+    size: int
+
+
+_PRIOR_CACHE: OrderedDict[tuple, _Scored] = OrderedDict()
 
 class TransferLearning(ModelGuided):
     name = "transfer"
     uses_prior = True
+    uses_budget = True
 
     def __init__(self, space: Space, rng: np.random.Generator, objective: str = "",
-                 prior: Sequence[PriorTrials] = (), **options):
+                 prior: Sequence[PriorTrials] = (), budget: int | None = None, **options):
         super().__init__(space, rng, objective, **options)
-        features, targets = self._map_prior(prior)
-        self.prior_size = len(targets)
-        self._prior_score: np.ndarray | None = None  # per legal point, lower is better
-        if self.prior_size:
-            model = BoostedTrees(seed=int(self.rng.integers(2**31)))
-            model.fit(features, targets)
-            self._prior_score = model.predict(self.space.legal_digits().astype(float))
+        self._prior = tuple(prior)
+        limit = PRIOR_TOTAL if budget is None else max(PRIOR_MIN_ROWS, PRIOR_ROWS_PER_EVALUATION * budget)
+        self._prior_rows = min(PRIOR_TOTAL, limit)
+        self._prior_loaded = False
+        self._prior_values: np.ndarray | None = None
+        self._prior_count = 0
 
-    def _map_prior(self, prior: Sequence[PriorTrials]) -> tuple[np.ndarray, np.ndarray]:
-        self._names = set(self.space.names)
-        features, targets = [], []
-        share = min(PRIOR_ROWS, PRIOR_TOTAL // max(1, len(prior)))
-        positions = [{(type(v), v): n for n, v in enumerate(p.values)} for p in self.space.params]
-        for source in prior:
-            rows, values = [], []
-            trials = source.trials
-            if len(trials) > share:
-                trials = [trials[int(i)] for i in np.sort(self.rng.choice(len(trials), share, replace=False))]
-            for trial in trials:
-                digits = self._digits_of(trial.config.as_dict(), positions)
-                if digits is None:
-                    continue  # a value or parameter this space does not have
-                rows.append(digits)
-                value = trial.value(self.objective)
-                values.append(np.nan if value is None else value)
-            if any(not np.isnan(v) for v in values):
-                features.extend(rows)
-                targets.extend(standardised_targets(np.array(values)))
-        width = len(self.space.params)
-        return np.array(features, dtype=float).reshape(-1, width), np.array(targets)
+    # --- the prior score, computed on first use ---------------------------------------------
+    @property
+    def _prior_score(self) -> np.ndarray | None:
+        """The prior model's score of every legal point (lower is better), or None."""
+        if not self._prior_loaded:
+            self._prior_loaded = True
+            self._prior_values, self._prior_count = prior_score(self.space, self.objective, self._prior,
+                                                                self._prior_rows)
+        return self._prior_values
 
-    def _digits_of(self, config: dict, positions: list[dict]) -> list[int] | None:
-        """The digits of a prior configuration in this space, or None when it has a value or
-        parameter this space lacks (a dictionary look-up per parameter: Space.index_of's
-        checks cost most of a transfer search's start on large priors). Keys carry the type,
-        so 1 and True stay distinct values."""
-        if any(name not in self._names for name in config):
-            return None
-        digits = []
-        for param, table in zip(self.space.params, positions):
-            value = config.get(param.name, param.default)
-            digit = table.get((type(value), value))
-            if digit is None:
-                return None
-            digits.append(digit)
-        return digits
+    @property
+    def prior_size(self) -> int:
+        """How many prior trials the prior model learnt from (0: none usable)."""
+        _ = self._prior_score
+        return self._prior_count
 
     def _ready(self) -> bool:
         return self._prior_score is not None or super()._ready()
@@ -94,3 +101,71 @@ class TransferLearning(ModelGuided):
         if self._prior_score is not None and not self.results:
             return points[:, -1]  # nothing of our own yet: the prior score alone
         return super()._acquisition(points)
+
+
+def prior_score(space: Space, objective: str, prior: tuple[PriorTrials, ...],
+                rows: int) -> tuple[np.ndarray | None, int]:
+    """(score of every legal point, prior trials learnt from), from the cache when this
+    prior set, space, objective and row limit were scored before. Deterministic: the
+    subsets drawn and the model's seed depend on the prior data, not on a search's seed,
+    which is what lets searches of any seed share the fit."""
+    key = (tuple(id(source) for source in prior), id(space), objective, rows)
+    hit = _PRIOR_CACHE.get(key)
+    if hit is None or hit.space is not space or len(hit.prior) != len(prior) or any(
+            a is not b for a, b in zip(hit.prior, prior)):
+        features, targets = map_prior(space, objective, prior, rows)
+        score = None
+        if len(targets):
+            model = (HistogramTrees if len(targets) > HISTOGRAM_ROWS else BoostedTrees)(seed=0)
+            model.fit(features, targets)
+            score = model.predict(space.legal_digits().astype(float))
+            score.setflags(write=False)  # shared by every search that hits the cache
+        hit = _PRIOR_CACHE[key] = _Scored(prior, space, score, len(targets))
+        while len(_PRIOR_CACHE) > PRIOR_CACHE_SIZE:
+            _PRIOR_CACHE.popitem(last=False)
+    _PRIOR_CACHE.move_to_end(key)
+    return hit.score, hit.size
+
+
+def map_prior(space: Space, objective: str, prior: Sequence[PriorTrials], rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """The prior trials as (digits in this space, standardised targets): at most
+    min(PRIOR_ROWS, rows / number of sources) from each source, a random subset seeded by
+    the source itself."""
+    positions = [{(type(v), v): n for n, v in enumerate(p.values)} for p in space.params]
+    names = space.names
+    share = min(PRIOR_ROWS, rows // max(1, len(prior)))
+    features, targets = [], []
+    for source in prior:
+        trials = source.trials
+        if len(trials) > share:
+            rng = np.random.default_rng(zlib.crc32(source.source.encode()) + len(trials))
+            trials = [trials[int(i)] for i in np.sort(rng.choice(len(trials), share, replace=False))]
+        mapped, values = [], []
+        for trial in trials:
+            digits = _digits_of(space, names, trial.config.items, positions)
+            if digits is None:
+                continue  # a value or parameter this space does not have
+            mapped.append(digits)
+            value = trial.value(objective)
+            values.append(np.nan if value is None else value)
+        if any(not np.isnan(v) for v in values):
+            features.extend(mapped)
+            targets.extend(standardised_targets(np.array(values)))
+    width = len(space.params)
+    return np.array(features, dtype=float).reshape(-1, width), np.array(targets)
+
+
+def _digits_of(space: Space, names: tuple[str, ...], items: tuple, positions: list[dict]) -> list[int] | None:
+    """The digits of a prior configuration (its (name, value) pairs) in this space, or None
+    when it has a value or parameter this space lacks: a dictionary look-up per parameter
+    (Space.index_of's checks cost most of a transfer search's start on large priors). Keys
+    carry the type, so 1 and True stay distinct values."""
+    if len(items) == len(names) and all(key == name for (key, _), name in zip(items, names)):
+        values = [value for _, value in items]  # the usual case: the same parameters, in order
+    else:
+        config = dict(items)
+        if any(name not in names for name in config):
+            return None
+        values = [config.get(param.name, param.default) for param in space.params]
+    digits = [table.get((type(value), value)) for table, value in zip(positions, values)]
+    return None if None in digits else digits

@@ -1,0 +1,135 @@
+"""Static features of a compiled variant, read from the disassembly of its kernel object:
+what a ranker can know about a configuration after compiling it and before running it.
+
+Compiling is cached and cheap beside a board's flash-and-run, so a search can compile a
+candidate, look at its code and skip it if it looks like a sure loser (docs/search.md,
+"Ranking by compiled code"). The features are counts:
+- `code_bytes`, `instructions`: the object's whole code;
+- `loops`, `loop_depth`: loops found from backward branches (a branch, or an Armv8.1-M
+  low-overhead loop end LE/LETP, whose target lies before it in the same section), and how
+  deeply they nest;
+- `hot_<class>` for every instruction class of edgetune.hal.cost.INSTRUCTION_CLASSES, and
+  `hot_instructions`: the instructions inside innermost loops (loops holding no other
+  loop), where a kernel spends nearly all of its instructions, sorted by targets/mix.py's
+  classifier (vector MAC, vector and scalar loads/stores, branches, scalar ALU, ...).
+A call into another function is not followed: the innermost loops of the object's own code
+are what is counted.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgetune.codegen import Kernel
+from edgetune.errors import EdgetuneError
+from edgetune.hal import INSTRUCTION_CLASSES, CostModel
+from edgetune.tuner import Config, Outcome
+
+from . import elf
+from .build import Runner
+from .mix import Instruction, classify_a64, classify_thumb
+from .toolchain import run_tool
+
+FEATURE_NAMES = ("code_bytes", "instructions", "loops", "loop_depth", "hot_instructions",
+                 *(f"hot_{name}" for name in INSTRUCTION_CLASSES))
+# The first operand that is a hex address followed by objdump's symbolic form: "12 <dot+0x12>".
+_TARGET = re.compile(r"(?:^|[\s,])([0-9a-f]+) <[^>]*>")
+_A64_BRANCHES = ("b", "bl", "cbz", "cbnz", "tbz", "tbnz")
+_THUMB_LOOP_ENDS = ("le", "letp")
+
+
+class CodeFeaturesError(EdgetuneError, ValueError):
+    """Features asked of a target that names no disassembler."""
+
+
+@dataclass(frozen=True)
+class Located:
+    section: str
+    address: int
+    insn: Instruction
+
+
+def parse_listing(text: str) -> list[Located]:
+    """Every instruction of an objdump -d listing, in listing order, with its section."""
+    found: list[Located] = []
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("Disassembly of section "):
+            section = line.removeprefix("Disassembly of section ").rstrip(":")
+            continue
+        fields = line.split("\t")
+        if len(fields) < 3 or not fields[0].strip().endswith(":"):
+            continue
+        try:
+            address = int(fields[0].strip()[:-1], 16)
+        except ValueError:
+            continue
+        raw = fields[1].replace(" ", "")
+        if not raw or any(c not in "0123456789abcdef" for c in raw):
+            continue
+        operands = fields[3].strip() if len(fields) > 3 else ""
+        found.append(Located(section, address, Instruction(len(raw) // 2, fields[2].strip().lower(), operands)))
+    return found
+
+
+def branch_target(insn: Instruction, a64: bool) -> int | None:
+    """Where a direct branch (or loop end) goes, as objdump prints it; None for anything else."""
+    base = insn.mnemonic.split(".")[0]
+    if a64:
+        is_branch = insn.mnemonic.startswith("b.") or base in _A64_BRANCHES
+    else:
+        is_branch = classify_thumb(insn) == "branch" or base in _THUMB_LOOP_ENDS
+    match = _TARGET.search(insn.operands) if is_branch else None
+    return int(match.group(1), 16) if match else None
+
+
+def find_loops(listing: list[Located], a64: bool) -> list[tuple[str, int, int]]:
+    """(section, header address, address of its last backward branch) of every loop: the
+    back edges to one header (a loop's `continue` paths) make one loop, as in a natural loop."""
+    last: dict[tuple[str, int], int] = {}
+    for item in listing:
+        target = branch_target(item.insn, a64)
+        if target is not None and target <= item.address and not item.insn.mnemonic.startswith("bl"):
+            key = (item.section, target)
+            last[key] = max(last.get(key, item.address), item.address)
+    return sorted((section, header, end) for (section, header), end in last.items())
+
+
+def _contains(outer: tuple[str, int, int], inner: tuple[str, int, int]) -> bool:
+    return outer != inner and outer[0] == inner[0] and outer[1] <= inner[1] and inner[2] <= outer[2]
+
+
+def listing_features(listing: list[Located], a64: bool) -> dict[str, int]:
+    """The features of the module docstring from a parsed listing."""
+    classify = classify_a64 if a64 else classify_thumb
+    loops = find_loops(listing, a64)
+    innermost = [loop for loop in loops if not any(_contains(loop, other) for other in loops)]
+    depth = max((1 + sum(_contains(other, loop) for other in loops) for loop in loops), default=0)
+    features = dict.fromkeys(FEATURE_NAMES, 0)
+    features.update(code_bytes=sum(item.insn.size for item in listing), instructions=len(listing),
+                    loops=len(loops), loop_depth=depth)
+    for item in listing:
+        if any(item.section == s and first <= item.address <= last for s, first, last in innermost):
+            features["hot_instructions"] += 1
+            features[f"hot_{classify(item.insn)}"] += 1
+    return features
+
+
+def object_features(cost: CostModel, obj: Path, a64: bool) -> dict[str, int]:
+    """Disassemble a compiled object with the target's disassembler and count its features."""
+    proc = run_tool([cost.disassembler, "-d", *cost.disassembler_flags, obj.name], cwd=obj.parent,
+                    outcome=Outcome.RUNTIME_ERROR)
+    return listing_features(parse_listing(proc.stdout), a64)
+
+
+def variant_features(runner: Runner, kernel: Kernel, shape: dict, config: Config, workdir: Path) -> dict[str, int]:
+    """Compile one configuration (through the build cache: a variant measured before is not
+    compiled again) and count the features of its object. CodegenError or MeasureError when
+    it does not render or compile."""
+    target = runner.target
+    if target.cost is None:
+        raise CodeFeaturesError(f"target {target.name} has no [cost] table naming its disassembler")
+    runner.compile_variant(kernel.render(target, shape, config), workdir)
+    obj = workdir / "kernel.o"
+    return object_features(target.cost, obj, elf.is_aarch64(obj))

@@ -1,0 +1,115 @@
+"""Features of compiled code (edgetune.targets.code_features): loops found from backward
+branches, instruction classes of the innermost loops, on hand-checked listings and on real
+compiled objects, and on a real kernel variant."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from edgetune.codegen import get_kernel
+from edgetune.targets import get_target
+from edgetune.targets.code_features import (FEATURE_NAMES, find_loops, listing_features, object_features,
+                                            parse_listing, variant_features)
+from edgetune.targets.runners import runner_for
+
+# A dot product, clang -O3 for the Cortex-M55 (arm-none-eabi-objdump --architecture=armv8.1-m.main):
+# one tail-predicated low-overhead loop of two vector loads, one vector MAC and LETP.
+HELIUM_DOT = """
+tiny.o:     file format elf32-littlearm
+
+
+Disassembly of section .text:
+
+00000000 <dot>:
+   0:\tb580      \tpush\t{r7, lr}
+   2:\t466f      \tmov\tr7, sp
+   4:\t2a01      \tcmp\tr2, #1
+   6:\tdb0d      \tblt.n\t24 <dot+0x24>
+   8:\tf04f 0c00 \tmov.w\tip, #0
+   c:\tf002 e001 \tdlstp.8\tlr, r2
+  10:\tecb0 1e10 \tvldrb.u8\tq0, [r0], #16
+  14:\tecb1 3e10 \tvldrb.u8\tq1, [r1], #16
+  18:\teef2 cf20 \tvmlava.s8\tip, q1, q0
+  1c:\tf01f c009 \tletp\tlr, 10 <dot+0x10>
+  20:\t4660      \tmov\tr0, ip
+  22:\tbd80      \tpop\t{r7, pc}
+  24:\tf04f 0c00 \tmov.w\tip, #0
+  28:\t4660      \tmov\tr0, ip
+  2a:\tbd80      \tpop\t{r7, pc}
+"""
+
+# Two nested loops with ordinary branches (Armv7E-M): the inner one is 0x10..0x18.
+NESTED = """
+Disassembly of section .text.f:
+
+00000000 <f>:
+   0:\t2300      \tmovs\tr3, #0
+   2:\t2200      \tmovs\tr2, #0
+   4:\tbf00      \tnop
+  10:\tf910 1b01 \tldrsb.w\tr1, [r0], #1
+  14:\tfb01 3303 \tmla\tr3, r1, r3, r3
+  16:\t3201      \tadds\tr2, #1
+  18:\td1fa      \tbne.n\t10 <f+0x10>
+  1a:\t3c01      \tsubs\tr4, #1
+  1c:\td1f0      \tbne.n\t0 <f>
+  1e:\tf000 f800 \tbl\t0 <g>
+  22:\t4770      \tbx\tlr
+"""
+
+DOT_C = """#include <stdint.h>
+int32_t dot(const int8_t *a, const int8_t *b, int n) {
+  int32_t s = 0;
+  for (int i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+"""
+
+
+def test_a_helium_loop_is_counted_by_class():
+    features = listing_features(parse_listing(HELIUM_DOT), a64=False)
+    assert set(features) == set(FEATURE_NAMES)
+    assert features["loops"] == 1 and features["loop_depth"] == 1
+    assert features["hot_instructions"] == 4  # 0x10 .. 0x1c
+    assert (features["hot_vec_load"], features["hot_vec_mac"], features["hot_loop"]) == (2, 1, 1)
+    assert features["hot_mac"] == features["hot_load"] == features["hot_alu"] == 0
+    assert features["instructions"] == 15 and features["code_bytes"] == 44
+
+
+def test_only_innermost_loops_are_hot_and_calls_are_not_loops():
+    listing = parse_listing(NESTED)
+    assert find_loops(listing, a64=False) == [(".text.f", 0, 0x1c), (".text.f", 0x10, 0x18)]
+    features = listing_features(listing, a64=False)
+    assert features["loops"] == 2 and features["loop_depth"] == 2
+    assert features["hot_instructions"] == 4
+    assert (features["hot_load"], features["hot_mac"], features["hot_alu"], features["hot_branch"]) == (1, 1, 1, 1)
+
+
+@pytest.mark.skipif(not shutil.which("clang") or not shutil.which("arm-none-eabi-gcc"),
+                    reason="needs the Arm compilers (scripts/setup.sh)")
+@pytest.mark.parametrize("compiler, vector_mac, scalar_mac", [("clang", 1, 0), ("gcc", 0, 1)])
+def test_a_compiled_dot_product(tmp_path, compiler, vector_mac, scalar_mac):
+    """Clang vectorises the loop with one VMLAVA; GCC 12 keeps one scalar SMLABB per element."""
+    target = get_target("cortex-m55")
+    flags = target.compiler(compiler)
+    (tmp_path / "dot.c").write_text(DOT_C)
+    subprocess.run([flags.command, *flags.cflags, "-O3", "-c", "dot.c", "-o", "dot.o"], cwd=tmp_path, check=True)
+    features = object_features(target.cost, tmp_path / "dot.o", a64=False)
+    assert features["loops"] >= 1
+    assert features["hot_vec_mac"] == vector_mac and features["hot_mac"] == scalar_mac
+
+
+def test_a_kernel_variants_features_follow_its_vector_path(tmp_path):
+    kernel, target = get_kernel("fir_q15"), get_target("cortex-m55")
+    shape = kernel.parse_shape("taps=32,block=64,rounding=nearest")
+    space = kernel.space(target, shape)
+    runner = runner_for(target)
+    found = {}
+    for vector in ("c", "mve"):
+        config = next(c for c in space if c["vector"] == vector and c["compiler"] == "clang" and c["opt"] == "O3")
+        workdir = tmp_path / vector
+        workdir.mkdir()
+        found[vector] = variant_features(runner, kernel, shape, config, workdir)
+    assert found["mve"]["hot_vec_mac"] > 0 and found["c"]["hot_vec_mac"] == 0
+    assert all(f["code_bytes"] > 0 and f["loops"] > 0 for f in found.values())

@@ -1,0 +1,187 @@
+"""Ranking by compiled code (edgetune.tuner.code_rank): features stored in and read back from
+a recording, a ranker that never learns from the space it scores, and the strategy wrapper
+(deterministic with a seed, each proposal the best-ranked of its pool, no point lost)."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from edgetune.tuner import Config, Outcome, Param, Trial
+from edgetune.tuner.code_rank import CodeRanker, CodeRankerError, RankByCode
+from edgetune.tuner.recorded import RecordedSpaceError, load_recorded, recorded_space_json, write_recorded
+from edgetune.tuner.strategies import make_strategy
+
+PARAMS = [Param("tile", (1, 2, 4, 8)), Param("unroll", (1, 2, 4)), Param("vector", ("c", "mve"))]
+
+
+def configs():
+    return [Config((("tile", t), ("unroll", u), ("vector", v))) for t in (1, 2, 4, 8) for u in (1, 2, 4)
+            for v in ("c", "mve")]
+
+
+def code_of(config: Config, scale: int) -> dict[str, int]:
+    """Made-up code: Helium puts vector MACs in the hot loop, tiling adds loads."""
+    mve = config["vector"] == "mve"
+    return {"code_bytes": 100 * scale + 20 * config["unroll"], "hot_instructions": 8 + config["tile"],
+            "hot_vec_mac": 2 * mve, "hot_mac": 0 if mve else 2, "hot_load": config["tile"]}
+
+
+def cost_of(config: Config, scale: int) -> float:
+    """A measured cost that the code explains: vector MACs win, wide tiles lose."""
+    return scale * (1000 - 600 * (config["vector"] == "mve") + 50 * config["tile"] + 7 * config["unroll"])
+
+
+def write_space(tmp_path, name: str, scale: int, failed: tuple[str, ...] = ()):
+    trials, features = [], {}
+    for config in configs():
+        if config.key() in failed:
+            trials.append(Trial(config, Outcome.COMPILE_ERROR, error="no"))
+            continue
+        trials.append(Trial(config, Outcome.OK, {"instructions": cost_of(config, scale)}))
+        features[config.key()] = code_of(config, scale)
+    document = recorded_space_json("toy", 1, "cortex-m55", {"n": scale}, "instructions", PARAMS, trials,
+                                   provenance={"tool": "test"}, features=features)
+    return write_recorded(tmp_path / f"{name}.json.gz", document)
+
+
+def test_features_are_stored_and_read_back(tmp_path):
+    failed = ("tile=2,unroll=1,vector=c",)
+    path = write_space(tmp_path, "a", 1, failed)
+    document = json.loads(gzip.decompress(path.read_bytes()))
+    assert sum("features" in e for e in document["entries"]) == len(configs()) - 1
+    recorded = load_recorded(path)
+    assert len(recorded.features) == len(configs()) - 1
+    for config in configs():
+        index = recorded.space.index_of(config)
+        if config.key() in failed:
+            assert index not in recorded.features
+        else:
+            assert recorded.features[index] == {k: float(v) for k, v in code_of(config, 1).items()}
+
+
+def test_a_recording_without_features_has_none(tmp_path):
+    document = recorded_space_json("toy", 1, "t", {}, "instructions", PARAMS,
+                                   [Trial(c, Outcome.OK, {"instructions": 1.0}) for c in configs()], {})
+    recorded = load_recorded(write_recorded(tmp_path / "plain.json", document))
+    assert recorded.features == {}
+
+
+@pytest.mark.parametrize("bad", [{"code_bytes": "big"}, ["code_bytes"], {"code_bytes": True}])
+def test_bad_features_are_named(tmp_path, bad):
+    path = write_space(tmp_path, "a", 1)
+    document = json.loads(gzip.decompress(path.read_bytes()))
+    document["entries"][3]["features"] = bad
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    with pytest.raises(RecordedSpaceError, match=r"entries\[3\]: features"):
+        load_recorded(path)
+
+
+def test_the_ranker_never_learns_from_the_space_it_scores(tmp_path):
+    spaces = [load_recorded(write_space(tmp_path, name, scale)) for name, scale in (("a", 1), ("b", 3), ("c", 7))]
+    scored = spaces[1]
+    ranker = CodeRanker.fit(spaces, scored)
+    assert ranker.sources == (spaces[0].path, spaces[2].path)
+    # The same file loaded again is the same space: still left out.
+    again = load_recorded(scored.path)
+    assert scored.path not in CodeRanker.fit([*spaces, again], scored).sources
+    with pytest.raises(CodeRankerError, match="b.json.gz: no other recorded space"):
+        CodeRanker.fit([scored, again], scored)
+    # What it learnt elsewhere ranks the unseen space: its best predicted is a true top-quarter point.
+    predicted = ranker.predicted_ranks(scored)
+    assert set(predicted) == set(scored.features)
+    truth = {i: scored.trials[i].value("instructions") for i in predicted}
+    best_guess = min(predicted, key=predicted.get)
+    assert sorted(truth.values()).index(truth[best_guess]) < len(truth) / 4
+
+
+def wrapped_run(recorded, score, seed: int, pool: int = 4) -> list[str]:
+    search = RankByCode(make_strategy("random", recorded.space, np.random.default_rng(seed), "instructions"),
+                        score, pool)
+    keys = []
+    while configs_ := search.ask(1):
+        search.tell([recorded.trial(configs_[0])])
+        keys.append(configs_[0].key())
+    return keys
+
+
+def test_the_wrapper_is_deterministic_and_loses_no_point(tmp_path):
+    recorded = load_recorded(write_space(tmp_path, "a", 1))
+
+    def score(config):
+        return cost_of(config, 1)
+
+    first = wrapped_run(recorded, score, seed=5)
+    assert first == wrapped_run(recorded, score, seed=5)
+    assert first != wrapped_run(recorded, score, seed=6)
+    assert sorted(first) == sorted(c.key() for c in recorded.space)  # every legal point, once
+
+
+def test_each_proposal_is_the_best_ranked_of_its_pool(tmp_path):
+    recorded = load_recorded(write_space(tmp_path, "a", 1))
+    pool = make_strategy("random", recorded.space, np.random.default_rng(2), "instructions").ask(4)
+    first = wrapped_run(recorded, lambda c: cost_of(c, 1), seed=2, pool=4)[0]
+    assert first == min(pool, key=lambda c: cost_of(c, 1)).key()
+    # Unscored candidates (no features) rank behind every scored one.
+    unscored = pool[0].key()
+    first = wrapped_run(recorded, lambda c: None if c.key() == unscored else 0.0, seed=2, pool=4)[0]
+    assert first == pool[1].key()
+
+
+def test_keep_skips_sure_losers_in_the_inner_order(tmp_path):
+    recorded = load_recorded(write_space(tmp_path, "a", 1))
+    order = make_strategy("random", recorded.space, np.random.default_rng(4), "instructions").ask(len(configs()))
+    score = {c.key(): float(n % 3) for n, c in enumerate(order)}  # 0, 1, 2, 0, 1, 2, ...
+    search = RankByCode(make_strategy("random", recorded.space, np.random.default_rng(4), "instructions"),
+                        lambda c: score[c.key()], pool=4, keep=0.5)
+    taken = []
+    for _ in range(6):
+        config = search.ask(1)[0]
+        search.tell([recorded.trial(config)])
+        taken.append(config.key())
+    # The first goes through (nothing seen yet); from then on only candidates at or below the
+    # median of the scores seen so far, in the inner strategy's order.
+    assert taken[0] == order[0].key()
+    assert all(score[k] <= 1.0 for k in taken) and [score[k] for k in taken[1:]].count(2.0) == 0
+    positions = [next(i for i, c in enumerate(order) if c.key() == k) for k in taken]
+    assert positions == sorted(positions)
+    with pytest.raises(ValueError):
+        RankByCode(search.inner, lambda c: 0.0, keep=0.0)
+
+
+def test_replay_ranks_by_code_when_given_spaces_to_learn_from(tmp_path):
+    from click.testing import CliRunner
+
+    from edgetune.cli import main
+
+    scored, other = write_space(tmp_path, "a", 1), write_space(tmp_path, "b", 3)
+    args = ["replay", str(scored), "--strategy", "random", "--budget", "6", "--seed", "1", "--json"]
+    ranked = CliRunner().invoke(main, [*args, "--rank-with", str(other), "--rank-with", str(scored)])
+    assert ranked.exit_code == 0, ranked.output
+    again = CliRunner().invoke(main, [*args, "--rank-with", str(other), "--rank-with", str(scored)])
+    assert json.loads(again.output) == json.loads(ranked.output)
+    plain = json.loads(CliRunner().invoke(main, args).output)["repeats"][0]["trace"]
+    assert len(json.loads(ranked.output)["repeats"][0]["trace"]) == 6
+    # The ranker learnt that Helium wins: its sure losers (plain C) are skipped, not so without it.
+    assert sum(json.loads(ranked.output)["repeats"][0]["trace"]) < sum(plain)
+    # A space without features to rank: one line naming it, exit 2.
+    bare = tmp_path / "bare.json"
+    write_recorded(bare, recorded_space_json("toy", 1, "t", {}, "instructions", PARAMS,
+                                             [Trial(c, Outcome.OK, {"instructions": 1.0}) for c in configs()], {}))
+    result = CliRunner().invoke(main, ["replay", str(bare), "--rank-with", str(other)])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1 and "bare.json" in result.output
+
+
+def test_unscored_candidates_and_points_told_from_elsewhere(tmp_path):
+    recorded = load_recorded(write_space(tmp_path, "a", 1))
+    search = RankByCode(make_strategy("random", recorded.space, np.random.default_rng(0), "instructions"),
+                        lambda c: None, pool=3, keep=0.5)
+    first = search.ask(1)[0]  # nothing scored: the first of the pool, the other two in reserve
+    assert search.scored == 3
+    # Every point told from elsewhere (another worker measured it) is never proposed again.
+    others = [c for c in recorded.space if c.key() != first.key()]
+    search.tell([recorded.trial(c) for c in [first, *others[:-1]]])
+    assert [c.key() for c in search.ask(5)] == [others[-1].key()]
+    assert search.ask(1) == []
