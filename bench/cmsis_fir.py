@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from edgetune.codegen.kernels.base import RenderedKernel
+from edgetune.session import Evaluator, workload_inputs, workload_of
 from edgetune.targets.toolchain import cache_dir
 
 VERSION = "1.10.3"
@@ -158,3 +159,24 @@ class LibraryFir:
         if self.setup_only:  # no filter call: y stays as the harness loaded it
             return [np.array(b.data, copy=True) for b in io.outputs()]
         return self.kernel.reference(shape, io)
+
+
+def library_fir(kernel, target, shape_text, work):
+    """arm_fir_q15 per compiler: (instructions of one call, of the setup), or the reason it
+    was not measured. The Evaluator checks its output against rounding=truncate bit for bit."""
+    try:
+        root = library_root()
+    except SourcesUnavailable as exc:
+        return f"CMSIS-DSP sources unavailable ({exc}): arm_fir_q15 not measured, edgetune's figures alone"
+    shape = kernel.parse_shape(f"{shape_text},rounding=truncate")
+    space = kernel.space(target, shape)
+    inputs = workload_inputs(kernel, workload_of(kernel, target, shape))
+    counts = {}
+    for compiler in ("gcc", "clang"):
+        full, setup = (Evaluator(LibraryFir(kernel, root, compiler, setup_only), target, shape, space, inputs, work)(
+            next(iter(space))) for setup_only in (False, True))
+        for trial in (full, setup):
+            if trial.outcome.failed:
+                raise SystemExit(f"arm_fir_q15 with {compiler}: {trial.outcome.value}: {trial.error}")
+        counts[compiler] = (full.values["instructions"] - setup.values["instructions"], setup.values["instructions"])
+    return counts

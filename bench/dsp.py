@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kernels import NaiveLoop  # bench/kernels.py: builds the plain loop through an Evaluator
 from restricted import one_vector_path  # bench/restricted.py
-from cmsis_fir import LibraryFir, SourcesUnavailable, library_root  # bench/cmsis_fir.py
+from cmsis_fir import library_fir  # bench/cmsis_fir.py: arm_fir_q15 built and measured
 
 from edgetune.codegen import get_kernel
 from edgetune.codegen.kernels.convolution import geometry_of
@@ -102,27 +102,6 @@ def dsp_table(budget: int, seed: int, work: Path, kernels: tuple[str, ...] | Non
                   f"{dsp.values['instructions']:>9} {dsp.values['cycles']:>8.0f} "
                   f"{plain['cycles'] / dsp.values['cycles']:>9.2f} {c.values['cycles'] / dsp.values['cycles']:>6.2f} "
                   f"{macs_of(kernel_name, shape) / dsp.values['cycles']:>7.2f}  {dsp.config.key()}")
-
-
-def library_fir(kernel, target, shape_text, work):
-    """arm_fir_q15 per compiler: (instructions of one call, of the setup), or the reason it
-    was not measured. The Evaluator checks its output against rounding=truncate bit for bit."""
-    try:
-        root = library_root()
-    except SourcesUnavailable as exc:
-        return f"CMSIS-DSP sources unavailable ({exc}): arm_fir_q15 not measured, edgetune's figures alone"
-    shape = kernel.parse_shape(f"{shape_text},rounding=truncate")
-    space = kernel.space(target, shape)
-    inputs = workload_inputs(kernel, workload_of(kernel, target, shape))
-    counts = {}
-    for compiler in ("gcc", "clang"):
-        full, setup = (Evaluator(LibraryFir(kernel, root, compiler, setup_only), target, shape, space, inputs, work)(
-            next(iter(space))) for setup_only in (False, True))
-        for trial in (full, setup):
-            if trial.outcome.failed:
-                raise SystemExit(f"arm_fir_q15 with {compiler}: {trial.outcome.value}: {trial.error}")
-        counts[compiler] = (full.values["instructions"] - setup.values["instructions"], setup.values["instructions"])
-    return counts
 
 
 def helium_fir_table(seed: int, work: Path) -> None:

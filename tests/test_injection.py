@@ -19,10 +19,13 @@ import pytest
 from click.testing import CliRunner
 
 from edgetune.cli import main
+from edgetune.codegen import get_kernel
 from edgetune.codegen.manifest import write_manifest
 from edgetune.targets import target_file
 from edgetune.tuner import TuningDatabase, Workload
 from stored import stored_db
+
+MATMUL_VERSION = get_kernel("matmul_s8").version  # lines and manifests of the current template
 
 MARK = "PWNED"  # the file every payload tries to create (or include)
 
@@ -465,7 +468,7 @@ def test_a_tampered_stored_workload_is_refused_by_name(tmp_path, column, value, 
 
 def _line(**changes) -> dict:
     line = {"format": "edgetune-trial", "schema_version": 2,
-            "workload": {"kernel": "matmul_s8", "kernel_version": 2, "target": "host",
+            "workload": {"kernel": "matmul_s8", "kernel_version": MATMUL_VERSION, "target": "host",
                          "shape": [["m", 2], ["n", 2], ["k", 2]], "toolchain": "0123456789ab"},
             # a legal point of the workload's space: db import checks lines against it
             "config": [["tile_m", 1], ["tile_n", 1], ["unroll_k", 1], ["vector", "c"], ["layout", "rowmajor"],
@@ -529,7 +532,7 @@ def manifest() -> dict:
     return {"manifest_version": 1, "edgetune_version": "0.1.0", "target": "host", "objective": "time_ns",
             "exported": "2026-11-29 10:00 UTC", "database": "edgetune.db",
             "dispatch": {"source": "edgetune_kernels.c", "compiler_command": "gcc", "cflags": list(cflags)},
-            "kernels": [{"kernel": "matmul_s8", "kernel_version": 2, "shape": {"m": 2, "n": 2, "k": 2},
+            "kernels": [{"kernel": "matmul_s8", "kernel_version": MATMUL_VERSION, "shape": {"m": 2, "n": 2, "k": 2},
                          "function": "et_matmul_s8_m2_n2_k2", "source": "et_matmul_s8_m2_n2_k2.c",
                          "config": {"tile_m": 1, "tile_n": 2, "unroll_k": 1, "vector": "c", "layout": "rowmajor",
                                     "compiler": "gcc", "opt": "O2"},

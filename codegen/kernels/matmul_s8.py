@@ -21,17 +21,44 @@ MAX_K = 32767  # keeps K * 255 * 255 + |bias| inside int32 (see the template's l
 LAYOUTS = ("rowmajor", "packed")
 
 
-def pack_weights(b: np.ndarray, bias: np.ndarray, a_zero: int, b_zero: int) -> tuple[np.ndarray, np.ndarray]:
+QUAD = 4  # columns whose dot products Helium computes together (one int32x4 of sums)
+CHUNK = 16  # bytes of one column's K run per Helium load (one VLDRB.8 of 16 lanes)
+
+
+def pack_weights(b: np.ndarray, bias: np.ndarray, a_zero: int, b_zero: int,
+                 group: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """The packed weights of layout=packed, as the exported `<fn>_pack()` computes them in C:
     b_packed = B transposed (N x K, int8), col_term[n] = bias[n] - a_zero * sum_k b[k][n]
     + K * a_zero * b_zero (int32). With them the kernel computes
     sum_k (a - a_zero)(b - b_zero) + bias = dot(a_row, b_col) - b_zero * sum_k a + col_term.
     The kernel adds the three terms modulo 2^32, so col_term is kept modulo 2^32 too: a bias
-    next to the int32 limits stays exact whenever the true accumulator fits in int32."""
-    k = b.shape[0]
+    next to the int32 limits stays exact whenever the true accumulator fits in int32.
+
+    group > 1 (the Helium path, group = min(tile_n, 4), a quad of columns computed together):
+    the columns of each block of `group` take turns every 16 elements of K (column 0's k 0-15, column 1's k 0-15, ..., column 0's
+    k 16-31, ...; a last block narrower than `group` and a last chunk shorter than 16 the
+    same way), so a quad's dot products read one stream with one pointer: one register for
+    all of its columns instead of one each. group=1 is B transposed."""
+    k, n = b.shape
     col_term = (bias.astype(np.int64) - a_zero * b.astype(np.int64).sum(axis=0) + k * a_zero * b_zero)
     wrapped = (col_term & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
-    return np.ascontiguousarray(b.T).astype(np.int8), wrapped
+    transposed = np.ascontiguousarray(b.T).astype(np.int8)
+    if group == 1:
+        return transposed, wrapped
+    stream = [transposed[n0:n0 + group, k0:k0 + CHUNK].ravel()
+              for n0 in range(0, n, group) for k0 in range(0, k, CHUNK)]
+    return np.concatenate(stream).reshape(n, k), wrapped
+
+
+def pack_group(config: Config) -> int:
+    """How many columns take turns in the packed stream (pack_weights' group)."""
+    if config["layout"] == "packed" and config["vector"] == "mve":
+        return min(int(config["tile_n"]), QUAD)  # Helium computes a block a quad of columns at a time
+    return 1
+
+
+def quads(config: Mapping) -> int:
+    return (int(config["tile_n"]) + QUAD - 1) // QUAD
 
 
 def plain_template(config: Config) -> str:
@@ -50,11 +77,13 @@ def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     return [
         (f"MVE row-major tile_n must be a multiple of {lanes} int32 lanes",
          lambda c: c["layout"] != "rowmajor" or c["tile_n"] % lanes == 0),
-        # Packed: one Q register per row of A and per column of B in flight; the
-        # tile_m x tile_n dot products accumulate in core registers.
-        (f"MVE packed tile needs tile_m + tile_n <= {unit.registers} Q registers and tile_m * tile_n <= 8 accumulators",
-         lambda c: c["layout"] != "packed" or (c["tile_m"] + c["tile_n"] <= unit.registers
-                                               and c["tile_m"] * c["tile_n"] <= 8)),
+        # Packed: a block is computed a quad of columns at a time; while a quad's dot
+        # products run, one Q register per row of A, two for the stream of B and the sums of
+        # the quads done are live, and the quad's tile_m x 4 sums accumulate in core registers.
+        (f"MVE packed tile needs tile_m * (tile_n / 4 - 1) + tile_m + 2 <= {unit.registers} Q registers and "
+         f"tile_m * min(tile_n, 4) <= 8 accumulators",
+         lambda c: c["layout"] != "packed" or (c["tile_m"] * (quads(c) - 1) + c["tile_m"] + 2 <= unit.registers
+                                               and c["tile_m"] * min(c["tile_n"], QUAD) <= 8)),
         ("packed MVE unrolls 16-element steps: 16 * unroll_k must not exceed k",
          lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]),
     ]
@@ -90,7 +119,7 @@ PATHS = (
 
 class MatmulS8(Kernel):
     name = "matmul_s8"
-    version = 2  # v2: the `layout` parameter (weights packed at export time)
+    version = 3  # v2: the `layout` parameter (weights packed at export time); v3: Helium's packed stream
     shape_keys = ("m", "n", "k")
     description = "int8 matrix multiply, int32 accumulation, requantised to int8 (fully connected layers)"
     template = "matmul_s8.c.j2"
@@ -159,7 +188,7 @@ class MatmulS8(Kernel):
         params = dict(io.params)
         # The VNNI paths read A offset by 128 (u8): the column term takes a_zero + 128 for a_zero.
         a_zero = params["a_zero"] + zero_offset(str(config["vector"]))
-        b_packed, col_term = pack_weights(b.data, bias.data, a_zero, params["b_zero"])
+        b_packed, col_term = pack_weights(b.data, bias.data, a_zero, params["b_zero"], pack_group(config))
         return KernelIO(buffers=(a, Buffer("b", b_packed, weight=True), Buffer("bias", col_term, weight=True), c),
                         params=io.params)
 
@@ -192,5 +221,6 @@ class MatmulS8(Kernel):
         if m % tm:
             bands.append({"start": m_full, "stop": m, "rows": m % tm})
         variables = dict(m=m, n=n, k=k, tm=tm, tn=tn, uk=uk, tv=tn // 4, vector=config["vector"],
-                         bands=bands, n_full=n_full, n_rem=n % tn, m_rem=m % tm, layout=config["layout"])
+                         bands=bands, n_full=n_full, n_rem=n % tn, m_rem=m % tm, layout=config["layout"],
+                         group=pack_group(config), chunk=CHUNK, quads=quads(config))
         return variables
