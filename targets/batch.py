@@ -178,8 +178,14 @@ class Stopped:
 Result = Measured | Failed | None
 
 
+@dataclass(frozen=True)
+class BatchResults:
+    results: tuple[Result, ...]  # per variant, in the order given
+    refusal: str = ""  # why these variants cannot share an image at all (then none was run)
+
+
 def measure_batch(runner, kernel: Kernel, shape: dict, variants: Sequence[Variant], workdir: Path,
-                  timeout_s: Callable[[int], float], slots: threading.Semaphore) -> list[Result]:
+                  timeout_s: Callable[[int], float], slots: threading.Semaphore) -> BatchResults:
     """Compile each variant, link what fits into images, boot each image once; see the
     module's docstring for what comes back. `timeout_s(n)`: the time limit of an image of n
     variants."""
@@ -195,9 +201,25 @@ def measure_batch(runner, kernel: Kernel, shape: dict, variants: Sequence[Varian
         build = BuildResult(build.path, build.workdir, build.values,
                             {**build.info, "seconds_compile": round(time.monotonic() - started, 3)})
         compiled.append(Compiled(index, variant, build, key))
+    clash = shared_definition(compiled)
+    if clash:
+        return BatchResults(tuple(results), f"the variants all define the global symbol {clash!r}, so no two "
+                                            f"can be linked into one image")
     for group in _image_groups(runner.target, compiled):
         _measure_image(runner, kernel, shape, group, workdir, timeout_s, slots, results)
-    return results
+    return BatchResults(tuple(results))
+
+
+def shared_definition(compiled: Sequence[Compiled]) -> str:
+    """A global symbol two of the objects define ("" if none): such variants (a kernel
+    whose own helpers are not named after its entry point) cannot share an image."""
+    seen: set[str] = set()
+    for member in compiled:
+        names = elf.global_definitions(member.build.path)
+        if names & seen:
+            return sorted(names & seen)[0]
+        seen |= names
+    return ""
 
 
 def _image_groups(target: Target, compiled: list[Compiled]) -> list[list[Compiled]]:
