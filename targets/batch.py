@@ -58,7 +58,7 @@ def variant_table(glues: Sequence[str], segments: Sequence[Sequence[int]]) -> st
     (the glue's loads of them are charged to the same memory)."""
     parts = [TABLE_MARK, "#include <stdint.h>", '#include "harness.h"']
     for index, (glue, bases) in enumerate(zip(glues, segments)):
-        pointers = ", ".join(f"(uint8_t *)(uintptr_t){int(base):#x}u" for base in bases)
+        pointers = ", ".join(f"(uint8_t *)(uintptr_t){int(base):#x}u" for base in bases) or "0"  # host: from files
         parts += [f"#define et_glue_check et_variant_check_{index}", f"#define et_glue_run et_variant_run_{index}",
                   glue, "#undef et_glue_check", "#undef et_glue_run",
                   f"static uint8_t *const et_segments_{index}[ET_MAX_SEGMENTS] = {{{pointers}}};"]
@@ -75,7 +75,9 @@ def as_table(glue_text: str, bases: Sequence[int]) -> str:
 
 def variant_segments(target: Target, plan: iobuf.IoPlan, io: KernelIO, count: int) -> list[tuple[int, ...]]:
     """Where each of `count` variants' block segments go: `strides` apart from the start of
-    each segment's region."""
+    each segment's region (none on the host, whose harness reads each block from a file)."""
+    if not target.placement_regions:
+        return [()] * count
     bases = [target.io_address(region) for region in plan.regions]
     step = strides(io, plan)
     return [tuple(base + v * step[s] for s, base in enumerate(bases)) for v in range(count)]
@@ -203,8 +205,8 @@ def measure_batch(runner, kernel: Kernel, shape: dict, variants: Sequence[Varian
         compiled.append(Compiled(index, variant, build, key))
     clash = shared_definition(compiled)
     if clash:
-        return BatchResults(tuple(results), f"the variants all define the global symbol {clash!r}, so no two "
-                                            f"can be linked into one image")
+        return BatchResults(tuple(results), f"its variants each define the global symbol {clash!r}, so no "
+                                            f"two of them can be linked into one image")
     for group in _image_groups(runner.target, compiled):
         _measure_image(runner, kernel, shape, group, workdir, timeout_s, slots, results)
     return BatchResults(tuple(results))
@@ -231,8 +233,11 @@ def _image_groups(target: Target, compiled: list[Compiled]) -> list[list[Compile
     for members in by_placement.values():
         io = members[0].variant.io
         limit = fit_by_data(target, io, iobuf.plan_io(target, io, members[0].variant.rendered.placement))
-        sizes = [elf.alloc_bytes(m.build.path) for m in members]
-        groups += [[members[i] for i in indices] for indices in pack_by_code(sizes, code_capacity(target), limit)]
+        sizes = {m.index: elf.alloc_bytes(m.build.path) for m in members}
+        # A variant too large for any image is left to be evaluated alone (and found too large).
+        members = [m for m in members if sizes[m.index] <= code_capacity(target)]
+        packed = pack_by_code([sizes[m.index] for m in members], code_capacity(target), limit)
+        groups += [[members[i] for i in indices] for indices in packed]
     return groups
 
 
