@@ -475,8 +475,10 @@ def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Worklo
                 return run.new, "exhausted"  # every legal configuration has been measured
             # Configurations another process claimed meanwhile are passed over here; the
             # strategy learns their results when that process stores them.
+            claimed_at = time.monotonic()
             claims, _ = db.claim(workload, batch, budget=budget, owner=owner, strategy=label[0], seed=label[1],
                                  asked=True)
+            run.spent["database"] += time.monotonic() - claimed_at
             run.measure([(claim.config, claim) for claim in claims])
 
 
@@ -564,7 +566,9 @@ class _BatchRunner:
             self.progress(self.stored, self.budget, shown)
 
     def _tell(self, trials: list[Trial]) -> None:
+        started = time.monotonic()
         self.strategy.tell(trials)
+        self.spent["search"] += time.monotonic() - started
         if self.stop is not None:
             self.stop.observe(trials)
 

@@ -295,3 +295,20 @@ def test_a_tuning_run_batched_and_one_at_a_time_stores_the_same_trials(matmul, m
         batched = [t.info.get("batch") for t in db.trials(summary.workload)]
         assert (max(batched) if size > 1 else set(batched)) == (4 if size > 1 else {None})
     assert stored[4] == stored[1]
+
+
+def test_the_progress_line_shows_where_the_time_went():
+    from io import StringIO
+
+    from edgetune.progress import ProgressDisplay
+    from edgetune.tuner import Config, Trial
+
+    out = StringIO()
+    show = ProgressDisplay("instructions", stream=out, clock=lambda: 0.0)
+    info = {"seconds_compile": 0.3, "seconds_link": 0.05, "seconds_run": 0.1}
+    show(1, 4, Trial(Config((("a", 1),)), Outcome.OK, values={"instructions": 10},
+                     info={**info, "run_seconds_search": 0.0, "run_seconds_database": 0.05}))
+    show(2, 4, Trial(Config((("a", 2),)), Outcome.OK, values={"instructions": 12},
+                     info={**info, "run_seconds_search": 0.1, "run_seconds_database": 0.1}))
+    # compile 0.6 s, link 0.1, run 0.2, search 0.1 and database 0.1 (the session's totals so far)
+    assert out.getvalue().rstrip().endswith("compile 55% link 9% run 18% search 9% database 9%")
