@@ -312,3 +312,21 @@ def test_the_progress_line_shows_where_the_time_went():
                      info={**info, "run_seconds_search": 0.1, "run_seconds_database": 0.1}))
     # compile 0.6 s, link 0.1, run 0.2, search 0.1 and database 0.1 (the session's totals so far)
     assert out.getvalue().rstrip().endswith("compile 55% link 9% run 18% search 9% database 9%")
+
+
+# --- a board over a serial link: one flash for several variants ------------------------------------
+@pytest.mark.qemu
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, outcome", [(None, Outcome.OK), ("trap", Outcome.CRASH), ("zeros", Outcome.WRONG_ANSWER)])
+def test_serial_board_batches_count_as_one_at_a_time(tmp_path, fault, outcome):
+    serial = load_target(target_file("an547-serial"), overrides={"runner": {"timeout_s": 5}})
+    kernel = FaultyMatmul(fault) if fault else get_kernel("matmul_s8")
+
+    batched, alone, _ = both_ways(kernel, serial, SHAPE, tmp_path, lambda space: faulty_configs(space)[1:])
+    assert_same_trials(batched, alone)
+    assert [t.outcome for t in batched] == [Outcome.OK, outcome, Outcome.OK, Outcome.OK]
+    assert all(t.values["cycles"] > 0 for t in batched if t.outcome is Outcome.OK)
+    if fault is None:
+        assert {t.info["batch"] for t in batched} == {4}  # one flash, four variants
+    else:
+        assert "batch" not in batched[1].info and batched[0].info["batch"] == 4
