@@ -264,11 +264,12 @@ def _measure_image(runner, kernel: Kernel, shape: dict, members: list[Compiled],
             done, stopped = runner.run_batch(image, ios, timeout_s(len(members)))
             ran = time.monotonic() - ran_at
         share = {"seconds_link": round((linked - started) / len(members), 3),
-                 "seconds_run": round(ran / len(members), 3), "batch": len(members),
-                 "image_cache": "hit" if hit else "miss"}
+                 "seconds_run": round(ran / len(members), 3), "batch": len(members)}
         for member, (values, raw) in zip(members, done):
+            # hit: nothing compiled or linked (as for one variant); else how its object was had
+            cache = {"build_cache": "hit"} if hit else {}
             results[member.index] = Measured({**values, **member.build.values}, raw,
-                                             {**image.info, **member.build.info, **share})
+                                             {**image.info, **member.build.info, **share, **cache})
         if stopped is None:
             return
         members = members[len(done) + 1:]  # the one running when it stopped goes alone

@@ -143,7 +143,8 @@ class QemuRunner(Runner):
             stopped = MeasureError(Outcome.RUNTIME_ERROR, f"expected {len(ios) + 1} counted regions, "
                                                           f"the plugin saw {len(counts.regions)}")
         try:
-            listing = mix.disassemble(target.cost, build.path, workdir) if target.cost is not None and completed else {}
+            executed = {pc for region in range(completed + 1) for pc in counts.pcs_in(region)}
+            listing = mix.disassemble(target.cost, build.path, workdir, executed) if target.cost and completed else {}
             done = [(self._values(build, counts, listing, 1 + v), out)
                     for v, out in zip(range(min(completed, len(ios))), split_outputs(ios, raw))]
         except MeasureError as exc:
