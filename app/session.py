@@ -142,7 +142,7 @@ class Evaluator:
         the one evaluating its configuration alone gives: a variant that fails in a batch
         (faults, hangs, answers wrong, or its image does not link) is evaluated again alone."""
         if len(configs) < 2 or not self.batches():
-            return [self(config) for config in configs]
+            return [self._alone(config) for config in configs]
         trials: dict[int, Trial] = {}
         variants, where = [], []
         for index, config in enumerate(configs):
@@ -164,6 +164,13 @@ class Evaluator:
             trials[index] = self._batch_trial(configs[index], result)
         return [self._finish(trials[index]) for index in range(len(configs))]
 
+    def _alone(self, config: Config) -> Trial:
+        """One at a time in a batched session: the trial says why, when the kernel is why."""
+        trial = self(config)
+        if not self.alone_reason:
+            return trial
+        return replace(trial, info={**trial.info, "batch_refused": f"kernel {self.kernel.name}: {self.alone_reason}"})
+
     def _prepare(self, config: Config) -> "Variant | Trial":
         """A configuration as a batch member, or the trial it already is (illegal, not
         renderable, or a kernel that cannot be renamed: evaluated alone)."""
@@ -177,7 +184,7 @@ class Evaluator:
         except (CodegenError, PlacementError) as exc:
             return Trial(config, Outcome.CODEGEN_ERROR, error=str(exc))
         if rendered.function != name:
-            self.alone_reason = f"kernel {self.kernel.name} names its entry point {rendered.function!r} itself"
+            self.alone_reason = f"it names its entry point {rendered.function!r} itself"
             return self._evaluate(config)
         return Variant(rendered, io)
 

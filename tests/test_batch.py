@@ -198,6 +198,8 @@ def test_a_kernel_whose_variants_share_a_global_symbol_falls_back_to_one_at_a_ti
     assert all(t.outcome is Outcome.OK and "batch" not in t.info for t in batched)
     assert "scale_helper_factor" in evaluator.alone_reason  # the reason names the symbol
     assert evaluator.batches() is False
+    later = evaluator.evaluate_batch(every(evaluator.space)[:2])  # the rest of the session: alone, saying why
+    assert all("scale_helper_factor" in t.info["batch_refused"] for t in later)
 
 
 # --- the pieces --------------------------------------------------------------------------------------
