@@ -352,6 +352,8 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     stop = StopRule(request, goal.objective, best=min((v for t in start.done if feasible(t, goal.bounds)
                                                        and (v := t.value(goal.objective)) is not None), default=None))
     batch = task.batch_size(request.batch) if remote is None and isinstance(task, CpuTask) else 1
+    if request.batch is None:
+        batch = within_plan(batch, request.jobs, start.resumed.strategy)
     with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp, ExitStack() as stack:
         submit_batch = None
         if remote is None:
@@ -368,6 +370,16 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
                                    resumed=start.resumed, timeout_limit_s=limit, batch=batch,
                                    submit_batch=submit_batch)
     return replace(summarize(db, workload, goal.objective, new, goal.bounds), stopped=stopped)
+
+
+def within_plan(batch: int, jobs: int, strategy) -> int:
+    """Variants per image such that a round (jobs x batch) asks no more than a strategy that
+    plans its proposals in batches (the model-guided ones: `batch`) plans at once, so its
+    search learns as often as it would alone."""
+    plan = getattr(strategy, "batch", None)
+    if not isinstance(plan, int) or isinstance(plan, bool) or plan < 1:
+        return batch
+    return max(1, min(batch, plan // max(1, jobs)))
 
 
 @dataclass(frozen=True)
