@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 # The Python API (edgetune.api, docs/api.md), loaded on first use: `import edgetune` stays
 # cheap, and edgetune's own parts (which import edgetune.errors) never import it.
 API = ("tune", "best", "export", "verify", "tune_kernel", "register", "KernelDef", "Input", "Output", "Weight",
-       "Scalar", "Vector")
+       "Scalar", "Vector", "Binding", "quantize_multiplier")
 
 
 class _Package(types.ModuleType):

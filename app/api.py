@@ -35,7 +35,8 @@ from .session import (TuneRequest, TuneSummary, choose_objective, goal_of, parse
 from .user_kernels import load_installed
 from .verify import VerifyReport, export_and_measure, manifest_target, verify_export
 
-__all__ = ["tune", "best", "export", "verify", "tune_kernel", "register", "KernelDef", "Input", "Output", "Weight",
+__all__ = ["tune", "best", "export", "verify", "tune_kernel", "register", "KernelDef", "Binding", "quantize_multiplier",
+           "Input", "Output", "Weight",
            "Scalar", "Vector"]
 
 # The definition's types, as the API's own: subclasses adding nothing, so that the reference
@@ -55,6 +56,21 @@ class Scalar(user.Scalar):
 
 class Vector(user.Vector):
     __doc__ = user.Vector.__doc__
+
+
+class Binding(user.Binding):
+    __doc__ = user.Binding.__doc__
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """A real multiplier M >= 0 as TFLite's fixed-point pair (q, shift), M = q * 2^(shift - 31)
+    with q in [2^30, 2^31) (TFLite's QuantizeMultiplier): for an operator adapter's scalars."""
+    from edgetune.codegen.model.arithmetic import quantize_multiplier as quantize
+
+    try:
+        return quantize(float(real))
+    except ValueError as exc:
+        raise KernelError(f"quantize_multiplier: {exc}") from None
 
 
 def Input(name: str, dtype: str, shape: object, **options) -> Arg:  # noqa: N802 - reads as a declaration
@@ -112,6 +128,7 @@ def _fingerprint(spec: KernelDef) -> bytes:
 
     parts = [spec.name, spec.description, repr(tuple(spec.shape)), repr(sorted((k, repr(v)) for k, v in spec.params.items())),
              *map(text, spec.restrictions), text(spec.reference), repr(spec.tolerance), spec.source_text,
+             *(f"{key}:{text(adapter)}" for key, adapter in dict(spec.operators).items()),
              *(f"{a.name}:{a.dtype}:{a.role}:{text(a.shape)}:{a.low}:{a.high}:{text(a.fill)}" if isinstance(a, Arg)
                else f"{a.name}:scalar:{text(a.value)}" for a in spec.args)]
     return "\0".join(parts).encode()

@@ -404,9 +404,6 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         requests = [TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
                                 time_budget=time_budget, patience=patience, batch=batch,
                                 initial=tuple(parse_config(space, text) for text in initial))]
-    if cluster and kernel_files:
-        raise UserError("--cluster: workers find kernels by name; install a kernel of your own as a package "
-                        "(an edgetune.kernels entry point, docs/own-kernel.md) on them instead of --kernel-file")
     client, executor = connect(cluster, target) if cluster else (None, None)
     try:
         summaries, interrupted = _tune_all(requests, _open_db(db_path), executor,

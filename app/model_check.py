@@ -16,7 +16,7 @@ import numpy as np
 
 from edgetune.codegen import KERNELS, CodegenError, KernelIO
 from edgetune.codegen.model import Model, ModelLayer
-from edgetune.codegen.model.oracle import layer_case
+from edgetune.codegen.model.oracle import layer_case, oracle_name
 from edgetune.codegen.placement import PlacementError
 from edgetune.hal import Target
 from edgetune.targets import iobuf
@@ -41,17 +41,18 @@ class LayerCheck:
     inputs: int  # how many inputs matched TFLite Micro
     problem: str = ""  # empty: bit-exact on every input
     checked: bool = True  # False: there was no variant to run (problem says why)
+    oracle: str = "TFLite Micro"  # what judged it (a CUSTOM operator: its kernel's reference)
 
     @property
     def ok(self) -> bool:
         return not self.problem
 
 
-def _first_difference(got: np.ndarray, want: np.ndarray) -> str:
+def _first_difference(got: np.ndarray, want: np.ndarray, oracle: str = "TFLite Micro") -> str:
     bad = got != want
     at = tuple(int(i) for i in np.argwhere(bad)[0])
-    return (f"{int(bad.sum())} of {want.size} outputs differ from TFLite Micro; first at {at}: "
-            f"got {int(got[at])}, TFLite Micro {int(want[at])}")
+    return (f"{int(bad.sum())} of {want.size} outputs differ from {oracle}; first at {at}: "
+            f"got {int(got[at])}, {oracle} {int(want[at])}")
 
 
 def _run_layer(layer: ModelLayer, target: Target, config, cases: list[tuple[KernelIO, np.ndarray]],
@@ -68,7 +69,7 @@ def _run_layer(layer: ModelLayer, target: Target, config, cases: list[tuple[Kern
             _, raw = runner.run(build, called)
             got = iobuf.unpack_outputs(io, raw)[0].reshape(want.shape)
             if not np.array_equal(got, want):
-                return n, f"{EDGES[n % len(EDGES)]} input: {_first_difference(got, want)}"
+                return n, f"{EDGES[n % len(EDGES)]} input: {_first_difference(got, want, oracle_name(layer))}"
     except (CodegenError, PlacementError) as exc:
         return 0, f"does not build: {exc}"
     except MeasureError as exc:
@@ -82,7 +83,8 @@ def check_layer(layer: ModelLayer, target: Target, db: TuningDatabase, goal: Goa
     shape = layer.shape_dict
     best = db.best(workload_of(kernel, target, shape), goal.objective, goal.allows)
     if best is None:
-        return LayerCheck(layer.index, layer.op, layer.kernel, "", 0, "no feasible trial", checked=False)
+        return LayerCheck(layer.index, layer.op, layer.kernel, "", 0, "no feasible trial", checked=False,
+                          oracle=oracle_name(layer))
     config = kernel.tuning_space(target, shape).make(best.trial.config.as_dict())
     rng = np.random.default_rng([seed, layer.index])
     cases = [layer_case(layer, rng, edge) for edge in EDGES]
@@ -91,7 +93,8 @@ def check_layer(layer: ModelLayer, target: Target, db: TuningDatabase, goal: Goa
         matched, problem = _run_layer(layer, target, config, cases, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return LayerCheck(layer.index, layer.op, layer.kernel, best.trial.config.key(), matched, problem)
+    return LayerCheck(layer.index, layer.op, layer.kernel, best.trial.config.key(), matched, problem,
+                      oracle=oracle_name(layer))
 
 
 def check_model(model: Model, target: Target, db: TuningDatabase, objective: str,

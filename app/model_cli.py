@@ -13,6 +13,8 @@ import numpy as np
 from edgetune.codegen.model import Model, ModelLayer, check_fits, load_model
 from edgetune.targets import get_target
 
+from .user_kernels import kernel_file_option
+
 
 def _dims(shape: tuple[int, ...]) -> str:
     return "x".join(str(d) for d in shape) or "scalar"
@@ -37,7 +39,8 @@ def model_json(model: Model, target: str | None) -> dict:
         "model": model.path, "target": target, "operators": len(model.layers), "macs": model.macs,
         "layers": [{"index": l.index, "op": l.op, "kernel": l.kernel, "shape": dict(l.shape),
                     "input": list(l.input_shape), "output": list(l.output_shape), "macs": l.macs,
-                    "workload": names.get(l.index)} for l in model.layers],
+                    "workload": names.get(l.index), "user_kernel": bool(l.arguments),
+                    "oracle": l.oracle if l.kernel else None} for l in model.layers],
         "workloads": [{"name": f"w{n}", "kernel": w.kernel, "shape": dict(w.shape), "layers": list(w.layers),
                        "macs": w.macs} for n, w in enumerate(model.workloads())],
     }
@@ -46,6 +49,8 @@ def model_json(model: Model, target: str | None) -> dict:
 def _layer_line(layer: ModelLayer, workload: str | None) -> str:
     shapes = f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}"
     served = f"{layer.kernel} ({workload})" if layer.kernel else "- (not tuned)"
+    if layer.arguments:  # a kernel of the user's own (user_layers.py)
+        served += ", yours" + (": its reference is the oracle" if layer.oracle == "reference" else "")
     return f"{layer.index:>4}  {layer.op:<18} {shapes:<28} {layer.macs:>12,}  {served}"
 
 
@@ -77,7 +82,8 @@ def model_group():
 @click.option("--target", "target_name", default=None,
               help="Also check that the model's tensors fit this target's memory (a name or .toml file).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def model_show_cmd(model_file, target_name, as_json):
+@kernel_file_option
+def model_show_cmd(model_file, target_name, as_json, kernel_files):
     """The layers of MODEL.tflite: operator, shapes, MACs, the kernel serving each and the
     distinct workloads (identical layers are tuned once)."""
     model = load_model(model_file)
@@ -118,7 +124,7 @@ def _print_export(result, target) -> None:
                        err=True)
     graph_io = m.input_shape, m.output_shape
     io_bytes = int(np.prod(graph_io[0])) + int(np.prod(graph_io[1]))
-    tflm = f"{result.tflm_arena:,} bytes" if result.tflm_arena is not None else "unknown (tflite-micro not installed)"
+    tflm = f"{result.tflm_arena:,} bytes" if result.tflm_arena is not None else f"unknown ({result.tflm_unknown})"
     click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "
                f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); with the input and output "
                f"{m.arena_bytes + io_bytes:,}; TFLite Micro's arena for this model: {tflm}")
@@ -135,7 +141,8 @@ def _print_export(result, target) -> None:
 @click.option("--objective", default="", help="Choose every layer's variant by this value instead of its tuned goal.")
 @click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE", help="Bound on a measured value.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json):
+@kernel_file_option
+def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files):
     """MODEL.tflite as one ahead-of-time C module for a target: each tuned layer's best trial
     (or the kernel's default configuration), the library operators, weights as const
     arrays, one arena by a memory plan (docs/model-export.md)."""
@@ -166,7 +173,8 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
 @click.option("--layers", is_flag=True, help="Also compare every operator's output with TFLite Micro's.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json):
+@kernel_file_option
+def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kernel_files):
     """Build a model export as firmware would, run whole inferences in the target's emulator
     and compare each output bit for bit with TFLite Micro (exit 1 naming what differs)."""
     from .model_verify import verify_model
@@ -192,7 +200,7 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json):
                                               for i in outcome.inferences]}, indent=2))
     elif outcome.ok:
         click.echo(f"{outcome.manifest.model.name} on {target.name}: {len(outcome.inferences)} inferences bit-exact "
-                   f"with TFLite Micro" + (", every operator too" if layers else ""))
+                   f"with {outcome.oracle}" + (", every operator too" if layers else ""))
         size = outcome.size
         click.echo(f"module: {size.flash_bytes:,} bytes of flash ({size.code_bytes:,} of code), {size.ram_bytes:,} "
                    "bytes of RAM (arena, input, output, static scratch)")

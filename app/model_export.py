@@ -38,7 +38,8 @@ class ModelExport:
     folder: Path
     rendered: RenderedModel
     untuned: tuple[str, ...]  # workloads run with the kernel's default configuration
-    tflm_arena: int | None  # TFLite Micro's arena for the model (None: tflite-micro not installed)
+    tflm_arena: int | None  # TFLite Micro's arena for the model (None: unknown, `tflm_unknown` says why)
+    tflm_unknown: str = "tflite-micro not installed"
 
 
 def _default_entry(kernel, target: Target, shape: dict, objective: str) -> ExportEntry:
@@ -131,6 +132,8 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     publish(out_dir, rendered.files, rendered.manifest,
             lambda staging: (staging / rendered.manifest.model.file).write_bytes(data))
     graph = model.graph
+    if any(layer.op == "CUSTOM" for layer in model.layers):  # TFLite Micro's interpreter refuses the model
+        return ModelExport(out_dir, rendered, untuned, None, "TFLite Micro cannot run its CUSTOM operators")
     return ModelExport(out_dir, rendered, untuned, tflm_arena_bytes(data, graph.tensors[graph.inputs[0]].shape))
 
 

@@ -123,7 +123,8 @@ def cpu_option(layer: ModelLayer, target: Target, db: TuningDatabase, override: 
         return Option(value, f"tuned {layer.kernel}: {value} {unit} (trial {record.id})", region)
     plain = measure_baseline(LayerWorkload(kernel, shape, workload, (layer.index,), layer.macs), target, target.measures)
     if plain is None:
-        return Option(None, f"{layer.kernel} not tuned in {db.path.name} and its plain loop did not run")
+        why = "it has no plain loop of edgetune's (tune it first)" if layer.arguments else "its plain loop did not run"
+        return Option(None, f"{layer.kernel} not tuned in {db.path.name} and {why}")
     value = math.ceil(plain)
     return Option(value, f"not tuned: plain C loop nest {value} {target.measures} (measured)", default)
 
@@ -134,6 +135,8 @@ def npu_option(layer: ModelLayer, target: Target, npu: Npu | None, macs: int | N
         return Option(None, "no NPU")
     if layer.kernel is None:
         return Option(None, f"{layer.op} is planned on the CPU only")
+    if layer.arguments:  # a kernel of the user's own serves it: its C runs on the CPU
+        return Option(None, f"{layer.op} is served by {layer.kernel}, a kernel of your own, on the CPU")
     model = layer_model(layer)
     best, errors = None, []
     with tempfile.TemporaryDirectory(prefix="edgetune-place-") as tmp:

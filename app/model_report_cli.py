@@ -14,6 +14,7 @@ from .model_cli import model_group
 from .model_report import model_report, write_model_report
 from .report import ReportError
 from .session import choose_objective
+from .user_kernels import kernel_file_option
 
 
 @model_group.command("report")
@@ -23,7 +24,8 @@ from .session import choose_objective
 @click.option("--out", "out_dir", required=True, help="Folder for index.html and layers.png.")
 @click.option("--objective", default="", help="Value to compare (default: the target's own unit).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
-def model_report_cmd(model_file, target_name, db_path, out_dir, objective, as_json):
+@kernel_file_option
+def model_report_cmd(model_file, target_name, db_path, out_dir, objective, as_json, kernel_files):
     """Per tuned layer of MODEL.tflite: its best trial against its plain C loop nest and its
     share of the model's total, as a bar chart and a table (docs/models.md)."""
     target = get_target(target_name)

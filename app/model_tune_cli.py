@@ -22,6 +22,7 @@ from .model_check import LayerCheck, check_model
 from .model_cli import model_group
 from .model_session import ModelRound, ModelSummary, progress_line, tune_model
 from .session import choose_objective
+from .user_kernels import kernel_file_option
 
 TRIALS_PER_WORKLOAD = 8  # the default budget: this many trials per distinct workload
 ROUND_TRIALS = 4  # trials per scheduler round, when the budget allows
@@ -54,7 +55,7 @@ def print_model_summary(summary: ModelSummary) -> None:
 
 def _check_line(check: LayerCheck) -> str:
     if check.ok:
-        verdict = f"bit-exact with TFLite Micro on {check.inputs} inputs"
+        verdict = f"bit-exact with {check.oracle} on {check.inputs} inputs"
     else:
         verdict = f"{'DIFFERS' if check.checked else 'not checked'}: {check.problem}"
     return f"  layer {check.index:>3} {check.op:<18} {check.kernel:<12} {verdict}"
@@ -69,7 +70,7 @@ def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path
                        "trials": l.trials, "best": l.value, "plain": l.baseline,
                        "config": l.best.trial.config.as_dict() if l.best else None} for l in summary.layers],
         "checks": [{"layer": c.index, "op": c.op, "kernel": c.kernel, "ok": c.ok, "checked": c.checked, "inputs": c.inputs,
-                    "problem": c.problem} for c in checks],
+                    "problem": c.problem, "oracle": c.oracle} for c in checks],
     }
 
 
@@ -90,8 +91,9 @@ def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path
 @click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")
 @click.option("--no-check", "no_check", is_flag=True, help="Skip the check of every tuned layer against TFLite Micro.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
+@kernel_file_option
 def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, seed, objective, constraints, db_path,
-                   no_check, as_json):
+                   no_check, as_json, kernel_files):
     """Tune every layer of MODEL.tflite on a target: identical layers once, the budget spent
     where it lowers the model's total most; then check each tuned layer against TFLite Micro."""
     model = load_model(model_file)
@@ -126,7 +128,9 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
     else:
         print_model_summary(summary)
         if checks:
-            click.echo(f"checked against TFLite Micro ({len(checks)} tuned layers, the model's own weights):")
+            judges = "TFLite Micro" + ("" if all(c.oracle == "TFLite Micro" for c in checks) else
+                                       " (CUSTOM operators: their kernel's reference)")
+            click.echo(f"checked against {judges} ({len(checks)} tuned layers, the model's own weights):")
             for check in checks:
                 click.echo(_check_line(check))
     if summary.unsolved or any(not c.ok for c in checks):

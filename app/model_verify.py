@@ -22,19 +22,22 @@ from pathlib import Path
 
 import numpy as np
 
-from edgetune.codegen import render
+from edgetune.codegen import KERNELS, render
 from edgetune.codegen.kernels.base import Buffer, KernelIO
 from edgetune.codegen.manifest import Manifest, ManifestError, read_manifest
 from edgetune.codegen.model import Model, load_model
 from edgetune.codegen.model.builder import build_model, constant
 from edgetune.codegen.model.graph import Operator
-from edgetune.codegen.model.oracle import run_tflm
+from edgetune.codegen.model.oracle import oracle_name, oracle_output, run_tflm
+from edgetune.codegen.model.user_layers import REFERENCE
 from edgetune.codegen.model_module import schedule
 from edgetune.codegen.ops import constant_value
 from edgetune.hal import Placement, Target
 from edgetune.targets import elf, iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import BuildResult, MeasureError, require_program
+
+from .model_reference import has_reference_layers, model_output
 
 
 
@@ -67,6 +70,7 @@ class VerifyOutcome:
     inferences: tuple[Inference, ...]
     layer_problem: str = ""  # the first operator that differs (layers=True), or ""
     size: ModuleSize | None = None
+    oracle: str = "TFLite Micro"  # what judged the outputs (with CUSTOM operators: and their kernels' references)
 
     @property
     def ok(self) -> bool:
@@ -90,6 +94,17 @@ def check_export(folder: Path, target: Target) -> Manifest:
             raise ManifestError(f"{path}: listed in the manifest but missing")
         if _sha256(path) != digest:
             raise ManifestError(f"{path}: edited after export (its sha256 is not the manifest's)")
+    for entry in manifest.kernels:  # kernels of the user's own: the definition exported from
+        if not entry.definition:
+            continue
+        if entry.kernel not in KERNELS:
+            raise ManifestError(f"{folder}: layer kernel {entry.kernel!r} is a kernel of your own: pass its "
+                                "--kernel-file (or install its package)")
+        now = KERNELS[entry.kernel].definition
+        if now != entry.definition:
+            raise ManifestError(f"{folder}: kernel {entry.kernel!r} changed since export (definition "
+                                f"{entry.definition[:12]} at export, {now[:12] or 'shipped'} now): verify with the "
+                                "definition it was exported from, or tune and export again")
     return manifest
 
 
@@ -200,11 +215,18 @@ def draw_inputs(shape: tuple[int, ...], n: int, seed: int) -> list[tuple[str, np
     return drawn + [("saturating", rng.choice(np.array([-128, 127], dtype=np.int8), size=shape))]
 
 
-def _difference(got: np.ndarray, want: np.ndarray) -> str:
+def _difference(got: np.ndarray, want: np.ndarray, oracle: str = "TFLite Micro") -> str:
     got, want = got.reshape(-1), want.reshape(-1)
     bad = np.flatnonzero(got != want)
-    return (f"{bad.size} of {want.size} values differ from TFLite Micro; first at {int(bad[0])}: "
-            f"got {int(got[bad[0]])}, TFLite Micro {int(want[bad[0]])}")
+    return (f"{bad.size} of {want.size} values differ from {oracle}; first at {int(bad[0])}: "
+            f"got {int(got[bad[0]])}, {oracle} {int(want[bad[0]])}")
+
+
+def _model_oracle(model: Model) -> str:
+    if not has_reference_layers(model):
+        return "TFLite Micro"
+    kernels = sorted({layer.kernel for layer in model.layers if layer.oracle == REFERENCE})
+    return f"TFLite Micro with {', '.join(kernels)}'s reference"
 
 
 def _run(runner, build: BuildResult, io: KernelIO) -> tuple[dict, list[np.ndarray]]:
@@ -247,20 +269,27 @@ def first_bad_layer(model: Model, traced: list[dict], trace: np.ndarray, x: np.n
         values[t["tensor"]] = trace[t["offset"]:t["offset"] + t["bytes"]].reshape(out.shape)
     for t in traced:
         op = graph.operators[t["op"]]
-        data, inputs = operator_model(model, op)
-        (want,) = run_tflm(data, [values[i] for i in inputs])
+        layer = model.layers[op.index]
+        if layer.oracle == REFERENCE:  # a CUSTOM operator: its kernel's reference on the module's input to it
+            want = oracle_output(layer, values[layer.input_tensor])
+        else:
+            data, inputs = operator_model(model, op)
+            (want,) = run_tflm(data, [values[i] for i in inputs])
         got = values[t["tensor"]]
         if not np.array_equal(got.reshape(-1), np.asarray(want).reshape(-1)):
-            return f"operator {op.index} ({op.op}), output tensor {t['tensor']}: {_difference(got, np.asarray(want))}"
+            name = f"CUSTOM ({op.custom_code})" if op.op == "CUSTOM" else op.op
+            return (f"operator {op.index} ({name}), output tensor {t['tensor']}: "
+                    f"{_difference(got, np.asarray(want), oracle_name(layer) if layer.kernel else 'TFLite Micro')}")
     return ""
 
 
-def _inference(runner, build: BuildResult, manifest: Manifest, data: bytes, label: str, x: np.ndarray) -> Inference:
-    (want,) = run_tflm(data, [x])
+def _inference(runner, build: BuildResult, manifest: Manifest, model: Model, data: bytes, label: str,
+               x: np.ndarray) -> Inference:
+    want = model_output(model, data, x)
     values, outputs = _run(runner, build, _io(manifest, x, 0))
     got = outputs[0]
     problem = "" if np.array_equal(got.reshape(-1), np.asarray(want).reshape(-1)) else \
-        f"{label} input: {_difference(got, np.asarray(want))}"
+        f"{label} input: {_difference(got, np.asarray(want), _model_oracle(model))}"
     numbers = tuple((k, v) for k, v in sorted(values.items()) if isinstance(v, (int, float)))
     return Inference(label, int(values.get("instructions", 0)), numbers, problem)
 
@@ -291,10 +320,10 @@ def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool 
         try:
             (runner, build), _, size = _build(folder, manifest, target, Path(tmp) / "whole", None, inputs[0][1])
             for label, x in inputs:
-                results.append(_inference(runner, build, manifest, data, label, x))
+                results.append(_inference(runner, build, manifest, model, data, label, x))
                 if progress is not None:
                     progress(results[-1])
             layer_problem = _layers(folder, manifest, target, model, inputs, Path(tmp) / "layers") if layers else ""
         except ModuleFailure as exc:
-            return VerifyOutcome(manifest, tuple(results), str(exc))
-    return VerifyOutcome(manifest, tuple(results), layer_problem, size)
+            return VerifyOutcome(manifest, tuple(results), str(exc), oracle=_model_oracle(model))
+    return VerifyOutcome(manifest, tuple(results), layer_problem, size, _model_oracle(model))

@@ -20,6 +20,7 @@ from .npu_session import NPU_OBJECTIVE, npu_workload, resolve_npu
 from .layer_plan import PlanError, export_plan, load_network, plan_network
 from .model_plan import plan_model, write_model_plan
 from .session import TuneRequest, TuneSummary, parse_config, summarize, tune
+from .user_kernels import kernel_file_option
 
 
 def run_npu_tune(kernel_name: str, target: Target, device: str, shape: str, open_db: Callable[[], TuningDatabase],
@@ -69,8 +70,9 @@ def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: Tuni
 @click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE",
               help="Bound the CPU kernels' other measured values instead of their tuned bounds (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print plan.json instead of the explanation.")
+@kernel_file_option
 def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_budget, jobs, seed, strategy,
-              objective, constraints, as_json):
+              objective, constraints, as_json, kernel_files=()):
     """Place each layer of NETWORK_FILE (a network .toml, or a .tflite model) on the CPU or the NPU and export the plan.
 
     Per layer: the best tuned CPU kernel (from --db) against the best Vela configuration

@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from edgetune.codegen import get_kernel, CodegenError, Kernel, KernelIO
+from edgetune.codegen.kernels.user_loader import KernelBundle, kernel_of_bundle
 from edgetune.codegen.npu import NpuOperator
 from edgetune.codegen.placement import PlacementError, pinned
 from edgetune.hal import Target, TargetError
@@ -29,7 +30,8 @@ from edgetune.targets.buildcache import CachedFailure
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Outcome, Owner, PriorTrials, Record, Space, SpaceError,
-                            Trial, TuningDatabase, Workload, check_names, check_strategy, feasible, make_strategy)
+                            Trial, TuningDatabase, Workload, check_names, check_strategy, feasible, make_strategy,
+                            replaceable)
 from edgetune.tuner import Goal, resolve_goal
 from edgetune.tuner.resume import Resumed, rebuild
 
@@ -128,7 +130,7 @@ class Evaluator:
         return self._finish(self._evaluate(config))
 
     def _finish(self, trial: Trial) -> Trial:
-        # The target's run limit it was measured under (see timed_out_below).
+        # The target's run limit it was measured under (see tuner.trial.replaceable).
         return stamp(replace(trial, info={**trial.info, "timeout_limit_s": self.target.runner.timeout_s}), self.target)
 
     # --- several configurations per image (edgetune.targets.batch) ----------------------------
@@ -255,16 +257,6 @@ class Evaluator:
         return Outcome.OK, ""
 
 
-def timed_out_below(trial: Trial, limit_s: float) -> bool:
-    """A timeout under a smaller run limit than `limit_s` (or an unrecorded one): it says the
-    limit was too short, not that the configuration is slow, so it is measured again once the
-    target allows longer (TuningDatabase.record replaces it)."""
-    if trial.outcome is not Outcome.TIMEOUT:
-        return False
-    recorded = trial.info.get("timeout_limit_s")
-    return not isinstance(recorded, (int, float)) or recorded < limit_s
-
-
 ProgressFn = Callable[[int, int, Trial], None]  # (trials stored, budget, the trial just finished)
 
 
@@ -316,7 +308,8 @@ class CpuTask:
 
     def remote(self) -> Callable[[Config], Trial]:
         return functools.partial(evaluate_remotely, RemoteEvaluation(self.kernel.name, self.target,
-                                                                      tuple(self.shape.items())))
+                                                                      tuple(self.shape.items()),
+                                                                      getattr(self.kernel, "bundle", None)))
 
 
 def task_of(request: TuneRequest) -> TuningTask:
@@ -348,7 +341,7 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
         db.set_goal(workload, goal)
     limit = task.run_limit_s
     start = resume_search(db, workload, space, strategy, (request.strategy, request.seed), request.initial,
-                          redo=lambda trial: trial.outcome.lost or (limit > 0 and timed_out_below(trial, limit)))
+                          redo=lambda trial: replaceable(trial.outcome, trial.info.get("timeout_limit_s"), limit))
     stop = StopRule(request, goal.objective, best=min((v for t in start.done if feasible(t, goal.bounds)
                                                        and (v := t.value(goal.objective)) is not None), default=None))
     batch = task.batch_size(request.batch) if remote is None and isinstance(task, CpuTask) else 1
@@ -425,12 +418,13 @@ class RemoteEvaluation:
     kernel: str
     target: Target
     shape: tuple[tuple[str, int], ...]
+    bundle: KernelBundle | None = None  # a kernel of the user's own, by content (user_loader.py)
 
 
 @functools.lru_cache(maxsize=16)
 def _worker_evaluator(spec: RemoteEvaluation) -> Evaluator:
     # One evaluator per workload per worker process: the reference is computed once.
-    kernel = get_kernel(spec.kernel)
+    kernel = kernel_of_bundle(spec.bundle) if spec.bundle is not None else get_kernel(spec.kernel)
     shape = dict(spec.shape)
     return Evaluator(kernel, spec.target, shape, kernel.tuning_space(spec.target, shape),
                      workload_inputs(kernel, workload_of(kernel, spec.target, shape)),

@@ -14,15 +14,22 @@ Last, dwconv2d_s8 (no plain-loop template): a seeded tune per shape, then the be
 variant and the best AVX2 variant the search found, re-measured in alternation ROUNDS
 times; ratio = C / AVX2 (median of the rounds), GOP/s from 2 MACs per tap and channel.
 
-Then conv2d_s8: per shape, one seeded random search per vector family (plain C, AVX2,
-AVX-512 where the CPU has them; the space restricted to that family, fresh database each),
-then the plain loop nest (conv2d_s8_naive.c.j2) at gcc -O3 and the best variant of each
-family, re-measured in alternation ROUNDS times on the same inputs. Ratios (median over the
-rounds): plain loop / best AVX variant and best plain-C variant / best AVX variant. GOP/s from
-2 * oh*ow*cout*kh*kw*cin (taps in the padding count).
+Then the vector paths one against another, for matmul_s8 (--path-shapes) and conv2d_s8
+(--conv-shapes: MLPerf Tiny layers of DS-CNN, MobileNetV1-0.25 and ResNet-8 by default): per
+shape, one seeded random search per vector family the CPU offers (plain C, AVX2, AVX-512,
+AVX-VNNI, AVX512-VNNI; the space restricted to that family, fresh database each), then the
+plain loop (matmul_s8_naive.c.j2 / conv2d_s8_naive.c.j2) at gcc -O3 and the best variant of
+each family, re-measured in alternation PATH_ROUNDS times on the same inputs. Printed: each
+family's median time, plain loop / best variant of each family, and VNNI = the fastest
+non-VNNI AVX family / the fastest VNNI family (each ratio the median over the rounds of the
+paired times). A second line ("fastest") does the same with each measurement's fastest
+batch instead of its median: on a shared, loaded machine the fastest batch is the one least
+disturbed by other jobs. GOP/s from 2 MACs (matmul M*N*K; conv oh*ow*cout*kh*kw*cin, padded
+taps count), at the median time.
 
 usage: .venv/bin/python bench/host_int8.py [--budget N] [--seed S] [--shapes m=..,n=..,k=.. ...]
                                            [--dw-shapes h=..,w=..,c=..,... ...]
+                                           [--path-budget N] [--path-shapes m=..,n=..,k=.. ...]
                                            [--conv-budget N] [--conv-shapes h=..,w=..,cin=..,... ...]
 """
 from __future__ import annotations
@@ -47,9 +54,17 @@ from edgetune.tuner import TuningDatabase  # noqa: E402
 DEFAULT_SHAPES = ["m=64,n=64,k=64", "m=128,n=256,k=512", "m=1,n=1024,k=1024", "m=49,n=96,k=288"]
 DEFAULT_DW_SHAPES = ["h=32,w=32,c=64,kh=3,kw=3,stride=1,pad=1,dilation=1",
                      "h=14,w=14,c=144,kh=3,kw=3,stride=2,pad=1,dilation=1"]
-DEFAULT_CONV_SHAPES = ["h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1",
-                       "h=14,w=14,cin=96,cout=96,kh=1,kw=1,stride=1,pad=0,dilation=1"]
+DEFAULT_PATH_SHAPES = ["m=64,n=64,k=64", "m=256,n=256,k=256", "m=49,n=96,k=288"]
+# MLPerf Tiny (Banbury et al., 2021) convolution layers: DS-CNN's first layer and its 1x1
+# 64->64, a MobileNetV1-0.25 1x1 at 6x6x128, ResNet-8's 3x3 16->16 at 32x32 and 64->64 at 8x8.
+DEFAULT_CONV_SHAPES = ["h=49,w=10,cin=1,cout=64,kh=10,kw=4,stride=2,pad=1,dilation=1",
+                       "h=25,w=5,cin=64,cout=64,kh=1,kw=1,stride=1,pad=0,dilation=1",
+                       "h=6,w=6,cin=128,cout=128,kh=1,kw=1,stride=1,pad=0,dilation=1",
+                       "h=32,w=32,cin=16,cout=16,kh=3,kw=3,stride=1,pad=1,dilation=1",
+                       "h=8,w=8,cin=64,cout=64,kh=3,kw=3,stride=1,pad=1,dilation=1"]
+VNNI = ("avxvnni", "avx512vnni")
 ROUNDS = 5
+PATH_ROUNDS = 7  # the family comparison: more rounds, the machine is shared
 
 
 def gops(shape: dict, time_ns: float) -> float:
@@ -82,6 +97,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="parallel builds (timed runs never overlap)")
     parser.add_argument("--shapes", nargs="*", default=DEFAULT_SHAPES)
     parser.add_argument("--dw-shapes", nargs="*", default=DEFAULT_DW_SHAPES)
+    parser.add_argument("--path-budget", type=int, default=24, help="matmul_s8 trials per shape and vector family")
+    parser.add_argument("--path-shapes", nargs="*", default=DEFAULT_PATH_SHAPES)
     parser.add_argument("--conv-budget", type=int, default=24, help="conv2d_s8 trials per shape and vector family")
     parser.add_argument("--conv-shapes", nargs="*", default=DEFAULT_CONV_SHAPES)
     args = parser.parse_args()
@@ -120,8 +137,10 @@ def main() -> None:
         print(f"{shape_text:>18}  {cells}")
     if args.dw_shapes:
         depthwise(args)
+    if args.path_shapes:
+        paths_against_each_other(args, "matmul_s8", args.path_shapes, args.path_budget)
     if args.conv_shapes:
-        convolution(args)
+        paths_against_each_other(args, "conv2d_s8", args.conv_shapes, args.conv_budget)
 
 
 def depthwise(args) -> None:
@@ -156,48 +175,85 @@ def depthwise(args) -> None:
                   f"{ops / vector_ns:>10.1f}  {best['avx2'].config.key()}", flush=True)
 
 
-def convolution(args) -> None:
-    kernel, target = get_kernel("conv2d_s8"), get_target("host")
-    families = [v for v in kernel.space(target, kernel.parse_shape(args.conv_shapes[0])).param("vector").values]
-    avx = [v for v in families if v != "c"]
-    print(f"\nconv2d_s8 on {target.name}: plain loop (gcc -O3) vs the best variant of a random search per vector "
-          f"family ({', '.join(families)}), budget {args.conv_budget} each, seed {args.seed}; times in us, "
-          f"re-measured in alternation {ROUNDS} times")
-    if not avx:
-        print("this CPU has no AVX2: nothing to compare")
-        return
-    header = "".join(f" {name + ' us':>11}" for name in ("plain", *families))
-    print(f"{'shape':>52}{header} {'plain/AVX':>9} {'C/AVX':>6} {'AVX GOP/s':>9}  best AVX configuration")
+def best_of_each_family(args, kernel, target, shape, families, budget, tmp):
+    """One seeded random search per vector family: {family: best configuration}, and the workload."""
+    best, workload = {}, None
+    for number, vector in enumerate(families):
+        db = TuningDatabase(Path(tmp) / f"{kernel.name}-{number}.db")
+        summary = tune(TuneRequest(one_vector_path(kernel, vector), target, shape, "random", budget,
+                                   args.jobs, args.seed), db)
+        if summary.best is None:
+            raise SystemExit(f"{shape}: no successful {vector} trial ({summary.failures})")
+        best[vector], workload = summary.best.trial.config, summary.workload
+    return best, workload
+
+
+def paired_ratio(times: dict, slow: str, fast: str) -> float:
+    return statistics.median(s / f for s, f in zip(times[slow], times[fast]))
+
+
+def batch_times(evaluate, config, what: str) -> tuple[float, float]:
+    """(median, fastest) per-call time of one measurement's batches."""
+    trial = evaluate(config)
+    if trial.outcome.failed:
+        raise SystemExit(f"{what} failed: {trial.outcome.value}: {trial.error}")
+    return trial.values["time_ns"], trial.values["time_ns_min"]
+
+
+def ratio_cells(times: dict, families: list[str], avx: list[str], vnni: list[str]) -> str:
+    """Each family's median time, plain / each family, best non-VNNI AVX / best VNNI."""
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    cells = "".join(f" {medians[name] / 1e3:>12.2f}" for name in times)
+    cells += "".join(f" {paired_ratio(times, 'plain', name):>12.2f}" for name in families)
+    if avx and vnni:
+        return cells + f" {paired_ratio(times, min(avx, key=medians.get), min(vnni, key=medians.get)):>5.2f}"
+    return cells + f" {'-':>5}"
+
+
+def operations(kernel_name: str, shape: dict) -> int:
+    """2 * MACs of one call (a MAC counts as two operations)."""
+    if kernel_name == "matmul_s8":
+        return 2 * shape["m"] * shape["n"] * shape["k"]
+    geo = geometry_of(shape)
+    return 2 * geo.oh * geo.ow * shape["cout"] * shape["kh"] * shape["kw"] * shape["cin"]
+
+
+def paths_against_each_other(args, kernel_name: str, shape_texts: list[str], budget: int) -> None:
+    kernel, target = get_kernel(kernel_name), get_target("host")
+    families = list(kernel.space(target, kernel.parse_shape(shape_texts[0])).param("vector").values)
+    avx = [v for v in families if v != "c" and v not in VNNI]
+    vnni = [v for v in families if v in VNNI]
+    print(f"\n{kernel_name} on {target.name}: plain loop (gcc -O3) vs the best variant of a random search per vector "
+          f"family ({', '.join(families)}), budget {budget} each, seed {args.seed}; times in us, re-measured in "
+          f"alternation {PATH_ROUNDS} times; plain/X = plain loop / best X, VNNI = best {'/'.join(avx) or '-'} / best VNNI")
+    header = "".join(f" {name + ' us':>12}" for name in ("plain", *families))
+    ratios = "".join(f" {'plain/' + name:>12}" for name in families)
+    print(f"{'':>9} {'shape':>52}{header}{ratios} {'VNNI':>5} {'GOP/s':>6}  fastest configuration")
     with tempfile.TemporaryDirectory() as tmp:
-        for shape_text in args.conv_shapes:
+        for shape_text in shape_texts:
             shape = kernel.parse_shape(shape_text)
-            best, workload = {}, None
-            for number, vector in enumerate(families):
-                db = TuningDatabase(Path(tmp) / f"conv-{number}.db")
-                summary = tune(TuneRequest(one_vector_path(kernel, vector), target, shape, "random", args.conv_budget,
-                                           args.jobs, args.seed), db)
-                if summary.best is None:
-                    raise SystemExit(f"{shape_text}: no successful {vector} trial ({summary.failures})")
-                best[vector], workload = summary.best.trial.config, summary.workload
+            best, workload = best_of_each_family(args, kernel, target, shape, families, budget, tmp)
             space = kernel.tuning_space(target, shape)
             inputs = workload_inputs(kernel, workload)
             evaluate = Evaluator(kernel, target, shape, space, inputs, Path(tmp))
             plain_eval = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, inputs, Path(tmp))
-            times = {name: [] for name in ("plain", *families)}
-            for _ in range(ROUNDS):
-                times["plain"].append(timed(plain_eval, best["c"], "plain loop"))  # NaiveLoop ignores the configuration
-                for vector in families:
-                    times[vector].append(timed(evaluate, best[vector], f"{vector} variant"))
-            medians = {name: statistics.median(values) for name, values in times.items()}
-            fastest = min(avx, key=medians.get)
-            plain_ratio = statistics.median(p / v for p, v in zip(times["plain"], times[fastest]))
-            c_ratio = statistics.median(p / v for p, v in zip(times["c"], times[fastest]))
-            geo = geometry_of(shape)
-            ops = 2 * geo.oh * geo.ow * shape["cout"] * shape["kh"] * shape["kw"] * shape["cin"]
-            cells = "".join(f" {medians[name] / 1e3:>11.1f}" for name in times)
-            print(f"{shape_text:>52}{cells} {plain_ratio:>9.2f} {c_ratio:>6.2f} {ops / medians[fastest]:>9.1f}  "
-                  f"{best[fastest].key()}", flush=True)
-            print(f"{'':>52}  best plain C: {best['c'].key()}")
+            medians = {name: [] for name in ("plain", *families)}
+            fastest = {name: [] for name in ("plain", *families)}
+            for _ in range(PATH_ROUNDS):
+                for name in ("plain", *families):
+                    # NaiveLoop ignores the configuration it is given.
+                    median, least = batch_times(plain_eval if name == "plain" else evaluate,
+                                                best["c" if name == "plain" else name], f"{name} variant")
+                    medians[name].append(median)
+                    fastest[name].append(least)
+            winner = min(families, key=lambda name: statistics.median(medians[name]))
+            ops = operations(kernel_name, shape) / statistics.median(medians[winner])
+            print(f"{'median':>9} {shape_text:>52}{ratio_cells(medians, families, avx, vnni)} {ops:>6.1f}  "
+                  f"{best[winner].key()}", flush=True)
+            print(f"{'fastest':>9} {'':>52}{ratio_cells(fastest, families, avx, vnni)}", flush=True)
+            for vector in families:
+                if vector != winner:
+                    print(f"{'':>62}  best {vector}: {best[vector].key()}")
 
 
 def kernel_outputs(shape: dict) -> int:

@@ -29,6 +29,9 @@ PER_KERNEL = "per_kernel"  # the manifest's objective when its kernels were chos
 SOURCE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\.c")
 FILE_RE = re.compile(r"(zephyr/)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a file of the folder or of its zephyr/
 IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# Shape keys and parameter names: C identifiers (a kernel of your own may name a parameter
+# UNROLL, Kernel Tuner's #define convention; codegen/kernels/user.py allows 64 characters).
+PARAM_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 CONFIG_TEXT_RE = re.compile(r"[A-Za-z0-9_.+-]{0,64}")
 
@@ -387,7 +390,7 @@ def _entry_problem(where: str, entry) -> str | None:
         if not isinstance(entry[field], dict):
             return f"{where}.{field}: expected an object"
         for name, value in entry[field].items():
-            if not VALUE_NAME_RE.fullmatch(name):
+            if not PARAM_NAME_RE.fullmatch(name):
                 return f"{where}.{field}: {name!r} is not a plain name"
             if field == "shape" and not _is_int(value):
                 return f"{where}.shape.{name}: {value!r} is not an integer"

@@ -108,7 +108,7 @@ def schedule(model: Model, name: str) -> tuple[Step, ...]:
             # One function per distinct workload, named after the first layer it serves (the
             # kernel export's names spell out every shape key: too long for a module of 30).
             fn = functions.setdefault((layer.kernel, layer.shape), f"{name}_{layer.kernel}_l{op.index}")
-            steps.append(Step(op.index, op.op, fn, (op.inputs[0],), op.outputs[0], layer.kernel))
+            steps.append(Step(op.index, op.op, fn, (layer.input_tensor,), op.outputs[0], layer.kernel))
             continue
         params = operator_params(graph, op)
         inputs = tuple(op.inputs[:params.n_inputs])
@@ -191,15 +191,22 @@ def _library_step(model: Model, plan: MemoryPlan, step: Step, name: str) -> tupl
     return dict(step=step, args=args), arrays, params.declaration(step.function), source
 
 
-def _tuned_arrays(model: Model, step: Step, name: str, config) -> tuple[list[dict], list[int]]:
-    """A tuned layer's constants as the chosen variant takes them (packed layouts packed) and
-    its scalar parameters."""
+def _tuned_arrays(model: Model, step: Step, name: str, config) -> tuple[list[dict], list[str], list[int]]:
+    """A tuned layer's constants as the chosen variant takes them (packed layouts packed),
+    its buffer arguments in the kernel's order (the input and output as "input" and
+    "output", the constants by their array's name) and its scalar parameters."""
     layer = model.layers[step.index]
     kernel = KERNELS[layer.kernel]
     io = layer.io(np.zeros(int(np.prod(layer.kernel_input)), dtype=np.int8))
     deployed = kernel.deployed_io(io, config)
-    arrays = [_constant(f"{name}_l{step.index}_{b.name}", b.data) for b in deployed.buffers[1:-1]]
-    return arrays, [int(v) for _, v in deployed.params]
+    arrays, order = [], []
+    for b in deployed.buffers:
+        if b.name in (layer.input_name, layer.output_name):
+            order.append("input" if b.name == layer.input_name else "output")
+            continue
+        arrays.append(_constant(f"{name}_l{step.index}_{b.name}", b.data))
+        order.append(arrays[-1]["name"])
+    return arrays, order, [int(v) for _, v in deployed.params]
 
 
 def _kernel_entry(target: Target, entry: ExportEntry, rendered, config) -> KernelEntry:
@@ -211,7 +218,8 @@ def _kernel_entry(target: Target, entry: ExportEntry, rendered, config) -> Kerne
         chosen_by=entry.chosen_by, value=float(entry.value), values=entry.values, compiler=compiler.name,
         compiler_command=compiler.command, cflags=(*compiler.cflags, *COMMON_CFLAGS, *rendered.cflags),
         trial_id=entry.trial_id, measured=entry.created, toolchain=entry.toolchain,
-        scratch=section is not None and section in rendered.source)
+        scratch=section is not None and section in rendered.source,
+        definition=getattr(KERNELS.get(entry.kernel), "definition", ""))  # a kernel of your own: its files' sha256
 
 
 def _provenance(target: Target, entry: ExportEntry, database: str) -> tuple[str, ...]:
@@ -239,11 +247,12 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
         shape = kernel.parse_shape(layer.shape_dict)
         entry = chosen[(layer.kernel, layer.shape)]
         config = kernel.tuning_space(target, shape).make(dict(entry.config))
-        arrays, scalars = _tuned_arrays(model, step, name, config)
+        arrays, order, scalars = _tuned_arrays(model, step, name, config)
         constants += arrays
-        args = [_pointer(model, plan, step.inputs[0], {}, False), *(a["name"] for a in arrays),
-                _pointer(model, plan, step.output, {}, True), *map(str, scalars)]
-        calls.append(dict(step=step, args=args))
+        pointers = {"input": _pointer(model, plan, step.inputs[0], {}, False),
+                    "output": _pointer(model, plan, step.output, {}, True)}
+        args = [pointers.get(a, a) for a in order] + [str(v) for v in scalars]
+        calls.append(dict(step=step, args=args, out=pointers["output"]))
         if step.function not in kernels:
             rendered = kernel.render(target, shape, config, header=f"{name}.h", fn=step.function,
                                      provenance=_provenance(target, entry, database))
@@ -296,8 +305,7 @@ def _calls_view(model: Model, r: _Rendered) -> list[dict]:
     view = []
     for call in r.calls:
         step = call["step"]
-        scalars = 4 if step.kernel is not None else 0  # in_zero, out_zero, act_min, act_max
-        out = call["args"][-1 - scalars]
+        out = call.get("out", call["args"][-1])  # a library operator's output is its last argument
         view.append(dict(step=step, args=call["args"], out=out, out_bytes=tensors[step.output].nbytes))
     return view
 

@@ -16,6 +16,11 @@ _X86_VECTOR_UNITS = (
     ("sse4.2", {"sse4_2"}, 128, 16),
     ("avx2", {"avx2", "fma"}, 256, 16),
     ("avx512", {"avx512f", "avx512bw", "avx512vl"}, 512, 32),
+    # VPDPBUSD (u8 x s8 dot products of four bytes into int32 lanes): AVX-VNNI is its
+    # VEX-encoded 256-bit form (Alder Lake, Zen 5), AVX512-VNNI the EVEX one (Ice Lake, Zen 4).
+    # Listed as units of their own so a path needing them is offered only where they exist.
+    ("avxvnni", {"avx2", "fma", "avx_vnni"}, 256, 16),
+    ("avx512vnni", {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"}, 512, 32),
 )
 
 

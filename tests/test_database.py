@@ -388,3 +388,13 @@ def test_a_lost_trial_measured_again_takes_no_more_of_the_budget(db):
     assert [c.config for c in claims] == [cfg(1)] and room == 0 and db.used(W1) == 2
     assert db.record(W1, Trial(cfg(1), Outcome.OK, {"instructions": 4}), "random", 0, claim=claims[0])
     assert db.used(W1) == 2 and db.claims(W1) == [] and len(db.trials(W1)) == 2
+
+
+def test_one_rule_says_which_stored_trials_give_way_to_a_new_measurement():
+    from edgetune.tuner import replaceable
+    assert replaceable(Outcome.EMULATOR_LOST, None, 0) and replaceable(Outcome.DEVICE_LOST, 5.0, 1.0)
+    assert replaceable(Outcome.TIMEOUT, 0.5, 1.0) and replaceable(Outcome.TIMEOUT, None, 1.0)
+    assert not replaceable(Outcome.TIMEOUT, 1.0, 1.0) and not replaceable(Outcome.TIMEOUT, 2.0, 1.0)
+    assert not replaceable(Outcome.TIMEOUT, None, 0)  # no limit known either side: it stands
+    assert replaceable(Outcome.TIMEOUT, "9", 1.0)  # a limit that is not a number counts as unrecorded
+    assert not any(replaceable(o, 0.5, 9.0) for o in Outcome if not o.lost and o is not Outcome.TIMEOUT)

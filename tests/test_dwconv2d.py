@@ -60,7 +60,7 @@ def test_shape_errors_name_the_key(dw):
 
 def test_space_rules(dw, m55):
     space_3x3 = dw.space(m55, dw.parse_shape("h=8,w=8,c=16,kh=3,kw=3,stride=1,pad=1,dilation=1"))
-    assert {c["taps"] for c in space_3x3} == {"loop", "unrolled3x3"}
+    assert {c["taps"] for c in space_3x3} == {"loop", "unrolled3x3", "padded3x3"}
     space_5x5 = dw.space(m55, dw.parse_shape("h=8,w=8,c=16,kh=5,kw=5,stride=1,pad=2,dilation=1"))
     assert {c["taps"] for c in space_5x5} == {"loop"}
     registers = m55.vector_unit("mve").registers
@@ -95,11 +95,24 @@ def test_edge_shapes(dw, m55, tmp_path, shape_text):
                 {"vector": "mve", "tile_c": 4, "tile_p": 4, "compiler": "gcc", "opt": "O3"},
                 {"vector": "c", "tile_c": 16, "tile_p": 2, "taps": "unrolled3x3", "compiler": "gcc"},
                 {"vector": "mve", "tile_c": 16, "tile_p": 1, "layout": "packed", "taps": "unrolled3x3", "compiler": "gcc"},
-                {"vector": "c", "tile_c": 8, "tile_p": 2, "layout": "packed", "compiler": "clang"}]
+                {"vector": "c", "tile_c": 8, "tile_p": 2, "layout": "packed", "compiler": "clang"},
+                # The input copied with its padding first (3x3 shapes only; others skip these).
+                {"vector": "mve", "tile_c": 8, "tile_p": 2, "taps": "padded3x3", "layout": "packed", "compiler": "clang"},
+                {"vector": "mve", "tile_c": 4, "tile_p": 4, "taps": "padded3x3", "compiler": "gcc", "opt": "O3"},
+                {"vector": "c", "tile_c": 16, "tile_p": 1, "taps": "padded3x3", "layout": "packed", "compiler": "gcc"}]
     space = dw.space(m55, shape)
     for index, variant in enumerate(variants):
+        if variant.get("taps") == "padded3x3" and not any(c["taps"] == "padded3x3" for c in space):
+            continue
         wanted = {k: v for k, v in variant.items() if any(c[k] == v for c in space)}
         assert_ok(run_config(dw, m55, shape, wanted, tmp_path, edge=("extreme" if index % 2 else "random"), seed=index))
+
+
+def test_a_padded_copy_larger_than_the_scratch_memory_is_not_offered(dw, m55):
+    small = dw.space(m55, dw.parse_shape("h=6,w=6,c=128,kh=3,kw=3,stride=1,pad=1,dilation=1"))
+    assert any(c["taps"] == "padded3x3" for c in small)
+    large = dw.space(m55, dw.parse_shape("h=96,w=96,c=64,kh=3,kw=3,stride=1,pad=1,dilation=1"))  # 98*98*64 bytes
+    assert not any(c["taps"] == "padded3x3" for c in large) and any(c["taps"] == "unrolled3x3" for c in large)
 
 
 def test_host_variants_are_bit_exact(dw, host, tmp_path):

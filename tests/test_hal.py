@@ -162,6 +162,10 @@ def test_host_vector_units_follow_cpuinfo_flags():
         expected.add("avx2")
     if {"avx512f", "avx512bw", "avx512vl"} <= flags:
         expected.add("avx512")
+    if {"avx2", "fma", "avx_vnni"} <= flags:
+        expected.add("avxvnni")
+    if {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
+        expected.add("avx512vnni")
     host = get_target("host")
     assert {unit.name for unit in host.vector_units} == expected
     assert not host.has_vector("mve")  # an x86 host never offers Helium
@@ -191,6 +195,18 @@ def test_detect_host_requires_every_flag_of_a_unit(monkeypatch):
     assert [u["name"] for u in data["vector_units"]] == ["sse4.2"]
     assert data["core"]["clock_hz"] == 2_500_000_000
     assert data["core"]["name"] == "Fake CPU"
+
+
+def test_detect_host_offers_vnni_only_with_its_flag_and_its_base_unit(monkeypatch):
+    # avx_vnni needs avx2 + fma under it; avx512_vnni needs the whole AVX-512 unit.
+    cases = {"avx2 fma avx512f avx512bw avx512vl": ["avx2", "avx512"],
+             "avx2 avx_vnni avx512f avx512bw avx512_vnni": [],
+             "avx2 fma avx_vnni": ["avx2", "avxvnni"],
+             "avx2 fma avx512f avx512bw avx512vl avx512_vnni": ["avx2", "avx512", "avx512vnni"],
+             "avx2 fma avx_vnni avx512f avx512bw avx512vl avx512_vnni": ["avx2", "avx512", "avxvnni", "avx512vnni"]}
+    for flags, units in cases.items():
+        monkeypatch.setattr(host_mod, "_cpuinfo", lambda flags=flags: {"flags": flags})
+        assert [u["name"] for u in detect_host()["vector_units"]] == units, flags
 
 
 def test_detect_host_without_clock_keeps_the_default(monkeypatch):

@@ -6,10 +6,10 @@ from .database import Batch, Claim, DatabaseError, ImportResult, Owner, Record, 
 from .objective import Bound, Goal, ObjectiveError, check_names, feasible, parse_bound, resolve_goal
 from .space import Config, Constraint, Param, Space, SpaceError, choice, powers_of_two
 from .strategies import STRATEGIES, Exhaustive, PriorTrials, RandomSearch, Strategy, check_strategy, make_strategy
-from .trial import Outcome, Trial
+from .trial import Outcome, Trial, replaceable
 
 __all__ = ["Batch", "Bound", "Claim", "Config", "Constraint", "DatabaseError", "Exhaustive", "Goal", "ImportResult",
            "ObjectiveError", "Outcome", "Owner", "Param", "PriorTrials", "RandomSearch", "Record", "TrialSelection",
            "check_names", "check_strategy", "feasible", "parse_bound", "resolve_goal",
            "STRATEGIES", "Space", "SpaceError", "Strategy", "Trial", "TuningDatabase", "Workload", "choice",
-           "make_strategy", "powers_of_two"]
+           "make_strategy", "replaceable", "powers_of_two"]

@@ -29,7 +29,7 @@ from .objective import Bound, Goal
 from .schema import SCHEMA_VERSION
 from .sharing import ImportedTrial, checked_goal, goal_from, parse_line, trial_json
 from .space import Config
-from .trial import Outcome, Trial, check_trial
+from .trial import Outcome, Trial, check_trial, replaceable
 
 APPLICATION = "edgetune-tuning-db"
 # Every column a Record is read from, in _record's order (never SELECT *: a migrated file
@@ -189,6 +189,7 @@ class TuningDatabase:
         self.revaluer: Callable[[Workload, Trial], Trial] | None = None
         try:
             self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
+            self._conn.create_function("replaceable", 3, _replaceable_row, deterministic=True)
         except sqlite3.Error as exc:  # e.g. a folder that takes no new files
             raise DatabaseError(f"{self.path}: cannot open ({exc})") from None
         try:
@@ -321,17 +322,14 @@ class TuningDatabase:
             "INSERT INTO trials (workload, kernel, kernel_version, target, shape, toolchain, config_key,"
             " config, outcome, measured, error, info, strategy, seed, created, measured_by, measured_at,"
             " proposal, batch, asked, import_batch) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-            # A configuration is stored once; only a trial whose machine was lost under it
-            # (it says nothing about the configuration) gives way to a new measurement,
-            # which keeps the lost one's place in the proposal order.
+            # A configuration is stored once; only a replaceable trial (tuner.trial.replaceable)
+            # gives way to a new measurement, which keeps the old one's place in the proposal order.
             " ON CONFLICT (workload, config_key) DO UPDATE SET config = excluded.config,"
             " outcome = excluded.outcome, measured = excluded.measured, error = excluded.error,"
             " info = excluded.info, strategy = excluded.strategy, seed = excluded.seed, created = excluded.created,"
             " measured_by = excluded.measured_by, measured_at = excluded.measured_at, import_batch = excluded.import_batch"
-            f" WHERE trials.outcome IN ({', '.join(repr(o.value) for o in Outcome if o.lost)})"
-            # ... and a timeout under a smaller run limit than the new trial's (edgetune.session.timed_out_below).
-            f" OR trials.outcome = '{Outcome.TIMEOUT.value}' AND coalesce(json_extract(trials.info, '$.timeout_limit_s'), 0)"
-            " < coalesce(json_extract(excluded.info, '$.timeout_limit_s'), 0)",
+            " WHERE replaceable(trials.outcome, json_extract(trials.info, '$.timeout_limit_s'),"
+            " json_extract(excluded.info, '$.timeout_limit_s'))",
             (workload.key(), workload.kernel, workload.kernel_version, workload.target,
              json.dumps(dict(workload.shape)), workload.toolchain, trial.config.key(),
              json.dumps(list(map(list, trial.config.items))), trial.outcome.value,
@@ -486,12 +484,10 @@ class TuningDatabase:
     def _stored_keys(self, workload: Workload, timeout_limit_s: float = 0.0) -> dict[str, bool]:
         """Each stored configuration's key -> whether a new measurement may replace it: lost
         with its machine, or a timeout under a smaller run limit than `timeout_limit_s`."""
-        lost = {o.value for o in Outcome if o.lost}
         rows = self._conn.execute(
-            "SELECT config_key, outcome, coalesce(json_extract(info, '$.timeout_limit_s'), 0) FROM trials"
+            "SELECT config_key, outcome, json_extract(info, '$.timeout_limit_s') FROM trials"
             " WHERE workload = ?", (workload.key(),))
-        return {key: outcome in lost or (outcome == Outcome.TIMEOUT.value and limit < timeout_limit_s)
-                for key, outcome, limit in rows}
+        return {key: replaceable(Outcome(outcome), limit, timeout_limit_s) for key, outcome, limit in rows}
 
     def _read_claims(self, workload: Workload) -> list["Claim"]:
         rows = self._conn.execute(
@@ -750,3 +746,8 @@ def _shape_of(text: str) -> dict | None:
     except ValueError:
         return None
     return shape if isinstance(shape, dict) else None
+
+
+def _replaceable_row(outcome: str, limit_s: object, new_limit_s: object) -> bool:
+    """tuner.trial.replaceable over a stored row's outcome text, for SQL (record's upsert)."""
+    return replaceable(Outcome(outcome), limit_s, new_limit_s)

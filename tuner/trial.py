@@ -34,6 +34,21 @@ class Outcome(enum.Enum):
         return self in (Outcome.EMULATOR_LOST, Outcome.DEVICE_LOST)
 
 
+def replaceable(outcome: Outcome, limit_s: object, new_limit_s: object) -> bool:
+    """Whether a stored trial gives way to a new measurement of its configuration: the one
+    rule, used by the search (what to measure again) and by the database (what a record may
+    overwrite). Lost with its machine, it says nothing about the configuration; a timeout
+    under a smaller run limit (seconds; None or 0 where unrecorded) than the new one says the
+    limit was too short, not that the configuration is slow."""
+    if outcome.lost:
+        return True
+    return outcome is Outcome.TIMEOUT and _seconds(limit_s) < _seconds(new_limit_s)
+
+
+def _seconds(limit: object) -> float:
+    return float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else 0.0
+
+
 @dataclass(frozen=True)
 class Trial:
     """One evaluated configuration. `values` holds every measured quantity by unit name."""

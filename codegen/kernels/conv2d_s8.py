@@ -13,12 +13,12 @@ from edgetune.tuner import Config, Constraint, Space, choice, powers_of_two
 from ..quant import requantize_per_channel
 from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
-from .conv2d_s8_avx import AVX2, AVX512
+from .conv2d_s8_avx import AVX2, AVX512, VNNI
 from .conv2d_s8_dsp import DSP
 from .conv2d_s8_neon import NEON
 from .convolution import (GEOMETRY_KEYS, MAX_REDUCTION, PAD_KEYS, check_elements, expand_geometry, geometry_of,
                           geometry_text, int8_tensor, quant_params, scratch_capacity, stack_budget)
-from .matmul_s8_avx import AVX_PATHS
+from .matmul_s8_avx import AVX_PATHS, VNNI_PATHS, zero_offset
 from .paths import Rule, VectorPath, anywhere, path_constraints, with_vector
 from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
 
@@ -26,7 +26,7 @@ IM2COL_PIXELS = (1, 2, 4, 8, 16, 32, 64)
 LAYOUTS = ("ohwi", "packed")
 # The paths with a packed form: conv2d_s8_packed.c.j2's (c, mve), conv2d_s8_dsp.c.j2's,
 # conv2d_s8_neon.c.j2's and the AVX ones (conv2d_s8_avx.c.j2).
-PACKED_VECTORS = ("c", "mve", "dsp", "neon", *AVX_PATHS)
+PACKED_VECTORS = ("c", "mve", "dsp", "neon", *AVX_PATHS, *VNNI_PATHS)
 HELIUM_BYTES = 16  # int8 lanes of one Helium Q register
 
 
@@ -46,9 +46,11 @@ def packing(kh: int, kw: int, cin: int, config: Mapping) -> Packing:
 def pack_weights(weights: np.ndarray, bias: np.ndarray, in_zero: int, config: Mapping) -> tuple[np.ndarray, np.ndarray]:
     """OHWI weights [cout][kh][kw][cin] -> the packed weights (same shape and size, reordered) and the
     per-output-channel terms bias - in_zero * sum(w) of layout=packed, as the exported
-    `<fn>_pack()` computes them in C."""
+    `<fn>_pack()` computes them in C. The VNNI paths read the input offset by 128 (u8): their
+    term takes in_zero + 128 for in_zero."""
     rows = weights.reshape(weights.shape[0], -1)
-    packed, terms = pack_rows(rows, bias, in_zero, packing(*weights.shape[1:], config))
+    zero = in_zero + zero_offset(str(config["vector"]))
+    packed, terms = pack_rows(rows, bias, zero, packing(*weights.shape[1:], config))
     return packed.reshape(weights.shape), terms
 
 
@@ -75,6 +77,7 @@ PATHS = (
     VectorPath("mve", with_vector("mve"), plain_template, mve_rules),
     AVX2,
     AVX512,
+    *VNNI,
     DSP,
     NEON,
 )
@@ -166,7 +169,7 @@ class Conv2dS8(Kernel):
             powers_of_two("tile_p", 1, 4, "output pixels computed together (shares weight loads)"),
             choice("tile_oc", [1, 2, 3, 4], "output channels computed together (shares input loads)"),
             powers_of_two("unroll", 1, 4, "unroll factor of the reduction loop (plain C)"),
-            choice("vector", vectors, "plain C (compiler's choice), Helium/MVE, NEON or AVX2/AVX-512 intrinsics, "
+            choice("vector", vectors, "plain C (compiler's choice), Helium/MVE, NEON or AVX2/AVX-512/AVX(512)-VNNI intrinsics, "
                                       "or the Arm DSP extension"),
             choice("weight_sums", ["in_loop", "precomputed"], "MVE im2col: zero-point correction from weight sums "
                                                                "taken in the inner loop, or once per call into .bss"),

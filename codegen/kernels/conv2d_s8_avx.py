@@ -1,4 +1,5 @@
-"""The x86 vector paths of conv2d_s8: AVX2 and AVX-512 (template conv2d_s8_avx.c.j2).
+"""The x86 vector paths of conv2d_s8: AVX2, AVX-512 and, on packed weights, AVX-VNNI and
+AVX512-VNNI (template conv2d_s8_avx.c.j2).
 
 Every output is a dot product of int8 rows that lie contiguous along the reduction: the
 weights of one output channel (OHWI rows, or layout=packed rows, which keep that order with
@@ -11,6 +12,11 @@ matmul_s8's packed AVX path (matmul_s8_avx.py):
   in_zero (im2col), so they add 0.
 - layout=packed: the raw input times the weight (in_zero is folded into the per-channel term
   by pack_weights), padded taps read in_zero like the C path of conv2d_s8_packed.c.j2.
+- vector=avxvnni / avx512vnni (layout=packed only): the raw input bytes, XOR 0x80 (x + 128,
+  unsigned), times the weight bytes, four products per int32 lane per VPDPBUSD, 32 or 64
+  bytes a step, no widening (see matmul_s8_avx.py for why it is exact). pack_weights folds
+  the offset into the term: bias - (in_zero + 128) * sum(w); padded taps read in_zero, which
+  the XOR turns into in_zero + 128, so they still add 0 after the term.
 The lanes of a tile row's accumulators are summed together (up to four channels, one
 vector of sums); the rows of int32 accumulators are then requantised eight channels at a time (common/requantize_avx_channels.c.j2, bit-exact with the
 scalar common/requantize.c.j2).
@@ -22,7 +28,7 @@ from typing import Mapping
 from edgetune.hal import Target
 from edgetune.tuner import Config
 
-from .matmul_s8_avx import AVX_PATHS
+from .matmul_s8_avx import AVX_PATHS, VNNI_A_OFFSET, VNNI_PATHS, zero_offset
 from .paths import Rule, VectorPath, with_vector
 
 TEMPLATE = "conv2d_s8_avx.c.j2"
@@ -44,11 +50,31 @@ def conv_avx_rules(name: str):
     return rules
 
 
+def conv_vnni_rules(name: str):
+    """A VNNI path: packed weights only (the input's offset of 128 lives in the packed term),
+    the AVX tile limits with one more register (the 0x80 constant)."""
+    def rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+        registers = target.vector_unit(VNNI_PATHS[name][0]).registers
+        return [
+            (f"{name} runs on packed weights only (layout=packed: the input's offset of {VNNI_A_OFFSET} is folded "
+             "into the per-channel term at pack time)", lambda c: c["layout"] == "packed"),
+            (f"the AVX paths sum at most {MAX_TILE_OC} channels of a tile row together (tile_oc <= {MAX_TILE_OC})",
+             lambda c: c["tile_oc"] <= MAX_TILE_OC),
+            (f"{name} tile needs tile_p * tile_oc + tile_p + 2 <= {registers} vector registers",
+             lambda c: c["tile_p"] * c["tile_oc"] + c["tile_p"] + 2 <= registers),
+        ]
+    return rules
+
+
 def conv_avx_template_vars(target: Target, shape: Mapping[str, int], config: Config) -> dict:
     """What conv2d_s8_avx.c.j2 needs beyond conv2d_s8's shared variables."""
     vector = str(config["vector"])
-    return dict(avx512=vector == "avx512", step=AVX_PATHS[vector][2], packed=config["layout"] == "packed")
+    _, lanes, step = {**AVX_PATHS, **VNNI_PATHS}[vector]
+    return dict(avx512=lanes == 16, step=step, packed=config["layout"] == "packed", vnni=vector in VNNI_PATHS,
+                zero_offset=zero_offset(vector))
 
 
 AVX2, AVX512 = (VectorPath(name, with_vector(unit), TEMPLATE, conv_avx_rules(name), variables=conv_avx_template_vars)
                 for name, (unit, _, _) in AVX_PATHS.items())
+VNNI = tuple(VectorPath(name, with_vector(unit), TEMPLATE, conv_vnni_rules(name), variables=conv_avx_template_vars)
+             for name, (unit, _, _) in VNNI_PATHS.items())

@@ -14,6 +14,7 @@ from ..quant import requantize_per_channel
 from ..render import render
 from . import dwconv2d_s8_neon
 from .dwconv2d_s8_neon import NEON
+from .dwconv2d_s8_pixels import MVE_PIXELS
 from .paths import Rule, VectorPath, anywhere, path_constraints, with_vector
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .conv2d_s8 import tile_schedule
@@ -32,6 +33,18 @@ def pack_weights(weights: np.ndarray, bias: np.ndarray, in_zero: int, tile_c: in
     rows = weights.reshape(-1, weights.shape[-1]).T  # one row of kh*kw taps per channel
     packed, terms = pack_rows(rows, bias, in_zero, Packing(block=tile_c, segment=1, lanes=16))
     return packed.reshape(weights.shape), terms
+
+def padded_extent(shape: Mapping[str, int]) -> tuple[int, int]:
+    """Rows and columns of the padded input that a 3x3 kernel's windows reach (taps=padded3x3)."""
+    geo = geometry_of(shape)
+    return ((geo.oh - 1) * shape["stride_h"] + 2 * shape["dilation_h"] + 1,
+            (geo.ow - 1) * shape["stride_w"] + 2 * shape["dilation_w"] + 1)
+
+
+def padded_copy_bytes(shape: Mapping[str, int]) -> int:
+    rows, cols = padded_extent(shape)
+    return rows * cols * shape["c"]
+
 
 AVX2_LANES = 8  # int32 lanes of a 256-bit register: channels per vector on the AVX2 path
 
@@ -59,12 +72,14 @@ def avx2_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
 
 
 # The vector paths of dwconv2d_s8, in the order of the `vector` parameter's values; plain C
-# and Helium share dwconv2d_s8.c.j2.
+# and Helium with channels across the lanes share dwconv2d_s8.c.j2; mve_pixels puts output
+# pixels across the lanes (dwconv2d_s8_pixels.py).
 PATHS = (
     VectorPath("c", anywhere, "dwconv2d_s8.c.j2"),
     VectorPath("mve", with_vector("mve"), "dwconv2d_s8.c.j2", mve_rules),
     NEON,
     VectorPath("avx2", with_vector("avx2"), "dwconv2d_s8_avx2.c.j2", avx2_rules),
+    MVE_PIXELS,
 )
 
 
@@ -100,7 +115,7 @@ class DwConv2dS8(Kernel):
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         c = shape["c"] * shape["mult"]  # output channels: what the channel tiles cover
         constraints = [
-            Constraint("taps=unrolled3x3 needs a 3x3 kernel",
+            Constraint("taps=unrolled3x3 and taps=padded3x3 need a 3x3 kernel",
                        lambda cfg: cfg["taps"] == "loop" or (shape["kh"] == 3 and shape["kw"] == 3)),
             Constraint("tile_c larger than needed to cover the output channels (c * mult)",
                        lambda cfg: cfg["tile_c"] <= max(channels_per_step(cfg["vector"]), 1 << (c - 1).bit_length())),
@@ -110,14 +125,19 @@ class DwConv2dS8(Kernel):
             constraints.append(Constraint(f"the packed layout's {row}-byte row of in_zero exceeds the {capacity} bytes "
                                           f"of scratch memory on {target.name}",
                                           lambda cfg: cfg["layout"] != "packed" or row <= capacity))
+        padded_bytes, capacity = padded_copy_bytes(shape), scratch_capacity(target)
+        constraints.append(Constraint(f"taps=padded3x3: the {padded_bytes}-byte padded copy of the input exceeds the "
+                                      f"{capacity} bytes of scratch memory on {target.name}",
+                                      lambda cfg: cfg["taps"] != "padded3x3" or padded_bytes <= capacity))
         paths = self.offered_paths(target)
         constraints += path_constraints(paths, target, shape)
         vectors = [path.name for path in paths]
         params = [
             powers_of_two("tile_c", 4, 16, "channels computed together"),
             powers_of_two("tile_p", 1, 4, "output pixels computed together (share weight loads)"),
-            choice("taps", ["loop", "unrolled3x3"], "tap loop with bounds checks, or (3x3 only) nine unrolled "
-                                                    "taps without checks inside the input"),
+            choice("taps", ["loop", "unrolled3x3", "padded3x3"],
+                   "tap loop with bounds checks, or (3x3 only) nine unrolled taps without checks inside the input, "
+                   "or (3x3 only) the input copied with its padding first, so that every tile runs them unchecked"),
             choice("layout", LAYOUTS, "weights as given ([kh][kw][c * mult]) or packed at export time: each channel tile's "
                                       "taps contiguous, bias and input zero point folded into a term per channel"),
             choice("vector", vectors, "plain C (compiler's choice) or Helium/MVE, NEON or AVX2 intrinsics"),
@@ -163,9 +183,12 @@ class DwConv2dS8(Kernel):
         c_full, c_rem = tile_schedule(cout, tc)
         p_full, p_rem = tile_schedule(npix, tp)
         lanes = channels_per_step(config["vector"])  # channels per vector step (MVE: 4 int32 lanes)
-        return dict(**shape, cout=cout, padded=geo.padded, geometry=geometry_text(shape), oh=geo.oh, ow=geo.ow,
+        padded_copy = config["taps"] == "padded3x3"
+        padded_h, padded_w = padded_extent(shape)
+        return dict(**shape, padded_copy=padded_copy, padded_h=padded_h, padded_w=padded_w,
+                    left_w=min(shape["pad_left"], padded_w), copied_w=max(0, min(shape["w"], padded_w - shape["pad_left"])), cout=cout, padded=geo.padded, geometry=geometry_text(shape), oh=geo.oh, ow=geo.ow,
                     npix=npix, tc=tc, tv=tc // lanes, tp=tp, vector=config["vector"],
-                    unrolled3x3=config["taps"] == "unrolled3x3", packed=config["layout"] == "packed",
+                    unrolled3x3=config["taps"] in ("unrolled3x3", "padded3x3"), packed=config["layout"] == "packed",
                     c_full=c_full, c_rem=c_rem, p_full=p_full, p_rem=p_rem)
 
     def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:

@@ -13,7 +13,7 @@ from ..quant import requantize
 from ..render import render
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel, check_elements
 from .dsp import DSP_CFLAGS
-from .matmul_s8_avx import AVX2, AVX512, AVX_PATHS, rowmajor_width
+from .matmul_s8_avx import AVX2, AVX512, AVX_PATHS, VNNI, rowmajor_width, zero_offset
 from .matmul_s8_neon import NEON
 from .paths import Rule, VectorPath, anywhere, path_constraints, with_extension, with_vector
 
@@ -84,6 +84,7 @@ PATHS = (
     VectorPath("dsp", with_extension("dsp"), dsp_template, dsp_rules, cflags=DSP_CFLAGS),
     AVX2,
     AVX512,
+    *VNNI,
 )
 
 
@@ -120,7 +121,7 @@ class MatmulS8(Kernel):
             powers_of_two("tile_n", 1, 32, "columns of C computed together"),
             powers_of_two("unroll_k", 1, 8, "unroll factor of the reduction loop"),
             choice("vector", vectors, "plain C (compiler's choice), intrinsics of a vector unit the target has "
-                                      "(Helium/MVE, NEON, AVX2, AVX-512) or the Arm DSP extension"),
+                                      "(Helium/MVE, NEON, AVX2, AVX-512, AVX(512)-VNNI) or the Arm DSP extension"),
             choice("layout", LAYOUTS, "weights as given (rowmajor) or packed at export time: B transposed plus "
                                       "per-column terms folding bias and zero points (pack_weights)"),
             choice("compiler", [c.name for c in target.compilers], "compiler from the target description"),
@@ -156,7 +157,9 @@ class MatmulS8(Kernel):
             return io
         a, b, bias, c = io.buffers
         params = dict(io.params)
-        b_packed, col_term = pack_weights(b.data, bias.data, params["a_zero"], params["b_zero"])
+        # The VNNI paths read A offset by 128 (u8): the column term takes a_zero + 128 for a_zero.
+        a_zero = params["a_zero"] + zero_offset(str(config["vector"]))
+        b_packed, col_term = pack_weights(b.data, bias.data, a_zero, params["b_zero"])
         return KernelIO(buffers=(a, Buffer("b", b_packed, weight=True), Buffer("bias", col_term, weight=True), c),
                         params=io.params)
 

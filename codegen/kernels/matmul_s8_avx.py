@@ -1,4 +1,5 @@
-"""The x86 vector paths of matmul_s8: AVX2 and AVX-512 (template matmul_s8_avx.c.j2).
+"""The x86 vector paths of matmul_s8: AVX2, AVX-512 and, on packed weights, AVX-VNNI and
+AVX512-VNNI (template matmul_s8_avx.c.j2).
 
 Both weight layouts have their own inner loop, and both stay exact in int32:
 - packed (B transposed): each output is a contiguous int8 dot product. Sixteen (AVX2) or
@@ -9,6 +10,17 @@ Both weight layouts have their own inner loop, and both stay exact in int32:
   sign-extended, so each int32 lane holds the pair (b[k][n], b[k+1][n]) minus b_zero; one
   VPMADDWD with the broadcast pair (a[k] - a_zero, a[k+1] - a_zero) adds two MACs per
   column. Operands minus zero points lie in [-255, 255], products in 65025: exact again.
+- VNNI (avxvnni, avx512vnni; layout=packed only): VPDPBUSD multiplies four unsigned bytes
+  by four signed bytes and adds the four products to an int32 lane: 4 MACs per int32 lane
+  per instruction, with no widening. A is int8, so each byte of A is offset by 128 (XOR
+  0x80) into u8: a' = a + 128 in [0, 255]. Then
+      sum_k (a - a_zero)(b - b_zero) = sum_k (a' - (a_zero + 128))(b - b_zero),
+  the packed identity with a' for a and a_zero + 128 for a_zero: pack_weights() with that
+  offset zero point folds -128 * sum_k b into the column term at pack time, and the kernel
+  takes the row term from a' (sum_k a' = sum_k a + 128 K). A product of a u8 and an s8 byte
+  lies in [-32640, 32385] and the non-saturating VPDPBUSD (unlike VPDPBUSDS and VPMADDUBSW)
+  adds the four to the lane modulo 2^32 (Intel SDM vol. 2C, VPDPBUSD), so the dot products
+  are exact whenever the true accumulator fits in int32 (the same bound as the other paths).
 Requantisation is vectorised eight lanes at a time, bit-exact with common/requantize.c.j2.
 """
 from __future__ import annotations
@@ -23,7 +35,15 @@ from .paths import Rule, VectorPath, with_vector
 # Vector path -> (HAL vector unit, int32 lanes of one accumulator, int8 elements of A and B
 # one step of the packed dot product consumes).
 AVX_PATHS = {"avx2": ("avx2", 8, 16), "avx512": ("avx512", 16, 32)}
+# The same for the VNNI paths: one VPDPBUSD step consumes four bytes per int32 lane.
+VNNI_PATHS = {"avxvnni": ("avxvnni", 8, 32), "avx512vnni": ("avx512vnni", 16, 64)}
+VNNI_A_OFFSET = 128  # added to every int8 of A (XOR 0x80) to make it the u8 operand of VPDPBUSD
 TEMPLATE = "matmul_s8_avx.c.j2"
+
+
+def zero_offset(vector: str) -> int:
+    """What a path adds to A (and so to a_zero in the packed column term): 128 on VNNI."""
+    return VNNI_A_OFFSET if vector in VNNI_PATHS else 0
 
 
 def rowmajor_width(vector: str) -> int:
@@ -56,12 +76,31 @@ def avx_rules(name: str):
     return rules
 
 
+def vnni_rules(name: str):
+    """A VNNI path: packed weights only (the offset of A lives in the packed column term), the
+    packed tile's registers (plus the 0x80 constant) and whole unrolled steps."""
+    unit, _, step = VNNI_PATHS[name]
+
+    def rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
+        registers = target.vector_unit(unit).registers
+        return [
+            (f"{name} runs on packed weights only (layout=packed: A's offset of {VNNI_A_OFFSET} is folded into "
+             "the column term at pack time)", lambda c: c["layout"] == "packed"),
+            (f"{name} packed tile needs tile_m * tile_n + tile_m + 2 <= {registers} vector registers",
+             lambda c: c["tile_m"] * c["tile_n"] + c["tile_m"] + 2 <= registers),
+            (f"{name} packed unrolls {step}-element steps: {step} * unroll_k must not exceed k",
+             lambda c: c["unroll_k"] == 1 or step * c["unroll_k"] <= shape["k"]),
+        ]
+    return rules
+
+
 def avx_template_vars(target: Target, shape: Mapping[str, int], config: Config) -> dict:
     """What matmul_s8_avx.c.j2 needs beyond the shared blocking variables."""
     vector = str(config["vector"])
-    _, lanes, step = AVX_PATHS[vector]
+    _, lanes, step = {**AVX_PATHS, **VNNI_PATHS}[vector]
     tn = int(config["tile_n"])
     return dict(lanes=lanes, step=step, packed=config["layout"] == "packed",
+                avx512=lanes == 16, vnni=vector in VNNI_PATHS, zero_offset=zero_offset(vector),
                 groups=(tn + 7) // 8,  # eight-column groups of the packed reduction
                 chunks=tn // lanes if config["layout"] == "rowmajor" else 0,
                 k_tail=shape["k"] % step)
@@ -69,3 +108,5 @@ def avx_template_vars(target: Target, shape: Mapping[str, int], config: Config) 
 
 AVX2, AVX512 = (VectorPath(name, with_vector(unit), TEMPLATE, avx_rules(name), variables=avx_template_vars)
                 for name, (unit, _, _) in AVX_PATHS.items())
+VNNI = tuple(VectorPath(name, with_vector(unit), TEMPLATE, vnni_rules(name), variables=avx_template_vars)
+             for name, (unit, _, _) in VNNI_PATHS.items())

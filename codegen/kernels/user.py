@@ -41,6 +41,9 @@ ROLES = ("input", "output", "weight")
 KERNEL_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 C_NUMBER_RE = re.compile(r"-?(0[xX][0-9a-fA-F]+|\d+)[uUlL]{0,3}|-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?[fF]?")
+# What `operators` keys name: a builtin operator (schema.fbs BuiltinOperator), or a custom one by its custom code.
+BUILTIN_OP_RE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+CUSTOM_CODE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 SOURCE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if
     inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
@@ -107,6 +110,25 @@ class Vector:
 
 
 @dataclass(frozen=True)
+class Binding:
+    """What an operator adapter returns (KernelDef.operators): one TFLite operator as a call
+    of the kernel. `shape`: the workload shape (every shape key); `input`, `output`: the
+    kernel's buffers that take the operator's input tensor (its `input_tensor`-th input) and
+    write its output tensor (its first); `constants`: an array for every other buffer (the
+    operator's weights, as the kernel takes them); `scalars`: int32 values for scalars (the
+    others keep their declared value); `macs`: the operator's multiply-accumulates (0: one
+    per output element), for `model show` and the scheduler."""
+
+    shape: Mapping[str, int]
+    input: str
+    output: str
+    constants: Mapping[str, object] = field(default_factory=dict)
+    scalars: Mapping[str, int] = field(default_factory=dict)
+    input_tensor: int = 0
+    macs: int = 0
+
+
+@dataclass(frozen=True)
 class KernelDef:
     """A kernel of your own. `params` maps each parameter to its values: a list or tuple
     (ordered when every value is a number), or a set (unordered). `restrictions`: Kernel
@@ -118,7 +140,11 @@ class KernelDef:
     is a template; anything else plain C with parameters as #defines) or, with
     `source_text`, the C text itself. `function`: the C function of plain C (default
     `name`). `version`: the workload version (default: taken from the definition's content,
-    so an edited kernel starts new workloads and never reuses old trials)."""
+    so an edited kernel starts new workloads and never reuses old trials). `operators`:
+    the TFLite operators it serves in a model, each ("LEAKY_RELU", or "CUSTOM:<custom
+    code>") mapped to an adapter: a function of the operator (codegen/model/user_layers.py,
+    OperatorView: its tensors' shapes, quantisation and data, its options) returning a
+    Binding."""
 
     name: str
     shape: Sequence[str]
@@ -135,6 +161,7 @@ class KernelDef:
     version: int | None = None
     source_text: str = ""
     base: str | Path | None = None  # the folder relative sources are in (set by the loader)
+    operators: Mapping[str, Callable] = field(default_factory=dict)
 
 
 def c_token(value: object, where: str) -> str:
@@ -228,7 +255,10 @@ def _as_dict(config) -> dict:
 
 class UserKernel(Kernel):
     """A KernelDef as a Kernel (see the module docstring). `folder`: where its sources are;
-    `definition`: the sha256 of its files (codegen/kernels/user_loader.py)."""
+    `definition`: the sha256 of its files (codegen/kernels/user_loader.py); `bundle`: those
+    files, for a kernel loaded from a folder or .py file (sent to a cluster's workers)."""
+
+    bundle = None
 
     def __init__(self, spec: KernelDef, folder: Path | None, definition: str):
         self.spec, self.folder, self.definition = spec, folder, definition
@@ -247,6 +277,7 @@ class UserKernel(Kernel):
         names = keys | {p.name for p in self.params} | {"vector", "compiler", "opt"}
         self.rules = tuple(_predicate(r, self.name, names, "restriction") for r in spec.restrictions)
         self.paths = tuple(self._path(v, names) for v in spec.vectors)
+        self.operators = self._operators()
 
     def _check_names(self) -> None:
         spec = self.spec
@@ -280,6 +311,22 @@ class UserKernel(Kernel):
         if isinstance(spec.tolerance, bool) or not isinstance(spec.tolerance, (int, float)) or not spec.tolerance >= 0:
             raise KernelError(f"kernel {spec.name}: tolerance {spec.tolerance!r} is not a number >= 0")
         check_identifier(spec.function or spec.name, f"kernel {spec.name}: function")
+
+    def _operators(self) -> dict[str, Callable]:
+        """The TFLite operators it serves: key -> adapter, keys checked."""
+        served = self.spec.operators
+        if not isinstance(served, Mapping):
+            raise KernelError(f"kernel {self.name}: operators must map operator names to adapters")
+        for key, adapter in served.items():
+            op, _, code = key.partition(":") if isinstance(key, str) else ("", "", "")
+            if not BUILTIN_OP_RE.fullmatch(op) or (op == "CUSTOM") != bool(code) or (code and not CUSTOM_CODE_RE.fullmatch(code)):
+                raise KernelError(f"kernel {self.name}: operators key {key!r} is neither a builtin operator name "
+                                  "(LEAKY_RELU) nor CUSTOM:<custom code> (CUSTOM:LeakyRelu)")
+            if not callable(adapter):
+                raise KernelError(f"kernel {self.name}: operators[{key!r}] is {adapter!r}, not an adapter function")
+        if served and sum(a.role == "output" for a in self.buffers) != 1:
+            raise KernelError(f"kernel {self.name}: a kernel serving model operators has exactly one output buffer")
+        return dict(served)
 
     def _path(self, vector: Vector, names: frozenset[str]) -> VectorPath:
         check_identifier(vector.name, f"kernel {self.name}: vector path")

@@ -9,12 +9,17 @@ names on the command line or installs, never a path read from a manifest or a da
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.metadata
 import importlib.util
+import os
+import shutil
 import sys
+import tempfile
 import traceback
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from .base import KernelError
 from .user import KernelDef, UserKernel
@@ -34,26 +39,61 @@ def definition_files(folder: Path, spec: KernelDef, module_file: Path | None, wh
     return sorted({*([module_file] if module_file else []), *(folder / n for n in named if n)})
 
 
-def digest_of(folder: Path, files: list[Path], extra: bytes = b"") -> str:
-    """sha256 over each file's name (relative to the folder) and content."""
-    h = hashlib.sha256(extra)
+def read_files(folder: Path, files: list[Path]) -> tuple[tuple[str, bytes], ...]:
+    """Each file's name relative to the folder (POSIX) and its content."""
+    contents = []
     for path in files:
         try:
             data = path.read_bytes()
         except OSError as exc:
             raise KernelError(f"{path}: cannot read ({exc.strerror})") from None
-        h.update(path.relative_to(folder).as_posix().encode() + b"\0" + hashlib.sha256(data).digest())
+        contents.append((path.relative_to(folder).as_posix(), data))
+    return tuple(contents)
+
+
+def digest_of_contents(contents, extra: bytes = b"") -> str:
+    """sha256 over each file's relative name and content (read_files)."""
+    h = hashlib.sha256(extra)
+    for name, data in contents:
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     return h.hexdigest()
 
 
+def digest_of(folder: Path, files: list[Path], extra: bytes = b"") -> str:
+    """sha256 over each file's name (relative to the folder) and content."""
+    return digest_of_contents(read_files(folder, files), extra)
+
+
+@dataclass(frozen=True)
+class KernelBundle:
+    """A kernel's definition by content, to load it where its files are not (a cluster's
+    worker): the files its definition digest covers, their digest, and which file to load
+    (a folder's kernel.py, or the .py file)."""
+
+    name: str
+    definition: str
+    entry: str
+    whole_folder: bool
+    files: tuple[tuple[str, bytes], ...]
+
+
 def kernel_from_def(spec: object, where: str, folder: Path, module_file: Path | None = None,
-                    whole_folder: bool = False, extra: bytes = b"") -> UserKernel:
+                    whole_folder: bool = False, extra: bytes = b"", shippable: bool = False) -> UserKernel:
+    """The UserKernel of a definition; `shippable`: keep its files as a KernelBundle (a
+    kernel loaded from a folder or .py file, which a cluster's workers get by content)."""
     if not isinstance(spec, KernelDef):
         raise KernelError(f"{where}: KERNEL is {type(spec).__name__}, not an edgetune.KernelDef")
     folder = Path(spec.base).resolve() if spec.base is not None else folder
-    digest = digest_of(folder, definition_files(folder, spec, module_file, whole_folder), extra)
-    kernel = UserKernel(spec, folder, digest)
+    files = definition_files(folder, spec, module_file, whole_folder)
+    # Names relative to the folder; with a `base` elsewhere, to the folder both lie in.
+    root = folder if all(p.is_relative_to(folder) for p in files) else Path(os.path.commonpath([folder, *files]))
+    contents = read_files(root, files)
+    kernel = UserKernel(spec, folder, digest_of_contents(contents, extra))
     kernel.check_templates()
+    # Shippable by content (to a cluster's workers): a kernel of files, loaded from its own folder.
+    shippable = shippable and module_file is not None and not extra and spec.base is None and root == module_file.parent
+    kernel.bundle = KernelBundle(kernel.name, kernel.definition, module_file.name, whole_folder,
+                                 contents) if shippable else None
     return kernel
 
 
@@ -70,7 +110,37 @@ def load_kernel_file(path: str | Path) -> UserKernel:
         raise KernelError(f"{path}: not a kernel folder or a .py file")
     module_file = module_file.resolve()
     spec = _run_definition(module_file)
-    return kernel_from_def(spec, str(module_file), module_file.parent, module_file, whole)
+    return kernel_from_def(spec, str(module_file), module_file.parent, module_file, whole, shippable=True)
+
+
+_BUNDLED: dict[str, UserKernel] = {}  # definition digest -> kernel, loaded once per process
+
+
+def kernel_of_bundle(bundle: KernelBundle) -> UserKernel:
+    """The kernel a bundle holds, written to a private temporary folder of this process and
+    loaded from there; refused when its files do not hash to the bundle's definition."""
+    sent = digest_of_contents(bundle.files)
+    if sent != bundle.definition:
+        raise KernelError(f"kernel {bundle.name}: the definition shipped to this worker hashes to {sent[:12]}, "
+                          f"not {bundle.definition[:12]} as sent; refused")
+    known = _BUNDLED.get(bundle.definition)
+    if known is not None:
+        return known
+    root = Path(tempfile.mkdtemp(prefix="edgetune-kernel-"))  # mode 0700: this user's only
+    atexit.register(shutil.rmtree, root, True)  # gone with the worker process
+    for name, data in bundle.files:
+        parts = PurePosixPath(name).parts
+        if not parts or PurePosixPath(name).is_absolute() or any(p in ("", ".", "..") for p in parts):
+            raise KernelError(f"kernel {bundle.name}: shipped file name {name!r} is not a path inside its folder")
+        path = root.joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    kernel = load_kernel_file(root if bundle.whole_folder else root / bundle.entry)
+    if kernel.definition != bundle.definition or kernel.name != bundle.name:
+        raise KernelError(f"kernel {bundle.name}: the definition shipped to this worker hashes to "
+                          f"{kernel.definition[:12]} ({kernel.name}), not {bundle.definition[:12]} as sent; refused")
+    _BUNDLED[bundle.definition] = kernel
+    return kernel
 
 
 def _run_definition(module_file: Path) -> object:

@@ -76,20 +76,24 @@ def build_model(tensors: Sequence[Tensor], operators: Sequence[Operator], inputs
         if t.constant:
             buffers.append(_buffer(s, t.data))
         written.append(_tensor(s, t, len(buffers) - 1 if t.constant else 0))
-    names = list(dict.fromkeys(op.op for op in operators))
+    names = list(dict.fromkeys((op.op, op.custom_code if op.op == "CUSTOM" else "") for op in operators))
     codes = []
-    for name in names:
+    for name, custom in names:
         code = s.OperatorCodeT()
         code.builtinCode = builtin_code(name)
         code.deprecatedBuiltinCode = min(code.builtinCode, DEPRECATED_CODE_LIMIT)
         code.version = 1
+        if custom:
+            code.customCode = custom
         codes.append(code)
     ops = []
     for op in operators:
         o = s.OperatorT()
-        o.opcodeIndex = names.index(op.op)
+        o.opcodeIndex = names.index((op.op, op.custom_code if op.op == "CUSTOM" else ""))
         o.inputs, o.outputs = list(op.inputs), list(op.outputs)
         o.builtinOptionsType, o.builtinOptions = _options(s, op)
+        if op.op == "CUSTOM" and op.custom_options:
+            o.customOptions = list(op.custom_options)  # customOptionsFormat FLEXBUFFERS (0), the only one
         ops.append(o)
     sub = s.SubGraphT()
     sub.tensors, sub.operators, sub.inputs, sub.outputs = written, ops, list(inputs), list(outputs)

@@ -79,6 +79,7 @@ class Operator:
     options_type: str = ""  # the BuiltinOptions table's name, "Conv2DOptions" ("" without options)
     options: tuple[tuple[str, object], ...] = ()  # its fields as the object API names them
     custom_code: str = ""
+    custom_options: bytes = field(default=b"", repr=False)  # a CUSTOM operator's options as stored
 
     def option(self, name: str, default=None):
         return dict(self.options).get(name, default)
@@ -207,4 +208,9 @@ def _operator(path: Path, index: int, op, codes, n_tensors: int) -> Operator:
             raise ModelError(f"{path}: operator {index} ({name}) refers to tensor {tensor}, which does not exist")
     options_names = {v: k for k, v in vars(schema().BuiltinOptions).items() if isinstance(v, int)}
     return Operator(index, name, inputs, outputs, options_names.get(int(op.builtinOptionsType), "") if op.builtinOptions else "",
-                    _options(op.builtinOptions), _text(code.customCode))
+                    _options(op.builtinOptions), _text(code.customCode), _custom_options(op))
+
+
+def _custom_options(op) -> bytes:
+    values = op.customOptions
+    return b"" if values is None else np.asarray(values, dtype=np.uint8).tobytes()

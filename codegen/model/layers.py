@@ -23,6 +23,7 @@ from edgetune.codegen.kernels.convolution import MAX_REDUCTION
 from .arithmetic import INT8_MAX, INT8_MIN, MAX_SHIFT, activation_range, output_size, quantize_multiplier
 from .graph import Graph, Operator, Tensor
 from .schema import ModelError, schema
+from .user_layers import servers, user_layer
 
 TUNED = {"CONV_2D": "conv2d_s8", "DEPTHWISE_CONV_2D": "dwconv2d_s8", "FULLY_CONNECTED": "conv2d_s8"}
 # Operators edgetune runs (TFLite Micro's reference kernels in a deployment) but does not tune.
@@ -52,6 +53,15 @@ class ModelLayer:
     constants: tuple[Buffer, ...] = field(default=(), repr=False, compare=False)  # weights, bias, multiplier, shift
     params: tuple[tuple[str, int], ...] = ()  # in_zero, out_zero, act_min, act_max
     kernel_output: tuple[int, ...] = ()  # the kernel's output buffer shape
+    # A layer a kernel of the user's own serves (user_layers.py): its buffers in the kernel's
+    # order, which take the operator's input and output, the input buffer's shape, which of
+    # the operator's inputs it reads, and what judges it ("tflm", or the kernel's "reference").
+    arguments: tuple[str, ...] = ()
+    input_name: str = "input"
+    output_name: str = "output"
+    input_dims: tuple[int, ...] = ()
+    input_position: int = 0
+    oracle: str = "tflm"
 
     @property
     def shape_dict(self) -> dict[str, int]:
@@ -62,7 +72,14 @@ class ModelLayer:
         return ",".join(f"{k}={v}" for k, v in self.shape)
 
     @property
+    def input_tensor(self) -> int:
+        """The model tensor the kernel's input buffer reads."""
+        return self.operator.inputs[self.input_position]
+
+    @property
     def kernel_input(self) -> tuple[int, ...]:
+        if self.input_dims:
+            return self.input_dims
         s = self.shape_dict
         return (s["h"], s["w"], s["cin"] if "cin" in s else s["c"])
 
@@ -75,9 +92,12 @@ class ModelLayer:
         if x.dtype != np.int8 or x.size != int(np.prod(self.kernel_input)):
             raise ModelError(f"operator {self.index} ({self.op}): input must be int8 with "
                              f"{int(np.prod(self.kernel_input))} elements, got {x.dtype} {list(x.shape)}")
-        out = Buffer("output", np.zeros(self.kernel_output, dtype=np.int8), is_output=True)
-        return KernelIO(buffers=(Buffer("input", x.reshape(self.kernel_input).copy()), *self.constants, out),
-                        params=self.params)
+        out = Buffer(self.output_name, np.zeros(self.kernel_output, dtype=np.int8), is_output=True)
+        given = Buffer(self.input_name, x.reshape(self.kernel_input).copy())
+        if not self.arguments:
+            return KernelIO(buffers=(given, *self.constants, out), params=self.params)
+        by_name = {b.name: b for b in (given, *self.constants, out)}
+        return KernelIO(buffers=tuple(by_name[name] for name in self.arguments), params=self.params)
 
 
 class _Reader:
@@ -276,8 +296,14 @@ BUILDERS = {"CONV_2D": _conv, "DEPTHWISE_CONV_2D": _dwconv, "FULLY_CONNECTED": _
 
 
 def layer_of(graph: Graph, op: Operator) -> ModelLayer:
+    served = servers(graph, op)  # a kernel of the user's own serving it comes first
+    if served:
+        return user_layer(graph, op, served[0])
+    if op.op == "CUSTOM":
+        raise ModelError(f"{graph.path}: operator {op.index} is CUSTOM ({op.custom_code}), which no kernel serves: "
+                         f"load a kernel of your own declaring operators={{'CUSTOM:{op.custom_code}': adapter}} "
+                         "(--kernel-file, docs/own-kernel.md)")
     if op.op not in SUPPORTED:
-        name = f"CUSTOM ({op.custom_code})" if op.op == "CUSTOM" else op.op
-        raise ModelError(f"{graph.path}: operator {op.index} is {name}, which edgetune cannot run "
-                         f"(it runs {', '.join(SUPPORTED)})")
+        raise ModelError(f"{graph.path}: operator {op.index} is {op.op}, which edgetune cannot run "
+                         f"(it runs {', '.join(SUPPORTED)}, and a kernel of your own can serve it: docs/own-kernel.md)")
     return BUILDERS.get(op.op, _untuned)(_Reader(graph, op))

@@ -22,6 +22,7 @@ from .builder import build_model
 from .graph import Operator
 from .layers import ModelLayer
 from .schema import EXTRA_HINT, ModelError
+from .user_layers import REFERENCE
 
 ARENA_MARGIN = 1 << 20  # bytes beyond the tensors for the interpreter's own allocations
 
@@ -59,11 +60,29 @@ def run_tflm(model: bytes, inputs: list[np.ndarray], n_outputs: int = 1, arena_s
     return [np.array(interpreter.get_output(index)) for index in range(n_outputs)]
 
 
+def reference_output(layer: ModelLayer, x: np.ndarray) -> np.ndarray:
+    """A CUSTOM operator's output: its kernel's numpy reference on the layer's buffers
+    (TFLite Micro cannot run a custom operator; user_layers.py)."""
+    from edgetune.codegen.kernels import get_kernel
+
+    kernel = get_kernel(layer.kernel)
+    io = layer.io(np.asarray(x, dtype=np.int8))
+    outputs = kernel.reference(layer.shape_dict, io)
+    return outputs[[b.name for b in io.outputs()].index(layer.output_name)].reshape(layer.kernel_output)
+
+
+def oracle_name(layer: ModelLayer) -> str:
+    return f"{layer.kernel}'s reference" if layer.oracle == REFERENCE else "TFLite Micro"
+
+
 def oracle_output(layer: ModelLayer, x: np.ndarray) -> np.ndarray:
-    """TFLite Micro's output for one tuned layer on int8 input `x` (any shape with the
-    input's elements), in the shape of the kernel's output buffer."""
+    """The oracle's output for one tuned layer on int8 input `x` (any shape with the
+    input's elements), in the shape of the kernel's output buffer: TFLite Micro's, or for
+    a CUSTOM operator its kernel's reference."""
     if layer.kernel is None:
         raise ModelError(f"operator {layer.index} ({layer.op}) is not a tuned layer")
+    if layer.oracle == REFERENCE:
+        return reference_output(layer, x)
     x = np.asarray(x, dtype=np.int8).reshape(layer.input_shape)
     model = layer_model(layer)
     arena = len(model) + 4 * (x.nbytes + int(np.prod(layer.output_shape))) + ARENA_MARGIN
