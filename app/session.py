@@ -457,6 +457,7 @@ def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Worklo
     resumed = _within_budget(db, workload, budget, resumed)
     run = _BatchRunner(strategy, submit, db, workload, label, owner, remote, progress, stop, stored, budget, resumed)
     run.submit_batch, run.jobs = submit_batch, jobs
+    least = jobs  # a round as it is one at a time: never cut below this
     jobs = jobs * batch if submit_batch is not None else jobs  # configurations per round
     pending, orphans = list(pending), list(resumed.orphans)
     with db.heartbeat(owner):
@@ -481,6 +482,8 @@ def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Worklo
             room = min(jobs, budget - db.used(workload))
             if room <= 0:
                 return run.new, "budget"
+            if stop is not None:
+                room = min(room, stop.room(least))
             asked_at = time.monotonic()
             batch = strategy.ask(room)
             run.spent["search"] += time.monotonic() - asked_at
@@ -645,6 +648,13 @@ class StopRule:
                 self.best, self.since_best = value, 0
             else:
                 self.since_best += 1
+
+    def room(self, least: int) -> int:
+        """The most evaluations the next round may ask for: what patience has left (so a
+        batched round does not run past it), but never fewer than `least`."""
+        if self.patience is None:
+            return 1 << 30
+        return max(least, self.patience - self.since_best)
 
     def reason(self) -> str | None:
         if self.deadline is not None and time.monotonic() >= self.deadline:
