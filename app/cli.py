@@ -345,10 +345,13 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
               help="Build and run on this Dask scheduler's workers (docs/cluster.md); --jobs trials at once.")
 @click.option("--device", default="cpu", show_default=True,
               help="cpu, or an NPU of the target (ethos-u55, ethos-u65): tune Vela's options instead.")
+@click.option("--batch", default=None, type=click.IntRange(min=1), metavar="N",
+              help="Variants per image and emulator boot (default: as many as the target's memory holds, "
+                   "at most 16); 1: one at a time (docs/throughput.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
 @_guard
 def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, initial, objective, constraints,
-             time_budget, patience, db_path, kernel_files, cluster, device, as_json):
+             time_budget, patience, db_path, kernel_files, cluster, device, batch, as_json):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
     With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
@@ -389,7 +392,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         requests = [TuneRequest(get_kernel(entry.kernel), target, get_kernel(entry.kernel).parse_shape(entry.shape_dict),
                                 strategy, budget, jobs, seed,
                                 *((objective, bounds) if objective or bounds else (entry.objective, entry.bounds)),
-                                initial=(entry.config_dict,), time_budget=time_budget, patience=patience)
+                                initial=(entry.config_dict,), time_budget=time_budget, patience=patience,
+                                batch=batch)
                     for entry in manifest.kernels]
     else:
         if not kernel_name or not shape:
@@ -401,7 +405,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         kernel.check_fits(target, shape_dict)
         space = kernel.tuning_space(target, shape_dict)
         requests = [TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
-                                time_budget=time_budget, patience=patience,
+                                time_budget=time_budget, patience=patience, batch=batch,
                                 initial=tuple(parse_config(space, text) for text in initial))]
     client, executor = connect(cluster, target) if cluster else (None, None)
     try:

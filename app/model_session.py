@@ -126,11 +126,12 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
                strategy: str = DEFAULT_STRATEGY, seed: int = 0, jobs: int = 1, objective: str = "",
                bounds: tuple[Bound, ...] = (), progress: ModelProgressFn | None = None, scheduler: str = "gradient",
                round_trials: int = 4, baselines: bool = True, trial_progress: ProgressFn | None = None,
-               kernels: Callable[[str], Kernel] = get_kernel) -> ModelSummary:
+               kernels: Callable[[str], Kernel] = get_kernel, batch: int | None = None) -> ModelSummary:
     """Tune the model's distinct layers on `target`, `budget` trials in all, split in rounds
     of `round_trials` (at least `jobs`) by `scheduler` ("gradient" or "even"); see the module.
     Every layer is checked (kernel, shape, fits the target) before anything is measured.
-    `progress` hears of every round, `trial_progress` of every trial (as tune() reports it)."""
+    `progress` hears of every round, `trial_progress` of every trial (as tune() reports it).
+    `batch`: variants per image (TuneRequest.batch; None: the session's choice)."""
     check_strategy(strategy)
     chooser = make_scheduler(scheduler, seed)
     if budget < 0 or round_trials < 1:
@@ -140,7 +141,7 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     runner_for(target).check_tools()
     # What every round's tuning session shares; the layer and its budget change per round.
     template = TuneRequest(workloads[0].kernel, target, workloads[0].shape, strategy, 0, max(1, jobs), seed,
-                           objective, bounds)
+                           objective, bounds, batch=batch)
     rounds = RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress)
     tasks = [SchedTask(lw.workload.key(), lw.weight, similarity_group(lw), lw.macs) for lw in workloads]
     log: list[ModelRound] = []

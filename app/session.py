@@ -25,6 +25,7 @@ from edgetune.codegen.npu import NpuOperator
 from edgetune.codegen.placement import PlacementError, pinned
 from edgetune.hal import Target, TargetError
 from edgetune.targets import iobuf
+from edgetune.targets.batch import MAX_BATCH, Failed, Variant, fit_by_data, measure_batch, member_function
 from edgetune.targets.buildcache import CachedFailure
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
@@ -60,6 +61,9 @@ class TuneRequest:
     # tuned (edgetune.npu_session), `macs` optionally pinning the accelerator configuration.
     device: str = "cpu"
     macs: int | None = None
+    # Variants per image and emulator boot (edgetune.targets.batch); None: as many as the
+    # target's memory holds (at most targets.batch.MAX_BATCH); 1: one at a time.
+    batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class Evaluator:
         self.expected = kernel.reference(shape, io)
         self.work_root = work_root
         self._fastest_run: float | None = None  # wall seconds of the fastest correct run
+        self.alone_reason = ""  # why configurations are evaluated one at a time here ("": they need not be)
 
     def run_timeout(self) -> float:
         limit = self.target.runner.timeout_s
@@ -122,9 +127,91 @@ class Evaluator:
         return min(limit, max(MIN_RUN_TIMEOUT_S, LIMIT_MULTIPLIER * self._fastest_run))
 
     def __call__(self, config: Config) -> Trial:
-        trial = self._evaluate(config)
+        return self._finish(self._evaluate(config))
+
+    def _finish(self, trial: Trial) -> Trial:
         # The target's run limit it was measured under (see tuner.trial.replaceable).
         return stamp(replace(trial, info={**trial.info, "timeout_limit_s": self.target.runner.timeout_s}), self.target)
+
+    # --- several configurations per image (edgetune.targets.batch) ----------------------------
+    def batches(self) -> bool:
+        """Whether this evaluator puts several variants into one image (else: why not, in
+        `alone_reason`)."""
+        return self.runner.batches and not self.alone_reason
+
+    def evaluate_batch(self, configs: Sequence[Config]) -> list[Trial]:
+        """Trials of several configurations, measured in as few images as fit. Each trial is
+        the one evaluating its configuration alone gives: a variant that fails in a batch
+        (faults, hangs, answers wrong, or its image does not link) is evaluated again alone."""
+        if len(configs) < 2 or not self.batches():
+            return [self._alone(config) for config in configs]
+        trials: dict[int, Trial] = {}
+        variants, where = [], []
+        for index, config in enumerate(configs):
+            prepared = self._prepare(config)
+            if isinstance(prepared, Trial):
+                trials[index] = prepared
+            else:
+                variants.append(prepared)
+                where.append(index)
+        workdir = Path(tempfile.mkdtemp(prefix="batch-", dir=self.work_root))
+        try:
+            measured = measure_batch(self.runner, self.kernel, self.shape, variants, workdir, self.batch_timeout,
+                                     self._slots)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if measured.refusal:
+            self.alone_reason = measured.refusal
+        for index, result in zip(where, measured.results):
+            trials[index] = self._batch_trial(configs[index], result)
+        return [self._finish(trials[index]) for index in range(len(configs))]
+
+    def _alone(self, config: Config) -> Trial:
+        """One at a time in a batched session: the trial says why, when the kernel is why."""
+        trial = self(config)
+        if not self.alone_reason:
+            return trial
+        return replace(trial, info={**trial.info, "batch_refused": f"kernel {self.kernel.name}: {self.alone_reason}"})
+
+    def _prepare(self, config: Config) -> "Variant | Trial":
+        """A configuration as a batch member, or the trial it already is (illegal, not
+        renderable, or a kernel that cannot be renamed: evaluated alone)."""
+        reason = self.space.violation(config)
+        if reason:
+            return Trial(config, Outcome.INVALID, error=reason)
+        name = member_function(self.kernel, self.shape, config)
+        try:
+            rendered = self.kernel.render(self.target, self.shape, config, fn=name)
+            io = self.kernel.deployed_io(self.io, config)
+        except (CodegenError, PlacementError) as exc:
+            return Trial(config, Outcome.CODEGEN_ERROR, error=str(exc))
+        if rendered.function != name:
+            self.alone_reason = f"it names its entry point {rendered.function!r} itself"
+            return self._evaluate(config)
+        return Variant(rendered, io)
+
+    def _batch_trial(self, config: Config, result) -> Trial:
+        if isinstance(result, Failed):
+            return Trial(config, result.error.outcome, error=result.error.message, info=dict(result.info))
+        if result is None:
+            return self._evaluate(config)
+        outcome, _ = self._check(result.raw)
+        if outcome is not Outcome.OK:
+            return self._evaluate(config)  # perhaps a neighbour's doing: alone, it is its own outcome
+        seconds = result.info.get("seconds_run", 0.0)
+        if self._fastest_run is None or seconds < self._fastest_run:
+            self._fastest_run = seconds
+        info = {**result.info, "seconds": round(sum(result.info.get(f"seconds_{part}", 0.0)
+                                                    for part in ("compile", "link", "run")), 3)}
+        return Trial(config, Outcome.OK, values=result.values, info=info)
+
+    def batch_timeout(self, variants: int) -> float:
+        """The time limit of an image of several variants: the target's, or the multiple of
+        the fastest run (per variant) for all of them."""
+        limit = self.target.runner.timeout_s
+        if self._fastest_run is None:
+            return limit
+        return min(limit, max(MIN_RUN_TIMEOUT_S, LIMIT_MULTIPLIER * self._fastest_run * variants))
 
     def _evaluate(self, config: Config) -> Trial:
         started = time.monotonic()
@@ -142,6 +229,7 @@ class Evaluator:
                 run_started = time.monotonic()
                 values, raw = self.runner.run(build, io, timeout_s=self.run_timeout())
                 run_seconds = time.monotonic() - run_started
+            info["seconds_run"] = round(run_seconds, 3)
             outcome, error = self._check(raw)
             if outcome is Outcome.OK and (self._fastest_run is None or run_seconds < self._fastest_run):
                 self._fastest_run = run_seconds
@@ -201,6 +289,19 @@ class CpuTask:
         runner_for(self.target).check_tools()
         self.kernel.check_fits(self.target, self.shape)  # one refusal before any trial, not one too_large per variant
 
+    def batch_size(self, asked: int | None) -> int:
+        """Variants per image: what the target's I/O regions hold side by side (the code of
+        an image is checked once compiled, targets.batch), at most `asked` or MAX_BATCH;
+        1 where the runner boots once per variant."""
+        if not runner_for(self.target).batches:
+            return 1
+        io = workload_inputs(self.kernel, self.workload)
+        try:
+            fits = fit_by_data(self.target, io, iobuf.plan_io(self.target, io, None))
+        except MeasureError:
+            return 1
+        return max(1, min(fits, asked or MAX_BATCH))
+
     def evaluator(self, space: Space, work_root: Path) -> "Evaluator":
         return Evaluator(self.kernel, self.target, self.shape, space, workload_inputs(self.kernel, self.workload),
                          work_root)
@@ -244,17 +345,35 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
                           redo=lambda trial: replaceable(trial.outcome, trial.info.get("timeout_limit_s"), limit))
     stop = StopRule(request, goal.objective, best=min((v for t in start.done if feasible(t, goal.bounds)
                                                        and (v := t.value(goal.objective)) is not None), default=None))
+    batch = task.batch_size(request.batch) if remote is None and isinstance(task, CpuTask) else 1
+    if request.batch is None:
+        batch = within_plan(batch, request.jobs, start.resumed.strategy)
     with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp, ExitStack() as stack:
+        submit_batch = None
         if remote is None:
             pool = stack.enter_context(ThreadPoolExecutor(max_workers=max(1, request.jobs)))
-            submit = functools.partial(pool.submit, task.evaluator(space, Path(tmp)))
+            evaluator = task.evaluator(space, Path(tmp))
+            submit = functools.partial(pool.submit, evaluator)
+            if batch > 1:
+                submit_batch = functools.partial(pool.submit, evaluator.evaluate_batch)
         else:
             submit = functools.partial(executor.submit, remote)
         new, stopped = search_loop(start.resumed.strategy, submit, db, workload, budget=request.budget,
                                    jobs=request.jobs, stored=len(start.done), label=(request.strategy, request.seed),
                                    progress=progress, stop=stop, pending=start.pending, remote=remote is not None,
-                                   resumed=start.resumed, timeout_limit_s=limit)
+                                   resumed=start.resumed, timeout_limit_s=limit, batch=batch,
+                                   submit_batch=submit_batch)
     return replace(summarize(db, workload, goal.objective, new, goal.bounds), stopped=stopped)
+
+
+def within_plan(batch: int, jobs: int, strategy) -> int:
+    """Variants per image such that a round (jobs x batch) asks no more than a strategy that
+    plans its proposals in batches (the model-guided ones: `batch`) plans at once, so its
+    search learns as often as it would alone."""
+    plan = getattr(strategy, "batch", None)
+    if not isinstance(plan, int) or isinstance(plan, bool) or plan < 1:
+        return batch
+    return max(1, min(batch, plan // max(1, jobs)))
 
 
 @dataclass(frozen=True)
@@ -321,7 +440,8 @@ def evaluate_remotely(spec: RemoteEvaluation, config: Config) -> Trial:
 def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Workload, *, budget: int, jobs: int,
                 stored: int, label: tuple[str, int | None], progress: ProgressFn | None = None,
                 stop: "StopRule | None" = None, pending: Sequence[Config] = (), remote: bool = False,
-                resumed: Resumed | None = None, timeout_limit_s: float = 0.0) -> tuple[int, str]:
+                resumed: Resumed | None = None, timeout_limit_s: float = 0.0, batch: int = 1,
+                submit_batch: Callable | None = None) -> tuple[int, str]:
     """The loop every tuning session runs: until the workload's `budget` is used (trials
     stored, and claimed by any process sharing the database), claim a batch of up to `jobs`
     configurations and evaluate it through `submit`: first what `resumed` left (the
@@ -329,12 +449,17 @@ def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Worklo
     strategy asks for. Each trial is stored as it completes; the strategy is told each batch
     in proposal order (batch-synchronous, so a seed reproduces the run whatever order
     trials finish in). `label` is the (strategy name, seed) stored with each trial.
+    With `submit_batch` (several configurations per image, edgetune.targets.batch), a
+    round holds up to `jobs` x `batch` configurations, evaluated as `jobs` groups.
     Returns the number of new trials and why the loop ended: budget, exhausted, or the
     stop rule's reason."""
     owner = Owner.this_process()
     resumed = resumed or Resumed.nothing_to_replay(strategy, db.proposals(workload))
     resumed = _within_budget(db, workload, budget, resumed)
     run = _BatchRunner(strategy, submit, db, workload, label, owner, remote, progress, stop, stored, budget, resumed)
+    run.submit_batch, run.jobs = submit_batch, jobs
+    least = jobs  # a round as it is one at a time: never cut below this
+    jobs = jobs * batch if submit_batch is not None else jobs  # configurations per round
     pending, orphans = list(pending), list(resumed.orphans)
     with db.heartbeat(owner):
         if resumed.batch_claims:
@@ -358,13 +483,19 @@ def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Worklo
             room = min(jobs, budget - db.used(workload))
             if room <= 0:
                 return run.new, "budget"
+            if stop is not None:
+                room = min(room, stop.room(least))
+            asked_at = time.monotonic()
             batch = strategy.ask(room)
+            run.spent["search"] += time.monotonic() - asked_at
             if not batch:
                 return run.new, "exhausted"  # every legal configuration has been measured
             # Configurations another process claimed meanwhile are passed over here; the
             # strategy learns their results when that process stores them.
+            claimed_at = time.monotonic()
             claims, _ = db.claim(workload, batch, budget=budget, owner=owner, strategy=label[0], seed=label[1],
                                  asked=True)
+            run.spent["database"] += time.monotonic() - claimed_at
             run.measure([(claim.config, claim) for claim in claims])
 
 
@@ -397,6 +528,10 @@ class _BatchRunner:
         # are measuring (never proposed here).
         self.orphaned = {(c.config.key(), c.owner) for _, c in (*resumed.batch_claims, *resumed.orphans)}
         self.skipped: set[str] = set()
+        # Several configurations per submitted evaluation, in `jobs` groups (search_loop).
+        self.submit_batch: Callable | None = None
+        self.jobs = 1
+        self.spent = {"search": 0.0, "database": 0.0}  # seconds of this run, for the progress display
 
     def resume(self, resumed: Resumed) -> None:
         """Finish the interrupted batch: take over its claims, measure them, tell it whole."""
@@ -411,21 +546,46 @@ class _BatchRunner:
 
     def _run(self, batch: list[tuple[Config, Claim]]) -> list[Trial]:
         """Evaluate the batch; store each trial as it completes. Trials in batch order."""
-        futures = {self.submit(config): (config, claim) for config, claim in batch}
+        groups = self._groups(batch)
+        futures = {self._submit(group): group for group in groups}
         results = {}
         for future in as_completed(futures):
-            config, claim = futures[future]
-            trial = results[future] = _result(future, config, self.remote)
-            self.known.add(trial.config.key())
-            if self.db.record(self.workload, trial, *self.label, claim=claim):
-                self.stored += 1
-                self.new += 1
-            if self.progress:
-                self.progress(self.stored, self.budget, trial)
-        return [results[future] for future in futures]
+            group = futures[future]
+            trials = _results(future, [config for config, _ in group], self.remote, len(group) > 1)
+            for (config, claim), trial in zip(group, trials):
+                results[config.key()] = trial
+                self._store(trial, claim)
+        return [results[config.key()] for config, _ in batch]
+
+    def _groups(self, batch: list[tuple[Config, Claim]]) -> list[list[tuple[Config, Claim]]]:
+        """One group per evaluation: each configuration alone, or with submit_batch the
+        round cut into `jobs` groups of consecutive proposals."""
+        if self.submit_batch is None or len(batch) < 2:
+            return [[pair] for pair in batch]
+        size = -(-len(batch) // self.jobs)
+        return [batch[i:i + size] for i in range(0, len(batch), size)]
+
+    def _submit(self, group: list[tuple[Config, Claim]]):
+        if len(group) == 1:
+            return self.submit(group[0][0])
+        return self.submit_batch(tuple(config for config, _ in group))
+
+    def _store(self, trial: Trial, claim: Claim) -> None:
+        started = time.monotonic()
+        self.known.add(trial.config.key())
+        if self.db.record(self.workload, trial, *self.label, claim=claim):
+            self.stored += 1
+            self.new += 1
+        self.spent["database"] += time.monotonic() - started
+        if self.progress:
+            # Where this run's time went besides the evaluations, so far (for the display).
+            shown = replace(trial, info={**trial.info, **{f"run_seconds_{k}": round(v, 3) for k, v in self.spent.items()}})
+            self.progress(self.stored, self.budget, shown)
 
     def _tell(self, trials: list[Trial]) -> None:
+        started = time.monotonic()
         self.strategy.tell(trials)
+        self.spent["search"] += time.monotonic() - started
         if self.stop is not None:
             self.stop.observe(trials)
 
@@ -456,17 +616,18 @@ class _BatchRunner:
         return left
 
 
-def _result(future, config: Config, remote: bool) -> Trial:
-    """A finished evaluation. Local evaluations never raise (faults are trials: anything
-    else is a bug and propagates); on a cluster, a trial Dask could not complete even after
-    rescheduling it is recorded as a failed trial instead of being lost."""
+def _results(future, configs: list[Config], remote: bool, grouped: bool) -> list[Trial]:
+    """A finished evaluation's trials (one, or a group's). Local evaluations never raise
+    (faults are trials: anything else is a bug and propagates); on a cluster, a trial Dask
+    could not complete even after rescheduling it is recorded as a failed trial instead of
+    being lost."""
     if not remote:
-        return future.result()
+        return future.result() if grouped else [future.result()]
     try:
-        return future.result()
+        return [future.result()]
     except Exception as exc:  # noqa: BLE001 - any cluster failure becomes a recorded trial
-        return Trial(config, Outcome.RUNTIME_ERROR,
-                     error=f"evaluation lost on the cluster: {type(exc).__name__}: {exc}")
+        return [Trial(configs[0], Outcome.RUNTIME_ERROR,
+                      error=f"evaluation lost on the cluster: {type(exc).__name__}: {exc}")]
 
 
 class StopRule:
@@ -488,6 +649,13 @@ class StopRule:
                 self.best, self.since_best = value, 0
             else:
                 self.since_best += 1
+
+    def room(self, least: int) -> int:
+        """The most evaluations the next round may ask for: what patience has left (so a
+        batched round does not run past it), but never fewer than `least`."""
+        if self.patience is None:
+            return 1 << 30
+        return max(least, self.patience - self.since_best)
 
     def reason(self) -> str | None:
         if self.deadline is not None and time.monotonic() >= self.deadline:

@@ -8,6 +8,7 @@ A runner serves one `[runner] kind` of target file. It declares what its runs re
 is docs/extending.md's checklist."""
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
@@ -99,28 +100,49 @@ class Runner(ABC):
 
     def build(self, kernel: Kernel, shape: dict, io: KernelIO, rendered: RenderedKernel, workdir: Path) -> BuildResult:
         """One tuning variant: kernel.c compiled as its configuration says."""
-        compiler = self.target.compiler(rendered.compiler)
-        object_key, object_hit = self.compile_variant(rendered, workdir)
+        started = time.monotonic()
+        compiled, object_key = self.compile_variant(rendered, workdir, io)
+        linking = time.monotonic()
         glue = render_glue(kernel, shape, io, rendered.function)
-        result, image_hit = self.link_cached(workdir, [object_key], [workdir / "kernel.o"], glue, io,
-                                             rendered.placement)
-        # RAM: the workload's buffers plus the kernel's own .data/.bss (its stack is not counted).
-        values = {**result.values, "code_bytes": elf.code_bytes(workdir / "kernel.o"),
-                  "ram_bytes": io.nbytes + elf.ram_bytes(workdir / "kernel.o")}
-        info = {**result.info, "compiler": compiler.command, "compiler_version": tool_version(compiler.command),
-                "cflags": " ".join(rendered.cflags),
+        result, image_hit = self.link_cached(workdir, [object_key], [compiled.path], glue, io, rendered.placement)
+        info = {**result.info, **compiled.info,
                 # hit: nothing compiled or linked; object: the kernel object reused, linked anew
-                "build_cache": "hit" if image_hit else "object" if object_hit else "miss"}
-        return BuildResult(path=result.path, workdir=workdir, values=values, info=info, placement=result.placement)
+                "build_cache": "hit" if image_hit else compiled.info["build_cache"],
+                "seconds_compile": round(linking - started, 3), "seconds_link": round(time.monotonic() - linking, 3)}
+        return BuildResult(path=result.path, workdir=workdir, values={**result.values, **compiled.values}, info=info,
+                           placement=result.placement)
 
-    def compile_variant(self, rendered: RenderedKernel, workdir: Path) -> tuple[str, bool]:
+    # Runners whose images run several variants in one boot (edgetune.targets.batch):
+    # they implement run_batch.
+    batches: ClassVar[bool] = False
+
+    def run_batch(self, build: BuildResult, ios: list[KernelIO], timeout_s: float):
+        """Run an image of several variants once: ([(values, raw output)] of the variants
+        that completed, in table order; and None, or the MeasureError that stopped the run
+        at the variant after them)."""
+        raise NotImplementedError(f"{type(self).__name__} does not run batches")
+
+    def compile_variant(self, rendered: RenderedKernel, workdir: Path, io: KernelIO) -> tuple[BuildResult, str]:
+        """kernel.c of one variant compiled in `workdir` through the cache: (the object with
+        its code and RAM bytes and how it was compiled, the object's cache key)."""
+        compiler = self.target.compiler(rendered.compiler)
+        obj, object_key, object_hit = self.compile_object(rendered, workdir)
+        # RAM: the workload's buffers plus the kernel's own .data/.bss (its stack is not counted).
+        values = {"code_bytes": elf.code_bytes(obj), "ram_bytes": io.nbytes + elf.ram_bytes(obj)}
+        info = {"compiler": compiler.command, "compiler_version": tool_version(compiler.command),
+                "cflags": " ".join(rendered.cflags), "build_cache": "object" if object_hit else "miss"}
+        return BuildResult(path=obj, workdir=workdir, values=values, info=info), object_key
+
+    def compile_object(self, rendered: RenderedKernel, workdir: Path) -> tuple[Path, str, bool]:
         """A variant's kernel.c (and kernel.h) written to workdir and compiled to kernel.o as its
-        configuration says, through the cache: (the object's key, whether it was a hit)."""
+        configuration says, through the cache: (the object, its key, whether it was a hit)."""
+        workdir.mkdir(parents=True, exist_ok=True)
         compiler = self.target.compiler(rendered.compiler)
         (workdir / "kernel.h").write_text(kernel_header(rendered.declaration))
         (workdir / "kernel.c").write_text(rendered.source)
         args = [compiler.command, *compiler.cflags, *COMMON_CFLAGS, *rendered.cflags]
-        return self.compile(args, workdir / "kernel.c", workdir, workdir / "kernel.o")
+        object_key, object_hit = self.compile(args, workdir / "kernel.c", workdir, workdir / "kernel.o")
+        return workdir / "kernel.o", object_key, object_hit
 
     def compile(self, args: list[str], source: Path, include_dir: Path, obj: Path) -> tuple[str, bool]:
         """`args -I include_dir -c source -o obj`, run in obj's folder, through the cache:

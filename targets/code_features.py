@@ -130,6 +130,5 @@ def variant_features(runner: Runner, kernel: Kernel, shape: dict, config: Config
     target = runner.target
     if target.cost is None:
         raise CodeFeaturesError(f"target {target.name} has no [cost] table naming its disassembler")
-    runner.compile_variant(kernel.render(target, shape, config), workdir)
-    obj = workdir / "kernel.o"
+    obj, _, _ = runner.compile_object(kernel.render(target, shape, config), workdir)
     return object_features(target.cost, obj, elf.is_aarch64(obj))

@@ -58,11 +58,10 @@ def _sections(data: bytes) -> tuple[list[Section], bool]:
     return [Section(cstr(names, r[0]), *r[1:]) for r in raw], is64
 
 
-def symbols(path: Path) -> dict[str, int]:
-    """Symbol name -> value, for defined symbols. Thumb's low address bit is kept."""
+def _symbol_entries(path: Path):
+    """(name, value, binding, section index) of every named symbol."""
     data = Path(path).read_bytes()
     sections, is64 = _sections(data)
-    result = {}
     for sec in sections:
         if sec.type != SHT_SYMTAB:
             continue
@@ -72,12 +71,25 @@ def symbols(path: Path) -> dict[str, int]:
         for off in range(sec.offset, sec.offset + sec.size, size):
             fields = struct.unpack_from(fmt, data, off)
             if is64:
-                name, _info, _other, shndx, value, _sz = fields
+                name, info, _other, shndx, value, _sz = fields
             else:
-                name, value, _sz, _info, _other, shndx = fields
-            if name and shndx != 0:
-                result[strings[name:strings.index(b"\0", name)].decode("ascii", "replace")] = value
-    return result
+                name, value, _sz, info, _other, shndx = fields
+            if name:
+                yield strings[name:strings.index(b"\0", name)].decode("ascii", "replace"), value, info >> 4, shndx
+
+
+def symbols(path: Path) -> dict[str, int]:
+    """Symbol name -> value, for defined symbols. Thumb's low address bit is kept."""
+    return {name: value for name, value, _, shndx in _symbol_entries(path) if shndx != 0}
+
+
+STB_GLOBAL = 1
+
+
+def global_definitions(path: Path) -> set[str]:
+    """Names an object defines for other objects (strong global symbols: two objects
+    defining the same one cannot be linked together)."""
+    return {name for name, _, binding, shndx in _symbol_entries(path) if shndx != 0 and binding == STB_GLOBAL}
 
 
 def code_bytes(path: Path) -> int:

@@ -10,10 +10,11 @@ under-estimated). Calls, returns and unconditional branches are always taken.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 from edgetune.hal import INSTRUCTION_CLASSES, CostModel, MemoryRegion
 from edgetune.tuner import Outcome
@@ -37,18 +38,25 @@ _NEON_MAC = ("mla", "mls", "mul", "smlal", "umlal", "smlsl", "umlsl", "smull", "
              "fmul", "sqdmul", "sqrdmul", "sqdml", "pmul")
 
 
-def disassemble(cost: CostModel, image: Path, workdir: Path) -> dict[int, Instruction]:
-    """Every instruction of the image's code sections, by address."""
+def disassemble(cost: CostModel, image: Path, workdir: Path,
+                wanted: Collection[int] | None = None) -> dict[int, Instruction]:
+    """Every instruction of the image's code sections (or those at the `wanted` addresses:
+    the ones a run executed), by address."""
     proc = run_tool([cost.disassembler, "-d", *cost.disassembler_flags, str(image)], cwd=workdir,
                     outcome=Outcome.RUNTIME_ERROR)
     listing: dict[int, Instruction] = {}
     for line in proc.stdout.splitlines():
-        fields = line.split("\t")
-        if len(fields) < 3 or not fields[0].strip().endswith(":"):
+        head, colon, _ = line.partition(":")
+        if not colon:
             continue
         try:
-            address = int(fields[0].strip()[:-1], 16)
+            address = int(head, 16)
         except ValueError:
+            continue
+        if wanted is not None and address not in wanted:
+            continue
+        fields = line.split("\t")
+        if len(fields) < 3 or not fields[0].strip().endswith(":"):
             continue
         raw = fields[1].replace(" ", "")
         if not raw or any(c not in "0123456789abcdef" for c in raw):
@@ -57,6 +65,7 @@ def disassemble(cost: CostModel, image: Path, workdir: Path) -> dict[int, Instru
     return listing
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def classify_thumb(insn: Instruction) -> str:
     """Class of a T32 instruction (Armv7E-M, Armv8.1-M with MVE)."""
     full = insn.mnemonic
@@ -103,6 +112,7 @@ def thumb_branch_is_conditional(insn: Instruction) -> bool:
     return bool(match and match.group(2) and match.group(2) != "al")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def classify_a64(insn: Instruction) -> str:
     """Class of an A64 instruction (Armv8-A with Advanced SIMD)."""
     name, ops = insn.mnemonic, insn.operands

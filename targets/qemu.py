@@ -23,6 +23,7 @@ from edgetune.hal.loader import RUNNER_KINDS
 from edgetune.tuner import Outcome
 
 from . import elf, iobuf, mix
+from .batch import as_table, pack_io, split_outputs
 from .build import EXIT_BAD_IO, EXIT_FAULT, EXIT_OK, EXIT_OUTPUT_FAILED, Runner
 from .image import HARNESS_CFLAGS, link_image, linker_script, placement_info, startup_source
 from .toolchain import (BuildResult, MeasureError, cache_dir, cached_object, killed_from_outside, require_program,
@@ -92,7 +93,7 @@ class QemuRunner(Runner):
         plan = iobuf.plan_io(target, io, placement)
         bases = [target.io_address(region) for region in plan.regions]
         defines = [f"-DET_IO_BASE{index or ''}={base:#x}" for index, base in enumerate(bases)]
-        (workdir / "glue.c").write_text(glue_text)
+        (workdir / "glue.c").write_text(as_table(glue_text, bases))
         (workdir / "link.ld").write_text(linker_script(target))
         harness_cc = [fw.linker, *fw.ldflags, *HARNESS_CFLAGS, "-I", str(COMMON_DIR)]
         harness = [cached_object(target.name, startup_source(fw.startup), harness_cc),
@@ -106,67 +107,92 @@ class QemuRunner(Runner):
                            placement=Placement(plan.region_of("weights"), plan.region_of("activations")))
 
     # --- run ------------------------------------------------------------------------------
+    batches = True
+
     def run(self, build: BuildResult, io: KernelIO, timeout_s: float | None = None) -> tuple[dict, bytes]:
         """Run the image once: (measured values, raw output bytes)."""
+        done, stopped = self.run_batch(build, [io], timeout_s or self.target.runner.timeout_s)
+        if stopped is not None:
+            raise stopped
+        return done[0]
+
+    def run_batch(self, build: BuildResult, ios: list[KernelIO], timeout_s: float):
         target, workdir = self.target, build.workdir
-        plan = iobuf.plan_io(target, io, build.placement)
+        plan = iobuf.plan_io(target, ios[0], build.placement)
         symbols = elf.symbols(build.path)
         try:
             start, stop = symbols["et_mark_start"] & ~1, symbols["et_mark_stop"] & ~1
         except KeyError as exc:
-            raise MeasureError(Outcome.RUNTIME_ERROR, f"image lacks marker symbol {exc}") from None
+            return [], MeasureError(Outcome.RUNTIME_ERROR, f"image lacks marker symbol {exc}")
         loaders = []
-        for index, (region, data) in enumerate(zip(plan.regions, iobuf.pack_segments(io, plan))):
+        for index, (region, data) in enumerate(zip(plan.regions, pack_io(ios, plan))):
             (workdir / f"in{index}.bin").write_bytes(data)
             loaders += ["-device", f"loader,file=in{index}.bin,addr={target.io_address(region):#x},force-raw=on"]
         for name in ("out.bin", "counts.txt"):
             (workdir / name).unlink(missing_ok=True)
         measure_mix = int(target.cost is not None)
         plugin = f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt,pcs={measure_mix},mem={measure_mix}"
-        args = emulator_command(target, "image.elf", loaders, plugin)
-        timeout = timeout_s or target.runner.timeout_s
+        stopped = self._boot(emulator_command(target, "image.elf", loaders, plugin), workdir, timeout_s)
+        try:
+            counts = _read_counts(workdir / "counts.txt")
+        except MeasureError as exc:
+            return [], stopped or exc
+        raw = (workdir / "out.bin").read_bytes() if (workdir / "out.bin").exists() else b""
+        completed = max(0, len(counts.regions) - 1)
+        if stopped is None and completed != len(ios):
+            stopped = MeasureError(Outcome.RUNTIME_ERROR, f"expected {len(ios) + 1} counted regions, "
+                                                          f"the plugin saw {len(counts.regions)}")
+        try:
+            executed = {pc for region in range(completed + 1) for pc in counts.pcs_in(region)}
+            listing = mix.disassemble(target.cost, build.path, workdir, executed) if target.cost and completed else {}
+            done = [(self._values(build, counts, listing, 1 + v), out)
+                    for v, out in zip(range(min(completed, len(ios))), split_outputs(ios, raw))]
+        except MeasureError as exc:
+            return [], exc
+        return done, stopped
+
+    def _boot(self, args: list[str], workdir: Path, timeout: float) -> MeasureError | None:
+        """Run QEMU to its end: None when the harness exited cleanly, else why it did not."""
         try:
             proc = subprocess.run(args, cwd=workdir, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise MeasureError(Outcome.TIMEOUT, f"no exit within {timeout:.1f} s; QEMU was killed") from None
+            return MeasureError(Outcome.TIMEOUT, f"no exit within {timeout:.1f} s; QEMU was killed")
         if proc.returncode == EXIT_FAULT:
-            raise MeasureError(Outcome.CRASH, "the kernel faulted (HardFault/BusFault/UsageFault)")
+            return MeasureError(Outcome.CRASH, "the kernel faulted (HardFault/BusFault/UsageFault)")
         if killed_from_outside(proc.returncode):
-            raise MeasureError(Outcome.EMULATOR_LOST, f"QEMU was killed by signal {-proc.returncode} "
-                               f"({signal.Signals(-proc.returncode).name}) from outside: {proc.stderr.strip()[-300:]}")
+            return MeasureError(Outcome.EMULATOR_LOST, f"QEMU was killed by signal {-proc.returncode} "
+                                f"({signal.Signals(-proc.returncode).name}) from outside: {proc.stderr.strip()[-300:]}")
         if proc.returncode < 0:
-            raise MeasureError(Outcome.CRASH, f"QEMU died with signal {-proc.returncode}: {proc.stderr.strip()[-300:]}")
+            return MeasureError(Outcome.CRASH, f"QEMU died with signal {-proc.returncode}: {proc.stderr.strip()[-300:]}")
         if proc.returncode != EXIT_OK:
             what = {EXIT_BAD_IO: "the harness rejected the I/O block",
                     EXIT_OUTPUT_FAILED: "the harness could not write its output"}.get(proc.returncode, "QEMU failed")
-            raise MeasureError(Outcome.RUNTIME_ERROR, f"{what} (exit {proc.returncode}) {proc.stderr.strip()[-300:]}")
-        counts = _read_counts(workdir / "counts.txt")
-        if len(counts.regions) != 2:
-            raise MeasureError(Outcome.RUNTIME_ERROR, f"expected 2 counted regions, the plugin saw {len(counts.regions)}")
-        raw = (workdir / "out.bin").read_bytes() if (workdir / "out.bin").exists() else b""
-        values = {"instructions": counts.regions[1] - counts.regions[0]}
-        if target.cost is not None:
-            values.update(self.estimate(build, counts))
-        return values, raw
+            return MeasureError(Outcome.RUNTIME_ERROR, f"{what} (exit {proc.returncode}) {proc.stderr.strip()[-300:]}")
+        return None
 
-    def estimate(self, build: BuildResult, counts: "PluginCounts") -> dict:
+    def _values(self, build: BuildResult, counts: "PluginCounts", listing: dict, region: int) -> dict:
+        values = {"instructions": counts.regions[region] - counts.regions[0]}
+        if self.target.cost is not None:
+            values.update(self.estimate(build, counts, listing, region))
+        return values
+
+    def estimate(self, build: BuildResult, counts: "PluginCounts", listing: dict, region: int = 1) -> dict:
         """Estimated cycles and energy of the kernel (HAL cost model) from its instruction
         mix: the mix of the measured region minus that of the empty calibration region, so
         it sums to exactly the instruction count reported."""
-        cost = self.target.cost
-        listing = mix.disassemble(cost, build.path, build.workdir)
         a64 = elf.is_aarch64(build.path)
-        (empty, empty_unlisted), (full, unlisted) = (mix.instruction_mix(pcs, listing, a64) for pcs in counts.pcs[:2])
+        (empty, empty_unlisted), (full, unlisted) = (mix.instruction_mix(counts.pcs_in(r), listing, a64)
+                                                     for r in (0, region))
         if unlisted or empty_unlisted:
             raise MeasureError(Outcome.RUNTIME_ERROR,
                                f"{unlisted + empty_unlisted} executed instructions are not in the disassembly")
         classes = {name: full.get(name, 0) - empty.get(name, 0) for name in full}
         classes = {name: n for name, n in classes.items() if n}
-        instructions = counts.regions[1] - counts.regions[0]
+        instructions = counts.regions[region] - counts.regions[0]
         if any(n < 0 for n in classes.values()) or sum(classes.values()) != instructions:
             raise MeasureError(Outcome.RUNTIME_ERROR, f"per-PC counts {classes} do not add up to {instructions} instructions")
-        empty_access, full_access = (mix.memory_accesses(pcs, listing, counts.addresses, a64, self.target.memory)
-                                     for pcs in counts.pcs[:2])
+        empty_access, full_access = (mix.memory_accesses(counts.pcs_in(r), listing, counts.addresses_in(r), a64,
+                                                         self.target.memory) for r in (0, region))
         accesses = {name: full_access.get(name, 0) - empty_access.get(name, 0) for name in full_access}
         accesses = {name: n for name, n in accesses.items() if n}
         # Priced by the HAL as a stored trial's estimates are recomputed (app/identity.py).
@@ -176,15 +202,24 @@ class QemuRunner(Runner):
 @dataclass(frozen=True)
 class PluginCounts:
     regions: tuple[int, ...]
-    pcs: tuple[dict[int, int], ...]  # per region: PC -> executions inside it (pcs=1 only)
-    addresses: dict  # PC -> the last data address it accessed (mem=1 only)
+    pcs: dict  # region -> {PC: executions inside it} (pcs=1 only)
+    region_addresses: dict  # region -> {PC: the last data address it accessed inside it} (mem=1 only)
+
+    def pcs_in(self, region: int) -> dict[int, int]:
+        return self.pcs.get(region, {})
+
+    def addresses_in(self, region: int) -> dict[int, int]:
+        return self.region_addresses.get(region, {})
 
 
 def _read_counts(path: Path) -> PluginCounts:
+    """The plugin's counts file. A run killed mid-way leaves the regions closed before it,
+    each written whole before its "region" line: the per-PC lines of the region it was in
+    have no region line and are never looked at."""
     if not path.exists():
         raise MeasureError(Outcome.RUNTIME_ERROR, "the instruction-count plugin wrote no counts")
     regions, pcs, addresses = [], {}, {}
-    for line in path.read_text().splitlines():
+    for line in path.read_text().split("\n")[:-1]:  # a last line without its newline was cut short
         fields = line.split()
         if not fields:
             continue
@@ -192,8 +227,8 @@ def _read_counts(path: Path) -> PluginCounts:
             regions.append(int(fields[1]))
         elif fields[0] == "pc":
             pcs.setdefault(int(fields[1]), {})[int(fields[2], 16)] = int(fields[3])
-        elif fields[0] == "addr":
-            addresses[int(fields[1], 16)] = int(fields[2], 16)
+        elif fields[0] == "raddr":
+            addresses.setdefault(int(fields[1]), {})[int(fields[2], 16)] = int(fields[3], 16)
         elif fields[0] == "pcs_dropped":
             raise MeasureError(Outcome.RUNTIME_ERROR, f"the plugin ran out of per-PC counters ({fields[1]} dropped)")
-    return PluginCounts(tuple(regions), tuple(pcs.get(i, {}) for i in range(len(regions))), addresses)
+    return PluginCounts(tuple(regions), pcs, addresses)

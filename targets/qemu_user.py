@@ -31,6 +31,7 @@ from edgetune.hal.loader import RUNNER_KINDS
 from edgetune.tuner import Outcome
 
 from . import iobuf
+from .batch import as_table
 from .build import EXIT_BAD_IO, EXIT_OK, EXIT_OUTPUT_FAILED, Runner
 from .qemu import plugin_path
 from .toolchain import BuildResult, MeasureError, cached_object, killed_from_outside, require_program, run_tool
@@ -47,6 +48,7 @@ TIMING_BATCHES = "1"
 # objdump's line of a call: "  400a3c:\t94000010 \tbl\t400a7c <name>"
 CALL_RE = re.compile(r"^\s*([0-9a-f]+):\s+[0-9a-f]{8}\s+bl\s+([0-9a-f]+)\b")
 ADDRESS_RE = re.compile(r"^\s*([0-9a-f]+):\s+[0-9a-f]{8}\s")
+GLUE_RUN = "et_variant_run_0"
 
 
 class QemuUserRunner(Runner):
@@ -73,7 +75,7 @@ class QemuUserRunner(Runner):
 
     def link(self, workdir: Path, objects: list[Path], glue_text: str, io: KernelIO,
              placement: Placement | None = None) -> BuildResult:
-        (workdir / "glue.c").write_text(glue_text)
+        (workdir / "glue.c").write_text(as_table(glue_text, ()))
         harness_cc = [LINKER, *HARNESS_CFLAGS, "-I", str(COMMON_DIR)]
         harness = cached_object("qemu-user", HOST_DIR / "harness_native.c", harness_cc)
         run_tool([LINKER, *GLUE_CFLAGS, "-I", str(COMMON_DIR), "-c", "glue.c", "-o", "glue.o"], cwd=workdir,
@@ -90,7 +92,7 @@ class QemuUserRunner(Runner):
             (workdir / name).unlink(missing_ok=True)
         cpu = ["-cpu", self.target.runner.cpu] if self.target.runner.cpu else []
         plugin = f"{plugin_path()},start={start:#x},stop={stop:#x},out=counts.txt"
-        args = [EMULATOR, *cpu, "-plugin", plugin, "./harness", "in.bin", "out.bin", TIMING_BATCHES]
+        args = [EMULATOR, *cpu, "-plugin", plugin, "./harness", TIMING_BATCHES, "in.bin", "out.bin"]
         timeout = timeout_s or self.target.runner.timeout_s
         try:
             proc = subprocess.run(args, cwd=workdir, capture_output=True, text=True, timeout=timeout)
@@ -104,8 +106,9 @@ class QemuUserRunner(Runner):
 
 
 def kernel_call(executable: Path, workdir: Path) -> tuple[int, int]:
-    """(the kernel's entry, the address its call returns to): the one `bl` of et_glue_run."""
-    listing = run_tool([OBJDUMP, "-d", "--disassemble=et_glue_run", executable.name], cwd=workdir,
+    """(the kernel's entry, the address its call returns to): the one `bl` of the variant's
+    glue (et_glue_run, named et_variant_run_0 in the harness's table of one)."""
+    listing = run_tool([OBJDUMP, "-d", f"--disassemble={GLUE_RUN}", executable.name], cwd=workdir,
                        outcome=Outcome.RUNTIME_ERROR).stdout
     lines = listing.splitlines()
     for number, line in enumerate(lines):
@@ -115,7 +118,7 @@ def kernel_call(executable: Path, workdir: Path) -> tuple[int, int]:
             if after is None:
                 break
             return int(call.group(2), 16), int(after.group(1), 16)
-    raise MeasureError(Outcome.RUNTIME_ERROR, "et_glue_run holds no call of the kernel followed by an instruction")
+    raise MeasureError(Outcome.RUNTIME_ERROR, f"{GLUE_RUN} holds no call of the kernel followed by an instruction")
 
 
 def counted_calls(path: Path) -> list[int]:

@@ -35,6 +35,7 @@ from edgetune.hal.loader import RUNNER_KINDS
 from edgetune.tuner import Outcome
 
 from . import iobuf
+from .batch import as_table
 from .build import Runner
 from .image import HARNESS_CFLAGS, link_image, linker_script, placement_info
 from .seriallink import BoardLink, BoardRefused, BoardReset, LinkClosed, LinkError, LinkTimeout
@@ -140,7 +141,9 @@ class SerialRunner(Runner):
              placement: Placement | None = None) -> BuildResult:
         target, fw, link = self.target, self.target.firmware, self.target.serial
         plan = iobuf.plan_io(target, io, placement)
-        (workdir / "glue.c").write_text(glue_text)
+        # Each variant's block is loaded into the board's one I/O area in turn: the table's
+        # segment addresses are the area's.
+        (workdir / "glue.c").write_text(as_table(glue_text, [target.io_address(region) for region in plan.regions]))
         (workdir / "link.ld").write_text(linker_script(target))
         harness_cc = [fw.linker, *fw.ldflags, *HARNESS_CFLAGS, "-I", str(COMMON_DIR)]
         defines = [define for index, region in enumerate(plan.regions)
@@ -199,8 +202,35 @@ class SerialRunner(Runner):
         raise MeasureError(lost or Outcome.RUNTIME_ERROR, f"no complete measurement in {link.retries + 1} attempts: "
                            + "; ".join(history))
 
+    batches = True
+
+    def run_batch(self, build: BuildResult, ios: list[KernelIO], timeout_s: float):
+        """One flash for the image's variants: each measured in turn on the running board.
+        Whatever goes wrong stops the batch at that variant (which the session then measures
+        alone, with every retry `run` makes)."""
+        done: list[tuple[dict, bytes]] = []
+        history: list[str] = []
+        try:
+            board = self._start_board(build)
+        except PortUnavailable:
+            raise  # absent before this image began: the session stops
+        except MeasureError as exc:
+            return done, exc
+        try:
+            for variant, io in enumerate(ios):
+                values, raw = self._measure(board, build, io, timeout_s, history, variant)
+                done.append(({**values, "serial_attempts": 1,
+                              "serial_retransmissions": board.link.retransmissions}, raw))
+        except MeasureError as exc:
+            return done, exc
+        except (LinkClosed, BoardReset, LinkTimeout, LinkError, ProtocolError) as exc:
+            return done, MeasureError(Outcome.RUNTIME_ERROR, f"{board.url}: {exc}")
+        finally:
+            board.stop()
+        return done, None
+
     def _measure(self, board: "_Board", build: BuildResult, io: KernelIO, timeout: float,
-                 history: list[str]) -> tuple[dict, bytes]:
+                 history: list[str], variant: int = 0) -> tuple[dict, bytes]:
         link, ser = board.link, self.target.serial
         plan = iobuf.plan_io(self.target, io, build.placement)
         segments = iobuf.pack_segments(io, plan)
@@ -215,7 +245,7 @@ class SerialRunner(Runner):
             try:
                 for start, data, end in zip(starts, segments, iobuf.input_ends(io, plan)):
                     link.load(data[:end], base_offset=start)  # the board zeroes output buffers itself
-                link.run(ser.runs, timeout)
+                link.run(ser.runs, timeout, variant)
                 raw = b"".join(link.read(starts[segment] + offset, buf.data.nbytes)
                                for buf, segment, offset in zip(io.buffers, plan.segment_of, offsets) if buf.is_output)
                 cycles = link.cycles()

@@ -14,8 +14,8 @@ from typing import Callable
 import serial
 
 from .serialproto import (HELLO_REQUEST, LOAD_REPLY, LOAD_REQUEST, OVERHEAD, PROTOCOL_MAX_PAYLOAD, READ_REPLY,
-                          READ_REQUEST, REPLY_BIT, RUN_DONE, RUN_REPLY, RUN_REQUEST, RUN_STARTED, TRANSPORT_ERRORS,
-                          VERSION, Cycles, ErrorReply, Frame, FrameParser, Hello, MsgType, ProtocolError)
+                          READ_REQUEST, REPLY_BIT, RUN_DONE, RUN_REPLY, RUN_REQUEST, RUN_STARTED, RUN_VARIANT_REQUEST,
+                          TRANSPORT_ERRORS, VERSION, Cycles, ErrorReply, Frame, FrameParser, Hello, MsgType, ProtocolError)
 
 QUIET_S = 0.05  # a drain ends after this long without a byte ...
 DRAIN_LIMIT_S = 1.0  # ... or after this long in total
@@ -187,14 +187,14 @@ class BoardLink:
             out += reply.payload[READ_REPLY.size:]
         return bytes(out)
 
-    def run(self, runs: int, timeout_s: float) -> None:
-        """Run the kernel `runs` times. The board acknowledges at once (RUN_STARTED) and
-        reports when done (RUN_DONE) or with an error; no DONE within `timeout_s` raises
-        LinkTimeout. RUN is idempotent, so a retransmission after a lost acknowledgement
-        is harmless: a DONE for any RUN sent here ends the wait."""
+    def run(self, runs: int, timeout_s: float, variant: int = 0) -> None:
+        """Run the kernel (the image's `variant`-th) `runs` times. The board acknowledges at
+        once (RUN_STARTED) and reports when done (RUN_DONE) or with an error; no DONE within
+        `timeout_s` raises LinkTimeout. RUN is idempotent, so a retransmission after a lost
+        acknowledgement is harmless: a DONE for any RUN sent here ends the wait."""
         sent: set[int] = set()
         self.run_started = False
-        payload = RUN_REQUEST.pack(runs)
+        payload = RUN_VARIANT_REQUEST.pack(runs, variant) if variant else RUN_REQUEST.pack(runs)
         for attempt in range(self.retries + 1):
             if attempt:
                 self.retransmissions += 1

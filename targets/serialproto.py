@@ -165,7 +165,8 @@ HELLO_REPLY = struct.Struct("<BBHIIHIIB")  # version, counters, max_payload, io_
 #                                            name length (the name follows)
 LOAD_REQUEST = struct.Struct("<I")         # offset (data follows)
 LOAD_REPLY = struct.Struct("<IH")          # offset, length stored
-RUN_REQUEST = struct.Struct("<H")          # runs
+RUN_REQUEST = struct.Struct("<H")          # runs (of the image's first variant)
+RUN_VARIANT_REQUEST = struct.Struct("<HH")  # runs, variant: an image of several variants (targets/batch.py)
 RUN_REPLY = struct.Struct("<BH")           # phase (RUN_STARTED / RUN_DONE), runs
 READ_REQUEST = struct.Struct("<IH")        # offset, length
 READ_REPLY = struct.Struct("<I")           # offset (data follows)

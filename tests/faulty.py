@@ -2,7 +2,10 @@
 and runs (hangs, crashes, wrong answers, compile errors, oversized images)."""
 from __future__ import annotations
 
+import numpy as np
+
 from edgetune.codegen.kernels.base import RenderedKernel
+from edgetune.codegen.placement import placement_of
 from edgetune.codegen.kernels.matmul_s8 import MatmulS8
 
 UNUSED = "(void)a; (void)b; (void)bias; (void)c; (void)a_zero; (void)b_zero; (void)c_zero; (void)multiplier; (void)shift;"
@@ -27,8 +30,10 @@ class FaultyMatmul(MatmulS8):
     def render(self, target, shape, config, **kwargs):
         if not self.always and config["tile_m"] != 2:
             return super().render(target, shape, config, **kwargs)
-        fn = self.function_name(shape)
+        fn = kwargs.get("fn") or self.function_name(shape)  # a batch names each variant's entry point
         source = (f"#include <stdint.h>\n#include \"kernel.h\"\n{self.declaration(shape, fn=fn)}\n"
                   f"{{\n    {BODIES[self.fault]}\n}}\n")
+        # Where its buffers live, as for the real variants (a batch shares images by placement).
+        placement = placement_of(target, self.make_io(shape, np.random.default_rng(0)), config)
         return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
-                              compiler=str(config["compiler"]), cflags=(f"-{config['opt']}",))
+                              compiler=str(config["compiler"]), cflags=(f"-{config['opt']}",), placement=placement)

@@ -70,14 +70,17 @@ def evaluate(kernel, target, tmp_path, config=CONFIG, shape_text="m=4,n=4,k=8"):
     return Evaluator(kernel, target, shape, space, io, tmp_path)(space.make(config))
 
 
-def test_the_same_variants_tuned_into_two_databases_are_built_once(matmul, cache, tmp_path):
+@pytest.mark.parametrize("batch, images", [(1, 3), (None, 2)])
+def test_the_same_variants_tuned_into_two_databases_are_built_once(matmul, cache, tmp_path, batch, images):
     gcc = CountingGcc(tmp_path)
     target, shape = gcc.target(), matmul.parse_shape("m=4,n=4,k=8")
     first_db, second_db = TuningDatabase(tmp_path / "a.db"), TuningDatabase(tmp_path / "b.db")
-    first = tune(TuneRequest(matmul, target, shape, budget=3, jobs=2, seed=4), first_db)
+    first = tune(TuneRequest(matmul, target, shape, budget=3, jobs=2, seed=4, batch=batch), first_db)
     compiles, links = gcc.compiles(), gcc.links()
-    assert compiles == 3 and links == 3  # three distinct variants, each built once
-    second = tune(TuneRequest(matmul, target, shape, budget=3, jobs=2, seed=4), second_db)
+    # Three distinct variants, each compiled once; one image each, or (batched: a round of
+    # three in two jobs) two of them sharing an image.
+    assert compiles == 3 and links == images
+    second = tune(TuneRequest(matmul, target, shape, budget=3, jobs=2, seed=4, batch=batch), second_db)
     assert (gcc.compiles(), gcc.links()) == (compiles, links)  # nothing built again
     before = {t.config: t for t in first_db.trials(first.workload)}
     after = {t.config: t for t in second_db.trials(second.workload)}

@@ -28,6 +28,7 @@ EDGETUNE = str(Path(sys.executable).parent / "edgetune")
 # The case of issue 13.2: with two jobs, trials finish in any order.
 TUNE = ["tune", "matmul_s8", "--target", "cortex-m55", "--shape", "m=8,n=16,k=16", "--budget", "20",
         "--jobs", "2", "--seed", "7", "--json"]
+ONE_AT_A_TIME = ["--batch", "1"]  # trials stored one by one, so kills can land between any two
 
 
 def rows(db_path):
@@ -56,8 +57,8 @@ def test_sigkill_at_random_moments_with_two_jobs_ends_where_an_uninterrupted_run
         return {**os.environ, "EDGETUNE_CACHE": str(tmp_path / f"cache-{name}")}
 
     straight = tmp_path / "straight.db"
-    expected = json.loads(subprocess.run([EDGETUNE, *TUNE, "--db", str(straight)], cwd=tmp_path, env=env("straight"),
-                                         capture_output=True, text=True, check=True).stdout)
+    expected = json.loads(subprocess.run([EDGETUNE, *TUNE, *ONE_AT_A_TIME, "--db", str(straight)], cwd=tmp_path,
+                                         env=env("straight"), capture_output=True, text=True, check=True).stdout)
     killed = tmp_path / "killed.db"
     rng = np.random.default_rng(2024)  # the kill points are themselves reproducible
     # A kill point: once the run has stored `more` trials more (0: while it starts and
@@ -67,8 +68,8 @@ def test_sigkill_at_random_moments_with_two_jobs_ends_where_an_uninterrupted_run
     inside: list[bool] = []  # the run was still going when killed
     for more, delay in zip(rng.integers(0, 2, size=20), rng.uniform(0.0, 0.15, size=20)):
         target = len(seen) + more
-        proc = subprocess.Popen([EDGETUNE, *TUNE, "--db", str(killed)], cwd=tmp_path, env=env("killed"),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen([EDGETUNE, *TUNE, *ONE_AT_A_TIME, "--db", str(killed)], cwd=tmp_path,
+                                env=env("killed"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while proc.poll() is None and stored_count(killed) < target:
             time.sleep(0.01)
         time.sleep(delay)
@@ -81,8 +82,8 @@ def test_sigkill_at_random_moments_with_two_jobs_ends_where_an_uninterrupted_run
             assert len({key for key, _ in now}) == len(now)  # and nothing is stored twice
             seen = now
     assert inside == [True] * 20  # every kill point fell inside a run
-    done = json.loads(subprocess.run([EDGETUNE, *TUNE, "--db", str(killed)], cwd=tmp_path, env=env("killed"),
-                                     capture_output=True, text=True, check=True).stdout)
+    done = json.loads(subprocess.run([EDGETUNE, *TUNE, *ONE_AT_A_TIME, "--db", str(killed)], cwd=tmp_path,
+                                     env=env("killed"), capture_output=True, text=True, check=True).stdout)
     assert done["trials"] == expected["trials"] == 20
     assert sorted(rows(killed)) == sorted(rows(straight))  # the same configurations, the same counts
     assert {k: done["best"][k] for k in ("config", "instructions")} == \

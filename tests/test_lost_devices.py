@@ -75,7 +75,8 @@ def test_only_signals_from_outside_count_as_lost():
 def test_qemu_killed_mid_run_is_emulator_lost_and_tuning_goes_on(matmul, tmp_path):
     target = killing_m55(tmp_path, kill={2})
     db = TuningDatabase(tmp_path / "t.db")
-    summary = tune(TuneRequest(matmul, target, matmul.parse_shape("m=4,n=4,k=8"), budget=4, seed=5), db)
+    # One variant per emulator run, so the killed run is one trial's (batched, see below).
+    summary = tune(TuneRequest(matmul, target, matmul.parse_shape("m=4,n=4,k=8"), budget=4, seed=5, batch=1), db)
     assert summary.trials == 4 and summary.stopped == "budget"
     assert summary.failures == {"emulator_lost": 1}
     trials = db.trials(summary.workload)
@@ -84,16 +85,27 @@ def test_qemu_killed_mid_run_is_emulator_lost_and_tuning_goes_on(matmul, tmp_pat
     assert sum(t.outcome is Outcome.OK for t in trials) == 3
 
 
+def test_an_emulator_killed_mid_batch_costs_no_trial_its_outcome(matmul, tmp_path):
+    """Batched, the variant running when its image's emulator was killed is measured again
+    alone at once, and the variants after it in the next image: every trial is measured."""
+    target = killing_m55(tmp_path, kill={1})  # the first image's emulator
+    db = TuningDatabase(tmp_path / "t.db")
+    summary = tune(TuneRequest(matmul, target, matmul.parse_shape("m=4,n=4,k=8"), budget=6, seed=5, batch=3), db)
+    assert summary.trials == 6 and summary.failures == {}
+    runs = len(list((tmp_path / "runs").iterdir()))
+    assert runs > 2  # two images, plus what the killed one left over (alone, then the next image)
+
+
 def test_a_resumed_run_measures_lost_trials_again_and_keeps_the_rest(matmul, tmp_path):
     shape = matmul.parse_shape("m=4,n=4,k=8")
     db = TuningDatabase(tmp_path / "t.db")
     target = killing_m55(tmp_path, kill={1})  # only the first run of the emulator is killed
-    first = tune(TuneRequest(matmul, target, shape, budget=3, seed=5), db)
+    first = tune(TuneRequest(matmul, target, shape, budget=3, seed=5, batch=1), db)
     assert first.failures == {"emulator_lost": 1}
     before = {t.config: t for t in db.trials(first.workload)}
     (lost,) = [config for config, t in before.items() if t.outcome.lost]
     # Resumed, the emulator survives: only the lost configuration is measured (again).
-    again = tune(TuneRequest(matmul, target, shape, budget=3, seed=5), db)
+    again = tune(TuneRequest(matmul, target, shape, budget=3, seed=5, batch=1), db)
     assert again.workload == first.workload
     assert again.new_trials == 1 and again.trials == 3 and again.failures == {}
     after = {t.config: t for t in db.trials(first.workload)}
@@ -134,7 +146,8 @@ def board_in_trouble(tmp_path: Path, mode: str, launches: str):
 def test_a_board_disconnected_mid_run_is_device_lost_and_tuning_goes_on(matmul, tmp_path):
     target = board_in_trouble(tmp_path, "die", "2")
     db = TuningDatabase(tmp_path / "t.db")
-    summary = tune(TuneRequest(matmul, target, matmul.parse_shape("m=4,n=4,k=8"), budget=3, seed=2), db)
+    # One variant per flash, so the lost board is one trial's.
+    summary = tune(TuneRequest(matmul, target, matmul.parse_shape("m=4,n=4,k=8"), budget=3, seed=2, batch=1), db)
     assert summary.trials == 3 and summary.stopped == "budget"
     trials = db.trials(summary.workload)
     assert summary.failures == {"device_lost": 1}, [t.error for t in trials if t.outcome.failed]

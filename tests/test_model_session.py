@@ -147,21 +147,25 @@ def test_the_budget_is_spent_across_layers_and_the_total_is_weight_times_best(m5
 
 @pytest.mark.qemu
 def test_the_same_seed_resumed_in_steps_ends_where_an_uninterrupted_run_ends(m55, tmp_path):
+    # One variant per image (batch=1): the interruption below is emulated by a run one trial
+    # long, which is what a killed one-at-a-time round leaves; a batched round is asked whole
+    # (a kill mid-round resumes by replaying it: test_a_run_killed_mid_round_...).
+    one = dict(round_trials=2, seed=5, baselines=False, batch=1)
     straight_db = TuningDatabase(tmp_path / "straight.db")
-    straight = tune_model(small_model(), m55, straight_db, budget=12, round_trials=2, seed=5, baselines=False)
+    straight = tune_model(small_model(), m55, straight_db, budget=12, **one)
     db = TuningDatabase(tmp_path / "steps.db")
-    early = tune_model(small_model(), m55, db, budget=6, round_trials=2, seed=5, baselines=False)
+    early = tune_model(small_model(), m55, db, budget=6, **one)
     assert [r.workload for r in early.rounds] == [r.workload for r in straight.rounds[:3]]
     # Round 4 interrupted after one of its two trials: what a killed run leaves stored.
     fourth = straight.rounds[3].workload
     kernel = get_kernel(fourth.kernel)
     before = next(r.trials for r in early.layers if r.workload == fourth)
-    tune(TuneRequest(kernel, m55, fourth.shape_dict(), "transfer", before + 1, 1, 5, "instructions"), db)
-    resumed = tune_model(small_model(), m55, db, budget=12, round_trials=2, seed=5, baselines=False)
+    tune(TuneRequest(kernel, m55, fourth.shape_dict(), "transfer", before + 1, 1, 5, "instructions", batch=1), db)
+    resumed = tune_model(small_model(), m55, db, budget=12, **one)
     assert [r.workload for r in resumed.rounds] == [r.workload for r in straight.rounds]
     assert [stored(db, r) for r in resumed.layers] == [stored(straight_db, r) for r in straight.layers]
     assert resumed.total == straight.total
-    again = tune_model(small_model(), m55, db, budget=12, round_trials=2, seed=5, baselines=False)
+    again = tune_model(small_model(), m55, db, budget=12, **one)
     assert [stored(db, r) for r in again.layers] == [stored(straight_db, r) for r in straight.layers]
 
 

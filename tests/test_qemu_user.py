@@ -14,7 +14,7 @@ from edgetune.cli import main
 from edgetune.codegen import get_kernel
 from edgetune.session import Evaluator
 from edgetune.targets import elf, get_target
-from edgetune.targets.qemu_user import QemuUserRunner, counted_calls, kernel_call
+from edgetune.targets.qemu_user import GLUE_RUN, QemuUserRunner, counted_calls, kernel_call
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome
 
@@ -53,7 +53,7 @@ def test_the_count_starts_at_the_kernels_entry_and_repeats_exactly(target, tmp_p
     start, stop = kernel_call(build.path, tmp_path)
     symbols = elf.symbols(build.path)
     assert start == symbols[rendered.function]  # the region opens at the kernel itself, not in the glue
-    assert symbols["et_glue_run"] < stop < symbols["et_glue_run"] + 256  # and closes where its call returns
+    assert symbols[GLUE_RUN] < stop < symbols[GLUE_RUN] + 256  # and closes where its call returns (in the glue)
     # The harness called the kernel again to time it: every call counted the same.
     calls = counted_calls(tmp_path / "counts.txt")
     assert len(calls) > 1 and set(calls) == {values["instructions"]}

@@ -56,4 +56,17 @@ void et_glue_failed(int status);
 void et_mark_start(void);
 void et_mark_stop(void);
 
+/* The variants of one image (harness_semihost.c), from the generated variant table
+   (edgetune.targets.batch): each its own glue and its own I/O block (segments[s]: the
+   address of segment s), run between its own pair of markers. A single variant is a
+   table of one. */
+#define ET_MAX_VARIANTS 64u
+typedef struct {
+    int (*check)(const et_io_header_t *hdr, const et_io_buffer_t *bufs, const int32_t *params);
+    void (*run)(uint8_t *const *segments, const et_io_buffer_t *bufs, const int32_t *params);
+    uint8_t *const *segments;
+} et_variant_t;
+extern const et_variant_t et_variants[];
+extern const uint32_t et_variant_count;
+
 #endif

@@ -247,7 +247,7 @@ static void on_load(uint8_t seq, uint32_t length)
 
 /* The block must describe buffers that lie inside the I/O area before the kernel may
    write through them. */
-static int block_is_sound(void)
+static int block_is_sound(const et_variant_t *variant)
 {
     const et_io_header_t *hdr = (const et_io_header_t *)io_block();
     if (hdr->magic != ET_IO_MAGIC || hdr->version != ET_IO_VERSION || hdr->n_buffers > ET_MAX_BUFFERS) return 0;
@@ -258,12 +258,14 @@ static int block_is_sound(void)
         if (bufs[i].offset > capacity || bufs[i].size > capacity - bufs[i].offset) return 0;
     }
     const int32_t *params = (const int32_t *)(bufs + hdr->n_buffers);
-    return et_glue_check(hdr, bufs, params) == 0;
+    return variant->check(hdr, bufs, params) == 0;
 }
 
+/* RUN carries the number of runs and, in an image of several variants (the generated
+   variant table, harness.h), which variant to run (absent: the first). */
 static void on_run(uint8_t seq, uint32_t length)
 {
-    if (length != 2) {
+    if (length != 2 && length != 4) {
         send_error(seq, ET_MSG_RUN, ET_ERR_BAD_LENGTH, length);
         return;
     }
@@ -272,7 +274,14 @@ static void on_run(uint8_t seq, uint32_t length)
         send_error(seq, ET_MSG_RUN, ET_ERR_BAD_ARGUMENT, runs);
         return;
     }
-    if (!block_is_sound()) {
+    uint32_t v = length == 4 ? get_u16(frame + ET_FRAME_HEADER + 2) : 0u;
+    if (v >= et_variant_count) {
+        send_error(seq, ET_MSG_RUN, ET_ERR_BAD_ARGUMENT, v);
+        return;
+    }
+    const et_variant_t *variant = &et_variants[v];
+    void (*const run)(uint8_t *const *, const et_io_buffer_t *, const int32_t *) = variant->run;
+    if (!block_is_sound(variant)) {
         send_error(seq, ET_MSG_RUN, ET_ERR_BAD_IO, 0);
         return;
     }
@@ -297,7 +306,7 @@ static void on_run(uint8_t seq, uint32_t length)
     counters_stop(start, &counts[0]);
     for (uint32_t i = 1; i <= runs && kernel_status == 0; i++) {
         start = counters_start();
-        et_glue_run(segments, bufs, params);
+        run(segments, bufs, params);
         counters_stop(start, &counts[i]);
     }
     if (kernel_status != 0) {

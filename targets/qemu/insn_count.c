@@ -19,6 +19,12 @@
  * With mem=1 (and pcs=1) it also notes the last data address each PC accessed ("addr 0xPC
  * 0xADDR"), so the host can tell which memory region a load or store instruction uses.
  *
+ * Each region's lines are written and flushed when the region closes, its "region COUNT"
+ * line last: when QEMU is killed (a run that hangs past its time limit), every region that
+ * closed before is on disk, so a batch of variants keeps the counts of those that finished.
+ * With mem=1 each closed region also gets "raddr REGION 0xPC 0xADDR": the last data address
+ * each PC accessed inside that region (variants of a batch share library code).
+ *
  * Arguments: start=0xADDR stop=0xADDR out=PATH [pcs=1] [mem=1]
  */
 #include <inttypes.h>
@@ -58,29 +64,30 @@ extern void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udat
 
 __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 
-#define MAX_REGIONS 64
-
 static uint64_t executed;       /* every guest instruction, inline-incremented */
 static uint64_t region_begin;
 static int region_open;
-static uint64_t regions[MAX_REGIONS];
 static unsigned region_count;
 static unsigned regions_dropped;
 static uint64_t start_addr, stop_addr;
 static char out_path[4096];
+static FILE *out;
+
+/* Regions written: a batch of 64 variants has 65 (harness.h); a program calling its kernel
+   in a timing loop has many more, and only the first ones matter. */
+#define MAX_REGIONS 128u
 
 /* Per-PC counting (pcs=1). Entries are dense; an open-addressing table maps a PC to its
    entry, so a block translated twice keeps counting on the same counter. */
 #define MAX_PCS (1u << 16)
 #define PC_TABLE_SIZE (1u << 17)
-#define PC_REGIONS 4
 struct pc_entry {
     uint64_t pc;
     uint64_t count;     /* inline-incremented on every execution */
     uint64_t at_start;  /* count when the current region opened */
-    uint64_t in_region[PC_REGIONS];
     uint64_t last_addr; /* mem=1: the last data address this PC accessed */
-    int accessed;
+    int accessed;       /* ever (the "addr" lines) */
+    int accessed_in_region;
 };
 static int per_pc, per_pc_memory;
 static struct pc_entry pc_entries[MAX_PCS];
@@ -107,19 +114,32 @@ static void on_start(unsigned int vcpu, void *udata)
     (void)vcpu; (void)udata;
     region_begin = executed;
     region_open = 1;
-    for (uint32_t i = 0; i < pc_used; i++) pc_entries[i].at_start = pc_entries[i].count;
+    for (uint32_t i = 0; i < pc_used; i++) {
+        pc_entries[i].at_start = pc_entries[i].count;
+        pc_entries[i].accessed_in_region = 0;
+    }
 }
 
 static void on_stop(unsigned int vcpu, void *udata)
 {
     (void)vcpu; (void)udata;
-    if (!region_open) return;
+    if (!region_open || !out) return;
     region_open = 0;
-    if (region_count < PC_REGIONS)
-        for (uint32_t i = 0; i < pc_used; i++)
-            pc_entries[i].in_region[region_count] = pc_entries[i].count - pc_entries[i].at_start;
-    if (region_count < MAX_REGIONS) regions[region_count++] = executed - region_begin;
-    else regions_dropped++;
+    if (region_count >= MAX_REGIONS) {
+        regions_dropped++;
+        return;
+    }
+    uint64_t count = executed - region_begin;
+    for (uint32_t i = 0; i < pc_used; i++) {
+        const struct pc_entry *e = &pc_entries[i];
+        if (e->count != e->at_start)
+            fprintf(out, "pc %u 0x%" PRIx64 " %" PRIu64 "\n", region_count, e->pc, e->count - e->at_start);
+        if (e->accessed_in_region)
+            fprintf(out, "raddr %u 0x%" PRIx64 " 0x%" PRIx64 "\n", region_count, e->pc, e->last_addr);
+    }
+    fprintf(out, "region %" PRIu64 "\n", count);
+    fflush(out);
+    region_count++;
 }
 
 static void on_memory(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
@@ -128,6 +148,7 @@ static void on_memory(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t va
     struct pc_entry *e = udata;
     e->last_addr = vaddr;
     e->accessed = 1;
+    e->accessed_in_region = 1;
 }
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -155,20 +176,15 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 static void write_counts(qemu_plugin_id_t id, void *udata)
 {
     (void)id; (void)udata;
-    FILE *f = fopen(out_path, "w");
-    if (!f) return;
-    fprintf(f, "total %" PRIu64 "\n", executed);
-    for (unsigned i = 0; i < region_count; i++) fprintf(f, "region %" PRIu64 "\n", regions[i]);
-    if (regions_dropped) fprintf(f, "dropped %u\n", regions_dropped);
-    if (pcs_dropped) fprintf(f, "pcs_dropped %u\n", pcs_dropped);
-    for (uint32_t i = 0; i < pc_used; i++)
-        for (unsigned r = 0; r < region_count && r < PC_REGIONS; r++)
-            if (pc_entries[i].in_region[r])
-                fprintf(f, "pc %u 0x%" PRIx64 " %" PRIu64 "\n", r, pc_entries[i].pc, pc_entries[i].in_region[r]);
+    if (!out) return;
+    fprintf(out, "total %" PRIu64 "\n", executed);
+    if (regions_dropped) fprintf(out, "dropped %u\n", regions_dropped);
+    if (pcs_dropped) fprintf(out, "pcs_dropped %u\n", pcs_dropped);
     for (uint32_t i = 0; i < pc_used; i++)
         if (pc_entries[i].accessed)
-            fprintf(f, "addr 0x%" PRIx64 " 0x%" PRIx64 "\n", pc_entries[i].pc, pc_entries[i].last_addr);
-    fclose(f);
+            fprintf(out, "addr 0x%" PRIx64 " 0x%" PRIx64 "\n", pc_entries[i].pc, pc_entries[i].last_addr);
+    fclose(out);
+    out = NULL;
 }
 
 static int parse_arg(const char *arg)
@@ -200,6 +216,11 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, 
     }
     if (!start_addr || !stop_addr || !out_path[0]) {
         fprintf(stderr, "edgetune insn_count plugin: start=, stop= and out= are required\n");
+        return -1;
+    }
+    out = fopen(out_path, "w");
+    if (!out) {
+        fprintf(stderr, "edgetune insn_count plugin: cannot write '%s'\n", out_path);
         return -1;
     }
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
