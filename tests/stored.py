@@ -2,6 +2,7 @@
 what is stored exactly as it was."""
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from edgetune.codegen import get_kernel
@@ -24,3 +25,17 @@ def stored_db(folder: Path, name: str = "stored.db") -> Path:
     db.record(workload_of(kernel, target, shape), Trial(config, Outcome.OK, {"time_ns": 10.0}), "random", 0)
     db.close()
     return path
+
+
+def stored_count(path: Path) -> int:
+    """Trials in the database file at `path` as another process sees it (0 before it exists
+    or has its tables): for tests that kill a tuning run once it has stored some."""
+    if not path.exists():
+        return 0
+    conn = sqlite3.connect(str(path), timeout=30)
+    try:
+        return conn.execute("SELECT count(*) FROM trials").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+    finally:
+        conn.close()

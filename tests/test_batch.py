@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from edgetune.targets.qemu import _read_counts
 from edgetune.tuner import Outcome, TuningDatabase
 
 from faulty import FaultyMatmul
+from stored import stored_count
 
 EDGETUNE = str(Path(sys.executable).parent / "edgetune")
 SHAPE = "m=4,n=4,k=4"
@@ -235,18 +235,6 @@ def stored_rows(path: Path):
     (workload,) = db.workloads()
     return sorted((r.trial.config.key(), r.trial.outcome.value, r.trial.values.get("instructions"))
                   for r in db.records(workload))
-
-
-def stored_count(path: Path) -> int:
-    if not path.exists():
-        return 0
-    conn = sqlite3.connect(str(path), timeout=30)
-    try:
-        return conn.execute("SELECT count(*) FROM trials").fetchone()[0]
-    except sqlite3.OperationalError:  # not created yet
-        return 0
-    finally:
-        conn.close()
 
 
 @pytest.mark.qemu

@@ -23,6 +23,7 @@ from edgetune.report import best_so_far, pareto_front
 from edgetune.session import resume_search, search_loop
 from edgetune.tuner import (DatabaseError, Outcome, Space, Trial, TuningDatabase, Workload, choice, make_strategy,
                             powers_of_two)
+from stored import stored_count
 
 EDGETUNE = str(Path(sys.executable).parent / "edgetune")
 # The case of issue 13.2: with two jobs, trials finish in any order.
@@ -35,18 +36,6 @@ def rows(db_path):
     db = TuningDatabase(db_path)
     (workload,) = db.workloads()
     return [(r.trial.config.key(), r.trial.values.get("instructions")) for r in db.records(workload)]
-
-
-def stored_count(path) -> int:
-    if not path.exists():
-        return 0
-    conn = sqlite3.connect(str(path), timeout=30)
-    try:
-        return conn.execute("SELECT count(*) FROM trials").fetchone()[0]
-    except sqlite3.OperationalError:  # not created yet
-        return 0
-    finally:
-        conn.close()
 
 
 @pytest.mark.qemu
