@@ -49,6 +49,9 @@ def measurement_setup(target: Target) -> dict:
         "mix": None if target.cost is None else {"disassembler": target.cost.disassembler,
                                                  "flags": list(target.cost.disassembler_flags)},
     }
+    harness = runner_class(target).harness_version
+    if harness > 1:  # left out at 1, so the fingerprints made before the field existed stand
+        setup["harness"] = harness
     fw = target.firmware
     if fw is not None:
         setup["firmware"] = {"startup": fw.startup, "linker": fw.linker, "ldflags": list(fw.ldflags),

@@ -55,6 +55,11 @@ class Runner(ABC):
     # Whether the firmware is built with the core clock (delays, baud arithmetic): the clock
     # is then part of what is measured, not only of an estimate (app/identity.py).
     builds_with_clock: ClassVar[bool] = False
+    # The version of this runner's harness as far as counts go: bumped when a change of the
+    # harness (firmware/) changes what the same variant measures, so trials stored under the
+    # old harness belong to another workload (app/identity.py). 1: every harness before the
+    # variant table of batched evaluation.
+    harness_version: ClassVar[int] = 1
 
     def __init__(self, target: Target):
         self.target = target

@@ -166,3 +166,15 @@ def test_a_mix_that_cannot_be_priced_keeps_its_stored_figures(tuned):
     assert estimates(workload, trial) == trial
     priced = estimates(workload, Trial(Config((("tile_m", 1),)), Outcome.OK, {**values, "mix": {"alu": 10}}))
     assert priced.values["cycles"] == target.estimated_values({"alu": 10}, {})["cycles"] != 12.0
+
+
+def test_a_harness_that_counts_differently_makes_a_new_workload(monkeypatch):
+    """A runner's harness_version is part of the fingerprint once it passes 1 (the serial
+    harness is at 2: its variant table moved SysTick counts); a bump gives a new workload."""
+    from edgetune.targets import get_target
+    from edgetune.targets.serialboard import SerialRunner
+    serial = get_target("an547-serial")
+    assert SerialRunner.harness_version >= 2
+    before = measurement_fingerprint(serial)
+    monkeypatch.setattr(SerialRunner, "harness_version", SerialRunner.harness_version + 1)
+    assert measurement_fingerprint(serial) != before
