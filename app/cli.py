@@ -638,16 +638,20 @@ def db_group():
 @db_group.command("export")
 @_db_option
 @click.option("--out", "out_path", required=True, help="JSON-lines file to write ('-' for stdout).")
+@click.option("--workload", "workload_text", metavar="KERNEL[@vN][/TARGET[/SHAPE]]",
+              help="Only the trials of these workloads (e.g. one definition of a kernel of your own: KERNEL@vN).")
 @_guard
-def db_export_cmd(db_path, out_path):
-    """Write every trial of the database as one JSON object per line."""
+def db_export_cmd(db_path, out_path, workload_text):
+    """Write every trial of the database (or of the workloads --workload names) as one JSON
+    object per line."""
+    selection = parse_workload_selection(workload_text) if workload_text is not None else None
     db = _open_existing_db(db_path)
     if out_path == "-":
-        count = db.export_jsonl(sys.stdout)
+        count = db.export_jsonl(sys.stdout, selection)
     else:
         writable_file(out_path, "--out", keep=(db_path,))
         with open(out_path, "w", encoding="utf-8") as out:
-            count = db.export_jsonl(out)
+            count = db.export_jsonl(out, selection)
     click.echo(f"exported {count} trials", err=True)
 
 

@@ -67,7 +67,8 @@ class ImportCheck:
             if workload.kernel_version != kernel.version and isinstance(kernel, UserKernel):
                 raise ValueError(f"workload.kernel_version: v{workload.kernel_version} is another definition of "
                                  f"{workload.kernel} than the --kernel-file given (v{kernel.version}); every line "
-                                 "must be of the definitions given")
+                                 "must be of the definitions given (export one definition's trials with "
+                                 f"`edgetune db export --workload {workload.kernel}@v{kernel.version}`)")
             if workload.kernel_version != kernel.version:
                 raise ValueError(f"workload.kernel_version: {workload.kernel} is at template v{kernel.version} here, "
                                  f"not v{workload.kernel_version}")

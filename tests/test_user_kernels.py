@@ -154,6 +154,27 @@ def test_db_import_of_a_users_kernel_names_the_kernel_file_and_the_definition(tm
     assert "is another definition of vector_add than the --kernel-file given" in line, line
 
 
+def test_after_an_edit_one_definitions_trials_are_exported_and_imported_alone(tmp_path):
+    folder = tmp_path / "vector_add"
+    shutil.copytree(EXAMPLES / "vector_add", folder)
+    tune = ("tune", "--budget", "1", "--shape", "size=16", "--kernel-file", str(folder), "--target", "host")
+    assert edgetune_cli(tmp_path, *tune).returncode == 0
+    with open(folder / "vector_add.c", "a") as source:
+        source.write("/* edited: a new definition */\n")
+    assert edgetune_cli(tmp_path, *tune).returncode == 0  # the old definition's trial stays stored
+    assert edgetune_cli(tmp_path, "db", "export", "--out", "all.jsonl").returncode == 0
+    line = one_error_line(edgetune_cli(tmp_path, "db", "import", "all.jsonl", "--db", "other.db", "--kernel-file",
+                                       str(folder)))
+    versions = {json.loads(text)["workload"]["kernel_version"] for text in (tmp_path / "all.jsonl").read_text().splitlines()}
+    assert len(versions) == 2 and "edgetune db export --workload vector_add@v" in line, line
+    current = line.rsplit("--workload vector_add@v", 1)[1].split("`")[0]
+    exported = edgetune_cli(tmp_path, "db", "export", "--out", "one.jsonl", "--workload", f"vector_add@v{current}")
+    assert exported.returncode == 0 and "exported 1 trials" in exported.stderr, exported.stderr
+    imported = edgetune_cli(tmp_path, "db", "import", "one.jsonl", "--db", "other.db", "--kernel-file", str(folder))
+    assert imported.returncode == 0 and "imported 1 trials" in imported.stdout, imported.stderr
+    assert trial_count(tmp_path / "other.db") == 1
+
+
 def test_export_prints_the_value_measured_as_exported_which_verify_checks(tmp_path):
     folder = EXAMPLES / "vector_add"
     tuned = edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16", "--target",

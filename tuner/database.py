@@ -36,6 +36,7 @@ APPLICATION = "edgetune-tuning-db"
 # may hold its columns in another order than a new one).
 _COLUMNS = ("id, kernel, kernel_version, target, shape, toolchain, config, outcome, measured, error, info, strategy,"
             " seed, created, measured_by, measured_at, proposal, batch, asked")
+_SHAPE_COLUMN = 4  # where `shape` is in _COLUMNS
 
 # Whatever is stored may later reach a file name, a generated C comment or an identifier
 # (export): names, shape keys and stamps are checked on the way in and on the way out.
@@ -528,10 +529,15 @@ class TuningDatabase:
             raise DatabaseError(f"{self.path}: the stored goal of {workload.key()} is unusable ({exc})") from None
 
     # --- sharing between machines: JSON lines ----------------------------------------------
-    def export_jsonl(self, out) -> int:
-        """Write every trial as one JSON object per line; returns how many."""
+    def export_jsonl(self, out, selection: "TrialSelection | None" = None) -> int:
+        """Write every trial (or those `selection` picks) as one JSON object per line;
+        returns how many."""
+        where, args = selection.where() if selection is not None else ("1", ())
         count = 0
-        for row in self._conn.execute(f"SELECT {_COLUMNS} FROM trials ORDER BY id"):
+        for row in self._conn.execute(f"SELECT {_COLUMNS} FROM trials WHERE {where} ORDER BY id", args):
+            if selection is not None and selection.shape is not None and \
+                    _shape_of(row[_SHAPE_COLUMN]) != dict(selection.shape):
+                continue
             record = self._record(row, revalue=False)  # as measured: the receiver prices with its own tables
             out.write(trial_json(record.workload, record.trial, record.strategy, record.seed, record.created,
                                  SCHEMA_VERSION, self.goal(record.workload)) + "\n")
