@@ -195,6 +195,14 @@ def test_a_bad_operators_key_is_refused_when_the_kernel_loads(tmp_path):
     one_line_error(cli("model", "show", str(MODEL), "--kernel-file", str(folder)), "operators key 'CUSTOM'")
 
 
+def test_an_operators_key_naming_no_builtin_is_refused_with_the_nearest_name(tmp_path):
+    folder = kernel_variant(tmp_path, "typo_key", '"CUSTOM:LeakyRelu": custom_leaky_relu',
+                            '"LEAKYRELU": custom_leaky_relu')
+    one_line_error(cli("model", "show", str(MODEL), "--kernel-file", str(folder)),
+                   "operators key 'LEAKYRELU': TFLite has no builtin operator 'LEAKYRELU'")
+    one_line_error(cli("model", "show", str(MODEL), "--kernel-file", str(folder)), "did you mean LEAKY_RELU?")
+
+
 # --- tune, export, verify on the host --------------------------------------------------------
 def _tune_export_verify(tmp_path: Path, model: Path, target: str, budget: int, kernel: Path = EXAMPLE) -> dict:
     db, out = str(tmp_path / "m.db"), str(tmp_path / "module")

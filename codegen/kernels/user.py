@@ -18,6 +18,8 @@ texts are parsed with `ast` against an allow-list (codegen/kernels/restrictions.
 """
 from __future__ import annotations
 
+import difflib
+
 import math
 import re
 import traceback
@@ -358,6 +360,10 @@ class UserKernel(Kernel):
             if not BUILTIN_OP_RE.fullmatch(op) or (op == "CUSTOM") != bool(code) or (code and not CUSTOM_CODE_RE.fullmatch(code)):
                 raise KernelError(f"kernel {self.name}: operators key {key!r} is neither a builtin operator name "
                                   "(LEAKY_RELU) nor CUSTOM:<custom code> (CUSTOM:LeakyRelu)")
+            builtins = known_builtins()
+            if op != "CUSTOM" and builtins is not None and op not in builtins:
+                raise KernelError(f"kernel {self.name}: operators key {key!r}: TFLite has no builtin operator {op!r} "
+                                  f"(a custom one is 'CUSTOM:<custom code>'){did_you_mean(op, builtins)}")
             if not callable(adapter):
                 raise KernelError(f"kernel {self.name}: operators[{key!r}] is {adapter!r}, not an adapter function")
         if served and sum(a.role == "output" for a in self.buffers) != 1:
@@ -562,3 +568,20 @@ class UserKernel(Kernel):
 
 
 DTYPE_C = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "float32": "float"}
+
+
+
+def known_builtins() -> frozenset[str] | None:
+    """TFLite's builtin operator names (schema.fbs BuiltinOperator) where the schema bindings
+    are installed (the `model` extra); None without them (a model cannot be read then anyway)."""
+    from edgetune.codegen.model.schema import ModelError, builtin_names
+    try:
+        return frozenset(builtin_names().values())
+    except ModelError:
+        return None
+
+
+def did_you_mean(name: str, names) -> str:
+    """'; did you mean X?' for the nearest of `names`, or ''."""
+    near = difflib.get_close_matches(name, sorted(names), n=1)
+    return f"; did you mean {near[0]}?" if near else ""
