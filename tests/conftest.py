@@ -19,6 +19,16 @@ def _isolated_cache(tmp_path_factory):
     os.environ["EDGETUNE_CACHE"] = str(tmp_path_factory.mktemp("edgetune-cache"))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_kernels_of_your_own_across_modules():
+    """Kernels of your own registered by a test module (loading a --kernel-file registers
+    one) are gone after it, as in a new process: tests elsewhere see the shipped ones only."""
+    from edgetune.codegen.kernels import KERNELS, SHIPPED, unregister_kernel
+    yield
+    for name in set(KERNELS) - SHIPPED:
+        unregister_kernel(name)
+
+
 @pytest.fixture(scope="session")
 def m55():
     return get_target("cortex-m55")
