@@ -27,44 +27,26 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from kernels import NaiveLoop  # bench/kernels.py: builds the plain loop through an Evaluator
+from kernels import macs_of, plain_values  # bench/kernels.py: MACs of a call, the plain loop's values
 from restricted import one_vector_path  # bench/restricted.py
 from cmsis_fir import library_fir  # bench/cmsis_fir.py: arm_fir_q15 built and measured
 
 from edgetune.codegen import get_kernel
-from edgetune.codegen.kernels.convolution import geometry_of
-from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs, workload_of
+from edgetune.session import TuneRequest, tune, workload_of
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 
 TARGETS = ("cortex-m4", "cortex-m7")
 WORKLOADS = (("matmul_s8", "m=16,n=16,k=32"), ("matmul_s8", "m=32,n=32,k=64"), ("fir_q15", "taps=32,block=64"),
              ("conv2d_s8", "h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1"))
-NAIVE_TEMPLATES = ("matmul_s8", "conv2d_s8")  # kernels with a plain-loop template (render_naive)
 # fir_q15 against CMSIS-DSP's arm_fir_q15 on the Cortex-M55 (bench/RESULTS.md, "fir_q15 on Helium").
 HELIUM_FIR_SHAPE = "taps=32,block=256"
 HELIUM_FIR_BUDGET = 24  # above the 18 configurations of the vector=mve space: the search measures them all
 
 
-def macs_of(name, shape):
-    if name == "conv2d_s8":
-        geo = geometry_of(shape)
-        return geo.oh * geo.ow * shape["cout"] * shape["kh"] * shape["kw"] * shape["cin"]
-    return shape["m"] * shape["n"] * shape["k"] if name == "matmul_s8" else shape["taps"] * shape["block"]
-
-
 def plain_loop(kernel, target, shape, work):
     """The plain C loop at -O3 with GCC, on the workload's inputs."""
-    space = kernel.space(target, shape)
-    inputs = workload_inputs(kernel, workload_of(kernel, target, shape))
-    if kernel.name in NAIVE_TEMPLATES:
-        trial = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, inputs, work)(next(iter(space)))
-    else:
-        config = space.make({"tile": 1, "unroll": 1, "vector": "c", "compiler": "gcc", "opt": "O3"})
-        trial = Evaluator(kernel, target, shape, space, inputs, work)(config)
-    if trial.outcome.failed:
-        raise SystemExit(f"{target.name} {kernel.name}: plain loop failed: {trial.outcome.value}: {trial.error}")
-    return trial.values
+    return plain_values(kernel, target, shape, workload_of(kernel, target, shape), work)
 
 
 def best_of(kernel, target, shape, vector, budget, seed, work):

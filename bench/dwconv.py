@@ -29,12 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kernels import NaiveLoop  # noqa: E402  (bench/kernels.py: builds the plain loop through an Evaluator)
+from kernels import macs_of, plain_values  # noqa: E402  (bench/kernels.py: MACs of a call, the plain loop)
 from restricted import Restricted  # noqa: E402  (bench/restricted.py)
 
 from edgetune.codegen import get_kernel  # noqa: E402
-from edgetune.codegen.kernels.convolution import geometry_of  # noqa: E402
-from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs  # noqa: E402
+from edgetune.session import TuneRequest, tune  # noqa: E402
 from edgetune.targets import get_target  # noqa: E402
 from edgetune.tuner import Constraint, TuningDatabase  # noqa: E402
 
@@ -75,11 +74,6 @@ FAMILIES = {
 }
 
 
-def macs_of(shape) -> int:
-    geo = geometry_of(shape)
-    return geo.oh * geo.ow * shape["c"] * shape["mult"] * shape["kh"] * shape["kw"]
-
-
 def legal_starts(kernel, target, shape, family) -> tuple[dict, ...]:
     """The family's known-good configurations that the shape's space allows, completed with
     the space's first legal values for the parameters they leave out."""
@@ -101,16 +95,6 @@ def best_of(kernel, target, shape, family, budget, seed, work):
     if summary.best is None:
         raise SystemExit(f"{kernel.name} {shape}: no {family} variant ran: {summary.failures}")
     return summary.best.trial, summary.workload
-
-
-def plain_cycles(kernel, target, shape, workload, work) -> float:
-    space = kernel.space(target, shape)
-    evaluate = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, workload_inputs(kernel, workload),
-                         work)
-    trial = evaluate(next(iter(space)))  # the configuration is ignored by NaiveLoop
-    if trial.outcome.failed:
-        raise SystemExit(f"plain loop failed: {trial.outcome.value}: {trial.error}")
-    return trial.values["cycles"]
 
 
 def main() -> None:
@@ -136,8 +120,8 @@ def main() -> None:
                     for family in FAMILIES}
             cycles = {family: trial.values["cycles"] for family, (trial, _) in best.items()}
             after = min(cycles, key=cycles.get)
-            plain = plain_cycles(kernel, target, shape, best["before"][1], work)
-            macs, b, a = macs_of(shape), cycles["before"], cycles[after]
+            plain = plain_values(kernel, target, shape, best["before"][1], work)["cycles"]
+            macs, b, a = macs_of(kernel.name, shape), cycles["before"], cycles[after]
             print(f"{label:>16} {macs:>8} {plain:>9.0f} {b:>8.0f} {cycles['padded']:>8.0f} {cycles['pixels']:>8.0f} "
                   f"{macs / plain:>11.3f} {macs / b:>12.3f} {macs / a:>11.3f} {macs / a / PEAK:>7.1%} {b / a:>12.2f}  "
                   f"{best[after][0].config.key()}")

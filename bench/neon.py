@@ -22,26 +22,16 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from kernels import NaiveLoop  # bench/kernels.py: builds the plain loop through an Evaluator
+from kernels import macs_of, plain_values  # bench/kernels.py: MACs of a call, the plain loop's values
 from restricted import one_vector_path  # bench/restricted.py
 
 from edgetune.codegen import get_kernel
-from edgetune.codegen.kernels.convolution import geometry_of
-from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs
+from edgetune.session import TuneRequest, tune
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 
 TARGETS = ("cortex-a53", "cortex-a72")
 KERNELS = ("matmul_s8", "matmul_f32", "conv2d_s8", "dwconv2d_s8")
-
-
-def macs_of(kernel_name, shape) -> int:
-    """Multiply-accumulates of one call (the work the MAC/cycle column divides)."""
-    if kernel_name in ("conv2d_s8", "dwconv2d_s8"):
-        geo = geometry_of(shape)
-        channels = shape["cin"] * shape["cout"] if kernel_name == "conv2d_s8" else shape["c"] * shape["mult"]
-        return geo.oh * geo.ow * channels * shape["kh"] * shape["kw"]
-    return shape["m"] * shape["n"] * shape["k"]
 
 
 def best_of_path(kernel, target, shape, vector, budget, seed, work):
@@ -51,17 +41,6 @@ def best_of_path(kernel, target, shape, vector, budget, seed, work):
     if summary.best is None:
         raise SystemExit(f"{kernel.name} {target.name}: no {vector} variant ran: {summary.failures}")
     return summary.best.trial, summary.workload
-
-
-def plain_loop(kernel, target, shape, workload, work):
-    """The plain loop at GCC -O3 on the workload's inputs: its measured values."""
-    space = kernel.space(target, shape)
-    evaluate = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, workload_inputs(kernel, workload),
-                         work)
-    trial = evaluate(next(iter(space)))  # the configuration is ignored by NaiveLoop
-    if trial.outcome.failed:
-        raise SystemExit(f"{kernel.name} {target.name}: plain loop failed: {trial.outcome.value}: {trial.error}")
-    return trial.values
 
 
 def main() -> None:
@@ -97,7 +76,7 @@ def main() -> None:
                     work = Path(tmp)
                     c_best, _ = best_of_path(kernel, target, shape, "c", args.budget, args.seed, work)
                     neon, workload = best_of_path(kernel, target, shape, "neon", args.budget, args.seed, work)
-                    plain = plain_loop(kernel, target, shape, workload, work)
+                    plain = plain_values(kernel, target, shape, workload, work)
                 n_instr, n_cyc = neon.values["instructions"], neon.values["cycles"]
                 print(f"{kernel_name:>11} {target_name:>10} {shape_text:>15} | {plain['instructions']:>11} "
                       f"{plain['cycles']:>10.0f} | {c_best.values['instructions']:>9} {c_best.values['cycles']:>9.0f} | "
