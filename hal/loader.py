@@ -516,23 +516,20 @@ VALUE_CHECKS: dict[str, Callable[[Any, dict], str | None]] = {
 
 # An array check: (values, ctx) -> (index or None for the whole array, why not), or None.
 
-def _extensions(names: list, ctx: dict) -> tuple[int, str] | None:
-    for i, name in enumerate(names):
-        if not isinstance(name, str) or name not in CORE_EXTENSIONS:
-            return i, f"{name!r} is not a known core extension (known: {', '.join(sorted(CORE_EXTENSIONS))})"
-        if name in names[:i]:
-            return i, f"{name!r} is listed twice"
-    return None
+def _names_from(known: tuple[str, ...], what: str):
+    """An array check: every entry one of `known` (listed in this order when one is not), none twice."""
+    def check(names: list, ctx: dict) -> tuple[int, str] | None:
+        for i, name in enumerate(names):
+            if not isinstance(name, str) or name not in known:
+                return i, f"{name!r} is not {what} (known: {', '.join(known)})"
+            if name in names[:i]:
+                return i, f"{name!r} is listed twice"
+        return None
+    return check
 
 
-def _compiler_options(names: list, ctx: dict) -> tuple[int, str] | None:
-    known = (*OPTION_NAMES, ALL_OPTIONS)
-    for i, name in enumerate(names):
-        if not isinstance(name, str) or name not in known:
-            return i, f"{name!r} is not a compiler-option parameter (known: {', '.join(known)})"
-        if name in names[:i]:
-            return i, f"{name!r} is listed twice"
-    return None
+_extensions = _names_from(tuple(sorted(CORE_EXTENSIONS)), "a known core extension")
+_compiler_options = _names_from((*OPTION_NAMES, ALL_OPTIONS), "a compiler-option parameter")
 
 
 def _regions(names: list, ctx: dict) -> tuple[int, str] | None:
