@@ -120,11 +120,13 @@ class Evaluator:
         self._fastest_run: float | None = None  # wall seconds of the fastest correct run
         self.alone_reason = ""  # why configurations are evaluated one at a time here ("": they need not be)
 
-    def run_timeout(self) -> float:
+    def run_timeout(self, variants: int = 1) -> float:
+        """The time limit of a run of `variants` variants (several: one batched image): the
+        target's, or the multiple of the fastest run for each of them."""
         limit = self.target.runner.timeout_s
         if self._fastest_run is None:
             return limit
-        return min(limit, max(MIN_RUN_TIMEOUT_S, LIMIT_MULTIPLIER * self._fastest_run))
+        return min(limit, max(MIN_RUN_TIMEOUT_S, LIMIT_MULTIPLIER * self._fastest_run * variants))
 
     def __call__(self, config: Config) -> Trial:
         return self._finish(self._evaluate(config))
@@ -156,7 +158,7 @@ class Evaluator:
                 where.append(index)
         workdir = Path(tempfile.mkdtemp(prefix="batch-", dir=self.work_root))
         try:
-            measured = measure_batch(self.runner, self.kernel, self.shape, variants, workdir, self.batch_timeout,
+            measured = measure_batch(self.runner, self.kernel, self.shape, variants, workdir, self.run_timeout,
                                      self._slots)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -204,14 +206,6 @@ class Evaluator:
         info = {**result.info, "seconds": round(sum(result.info.get(f"seconds_{part}", 0.0)
                                                     for part in ("compile", "link", "run")), 3)}
         return Trial(config, Outcome.OK, values=result.values, info=info)
-
-    def batch_timeout(self, variants: int) -> float:
-        """The time limit of an image of several variants: the target's, or the multiple of
-        the fastest run (per variant) for all of them."""
-        limit = self.target.runner.timeout_s
-        if self._fastest_run is None:
-            return limit
-        return min(limit, max(MIN_RUN_TIMEOUT_S, LIMIT_MULTIPLIER * self._fastest_run * variants))
 
     def _evaluate(self, config: Config) -> Trial:
         started = time.monotonic()
