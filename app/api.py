@@ -30,7 +30,7 @@ from edgetune.tuner.strategies import DEFAULT_STRATEGY
 from . import __version__
 from .export import ExportResult
 from .identity import recompute_estimates
-from .session import (TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize,
+from .session import (TuneRequest, check_seed, TuneSummary, choose_objective, goal_of, parse_config, summarize,
                       tune as run_tune, workload_of)
 from .user_kernels import load_installed
 from .verify import VerifyReport, export_and_measure, manifest_target, verify_export
@@ -211,6 +211,8 @@ def export(out: str | Path, target: str | Target = DEFAULT_TARGET, *, db: str | 
 def verify(folder: str | Path, target: str | Target | None = None, *, kernels: Sequence = (),
            tolerance_pct: float | None = None, seed: int | None = None) -> VerifyReport:
     """Check an export as `edgetune verify` does (`.ok`; each kernel's verdict in `.verdicts`)."""
+    if seed is not None:
+        check_seed(seed)
     for kernel in kernels:
         register(kernel)
     load_installed()

@@ -29,7 +29,7 @@ from .progress import ProgressDisplay
 from .report import check_objective, write_report
 from .identity import recompute_estimates
 from .sharing import ImportCheck, parse_workload_selection
-from .session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
+from .session import MAX_SEED, TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
 from .verify import export_and_measure, manifest_target, verify_export
 from .npu_cli import best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
@@ -330,7 +330,7 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
 @click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1),
               help="Trials this workload should have in the database when the run ends.")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the search.")
 @click.option("--initial", "initial", multiple=True, metavar="NAME=VALUE,...",
               help="A configuration to measure first, e.g. tile_m=4,tile_n=8,... (repeatable).")
 @_objective_option
@@ -569,7 +569,7 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, kernel_
 @click.argument("space_file", metavar="SPACE_FILE")
 @click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
 @click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1), help="Evaluations per repeat.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the first repeat (repeat r: seed + r).")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the first repeat (repeat r: seed + r).")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1), help="Independent runs.")
 @click.option("--prior", "prior_files", multiple=True,
               help="Recorded space of the same kernel elsewhere, for transfer learning (repeatable).")
@@ -726,7 +726,7 @@ def db_remove_cmd(db_path, workload_text, batch, trial_id, dry_run):
 @click.option("--tolerance", "tolerance_pct", type=click.FloatRange(min=0), default=None,
               help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host, "
                    "2 on a real board].")
-@click.option("--seed", type=int, default=None, help="Seed of the fresh random inputs [default: a new one, printed].")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None, help="Seed of the fresh random inputs [default: a new one, printed].")
 @click.option("--objective", default="", help="Check this value instead of the one each kernel was chosen by.")
 @_constraint_option
 @kernel_file_option

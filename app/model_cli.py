@@ -13,6 +13,7 @@ import numpy as np
 from edgetune.codegen.model import Model, ModelLayer, check_fits, load_model
 from edgetune.targets import get_target
 
+from .session import MAX_SEED
 from .user_kernels import kernel_file_option
 
 
@@ -171,7 +172,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
 @click.option("--inputs", "n_inputs", default=10, show_default=True, type=click.IntRange(min=1, max=1000),
               help="Random inputs (a saturating one is always added).")
 @click.option("--layers", is_flag=True, help="Also compare every operator's output with TFLite Micro's.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the random inputs.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @kernel_file_option
 def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kernel_files):

@@ -19,7 +19,7 @@ from .progress import ProgressDisplay
 from .npu_session import NPU_OBJECTIVE, npu_workload, resolve_npu
 from .layer_plan import PlanError, export_plan, load_network, plan_network
 from .model_plan import plan_model, write_model_plan
-from .session import TuneRequest, TuneSummary, parse_config, summarize, tune
+from .session import MAX_SEED, TuneRequest, TuneSummary, parse_config, summarize, tune
 from .user_kernels import kernel_file_option
 
 
@@ -64,7 +64,7 @@ def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: Tuni
 @click.option("--npu-budget", default=12, show_default=True, type=click.IntRange(min=1),
               help="Vela configurations per layer to have measured (untuned layers are tuned first).")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Vela runs at once.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the NPU search.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the NPU search.")
 @click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
 @click.option("--objective", default="", help="Choose the CPU kernels by this value instead of what each was tuned for.")
 @click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE",

@@ -119,6 +119,14 @@ def bad_inputs(folder: Path) -> None:
     ([*TUNE, "--db", "/proc/edgetune.db"], "/proc/edgetune.db"),
     (["verify", "{report}", "--target", "host"], "no such export folder"),
     ([*TUNE, "--budget", "lots", "--db", "{db}"], "--budget"),
+    # Seeds are non-negative and fit the database's 64-bit integers; a time budget is finite.
+    ([*TUNE, "--seed", "-1", "--db", "{db}"], "--seed"),
+    ([*TUNE, "--seed", str(2**64), "--db", "{db}"], "--seed"),
+    ([*TUNE, "--time-budget", "nan", "--db", "{db}"], "--time-budget nan"),
+    (["verify", "{report}", "--seed", "-1"], "--seed"),
+    (["model", "tune", "{notes.db}", "--seed", "-1", "--db", "{db}"], "--seed"),
+    (["model", "verify", "{report}", "--target", "host", "--seed", "-1"], "--seed"),
+    (["replay", "{bad.jsonl}", "--seed", "-1"], "--seed"),
 ], ids=lambda value: " ".join(value) if isinstance(value, list) else None)
 def test_bad_input_is_one_line_naming_the_culprit(args, culprit, tmp_path):
     bad_inputs(tmp_path)
@@ -268,3 +276,21 @@ def test_an_unknown_strategy_from_the_python_api_is_a_user_error():
 
     with pytest.raises(EdgetuneError, match="unknown strategy 'nope'"):
         make_strategy("nope", Space([]), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("limits, culprit", [
+    (dict(budget=-1), "--budget -1"), (dict(budget=0), "--budget 0"), (dict(jobs=0), "--jobs 0"),
+    (dict(seed=-1), "--seed -1"), (dict(seed=2**64), "--seed"), (dict(patience=0), "--patience 0"),
+    (dict(time_budget=float("nan")), "--time-budget nan"), (dict(time_budget=-5.0), "--time-budget -5.0"),
+    (dict(budget="4"), "--budget '4'"),
+])
+def test_the_python_api_refuses_run_limits_naming_the_option(limits, culprit, tmp_path):
+    import edgetune
+    from edgetune.errors import EdgetuneError
+
+    db = tmp_path / "api.db"
+    with pytest.raises(EdgetuneError) as raised:
+        edgetune.tune("matmul_s8", "m=2,n=2,k=2", target="host", db=db, **{"budget": 2, **limits})
+    assert str(raised.value).startswith(culprit), raised.value
+    with pytest.raises(EdgetuneError, match="--seed -1"):
+        edgetune.verify(tmp_path, target="host", seed=-1)
