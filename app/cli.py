@@ -41,6 +41,7 @@ from .user_kernels import first_failure, kernel_file_option, load_installed, onl
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
 # bad input (2), a failed check (1) and an interrupt (130).
 BUG_EXIT_CODE = 70
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 TRACEBACK_ENV = "EDGETUNE_TRACEBACK"
 
 
@@ -157,7 +158,11 @@ class _OneLineErrors(click.Group):
             else:  # click's own (a file it could not open, ...): the same one-line form
                 click.echo(error_line(exc.format_message()), err=True)
             sys.exit(exc.exit_code)
-        except click.Abort:
+        except click.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):  # Ctrl-C in a command other than `tune`
+                click.echo("edgetune: interrupted (Ctrl-C); every trial already stored is kept: "
+                           "run the same command again to resume", err=True)
+                sys.exit(INTERRUPTED_EXIT)
             click.echo("Aborted!", err=True)
             sys.exit(1)
         except EdgetuneError as exc:  # raised outside a guarded command (e.g. while parsing options)
@@ -427,9 +432,6 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         if not summaries:
             click.echo("edgetune: interrupted before any trial was measured", err=True)
         sys.exit(INTERRUPTED_EXIT)
-
-
-INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 
 
 def _tune_all(requests: list[TuneRequest], db: TuningDatabase, executor, show_progress: bool

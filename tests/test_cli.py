@@ -294,3 +294,20 @@ def test_the_python_api_refuses_run_limits_naming_the_option(limits, culprit, tm
     assert str(raised.value).startswith(culprit), raised.value
     with pytest.raises(EdgetuneError, match="--seed -1"):
         edgetune.verify(tmp_path, target="host", seed=-1)
+
+
+def test_ctrl_c_in_a_model_run_exits_130_saying_what_is_kept(monkeypatch, tmp_path):
+    """`tune` prints its own summary on Ctrl-C; every other command (here `model tune`) says
+    it was interrupted and that the stored trials stay, with the shell's status for SIGINT."""
+    from edgetune import model_tune_cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_tune_cli, "tune_model", interrupted)
+    model = Path(__file__).parent / "data" / "models" / "fc_autoencoder_ad.tflite"
+    result = CliRunner().invoke(main, ["model", "tune", str(model), "--target", "host", "--db", str(tmp_path / "m.db")])
+    assert result.exit_code == 130, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == ["edgetune: interrupted (Ctrl-C); every trial already stored is kept: "
+                     "run the same command again to resume"], result.stderr
