@@ -168,7 +168,8 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
 
 @model_group.command("verify")
 @click.argument("folder", metavar="DIR")
-@click.option("--target", "target_name", required=True, help="Target name or .toml file.")
+@click.option("--target", "target_name", default=None,
+              help="Target name or .toml file [default: the one the export names].")
 @click.option("--inputs", "n_inputs", default=10, show_default=True, type=click.IntRange(min=1, max=1000),
               help="Random inputs (a saturating one is always added).")
 @click.option("--layers", is_flag=True, help="Also compare every operator's output with TFLite Micro's.")
@@ -179,8 +180,9 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
     """Build a model export as firmware would, run whole inferences in the target's emulator
     and compare each output bit for bit with TFLite Micro (exit 1 naming what differs)."""
     from .model_verify import verify_model
+    from .verify import manifest_target
 
-    target = get_target(target_name)
+    target = get_target(target_name) if target_name else manifest_target(Path(folder))
     unit = target.measures  # instructions in an emulator, time_ns on the host
 
     def echo(i) -> None:

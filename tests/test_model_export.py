@@ -178,6 +178,21 @@ def test_verify_refuses_a_kernel_export(ds_cnn_export, tmp_path):
     assert result.exit_code == 2 and "not a model export" in result.output
 
 
+def test_verify_takes_the_target_the_export_names(ds_cnn_export, tmp_path):
+    """Without --target, model verify checks the export for the target its manifest names
+    (as `edgetune verify` does): here it gets as far as the edited file."""
+    folder = _copy(ds_cnn_export[1], tmp_path / "edited")
+    source = folder / "ds_cnn_kws.c"
+    source.write_text(source.read_text() + "\n")
+    result = CliRunner().invoke(main, ["model", "verify", str(folder), "--inputs", "1"])
+    assert result.exit_code == 2 and "ds_cnn_kws.c: edited after export" in result.output, result.output
+    data = json.loads((folder / MANIFEST).read_text())
+    data["target"] = "my-board"
+    write_manifest(folder, data)
+    result = CliRunner().invoke(main, ["model", "verify", str(folder)])
+    assert result.exit_code == 2 and "'my-board', which is not a shipped target" in result.output, result.output
+
+
 def test_the_kernel_verify_points_a_model_export_to_model_verify(ds_cnn_export):
     result = CliRunner().invoke(main, ["verify", str(ds_cnn_export[1]), "--target", "cortex-m55"])
     assert result.exit_code == 2 and "check it with edgetune model verify" in result.output
