@@ -99,8 +99,10 @@ def read_graph(path: str | Path) -> Graph:
     """The graph of a .tflite file; ModelError (naming the file) when it is missing, not a
     TFLite flatbuffer, truncated, or has other than one subgraph."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ModelError(f"{path}: no such file")
+    if not path.is_file():  # a folder, a pipe or a device: never opened
+        raise ModelError(f"{path}: {'a folder' if path.is_dir() else 'not a regular file'}, not a .tflite model")
     data = path.read_bytes()
     if len(data) < 8:
         raise ModelError(f"{path}: {len(data)} bytes, too short for a TFLite model (truncated?)")
