@@ -112,6 +112,7 @@ def _open_model_db(db_path: str | None):
 
 def _print_export(result, target) -> None:
     r, m = result.rendered, result.rendered.manifest.model
+    click.echo(f"{m.name} for {target.name}: the operators edgetune's kernels run, and their functions:")
     for layer in m.layers:
         if layer.source in ("tuned", "default"):
             note = "tuned" if layer.source == "tuned" else "not tuned: the kernel's default configuration"
@@ -185,7 +186,12 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
     target = get_target(target_name) if target_name else manifest_target(Path(folder))
     unit = target.measures  # instructions in an emulator, time_ns on the host
 
+    shown = []
+
     def echo(i) -> None:
+        if not shown:  # a heading once the export is checked and runs, so bad input stays one line
+            click.echo(f"{folder} on {target.name}: whole inferences, each output against the reference:")
+            shown.append(True)
         value = dict(i.values).get(unit, i.instructions)
         click.echo(f"  {i.label}: {value:,.0f} {unit}" + (f"  DIFFERS: {i.problem}" if i.problem else ""))
 

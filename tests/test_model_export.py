@@ -286,3 +286,17 @@ def test_json_output_of_export_and_verify(tmp_path):
     data = json.loads(result.output[result.output.index("{"):])
     assert data["ok"] and data["problems"] == [] and len(data["inferences"]) == 2
     assert data["size"]["ram_bytes"] >= 16000 and data["size"]["flash_bytes"] > data["size"]["code_bytes"]
+
+
+def test_export_and_verify_say_what_their_tables_are(tmp_path):
+    """Each command's table opens with a line saying which command's it is and for what: in
+    the quick start's output, export's operator table and verify's inferences follow tune's."""
+    runner = CliRunner()
+    result = runner.invoke(main, ["model", "export", str(DS_CNN), "--target", "host", "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "ds_cnn_kws for host: the operators edgetune's kernels run, and their functions:"
+    result = runner.invoke(main, ["model", "verify", str(tmp_path / "m"), "--inputs", "1"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{tmp_path / 'm'} on host: whole inferences, each output against the reference:", lines
+    assert lines[1].startswith("  random 0: ") and lines[2].startswith("  saturating: ")
