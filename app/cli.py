@@ -303,7 +303,7 @@ def _print_summary(summary: TuneSummary, show_stop: bool = False) -> None:
     if summary.bounds:
         click.echo(f"  constraints: {', '.join(b.text() for b in summary.bounds)} ({summary.infeasible} trials break them)")
     if summary.best is None:
-        click.echo("  no successful trial yet")
+        click.echo("  no successful trial within the constraints" if summary.infeasible else "  no successful trial yet")
         return
     trial = summary.best.trial
     shown = [name for name in ("instructions", "cycles", "energy_uj", "time_ns", "code_bytes") if name in trial.values]

@@ -311,3 +311,12 @@ def test_ctrl_c_in_a_model_run_exits_130_saying_what_is_kept(monkeypatch, tmp_pa
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines == ["edgetune: interrupted (Ctrl-C); every trial already stored is kept: "
                      "run the same command again to resume"], result.stderr
+
+
+def test_best_with_a_bound_no_trial_keeps_says_so_not_that_nothing_succeeded(tmp_path):
+    db = stored_db(tmp_path)  # one successful host trial of matmul_s8 m=2,n=2,k=2, time_ns 10
+    code, out = cli("best", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2", "--db", str(db),
+                    "--constraint", "time_ns<=1")
+    assert code == 1, out
+    assert "(1 trials break them)" in out and "no successful trial within the constraints" in out, out
+    assert "no successful trial yet" not in out
