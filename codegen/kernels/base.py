@@ -82,8 +82,10 @@ def check_elements(**counts: int) -> None:
             raise KernelError(f"shape: the {name} tensor has {count} elements, more than {MAX_ELEMENTS}")
 
 
-# NAME=INTEGER; a word value (pad=same) is kept as text for the kernel's expand_shape.
-SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|(?i:same|valid|nearest|truncate))\s*$")
+# NAME=INTEGER or NAME=WORD: a word (pad=same, rounding=truncate) is kept as text for the
+# kernel's expand_shape, which says which words a key takes (pad=full is refused naming them);
+# a word left after it is refused as not an integer.
+SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|[A-Za-z]+)\s*$")
 OPT_LEVELS = ("O2", "O3", "Os")
 COMMON_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
 
