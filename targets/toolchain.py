@@ -59,11 +59,23 @@ class BuildResult:
     placement: Placement | None = None  # where the run must load its buffers (None: the target's default)
 
 
+class CacheDirError(EdgetuneError, RuntimeError):
+    """The cache folder (EDGETUNE_CACHE, else the user's cache folder) cannot be made or written."""
+
+
 def cache_dir() -> Path:
-    root = os.environ.get("EDGETUNE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "edgetune")
+    given = os.environ.get("EDGETUNE_CACHE")
+    root = given or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "edgetune")
     path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
+    where = f"EDGETUNE_CACHE={root}" if given else f"the cache folder {root} (set EDGETUNE_CACHE to choose another)"
+    if path.exists() and not path.is_dir():
+        raise CacheDirError(f"{where}: exists and is not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheDirError(f"{where}: cannot create it ({exc.strerror or exc})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise CacheDirError(f"{where}: not writable")
     return path
 
 
