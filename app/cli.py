@@ -675,6 +675,8 @@ def db_import_cmd(in_path, db_path, target_files, kernel_files):
         if not name.endswith(".toml"):
             raise UserError(f"--target {name!r}: give a target file (.toml); shipped targets are known already")
         targets.append(get_target(name))
+    if Path(in_path).exists() and not Path(in_path).is_file():  # a folder, or a pipe that would block for ever
+        raise UserError(f"{in_path}: not a regular file")
     try:
         lines = Path(in_path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:

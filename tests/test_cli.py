@@ -320,3 +320,14 @@ def test_best_with_a_bound_no_trial_keeps_says_so_not_that_nothing_succeeded(tmp
     assert code == 1, out
     assert "(1 trials break them)" in out and "no successful trial within the constraints" in out, out
     assert "no successful trial yet" not in out
+
+
+@pytest.mark.parametrize("command", [["db", "import", "{pipe}", "--db", "{db}"], ["replay", "{pipe}"]])
+def test_a_pipe_given_as_an_input_file_is_refused_without_waiting_on_it(command, tmp_path):
+    """Opening a FIFO for reading blocks until a writer comes: refused unopened, as target files are."""
+    os.mkfifo(tmp_path / "trials.jsonl")
+    args = [a.replace("{pipe}", str(tmp_path / "trials.jsonl")).replace("{db}", str(tmp_path / "t.db")) for a in command]
+    result = subprocess.run([*EDGETUNE, *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"edgetune: error: {tmp_path / 'trials.jsonl'}: not a regular file\n"
+    assert not (tmp_path / "t.db").exists()

@@ -83,6 +83,8 @@ class ReplayRun:
 # --- reading --------------------------------------------------------------------------------
 def load_recorded(path: str | Path) -> RecordedSpace:
     path = Path(path)
+    if path.exists() and not path.is_file():  # a folder, or a pipe that would block for ever
+        raise RecordedSpaceError(f"{path}: not a regular file")
     try:
         raw = path.read_bytes()
         text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
