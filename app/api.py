@@ -165,7 +165,10 @@ def tune(kernel, shape: str | Mapping[str, int], target: str | Target = DEFAULT_
     if objective or bounds:
         choose_objective(target, objective or target.measures, bounds)
     space = kernel.tuning_space(target, shape_dict)
-    starts = tuple(parse_config(space, c) if isinstance(c, str) else dict(c) for c in initial)
+    # A mapping is checked as its text is (an unknown parameter, a value not offered, an illegal
+    # configuration are refused naming it), never dropped in silence.
+    starts = tuple(parse_config(space, c if isinstance(c, str) else ",".join(f"{k}={v}" for k, v in dict(c).items()))
+                   for c in initial)
     request = TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
                           time_budget=time_budget, patience=patience, initial=starts)
     database = TuningDatabase(Path(db))

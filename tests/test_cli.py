@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import sqlite3
 import subprocess
 import sys
@@ -331,3 +332,18 @@ def test_a_pipe_given_as_an_input_file_is_refused_without_waiting_on_it(command,
     assert result.returncode == 2, result.stderr
     assert result.stderr == f"edgetune: error: {tmp_path / 'trials.jsonl'}: not a regular file\n"
     assert not (tmp_path / "t.db").exists()
+
+
+@pytest.mark.parametrize("initial, culprit", [
+    ({"tile_m": 99}, "'99' is not a value of parameter 'tile_m'"),
+    ({"tile_q": 1}, "unknown parameter 'tile_q'"),
+    ({"tile_m": "1;abort()"}, "is not NAME=VALUE"),
+])
+def test_the_python_api_checks_an_initial_mapping_as_it_checks_text(initial, culprit, tmp_path):
+    """`initial=[{...}]` used to be dropped in silence when it was not a legal configuration."""
+    import edgetune
+    from edgetune.errors import EdgetuneError
+
+    with pytest.raises(EdgetuneError, match=re.escape(culprit)):
+        edgetune.tune("matmul_s8", "m=2,n=2,k=2", target="host", db=tmp_path / "api.db", initial=[initial], budget=1)
+    assert not (tmp_path / "api.db").exists()
