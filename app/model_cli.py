@@ -128,6 +128,9 @@ def _print_export(result, target) -> None:
     click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "
                f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); with the input and output "
                f"{m.arena_bytes + io_bytes:,}; TFLite Micro's arena for this model: {tflm}")
+    if r.scratch.nbytes:
+        click.echo(f"scratch: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} variants (the largest need: "
+                   f"{r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
     click.echo(f"module: {result.folder / (m.name + '.h')} ({m.name}_invoke)")
 
 
@@ -160,6 +163,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         m = result.rendered.manifest.model
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,
                                "arena_region": m.arena_region, "tflm_arena_bytes": result.tflm_arena,
+                               "scratch_bytes": result.rendered.scratch.nbytes,
                                "untuned": list(result.untuned), "layers": [l.to_json() for l in m.layers]}, indent=2))
     else:
         _print_export(result, target)

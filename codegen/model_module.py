@@ -38,6 +38,7 @@ from .model.graph import Tensor
 from .ops import folded_operators, operator_params
 from .placement import scratch_section
 from .render import render
+from .scratch import SharedScratch, shared_scratch
 
 MODEL_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int32): "int32_t"}
@@ -62,6 +63,7 @@ class RenderedModel:
     manifest: Manifest
     plan: MemoryPlan
     steps: tuple[Step, ...]
+    scratch: SharedScratch = SharedScratch()  # the tuned layers' one scratch area
 
 
 def model_name(path: str) -> str:
@@ -174,6 +176,7 @@ class _Rendered:
     sources: dict[str, str]
     kernels: tuple[KernelEntry, ...]
     op_units: tuple[str, ...]
+    scratch: dict[str, tuple[int, int]]  # variant -> (bytes, alignment) of the shared scratch it uses
 
 
 def _library_step(model: Model, plan: MemoryPlan, step: Step, name: str) -> tuple[dict, list[dict], str, str]:
@@ -218,7 +221,7 @@ def _kernel_entry(target: Target, entry: ExportEntry, rendered, config) -> Kerne
         chosen_by=entry.chosen_by, value=float(entry.value), values=entry.values, compiler=compiler.name,
         compiler_command=compiler.command, cflags=(*compiler.cflags, *COMMON_CFLAGS, *rendered.cflags),
         trial_id=entry.trial_id, measured=entry.created, toolchain=entry.toolchain,
-        scratch=section is not None and section in rendered.source,
+        scratch=rendered.scratch_bytes > 0 or (section is not None and section in rendered.source),
         definition=getattr(KERNELS.get(entry.kernel), "definition", ""))  # a kernel of your own: its files' sha256
 
 
@@ -232,7 +235,7 @@ def _provenance(target: Target, entry: ExportEntry, database: str) -> tuple[str,
 
 def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequence[Step],
                   chosen: Mapping[tuple, ExportEntry], name: str, database: str) -> _Rendered:
-    calls, constants, prototypes, sources, kernels, op_units = [], [], [], {}, {}, []
+    calls, constants, prototypes, sources, kernels, op_units, scratch = [], [], [], {}, {}, [], {}
     for step in steps:
         if step.kernel is None:
             call, arrays, prototype, source = _library_step(model, plan, step, name)
@@ -255,13 +258,29 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
         calls.append(dict(step=step, args=args, out=pointers["output"]))
         if step.function not in kernels:
             rendered = kernel.render(target, shape, config, header=f"{name}.h", fn=step.function,
-                                     provenance=_provenance(target, entry, database))
+                                     provenance=_provenance(target, entry, database),
+                                     shared_scratch=scratch_symbol(name))
             kernels[step.function] = _kernel_entry(target, entry, rendered, config)
+            if rendered.scratch_bytes:
+                scratch[step.function] = (rendered.scratch_bytes, rendered.scratch_align)
             sources[f"{step.function}.c"] = rendered.source
             prototypes.append(rendered.declaration)
             prototypes += kernel.extra_declarations(shape, config, step.function)
     return _Rendered(tuple(calls), tuple(constants), tuple(dict.fromkeys(prototypes)), sources,
-                     tuple(kernels.values()), tuple(op_units))
+                     tuple(kernels.values()), tuple(op_units), scratch)
+
+
+def scratch_symbol(name: str) -> str:
+    """The one scratch area of module `name`, which every tuned layer's variant uses from its
+    start (codegen/scratch.py): the layers run one after another."""
+    return f"{name}_scratch"
+
+
+def _scratch_view(target: Target, scratch: SharedScratch) -> dict:
+    """The shared scratch as model.c.j2 defines it, in the section each variant's own scratch
+    was measured in."""
+    section = scratch_section(target) if scratch.nbytes else None
+    return dict(scratch=scratch, scratch_attr=f' __attribute__((section("{section}")))' if section else "")
 
 
 def _io_view(tensor: Tensor) -> dict:
@@ -352,13 +371,15 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     plan = memory_plan(model, steps)
     db_name = Path(database).name if database else "no database"
     r = _render_steps(model, target, plan, steps, chosen, name, comment_safe(db_name))
+    scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)
     region = arena_region_of(target, chosen, arena_bytes)
     graph = model.graph
     common = dict(name=name, P=name.upper(), model_file=comment_safe(Path(model.path).name), target=target.name,
                   date=date, edgetune_version=version, db=comment_safe(db_name), sha256=_sha256(model_bytes),
                   align=ALIGN, arena_bytes=arena_bytes, arena_region=region,
-                  arena_section=target.section_name(region) if region else "")
+                  arena_section=target.section_name(region) if region else "",
+                  **_scratch_view(target, scratch))
     files = {f"{name}.h": render("model/model.h.j2", dict(common, input=_io_view(graph.tensors[graph.inputs[0]]),
                                                           output=_io_view(graph.tensors[graph.outputs[0]]))),
              f"{name}.c": render("model/model.c.j2", dict(common, prototypes=r.prototypes, constants=r.constants,
@@ -384,4 +405,4 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
         kernels=r.kernels, edgetune_version=version,
         files=tuple(sorted([*((f, _sha256(t)) for f, t in files.items()), (entry.file, entry.sha256)])),
         exported=date, database=database, model=entry)
-    return RenderedModel(files, manifest, plan, steps)
+    return RenderedModel(files, manifest, plan, steps, scratch)

@@ -53,7 +53,7 @@ C_KEYWORDS = frozenset("""auto break case char const continue default do double 
     volatile while _Bool _Complex _Imaginary bool true false""".split())
 # The variables Kernel.render gives every template, and the parameters every kernel's space has.
 RENDER_VARIABLES = frozenset({"fn", "prefix", "P", "header", "kernel_name", "provenance", "version", "build_hint",
-                              "scratch_attr", "config_text", "shape", "config", "signature"})
+                              "scratch_attr", "scratch_array", "config_text", "shape", "config", "signature"})
 RESERVED = frozenset({"compiler", "opt", "vector", *PLACEMENT_PARAMS, *RENDER_VARIABLES})
 
 
