@@ -165,7 +165,7 @@ def test_the_built_module_keeps_one_writable_symbol_the_size_of_the_largest_need
     assert [(int(size, 16), symbol) for _, size, _, symbol in writable] == \
         [(rendered.scratch.nbytes, "ds_cnn_kws_scratch")]
     alone = _alone(model, m55, chosen)
-    assert sum(alone.values()) > 2 * rendered.scratch.nbytes  # what sharing saves on this model
+    assert sum(alone.values()) > rendered.scratch.nbytes == max(alone.values())
 
 
 def _host_db(root: Path, host, model) -> TuningDatabase:
