@@ -17,6 +17,7 @@ from edgetune.codegen.export import ExportEntry
 from edgetune.codegen.model import load_model
 from edgetune.codegen.model_module import render_model_module
 from edgetune.codegen.scratch import ScratchError, ScratchLayout, shared_scratch
+from edgetune.export import export_best
 from edgetune.model_export import export_model
 from edgetune.model_verify import verify_model
 from edgetune.session import TuneRequest, tune
@@ -190,3 +191,24 @@ def test_a_shared_scratch_module_runs_natively_bit_exact_layer_by_layer(tmp_path
     assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])
     io = int(np.prod(outcome.manifest.model.input_shape)) + int(np.prod(outcome.manifest.model.output_shape))
     assert outcome.size.ram_bytes - outcome.manifest.model.arena_bytes - io < result.rendered.scratch.unshared
+
+
+def test_a_single_kernel_export_with_scratch_still_builds_alone(tmp_path):
+    """`edgetune export` of an im2col convolution: its source keeps its own static scratch and
+    builds and links with a user's program on the host, with no module around it."""
+    host = get_target("host")
+    kernel = KERNELS["conv2d_s8"]
+    shape = kernel.parse_shape("h=8,w=8,cin=8,cout=8,kh=3,kw=3,stride=1,pad=1,dilation=1")
+    config = _largest_scratch(kernel, host, shape, {"algo": "im2col"})
+    db = TuningDatabase(tmp_path / "t.db")
+    tune(TuneRequest(kernel, host, shape, "random", 1, 1, 0, initial=(config.as_dict(),)), db)
+    result = export_best(db, host, tmp_path / "export")
+    (entry,) = result.entries
+    source = (result.folder / entry.source).read_text()
+    assert OWN_ARRAY.search(source) and "_scratch" not in source.replace("scratch memory", "")
+    (tmp_path / "main.c").write_text('#include "edgetune_kernels.h"\nint main(void) { return 0; }\n')
+    sources = [str(p) for p in result.folder.glob("*.c")]
+    subprocess.run(["cc", "-O2", "-I", str(result.folder), str(tmp_path / "main.c"), *sources, "-o",
+                    str(tmp_path / "app")], check=True, capture_output=True)
+    table = subprocess.run(["nm", str(tmp_path / "app")], capture_output=True, text=True, check=True).stdout
+    assert re.search(r" [bd] \w*_col$", table, re.M)  # the variant's own im2col buffer, a local symbol
