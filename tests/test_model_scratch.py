@@ -212,3 +212,34 @@ def test_a_single_kernel_export_with_scratch_still_builds_alone(tmp_path):
                     str(tmp_path / "app")], check=True, capture_output=True)
     table = subprocess.run(["nm", str(tmp_path / "app")], capture_output=True, text=True, check=True).stdout
     assert re.search(r" [bd] \w*_col$", table, re.M)  # the variant's own im2col buffer, a local symbol
+
+
+def _with_buffers(kernel, target, shape, names: set[str]):
+    """The first configuration whose scratch is exactly the buffers `names` (suffixes)."""
+    for config in kernel.tuning_space(target, shape):
+        rendered = kernel.render(target, shape, config, shared_scratch="probe")
+        placed = set(re.findall(rf"#define {rendered.function}(_\w+) \(\(", rendered.source))
+        if placed == names:
+            return config
+    raise AssertionError(f"no {kernel.name} variant with scratch {sorted(names)}")
+
+
+@pytest.mark.qemu
+def test_every_kind_of_scratch_shares_the_area_bit_exact_on_the_m55(tmp_path):
+    """DS-CNN on the M55 with the convolutions on Helium im2col with unfused accumulators and
+    precomputed weight sums, the depthwise layer on mve_pixels (its plane, accumulators and
+    terms): each variant's buffers in the same bytes one layer after another, every operator
+    TFLite Micro's."""
+    m55 = get_target("cortex-m55")
+    model = load_model(DS_CNN)
+    wanted = {"conv2d_s8": {"_acc", "_col", "_wsum"}, "dwconv2d_s8": {"_acc", "_plane", "_terms"}}
+    db = TuningDatabase(tmp_path / "t.db")
+    for w in model.workloads():
+        kernel = KERNELS[w.kernel]
+        shape = kernel.parse_shape(dict(w.shape))
+        config = _with_buffers(kernel, m55, shape, wanted[w.kernel]).as_dict()
+        tune(TuneRequest(kernel, m55, shape, "random", 1, 1, 0, initial=(config,)), db)
+    result = export_model(DS_CNN, m55, db, tmp_path / "m")
+    assert result.rendered.scratch.users == len(model.workloads())
+    outcome = verify_model(tmp_path / "m", m55, 2, layers=True)
+    assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])
