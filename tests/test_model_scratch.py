@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from edgetune.cli import main
 from edgetune.codegen import KERNELS
 from edgetune.codegen.export import ExportEntry
 from edgetune.codegen.model import load_model
@@ -239,7 +241,11 @@ def test_every_kind_of_scratch_shares_the_area_bit_exact_on_the_m55(tmp_path):
         shape = kernel.parse_shape(dict(w.shape))
         config = _with_buffers(kernel, m55, shape, wanted[w.kernel]).as_dict()
         tune(TuneRequest(kernel, m55, shape, "random", 1, 1, 0, initial=(config,)), db)
-    result = export_model(DS_CNN, m55, db, tmp_path / "m")
-    assert result.rendered.scratch.users == len(model.workloads())
+    printed = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--db", str(db.path),
+                                        "--out", str(tmp_path / "m")])
+    assert printed.exit_code == 0, printed.output
+    header = (tmp_path / "m" / "ds_cnn_kws.h").read_text()
+    shared = int(re.search(r"#define DS_CNN_KWS_SCRATCH_BYTES (\d+)u", header)[1])
+    assert f"scratch: {shared:,} bytes, one area for {len(model.workloads())} variants" in printed.output
     outcome = verify_model(tmp_path / "m", m55, 2, layers=True)
     assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])
