@@ -24,6 +24,7 @@ from edgetune.tuner.recorded import RecordedSpace, ReplayRun, as_prior, recorded
 
 from . import __version__
 from .session import ProgressFn, TuneRequest, TuneSummary, search_space, tune, workload_of
+from .value_roles import target_roles
 
 
 def record(kernel: Kernel, target: Target, shape: dict, out: Path, db: TuningDatabase, jobs: int = 1,
@@ -69,15 +70,17 @@ def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, 
                 keep: float | None = None) -> dict:
     """Repeat r uses seed + r. The shape of the output is the contract scorers rely on.
     `rank_with`: recorded spaces with code features; given, a ranker learnt from them (never
-    from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode)."""
-    priors = [as_prior(p) for p in prior]
+    from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode).
+    Prior values are mapped by their targets' value roles (edgetune.value_roles)."""
+    priors = [as_prior(p, target_roles(p.target)) for p in prior]
     wrap = None
     if rank_with:
         predicted = CodeRanker.fit(rank_with, recorded).predicted_ranks(recorded)
 
         def wrap(search):
             return RankByCode(search, lambda config: predicted.get(recorded.space.index_of(config)), keep=keep)
-    runs: list[ReplayRun] = [replay(recorded, strategy, budget, seed + r, priors, wrap) for r in range(repeats)]
+    roles = target_roles(recorded.target)
+    runs: list[ReplayRun] = [replay(recorded, strategy, budget, seed + r, priors, wrap, roles) for r in range(repeats)]
     values = recorded.values()
     return {"space": recorded.path, "kernel": recorded.kernel, "target": recorded.target,
             "objective": recorded.objective, "strategy": strategy, "budget": budget,

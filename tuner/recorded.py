@@ -32,7 +32,7 @@ import numpy as np
 
 from edgetune.errors import EdgetuneError
 from .space import Config, Constraint, Param, Space, SpaceError
-from .strategies import PriorTrials, SearchStrategy, Strategy, make_strategy
+from .strategies import PriorTrials, SearchStrategy, Strategy, ValueRoles, make_strategy
 from .trial import Outcome, Trial
 
 FORMAT = "edgetune-recorded-space"
@@ -249,11 +249,13 @@ def write_recorded(path: str | Path, document: dict) -> Path:
 
 # --- replaying ------------------------------------------------------------------------------
 def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
-           prior: Sequence[PriorTrials] = (), wrap: Callable[[SearchStrategy], Strategy] | None = None) -> ReplayRun:
+           prior: Sequence[PriorTrials] = (), wrap: Callable[[SearchStrategy], Strategy] | None = None,
+           roles: ValueRoles = ValueRoles()) -> ReplayRun:
     """Tune against the recording: the strategy asks, the file answers, one at a time.
-    `wrap` puts a wrapper around the strategy (e.g. code_rank.RankByCode)."""
+    `wrap` puts a wrapper around the strategy (e.g. code_rank.RankByCode); `roles` are the
+    value roles of the recording's target, which prior values are mapped to."""
     search = make_strategy(strategy, recorded.space, np.random.default_rng(seed), recorded.objective, prior,
-                           budget=budget)
+                           budget=budget, roles=roles)
     if wrap is not None:
         search = wrap(search)
     trace: list[float | None] = []
@@ -272,6 +274,8 @@ def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
                      best_config=None if best is None else best.config.as_dict(), trace=tuple(trace))
 
 
-def as_prior(recorded: RecordedSpace) -> PriorTrials:
-    """A recorded space as prior trials for a transfer-learning strategy."""
-    return PriorTrials(f"{recorded.kernel}/{recorded.target}/{recorded.path}", tuple(recorded.trials.values()))
+def as_prior(recorded: RecordedSpace, roles: ValueRoles = ValueRoles()) -> PriorTrials:
+    """A recorded space as prior trials for a transfer-learning strategy; `roles` are the
+    value roles of the target it was recorded on."""
+    return PriorTrials(f"{recorded.kernel}/{recorded.target}/{recorded.path}", tuple(recorded.trials.values()),
+                       roles)
