@@ -204,3 +204,15 @@ def test_prior_trials_carry_their_targets_roles(tmp_path):
     assert prior[mine.key()] == ValueRoles()  # a target we cannot read: values by name, as before
     own = replace(m55_target, name="my-own-board")  # ... unless it is the target being tuned
     assert {p.source: p.roles for p in prior_trials(db, here, own)}[mine.key()] == value_roles(own)
+
+
+def test_replay_maps_its_priors_by_the_recorded_targets_roles(conv, monkeypatch):
+    import edgetune.replay as replay_module
+
+    seen = []
+    real = replay_module.replay
+    monkeypatch.setattr(replay_module, "replay", lambda *args: seen.append(args) or real(*args))
+    result = replay_module.replay_json(conv["m4"], "transfer", 3, 0, 1, prior=[conv["m55"]])
+    (recorded, _strategy, _budget, _seed, priors, _wrap, roles), = seen
+    assert roles == target_roles("cortex-m4") and priors[0].roles == target_roles("cortex-m55")
+    assert len(result["repeats"][0]["trace"]) == 3
