@@ -216,3 +216,32 @@ def test_replay_maps_its_priors_by_the_recorded_targets_roles(conv, monkeypatch)
     (recorded, _strategy, _budget, _seed, priors, _wrap, roles), = seen
     assert roles == target_roles("cortex-m4") and priors[0].roles == target_roles("cortex-m55")
     assert len(result["repeats"][0]["trace"]) == 3
+
+
+class Stop(Exception):
+    pass
+
+
+def test_a_tune_on_the_m4_learns_from_the_m55s_trials_by_role(matmul, m4, m55, tmp_path, monkeypatch):
+    import edgetune.session as session
+
+    shape = {"m": 4, "n": 4, "k": 4}
+    db = TuningDatabase(tmp_path / "t.db")
+    there = session.workload_of(matmul, m55, shape)
+    m55_space = session.search_space(matmul, m55, shape, "instructions")
+    for n, config in enumerate(m55_space):
+        db.record(there, Trial(config, Outcome.OK, {OBJECTIVE: 100 + n}), "random", 0)
+    built = []
+
+    def capture(*args, **kwargs):
+        built.append(session.STRATEGIES["transfer"](*args[1:4], prior=args[4], budget=kwargs["budget"],
+                                                    roles=kwargs["roles"]))
+        raise Stop  # the strategy is all this test is about: nothing is built or run
+
+    monkeypatch.setattr(session, "make_strategy", capture)
+    with pytest.raises(Stop):
+        session.tune(session.TuneRequest(matmul, m4, shape, "transfer", budget=4, jobs=1, seed=0), db)
+    search, = built
+    assert search._roles == value_roles(m4) and search._prior[0].roles == value_roles(m55)
+    dsp = sum(c["vector"] == "dsp" for c in m55_space)  # plain C and Helium have no counterpart on the M4
+    assert search.prior_size == dsp > 0
