@@ -81,13 +81,17 @@ def _io_problem(graph: Graph, kind: str, k: int, t: int) -> str:
     tensor = graph.tensors[t]
     where = f"{graph.path}: {kind} {k} (tensor {t}, {tensor.name})"
     if tensor.dtype != "int8":
-        # A float or int16 interface is a QUANTIZE (DEQUANTIZE) at the model's edge: the
-        # module's operators are int8 (codegen/ops/quantize.py runs QUANTIZE int8 -> int8 only).
-        edge = [op for op in graph.operators if (t in op.inputs if kind == "input" else t in op.outputs)]
-        via = f", through {edge[0].op} (operator {edge[0].index})" if edge else ""
-        return (f"{where} is {tensor.dtype}{via}; the module's inputs and outputs are int8 and it runs no "
-                f"{tensor.dtype} operator: convert the model with int8 inputs and outputs "
-                "(the converter's inference_input_type and inference_output_type)")
+        # A float or int16 interface is a QUANTIZE (or DEQUANTIZE) at the model's edge: the
+        # module runs int8 operators only, QUANTIZE from int8 to int8 (codegen/ops/quantize.py).
+        edge = [op for op in graph.operators if op.op in ("QUANTIZE", "DEQUANTIZE")
+                and (t in op.inputs if kind == "input" else t in op.outputs)]
+        if edge:
+            return (f"{where} is {tensor.dtype}, converted by {edge[0].op} (operator {edge[0].index}); the module "
+                    f"runs int8 operators only (QUANTIZE from int8 to int8), not from or to {tensor.dtype}: convert "
+                    "the model with int8 inputs and outputs (the converter's inference_input_type and "
+                    "inference_output_type)")
+        return (f"{where} is {tensor.dtype}; the module's inputs and outputs are int8 (a full-integer quantised "
+                "model: int8 activations)")
     if kind == "output" and t in graph.inputs:
         return f"{where} is also an input of the model; the module computes its outputs"
     return ""

@@ -225,8 +225,8 @@ def two_headed_model(rng, io_dtypes: tuple[str, str, str, str] = ("int8",) * 4, 
     AVERAGE_POOL_2D 8x8 -> "pooled" (1x1x8, the other output). The outputs are listed
     pooled first (the later tensor first: graph order is not tensor order), or with
     `order="sum-first"` sum first. `io_dtypes` (image, state, pooled, sum) other than int8 put
-    a QUANTIZE (inputs) or DEQUANTIZE (outputs) at that edge, as a converter does for a float
-    or int16 interface."""
+    a QUANTIZE (into the model, or out to int16) or DEQUANTIZE (out to float) at that edge, as
+    a converter does for a float or int16 interface."""
     tensors = [_act_tensor(0, "image", (1, 8, 8, 3), f32(0.04), -5), _act_tensor(1, "state", (1, 8, 8, 4), f32(0.02), 3)]
     operators = []
     conv_a = _conv_layer(rng, tensors, 0, (8, 3, 3, 3), (1, 8, 8, 8), "image_conv")
@@ -250,7 +250,8 @@ def two_headed_model(rng, io_dtypes: tuple[str, str, str, str] = ("int8",) * 4, 
     for k, t in enumerate(outputs):
         if edges[t] != "int8":
             tensors.append(_edge_tensor(tensors[t], len(tensors), edges[t]))
-            operators.append(Operator(0, "DEQUANTIZE", (t,), (len(tensors) - 1,)))
+            operators.append(Operator(0, "DEQUANTIZE" if edges[t].startswith("float") else "QUANTIZE", (t,),
+                                      (len(tensors) - 1,)))
             outputs[k] = len(tensors) - 1
     operators = [replace(op, index=n) for n, op in enumerate(operators)]
     return build_model(tensors, operators, inputs, outputs, description="edgetune test: two inputs, two outputs")
