@@ -1,13 +1,14 @@
 """A whole TFLite model as one ahead-of-time C module (docs/model-export.md):
 
-  <name>.h                the model's input and output (shape, scale, zero point), the arena's
+  <name>.h                the model's inputs and outputs (shape, scale, zero point), the arena's
                           size and `int <name>_invoke(const int8_t *input, int8_t *output)`
+                          (one pointer per input and output, in the model's order)
   <name>.c                the operators in order: each tuned layer's variant, each library
                           operator (codegen/ops), on tensors at the memory plan's offsets in
                           one arena; weights as const arrays already packed for the layout
                           each variant takes; no malloc, no interpreter
   <name>_arena.c          the static arena and <name>_invoke (a firmware that places its own
-                          arena calls <name>_run(arena, input, output) and leaves this out)
+                          arena calls <name>_run(arena, inputs..., outputs...) and leaves this out)
   <function>.c            one source per distinct kernel variant and per library operator
   edgetune_kernels.mk/.cmake/edgetune_sections.ld   the kernel export's build fragments
   manifest.json           the typed Manifest with the model: its sha256, layer -> function,
