@@ -30,6 +30,7 @@ from edgetune.codegen.model.builder import build_model, constant
 from edgetune.codegen.model.graph import Operator
 from edgetune.codegen.model.oracle import oracle_name, oracle_output, run_tflm
 from edgetune.codegen.model.user_layers import REFERENCE
+from edgetune.codegen.memory_plan import ALIGN, aligned
 from edgetune.codegen.model_module import schedule
 from edgetune.codegen.ops import constant_value
 from edgetune.hal import Placement, Target
@@ -133,13 +134,29 @@ def _traced_object(folder: Path, manifest: Manifest, workdir: Path) -> Path:
     return out
 
 
+def block_layout(shapes) -> tuple[tuple[int, ...], int]:
+    """Where each int8 tensor of `shapes` starts in one buffer holding them all, each at an
+    ALIGN-byte boundary (what the kernels' vector loads like), and the buffer's size. The
+    inputs share one harness buffer and the outputs another: the harness takes at most
+    ET_MAX_BUFFERS (firmware/common/harness.h), fewer than a model may have tensors."""
+    offsets, end = [], 0
+    for shape in shapes:
+        offsets.append(end)
+        end = aligned(end + int(np.prod(shape)))
+    return tuple(offsets), max(end, ALIGN)
+
+
 def _io(manifest: Manifest, xs: list[np.ndarray], trace_bytes: int) -> KernelIO:
-    """The harness's buffers: the inputs, the arena, the outputs (in the model's order), the trace."""
+    """The harness's buffers: the inputs (one block, in the model's order), the arena, the
+    outputs (one block), the trace."""
     m = manifest.model
-    buffers = [Buffer(f"input{k}", np.ascontiguousarray(x, dtype=np.int8).reshape(-1)) for k, x in enumerate(xs)]
-    buffers.append(Buffer("arena", np.zeros(m.arena_bytes, dtype=np.int8)))
-    buffers += [Buffer(f"output{k}", np.zeros(int(np.prod(shape)), dtype=np.int8), is_output=True)
-                for k, shape in enumerate(m.output_shapes)]
+    offsets, size = block_layout(m.input_shapes)
+    inputs = np.zeros(size, dtype=np.int8)
+    for offset, x in zip(offsets, xs):
+        flat = np.asarray(x, dtype=np.int8).reshape(-1)
+        inputs[offset:offset + flat.size] = flat
+    buffers = [Buffer("inputs", inputs), Buffer("arena", np.zeros(m.arena_bytes, dtype=np.int8)),
+               Buffer("outputs", np.zeros(block_layout(m.output_shapes)[1], dtype=np.int8), is_output=True)]
     if trace_bytes:
         buffers.append(Buffer("trace", np.zeros(trace_bytes, dtype=np.int8), is_output=True))
     return KernelIO(tuple(buffers), ())
@@ -201,8 +218,8 @@ def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, trac
     io = _io(manifest, x0, trace_bytes)
     sizes = [(b.data.nbytes, int(b.is_output)) for b in io.buffers]
     glue = render("model/verify_glue.c.j2", dict(name=name, trace=bool(traced), traced=traced or [], sizes=sizes,
-                                                 inputs=len(manifest.model.input_shapes),
-                                                 outputs=len(manifest.model.output_shapes)))
+                                                 inputs=block_layout(manifest.model.input_shapes)[0],
+                                                 outputs=block_layout(manifest.model.output_shapes)[0]))
     try:
         # The I/O block (and so the arena) in the region the memory plan chose for the arena.
         region = manifest.model.arena_region
@@ -234,12 +251,16 @@ def _model_oracle(model: Model) -> str:
     return f"TFLite Micro with {', '.join(kernels)}'s reference"
 
 
-def _run(runner, build: BuildResult, io: KernelIO) -> tuple[dict, list[np.ndarray]]:
+def _run(runner, build: BuildResult, manifest: Manifest, io: KernelIO) -> tuple[dict, list[np.ndarray], np.ndarray]:
+    """One run: the harness's values, the model's outputs (in its order) and the trace (empty without)."""
     try:
         values, raw = runner.run(build, io, timeout_s=600)
     except MeasureError as exc:
         raise ModuleFailure(f"the module did not run to the end ({exc.outcome.value}): {exc.message}") from None
-    return values, iobuf.unpack_outputs(io, raw)
+    block, *trace = iobuf.unpack_outputs(io, raw)
+    shapes = manifest.model.output_shapes
+    outputs = [block[o:o + int(np.prod(s))] for o, s in zip(block_layout(shapes)[0], shapes)]
+    return values, outputs, trace[0] if trace else np.zeros(0, dtype=np.int8)
 
 
 def operator_model(model: Model, op: Operator) -> tuple[bytes, list[int]]:
@@ -301,7 +322,7 @@ def _output_problem(model: Model, label: str, got: list[np.ndarray], want: list[
 def _inference(runner, build: BuildResult, manifest: Manifest, model: Model, data: bytes, label: str,
                xs: list[np.ndarray]) -> Inference:
     want = model_outputs(model, data, xs)
-    values, outputs = _run(runner, build, _io(manifest, xs, 0))
+    values, outputs, _ = _run(runner, build, manifest, _io(manifest, xs, 0))
     problem = _output_problem(model, label, outputs, want)
     numbers = tuple((k, v) for k, v in sorted(values.items()) if isinstance(v, (int, float)))
     return Inference(label, int(values.get("instructions", 0)), numbers, problem)
@@ -312,8 +333,8 @@ def _layers(folder: Path, manifest: Manifest, target: Target, model: Model, inpu
     traced = _trace_table(model, manifest)
     (runner, build), trace_bytes, _ = _build(folder, manifest, target, workdir, traced, inputs[0][1])
     for label, x in inputs:
-        _, outputs = _run(runner, build, _io(manifest, x, trace_bytes))
-        problem = first_bad_layer(model, traced, outputs[-1], x)
+        _, _, trace = _run(runner, build, manifest, _io(manifest, x, trace_bytes))
+        problem = first_bad_layer(model, traced, trace, x)
         if problem:
             return f"{label} input: {problem}"
     return ""

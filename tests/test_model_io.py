@@ -210,15 +210,22 @@ def test_outputs_the_module_cannot_write_are_refused_naming_them(tmp_path, outpu
     assert message in _refused(tmp_path, data)
 
 
-def test_an_unused_input_is_an_argument_no_operator_reads(tmp_path):
-    """A model input no operator reads (an extra state input) stays an argument, in its place."""
+def test_an_unused_input_and_more_tensors_than_the_harness_has_buffers(tmp_path):
+    """Three inputs, one of them read by no operator (an extra state input: it stays an
+    argument, in its place), and four outputs, two of them the convolutions' outputs the ADD
+    reads back: 7 tensors, with the arena and the trace more than the harness's 8 buffers
+    (verify passes the inputs in one block and the outputs in another)."""
     graph = _graph(tmp_path)
     extra = Tensor(len(graph.tensors), "unused", (1, 4), "int8", graph.tensors[1].quantization)
-    data = build_model([*graph.tensors, extra], graph.operators, [0, len(graph.tensors), 1], list(graph.outputs))
+    convs = [op.outputs[0] for op in graph.operators if op.op == "CONV_2D"]
+    data = build_model([*graph.tensors, extra], graph.operators, [0, len(graph.tensors), 1], [*graph.outputs, *convs])
     path = write(tmp_path, "extra.tflite", data)
     export_model(path, get_target("host"), None, tmp_path / "m")
     source = (tmp_path / "m" / "extra.c").read_text()
     assert "(void)input1; /* no operator reads it */" in source
-    assert "const int8_t *input0, const int8_t *input1, const int8_t *input2, int8_t *output0" in source
-    outcome = verify_model(tmp_path / "m", get_target("host"), 1)
-    assert outcome.ok, [i.problem for i in outcome.inferences]
+    assert ("const int8_t *input0, const int8_t *input1, const int8_t *input2, int8_t *output0, int8_t *output1, "
+            "int8_t *output2, int8_t *output3)") in source
+    assert re.search(r"extra_op2_add\(output2, output3, output1\);", source)  # the ADD reads the outputs back
+    outcome = verify_model(tmp_path / "m", get_target("host"), 2, layers=True)
+    assert outcome.ok, ([i.problem for i in outcome.inferences], outcome.layer_problem)
+    assert len(outcome.inferences) == 3
