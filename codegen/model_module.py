@@ -288,9 +288,9 @@ def io_views(model: Model) -> tuple[list[dict], list[dict]]:
     """The module's inputs and outputs, in the model's order (the order of <name>_run's arguments)."""
     graph = model.graph
     names = io_parameters(graph)
-    views = tuple([_io_view(graph.tensors[t], names[t], k) for k, t in enumerate(tensors)]
-                  for tensors in (graph.inputs, graph.outputs))
-    return views
+    inputs, outputs = ([_io_view(graph.tensors[t], names[t], k) for k, t in enumerate(tensors)]
+                       for tensors in (graph.inputs, graph.outputs))
+    return inputs, outputs
 
 
 def check_outputs_computed(model: Model, steps: Sequence[Step]) -> None:
@@ -391,7 +391,6 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     r = _render_steps(model, target, plan, steps, chosen, name, comment_safe(db_name))
     arena_bytes = max(plan.arena_bytes, ALIGN)
     region = arena_region_of(target, chosen, arena_bytes)
-    graph = model.graph
     common = dict(name=name, P=name.upper(), model_file=comment_safe(Path(model.path).name), target=target.name,
                   date=date, edgetune_version=version, db=comment_safe(db_name), sha256=_sha256(model_bytes),
                   align=ALIGN, arena_bytes=arena_bytes, arena_region=region,
