@@ -26,7 +26,7 @@ from edgetune.model_export import export_model
 from edgetune.model_verify import verify_model
 from edgetune.targets import get_target
 
-from model_files import two_headed_model, write
+from model_files import chain_model, two_headed_model, write
 
 DS_CNN = Path(__file__).parent / "data" / "models" / "ds_cnn_kws.tflite"
 
@@ -229,3 +229,19 @@ def test_an_unused_input_and_more_tensors_than_the_harness_has_buffers(tmp_path)
     outcome = verify_model(tmp_path / "m", get_target("host"), 2, layers=True)
     assert outcome.ok, ([i.problem for i in outcome.inferences], outcome.layer_problem)
     assert len(outcome.inferences) == 3
+
+
+def test_one_input_beside_two_outputs_is_named_by_kind(tmp_path):
+    """chain_model's last and first layer outputs as two outputs: `input` (and its unindexed
+    defines) beside `output0` and `output1` (indexed only); bit-exact on the host."""
+    graph = read_graph(write(tmp_path, "c.tflite", chain_model(np.random.default_rng(4))))
+    first = graph.operators[0].outputs[0]
+    path = write(tmp_path, "chain.tflite", build_model(graph.tensors, graph.operators, list(graph.inputs),
+                                                       [*graph.outputs, first]))
+    export_model(path, get_target("host"), None, tmp_path / "m")
+    header = (tmp_path / "m" / "chain.h").read_text()
+    assert "int chain_invoke(const int8_t *input, int8_t *output0, int8_t *output1);" in header
+    assert "#define CHAIN_INPUT_ELEMENTS 256\n" in header and "#define CHAIN_INPUT0_ELEMENTS 256\n" in header
+    assert "#define CHAIN_OUTPUT1_ELEMENTS 512\n" in header and "CHAIN_OUTPUT_ELEMENTS" not in header
+    outcome = verify_model(tmp_path / "m", get_target("host"), 1)
+    assert outcome.ok, [i.problem for i in outcome.inferences]
