@@ -281,14 +281,44 @@ def _io_view(tensor: Tensor, parameter: str, position: int) -> dict:
     return dict(shape=tuple(tensor.shape), elements=tensor.elements, scale=repr(float(q.scales[0])) if q else "1.0",
                 zero_point=int(q.zero_points[0]) if q else 0, parameter=parameter, position=position,
                 macro=parameter.rstrip("0123456789").upper() + str(position), tensor=tensor.index,
-                tensor_name=comment_safe(re.sub(r"[^ -~]", "?", tensor.name))[:80])
+                tensor_name=_comment_text(tensor.name))
+
+
+def _comment_text(text: str) -> str:
+    """A name from the model, printable ASCII, inside a C comment."""
+    return comment_safe(re.sub(r"[^ -~]", "?", text))[:80]
+
+
+# Names that would give defines the header already has (<P>_INPUT0_ELEMENTS...) or look
+# like them (the converter's default signature names, output_0...).
+RESERVED_ALIAS = re.compile(r"(INPUT|OUTPUT)_?\d*")
+
+
+def signature_names(graph) -> dict[int, str]:
+    """tensor -> the first name a signature of the model gives it."""
+    return dict(reversed(graph.io_names))
+
+
+def io_aliases(graph) -> dict[int, str]:
+    """A define name for each input and output from the name its signature gives it (else
+    its tensor's): upper case, [A-Z0-9_], starting with a letter, at most 32 characters. A name
+    that gives no such identifier, a reserved one, or one two tensors share gives none."""
+    given = signature_names(graph)
+    candidates = {}
+    for t in (*graph.inputs, *graph.outputs):
+        alias = re.sub(r"[^A-Za-z0-9]+", "_", given.get(t, graph.tensors[t].name)).strip("_").upper()
+        if re.fullmatch(r"[A-Z][A-Z0-9_]{0,31}", alias) and not RESERVED_ALIAS.fullmatch(alias):
+            candidates[t] = alias
+    taken = list(candidates.values())
+    return {t: alias for t, alias in candidates.items() if taken.count(alias) == 1}
 
 
 def io_views(model: Model) -> tuple[list[dict], list[dict]]:
     """The module's inputs and outputs, in the model's order (the order of <name>_run's arguments)."""
     graph = model.graph
-    names = io_parameters(graph)
-    inputs, outputs = ([_io_view(graph.tensors[t], names[t], k) for k, t in enumerate(tensors)]
+    names, aliases, given = io_parameters(graph), io_aliases(graph), signature_names(graph)
+    inputs, outputs = ([dict(_io_view(graph.tensors[t], names[t], k), alias=aliases.get(t, ""),
+                             signature_name=_comment_text(given.get(t, ""))) for k, t in enumerate(tensors)]
                        for tensors in (graph.inputs, graph.outputs))
     return inputs, outputs
 

@@ -100,8 +100,8 @@ def test_the_manifest_lists_every_shape_and_reads_a_manifest_without_them(two_he
 
 MAIN_C = """#include <stdio.h>
 #include "two_headed.h"
-static int8_t image[TWO_HEADED_INPUT0_ELEMENTS], state[TWO_HEADED_INPUT1_ELEMENTS];
-static int8_t pooled[TWO_HEADED_OUTPUT0_ELEMENTS], sum[TWO_HEADED_OUTPUT1_ELEMENTS];
+static int8_t image[TWO_HEADED_INPUT0_ELEMENTS], state[TWO_HEADED_STATE_ELEMENTS];  /* by index, by name */
+static int8_t pooled[TWO_HEADED_POOLED_ELEMENTS], sum[TWO_HEADED_OUTPUT1_ELEMENTS];
 int main(void)
 {
     if (fread(image, 1, sizeof image, stdin) != sizeof image) return 2;
@@ -245,3 +245,26 @@ def test_one_input_beside_two_outputs_is_named_by_kind(tmp_path):
     assert "#define CHAIN_OUTPUT1_ELEMENTS 512\n" in header and "CHAIN_OUTPUT_ELEMENTS" not in header
     outcome = verify_model(tmp_path / "m", get_target("host"), 1)
     assert outcome.ok, [i.problem for i in outcome.inferences]
+
+
+def test_the_header_names_each_tensor_by_its_signature_name(tmp_path):
+    """Defines by name from the model's signature (what the converter writes), else from the
+    tensor's name; none for a name two tensors share or one like the indexed defines."""
+    graph = _graph(tmp_path)
+    names = ("camera image", "state", "output_1", "state")  # "state" twice: neither gets a define
+    path = write(tmp_path, "named.tflite", build_model(graph.tensors, graph.operators, list(graph.inputs),
+                                                       list(graph.outputs), io_names=names))
+    assert read_graph(path).io_names == tuple(zip((*graph.inputs, *graph.outputs), names))
+    export_model(path, get_target("host"), None, tmp_path / "m")
+    header = (tmp_path / "m" / "named.h").read_text()
+    assert '/* Input 0 (`input0`): tensor 0 "image" (signature name "camera image"), int8 [1][8][8][3]. */' in header
+    assert "#define NAMED_CAMERA_IMAGE_INDEX 0 " in header
+    assert "#define NAMED_CAMERA_IMAGE_ELEMENTS NAMED_INPUT0_ELEMENTS\n" in header
+    assert "#define NAMED_CAMERA_IMAGE_ZERO_POINT NAMED_INPUT0_ZERO_POINT\n" in header
+    assert "NAMED_STATE_" not in header and "NAMED_OUTPUT_1_" not in header
+    # Without a signature (two_headed_model writes none): the tensors' names.
+    export_model(write(tmp_path, "plain.tflite", two_headed_model(np.random.default_rng(3))), get_target("host"), None,
+                 tmp_path / "p")
+    plain = (tmp_path / "p" / "plain.h").read_text()
+    for alias, macro in (("IMAGE", "INPUT0"), ("STATE", "INPUT1"), ("POOLED", "OUTPUT0"), ("SUM", "OUTPUT1")):
+        assert f"#define PLAIN_{alias}_ELEMENTS PLAIN_{macro}_ELEMENTS\n" in plain  # from the tensors' names
