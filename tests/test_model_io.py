@@ -1,6 +1,6 @@
 """A model of several inputs and outputs as a C module (docs/model-export.md, "Inputs and
-outputs"): the header's per-tensor defines and the prototypes in the model's order, the
-manifest's shapes, a user's program calling `<name>_invoke` with two inputs and two outputs,
+outputs"): the header's per-tensor defines (by index and by name) and the prototypes in the
+model's order, the manifest's shapes, a user's program calling `<name>_invoke` with two inputs and two outputs,
 export and verify on the M55 bit-exact with TFLite Micro, a difference named by its output,
 and the refusals of inputs and outputs the module cannot take (non-int8, an output that is an
 input, listed twice or computed by no operator)."""
