@@ -205,7 +205,7 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
                    f"with {outcome.oracle}" + (", every operator too" if layers else ""))
         size = outcome.size
         click.echo(f"module: {size.flash_bytes:,} bytes of flash ({size.code_bytes:,} of code), {size.ram_bytes:,} "
-                   "bytes of RAM (arena, input, output, static scratch)")
+                   "bytes of RAM (arena, inputs, outputs, static scratch)")
     if not outcome.ok:
         hint = "" if layers or outcome.layer_problem else " (--layers names the first operator that differs)"
         click.echo(f"{folder}: {problems[0]}{hint}", err=True)
