@@ -1,23 +1,16 @@
 """bench/ranker.py (docs/search.md, "Ranking by compiled code"): its strategies are told the
 run's budget, as every replay's are, and its ranked runs are tuner/recorded's replay loop
 with one more stop rule: at the plain run's best."""
-import importlib.util
-import sys
-from pathlib import Path
-
 from edgetune.tuner import recorded
 from edgetune.tuner.recorded import load_recorded, replay, replay_strategy
 
-ROOT = Path(__file__).resolve().parent.parent
-SPACES = ROOT / "bench" / "spaces"
+from bench_scripts import BENCH, load_bench
+
+SPACES = BENCH / "spaces"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_ranker", ROOT / "bench" / "ranker.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("ranker")
 
 
 def test_every_strategy_of_the_bench_is_told_the_runs_budget(monkeypatch):
