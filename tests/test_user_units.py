@@ -87,3 +87,11 @@ def test_the_command_line_shows_it_as_one_warning_line_and_tunes_on(tmp_path):
     shown = [line for line in result.stderr.splitlines() if "warning" in line]
     assert shown == ["edgetune: warning: kernel qadd_s8: vector path 'mve' requires 'mev', which no known target "
                      "has (the shipped ones, host), so the path is never offered; did you mean mve?"]
+
+
+def test_the_python_api_warns_with_its_own_category(tmp_path):
+    from edgetune import api
+
+    with pytest.warns(api.UnknownUnitWarning, match=r"requires 'mev'.*did you mean mve\?"):
+        summary = api.tune(qadd_requiring(tmp_path, "mev"), "n=40", target="host", budget=1, db=tmp_path / "t.db")
+    assert summary.best is not None  # a warning, not a refusal: the plain C path is tuned
