@@ -503,8 +503,9 @@ class UserKernel(Kernel):
         """As every kernel, then every restriction asked about every configuration and the
         reference run once: one that raises, or a wrong shape or dtype, is refused before
         any trial (never inside one). A path requiring a unit no known target has is
-        warned about first (UnknownUnitWarning), once per process: every command that
-        measures checks the fit once, before its trials."""
+        warned about first (UnknownUnitWarning), once per process: commands check the fit
+        before their trials, never per trial, and some more than once (tune: the CLI, then
+        the session)."""
         self.warn_unknown_units(target)
         super().check_fits(target, shape)
         if not len(self.space(target, shape).legal_indices()):
