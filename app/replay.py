@@ -39,10 +39,17 @@ def record(kernel: Kernel, target: Target, shape: dict, out: Path, db: TuningDat
     trials = [t for t in db.trials(workload) if t.config.key() in legal]
     document = recorded_space_json(
         kernel.name, kernel.version, target.name, shape, target.measures, space.params, trials,
-        provenance={"tool": f"edgetune {__version__}", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "database": str(db.path), "workload": workload.key()},
+        provenance=provenance_of(db, workload.key()),
         features=code_features_of(kernel, target, shape, [t.config for t in trials if not t.outcome.failed]))
     return summary, write_recorded(out, document)
+
+
+def provenance_of(db: TuningDatabase, workload: str) -> dict[str, str]:
+    """Where a recorded space came from, the same on any machine: edgetune's version, when,
+    the workload's key and the database file by its name (its folder says nothing about the
+    measurements and would publish the recorder's own paths)."""
+    return {"tool": f"edgetune {__version__}", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "database": db.path.name, "workload": workload}
 
 
 def code_features_of(kernel: Kernel, target: Target, shape: dict, configs: Sequence[Config]) -> dict[str, dict]:
