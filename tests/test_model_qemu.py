@@ -85,7 +85,7 @@ def test_a_tuned_export_is_bit_exact_layer_by_layer_and_faster(tmp_path):
     tuned = checked.inferences[0].instructions
     # The variants' static scratch is one area as large as the largest need (codegen/scratch.py):
     # all the module keeps beside the arena and the I/O, where their own arrays would add up.
-    io = int(np.prod(manifest.model.input_shape)) + int(np.prod(manifest.model.output_shape))
+    io = sum(int(np.prod(shape)) for shape in (*manifest.model.input_shapes, *manifest.model.output_shapes))
     static = checked.size.ram_bytes - manifest.model.arena_bytes - io
     header = (tmp_path / "tuned" / "ds_cnn_kws.h").read_text()
     shared = int(re.search(r"#define DS_CNN_KWS_SCRATCH_BYTES (\d+)u", header)[1])

@@ -191,7 +191,7 @@ def test_a_shared_scratch_module_runs_natively_bit_exact_layer_by_layer(tmp_path
     assert "section(" not in result.rendered.files["ds_cnn_kws.c"].split("ds_cnn_kws_scratch[", 1)[1].split(";")[0]
     outcome = verify_model(tmp_path / "m", host, 2, layers=True)
     assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])
-    io = int(np.prod(outcome.manifest.model.input_shape)) + int(np.prod(outcome.manifest.model.output_shape))
+    io = sum(int(np.prod(shape)) for shape in (*outcome.manifest.model.input_shapes, *outcome.manifest.model.output_shapes))
     assert outcome.size.ram_bytes - outcome.manifest.model.arena_bytes - io < result.rendered.scratch.unshared
 
 
