@@ -60,13 +60,16 @@ def run(matmul, m55, shape_text, values, io, tmp_path):
     assert_ok(Evaluator(matmul, m55, shape, space, io, work)(config))
 
 
-# (shape, tile): unpaired quads, pairs of quads, N odd and not a multiple of 8, tile_m > 1.
+# (shape, tile): unpaired quads, pairs of quads (each stored before the next), N odd and not a
+# multiple of 8, tile_m > 1.
 TILES = [
     ("m=3,n=13,k=37", {"tile_m": 2, "tile_n": 8, "unroll_k": 2, "compiler": "clang"}),
     ("m=5,n=21,k=48", {"tile_m": 1, "tile_n": 16, "unroll_k": 1, "compiler": "gcc"}),
     ("m=4,n=27,k=100", {"tile_m": 2, "tile_n": 8, "unroll_k": 1, "compiler": "gcc"}),
     ("m=2,n=9,k=20", {"tile_m": 1, "tile_n": 4, "unroll_k": 1, "compiler": "clang"}),
     ("m=5,n=24,k=16", {"tile_m": 2, "tile_n": 8, "unroll_k": 1, "compiler": "clang"}),
+    ("m=3,n=45,k=24", {"tile_m": 2, "tile_n": 32, "unroll_k": 1, "compiler": "clang"}),  # 4 pairs, 13 left
+    ("m=1,n=70,k=33", {"tile_m": 1, "tile_n": 32, "unroll_k": 2, "compiler": "gcc"}),
 ]
 
 

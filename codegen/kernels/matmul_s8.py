@@ -84,6 +84,12 @@ def quads(config: Mapping) -> int:
     return (int(config["tile_n"]) + QUAD - 1) // QUAD
 
 
+def live_quads(config: Mapping) -> int:
+    """Quads of a Helium packed block whose sums stay live while the next quad's dot products
+    run: all before it, or (blocks narrowing pairs) the first quad of the pair."""
+    return 1 if int(config["tile_n"]) >= 2 * QUAD else quads(config) - 1
+
+
 def plain_template(config: Config) -> str:
     """Plain C and MVE share one template per layout."""
     return "matmul_s8_packed.c.j2" if config["layout"] == "packed" else "matmul_s8.c.j2"
@@ -102,10 +108,12 @@ def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
          lambda c: c["layout"] != "rowmajor" or c["tile_n"] % lanes == 0),
         # Packed: a block is computed a quad of columns at a time; while a quad's dot
         # products run, one Q register per row of A, two for the stream of B and the sums of
-        # the quads done are live, and the quad's tile_m x 4 sums accumulate in core registers.
-        (f"MVE packed tile needs tile_m * (tile_n / 4 - 1) + tile_m + 2 <= {unit.registers} Q registers and "
+        # the quads done are live (in blocks of 8+ columns only the pair's first quad: each
+        # pair is stored before the next starts), and the quad's tile_m x 4 sums accumulate
+        # in core registers.
+        (f"MVE packed tile needs tile_m * (quads done and live) + tile_m + 2 <= {unit.registers} Q registers and "
          f"tile_m * min(tile_n, 4) <= 8 accumulators",
-         lambda c: c["layout"] != "packed" or (c["tile_m"] * (quads(c) - 1) + c["tile_m"] + 2 <= unit.registers
+         lambda c: c["layout"] != "packed" or (c["tile_m"] * live_quads(c) + c["tile_m"] + 2 <= unit.registers
                                                and c["tile_m"] * min(c["tile_n"], QUAD) <= 8)),
         ("packed MVE unrolls 16-element steps: 16 * unroll_k must not exceed k",
          lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]),
