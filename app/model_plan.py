@@ -13,11 +13,14 @@ Costs, all in CPU cycles at the target's core clock (the assumptions named):
     options as stored, never synthetic ones), compiled with the board's MAC configuration in
     each of its memory modes (optimise=Performance, the largest arena cache that fits),
     the cheapest kept, scaled by cpu_clock / npu_clock, plus the NPU's invoke_cycles.
-  - Every other operator (ADD, pooling, SOFTMAX, RESHAPE...) runs on the CPU, at an
-    ESTIMATE, not a measurement: one cycle per int8 element it reads or writes (its
-    non-constant inputs and its outputs). edgetune's library operators are plain loops that
-    touch each element a few times, so this is a lower bound; it is small beside the
-    convolutions in the MLPerf Tiny models, which is why it is only estimated.
+  - Every other operator (ADD, pooling, SOFTMAX, RESHAPE...) runs on the CPU, at its count
+    measured alone in the target's emulator, in the target's measured unit (edgetune.op_measure:
+    a one-operator model of the model's own tensors, exported and verified against TFLite
+    Micro as `model export` and `model verify` do; cached). An operator the export folds into
+    constants (SHAPE, STRIDED_SLICE, PACK feeding a RESHAPE) runs no code and costs 0. Only
+    where it cannot be measured (no emulator, an operator the module cannot run alone) is it
+    an ESTIMATE, said so in its note: one cycle per int8 element it reads or writes (its
+    non-constant inputs and its outputs), a lower bound.
   - Copies: as in layer_plan, a tensor moved between the CPU's region and the NPU's arena
     region costs ceil(bytes / copy_bytes_per_cycle).
 Operators are taken in the model's execution order and each one's input is taken to come
@@ -38,6 +41,7 @@ from edgetune.codegen import get_kernel
 from edgetune.codegen.model import Model
 from edgetune.codegen.model.layers import ModelLayer
 from edgetune.codegen.model.oracle import layer_model
+from edgetune.codegen.ops import folded_operators
 from edgetune.hal import Npu, Target
 from edgetune.targets.toolchain import MeasureError
 from edgetune.targets.vela import VelaOptions, compile_model
@@ -46,9 +50,14 @@ from edgetune.tuner import Bound, TuningDatabase
 from .identity import recompute_estimates
 from .layer_plan import PlanError, _copy_cycles
 from .model_session import LayerWorkload, measure_baseline
+from .op_measure import measure_library_op
 from .session import goal_of, workload_of
 
 DEVICES = ("cpu", "npu")
+# What an operator's CPU figure is, and how the output says it: a stored trial, its plain loop
+# measured, a library operator measured alone, none needed (folded at export), or an estimate.
+BASES = {"tuned": "tuned (stored trials)", "plain-loop": "plain loop (measured)", "measured": "measured alone",
+         "folded": "folded", "estimated": "estimated"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,7 @@ class Option:
     npu_cycles: int | None = None
     model: bytes = b""  # NPU: the one-operator model given to Vela (the layer's own tensors)
     compiled: bytes = b""  # NPU: Vela's output (with the command stream)
+    basis: str = ""  # CPU: where the figure comes from, one of BASES ("": there is none)
 
 
 @dataclass(frozen=True)
@@ -103,14 +113,29 @@ def _region(target: Target, nbytes: int) -> str:
     return region.name if region else "cpu"
 
 
-def cpu_option(layer: ModelLayer, target: Target, db: TuningDatabase, override: tuple = ("", ())) -> Option:
+def library_option(model: Model, layer: ModelLayer, target: Target, region: str) -> Option:
+    """A library operator on the CPU: folded (nothing runs), else measured alone on the
+    target, else the element estimate of the module's docstring, saying why."""
+    if layer.index in folded_operators(model.graph):
+        return Option(0, "folded into a constant at export: no code runs", region, basis="folded")
+    count = measure_library_op(model, layer, target)
+    if count.value is not None:
+        how = "cached measurement" if count.cached else "measured"
+        return Option(count.value, f"{how}: {count.value} {target.measures} run alone on {target.name}", region,
+                      basis="measured")
+    touched = sum(_elements(t.shape) for t in layer.tensors if t is not None and not t.constant)
+    return Option(touched, f"estimate: 1 cycle per element read or written ({touched}); not measured: {count.why}",
+                  region, basis="estimated")
+
+
+def cpu_option(model: Model, layer: ModelLayer, target: Target, db: TuningDatabase,
+               override: tuple = ("", ())) -> Option:
     """The operator on the CPU: its best stored trial, else its plain loop measured, else
-    (not a tuned kind of operator) the element estimate of the module's docstring."""
+    (not a tuned kind of operator) library_option."""
     io_bytes = _elements(layer.input_shape) + _elements(layer.output_shape)
     default = _region(target, io_bytes)
     if layer.kernel is None:
-        touched = sum(_elements(t.shape) for t in layer.tensors if t is not None and not t.constant)
-        return Option(touched, f"estimate: 1 cycle per element read or written ({touched})", default)
+        return library_option(model, layer, target, default)
     kernel = get_kernel(layer.kernel)
     shape = kernel.parse_shape(dict(layer.shape))
     workload = workload_of(kernel, target, shape)
@@ -120,13 +145,14 @@ def cpu_option(layer: ModelLayer, target: Target, db: TuningDatabase, override: 
         unit = "cycles" if goal.objective == "cycles" and "cycles" in record.trial.values else target.measures
         value = math.ceil(record.trial.values[unit])
         region = record.trial.info.get("activations_region") or default
-        return Option(value, f"tuned {layer.kernel}: {value} {unit} (trial {record.id})", region)
+        return Option(value, f"tuned {layer.kernel}: {value} {unit} (trial {record.id})", region, basis="tuned")
     plain = measure_baseline(LayerWorkload(kernel, shape, workload, (layer.index,), layer.macs), target, target.measures)
     if plain is None:
         why = "it has no plain loop of edgetune's (tune it first)" if layer.arguments else "its plain loop did not run"
         return Option(None, f"{layer.kernel} not tuned in {db.path.name} and {why}")
     value = math.ceil(plain)
-    return Option(value, f"not tuned: plain C loop nest {value} {target.measures} (measured)", default)
+    return Option(value, f"not tuned: plain C loop nest {value} {target.measures} (measured)", default,
+                  basis="plain-loop")
 
 
 def npu_option(layer: ModelLayer, target: Target, npu: Npu | None, macs: int | None) -> Option:
@@ -175,7 +201,7 @@ def plan_model(model: Model, target: Target, npu: Npu | None, db: TuningDatabase
     for layer in layers:
         key = (layer.kernel, layer.shape) if layer.kernel else ("", layer.index)
         if key not in measured:
-            measured[key] = cpu_option(layer, target, db, (objective, bounds))
+            measured[key] = cpu_option(model, layer, target, db, (objective, bounds))
         cpu.append(measured[key])
     npus = [npu_option(layer, target, npu, macs) for layer in layers]
     for layer, c, n in zip(layers, cpu, npus):
@@ -251,6 +277,17 @@ def _explain(layer: ModelLayer, device: str, options: dict, costs: dict) -> str:
         "; ".join(candidate(d) for d in DEVICES) + "."
 
 
+def figures_line(plan: ModelPlan) -> str:
+    """How many CPU figures are stored trials, measurements, folded, estimates; the estimated
+    operators named (their notes say why)."""
+    counts = {basis: [op for op in plan.ops if op.cpu.basis == basis] for basis in BASES}
+    line = "CPU figures: " + ", ".join(f"{len(ops)} {BASES[basis]}" for basis, ops in counts.items() if ops)
+    if counts["estimated"]:
+        line += " (" + ", ".join(f"op {op.layer.index} {op.layer.op}" for op in counts["estimated"]) + \
+            ": 1 cycle per element, not measured)"
+    return line
+
+
 def write_model_plan(plan: ModelPlan, out_dir: Path) -> tuple[Path, tuple[Path, ...]]:
     """plan.json (every operator: device, costs, explanation) and, per NPU layer, the
     Vela-compiled one-operator model (npu/op<index>_vela.tflite). The CPU part's C is
@@ -270,6 +307,7 @@ def write_model_plan(plan: ModelPlan, out_dir: Path) -> tuple[Path, tuple[Path, 
                "device": op.device, "compute_cycles": op.compute_cycles, "invoke_cycles": op.invoke_cycles,
                "copy_in_bytes": op.copy_in_bytes, "copy_in_cycles": op.copy_in_cycles, "cpu_cycles": op.cpu.cycles,
                "npu_cycles": op.npu.npu_cycles, "cpu_note": op.cpu.note, "npu_note": op.npu.note,
+               "cpu_basis": op.cpu.basis,
                "explanation": op.explanation}
         if op.device == "npu":
             path = out_dir / "npu" / f"op{op.layer.index}_vela.tflite"

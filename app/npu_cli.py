@@ -18,7 +18,7 @@ from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, check_strate
 from .progress import ProgressDisplay
 from .npu_session import NPU_OBJECTIVE, npu_workload, resolve_npu
 from .layer_plan import PlanError, export_plan, load_network, plan_network
-from .model_plan import plan_model, write_model_plan
+from .model_plan import figures_line, plan_model, write_model_plan
 from .session import TuneRequest, TuneSummary, parse_config, summarize, tune
 from .user_kernels import kernel_file_option
 
@@ -144,6 +144,7 @@ def _place_model(path: Path, target: Target, device: str, macs, db_path, out_dir
     npu_total = "impossible" if plan.all_npu_cycles is None else plan.all_npu_cycles
     click.echo(f"plan: {plan.total_cycles} cycles (all on the CPU {plan.all_cpu_cycles}; "
                f"tuned layers all on the NPU {npu_total})" if npu else f"plan: {plan.total_cycles} cycles, all on the CPU")
+    click.echo(figures_line(plan))
     click.echo(f"plan: {plan_json}")
     for model_path in models:
         click.echo(f"npu model: {model_path}")
