@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -48,60 +47,15 @@ from edgetune.targets.vela import VelaOptions, compile_model
 from edgetune.tuner import Bound, TuningDatabase
 
 from .identity import recompute_estimates
-from .layer_plan import PlanError, _copy_cycles
+from .layer_plan import DEVICES, LayerPlan, Option, Plan, PlanError, _copy_cycles, candidate_text, cheapest, why_text
 from .model_session import LayerWorkload, measure_baseline
 from .op_measure import measure_library_op
 from .session import goal_of, workload_of
 
-DEVICES = ("cpu", "npu")
 # What an operator's CPU figure is, and how the output says it: a stored trial, its plain loop
 # measured, a library operator measured alone, none needed (folded at export), or an estimate.
 BASES = {"tuned": "tuned (stored trials)", "plain-loop": "plain loop (measured)", "measured": "measured alone",
          "folded": "folded", "estimated": "estimated"}
-
-
-@dataclass(frozen=True)
-class Option:
-    """One device's candidate for one operator."""
-
-    cycles: int | None  # CPU cycles; None: the operator cannot run there
-    note: str  # what was measured or estimated, or why not
-    region: str = ""  # where its tensors live
-    npu_cycles: int | None = None
-    model: bytes = b""  # NPU: the one-operator model given to Vela (the layer's own tensors)
-    compiled: bytes = b""  # NPU: Vela's output (with the command stream)
-    basis: str = ""  # CPU: where the figure comes from, one of BASES ("": there is none)
-
-
-@dataclass(frozen=True)
-class OpPlan:
-    layer: ModelLayer
-    device: str
-    cpu: Option
-    npu: Option
-    compute_cycles: int
-    invoke_cycles: int
-    copy_in_bytes: int
-    copy_in_cycles: int
-    explanation: str
-
-
-@dataclass(frozen=True)
-class ModelPlan:
-    model: Model
-    target: Target
-    npu: Npu | None
-    macs: int | None
-    ops: tuple[OpPlan, ...]
-    copy_out_bytes: int
-    copy_out_cycles: int
-    total_cycles: int
-    all_cpu_cycles: int | None
-    all_npu_cycles: int | None  # every tuned layer on the NPU, the rest on the CPU; None without an NPU
-
-    @property
-    def accelerator(self) -> str:
-        return self.npu.accelerator(self.macs) if self.npu else "no NPU"
 
 
 def _elements(shape) -> int:
@@ -185,11 +139,12 @@ def npu_option(layer: ModelLayer, target: Target, npu: Npu | None, macs: int | N
     port = npu.port(mode.arena_port)
     cycles = math.ceil(npu_cycles * target.core.clock_hz / npu.clock_hz)
     note = f"Vela on the layer's own weights: {npu_cycles} NPU cycles at {npu.clock_hz / 1e6:g} MHz, {mode.name}"
-    return Option(cycles, note, port.region or f"{npu.name}.{port.name}", npu_cycles, model, compiled)
+    return Option(cycles, note, port.region or f"{npu.name}.{port.name}", npu_cycles, model=model, compiled=compiled)
 
 
 def plan_model(model: Model, target: Target, npu: Npu | None, db: TuningDatabase, macs: int | None = None,
-               objective: str = "", bounds: tuple[Bound, ...] = ()) -> ModelPlan:
+               objective: str = "", bounds: tuple[Bound, ...] = ()) -> Plan:
+    """The plan of the module's docstring: `plan.source` is the model, `plan.layers` its operators."""
     if npu is not None:
         macs = macs if macs is not None else max(npu.macs_per_cycle)
         if macs not in npu.macs_per_cycle:
@@ -222,13 +177,15 @@ def plan_model(model: Model, target: Target, npu: Npu | None, db: TuningDatabase
         compute = options[i][device].cycles
         return compute + invoke + cycles, compute, invoke, copied, cycles
 
-    chosen, total, out = _cheapest(len(layers), usable, step,
-                                   lambda d: copy(_elements(layers[-1].output_shape), options[-1][d].region, app_out))
+    def out(device: str) -> tuple[int, int]:
+        return copy(_elements(layers[-1].output_shape), options[-1][device].region, app_out)
+
+    chosen, total = cheapest(usable, step, out)
     ops = []
     for i, (layer, device) in enumerate(zip(layers, chosen)):
         costs = {d: step(i, d, chosen[i - 1] if i else None) for d in usable[i]}
         _, compute, invoke, copied, cycles = costs[device]
-        ops.append(OpPlan(layer, device, cpu[i], npus[i], compute, invoke, copied, cycles,
+        ops.append(LayerPlan(layer, device, cpu[i], npus[i], compute, invoke, copied, cycles,
                           _explain(layer, device, options[i], costs)))
 
     def uniform(device: str) -> int | None:
@@ -238,49 +195,21 @@ def plan_model(model: Model, target: Target, npu: Npu | None, db: TuningDatabase
         seq = [device if device in u else "cpu" for u in usable]
         return sum(step(i, d, seq[i - 1] if i else None)[0] for i, d in enumerate(seq)) + out(seq[-1])[1]
 
-    return ModelPlan(model, target, npu, macs, tuple(ops), *out(chosen[-1]), total, uniform("cpu"), uniform("npu"))
-
-
-def _cheapest(n: int, usable: list[list[str]], step, out) -> tuple[list[str], int, object]:
-    """Dynamic programming over (operator, device of the previous one): the devices and the total."""
-    cost: list[dict[str, int]] = [{} for _ in range(n)]
-    back: list[dict[str, str | None]] = [{} for _ in range(n)]
-    for d in usable[0]:
-        cost[0][d], back[0][d] = step(0, d, None)[0], None
-    for i in range(1, n):
-        for d in usable[i]:
-            cost[i][d], back[i][d] = min((cost[i - 1][p] + step(i, d, p)[0], p) for p in usable[i - 1])
-    end = min(usable[-1], key=lambda d: (cost[-1][d] + out(d)[1], d))
-    chosen = [end]
-    for i in range(n - 1, 0, -1):
-        chosen.append(back[i][chosen[-1]])
-    chosen.reverse()
-    return chosen, cost[-1][end] + out(end)[1], out
+    copy_out_bytes, copy_out_cycles = out(chosen[-1])
+    return Plan(model, target, npu, macs, tuple(ops), copy_out_bytes, copy_out_cycles, total,
+                all_npu_cycles=uniform("npu"), all_cpu_cycles=uniform("cpu"))
 
 
 def _explain(layer: ModelLayer, device: str, options: dict, costs: dict) -> str:
-    def candidate(name: str) -> str:
-        if name not in costs:
-            return f"{name.upper()} impossible ({options[name].note})"
-        total, compute, invoke, copied, copy = costs[name]
-        parts = [f"{compute} compute"] + ([f"{invoke} invoke"] if invoke else []) + \
-                ([f"{copy} to copy its {copied}-byte input"] if copy else [])
-        return f"{name.upper()} {total} cycles = {' + '.join(parts)} ({options[name].note})"
-
-    if len(costs) == 1:
-        why = "the only device that can run it"
-    else:
-        other = "npu" if device == "cpu" else "cpu"
-        why = f"{costs[other][0] - costs[device][0]} cycles cheaper than the {other.upper()}, transfers counted"
     served = f" {layer.kernel} {layer.shape_text}" if layer.kernel else ""
-    return f"op {layer.index} {layer.op}{served} -> {device.upper()}: {why}. " + \
-        "; ".join(candidate(d) for d in DEVICES) + "."
+    return f"op {layer.index} {layer.op}{served} -> {device.upper()}: {why_text(device, costs)}. " + \
+        "; ".join(candidate_text(d, options[d].note, costs) for d in DEVICES) + "."
 
 
-def figures_line(plan: ModelPlan) -> str:
+def figures_line(plan: Plan) -> str:
     """How many CPU figures are stored trials, measurements, folded, estimates; the estimated
     operators named (their notes say why)."""
-    counts = {basis: [op for op in plan.ops if op.cpu.basis == basis] for basis in BASES}
+    counts = {basis: [op for op in plan.layers if op.cpu.basis == basis] for basis in BASES}
     line = "CPU figures: " + ", ".join(f"{len(ops)} {BASES[basis]}" for basis, ops in counts.items() if ops)
     if counts["estimated"]:
         line += " (" + ", ".join(f"op {op.layer.index} {op.layer.op}" for op in counts["estimated"]) + \
@@ -288,7 +217,7 @@ def figures_line(plan: ModelPlan) -> str:
     return line
 
 
-def write_model_plan(plan: ModelPlan, out_dir: Path) -> tuple[Path, tuple[Path, ...]]:
+def write_model_plan(plan: Plan, out_dir: Path) -> tuple[Path, tuple[Path, ...]]:
     """plan.json (every operator: device, costs, explanation) and, per NPU layer, the
     Vela-compiled one-operator model (npu/op<index>_vela.tflite). The CPU part's C is
     `edgetune model export`'s."""
@@ -302,7 +231,7 @@ def write_model_plan(plan: ModelPlan, out_dir: Path) -> tuple[Path, tuple[Path, 
         raise PlanError(f"{out_dir}: exists and is not a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, models = [], []
-    for op in plan.ops:
+    for op in plan.layers:
         row = {"index": op.layer.index, "op": op.layer.op, "kernel": op.layer.kernel, "shape": op.layer.shape_text,
                "device": op.device, "compute_cycles": op.compute_cycles, "invoke_cycles": op.invoke_cycles,
                "copy_in_bytes": op.copy_in_bytes, "copy_in_cycles": op.copy_in_cycles, "cpu_cycles": op.cpu.cycles,
@@ -316,7 +245,7 @@ def write_model_plan(plan: ModelPlan, out_dir: Path) -> tuple[Path, tuple[Path, 
             models.append(path)
             row["model"] = f"npu/{path.name}"
         rows.append(row)
-    summary = {"model": plan.model.path, "target": plan.target.name, "npu": plan.npu.name if plan.npu else None,
+    summary = {"model": plan.source.path, "target": plan.target.name, "npu": plan.npu.name if plan.npu else None,
                "accelerator": plan.accelerator, "cycles_unit": f"CPU cycles at {plan.target.core.clock_hz} Hz",
                "total_cycles": plan.total_cycles, "all_cpu_cycles": plan.all_cpu_cycles,
                "all_npu_cycles": plan.all_npu_cycles, "copy_out_bytes": plan.copy_out_bytes,
