@@ -38,7 +38,7 @@ from .identity import measurement_fingerprint
 from .model_export import export_model
 from .model_verify import operator_model, verify_model
 
-CACHE_PART = "op-counts"
+CACHE_PART = "op-counts"  # one of edgetune.targets.buildcache.PARTS: `edgetune cache info|clear` see it
 CODEGEN = Path(codegen.__file__).resolve().parent
 # What a library operator's C and the module around it are rendered from.
 SOURCES = ("ops", "templates/ops", "templates/model", "templates/common", "model_module.py", "memory_plan.py")

@@ -16,6 +16,7 @@ from edgetune.codegen.model.graph import read_graph
 from edgetune import model_plan, op_measure
 from edgetune.model_export import export_model
 from edgetune.model_verify import operator_model, verify_model
+from edgetune.targets import buildcache
 from edgetune.targets.toolchain import ToolMissing
 from edgetune.model_plan import npu_option
 from edgetune.session import goal_of, workload_of
@@ -138,6 +139,7 @@ def test_place_measures_library_operators_once(tmp_path, own_cache, monkeypatch)
     library = [r for r in first["operators"] if r["kernel"] is None]
     assert library and all(r["cpu_basis"] == "measured" and r["cpu_note"].startswith("measured:") for r in library)
     assert len(list((own_cache / "op-counts").glob("*.json"))) == len(library)
+    assert {u.part: u.entries for u in buildcache.usage(own_cache)}["op-counts"] == len(library)  # `cache info`
 
     def measured_again(*args):
         raise AssertionError("a cached operator was measured again")
