@@ -14,7 +14,8 @@ Costs, all in CPU cycles at the target's core clock (the assumptions named):
     each of its memory modes (optimise=Performance, the largest arena cache that fits),
     the cheapest kept, scaled by cpu_clock / npu_clock, plus the NPU's invoke_cycles.
   - Every other operator (ADD, pooling, SOFTMAX, RESHAPE...) runs on the CPU, at its count
-    measured alone in the target's emulator, in the target's measured unit (edgetune.op_measure:
+    measured alone in the target's emulator, in the target's measured unit, or the cost model's
+    cycles with --objective cycles (as an untuned layer's plain loop; edgetune.op_measure:
     a one-operator model of the model's own tensors, exported and verified against TFLite
     Micro as `model export` and `model verify` do; cached). An operator the export folds into
     constants (SHAPE, STRIDED_SLICE, PACK feeding a RESHAPE) runs no code and costs 0. Only
@@ -67,15 +68,22 @@ def _region(target: Target, nbytes: int) -> str:
     return region.name if region else "cpu"
 
 
-def library_option(model: Model, layer: ModelLayer, target: Target, region: str) -> Option:
+def cpu_unit(target: Target, objective: str) -> str:
+    """What the figures of untuned operators count: the cost model's cycles when the plan
+    chooses by them (--objective cycles) and the target has a cost model, else its own unit."""
+    return "cycles" if objective == "cycles" and target.cost is not None else target.measures
+
+
+def library_option(model: Model, layer: ModelLayer, target: Target, region: str, unit: str = "") -> Option:
     """A library operator on the CPU: folded (nothing runs), else measured alone on the
     target, else the element estimate of the module's docstring, saying why."""
     if layer.index in folded_operators(model.graph):
         return Option(0, "folded into a constant at export: no code runs", region, basis="folded")
-    count = measure_library_op(model, layer, target)
+    unit = unit or target.measures
+    count = measure_library_op(model, layer, target, unit)
     if count.value is not None:
         how = "cached measurement" if count.cached else "measured"
-        return Option(count.value, f"{how}: {count.value} {target.measures} run alone on {target.name}", region,
+        return Option(count.value, f"{how}: {count.value} {unit} run alone on {target.name}", region,
                       basis="measured")
     touched = sum(_elements(t.shape) for t in layer.tensors if t is not None and not t.constant)
     return Option(touched, f"estimate: 1 cycle per element read or written ({touched}); not measured: {count.why}",
@@ -88,8 +96,9 @@ def cpu_option(model: Model, layer: ModelLayer, target: Target, db: TuningDataba
     (not a tuned kind of operator) library_option."""
     io_bytes = _elements(layer.input_shape) + _elements(layer.output_shape)
     default = _region(target, io_bytes)
+    unit = cpu_unit(target, override[0])
     if layer.kernel is None:
-        return library_option(model, layer, target, default)
+        return library_option(model, layer, target, default, unit)
     kernel = get_kernel(layer.kernel)
     shape = kernel.parse_shape(dict(layer.shape))
     workload = workload_of(kernel, target, shape)
@@ -100,12 +109,12 @@ def cpu_option(model: Model, layer: ModelLayer, target: Target, db: TuningDataba
         value = math.ceil(record.trial.values[unit])
         region = record.trial.info.get("activations_region") or default
         return Option(value, f"tuned {layer.kernel}: {value} {unit} (trial {record.id})", region, basis="tuned")
-    plain = measure_baseline(LayerWorkload(kernel, shape, workload, (layer.index,), layer.macs), target, target.measures)
+    plain = measure_baseline(LayerWorkload(kernel, shape, workload, (layer.index,), layer.macs), target, unit)
     if plain is None:
         why = "it has no plain loop of edgetune's (tune it first)" if layer.arguments else "its plain loop did not run"
         return Option(None, f"{layer.kernel} not tuned in {db.path.name} and {why}")
     value = math.ceil(plain)
-    return Option(value, f"not tuned: plain C loop nest {value} {target.measures} (measured)", default,
+    return Option(value, f"not tuned: plain C loop nest {value} {unit} (measured)", default,
                   basis="plain-loop")
 
 

@@ -67,11 +67,16 @@ def cache_key(model: Model, layer: ModelLayer, target: Target) -> str:
     return content_key(data, target.name, measurement_fingerprint(target), sources_digest())
 
 
-def _priced(values: dict, target: Target) -> int:
-    """The stored figure in the target's unit, estimates priced from the current cost table."""
+def _priced(values: dict, target: Target, unit: str) -> int:
+    """The stored figure in `unit`, estimates priced from the current cost table."""
     if target.cost is not None and isinstance(values.get("mix"), dict) and isinstance(values.get("accesses"), dict):
-        values = {**values, **target.estimated_values(values["mix"], values["accesses"])}
-    return math.ceil(values[target.measures])
+        try:
+            values = {**values, **target.estimated_values(values["mix"], values["accesses"])}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass  # a mix this cost table cannot price (as app/identity.py): the stored figures stand
+    if not isinstance(values.get(unit), (int, float)):
+        raise EdgetuneError(f"its run recorded no {unit}")
+    return math.ceil(values[unit])
 
 
 def _read(path: Path) -> dict | None:
@@ -111,17 +116,22 @@ def _run_alone(model: Model, layer: ModelLayer, target: Target) -> dict:
     return {**dict(first.values), **dict(first.mix), "instructions": first.instructions, "operator": layer.op}
 
 
-def measure_library_op(model: Model, layer: ModelLayer, target: Target) -> OpCount:
-    """The operator's count on `target`, from the cache or measured now (and cached); a
-    value of None says why not (no emulator, an operator the module cannot run alone)."""
+def measure_library_op(model: Model, layer: ModelLayer, target: Target, unit: str = "") -> OpCount:
+    """The operator's count on `target` in `unit` (default: the target's own), from the cache
+    or measured now (and cached); a value of None says why not (no emulator, an operator the
+    module cannot run alone)."""
+    unit = unit or target.measures
     try:
         runner_for(target).check_tools()
         path = cache_dir() / CACHE_PART / f"{cache_key(model, layer, target)}.json"
         stored = _read(path)
         if stored is not None:
-            return OpCount(_priced(stored, target), cached=True)
+            return OpCount(_priced(stored, target, unit), cached=True)
         values = _run_alone(model, layer, target)
     except EdgetuneError as exc:
         return OpCount(None, str(exc).strip().splitlines()[0][:300])
     _store(path, values)
-    return OpCount(_priced(values, target))
+    try:
+        return OpCount(_priced(values, target, unit))
+    except EdgetuneError as exc:
+        return OpCount(None, str(exc))

@@ -3,6 +3,7 @@ the model's own weights, boards without an NPU planned all on the CPU."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,8 @@ from edgetune.codegen.model.graph import read_graph
 from edgetune import model_plan, op_measure
 from edgetune.model_export import export_model
 from edgetune.model_verify import operator_model, verify_model
-from edgetune.targets import buildcache
+from edgetune.hal import load_target
+from edgetune.targets import buildcache, target_file
 from edgetune.targets.toolchain import ToolMissing
 from edgetune.model_plan import npu_option
 from edgetune.session import goal_of, workload_of
@@ -239,3 +241,25 @@ def test_place_a_file_that_is_no_model_is_one_line(tmp_path):
     model_path = write(tmp_path, "broken.tflite", b"\x18\x00\x00\x00TFL3" + b"\x00" * 8)
     result = _place(model_path, "--db", tmp_path / "t.db", "--out", tmp_path / "p")
     assert result.exit_code == 2 and "broken.tflite" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.qemu
+def test_place_by_cycles_prices_library_operators_from_the_cost_table(tmp_path, own_cache, m55):
+    model_path = write(tmp_path, "net.tflite", network_model(np.random.default_rng(1)))
+    result = _place(model_path, "--target", "cortex-m55", "--device", "none", "--objective", "cycles",
+                    "--db", tmp_path / "t.db", "--out", tmp_path / "p", "--json")
+    assert result.exit_code == 0, result.output
+    model = load_model(model_path)
+    softmax = next(layer for layer in model.layers if layer.op == "SOFTMAX")
+    row = json.loads(result.output)["operators"][softmax.index]
+    data, _ = operator_model(model, softmax.operator)
+    export_model(write(tmp_path, "alone.tflite", data), m55, None, tmp_path / "alone", name="alone")
+    first = verify_model(tmp_path / "alone", m55, n_inputs=1).inferences[0]
+    assert row["cpu_cycles"] == math.ceil(dict(first.values)["cycles"]) != first.instructions
+    assert row["cpu_note"].endswith("cycles run alone on cortex-m55")
+    # Cached, and its stored mix priced again by a cost table edited since (the table is no part of the key).
+    slower = load_target(target_file("cortex-m55"), overrides={"cost": {"classes": {"alu": {"cycles": 3}}}})
+    count = op_measure.measure_library_op(model, softmax, slower, "cycles")
+    mix = dict(first.mix)
+    assert count.cached and count.value == math.ceil(slower.estimated_values(mix["mix"], mix["accesses"])["cycles"])
+    assert count.value > row["cpu_cycles"]
