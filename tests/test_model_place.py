@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -263,3 +264,15 @@ def test_place_by_cycles_prices_library_operators_from_the_cost_table(tmp_path, 
     mix = dict(first.mix)
     assert count.cached and count.value == math.ceil(slower.estimated_values(mix["mix"], mix["accesses"])["cycles"])
     assert count.value > row["cpu_cycles"]
+
+
+@pytest.mark.qemu
+def test_a_library_operators_cache_key_is_its_workload_not_its_place(tmp_path, m4, m55):
+    model = load_model(write(tmp_path, "net.tflite", network_model(np.random.default_rng(1))))
+    softmax = next(layer for layer in model.layers if layer.op == "SOFTMAX")
+    elsewhere = replace(softmax, index=99, operator=replace(softmax.operator, index=99))
+    key = op_measure.cache_key(model, softmax, m4)
+    assert op_measure.cache_key(model, elsewhere, m4) == key  # the same operator at another index
+    assert op_measure.cache_key(model, softmax, m55) != key  # another target (toolchain, memory map)
+    pool = next(layer for layer in model.layers if layer.op == "AVERAGE_POOL_2D")
+    assert op_measure.cache_key(model, pool, m4) != key
