@@ -115,6 +115,8 @@ def _run_alone(model: Model, layer: ModelLayer, target: Target) -> dict:
             outcome = verify_model(Path(tmp) / "export", target, n_inputs=1)
         except EdgetuneError as exc:  # named by the operator, not by a file of ours it never saw
             raise EdgetuneError(str(exc).replace(f"{model_path}: ", "").replace(str(model_path), "it")) from None
+        except RuntimeError as exc:  # TFLite Micro's interpreter refusing the one-operator model
+            raise EdgetuneError(f"TFLite Micro cannot run it alone: {str(exc).strip()[:200]}") from None
     if not outcome.ok:
         problem = outcome.layer_problem or next(i.problem for i in outcome.inferences if i.problem)
         raise EdgetuneError(f"run alone it failed: {problem}")

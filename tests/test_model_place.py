@@ -19,7 +19,7 @@ from edgetune import model_plan, op_measure
 from edgetune.model_export import export_model
 from edgetune.model_verify import operator_model, verify_model
 from edgetune.hal import load_target
-from edgetune.targets import buildcache, target_file
+from edgetune.targets import buildcache, get_target, target_file
 from edgetune.targets.toolchain import ToolMissing
 from edgetune.model_plan import npu_option
 from edgetune.session import goal_of, workload_of
@@ -276,3 +276,18 @@ def test_a_library_operators_cache_key_is_its_workload_not_its_place(tmp_path, m
     assert op_measure.cache_key(model, softmax, m55) != key  # another target (toolchain, memory map)
     pool = next(layer for layer in model.layers if layer.op == "AVERAGE_POOL_2D")
     assert op_measure.cache_key(model, pool, m4) != key
+
+
+@pytest.mark.qemu
+def test_a_library_operator_that_cannot_be_run_alone_keeps_the_estimate_and_says_why(tmp_path, own_cache, monkeypatch):
+    model = load_model(write(tmp_path, "net.tflite", network_model(np.random.default_rng(1))))
+    softmax = next(layer for layer in model.layers if layer.op == "SOFTMAX")
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("Didn't find op for builtin opcode 'SOFTMAX'")
+
+    monkeypatch.setattr(op_measure, "verify_model", refused)
+    option = model_plan.library_option(model, softmax, get_target("cortex-m4"), "cpu")
+    assert option.basis == "estimated" and option.cycles == 4 + 4
+    assert "not measured: TFLite Micro cannot run it alone: Didn't find op" in option.note
+    assert not list((own_cache / "op-counts").glob("*.json"))  # nothing stored for it
