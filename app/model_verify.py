@@ -53,6 +53,9 @@ class Inference:
     instructions: int
     values: tuple[tuple[str, object], ...]
     problem: str = ""
+    # The run's instruction mix and memory accesses (targets with a cost model): what its
+    # estimates are priced from, kept so a stored figure can be priced again.
+    mix: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -325,7 +328,8 @@ def _inference(runner, build: BuildResult, manifest: Manifest, model: Model, dat
     values, outputs, _ = _run(runner, build, manifest, _io(manifest, xs, 0))
     problem = _output_problem(model, label, outputs, want)
     numbers = tuple((k, v) for k, v in sorted(values.items()) if isinstance(v, (int, float)))
-    return Inference(label, int(values.get("instructions", 0)), numbers, problem)
+    mix = tuple((k, dict(values[k])) for k in ("mix", "accesses") if isinstance(values.get(k), dict))
+    return Inference(label, int(values.get("instructions", 0)), numbers, problem, mix)
 
 
 def _layers(folder: Path, manifest: Manifest, target: Target, model: Model, inputs, workdir: Path) -> str:
