@@ -37,7 +37,7 @@ from .verify import VerifyReport, export_and_measure, manifest_target, verify_ex
 
 __all__ = ["tune", "best", "export", "verify", "tune_kernel", "register", "KernelDef", "Binding", "quantize_multiplier",
            "Input", "Output", "Weight",
-           "Scalar", "Vector"]
+           "Scalar", "Vector", "UnknownUnitWarning"]
 
 # The definition's types, as the API's own: subclasses adding nothing, so that the reference
 # page (mkdocstrings, which cannot follow pyproject's package-dir layout into
@@ -56,6 +56,9 @@ class Scalar(user.Scalar):
 
 class Vector(user.Vector):
     __doc__ = user.Vector.__doc__
+
+
+UnknownUnitWarning = user.UnknownUnitWarning  # a vector path requiring a unit no known target has
 
 
 class Binding(user.Binding):

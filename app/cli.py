@@ -36,7 +36,7 @@ from .cache_cli import cache_group
 from .model_cli import model_group
 from . import model_tune_cli  # noqa: F401 - registers `model tune` in model_group
 from . import model_report_cli  # noqa: F401 - registers `model report` in model_group
-from .user_kernels import first_failure, kernel_file_option, load_installed, only_kernel
+from .user_kernels import first_failure, kernel_file_option, load_installed, only_kernel, show_kernel_warnings
 
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
 # bad input (2), a failed check (1) and an interrupt (130).
@@ -187,6 +187,7 @@ def main(allow_tools):
         os.environ[ALLOW_TOOLS_ENV] = ":".join(filter(None, (os.environ.get(ALLOW_TOOLS_ENV, ""), *allow_tools)))
     for problem in load_installed():  # kernels of installed packages (edgetune.kernels entry points)
         click.echo(f"edgetune: warning: installed kernel not loaded: {_printable(problem)}", err=True)
+    show_kernel_warnings(lambda text: click.echo(f"edgetune: warning: {_printable(text)}", err=True))
 
 
 # --- targets ----------------------------------------------------------------------------

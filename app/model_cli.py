@@ -124,12 +124,15 @@ def _print_export(result, target) -> None:
         for workload in result.untuned:
             click.echo(f"  no trial in the database for {workload}: exported with the kernel's default configuration",
                        err=True)
-    graph_io = m.input_shape, m.output_shape
-    io_bytes = int(np.prod(graph_io[0])) + int(np.prod(graph_io[1]))
+    io_bytes = sum(int(np.prod(shape)) for shape in (*m.input_shapes, *m.output_shapes))
+    io_words = "inputs and outputs" if len(m.input_shapes) > 1 or len(m.output_shapes) > 1 else "input and output"
     tflm = f"{result.tflm_arena:,} bytes" if result.tflm_arena is not None else f"unknown ({result.tflm_unknown})"
     click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "
-               f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); with the input and output "
+               f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); with the {io_words} "
                f"{m.arena_bytes + io_bytes:,}; TFLite Micro's arena for this model: {tflm}")
+    if r.scratch.nbytes:
+        click.echo(f"scratch: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} variants (the largest need: "
+                   f"{r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
     click.echo(f"module: {result.folder / (m.name + '.h')} ({m.name}_invoke)")
 
 
@@ -162,6 +165,9 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         m = result.rendered.manifest.model
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,
                                "arena_region": m.arena_region, "tflm_arena_bytes": result.tflm_arena,
+                               "scratch_bytes": result.rendered.scratch.nbytes,
+                               "input_shapes": [list(s) for s in m.input_shapes],
+                               "output_shapes": [list(s) for s in m.output_shapes],
                                "untuned": list(result.untuned), "layers": [l.to_json() for l in m.layers]}, indent=2))
     else:
         _print_export(result, target)
@@ -212,7 +218,7 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
                    f"with {outcome.oracle}" + (", every operator too" if layers else ""))
         size = outcome.size
         click.echo(f"module: {size.flash_bytes:,} bytes of flash ({size.code_bytes:,} of code), {size.ram_bytes:,} "
-                   "bytes of RAM (arena, input, output, static scratch)")
+                   "bytes of RAM (arena, inputs, outputs, static scratch)")
     if not outcome.ok:
         hint = "" if layers or outcome.layer_problem else " (--layers names the first operator that differs)"
         click.echo(f"{folder}: {problems[0]}{hint}", err=True)

@@ -40,6 +40,7 @@ from edgetune.tuner.resume import Resumed, rebuild
 from .identity import measurement_fingerprint, recompute_estimates
 from .npu_session import NpuTask, resolve_npu
 from .task import TuningTask, machine_name, stamp  # noqa: F401 - machine_name: part of this module's interface
+from .value_roles import target_roles
 
 
 # Seeds are stored with every trial in an SQLite INTEGER (signed 64 bits), and numpy's
@@ -362,9 +363,9 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     goal = task.goal(db, request.objective, request.bounds)
     request = replace(request, objective=goal.objective, bounds=goal.bounds)
     space = task.space(goal)
-    prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
+    prior = prior_trials(db, workload, task.target) if STRATEGIES[request.strategy].uses_prior else ()
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), goal.objective, prior,
-                             budget=request.budget)
+                             budget=request.budget, roles=target_roles(workload.target, task.target))
     remote = None if executor is None else task.remote()
     if executor is not None and remote is None:
         raise TargetError(f"{workload.target}: runs on this machine only, not on a cluster")
@@ -720,14 +721,17 @@ def trials_as_points(space: Space, trials: Sequence[Trial]) -> list[Trial]:
     return found
 
 
-def prior_trials(db: TuningDatabase, workload: Workload) -> tuple[PriorTrials, ...]:
+def prior_trials(db: TuningDatabase, workload: Workload, target: Target | None = None) -> tuple[PriorTrials, ...]:
     """Trials of the same kernel (same template version) on every other stored workload:
-    other shapes and other targets, for strategies that transfer what they learnt. Each in
-    proposal order, not the order trials finished in (timing), so what a strategy learns
-    from them is the same in a resumed run as in an uninterrupted one."""
-    return tuple(PriorTrials(other.key(), tuple(r.trial for r in db.proposals(other))) for other in db.workloads()
-                 if other.kernel == workload.kernel and other.kernel_version == workload.kernel_version
-                 and other != workload)
+    other shapes and other targets, for strategies that transfer what they learnt, each
+    with its target's value roles (edgetune.value_roles; `target` is the one being tuned).
+    Each in proposal order, not the order trials finished in (timing), so what a strategy
+    learns from them is the same in a resumed run as in an uninterrupted one."""
+    others = [other for other in db.workloads() if other.kernel == workload.kernel
+              and other.kernel_version == workload.kernel_version and other != workload]
+    roles = {name: target_roles(name, target) for name in {other.target for other in others}}
+    return tuple(PriorTrials(other.key(), tuple(r.trial for r in db.proposals(other)), roles[other.target])
+                 for other in others)
 
 
 def _as_config(space: Space, values: dict) -> Config | None:

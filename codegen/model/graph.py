@@ -93,6 +93,9 @@ class Graph:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     description: str = ""
+    # The names its signature gives the inputs and outputs: (tensor, name), as the model
+    # stores them (SignatureDef inputs/outputs; what TF's signature runner calls them).
+    io_names: tuple[tuple[int, str], ...] = ()
 
 
 def read_graph(path: str | Path) -> Graph:
@@ -132,7 +135,19 @@ def _graph(path: Path, model, data: bytes) -> Graph:
         if not 0 <= index < len(tensors):
             raise ModelError(f"{path}: subgraph input/output tensor {index} does not exist ({len(tensors)} tensors)")
     description = model.description.decode("utf-8", "replace") if isinstance(model.description, bytes) else ""
-    return Graph(str(path), tensors, operators, inputs, outputs, description)
+    return Graph(str(path), tensors, operators, inputs, outputs, description, _io_names(model, len(tensors)))
+
+
+def _io_names(model, n_tensors: int) -> tuple[tuple[int, str], ...]:
+    """(tensor, name) of every entry of the signatures of subgraph 0 naming a tensor that exists."""
+    names = []
+    for signature in model.signatureDefs or []:
+        if signature.subgraphIndex != 0:
+            continue
+        for entry in (*(signature.inputs or []), *(signature.outputs or [])):
+            if 0 <= entry.tensorIndex < n_tensors and entry.name:
+                names.append((int(entry.tensorIndex), _text(entry.name)))
+    return tuple(names)
 
 
 def _indices(values) -> tuple[int, ...]:
