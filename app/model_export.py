@@ -145,7 +145,7 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     model = load_model(model_path)
     check_fits(model, target)
     out_dir = Path(out_dir)
-    check_destination(out_dir)
+    check_destination(out_dir, model=True)
     chosen, untuned = choose_layers(model, target, db, objective, bounds)
     data = Path(model_path).read_bytes()
     rendered = render_model_module(model, target, chosen, name=name or model_name(str(model_path)),

@@ -16,12 +16,17 @@ import pytest
 from click.testing import CliRunner
 
 from edgetune.cli import main
+from edgetune.codegen import get_kernel
+from edgetune.codegen.export import ExportError
 from edgetune.codegen.memory_plan import aligned
 from edgetune.codegen.manifest import MANIFEST, read_manifest, write_manifest
 from edgetune.codegen.model import load_model
 from edgetune.codegen.model.oracle import run_tflm
 from edgetune.model_export import export_model
 from edgetune.model_verify import verify_model
+from edgetune.export import export_best
+from edgetune.session import TuneRequest, tune
+from edgetune.tuner import TuningDatabase
 from edgetune.targets import get_target
 
 MODELS = Path(__file__).parent / "data" / "models"
@@ -300,3 +305,32 @@ def test_export_and_verify_say_what_their_tables_are(tmp_path):
     lines = result.stdout.splitlines()
     assert lines[0] == f"{tmp_path / 'm'} on host: whole inferences, each output against the reference:", lines
     assert lines[1].startswith("  random 0: ") and lines[2].startswith("  saturating: ")
+
+
+def test_a_model_export_never_replaces_a_kernel_export(tmp_path):
+    """`edgetune export --out X` and `edgetune model export --out X` are easily given the
+    same folder: each refuses to replace the other's export, and the folder stays as it was."""
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    manifest = json.dumps({"target": "cortex-m55", "kernels": []})
+    (kernels / MANIFEST).write_text(manifest)
+    result = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", str(kernels)])
+    assert result.exit_code == 2, result.output
+    assert "holds a kernel export" in result.output and str(kernels) in result.output
+    assert "Traceback" not in result.output
+    assert (kernels / MANIFEST).read_text() == manifest
+    assert [p.name for p in kernels.iterdir()] == [MANIFEST]
+
+
+def test_a_kernel_export_never_replaces_a_model_export(ds_cnn_export, tmp_path):
+    out = _copy(ds_cnn_export[1], tmp_path / "kws")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    kernel, target = get_kernel("matmul_s8"), get_target("host")
+    db = TuningDatabase(tmp_path / "t.db")
+    tune(TuneRequest(kernel, target, kernel.parse_shape("m=4,n=4,k=8"), "random", 2, 2, 1), db)
+    with pytest.raises(ExportError, match="holds a model export"):
+        export_best(db, target, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # An earlier export of the same kind is replaced as before.
+    model_again = export_model(DS_CNN, get_target("cortex-m55"), None, out)
+    assert model_again is not None and read_manifest(out).model is not None
