@@ -112,10 +112,12 @@ def test_helium_path_only_for_same_shapes_on_mve(tmp_path, m55, m4, a53):
         assert ("#include <arm_mve.h>" in on_m55) == (shapes[0] == shapes[1])
 
 
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
 @pytest.mark.parametrize("activation", list(ACTIVATIONS))
-def test_helium_c_on_m55_is_tflite_micro(tmp_path, m55, activation):
-    """The MVE loop over drawn scales and zero points, both input orders, every tail, and
-    random and saturating values: TFLite Micro's output bit for bit."""
+def test_helium_c_on_m55_is_tflite_micro(tmp_path, m55, activation, compiler):
+    """The MVE loop built with each of the M55's compilers, over drawn scales and zero
+    points, both input orders, every tail, and random and saturating values: TFLite Micro's
+    output bit for bit."""
     rng = np.random.default_rng(len(activation))
     for case, shape in enumerate(MVE_SHAPES):
         scales = _mve_scales(rng, case + len(activation))
@@ -131,5 +133,5 @@ def test_helium_c_on_m55_is_tflite_micro(tmp_path, m55, activation):
             xs = [b, a] if order else [a, b]
             want = tflm(data, xs)
             assert_same(f"{shape} order {order}: reference", params.reference(*xs), want)
-            got = run_target(params, m55, xs, want.shape, tmp_path / f"m{case}_{order}")
-            assert_same(f"{shape} order {order}: Helium C on the M55", got, want)
+            got = run_target(params, m55, xs, want.shape, tmp_path / f"m{case}_{order}", compiler)
+            assert_same(f"{shape} order {order}: Helium C on the M55 ({compiler})", got, want)
