@@ -189,7 +189,7 @@ class _Rendered:
     scratch: dict[str, tuple[int, int]]  # variant -> (bytes, alignment) of the shared scratch it uses
 
 
-def _library_step(model: Model, plan: MemoryPlan, step: Step, name: str) -> tuple[dict, list[dict], str, str]:
+def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, name: str) -> tuple[dict, list[dict], str, str]:
     graph = model.graph
     op = graph.operators[step.index]
     params = operator_params(graph, op)
@@ -200,7 +200,7 @@ def _library_step(model: Model, plan: MemoryPlan, step: Step, name: str) -> tupl
             arrays.append(_constant(constants[t], graph.tensors[t].array()))
     args = [_pointer(model, plan, t, constants, False) for t in step.inputs]
     args.append(_pointer(model, plan, step.output, constants, True))
-    source = params.render(step.function, (f"of {Path(model.path).name}, in the module {name}.c",))
+    source = params.render(step.function, (f"of {Path(model.path).name}, in the module {name}.c",), target)
     return dict(step=step, args=args), arrays, params.declaration(step.function), source
 
 
@@ -248,7 +248,7 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
     calls, constants, prototypes, sources, kernels, op_units, scratch = [], [], [], {}, {}, [], {}
     for step in steps:
         if step.kernel is None:
-            call, arrays, prototype, source = _library_step(model, plan, step, name)
+            call, arrays, prototype, source = _library_step(model, target, plan, step, name)
             calls.append(call)
             constants += arrays
             prototypes.append(prototype)
