@@ -84,3 +84,63 @@ def test_one_quantisation_as_tflite_micro_requires(tmp_path, op):
             pool_params(graph, graph.operators[0])
         with pytest.raises(RuntimeError, match="TFLM failed to allocate tensors"):
             tflm(data, [x])
+
+
+# The Helium loops on the M55: channel counts around the 16 lanes (tails of 1 to 15, one
+# channel, several blocks), SAME windows cut to the input (counts that vary per output),
+# windows of 2 values (half the odd sums rounding ties), DS-CNN's pool, a 70-value window.
+MVE_GEOMETRIES = [((1, 25, 5, 64), (24, 5), (2, 5)), ((1, 3, 3, 17), (3, 3), (1, 1)), ((2, 9, 7, 5), (3, 2), (2, 3)),
+                  ((1, 10, 11, 3), (4, 5), (3, 2)), ((1, 6, 6, 1), (2, 2), (2, 2)), ((1, 4, 4, 33), (3, 3), (1, 1)),
+                  ((1, 5, 7, 16), (5, 7), (1, 1)), ((1, 8, 4, 12), (1, 2), (1, 2)), ((1, 70, 1, 4), (70, 1), (1, 1)),
+                  ((1, 2, 3, 47), (2, 3), (1, 2))]
+
+
+def test_helium_path_only_on_mve(tmp_path, m55, m4, a53):
+    """The vector loop is chosen by the target's units: on the M55, except for an average over
+    a window too large for its exact division; everywhere else the plain loop, byte for byte."""
+    for op in OPS:
+        for geometry in [*GEOMETRIES[:3], ((1, 64, 64, 3), (64, 64), (1, 1))]:
+            _, graph = _model(tmp_path, op, geometry, "VALID", "NONE")
+            params = pool_params(graph, graph.operators[0])
+            plain = params.render("et_pool")
+            assert "arm_mve.h" not in plain and "vldrb" not in plain
+            for target in (m4, a53):
+                assert params.render("et_pool", target=target) == plain
+            vector = op == "MAX_POOL_2D" or geometry[1][0] * geometry[1][1] <= 4088
+            assert params.vector_division_exact == (geometry[1] != (64, 64))
+            assert ("#include <arm_mve.h>" in params.render("et_pool", target=m55)) == vector
+
+
+def test_helium_division_is_exact():
+    """The Helium average divides by the window's count as the high word of 2a * ceil(2^31 / count)
+    (VMULH.U32): floor(a / count) for every a a window of int8 values can give (exhaustively for
+    counts up to 300 and around the largest count the template allows)."""
+    largest = max(c for c in range(1, 5000) if (128 * c + c // 2) * (c - 1) < 2**31)
+    assert largest == 4088
+    for count in [*range(1, 301), largest - 1, largest]:
+        m = -(-(1 << 31) // count)
+        a = np.arange(128 * count + count // 2 + 1, dtype=np.uint64)
+        got = ((2 * a) * np.uint64(m)) >> np.uint64(32)
+        assert m < 2**32 and np.array_equal(got, a // np.uint64(count)), count
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("op", OPS)
+def test_helium_c_on_m55_is_tflite_micro(tmp_path, m55, op, compiler):
+    """The MVE loops built with each of the M55's compilers, over channel counts with every
+    kind of tail, SAME and VALID, every activation, random and saturating inputs: TFLite
+    Micro's output bit for bit."""
+    rng = np.random.default_rng(len(op) + len(compiler))
+    activations = list(ACTIVATIONS)
+    for case, geometry in enumerate(MVE_GEOMETRIES):
+        padding = "SAME" if case % 2 else "VALID"
+        activation = activations[case % len(activations)]
+        zero = int(rng.integers(-100, 60))
+        data, graph = _model(tmp_path, op, geometry, padding, activation, float(rng.uniform(0.02, 0.3)), zero)
+        params = pool_params(graph, graph.operators[0])
+        assert "#include <arm_mve.h>" in params.render("et_pool", target=m55)
+        x = draw_int8(rng, geometry[0], "extreme" if case % 3 == 2 else "random")
+        want = tflm(data, [x])
+        assert_same(f"{geometry} {padding}: reference", params.reference(x), want)
+        got = run_target(params, m55, [x], want.shape, tmp_path / f"m{case}", compiler)
+        assert_same(f"{geometry} {padding} {activation}: Helium C on the M55 ({compiler})", got, want)

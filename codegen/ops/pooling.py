@@ -60,8 +60,16 @@ class PoolParams(StaticOp):
     def output_shape(self) -> tuple[int, int, int, int]:
         return (self.batch, self.oh, self.ow, self.c)
 
+    @property
+    def vector_division_exact(self) -> bool:
+        """Whether the Helium average's division (a high multiply by ceil(2^31 / count), see
+        ops/pool.c.j2) is exact for every window: a * (count - 1) < 2^31 for the largest
+        a = |sum| + count / 2 = 128 * count + count / 2; the count is at most kh * kw."""
+        count = self.kh * self.kw
+        return (128 * count + count // 2) * (count - 1) < 2**31
+
     def variables(self) -> dict:
-        return dict(super().variables(), average=self.average)
+        return dict(super().variables(), average=self.average, vector_division_exact=self.vector_division_exact)
 
     def window(self, y: int, x: int) -> tuple[slice, slice]:
         y0, x0 = y * self.stride_h - self.pad_top, x * self.stride_w - self.pad_left
