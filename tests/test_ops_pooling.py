@@ -88,11 +88,12 @@ def test_one_quantisation_as_tflite_micro_requires(tmp_path, op):
 
 # The Helium loops on the M55: channel counts around the 16 lanes (tails of 1 to 15, one
 # channel, several blocks), SAME windows cut to the input (counts that vary per output),
-# windows of 2 values (half the odd sums rounding ties), DS-CNN's pool, a 70-value window.
+# windows of 2 values (half the odd sums rounding ties), DS-CNN's pool, a 70-value window,
+# the largest window summed in int16 lanes (256 values) and one summed in int32 (272).
 MVE_GEOMETRIES = [((1, 25, 5, 64), (24, 5), (2, 5)), ((1, 3, 3, 17), (3, 3), (1, 1)), ((2, 9, 7, 5), (3, 2), (2, 3)),
                   ((1, 10, 11, 3), (4, 5), (3, 2)), ((1, 6, 6, 1), (2, 2), (2, 2)), ((1, 4, 4, 33), (3, 3), (1, 1)),
                   ((1, 5, 7, 16), (5, 7), (1, 1)), ((1, 8, 4, 12), (1, 2), (1, 2)), ((1, 70, 1, 4), (70, 1), (1, 1)),
-                  ((1, 2, 3, 47), (2, 3), (1, 2))]
+                  ((1, 2, 3, 47), (2, 3), (1, 2)), ((1, 16, 16, 1), (16, 16), (1, 1)), ((1, 17, 16, 21), (17, 16), (1, 1))]
 
 
 def test_helium_path_only_on_mve(tmp_path, m55, m4, a53):
@@ -138,7 +139,9 @@ def test_helium_c_on_m55_is_tflite_micro(tmp_path, m55, op, compiler):
         zero = int(rng.integers(-100, 60))
         data, graph = _model(tmp_path, op, geometry, padding, activation, float(rng.uniform(0.02, 0.3)), zero)
         params = pool_params(graph, graph.operators[0])
-        assert "#include <arm_mve.h>" in params.render("et_pool", target=m55)
+        source = params.render("et_pool", target=m55)
+        narrow = op == "AVERAGE_POOL_2D" and geometry[1][0] * geometry[1][1] <= 256
+        assert "#include <arm_mve.h>" in source and ("int16x8_t s0" in source) == narrow
         x = draw_int8(rng, geometry[0], "extreme" if case % 3 == 2 else "random")
         want = tflm(data, [x])
         assert_same(f"{geometry} {padding}: reference", params.reference(x), want)

@@ -68,8 +68,15 @@ class PoolParams(StaticOp):
         count = self.kh * self.kw
         return (128 * count + count // 2) * (count - 1) < 2**31
 
+    @property
+    def sums_fit_int16(self) -> bool:
+        """Whether every window's sum fits an int16 lane (the Helium average then sums eight
+        channels per vector): -128 * count >= -32768 and 127 * count <= 32767."""
+        return self.kh * self.kw <= 256
+
     def variables(self) -> dict:
-        return dict(super().variables(), average=self.average, vector_division_exact=self.vector_division_exact)
+        return dict(super().variables(), average=self.average, vector_division_exact=self.vector_division_exact,
+                    sums_fit_int16=self.sums_fit_int16)
 
     def window(self, y: int, x: int) -> tuple[slice, slice]:
         y0, x0 = y * self.stride_h - self.pad_top, x * self.stride_w - self.pad_left
