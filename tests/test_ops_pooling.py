@@ -147,3 +147,20 @@ def test_helium_c_on_m55_is_tflite_micro(tmp_path, m55, op, compiler):
         assert_same(f"{geometry} {padding}: reference", params.reference(x), want)
         got = run_target(params, m55, [x], want.shape, tmp_path / f"m{case}", compiler)
         assert_same(f"{geometry} {padding} {activation}: Helium C on the M55 ({compiler})", got, want)
+
+
+@pytest.mark.parametrize("window", [(16, 16), (17, 16)])
+def test_helium_average_at_the_int16_limit(tmp_path, m55, window):
+    """A 256-value window of all -128 sums to -32768, the most negative int16 (and all 127 to
+    32512): the int16 lanes hold both, as TFLite Micro's int32 sum does; a 272-value window
+    (-34816) is summed in int32 lanes."""
+    (kh, kw), c = window, 19
+    data, graph = _model(tmp_path, "AVERAGE_POOL_2D", ((2, kh, kw, c), window, (1, 1)), "VALID", "NONE")
+    params = pool_params(graph, graph.operators[0])
+    assert params.sums_fit_int16 == (kh * kw <= 256)
+    assert ("int16x8_t s0" in params.render("et_pool", target=m55)) == params.sums_fit_int16
+    x = np.concatenate([np.full((1, kh, kw, c), -128, np.int8), np.full((1, kh, kw, c), 127, np.int8)])
+    x[1, 3, 5, c - 1] = 126  # one value off the top: the sum less one still rounds to 127
+    want = tflm(data, [x])
+    assert want.reshape(-1).tolist() == [-128] * c + [127] * c
+    assert_same("Helium C on the M55", run_target(params, m55, [x], want.shape, tmp_path / "m"), want)
