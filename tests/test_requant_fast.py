@@ -148,3 +148,14 @@ def test_real_tflite_quantisation_equals_tflite_micro(request, m55, tmp_path, na
     space = kernel.space(m55, shape)
     for edge in ("random", "extreme"):
         assert_ok(run_against_tflm(kernel, m55, shape, complete(space, values), tmp_path, rng, edge=edge))
+
+
+def test_the_helium_direct_tile_keeps_its_pixel_row_within_the_stack(conv, m55):
+    """The Helium direct tile requantises a pixel's cout accumulators from a stack row, so it
+    is offered only where cout int32 fit a quarter of the stack; the plain-C one keeps none."""
+    def direct_fused(text):
+        return {c["vector"] for c in conv.space(m55, conv.parse_shape(text))
+                if c["algo"] == "direct" and c["fusion"] == "fused" and c["layout"] == "ohwi"}
+    large = direct_fused("h=2,w=2,cin=1,cout=2048,kh=1,kw=1,stride=1,pad=0,dilation=1")  # 8 KiB > 4 KiB
+    assert "c" in large and "mve" not in large
+    assert {"c", "mve"} <= direct_fused("h=2,w=2,cin=1,cout=64,kh=1,kw=1,stride=1,pad=0,dilation=1")
