@@ -3,8 +3,12 @@ layers where the per-channel requantisation weighs most (issue 19): the issue's 
 depthwise shape, the MLPerf Tiny depthwise layers (bench/dwconv.py's list) and the MLPerf
 Tiny convolutions with the smallest reductions (K = cin * kh * kw of 8 to 40).
 
-Each shape gets the same fixed search: the known-good depthwise starts of bench/dwconv.py
-(depthwise only), then seeded random search up to the budget, ranked by estimated cycles.
+Each shape gets the same fixed search: known-good starts (bench/dwconv.py's for depthwise,
+CONV_STARTS for convolutions), then seeded random search up to the budget, ranked by
+estimated cycles. The MLPerf layers run on their own weights, biases, multipliers, shifts,
+zero points and activation ranges (every shift negative, no clamp narrower than int8) with a
+seeded random input; the issue's 3x3 shape on the kernel's own random inputs (left shifts
+among the right ones, random clamps) and on TFLite-like quantisation (TfliteQuant).
 Random search draws the same configurations whatever they measure, so two runs of this
 script on two versions of the templates measure the same variants: run it before and after a
 change to compare them in the same conditions.
@@ -87,13 +91,22 @@ def model_layers():
     return found
 
 
+# Measured first on every convolution: the Helium direct tile and a strong im2col tile.
+CONV_STARTS = (
+    {"algo": "direct", "vector": "mve", "layout": "ohwi", "fusion": "fused", "tile_oc": 4, "compiler": "clang", "opt": "O3"},
+    {"algo": "im2col", "vector": "mve", "layout": "ohwi", "fusion": "fused", "tile_p": 2, "tile_oc": 3,
+     "im2col_pixels": 4, "weight_sums": "precomputed", "compiler": "clang", "opt": "O3"},
+)
+
+
 def starts(kernel, target, shape) -> tuple[dict, ...]:
-    """bench/dwconv.py's known-good configurations the shape's space allows (depthwise only)."""
-    if kernel.name != "dwconv2d_s8":
-        return ()
+    """The known-good configurations the shape's space allows: bench/dwconv.py's for
+    depthwise, CONV_STARTS for convolutions."""
+    wanted_list = ([w for family in KNOWN_GOOD.values() for w in family] if kernel.name == "dwconv2d_s8"
+                   else list(CONV_STARTS))
     space = list(kernel.space(target, shape))
     found = []
-    for wanted in (w for family in KNOWN_GOOD.values() for w in family):
+    for wanted in wanted_list:
         match = next((c for c in space if all(c[k] == v for k, v in wanted.items())), None)
         if match is not None:
             found.append(match.as_dict())
