@@ -30,14 +30,14 @@ from edgetune.tuner.strategies import DEFAULT_STRATEGY
 from . import __version__
 from .export import ExportResult
 from .identity import recompute_estimates
-from .session import (TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize,
+from .session import (TuneRequest, check_seed, TuneSummary, choose_objective, goal_of, parse_config, summarize,
                       tune as run_tune, workload_of)
 from .user_kernels import load_installed
 from .verify import VerifyReport, export_and_measure, manifest_target, verify_export
 
 __all__ = ["tune", "best", "export", "verify", "tune_kernel", "register", "KernelDef", "Binding", "quantize_multiplier",
            "Input", "Output", "Weight",
-           "Scalar", "Vector"]
+           "Scalar", "Vector", "UnknownUnitWarning"]
 
 # The definition's types, as the API's own: subclasses adding nothing, so that the reference
 # page (mkdocstrings, which cannot follow pyproject's package-dir layout into
@@ -56,6 +56,9 @@ class Scalar(user.Scalar):
 
 class Vector(user.Vector):
     __doc__ = user.Vector.__doc__
+
+
+UnknownUnitWarning = user.UnknownUnitWarning  # a vector path requiring a unit no known target has
 
 
 class Binding(user.Binding):
@@ -165,7 +168,10 @@ def tune(kernel, shape: str | Mapping[str, int], target: str | Target = DEFAULT_
     if objective or bounds:
         choose_objective(target, objective or target.measures, bounds)
     space = kernel.tuning_space(target, shape_dict)
-    starts = tuple(parse_config(space, c) if isinstance(c, str) else dict(c) for c in initial)
+    # A mapping is checked as its text is (an unknown parameter, a value not offered, an illegal
+    # configuration are refused naming it), never dropped in silence.
+    starts = tuple(parse_config(space, c if isinstance(c, str) else ",".join(f"{k}={v}" for k, v in dict(c).items()))
+                   for c in initial)
     request = TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
                           time_budget=time_budget, patience=patience, initial=starts)
     database = TuningDatabase(Path(db))
@@ -211,6 +217,8 @@ def export(out: str | Path, target: str | Target = DEFAULT_TARGET, *, db: str | 
 def verify(folder: str | Path, target: str | Target | None = None, *, kernels: Sequence = (),
            tolerance_pct: float | None = None, seed: int | None = None) -> VerifyReport:
     """Check an export as `edgetune verify` does (`.ok`; each kernel's verdict in `.verdicts`)."""
+    if seed is not None:
+        check_seed(seed)
     for kernel in kernels:
         register(kernel)
     load_installed()

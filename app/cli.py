@@ -29,18 +29,19 @@ from .progress import ProgressDisplay
 from .report import check_objective, write_report
 from .identity import recompute_estimates
 from .sharing import ImportCheck, parse_workload_selection
-from .session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
+from .session import MAX_SEED, TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
 from .verify import export_and_measure, manifest_target, verify_export
 from .npu_cli import best_npu, place_cmd, run_npu_tune
 from .cache_cli import cache_group
 from .model_cli import model_group
 from . import model_tune_cli  # noqa: F401 - registers `model tune` in model_group
 from . import model_report_cli  # noqa: F401 - registers `model report` in model_group
-from .user_kernels import first_failure, kernel_file_option, load_installed, only_kernel
+from .user_kernels import first_failure, kernel_file_option, load_installed, only_kernel, show_kernel_warnings
 
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
 # bad input (2), a failed check (1) and an interrupt (130).
 BUG_EXIT_CODE = 70
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 TRACEBACK_ENV = "EDGETUNE_TRACEBACK"
 
 
@@ -157,7 +158,11 @@ class _OneLineErrors(click.Group):
             else:  # click's own (a file it could not open, ...): the same one-line form
                 click.echo(error_line(exc.format_message()), err=True)
             sys.exit(exc.exit_code)
-        except click.Abort:
+        except click.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):  # Ctrl-C in a command other than `tune`
+                click.echo("edgetune: interrupted (Ctrl-C); every trial already stored is kept: "
+                           "run the same command again to resume", err=True)
+                sys.exit(INTERRUPTED_EXIT)
             click.echo("Aborted!", err=True)
             sys.exit(1)
         except EdgetuneError as exc:  # raised outside a guarded command (e.g. while parsing options)
@@ -182,6 +187,7 @@ def main(allow_tools):
         os.environ[ALLOW_TOOLS_ENV] = ":".join(filter(None, (os.environ.get(ALLOW_TOOLS_ENV, ""), *allow_tools)))
     for problem in load_installed():  # kernels of installed packages (edgetune.kernels entry points)
         click.echo(f"edgetune: warning: installed kernel not loaded: {_printable(problem)}", err=True)
+    show_kernel_warnings(lambda text: click.echo(f"edgetune: warning: {_printable(text)}", err=True))
 
 
 # --- targets ----------------------------------------------------------------------------
@@ -298,7 +304,7 @@ def _print_summary(summary: TuneSummary, show_stop: bool = False) -> None:
     if summary.bounds:
         click.echo(f"  constraints: {', '.join(b.text() for b in summary.bounds)} ({summary.infeasible} trials break them)")
     if summary.best is None:
-        click.echo("  no successful trial yet")
+        click.echo("  no successful trial within the constraints" if summary.infeasible else "  no successful trial yet")
         return
     trial = summary.best.trial
     shown = [name for name in ("instructions", "cycles", "energy_uj", "time_ns", "code_bytes") if name in trial.values]
@@ -330,7 +336,7 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
 @click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1),
               help="Trials this workload should have in the database when the run ends.")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the search.")
 @click.option("--initial", "initial", multiple=True, metavar="NAME=VALUE,...",
               help="A configuration to measure first, e.g. tile_m=4,tile_n=8,... (repeatable).")
 @_objective_option
@@ -427,9 +433,6 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         if not summaries:
             click.echo("edgetune: interrupted before any trial was measured", err=True)
         sys.exit(INTERRUPTED_EXIT)
-
-
-INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 
 
 def _tune_all(requests: list[TuneRequest], db: TuningDatabase, executor, show_progress: bool
@@ -569,7 +572,7 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, kernel_
 @click.argument("space_file", metavar="SPACE_FILE")
 @click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
 @click.option("--budget", default=20, show_default=True, type=click.IntRange(min=1), help="Evaluations per repeat.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the first repeat (repeat r: seed + r).")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the first repeat (repeat r: seed + r).")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1), help="Independent runs.")
 @click.option("--prior", "prior_files", multiple=True,
               help="Recorded space of the same kernel elsewhere, for transfer learning (repeatable).")
@@ -673,6 +676,8 @@ def db_import_cmd(in_path, db_path, target_files, kernel_files):
         if not name.endswith(".toml"):
             raise UserError(f"--target {name!r}: give a target file (.toml); shipped targets are known already")
         targets.append(get_target(name))
+    if Path(in_path).exists() and not Path(in_path).is_file():  # a folder, or a pipe that would block for ever
+        raise UserError(f"{in_path}: not a regular file")
     try:
         lines = Path(in_path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -726,7 +731,7 @@ def db_remove_cmd(db_path, workload_text, batch, trial_id, dry_run):
 @click.option("--tolerance", "tolerance_pct", type=click.FloatRange(min=0), default=None,
               help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host, "
                    "2 on a real board].")
-@click.option("--seed", type=int, default=None, help="Seed of the fresh random inputs [default: a new one, printed].")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None, help="Seed of the fresh random inputs [default: a new one, printed].")
 @click.option("--objective", default="", help="Check this value instead of the one each kernel was chosen by.")
 @_constraint_option
 @kernel_file_option

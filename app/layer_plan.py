@@ -143,33 +143,32 @@ def load_network(path: Path) -> Network:
     return Network(name, tuple(layers), str(path))
 
 
-# --- the two candidates of a layer -----------------------------------------------------------
-@dataclass(frozen=True)
-class CpuOption:
-    cycles: int | None  # None: the layer cannot run on the CPU
-    note: str  # why not, or what was measured
-    workload: Workload | None = None
-    record: Record | None = None
-    region: str = ""  # where the kernel's buffers live
-    unit: str = ""  # what `cycles` counts: "cycles" (the cost model's estimate) or instructions at CPI 1
+# --- the records of a placement: a network's here, a model's in model_plan ---------------------
+DEVICES = ("cpu", "npu")
 
 
 @dataclass(frozen=True)
-class NpuOption:
-    cycles: int | None  # in CPU cycles (scaled from NPU cycles), None when Vela refused every configuration
-    npu_cycles: int | None
-    note: str
-    workload: Workload | None = None
-    record: Record | None = None
-    region: str = ""  # where its feature maps live (the arena port's region)
+class Option:
+    """One device's candidate for one layer (of a network) or operator (of a model)."""
+
+    cycles: int | None  # CPU cycles (an NPU's scaled from its own); None: it cannot run there
+    note: str  # what was measured or estimated, or why not
+    region: str = ""  # where its buffers live (the CPU kernel's; the NPU's arena port's region)
+    npu_cycles: int | None = None  # NPU: Vela's own cycles
+    workload: Workload | None = None  # a network's layer: the workload tuned for it
+    record: Record | None = None  # and its best trial
+    unit: str = ""  # CPU: what `cycles` counts, "cycles" (the cost model's estimate) or instructions at CPI 1
+    model: bytes = b""  # a model's NPU layer: the one-operator model given to Vela (the layer's own tensors)
+    compiled: bytes = b""  # and Vela's output (with the command stream)
+    basis: str = ""  # a model's operator on the CPU: where the figure comes from (model_plan.BASES)
 
 
 @dataclass(frozen=True)
 class LayerPlan:
-    layer: Layer
+    layer: object  # a network's Layer, or a model's ModelLayer
     device: str  # "cpu" or "npu"
-    cpu: CpuOption
-    npu: NpuOption
+    cpu: Option
+    npu: Option
     compute_cycles: int
     invoke_cycles: int
     copy_in_bytes: int
@@ -179,22 +178,22 @@ class LayerPlan:
 
 @dataclass(frozen=True)
 class Plan:
-    network: Network
+    source: object  # the Network, or the Model (model_plan)
     target: Target
-    npu: Npu
-    macs: int
+    npu: Npu | None  # None: a model planned all on the CPU
+    macs: int | None
     layers: tuple[LayerPlan, ...]
     copy_out_bytes: int
     copy_out_cycles: int
     total_cycles: int
-    all_npu_cycles: int | None
+    all_npu_cycles: int | None  # a model's: every tuned layer on the NPU, the rest on the CPU
     all_cpu_cycles: int | None
     objective: str = ""  # the override the CPU kernels were chosen by ("": each workload's own goal)
     bounds: tuple[Bound, ...] = ()
 
     @property
     def accelerator(self) -> str:
-        return self.npu.accelerator(self.macs)
+        return self.npu.accelerator(self.macs) if self.npu else "no NPU"
 
 
 def _copy_cycles(npu: Npu, nbytes: int, source: str, destination: str) -> tuple[int, int]:
@@ -215,20 +214,20 @@ def cpu_shape(layer: Layer) -> dict:
     return shape
 
 
-def _cpu_option(layer: Layer, target: Target, db: TuningDatabase, override: tuple = ("", ())) -> CpuOption:
+def _cpu_option(layer: Layer, target: Target, db: TuningDatabase, override: tuple = ("", ())) -> Option:
     kernel = KERNELS.get(layer.operator.name)
     if kernel is None:
-        return CpuOption(None, f"no CPU kernel {layer.operator.name} in this edgetune: NPU-only")
+        return Option(None, f"no CPU kernel {layer.operator.name} in this edgetune: NPU-only")
     try:
         shape = kernel.parse_shape(cpu_shape(layer))
     except KernelError as exc:
-        return CpuOption(None, f"the CPU kernel refuses this shape ({exc}): NPU-only")
+        return Option(None, f"the CPU kernel refuses this shape ({exc}): NPU-only")
     workload = workload_of(kernel, target, shape)
     goal = goal_of(db, workload, target, *override)
     record = db.best(workload, goal.objective, goal.allows)
     if record is None:
         within = f" within {', '.join(b.text() for b in goal.bounds)}" if goal.bounds else ""
-        return CpuOption(None, f"{layer.operator.name} not tuned on {target.name} in {db.path.name}{within} "
+        return Option(None, f"{layer.operator.name} not tuned on {target.name} in {db.path.name}{within} "
                                f"(edgetune tune {layer.operator.name} --shape {layer.operator.shape_text(shape)}): NPU-only")
     # Where the best variant kept its activations (tunable placement; older trials: the default).
     io_bytes = kernel.make_io(shape, np.random.default_rng(0)).nbytes
@@ -237,7 +236,8 @@ def _cpu_option(layer: Layer, target: Target, db: TuningDatabase, override: tupl
     unit = "cycles" if goal.objective == "cycles" and "cycles" in record.trial.values else target.measures
     value = math.ceil(record.trial.values[unit])
     chosen = f", best by {goal.text()}" if goal.objective != unit or goal.bounds else ""
-    return CpuOption(value, f"{value} {unit} (trial {record.id}{chosen})", workload, record, region, unit)
+    return Option(value, f"{value} {unit} (trial {record.id}{chosen})", region, workload=workload, record=record,
+                  unit=unit)
 
 
 def _best_with_macs(db: TuningDatabase, workload: Workload, macs: int) -> Record | None:
@@ -252,7 +252,7 @@ def _best_with_macs(db: TuningDatabase, workload: Workload, macs: int) -> Record
 
 
 def _npu_option(layer: Layer, target: Target, npu: Npu, macs: int, db: TuningDatabase, budget: int, seed: int,
-                jobs: int) -> NpuOption:
+                jobs: int) -> Option:
     request = TuneRequest(layer.operator, target, layer.shape, "random", budget=budget, jobs=jobs, seed=seed,
                           device=npu.name, macs=macs)
     summary = tune(request, db)  # measures only what the database does not hold yet
@@ -260,7 +260,7 @@ def _npu_option(layer: Layer, target: Target, npu: Npu, macs: int, db: TuningDat
     record = _best_with_macs(db, workload, macs)
     if record is None:
         errors = sorted({trial.error for trial in db.trials(workload) if trial.outcome.failed and trial.config["macs"] == macs})
-        return NpuOption(None, None, f"Vela refused every configuration: {'; '.join(errors[:2]) or 'no trials'}", workload)
+        return Option(None, f"Vela refused every configuration: {'; '.join(errors[:2]) or 'no trials'}", workload=workload)
     npu_cycles = int(record.trial.values[NPU_OBJECTIVE])
     cycles = math.ceil(npu_cycles * target.core.clock_hz / npu.clock_hz)
     config = record.trial.config.as_dict()
@@ -269,7 +269,7 @@ def _npu_option(layer: Layer, target: Target, npu: Npu, macs: int, db: TuningDat
     note = (f"Vela: {npu_cycles} NPU cycles at {npu.clock_hz / 1e6:g} MHz with {npu.accelerator(macs)}, "
             f"{config['memory_mode']}, {config['optimise']}, arena {config['arena_cache_size']}, "
             f"{config['tensor_allocator']}; trial {record.id}")
-    return NpuOption(cycles, npu_cycles, note, workload, record, port.region or f"{npu.name}.{port.name}")
+    return Option(cycles, note, port.region or f"{npu.name}.{port.name}", npu_cycles, workload=workload, record=record)
 
 
 def plan_network(network: Network, target: Target, npu: Npu, db: TuningDatabase, macs: int | None = None,
@@ -301,24 +301,11 @@ def plan_network(network: Network, target: Target, npu: Npu, db: TuningDatabase,
         invoke = npu.invoke_cycles if device == "npu" else 0
         return option.cycles + invoke + copy, option.cycles, invoke, copied, copy
 
-    devices = ("cpu", "npu")
-    usable = [[d for d in devices if (cpu[i] if d == "cpu" else npus[i]).cycles is not None]
+    usable = [[d for d in DEVICES if (cpu[i] if d == "cpu" else npus[i]).cycles is not None]
               for i in range(len(network.layers))]
-    # cost[i][d]: cheapest cost of layers 0..i with layer i on d; back[i][d]: device of i-1.
-    cost: list[dict[str, int]] = [{} for _ in network.layers]
-    back: list[dict[str, str | None]] = [{} for _ in network.layers]
-    for d in usable[0]:
-        cost[0][d], back[0][d] = step(0, d, None)[0], None
-    for i in range(1, len(network.layers)):
-        for d in usable[i]:
-            cost[i][d], back[i][d] = min((cost[i - 1][p] + step(i, d, p)[0], p) for p in usable[i - 1])
     last = len(network.layers) - 1
     out_cost = {d: _copy_cycles(npu, network.layers[-1].output_bytes, region(last, d), app_out) for d in usable[last]}
-    end = min(usable[last], key=lambda d: (cost[last][d] + out_cost[d][1], d))
-    chosen = [end]
-    for i in range(last, 0, -1):
-        chosen.append(back[i][chosen[-1]])
-    chosen.reverse()
+    chosen, total = cheapest(usable, step, lambda d: out_cost[d])
 
     layer_plans = []
     for i, (layer, device) in enumerate(zip(network.layers, chosen)):
@@ -327,8 +314,7 @@ def plan_network(network: Network, target: Target, npu: Npu, db: TuningDatabase,
         _, compute, invoke, copied, copy = costs[device]
         layer_plans.append(LayerPlan(layer, device, cpu[i], npus[i], compute, invoke, copied, copy,
                                      _explain(layer, device, cpu[i], npus[i], costs, target)))
-    copy_out_bytes, copy_out_cycles = out_cost[end]
-    total = cost[last][end] + copy_out_cycles
+    copy_out_bytes, copy_out_cycles = out_cost[chosen[-1]]
 
     def uniform(device: str) -> int | None:
         if any(device not in u for u in usable):
@@ -340,32 +326,57 @@ def plan_network(network: Network, target: Target, npu: Npu, db: TuningDatabase,
                 uniform("npu"), uniform("cpu"), objective, bounds)
 
 
+def cheapest(usable: list[list[str]], step, out) -> tuple[list[str], int]:
+    """Dynamic programming over (layer, device of the previous one), exact for this cost
+    model: the devices and the total. `step(i, device, previous)[0]` is layer i's cost,
+    `out(device)[1]` the copy of the last layer's output."""
+    n = len(usable)
+    # cost[i][d]: cheapest cost of layers 0..i with layer i on d; back[i][d]: device of i-1.
+    cost: list[dict[str, int]] = [{} for _ in range(n)]
+    back: list[dict[str, str | None]] = [{} for _ in range(n)]
+    for d in usable[0]:
+        cost[0][d], back[0][d] = step(0, d, None)[0], None
+    for i in range(1, n):
+        for d in usable[i]:
+            cost[i][d], back[i][d] = min((cost[i - 1][p] + step(i, d, p)[0], p) for p in usable[i - 1])
+    end = min(usable[-1], key=lambda d: (cost[-1][d] + out(d)[1], d))
+    chosen = [end]
+    for i in range(n - 1, 0, -1):
+        chosen.append(back[i][chosen[-1]])
+    chosen.reverse()
+    return chosen, cost[-1][end] + out(end)[1]
+
+
+def candidate_text(name: str, note: str, costs: dict) -> str:
+    """One device's part of an explanation: its cost and what it is made of, or why it is impossible."""
+    if name not in costs:
+        return f"{name.upper()} impossible ({note})"
+    total, compute, invoke, copied, copy = costs[name]
+    parts = [f"{compute} compute"] + ([f"{invoke} invoke"] if invoke else []) + \
+            ([f"{copy} to copy its {copied}-byte input"] if copy else [])
+    return f"{name.upper()} {total} cycles = {' + '.join(parts)} ({note})"
+
+
+def why_text(device: str, costs: dict) -> str:
+    if len(costs) == 1:
+        return "the only device that can run it"
+    other = "npu" if device == "cpu" else "cpu"
+    return f"{costs[other][0] - costs[device][0]} cycles cheaper than the {other.upper()}, transfers counted"
+
+
 def _app_region(target: Target, nbytes: int) -> str:
     region = target.place_buffers(nbytes)
     return region.name if region else "cpu"
 
 
-def _explain(layer: Layer, device: str, cpu: CpuOption, npu: NpuOption, costs: dict, target: Target) -> str:
+def _explain(layer: Layer, device: str, cpu: Option, npu: Option, costs: dict, target: Target) -> str:
     """One sentence per layer: where it runs, why, and both candidates' costs in CPU cycles
     (given where the previous layer runs)."""
-    def candidate(name: str, option, detail: str) -> str:
-        if name not in costs:
-            return f"{name.upper()} impossible ({option.note})"
-        total, compute, invoke, copied, copy = costs[name]
-        parts = [f"{compute} compute"] + ([f"{invoke} invoke"] if invoke else []) + \
-                ([f"{copy} to copy its {copied}-byte input"] if copy else [])
-        return f"{name.upper()} {total} cycles = {' + '.join(parts)} ({detail})"
-
     per_instruction = "" if cpu.unit == "cycles" else "; 1 cycle per instruction assumed"
-    cpu_detail = f"best {layer.operator.name} variant: {cpu.note}{per_instruction}"
-    texts = [candidate("cpu", cpu, cpu_detail), candidate("npu", npu, npu.note)]
-    if len(costs) == 1:
-        why = "the only device that can run it"
-    else:
-        other = "npu" if device == "cpu" else "cpu"
-        why = f"{costs[other][0] - costs[device][0]} cycles cheaper than the {other.upper()}, transfers counted"
+    cpu_detail = cpu.note if "cpu" not in costs else f"best {layer.operator.name} variant: {cpu.note}{per_instruction}"
+    texts = [candidate_text("cpu", cpu_detail, costs), candidate_text("npu", npu.note, costs)]
     return (f"{layer.name} ({layer.operator.name} {layer.operator.shape_text(layer.shape)}) -> {device.upper()}: "
-            f"{why}. " + "; ".join(texts) + ".")
+            f"{why_text(device, costs)}. " + "; ".join(texts) + ".")
 
 
 # --- export ---------------------------------------------------------------------------------
@@ -424,7 +435,7 @@ def export_plan(plan: Plan, db: TuningDatabase, out_dir: Path) -> PlanExport:
                        config=lp.cpu.record.trial.config.as_dict())
         rows.append(row)
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    summary = {"network": plan.network.name, "network_file": plan.network.source, "target": target.name,
+    summary = {"network": plan.source.name, "network_file": plan.source.source, "target": target.name,
                "npu": plan.npu.name, "accelerator": plan.accelerator, "cycles_unit": f"CPU cycles at {target.core.clock_hz} Hz",
                "total_cycles": plan.total_cycles, "all_npu_cycles": plan.all_npu_cycles,
                "all_cpu_cycles": plan.all_cpu_cycles, "copy_out_bytes": plan.copy_out_bytes,
@@ -432,7 +443,7 @@ def export_plan(plan: Plan, db: TuningDatabase, out_dir: Path) -> PlanExport:
     plan_json = out_dir / PLAN_JSON
     plan_json.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     header_text = render("plan_header.h.j2", dict(
-        summary, header=PLAN_HEADER, guard="EDGETUNE_PLAN_" + plan.network.name.upper() + "_H",
+        summary, header=PLAN_HEADER, guard="EDGETUNE_PLAN_" + plan.source.name.upper() + "_H",
         prefix="ET_PLAN_", n_layers=len(rows), cpu_header=("cpu/edgetune_kernels.h" if cpu_export else ""),
         models_source=NPU_MODELS_SOURCE,
         layers=[dict(r, model=r.get("model", ""), function=r.get("function", ""),

@@ -13,6 +13,7 @@ import numpy as np
 from edgetune.codegen.model import Model, ModelLayer, check_fits, load_model
 from edgetune.targets import get_target
 
+from .session import MAX_SEED
 from .user_kernels import kernel_file_option
 
 
@@ -111,6 +112,7 @@ def _open_model_db(db_path: str | None):
 
 def _print_export(result, target) -> None:
     r, m = result.rendered, result.rendered.manifest.model
+    click.echo(f"{m.name} for {target.name}: the operators edgetune's kernels run, and their functions:")
     for layer in m.layers:
         if layer.source in ("tuned", "default"):
             note = "tuned" if layer.source == "tuned" else "not tuned: the kernel's default configuration"
@@ -122,12 +124,15 @@ def _print_export(result, target) -> None:
         for workload in result.untuned:
             click.echo(f"  no trial in the database for {workload}: exported with the kernel's default configuration",
                        err=True)
-    graph_io = m.input_shape, m.output_shape
-    io_bytes = int(np.prod(graph_io[0])) + int(np.prod(graph_io[1]))
+    io_bytes = sum(int(np.prod(shape)) for shape in (*m.input_shapes, *m.output_shapes))
+    io_words = "inputs and outputs" if len(m.input_shapes) > 1 or len(m.output_shapes) > 1 else "input and output"
     tflm = f"{result.tflm_arena:,} bytes" if result.tflm_arena is not None else f"unknown ({result.tflm_unknown})"
     click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "
-               f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); with the input and output "
+               f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); with the {io_words} "
                f"{m.arena_bytes + io_bytes:,}; TFLite Micro's arena for this model: {tflm}")
+    if r.scratch.nbytes:
+        click.echo(f"scratch: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} variants (the largest need: "
+                   f"{r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
     click.echo(f"module: {result.folder / (m.name + '.h')} ({m.name}_invoke)")
 
 
@@ -160,6 +165,9 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         m = result.rendered.manifest.model
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,
                                "arena_region": m.arena_region, "tflm_arena_bytes": result.tflm_arena,
+                               "scratch_bytes": result.rendered.scratch.nbytes,
+                               "input_shapes": [list(s) for s in m.input_shapes],
+                               "output_shapes": [list(s) for s in m.output_shapes],
                                "untuned": list(result.untuned), "layers": [l.to_json() for l in m.layers]}, indent=2))
     else:
         _print_export(result, target)
@@ -167,22 +175,29 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
 
 @model_group.command("verify")
 @click.argument("folder", metavar="DIR")
-@click.option("--target", "target_name", required=True, help="Target name or .toml file.")
+@click.option("--target", "target_name", default=None,
+              help="Target name or .toml file [default: the one the export names].")
 @click.option("--inputs", "n_inputs", default=10, show_default=True, type=click.IntRange(min=1, max=1000),
               help="Random inputs (a saturating one is always added).")
 @click.option("--layers", is_flag=True, help="Also compare every operator's output with TFLite Micro's.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the random inputs.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @kernel_file_option
 def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kernel_files):
     """Build a model export as firmware would, run whole inferences in the target's emulator
     and compare each output bit for bit with TFLite Micro (exit 1 naming what differs)."""
     from .model_verify import verify_model
+    from .verify import manifest_target
 
-    target = get_target(target_name)
+    target = get_target(target_name) if target_name else manifest_target(Path(folder))
     unit = target.measures  # instructions in an emulator, time_ns on the host
 
+    shown = []
+
     def echo(i) -> None:
+        if not shown:  # a heading once the export is checked and runs, so bad input stays one line
+            click.echo(f"{folder} on {target.name}: whole inferences, each output against the reference:")
+            shown.append(True)
         value = dict(i.values).get(unit, i.instructions)
         click.echo(f"  {i.label}: {value:,.0f} {unit}" + (f"  DIFFERS: {i.problem}" if i.problem else ""))
 
@@ -203,7 +218,7 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
                    f"with {outcome.oracle}" + (", every operator too" if layers else ""))
         size = outcome.size
         click.echo(f"module: {size.flash_bytes:,} bytes of flash ({size.code_bytes:,} of code), {size.ram_bytes:,} "
-                   "bytes of RAM (arena, input, output, static scratch)")
+                   "bytes of RAM (arena, inputs, outputs, static scratch)")
     if not outcome.ok:
         hint = "" if layers or outcome.layer_problem else " (--layers names the first operator that differs)"
         click.echo(f"{folder}: {problems[0]}{hint}", err=True)

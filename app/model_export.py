@@ -20,7 +20,8 @@ import numpy as np
 
 from edgetune.codegen import KERNELS
 from edgetune.codegen.export import ExportEntry, ExportError
-from edgetune.codegen.model import Model, ModelError, check_fits, load_model
+from edgetune.codegen.model import Graph, Model, ModelError, check_fits, load_model
+from edgetune.codegen.model.graph import read_graph
 from edgetune.codegen.model.oracle import ARENA_MARGIN
 from edgetune.codegen.model_module import RenderedModel, check_model_name, default_config, model_name, render_model_module
 from edgetune.hal import Target
@@ -75,26 +76,54 @@ def choose_layers(model: Model, target: Target, db: TuningDatabase | None, objec
     return chosen, tuple(untuned)
 
 
-def _check_io(model: Model) -> None:
-    graph = model.graph
-    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
-        raise ModelError(f"{model.path}: {len(graph.inputs)} inputs and {len(graph.outputs)} outputs; the model "
-                         "export takes models of one input and one output")
-    for t in (graph.tensors[graph.inputs[0]], graph.tensors[graph.outputs[0]]):
-        if t.dtype != "int8":
-            raise ModelError(f"{model.path}: tensor {t.index} ({t.name}) is {t.dtype}; the module's input and "
-                             "output are int8")
+def _io_problem(graph: Graph, kind: str, k: int, t: int) -> str:
+    """What is wrong with input or output k (tensor t) for the module, or ""."""
+    tensor = graph.tensors[t]
+    where = f"{graph.path}: {kind} {k} (tensor {t}, {tensor.name})"
+    if tensor.dtype != "int8":
+        # A float or int16 interface is a QUANTIZE (or DEQUANTIZE) at the model's edge: the
+        # module runs int8 operators only, QUANTIZE from int8 to int8 (codegen/ops/quantize.py).
+        edge = [op for op in graph.operators if op.op in ("QUANTIZE", "DEQUANTIZE")
+                and (t in op.inputs if kind == "input" else t in op.outputs)]
+        if edge:
+            return (f"{where} is {tensor.dtype}, converted by {edge[0].op} (operator {edge[0].index}); the module "
+                    f"runs int8 operators only (QUANTIZE from int8 to int8), not from or to {tensor.dtype}: convert "
+                    "the model with int8 inputs and outputs (the converter's inference_input_type and "
+                    "inference_output_type)")
+        return (f"{where} is {tensor.dtype}; the module's inputs and outputs are int8 (a full-integer quantised "
+                "model: int8 activations)")
+    if kind == "output" and t in graph.inputs:
+        return f"{where} is also an input of the model; the module computes its outputs"
+    return ""
 
 
-def tflm_arena_bytes(model_bytes: bytes, input_shape: tuple[int, ...]) -> int | None:
+def _check_io(graph: Graph) -> None:
+    """The model's inputs and outputs as the module's arguments: at least one of each, each
+    tensor once, every one int8 (checked before the model reader's own dtype check, so a
+    float interface is named by its input or output)."""
+    for kind, tensors in (("input", graph.inputs), ("output", graph.outputs)):
+        if not tensors:
+            raise ModelError(f"{graph.path}: the model has no {kind}; the module takes at least one input and output")
+        twice = [t for t in dict.fromkeys(tensors) if tensors.count(t) > 1]
+        if twice:
+            raise ModelError(f"{graph.path}: tensor {twice[0]} is listed twice among the model's {kind}s")
+        for k, t in enumerate(tensors):
+            problem = _io_problem(graph, kind, k, t)
+            if problem:
+                raise ModelError(problem)
+
+
+def tflm_arena_bytes(model_bytes: bytes, *input_shapes: tuple[int, ...]) -> int | None:
     """The arena TFLite Micro's interpreter used for the model ("Arena allocation total" of
-    its allocation report, which it prints on the process's stderr)."""
+    its allocation report, which it prints on the process's stderr); one shape per input of
+    the model, in its order."""
     try:
         from tflite_micro import runtime
     except ImportError:
         return None
     interpreter = runtime.Interpreter.from_bytes(model_bytes, arena_size=len(model_bytes) + ARENA_MARGIN * 4)
-    interpreter.set_input(np.zeros(input_shape, np.int8), 0)
+    for index, shape in enumerate(input_shapes):
+        interpreter.set_input(np.zeros(shape, np.int8), index)
     interpreter.invoke()
     with tempfile.TemporaryFile() as capture:
         saved = os.dup(2)
@@ -112,11 +141,11 @@ def tflm_arena_bytes(model_bytes: bytes, input_shape: tuple[int, ...]) -> int | 
 def export_model(model_path: Path, target: Target, db: TuningDatabase | None, out_dir: Path, name: str = "",
                  objective: str = "", bounds: tuple[Bound, ...] = ()) -> ModelExport:
     """Render and publish the module of `model_path` for `target`."""
+    _check_io(read_graph(model_path))
     model = load_model(model_path)
-    _check_io(model)
     check_fits(model, target)
     out_dir = Path(out_dir)
-    check_destination(out_dir)
+    check_destination(out_dir, model=True)
     chosen, untuned = choose_layers(model, target, db, objective, bounds)
     data = Path(model_path).read_bytes()
     rendered = render_model_module(model, target, chosen, name=name or model_name(str(model_path)),
@@ -131,10 +160,9 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     # TFLite Micro on it, and its checksum is in the manifest.
     publish(out_dir, rendered.files, rendered.manifest,
             lambda staging: (staging / rendered.manifest.model.file).write_bytes(data))
-    graph = model.graph
     if any(layer.op == "CUSTOM" for layer in model.layers):  # TFLite Micro's interpreter refuses the model
         return ModelExport(out_dir, rendered, untuned, None, "TFLite Micro cannot run its CUSTOM operators")
-    return ModelExport(out_dir, rendered, untuned, tflm_arena_bytes(data, graph.tensors[graph.inputs[0]].shape))
+    return ModelExport(out_dir, rendered, untuned, tflm_arena_bytes(data, *m.input_shapes))
 
 
 __all__ = ["ExportError", "ModelExport", "check_model_name", "choose_layers", "export_model", "tflm_arena_bytes"]

@@ -13,11 +13,15 @@ Costs, all in CPU cycles at the target's core clock (the assumptions named):
     options as stored, never synthetic ones), compiled with the board's MAC configuration in
     each of its memory modes (optimise=Performance, the largest arena cache that fits),
     the cheapest kept, scaled by cpu_clock / npu_clock, plus the NPU's invoke_cycles.
-  - Every other operator (ADD, pooling, SOFTMAX, RESHAPE...) runs on the CPU, at an
-    ESTIMATE, not a measurement: one cycle per int8 element it reads or writes (its
-    non-constant inputs and its outputs). edgetune's library operators are plain loops that
-    touch each element a few times, so this is a lower bound; it is small beside the
-    convolutions in the MLPerf Tiny models, which is why it is only estimated.
+  - Every other operator (ADD, pooling, SOFTMAX, RESHAPE...) runs on the CPU, at its count
+    measured alone in the target's emulator, in the target's measured unit, or the cost model's
+    cycles with --objective cycles (as an untuned layer's plain loop; edgetune.op_measure:
+    a one-operator model of the model's own tensors, exported and verified against TFLite
+    Micro as `model export` and `model verify` do; cached). An operator the export folds into
+    constants (SHAPE, STRIDED_SLICE, PACK feeding a RESHAPE) runs no code and costs 0. Only
+    where it cannot be measured (no emulator, an operator the module cannot run alone) is it
+    an ESTIMATE, said so in its note: one cycle per int8 element it reads or writes (its
+    non-constant inputs and its outputs), a lower bound.
   - Copies: as in layer_plan, a tensor moved between the CPU's region and the NPU's arena
     region costs ceil(bytes / copy_bytes_per_cycle).
 Operators are taken in the model's execution order and each one's input is taken to come
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,60 +41,22 @@ from edgetune.codegen import get_kernel
 from edgetune.codegen.model import Model
 from edgetune.codegen.model.layers import ModelLayer
 from edgetune.codegen.model.oracle import layer_model
+from edgetune.codegen.ops import folded_operators
 from edgetune.hal import Npu, Target
 from edgetune.targets.toolchain import MeasureError
 from edgetune.targets.vela import VelaOptions, compile_model
 from edgetune.tuner import Bound, TuningDatabase
 
 from .identity import recompute_estimates
-from .layer_plan import PlanError, _copy_cycles
+from .layer_plan import DEVICES, LayerPlan, Option, Plan, PlanError, _copy_cycles, candidate_text, cheapest, why_text
 from .model_session import LayerWorkload, measure_baseline
+from .op_measure import measure_library_op
 from .session import goal_of, workload_of
 
-DEVICES = ("cpu", "npu")
-
-
-@dataclass(frozen=True)
-class Option:
-    """One device's candidate for one operator."""
-
-    cycles: int | None  # CPU cycles; None: the operator cannot run there
-    note: str  # what was measured or estimated, or why not
-    region: str = ""  # where its tensors live
-    npu_cycles: int | None = None
-    model: bytes = b""  # NPU: the one-operator model given to Vela (the layer's own tensors)
-    compiled: bytes = b""  # NPU: Vela's output (with the command stream)
-
-
-@dataclass(frozen=True)
-class OpPlan:
-    layer: ModelLayer
-    device: str
-    cpu: Option
-    npu: Option
-    compute_cycles: int
-    invoke_cycles: int
-    copy_in_bytes: int
-    copy_in_cycles: int
-    explanation: str
-
-
-@dataclass(frozen=True)
-class ModelPlan:
-    model: Model
-    target: Target
-    npu: Npu | None
-    macs: int | None
-    ops: tuple[OpPlan, ...]
-    copy_out_bytes: int
-    copy_out_cycles: int
-    total_cycles: int
-    all_cpu_cycles: int | None
-    all_npu_cycles: int | None  # every tuned layer on the NPU, the rest on the CPU; None without an NPU
-
-    @property
-    def accelerator(self) -> str:
-        return self.npu.accelerator(self.macs) if self.npu else "no NPU"
+# What an operator's CPU figure is, and how the output says it: a stored trial, its plain loop
+# measured, a library operator measured alone, none needed (folded at export), or an estimate.
+BASES = {"tuned": "tuned (stored trials)", "plain-loop": "plain loop (measured)", "measured": "measured alone",
+         "folded": "folded", "estimated": "estimated"}
 
 
 def _elements(shape) -> int:
@@ -103,14 +68,37 @@ def _region(target: Target, nbytes: int) -> str:
     return region.name if region else "cpu"
 
 
-def cpu_option(layer: ModelLayer, target: Target, db: TuningDatabase, override: tuple = ("", ())) -> Option:
+def cpu_unit(target: Target, objective: str) -> str:
+    """What the figures of untuned operators count: the cost model's cycles when the plan
+    chooses by them (--objective cycles) and the target has a cost model, else its own unit."""
+    return "cycles" if objective == "cycles" and target.cost is not None else target.measures
+
+
+def library_option(model: Model, layer: ModelLayer, target: Target, region: str, unit: str = "") -> Option:
+    """A library operator on the CPU: folded (nothing runs), else measured alone on the
+    target, else the element estimate of the module's docstring, saying why."""
+    if layer.index in folded_operators(model.graph):
+        return Option(0, "folded into a constant at export: no code runs", region, basis="folded")
+    unit = unit or target.measures
+    count = measure_library_op(model, layer, target, unit)
+    if count.value is not None:
+        how = "cached measurement" if count.cached else "measured"
+        return Option(count.value, f"{how}: {count.value} {unit} run alone on {target.name}", region,
+                      basis="measured")
+    touched = sum(_elements(t.shape) for t in layer.tensors if t is not None and not t.constant)
+    return Option(touched, f"estimate: 1 cycle per element read or written ({touched}); not measured: {count.why}",
+                  region, basis="estimated")
+
+
+def cpu_option(model: Model, layer: ModelLayer, target: Target, db: TuningDatabase,
+               override: tuple = ("", ())) -> Option:
     """The operator on the CPU: its best stored trial, else its plain loop measured, else
-    (not a tuned kind of operator) the element estimate of the module's docstring."""
+    (not a tuned kind of operator) library_option."""
     io_bytes = _elements(layer.input_shape) + _elements(layer.output_shape)
     default = _region(target, io_bytes)
+    unit = cpu_unit(target, override[0])
     if layer.kernel is None:
-        touched = sum(_elements(t.shape) for t in layer.tensors if t is not None and not t.constant)
-        return Option(touched, f"estimate: 1 cycle per element read or written ({touched})", default)
+        return library_option(model, layer, target, default, unit)
     kernel = get_kernel(layer.kernel)
     shape = kernel.parse_shape(dict(layer.shape))
     workload = workload_of(kernel, target, shape)
@@ -120,13 +108,14 @@ def cpu_option(layer: ModelLayer, target: Target, db: TuningDatabase, override: 
         unit = "cycles" if goal.objective == "cycles" and "cycles" in record.trial.values else target.measures
         value = math.ceil(record.trial.values[unit])
         region = record.trial.info.get("activations_region") or default
-        return Option(value, f"tuned {layer.kernel}: {value} {unit} (trial {record.id})", region)
-    plain = measure_baseline(LayerWorkload(kernel, shape, workload, (layer.index,), layer.macs), target, target.measures)
+        return Option(value, f"tuned {layer.kernel}: {value} {unit} (trial {record.id})", region, basis="tuned")
+    plain = measure_baseline(LayerWorkload(kernel, shape, workload, (layer.index,), layer.macs), target, unit)
     if plain is None:
         why = "it has no plain loop of edgetune's (tune it first)" if layer.arguments else "its plain loop did not run"
         return Option(None, f"{layer.kernel} not tuned in {db.path.name} and {why}")
     value = math.ceil(plain)
-    return Option(value, f"not tuned: plain C loop nest {value} {target.measures} (measured)", default)
+    return Option(value, f"not tuned: plain C loop nest {value} {unit} (measured)", default,
+                  basis="plain-loop")
 
 
 def npu_option(layer: ModelLayer, target: Target, npu: Npu | None, macs: int | None) -> Option:
@@ -159,11 +148,12 @@ def npu_option(layer: ModelLayer, target: Target, npu: Npu | None, macs: int | N
     port = npu.port(mode.arena_port)
     cycles = math.ceil(npu_cycles * target.core.clock_hz / npu.clock_hz)
     note = f"Vela on the layer's own weights: {npu_cycles} NPU cycles at {npu.clock_hz / 1e6:g} MHz, {mode.name}"
-    return Option(cycles, note, port.region or f"{npu.name}.{port.name}", npu_cycles, model, compiled)
+    return Option(cycles, note, port.region or f"{npu.name}.{port.name}", npu_cycles, model=model, compiled=compiled)
 
 
 def plan_model(model: Model, target: Target, npu: Npu | None, db: TuningDatabase, macs: int | None = None,
-               objective: str = "", bounds: tuple[Bound, ...] = ()) -> ModelPlan:
+               objective: str = "", bounds: tuple[Bound, ...] = ()) -> Plan:
+    """The plan of the module's docstring: `plan.source` is the model, `plan.layers` its operators."""
     if npu is not None:
         macs = macs if macs is not None else max(npu.macs_per_cycle)
         if macs not in npu.macs_per_cycle:
@@ -175,7 +165,7 @@ def plan_model(model: Model, target: Target, npu: Npu | None, db: TuningDatabase
     for layer in layers:
         key = (layer.kernel, layer.shape) if layer.kernel else ("", layer.index)
         if key not in measured:
-            measured[key] = cpu_option(layer, target, db, (objective, bounds))
+            measured[key] = cpu_option(model, layer, target, db, (objective, bounds))
         cpu.append(measured[key])
     npus = [npu_option(layer, target, npu, macs) for layer in layers]
     for layer, c, n in zip(layers, cpu, npus):
@@ -196,13 +186,15 @@ def plan_model(model: Model, target: Target, npu: Npu | None, db: TuningDatabase
         compute = options[i][device].cycles
         return compute + invoke + cycles, compute, invoke, copied, cycles
 
-    chosen, total, out = _cheapest(len(layers), usable, step,
-                                   lambda d: copy(_elements(layers[-1].output_shape), options[-1][d].region, app_out))
+    def out(device: str) -> tuple[int, int]:
+        return copy(_elements(layers[-1].output_shape), options[-1][device].region, app_out)
+
+    chosen, total = cheapest(usable, step, out)
     ops = []
     for i, (layer, device) in enumerate(zip(layers, chosen)):
         costs = {d: step(i, d, chosen[i - 1] if i else None) for d in usable[i]}
         _, compute, invoke, copied, cycles = costs[device]
-        ops.append(OpPlan(layer, device, cpu[i], npus[i], compute, invoke, copied, cycles,
+        ops.append(LayerPlan(layer, device, cpu[i], npus[i], compute, invoke, copied, cycles,
                           _explain(layer, device, options[i], costs)))
 
     def uniform(device: str) -> int | None:
@@ -212,46 +204,29 @@ def plan_model(model: Model, target: Target, npu: Npu | None, db: TuningDatabase
         seq = [device if device in u else "cpu" for u in usable]
         return sum(step(i, d, seq[i - 1] if i else None)[0] for i, d in enumerate(seq)) + out(seq[-1])[1]
 
-    return ModelPlan(model, target, npu, macs, tuple(ops), *out(chosen[-1]), total, uniform("cpu"), uniform("npu"))
-
-
-def _cheapest(n: int, usable: list[list[str]], step, out) -> tuple[list[str], int, object]:
-    """Dynamic programming over (operator, device of the previous one): the devices and the total."""
-    cost: list[dict[str, int]] = [{} for _ in range(n)]
-    back: list[dict[str, str | None]] = [{} for _ in range(n)]
-    for d in usable[0]:
-        cost[0][d], back[0][d] = step(0, d, None)[0], None
-    for i in range(1, n):
-        for d in usable[i]:
-            cost[i][d], back[i][d] = min((cost[i - 1][p] + step(i, d, p)[0], p) for p in usable[i - 1])
-    end = min(usable[-1], key=lambda d: (cost[-1][d] + out(d)[1], d))
-    chosen = [end]
-    for i in range(n - 1, 0, -1):
-        chosen.append(back[i][chosen[-1]])
-    chosen.reverse()
-    return chosen, cost[-1][end] + out(end)[1], out
+    copy_out_bytes, copy_out_cycles = out(chosen[-1])
+    return Plan(model, target, npu, macs, tuple(ops), copy_out_bytes, copy_out_cycles, total,
+                all_npu_cycles=uniform("npu"), all_cpu_cycles=uniform("cpu"))
 
 
 def _explain(layer: ModelLayer, device: str, options: dict, costs: dict) -> str:
-    def candidate(name: str) -> str:
-        if name not in costs:
-            return f"{name.upper()} impossible ({options[name].note})"
-        total, compute, invoke, copied, copy = costs[name]
-        parts = [f"{compute} compute"] + ([f"{invoke} invoke"] if invoke else []) + \
-                ([f"{copy} to copy its {copied}-byte input"] if copy else [])
-        return f"{name.upper()} {total} cycles = {' + '.join(parts)} ({options[name].note})"
-
-    if len(costs) == 1:
-        why = "the only device that can run it"
-    else:
-        other = "npu" if device == "cpu" else "cpu"
-        why = f"{costs[other][0] - costs[device][0]} cycles cheaper than the {other.upper()}, transfers counted"
     served = f" {layer.kernel} {layer.shape_text}" if layer.kernel else ""
-    return f"op {layer.index} {layer.op}{served} -> {device.upper()}: {why}. " + \
-        "; ".join(candidate(d) for d in DEVICES) + "."
+    return f"op {layer.index} {layer.op}{served} -> {device.upper()}: {why_text(device, costs)}. " + \
+        "; ".join(candidate_text(d, options[d].note, costs) for d in DEVICES) + "."
 
 
-def write_model_plan(plan: ModelPlan, out_dir: Path) -> tuple[Path, tuple[Path, ...]]:
+def figures_line(plan: Plan) -> str:
+    """How many CPU figures are stored trials, measurements, folded, estimates; the estimated
+    operators named (their notes say why)."""
+    counts = {basis: [op for op in plan.layers if op.cpu.basis == basis] for basis in BASES}
+    line = "CPU figures: " + ", ".join(f"{len(ops)} {BASES[basis]}" for basis, ops in counts.items() if ops)
+    if counts["estimated"]:
+        line += " (" + ", ".join(f"op {op.layer.index} {op.layer.op}" for op in counts["estimated"]) + \
+            ": 1 cycle per element, not measured)"
+    return line
+
+
+def write_model_plan(plan: Plan, out_dir: Path) -> tuple[Path, tuple[Path, ...]]:
     """plan.json (every operator: device, costs, explanation) and, per NPU layer, the
     Vela-compiled one-operator model (npu/op<index>_vela.tflite). The CPU part's C is
     `edgetune model export`'s."""
@@ -265,11 +240,12 @@ def write_model_plan(plan: ModelPlan, out_dir: Path) -> tuple[Path, tuple[Path, 
         raise PlanError(f"{out_dir}: exists and is not a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, models = [], []
-    for op in plan.ops:
+    for op in plan.layers:
         row = {"index": op.layer.index, "op": op.layer.op, "kernel": op.layer.kernel, "shape": op.layer.shape_text,
                "device": op.device, "compute_cycles": op.compute_cycles, "invoke_cycles": op.invoke_cycles,
                "copy_in_bytes": op.copy_in_bytes, "copy_in_cycles": op.copy_in_cycles, "cpu_cycles": op.cpu.cycles,
                "npu_cycles": op.npu.npu_cycles, "cpu_note": op.cpu.note, "npu_note": op.npu.note,
+               "cpu_basis": op.cpu.basis,
                "explanation": op.explanation}
         if op.device == "npu":
             path = out_dir / "npu" / f"op{op.layer.index}_vela.tflite"
@@ -278,7 +254,7 @@ def write_model_plan(plan: ModelPlan, out_dir: Path) -> tuple[Path, tuple[Path, 
             models.append(path)
             row["model"] = f"npu/{path.name}"
         rows.append(row)
-    summary = {"model": plan.model.path, "target": plan.target.name, "npu": plan.npu.name if plan.npu else None,
+    summary = {"model": plan.source.path, "target": plan.target.name, "npu": plan.npu.name if plan.npu else None,
                "accelerator": plan.accelerator, "cycles_unit": f"CPU cycles at {plan.target.core.clock_hz} Hz",
                "total_cycles": plan.total_cycles, "all_cpu_cycles": plan.all_cpu_cycles,
                "all_npu_cycles": plan.all_npu_cycles, "copy_out_bytes": plan.copy_out_bytes,

@@ -65,12 +65,17 @@ def sub_model(model: Model, ops: Sequence[Operator], later_reads: set[int]) -> t
 
 
 def model_output(model: Model, data: bytes, x: np.ndarray) -> np.ndarray:
-    """The model's output for input `x`, by TFLite Micro (and kernel references for CUSTOM operators)."""
+    """The model's (first) output for input `x`, by TFLite Micro (and kernel references for CUSTOM operators)."""
+    return model_outputs(model, data, [x])[0]
+
+
+def model_outputs(model: Model, data: bytes, xs: list[np.ndarray]) -> list[np.ndarray]:
+    """The model's outputs, in its order, for its inputs `xs` (in its order), by TFLite Micro
+    (and kernel references for CUSTOM operators)."""
     graph = model.graph
     if not has_reference_layers(model):
-        (out,) = run_tflm(data, [x])
-        return np.asarray(out)
-    values = {graph.inputs[0]: np.asarray(x).reshape(graph.tensors[graph.inputs[0]].shape)}
+        return [np.asarray(out) for out in run_tflm(data, list(xs), n_outputs=len(graph.outputs))]
+    values = {t: np.asarray(x).reshape(graph.tensors[t].shape) for t, x in zip(graph.inputs, xs)}
     parts = segments(model)
     for n, (kind, ops) in enumerate(parts):
         if kind == REFERENCE:
@@ -87,4 +92,4 @@ def model_output(model: Model, data: bytes, x: np.ndarray) -> np.ndarray:
                              f"sub-model between the CUSTOM operators, so the model has no oracle: "
                              f"{str(exc).strip()[:300]}") from None
         values.update({i: np.asarray(v).reshape(graph.tensors[i].shape) for i, v in zip(outputs, got)})
-    return values[graph.outputs[0]]
+    return [values[t] for t in graph.outputs]

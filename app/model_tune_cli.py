@@ -21,7 +21,7 @@ from edgetune.tuner.strategies import DEFAULT_STRATEGY
 from .model_check import LayerCheck, check_model
 from .model_cli import model_group
 from .model_session import ModelRound, ModelSummary, progress_line, tune_model
-from .session import choose_objective
+from .session import MAX_SEED, choose_objective
 from .user_kernels import kernel_file_option
 
 TRIALS_PER_WORKLOAD = 8  # the default budget: this many trials per distinct workload
@@ -85,7 +85,7 @@ def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path
               help="How the budget is split across layers: Ansor's gradient scheduler, or evenly.")
 @click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search and the checks' inputs.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the search and the checks' inputs.")
 @click.option("--objective", default="", help="Measured value to minimise (default: the target's own unit).")
 @click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE", help="A bound every chosen variant keeps.")
 @click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")

@@ -30,6 +30,7 @@ from edgetune.codegen.model.builder import build_model, constant
 from edgetune.codegen.model.graph import Operator
 from edgetune.codegen.model.oracle import oracle_name, oracle_output, run_tflm
 from edgetune.codegen.model.user_layers import REFERENCE
+from edgetune.codegen.memory_plan import ALIGN, aligned
 from edgetune.codegen.model_module import schedule
 from edgetune.codegen.ops import constant_value
 from edgetune.hal import Placement, Target
@@ -37,7 +38,7 @@ from edgetune.targets import elf, iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import BuildResult, MeasureError, require_program
 
-from .model_reference import has_reference_layers, model_output
+from .model_reference import has_reference_layers, model_outputs
 
 
 
@@ -52,6 +53,9 @@ class Inference:
     instructions: int
     values: tuple[tuple[str, object], ...]
     problem: str = ""
+    # The run's instruction mix and memory accesses (targets with a cost model): what its
+    # estimates are priced from, kept so a stored figure can be priced again.
+    mix: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,11 +137,29 @@ def _traced_object(folder: Path, manifest: Manifest, workdir: Path) -> Path:
     return out
 
 
-def _io(manifest: Manifest, x: np.ndarray, trace_bytes: int) -> KernelIO:
+def block_layout(shapes) -> tuple[tuple[int, ...], int]:
+    """Where each int8 tensor of `shapes` starts in one buffer holding them all, each at an
+    ALIGN-byte boundary (what the kernels' vector loads like), and the buffer's size. The
+    inputs share one harness buffer and the outputs another: the harness takes at most
+    ET_MAX_BUFFERS (firmware/common/harness.h), fewer than a model may have tensors."""
+    offsets, end = [], 0
+    for shape in shapes:
+        offsets.append(end)
+        end = aligned(end + int(np.prod(shape)))
+    return tuple(offsets), max(end, ALIGN)
+
+
+def _io(manifest: Manifest, xs: list[np.ndarray], trace_bytes: int) -> KernelIO:
+    """The harness's buffers: the inputs (one block, in the model's order), the arena, the
+    outputs (one block), the trace."""
     m = manifest.model
-    buffers = [Buffer("input", np.ascontiguousarray(x, dtype=np.int8).reshape(-1)),
-               Buffer("arena", np.zeros(m.arena_bytes, dtype=np.int8)),
-               Buffer("output", np.zeros(int(np.prod(m.output_shape)), dtype=np.int8), is_output=True)]
+    offsets, size = block_layout(m.input_shapes)
+    inputs = np.zeros(size, dtype=np.int8)
+    for offset, x in zip(offsets, xs):
+        flat = np.asarray(x, dtype=np.int8).reshape(-1)
+        inputs[offset:offset + flat.size] = flat
+    buffers = [Buffer("inputs", inputs), Buffer("arena", np.zeros(m.arena_bytes, dtype=np.int8)),
+               Buffer("outputs", np.zeros(block_layout(m.output_shapes)[1], dtype=np.int8), is_output=True)]
     if trace_bytes:
         buffers.append(Buffer("trace", np.zeros(trace_bytes, dtype=np.int8), is_output=True))
     return KernelIO(tuple(buffers), ())
@@ -148,7 +170,7 @@ def module_size(manifest: Manifest, objects: list[Path]) -> ModuleSize:
     code = sum(elf.code_bytes(o) for o in objects)
     writable = sum(elf.ram_bytes(o) for o in objects)
     loaded = sum(elf.alloc_bytes(o) for o in objects)
-    io = int(np.prod(m.input_shape)) + int(np.prod(m.output_shape))
+    io = sum(int(np.prod(shape)) for shape in (*m.input_shapes, *m.output_shapes))
     return ModuleSize(code, loaded - writable, m.arena_bytes + io + writable)
 
 
@@ -185,7 +207,7 @@ def firmware_for(target: Target, module_ram: int) -> Target:
 
 
 def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, traced: list[dict] | None,
-           x0: np.ndarray) -> tuple[tuple, int, ModuleSize]:
+           x0: list[np.ndarray]) -> tuple[tuple, int, ModuleSize]:
     runner_for(target).check_tools()
     workdir.mkdir(parents=True, exist_ok=True)
     objects = _make_objects(folder, manifest, workdir)
@@ -198,7 +220,9 @@ def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, trac
         objects = [o for o in objects if o.stem != name] + [_traced_object(folder, manifest, workdir)]
     io = _io(manifest, x0, trace_bytes)
     sizes = [(b.data.nbytes, int(b.is_output)) for b in io.buffers]
-    glue = render("model/verify_glue.c.j2", dict(name=name, trace=bool(traced), traced=traced or [], sizes=sizes))
+    glue = render("model/verify_glue.c.j2", dict(name=name, trace=bool(traced), traced=traced or [], sizes=sizes,
+                                                 inputs=block_layout(manifest.model.input_shapes)[0],
+                                                 outputs=block_layout(manifest.model.output_shapes)[0]))
     try:
         # The I/O block (and so the arena) in the region the memory plan chose for the arena.
         region = manifest.model.arena_region
@@ -208,11 +232,12 @@ def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, trac
         raise ModuleFailure(f"the module does not link for {target.name}: {exc.message.strip()[-600:]}") from None
 
 
-def draw_inputs(shape: tuple[int, ...], n: int, seed: int) -> list[tuple[str, np.ndarray]]:
-    """n uniform int8 inputs, then one of only -128 and 127 (it saturates)."""
+def draw_inputs(shapes: tuple[tuple[int, ...], ...], n: int, seed: int) -> list[tuple[str, list[np.ndarray]]]:
+    """n draws of uniform int8 values for every input of the model (`shapes`, in its order),
+    then one of only -128 and 127 (it saturates)."""
     rng = np.random.default_rng(seed)
-    drawn = [(f"random {i}", rng.integers(-128, 128, size=shape, dtype=np.int8)) for i in range(n)]
-    return drawn + [("saturating", rng.choice(np.array([-128, 127], dtype=np.int8), size=shape))]
+    drawn = [(f"random {i}", [rng.integers(-128, 128, size=s, dtype=np.int8) for s in shapes]) for i in range(n)]
+    return drawn + [("saturating", [rng.choice(np.array([-128, 127], dtype=np.int8), size=s) for s in shapes])]
 
 
 def _difference(got: np.ndarray, want: np.ndarray, oracle: str = "TFLite Micro") -> str:
@@ -229,12 +254,16 @@ def _model_oracle(model: Model) -> str:
     return f"TFLite Micro with {', '.join(kernels)}'s reference"
 
 
-def _run(runner, build: BuildResult, io: KernelIO) -> tuple[dict, list[np.ndarray]]:
+def _run(runner, build: BuildResult, manifest: Manifest, io: KernelIO) -> tuple[dict, list[np.ndarray], np.ndarray]:
+    """One run: the harness's values, the model's outputs (in its order) and the trace (empty without)."""
     try:
         values, raw = runner.run(build, io, timeout_s=600)
     except MeasureError as exc:
         raise ModuleFailure(f"the module did not run to the end ({exc.outcome.value}): {exc.message}") from None
-    return values, iobuf.unpack_outputs(io, raw)
+    block, *trace = iobuf.unpack_outputs(io, raw)
+    shapes = manifest.model.output_shapes
+    outputs = [block[o:o + int(np.prod(s))] for o, s in zip(block_layout(shapes)[0], shapes)]
+    return values, outputs, trace[0] if trace else np.zeros(0, dtype=np.int8)
 
 
 def operator_model(model: Model, op: Operator) -> tuple[bytes, list[int]]:
@@ -259,11 +288,11 @@ def operator_model(model: Model, op: Operator) -> tuple[bytes, list[int]]:
     return data, inputs
 
 
-def first_bad_layer(model: Model, traced: list[dict], trace: np.ndarray, x: np.ndarray) -> str:
+def first_bad_layer(model: Model, traced: list[dict], trace: np.ndarray, xs: list[np.ndarray]) -> str:
     """Each operator's traced output against TFLite Micro running it alone on the module's
-    own values of its inputs; the first that differs, or ""."""
+    own values of its inputs (the model's inputs `xs`, in its order); the first that differs, or ""."""
     graph = model.graph
-    values = {graph.inputs[0]: x.reshape(graph.tensors[graph.inputs[0]].shape)}
+    values = {t: np.asarray(x).reshape(graph.tensors[t].shape) for t, x in zip(graph.inputs, xs)}
     for t in traced:
         out = graph.tensors[t["tensor"]]
         values[t["tensor"]] = trace[t["offset"]:t["offset"] + t["bytes"]].reshape(out.shape)
@@ -283,15 +312,24 @@ def first_bad_layer(model: Model, traced: list[dict], trace: np.ndarray, x: np.n
     return ""
 
 
+def _output_problem(model: Model, label: str, got: list[np.ndarray], want: list[np.ndarray]) -> str:
+    """The first output that differs from the oracle's, or "" (output k named when there are several)."""
+    graph = model.graph
+    for k, (g, w) in enumerate(zip(got, want)):
+        if not np.array_equal(g.reshape(-1), np.asarray(w).reshape(-1)):
+            which = f"output {k} (tensor {graph.outputs[k]}): " if len(graph.outputs) > 1 else ""
+            return f"{label} input: {which}{_difference(g, np.asarray(w), _model_oracle(model))}"
+    return ""
+
+
 def _inference(runner, build: BuildResult, manifest: Manifest, model: Model, data: bytes, label: str,
-               x: np.ndarray) -> Inference:
-    want = model_output(model, data, x)
-    values, outputs = _run(runner, build, _io(manifest, x, 0))
-    got = outputs[0]
-    problem = "" if np.array_equal(got.reshape(-1), np.asarray(want).reshape(-1)) else \
-        f"{label} input: {_difference(got, np.asarray(want), _model_oracle(model))}"
+               xs: list[np.ndarray]) -> Inference:
+    want = model_outputs(model, data, xs)
+    values, outputs, _ = _run(runner, build, manifest, _io(manifest, xs, 0))
+    problem = _output_problem(model, label, outputs, want)
     numbers = tuple((k, v) for k, v in sorted(values.items()) if isinstance(v, (int, float)))
-    return Inference(label, int(values.get("instructions", 0)), numbers, problem)
+    mix = tuple((k, dict(values[k])) for k in ("mix", "accesses") if isinstance(values.get(k), dict))
+    return Inference(label, int(values.get("instructions", 0)), numbers, problem, mix)
 
 
 def _layers(folder: Path, manifest: Manifest, target: Target, model: Model, inputs, workdir: Path) -> str:
@@ -299,8 +337,8 @@ def _layers(folder: Path, manifest: Manifest, target: Target, model: Model, inpu
     traced = _trace_table(model, manifest)
     (runner, build), trace_bytes, _ = _build(folder, manifest, target, workdir, traced, inputs[0][1])
     for label, x in inputs:
-        _, outputs = _run(runner, build, _io(manifest, x, trace_bytes))
-        problem = first_bad_layer(model, traced, outputs[1], x)
+        _, _, trace = _run(runner, build, manifest, _io(manifest, x, trace_bytes))
+        problem = first_bad_layer(model, traced, trace, x)
         if problem:
             return f"{label} input: {problem}"
     return ""
@@ -314,7 +352,7 @@ def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool 
     manifest = check_export(folder, target)
     model_path = folder / manifest.model.file
     model, data = load_model(model_path), model_path.read_bytes()
-    inputs = draw_inputs(tuple(manifest.model.input_shape), n_inputs, seed)
+    inputs = draw_inputs(manifest.model.input_shapes, n_inputs, seed)
     results: list[Inference] = []
     with tempfile.TemporaryDirectory(prefix="edgetune-model-verify-") as tmp:
         try:

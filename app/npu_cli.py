@@ -17,9 +17,9 @@ from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, check_strate
 
 from .progress import ProgressDisplay
 from .npu_session import NPU_OBJECTIVE, npu_workload, resolve_npu
-from .layer_plan import PlanError, export_plan, load_network, plan_network
-from .model_plan import plan_model, write_model_plan
-from .session import TuneRequest, TuneSummary, parse_config, summarize, tune
+from .layer_plan import Plan, PlanError, export_plan, load_network, plan_network
+from .model_plan import figures_line, plan_model, write_model_plan
+from .session import MAX_SEED, TuneRequest, TuneSummary, parse_config, summarize, tune
 from .user_kernels import kernel_file_option
 
 
@@ -64,7 +64,7 @@ def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: Tuni
 @click.option("--npu-budget", default=12, show_default=True, type=click.IntRange(min=1),
               help="Vela configurations per layer to have measured (untuned layers are tuned first).")
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Vela runs at once.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the NPU search.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the NPU search.")
 @click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
 @click.option("--objective", default="", help="Choose the CPU kernels by this value instead of what each was tuned for.")
 @click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE",
@@ -102,21 +102,26 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
     if as_json:
         click.echo(exported.plan_json.read_text(encoding="utf-8"), nl=False)
         return
-    click.echo(f"{network.name} on {target.name} + {plan.accelerator} ({len(network.layers)} layers; "
+    alternatives = [f"all on the NPU {plan.all_npu_cycles}" if plan.all_npu_cycles is not None else "all on the NPU impossible",
+                    f"all on the CPU {plan.all_cpu_cycles}" if plan.all_cpu_cycles is not None else "all on the CPU impossible"]
+    _echo_plan(plan, network.name, "layers", [f"plan: {plan.total_cycles} cycles ({'; '.join(alternatives)})"],
+               [f"header: {exported.header}", *(f"npu model: {model}" for model in exported.npu_models),
+                *([f"cpu kernels: {exported.cpu_export.header}"] if exported.cpu_export is not None else [])])
+    sys.stdout.flush()
+
+
+def _echo_plan(plan: Plan, name: str, what: str, totals: list[str], files: list[str]) -> None:
+    """A placement, a network's or a model's: what was planned, each layer's or operator's
+    explanation, the copy back, the totals, the files written."""
+    target = plan.target
+    click.echo(f"{name} on {target.name} + {plan.accelerator} ({len(plan.layers)} {what}; "
                f"CPU cycles at {target.core.clock_hz / 1e6:g} MHz)")
     for lp in plan.layers:
         click.echo(f"  {lp.explanation}")
     if plan.copy_out_cycles:
         click.echo(f"  output: +{plan.copy_out_cycles} cycles to copy {plan.copy_out_bytes} bytes back to CPU memory")
-    alternatives = [f"all on the NPU {plan.all_npu_cycles}" if plan.all_npu_cycles is not None else "all on the NPU impossible",
-                    f"all on the CPU {plan.all_cpu_cycles}" if plan.all_cpu_cycles is not None else "all on the CPU impossible"]
-    click.echo(f"plan: {plan.total_cycles} cycles ({'; '.join(alternatives)})")
-    click.echo(f"header: {exported.header}")
-    for model in exported.npu_models:
-        click.echo(f"npu model: {model}")
-    if exported.cpu_export is not None:
-        click.echo(f"cpu kernels: {exported.cpu_export.header}")
-    sys.stdout.flush()
+    for line in (*totals, *files):
+        click.echo(line)
 
 
 def _place_model(path: Path, target: Target, device: str, macs, db_path, out_dir, objective, constraints,
@@ -135,15 +140,8 @@ def _place_model(path: Path, target: Target, device: str, macs, db_path, out_dir
     if as_json:
         click.echo(plan_json.read_text(encoding="utf-8"), nl=False)
         return
-    click.echo(f"{path.name} on {target.name} + {plan.accelerator} ({len(plan.ops)} operators; "
-               f"CPU cycles at {target.core.clock_hz / 1e6:g} MHz)")
-    for op in plan.ops:
-        click.echo(f"  {op.explanation}")
-    if plan.copy_out_cycles:
-        click.echo(f"  output: +{plan.copy_out_cycles} cycles to copy {plan.copy_out_bytes} bytes back to CPU memory")
     npu_total = "impossible" if plan.all_npu_cycles is None else plan.all_npu_cycles
-    click.echo(f"plan: {plan.total_cycles} cycles (all on the CPU {plan.all_cpu_cycles}; "
-               f"tuned layers all on the NPU {npu_total})" if npu else f"plan: {plan.total_cycles} cycles, all on the CPU")
-    click.echo(f"plan: {plan_json}")
-    for model_path in models:
-        click.echo(f"npu model: {model_path}")
+    total = (f"plan: {plan.total_cycles} cycles (all on the CPU {plan.all_cpu_cycles}; "
+             f"tuned layers all on the NPU {npu_total})" if npu else f"plan: {plan.total_cycles} cycles, all on the CPU")
+    _echo_plan(plan, path.name, "operators", [total, figures_line(plan)],
+               [f"plan: {plan_json}", *(f"npu model: {model_path}" for model_path in models)])

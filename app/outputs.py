@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from edgetune.errors import EdgetuneError
+from edgetune.targets.toolchain import make_folder
 
 
 class OutputError(EdgetuneError, ValueError):
@@ -44,11 +45,6 @@ def writable_file(path: str | Path, flag: str, keep: tuple[str | Path, ...] = ()
 def writable_folder(path: str | Path, flag: str) -> Path:
     """A folder the command may write into, created if missing."""
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise OutputError(f"{flag} {path}: exists and is not a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"{flag} {path}: cannot create it ({exc.strerror})") from None
+    make_folder(path, f"{flag} {path}", OutputError)
     _probe(path, flag, path)
     return path

@@ -5,6 +5,7 @@ was and the new folder holds exactly the files its manifest lists."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import tempfile
@@ -17,14 +18,33 @@ from edgetune.codegen.manifest import MANIFEST, Manifest, write_manifest
 STAGING_MARK = ".edgetune-partial-"
 
 
-def check_destination(out_dir: Path) -> None:
+def check_destination(out_dir: Path, model: bool = False) -> None:
     """An export replaces its folder whole: only a missing or empty folder, or an earlier
-    export (one with a manifest), may be replaced; never a folder of someone's own files."""
+    export of the same kind (one with a manifest), may be replaced; never a folder of
+    someone's own files, and never a model export by kernels (`model`=False) or kernels by
+    a model export: the two are easily given the same --out."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"{out_dir}: exists and is not a folder")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file():
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return
+    if not (out_dir / MANIFEST).is_file():
         raise ExportError(f"{out_dir}: exists, is not empty and holds no {MANIFEST} (not an earlier export); "
                           "an export replaces its folder whole: choose a new folder")
+    earlier_is_model = _holds_model_export(out_dir / MANIFEST)
+    if earlier_is_model is not None and earlier_is_model != model:
+        held, this = ("a model export", "kernels") if earlier_is_model else ("a kernel export", "a model")
+        raise ExportError(f"{out_dir}: holds {held} ({MANIFEST}); exporting {this} there would replace it "
+                          "whole: choose another folder, or remove this one first")
+
+
+def _holds_model_export(manifest: Path) -> bool | None:
+    """Whether the manifest is a model export's (None when it cannot be read: an earlier
+    export whose manifest is damaged stays replaceable, as before)."""
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return isinstance(data, dict) and data.get("model") is not None
 
 
 def publish(out_dir: Path, files: dict[str, str], manifest: Manifest,

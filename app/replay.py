@@ -24,6 +24,7 @@ from edgetune.tuner.recorded import RecordedSpace, ReplayRun, as_prior, recorded
 
 from . import __version__
 from .session import ProgressFn, TuneRequest, TuneSummary, search_space, tune, workload_of
+from .value_roles import target_roles
 
 
 def record(kernel: Kernel, target: Target, shape: dict, out: Path, db: TuningDatabase, jobs: int = 1,
@@ -38,10 +39,17 @@ def record(kernel: Kernel, target: Target, shape: dict, out: Path, db: TuningDat
     trials = [t for t in db.trials(workload) if t.config.key() in legal]
     document = recorded_space_json(
         kernel.name, kernel.version, target.name, shape, target.measures, space.params, trials,
-        provenance={"tool": f"edgetune {__version__}", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "database": str(db.path), "workload": workload.key()},
+        provenance=provenance_of(db, workload.key()),
         features=code_features_of(kernel, target, shape, [t.config for t in trials if not t.outcome.failed]))
     return summary, write_recorded(out, document)
+
+
+def provenance_of(db: TuningDatabase, workload: str) -> dict[str, str]:
+    """Where a recorded space came from, the same on any machine: edgetune's version, when,
+    the workload's key and the database file by its name (its folder says nothing about the
+    measurements and would publish the recorder's own paths)."""
+    return {"tool": f"edgetune {__version__}", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "database": db.path.name, "workload": workload}
 
 
 def code_features_of(kernel: Kernel, target: Target, shape: dict, configs: Sequence[Config]) -> dict[str, dict]:
@@ -69,15 +77,17 @@ def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, 
                 keep: float | None = None) -> dict:
     """Repeat r uses seed + r. The shape of the output is the contract scorers rely on.
     `rank_with`: recorded spaces with code features; given, a ranker learnt from them (never
-    from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode)."""
-    priors = [as_prior(p) for p in prior]
+    from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode).
+    Prior values are mapped by their targets' value roles (edgetune.value_roles)."""
+    priors = [as_prior(p, target_roles(p.target)) for p in prior]
     wrap = None
     if rank_with:
         predicted = CodeRanker.fit(rank_with, recorded).predicted_ranks(recorded)
 
         def wrap(search):
             return RankByCode(search, lambda config: predicted.get(recorded.space.index_of(config)), keep=keep)
-    runs: list[ReplayRun] = [replay(recorded, strategy, budget, seed + r, priors, wrap) for r in range(repeats)]
+    roles = target_roles(recorded.target)
+    runs: list[ReplayRun] = [replay(recorded, strategy, budget, seed + r, priors, wrap, roles) for r in range(repeats)]
     values = recorded.values()
     return {"space": recorded.path, "kernel": recorded.kernel, "target": recorded.target,
             "objective": recorded.objective, "strategy": strategy, "budget": budget,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import re
 import shutil
 import tempfile
@@ -23,6 +24,7 @@ from edgetune.codegen import get_kernel, CodegenError, Kernel, KernelIO
 from edgetune.codegen.kernels.user_loader import KernelBundle, kernel_of_bundle
 from edgetune.codegen.npu import NpuOperator
 from edgetune.codegen.placement import PlacementError, pinned
+from edgetune.errors import EdgetuneError
 from edgetune.hal import Target, TargetError
 from edgetune.targets import iobuf
 from edgetune.targets.batch import MAX_BATCH, Failed, Variant, fit_by_data, measure_batch, member_function
@@ -38,6 +40,41 @@ from edgetune.tuner.resume import Resumed, rebuild
 from .identity import measurement_fingerprint, recompute_estimates
 from .npu_session import NpuTask, resolve_npu
 from .task import TuningTask, machine_name, stamp  # noqa: F401 - machine_name: part of this module's interface
+from .value_roles import target_roles
+
+
+# Seeds are stored with every trial in an SQLite INTEGER (signed 64 bits), and numpy's
+# generators take only non-negative ones.
+MAX_SEED = 2**63 - 1
+
+
+class RunLimitError(EdgetuneError, ValueError):
+    """A run's budget, jobs, seed, batch, patience or time budget out of range (from the Python
+    API: the command line's options refuse them first)."""
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def check_seed(seed, flag: str = "--seed") -> None:
+    if not _is_int(seed) or not 0 <= seed <= MAX_SEED:
+        raise RunLimitError(f"{flag} {seed!r}: must be an integer from 0 to {MAX_SEED}")
+
+
+def check_run_limits(request: "TuneRequest") -> None:
+    """Refuse what no run can mean, naming the option, before anything is measured."""
+    counts = [("--budget", request.budget), ("--jobs", request.jobs)]
+    counts += [(flag, value) for flag, value in (("--batch", request.batch), ("--patience", request.patience))
+               if value is not None]  # None: no limit
+    for flag, value in counts:
+        if not _is_int(value) or value < 1:
+            raise RunLimitError(f"{flag} {value!r}: must be an integer of at least 1")
+    check_seed(request.seed)
+    limit = request.time_budget
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
+                              or not math.isfinite(limit) or limit <= 0):
+        raise RunLimitError(f"--time-budget {limit!r}: must be a finite number of seconds above 0")
 
 
 @dataclass(frozen=True)
@@ -320,14 +357,15 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     and run in local threads, or on `executor` (a Dask cluster's, from
     edgetune.cluster.connect); either way only this process writes the database."""
     check_strategy(request.strategy)
+    check_run_limits(request)
     task = task_of(request)
     workload = task.workload
     goal = task.goal(db, request.objective, request.bounds)
     request = replace(request, objective=goal.objective, bounds=goal.bounds)
     space = task.space(goal)
-    prior = prior_trials(db, workload) if STRATEGIES[request.strategy].uses_prior else ()
+    prior = prior_trials(db, workload, task.target) if STRATEGIES[request.strategy].uses_prior else ()
     strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), goal.objective, prior,
-                             budget=request.budget)
+                             budget=request.budget, roles=target_roles(workload.target, task.target))
     remote = None if executor is None else task.remote()
     if executor is not None and remote is None:
         raise TargetError(f"{workload.target}: runs on this machine only, not on a cluster")
@@ -683,14 +721,17 @@ def trials_as_points(space: Space, trials: Sequence[Trial]) -> list[Trial]:
     return found
 
 
-def prior_trials(db: TuningDatabase, workload: Workload) -> tuple[PriorTrials, ...]:
+def prior_trials(db: TuningDatabase, workload: Workload, target: Target | None = None) -> tuple[PriorTrials, ...]:
     """Trials of the same kernel (same template version) on every other stored workload:
-    other shapes and other targets, for strategies that transfer what they learnt. Each in
-    proposal order, not the order trials finished in (timing), so what a strategy learns
-    from them is the same in a resumed run as in an uninterrupted one."""
-    return tuple(PriorTrials(other.key(), tuple(r.trial for r in db.proposals(other))) for other in db.workloads()
-                 if other.kernel == workload.kernel and other.kernel_version == workload.kernel_version
-                 and other != workload)
+    other shapes and other targets, for strategies that transfer what they learnt, each
+    with its target's value roles (edgetune.value_roles; `target` is the one being tuned).
+    Each in proposal order, not the order trials finished in (timing), so what a strategy
+    learns from them is the same in a resumed run as in an uninterrupted one."""
+    others = [other for other in db.workloads() if other.kernel == workload.kernel
+              and other.kernel_version == workload.kernel_version and other != workload]
+    roles = {name: target_roles(name, target) for name in {other.target for other in others}}
+    return tuple(PriorTrials(other.key(), tuple(r.trial for r in db.proposals(other)), roles[other.target])
+                 for other in others)
 
 
 def _as_config(space: Space, values: dict) -> Config | None:

@@ -2,11 +2,15 @@
 name kernels, and the kernels installed packages declare (codegen/kernels/user_loader.py)."""
 from __future__ import annotations
 
+import warnings
+from typing import Callable
+
 import click
 
 from edgetune.tuner import TuningDatabase, Workload
 
 from edgetune.codegen.kernels import KernelError, register_kernel
+from edgetune.codegen.kernels.user import UnknownUnitWarning
 from edgetune.codegen.kernels.user_loader import installed_kernels, load_kernel_file
 
 _installed_loaded = False
@@ -26,6 +30,23 @@ def load_installed() -> list[str]:
         except KernelError as exc:
             problems.append(str(exc))
     return problems
+
+
+def show_kernel_warnings(echo: Callable[[str], None]) -> None:
+    """Show Python's warnings about kernels of the user's own (UnknownUnitWarning) through
+    `echo`, the command line's warning line; every other warning as Python would."""
+    shown = warnings.showwarning
+    if getattr(shown, "kernel_warnings", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, UnknownUnitWarning):
+            echo(str(message))
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.kernel_warnings = True
+    warnings.showwarning = show
 
 
 def register_files(paths) -> tuple[str, ...]:

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from edgetune.tuner.strategies import DEFAULT_STRATEGY, make_strategy
+from edgetune.tuner.strategies import DEFAULT_STRATEGY
 from edgetune.tuner.code_rank import DEFAULT_POOL, CodeRanker, RankByCode
-from edgetune.tuner.recorded import RecordedSpace, as_prior, load_recorded
+from edgetune.tuner.recorded import RecordedSpace, as_prior, load_recorded, replay, replay_strategy, replay_trials
 from edgetune.tuner.scoring import baseline
 
 HERE = Path(__file__).resolve().parent
@@ -44,19 +44,10 @@ class Run:
 
 
 def replay_search(recorded: RecordedSpace, search, budget: int, stop_at: float | None = None) -> Run:
-    """Ask one configuration at a time, answer from the recording; stop after `budget`
-    evaluations or once a value <= stop_at is found."""
-    trace: list[float | None] = []
-    while len(trace) < budget:
-        configs = search.ask(1)
-        if not configs:
-            break
-        trial = recorded.trial(configs[0])
-        search.tell([trial])
-        trace.append(trial.value(recorded.objective))
-        if stop_at is not None and trace[-1] is not None and trace[-1] <= stop_at:
-            break
-    return Run(trace, getattr(search, "scored", len(trace)))
+    """tuner/recorded's replay loop, with the stop rule this figure needs (stop at the plain
+    run's best, not only at the budget), keeping the search to count the ranker's compiles."""
+    trials = replay_trials(recorded, search, budget, stop_at)
+    return Run([t.value(recorded.objective) for t in trials], getattr(search, "scored", len(trials)))
 
 
 def first_reaching(trace: list[float | None], value: float) -> int | None:
@@ -78,16 +69,16 @@ def measure(space: RecordedSpace, everything: list[RecordedSpace], strategy: str
     prior = priors_for(space, everything)
     plain_evals, ranked_evals, reached, compiles = [], [], 0, []
     for seed in range(seeds):
-        plain = replay_search(space, make_strategy(strategy, space.space, np.random.default_rng(seed),
-                                                   space.objective, prior), budget)
-        target = min(v for v in plain.trace if v is not None)
-        inner = make_strategy(strategy, space.space, np.random.default_rng(seed), space.objective, prior)
+        plain = replay(space, strategy, budget, seed, prior)
+        # The ranked run's inner strategy is the plain one (same seed, told the same budget):
+        # the ranking is the only difference; the cap only lets it run on until it reaches plain.best.
+        inner = replay_strategy(space, strategy, budget, seed, prior)
         wrapped = RankByCode(inner, lambda c: predicted.get(space.space.index_of(c)), pool, keep)
         limit = max(budget, int(round(cap * budget)))
-        ranked = replay_search(space, wrapped, limit, stop_at=target)
-        hit = first_reaching(ranked.trace, target)
+        ranked = replay_search(space, wrapped, limit, stop_at=plain.best)
+        hit = first_reaching(ranked.trace, plain.best)
         reached += hit is not None
-        plain_evals.append(first_reaching(plain.trace, target))
+        plain_evals.append(first_reaching(list(plain.trace), plain.best))
         ranked_evals.append(hit if hit is not None else limit)
         compiles.append(ranked.compiles / max(len(ranked.trace), 1))
     return {"budget": budget, "plain": float(np.mean(plain_evals)), "ranked": float(np.mean(ranked_evals)),

@@ -20,7 +20,10 @@ Kernel Tuner's strategies run in its simulation mode (`kernel_tuner.tune_cache`)
 same spaces, with the same budget, in the same run; Kernel Tuner's strategies draw from
 Python's and numpy's global random generators, which this script seeds per repeat (that
 is Kernel Tuner's design, not ours). Transfer learning is given, as prior trials, the other
-recorded spaces of the same kernel (other GPUs, other matmul shapes).
+recorded spaces of the same kernel (other GPUs, other matmul shapes, the other Cortex-M),
+their placement values mapped by their regions' roles (edgetune.value_roles); --by-name
+also runs it with values mapped by name only, as before roles, labelled STRATEGY:by-name,
+and each space's line says how many prior rows either way can use.
 
 Spaces are grouped into families by kernel; the table gives each family's mean, the mean
 over all spaces, and the held-out family's (--held-out: the family the strategies were not
@@ -32,7 +35,7 @@ ours run separately, or families run as separate jobs).
 
 usage: .venv/bin/python bench/search.py [--repeats R] [--spaces SUBSTRING ...] [--max-budget N] [--data DIR ...]
                                         [--strategies NAME ...] [--kt-strategies NAME ...] [--no-kernel-tuner]
-                                        [--held-out FAMILY] [--json FILE] [--merge FILE ...]
+                                        [--held-out FAMILY] [--json FILE] [--merge FILE ...] [--by-name]
 """
 from __future__ import annotations
 
@@ -49,9 +52,11 @@ from pathlib import Path
 
 import numpy as np
 
-from edgetune.tuner import STRATEGIES
+from edgetune.tuner import STRATEGIES, ValueRoles
 from edgetune.tuner.recorded import RecordedSpace, as_prior, load_recorded, replay
 from edgetune.tuner.scoring import Baseline, baseline, score
+from edgetune.tuner.strategies.transfer import map_prior
+from edgetune.value_roles import target_roles
 
 HERE = Path(__file__).resolve().parent
 DATA_FOLDERS = [HERE.parent / "tests" / "data" / "kernel_tuner", HERE / "data" / "benchmark_hub", HERE / "spaces"]
@@ -68,6 +73,7 @@ class Bench:
     recorded: RecordedSpace
     reference: Baseline
     kt_cache: Path | None
+    roles: ValueRoles = ValueRoles()  # of the recording's target (none for a GPU's)
 
 
 def short_name(path: Path) -> str:
@@ -130,14 +136,21 @@ def load_benches(paths: list[Path], folder: Path) -> list[Bench]:
         name = short_name(path)
         recorded = load_recorded(path)
         reference = baseline(recorded.values(), recorded.failures)
-        benches.append(Bench(name, recorded, reference, kernel_tuner_cache(recorded, folder)))
+        benches.append(Bench(name, recorded, reference, kernel_tuner_cache(recorded, folder),
+                             target_roles(recorded.target)))
     return benches
 
 
-def priors_for(bench: Bench, everything: list[Bench]):
-    return [as_prior(other.recorded) for other in everything
+def priors_for(bench: Bench, everything: list[Bench], by_role: bool = True):
+    return [as_prior(other.recorded, other.roles if by_role else ValueRoles()) for other in everything
             if other is not bench and other.recorded.kernel == bench.recorded.kernel
             and other.recorded.space.names == bench.recorded.space.names]
+
+
+def usable_rows(bench: Bench, prior, roles: ValueRoles) -> int:
+    """How many prior trials map into the bench's space (before any row limit)."""
+    total = sum(len(p.trials) for p in prior)
+    return len(map_prior(bench.recorded.space, bench.recorded.objective, prior, max(1, total), roles)[1])
 
 
 @dataclass
@@ -164,12 +177,13 @@ class Table:
         return {"scores": self.scores, "seconds": self.seconds, "proposals": self.proposals}
 
 
-def run_ours(table: Table, bench: Bench, strategies: list[str], repeats: int, prior) -> None:
+def run_ours(table: Table, bench: Bench, strategies: list[str], repeats: int, prior,
+             roles: ValueRoles = ValueRoles(), suffix: str = "") -> None:
     for strategy in strategies:
         for seed in range(repeats):
             started = time.process_time()
-            run = replay(bench.recorded, strategy, bench.reference.budget, seed, prior)
-            table.add(strategy, bench.name, score(run.trace, bench.reference), time.process_time() - started,
+            run = replay(bench.recorded, strategy, bench.reference.budget, seed, prior, roles=roles)
+            table.add(strategy + suffix, bench.name, score(run.trace, bench.reference), time.process_time() - started,
                       len(run.trace))
 
 
@@ -193,6 +207,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--strategies", nargs="*", default=OURS)
     parser.add_argument("--kt-strategies", nargs="*", default=KT_STRATEGIES)
     parser.add_argument("--no-kernel-tuner", action="store_true")
+    parser.add_argument("--by-name", action="store_true",
+                        help="Also run the strategies that learn from prior trials with prior values mapped by "
+                             "name only (no value roles), labelled STRATEGY:by-name.")
     parser.add_argument("--max-budget", type=int, default=0, help="Skip spaces whose budget exceeds this (0: none).")
     parser.add_argument("--held-out", default=HELD_OUT, help=f"The family reported as held out [{HELD_OUT}].")
     parser.add_argument("--json", help="Also write every score and timing to this file.")
@@ -226,9 +243,15 @@ def main() -> int:
                    and (not args.max_budget or b.reference.budget <= args.max_budget)]
         for bench in benches:
             ref = bench.reference
+            prior, by_name = priors_for(bench, everything), priors_for(bench, everything, by_role=False)
             print(f"# {bench.name}: {len(bench.recorded.space)} configurations ({bench.recorded.failures} failed), "
-                  f"budget {ref.budget}, window {ref.start}..{ref.end}", file=sys.stderr, flush=True)
-            run_ours(table, bench, args.strategies, args.repeats, priors_for(bench, everything))
+                  f"budget {ref.budget}, window {ref.start}..{ref.end}, prior rows usable: "
+                  f"{usable_rows(bench, prior, bench.roles)} by role, {usable_rows(bench, by_name, ValueRoles())} by name "
+                  f"(of {sum(len(p.trials) for p in prior)})", file=sys.stderr, flush=True)
+            run_ours(table, bench, args.strategies, args.repeats, prior, bench.roles)
+            if args.by_name:
+                learners = [name for name in args.strategies if STRATEGIES[name].uses_prior]
+                run_ours(table, bench, learners, args.repeats, by_name, suffix=":by-name")
             if not args.no_kernel_tuner:
                 run_theirs(table, bench, args.kt_strategies, args.repeats)
             if args.json:  # after every space, so a run stopped early keeps what it finished

@@ -159,12 +159,28 @@ class ModelEntry:
     arena_region: str
     layers: tuple[LayerFunction, ...]
     plan: tuple[PlannedTensor, ...]
+    # Every input's and output's shape, in the model's order (the arguments of <name>_run);
+    # input_shape and output_shape are the first ones. Empty: just those.
+    input_shapes: tuple[tuple[int, ...], ...] = ()
+    output_shapes: tuple[tuple[int, ...], ...] = ()
+
+    def __post_init__(self):
+        if not self.input_shapes:
+            object.__setattr__(self, "input_shapes", (tuple(self.input_shape),))
+        if not self.output_shapes:
+            object.__setattr__(self, "output_shapes", (tuple(self.output_shape),))
 
     def to_json(self) -> dict:
         return {"name": self.name, "file": self.file, "sha256": self.sha256, "input_shape": list(self.input_shape),
                 "output_shape": list(self.output_shape), "arena_bytes": self.arena_bytes,
                 "arena_region": self.arena_region, "layers": [l.to_json() for l in self.layers],
-                "plan": [p.to_json() for p in self.plan]}
+                "plan": [p.to_json() for p in self.plan],
+                "input_shapes": [list(s) for s in self.input_shapes],
+                "output_shapes": [list(s) for s in self.output_shapes]}
+
+
+def _is_shape(value) -> bool:
+    return isinstance(value, list) and all(_is_int(d) and d > 0 for d in value)
 
 
 def _model_problem(data) -> str | None:
@@ -184,8 +200,13 @@ def _model_problem(data) -> str | None:
     if not isinstance(data["arena_region"], str) or (data["arena_region"] and not NAME_RE.fullmatch(data["arena_region"])):
         return f"model.arena_region: {data['arena_region']!r} is not a region name"
     for key in ("input_shape", "output_shape"):
-        if not isinstance(data[key], list) or not all(_is_int(d) and d > 0 for d in data[key]):
+        if not _is_shape(data[key]):
             return f"model.{key}: {data[key]!r} is not a shape"
+    for key in ("input_shapes", "output_shapes"):
+        shapes = data.get(key, [data[key[:-1]]])
+        if not isinstance(shapes, list) or not shapes or not all(_is_shape(s) for s in shapes) \
+                or shapes[0] != data[key[:-1]]:
+            return f"model.{key}: {shapes!r} is not a list of shapes starting with model.{key[:-1]}"
     if not _is_int(data["arena_bytes"]) or data["arena_bytes"] < 0:
         return f"model.arena_bytes: {data['arena_bytes']!r} is not a size"
     if not isinstance(data["layers"], list):
@@ -205,7 +226,9 @@ def _model_entry(data: dict) -> ModelEntry:
     return ModelEntry(data["name"], data["file"], data["sha256"], tuple(data["input_shape"]),
                       tuple(data["output_shape"]), data["arena_bytes"], data["arena_region"],
                       tuple(LayerFunction(l["index"], l["op"], l["function"], l["source"]) for l in data["layers"]),
-                      tuple(PlannedTensor(*p) for p in data["plan"]))
+                      tuple(PlannedTensor(*p) for p in data["plan"]),
+                      tuple(tuple(s) for s in data.get("input_shapes", [data["input_shape"]])),
+                      tuple(tuple(s) for s in data.get("output_shapes", [data["output_shape"]])))
 
 
 @dataclass(frozen=True)

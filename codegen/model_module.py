@@ -1,13 +1,14 @@
 """A whole TFLite model as one ahead-of-time C module (docs/model-export.md):
 
-  <name>.h                the model's input and output (shape, scale, zero point), the arena's
+  <name>.h                the model's inputs and outputs (shape, scale, zero point), the arena's
                           size and `int <name>_invoke(const int8_t *input, int8_t *output)`
+                          (one pointer per input and output, in the model's order)
   <name>.c                the operators in order: each tuned layer's variant, each library
                           operator (codegen/ops), on tensors at the memory plan's offsets in
                           one arena; weights as const arrays already packed for the layout
                           each variant takes; no malloc, no interpreter
   <name>_arena.c          the static arena and <name>_invoke (a firmware that places its own
-                          arena calls <name>_run(arena, input, output) and leaves this out)
+                          arena calls <name>_run(arena, inputs..., outputs...) and leaves this out)
   <function>.c            one source per distinct kernel variant and per library operator
   edgetune_kernels.mk/.cmake/edgetune_sections.ld   the kernel export's build fragments
   manifest.json           the typed Manifest with the model: its sha256, layer -> function,
@@ -38,6 +39,7 @@ from .model.graph import Tensor
 from .ops import folded_operators, operator_params
 from .placement import scratch_section
 from .render import render
+from .scratch import SharedScratch, shared_scratch
 
 MODEL_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int32): "int32_t"}
@@ -62,6 +64,7 @@ class RenderedModel:
     manifest: Manifest
     plan: MemoryPlan
     steps: tuple[Step, ...]
+    scratch: SharedScratch = SharedScratch()  # the tuned layers' one scratch area
 
 
 def model_name(path: str) -> str:
@@ -153,13 +156,22 @@ def _constant(name: str, data: np.ndarray) -> dict:
     return dict(name=name, ctype=ctype, count=max(int(np.asarray(data).size), 1), data=_c_values(data) or "    0")
 
 
+def io_parameters(graph) -> dict[int, str]:
+    """The C parameter of each model input and output tensor, in the model's order: `input`
+    and `output` for a model of one of each (the API of one-input models), else `input0`,
+    `input1`..., `output0`..."""
+    names = {}
+    for kind, tensors in (("input", graph.inputs), ("output", graph.outputs)):
+        for k, t in enumerate(tensors):
+            names[t] = kind if len(tensors) == 1 else f"{kind}{k}"
+    return names
+
+
 def _pointer(model: Model, plan: MemoryPlan, t: int, constants: dict[int, str], writable: bool) -> str:
     graph = model.graph
     ctype = "int8_t *" if writable else "const int8_t *"
-    if t in graph.inputs:
-        return "input"
-    if t in graph.outputs:
-        return "output"
+    if t in graph.inputs or t in graph.outputs:
+        return io_parameters(graph)[t]
     if t in constants:
         return constants[t]
     return f"({ctype})(arena + {plan.offset(t)}u)"
@@ -174,9 +186,10 @@ class _Rendered:
     sources: dict[str, str]
     kernels: tuple[KernelEntry, ...]
     op_units: tuple[str, ...]
+    scratch: dict[str, tuple[int, int]]  # variant -> (bytes, alignment) of the shared scratch it uses
 
 
-def _library_step(model: Model, plan: MemoryPlan, step: Step, name: str) -> tuple[dict, list[dict], str, str]:
+def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, name: str) -> tuple[dict, list[dict], str, str]:
     graph = model.graph
     op = graph.operators[step.index]
     params = operator_params(graph, op)
@@ -187,7 +200,7 @@ def _library_step(model: Model, plan: MemoryPlan, step: Step, name: str) -> tupl
             arrays.append(_constant(constants[t], graph.tensors[t].array()))
     args = [_pointer(model, plan, t, constants, False) for t in step.inputs]
     args.append(_pointer(model, plan, step.output, constants, True))
-    source = params.render(step.function, (f"of {Path(model.path).name}, in the module {name}.c",))
+    source = params.render(step.function, (f"of {Path(model.path).name}, in the module {name}.c",), target)
     return dict(step=step, args=args), arrays, params.declaration(step.function), source
 
 
@@ -200,9 +213,9 @@ def _tuned_arrays(model: Model, step: Step, name: str, config) -> tuple[list[dic
     io = layer.io(np.zeros(int(np.prod(layer.kernel_input)), dtype=np.int8))
     deployed = kernel.deployed_io(io, config)
     arrays, order = [], []
-    for b in deployed.buffers:
+    for b in deployed.buffers:  # the layer's own input and output (not the model's): placed by the caller
         if b.name in (layer.input_name, layer.output_name):
-            order.append("input" if b.name == layer.input_name else "output")
+            order.append("layer_input" if b.name == layer.input_name else "layer_output")
             continue
         arrays.append(_constant(f"{name}_l{step.index}_{b.name}", b.data))
         order.append(arrays[-1]["name"])
@@ -218,7 +231,7 @@ def _kernel_entry(target: Target, entry: ExportEntry, rendered, config) -> Kerne
         chosen_by=entry.chosen_by, value=float(entry.value), values=entry.values, compiler=compiler.name,
         compiler_command=compiler.command, cflags=(*compiler.cflags, *COMMON_CFLAGS, *rendered.cflags),
         trial_id=entry.trial_id, measured=entry.created, toolchain=entry.toolchain,
-        scratch=section is not None and section in rendered.source,
+        scratch=rendered.scratch_bytes > 0 or (section is not None and section in rendered.source),
         definition=getattr(KERNELS.get(entry.kernel), "definition", ""))  # a kernel of your own: its files' sha256
 
 
@@ -232,10 +245,10 @@ def _provenance(target: Target, entry: ExportEntry, database: str) -> tuple[str,
 
 def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequence[Step],
                   chosen: Mapping[tuple, ExportEntry], name: str, database: str) -> _Rendered:
-    calls, constants, prototypes, sources, kernels, op_units = [], [], [], {}, {}, []
+    calls, constants, prototypes, sources, kernels, op_units, scratch = [], [], [], {}, {}, [], {}
     for step in steps:
         if step.kernel is None:
-            call, arrays, prototype, source = _library_step(model, plan, step, name)
+            call, arrays, prototype, source = _library_step(model, target, plan, step, name)
             calls.append(call)
             constants += arrays
             prototypes.append(prototype)
@@ -249,25 +262,97 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
         config = kernel.tuning_space(target, shape).make(dict(entry.config))
         arrays, order, scalars = _tuned_arrays(model, step, name, config)
         constants += arrays
-        pointers = {"input": _pointer(model, plan, step.inputs[0], {}, False),
-                    "output": _pointer(model, plan, step.output, {}, True)}
+        pointers = {"layer_input": _pointer(model, plan, step.inputs[0], {}, False),
+                    "layer_output": _pointer(model, plan, step.output, {}, True)}
         args = [pointers.get(a, a) for a in order] + [str(v) for v in scalars]
-        calls.append(dict(step=step, args=args, out=pointers["output"]))
+        calls.append(dict(step=step, args=args, out=pointers["layer_output"]))
         if step.function not in kernels:
             rendered = kernel.render(target, shape, config, header=f"{name}.h", fn=step.function,
-                                     provenance=_provenance(target, entry, database))
+                                     provenance=_provenance(target, entry, database),
+                                     shared_scratch=scratch_symbol(name))
             kernels[step.function] = _kernel_entry(target, entry, rendered, config)
+            if rendered.scratch_bytes:
+                scratch[step.function] = (rendered.scratch_bytes, rendered.scratch_align)
             sources[f"{step.function}.c"] = rendered.source
             prototypes.append(rendered.declaration)
             prototypes += kernel.extra_declarations(shape, config, step.function)
     return _Rendered(tuple(calls), tuple(constants), tuple(dict.fromkeys(prototypes)), sources,
-                     tuple(kernels.values()), tuple(op_units))
+                     tuple(kernels.values()), tuple(op_units), scratch)
 
 
-def _io_view(tensor: Tensor) -> dict:
+def scratch_symbol(name: str) -> str:
+    """The one scratch area of module `name`, which every tuned layer's variant uses from its
+    start (codegen/scratch.py): the layers run one after another."""
+    return f"{name}_scratch"
+
+
+def _scratch_view(target: Target, scratch: SharedScratch) -> dict:
+    """The shared scratch as model.c.j2 defines it, in the section each variant's own scratch
+    was measured in."""
+    section = scratch_section(target) if scratch.nbytes else None
+    return dict(scratch=scratch, scratch_attr=f' __attribute__((section("{section}")))' if section else "")
+
+
+def _io_view(tensor: Tensor, parameter: str, position: int) -> dict:
+    """One input or output as the header describes it: `macro` names its defines
+    (<P>_INPUT0_...), the parameter and the tensor (index, name) it is in the model."""
     q = tensor.quantization
     return dict(shape=tuple(tensor.shape), elements=tensor.elements, scale=repr(float(q.scales[0])) if q else "1.0",
-                zero_point=int(q.zero_points[0]) if q else 0)
+                zero_point=int(q.zero_points[0]) if q else 0, parameter=parameter, position=position,
+                macro=parameter.rstrip("0123456789").upper() + str(position), tensor=tensor.index,
+                tensor_name=_comment_text(tensor.name))
+
+
+def _comment_text(text: str) -> str:
+    """A name from the model, printable ASCII, inside a C comment."""
+    return comment_safe(re.sub(r"[^ -~]", "?", text))[:80]
+
+
+# Names that would give defines the header already has (<P>_INPUT0_ELEMENTS...) or look
+# like them (the converter's default signature names, output_0...).
+RESERVED_ALIAS = re.compile(r"(INPUT|OUTPUT)_?\d*")
+
+
+def signature_names(graph) -> dict[int, str]:
+    """tensor -> the first name a signature of the model gives it."""
+    return dict(reversed(graph.io_names))
+
+
+def io_aliases(graph) -> dict[int, str]:
+    """A define name for each input and output from the name its signature gives it (else
+    its tensor's): upper case, [A-Z0-9_], starting with a letter, at most 32 characters. A name
+    that gives no such identifier, a reserved one, or one two tensors share gives none."""
+    given = signature_names(graph)
+    candidates = {}
+    for t in (*graph.inputs, *graph.outputs):
+        alias = re.sub(r"[^A-Za-z0-9]+", "_", given.get(t, graph.tensors[t].name)).strip("_").upper()
+        if re.fullmatch(r"[A-Z][A-Z0-9_]{0,31}", alias) and not RESERVED_ALIAS.fullmatch(alias):
+            candidates[t] = alias
+    taken = list(candidates.values())
+    return {t: alias for t, alias in candidates.items() if taken.count(alias) == 1}
+
+
+def io_views(model: Model) -> tuple[list[dict], list[dict]]:
+    """The module's inputs and outputs, in the model's order (the order of <name>_run's arguments)."""
+    graph = model.graph
+    names, aliases, given = io_parameters(graph), io_aliases(graph), signature_names(graph)
+    inputs, outputs = ([dict(_io_view(graph.tensors[t], names[t], k), alias=aliases.get(t, ""),
+                             signature_name=_comment_text(given.get(t, ""))) for k, t in enumerate(tensors)]
+                       for tensors in (graph.inputs, graph.outputs))
+    return inputs, outputs
+
+
+def check_outputs_computed(model: Model, steps: Sequence[Step]) -> None:
+    """Every model output is written by an operator the module runs (not an input, a
+    constant or a value folded at export): the module has nothing else to write it."""
+    graph = model.graph
+    written = {s.output for s in steps}
+    for k, t in enumerate(graph.outputs):
+        if t not in written:
+            tensor = graph.tensors[t]
+            raise ExportError(f"{model.path}: output {k} (tensor {t}, {tensor.name}) is not computed by any operator "
+                              "the module runs (a model input, a constant or shape arithmetic): the export takes "
+                              "outputs that operators write")
 
 
 def _regions(target: Target, arena_region: str, scratch: bool) -> list[dict]:
@@ -349,20 +434,28 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     (kernel, shape) to the variant it runs (trial_id 0: the kernel's default configuration)."""
     name = check_model_name(name)
     steps = schedule(model, name)
+    check_outputs_computed(model, steps)
     plan = memory_plan(model, steps)
     db_name = Path(database).name if database else "no database"
     r = _render_steps(model, target, plan, steps, chosen, name, comment_safe(db_name))
+    scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)
     region = arena_region_of(target, chosen, arena_bytes)
-    graph = model.graph
     common = dict(name=name, P=name.upper(), model_file=comment_safe(Path(model.path).name), target=target.name,
                   date=date, edgetune_version=version, db=comment_safe(db_name), sha256=_sha256(model_bytes),
                   align=ALIGN, arena_bytes=arena_bytes, arena_region=region,
-                  arena_section=target.section_name(region) if region else "")
-    files = {f"{name}.h": render("model/model.h.j2", dict(common, input=_io_view(graph.tensors[graph.inputs[0]]),
-                                                          output=_io_view(graph.tensors[graph.outputs[0]]))),
+                  arena_section=target.section_name(region) if region else "",
+                  **_scratch_view(target, scratch))
+    inputs, outputs = io_views(model)
+    calls = _calls_view(model, r)
+    used = {a for c in calls for a in c["args"]}
+    common.update(inputs=inputs, outputs=outputs, unused=[v["parameter"] for v in inputs if v["parameter"] not in used],
+                  parameters=", ".join([f"const int8_t *{v['parameter']}" for v in inputs] +
+                                       [f"int8_t *{v['parameter']}" for v in outputs]),
+                  arguments=", ".join(v["parameter"] for v in (*inputs, *outputs)))
+    files = {f"{name}.h": render("model/model.h.j2", common),
              f"{name}.c": render("model/model.c.j2", dict(common, prototypes=r.prototypes, constants=r.constants,
-                                                          calls=_calls_view(model, r), tensors=len(plan.allocations),
+                                                          calls=calls, tensors=len(plan.allocations),
                                                           total_bytes=plan.total_bytes)),
              f"{name}_arena.c": render("model/model_arena.c.j2", common), **r.sources}
     units = _units(target, name, r)
@@ -372,10 +465,10 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     files[CMAKE] = render("export_build.cmake.j2", build)
     if regions:
         files[SECTIONS_LD] = render("export_sections.ld.j2", dict(common, header=f"{name}.h", regions=regions))
-    entry = ModelEntry(name, model_file_name(model.path), common["sha256"], tuple(graph.tensors[graph.inputs[0]].shape),
-                       tuple(graph.tensors[graph.outputs[0]].shape), arena_bytes, region,
-                       _layer_table(model, steps, chosen),
-                       tuple(PlannedTensor(a.tensor, a.offset, a.nbytes, a.first, a.last) for a in plan.allocations))
+    entry = ModelEntry(name, model_file_name(model.path), common["sha256"], inputs[0]["shape"], outputs[0]["shape"],
+                       arena_bytes, region, _layer_table(model, steps, chosen),
+                       tuple(PlannedTensor(a.tensor, a.offset, a.nbytes, a.first, a.last) for a in plan.allocations),
+                       tuple(v["shape"] for v in inputs), tuple(v["shape"] for v in outputs))
     first = target.compilers[0]
     objectives = {k.objective for k in r.kernels}
     manifest = Manifest(
@@ -384,4 +477,4 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
         kernels=r.kernels, edgetune_version=version,
         files=tuple(sorted([*((f, _sha256(t)) for f, t in files.items()), (entry.file, entry.sha256)])),
         exported=date, database=database, model=entry)
-    return RenderedModel(files, manifest, plan, steps)
+    return RenderedModel(files, manifest, plan, steps, scratch)

@@ -22,6 +22,8 @@ _X86_VECTOR_UNITS = (
     ("avxvnni", {"avx2", "fma", "avx_vnni"}, 256, 16),
     ("avx512vnni", {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"}, 512, 32),
 )
+# Every unit a detected host may have, whichever this machine has.
+DETECTABLE_UNITS = frozenset(name for name, *_ in _X86_VECTOR_UNITS)
 
 
 def _lanes(register_bits: int) -> dict[str, int]:

@@ -29,6 +29,7 @@ from edgetune.errors import EdgetuneError
 from .cost import CostModel
 from .compiler_options import ALL as ALL_OPTIONS, OPTION_NAMES
 from .fields import CLOCK_HZ_RANGE, MAX_CYCLES, MAX_ENERGY_PJ, MAX_POWER_MW, MAX_TIMEOUT_S, Range  # noqa: F401
+from .host import DETECTABLE_UNITS
 from .flags import flag_problem, flags_problem, lib_problem, objdump_flag_problem
 from .model import (CACHE_KINDS, CORE_EXTENSIONS, MEMORY_KINDS, NPU_MEMORY_TYPES,  # noqa: F401
                     NPU_NAMES, RUNNER_KINDS, SERIAL_COUNTERS, STARTUP_FAMILIES, UART_DRIVERS, Firmware, MemoryRegion,
@@ -285,6 +286,21 @@ def load_target(path: Path, overrides: dict | None = None, shipped_dir: Path = S
     if overrides:
         data = _merge(data, overrides)
     return target_from_data(data, str(path))
+
+
+@functools.lru_cache(maxsize=None)
+def shipped_unit_names(shipped_dir: Path = SHIPPED_TARGETS_DIR) -> frozenset[str]:
+    """The vector units and core extensions a shipped target has or may detect (host.toml's
+    detected units, whichever this machine has), and every core extension the HAL knows:
+    the names a kernel's vector path may require without a board file of the user's."""
+    names = set(CORE_EXTENSIONS)
+    for path in sorted(shipped_dir.glob("*.toml")):
+        data = read_target_data(path, shipped_dir=shipped_dir)
+        names.update(unit.get("name") for unit in data.get("vector_units", ()) if isinstance(unit, dict))
+        names.update(data.get("core", {}).get("extensions", ()))
+        if data.get("detect"):
+            names |= DETECTABLE_UNITS
+    return frozenset(name for name in names if isinstance(name, str))
 
 
 def target_from_data(data: dict, file: str) -> Target:

@@ -16,6 +16,9 @@ from .fields import (ACTIVE_POWER_MW, CLOCK_HZ, CYCLES, ENERGY_PJ, NON_NEGATIVE,
 MEMORY_KINDS = frozenset({"tcm", "sram", "flash", "dram"})
 MEMORY_ACCESS = frozenset({"rx", "rw", "rwx"})
 CACHE_KINDS = frozenset({"data", "instruction", "unified"})
+# Memory kinds from the nearest to the farthest from the core: the first key of a region's
+# rank among a target's placement regions (Target.placement_roles).
+KIND_ORDER = ("tcm", "sram", "dram", "flash")
 
 
 @dataclass(frozen=True)
@@ -407,6 +410,20 @@ class Target:
     def placement_regions(self) -> tuple[str, ...]:
         """Regions a workload's buffers may be placed in, in order of preference."""
         return self.firmware.io_regions if self.firmware else ()
+
+    @property
+    def placement_roles(self) -> tuple[tuple[str, str], ...]:
+        """(region, role) of each placement region: `near0` for the nearest region buffers
+        may be placed in, `near1` for the next, and so on. Nearer means a nearer kind
+        (KIND_ORDER: a TCM before an SRAM before a DRAM before flash), then fewer wait
+        states, then earlier in the target's order of preference. A role, unlike a region's
+        name, means the same on every target (the M55's DTCM and the M4's SSRAM2/3 are
+        both `near0`), so trials recorded on one target tell a search on another where its
+        buffers did well; a kind alone would not (the M4 has no TCM)."""
+        regions = [self.region(name) for name in self.placement_regions]
+        nearest = sorted(range(len(regions)), key=lambda n: (KIND_ORDER.index(regions[n].kind),
+                                                             regions[n].wait_states, n))
+        return tuple((regions[n].name, f"near{rank}") for rank, n in enumerate(nearest))
 
     def placement_fits(self, placement: Placement, weight_bytes: int, activation_bytes: int) -> bool:
         return all(region in self.placement_regions and nbytes <= self.io_capacity(region)

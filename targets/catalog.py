@@ -29,6 +29,19 @@ def target_file(name: str) -> Path:
 
 
 def get_target(name: str) -> Target:
-    path = target_file(name)
+    return with_accepted_options(_load(target_file(name)))
+
+
+def shipped_target(name: str) -> Target | None:
+    """A shipped target's description by name, or None when no shipped target has that
+    name (a user's own target file, a GPU of a Kernel Tuner recording): for reading what a
+    stored workload's target was, e.g. its memory regions. Unlike get_target it runs no
+    compiler (no probe of accepted options), and a name is never taken as a path."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or not (BOARDS_DIR / f"{name}.toml").is_file():
+        return None
+    return _load(BOARDS_DIR / f"{name}.toml")
+
+
+def _load(path: Path) -> Target:
     overrides = detect_host() if read_target_data(path).get("detect") else None
-    return with_accepted_options(load_target(path, overrides=overrides))
+    return load_target(path, overrides=overrides)

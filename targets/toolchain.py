@@ -59,11 +59,29 @@ class BuildResult:
     placement: Placement | None = None  # where the run must load its buffers (None: the target's default)
 
 
+class CacheDirError(EdgetuneError, RuntimeError):
+    """The cache folder (EDGETUNE_CACHE, else the user's cache folder) cannot be made or written."""
+
+
+def make_folder(path: Path, where: str, error: type[EdgetuneError]) -> None:
+    """Create `path` (and its parents) unless it is a folder already; a file in its place or
+    a folder that cannot be made is `error`, its message starting with `where`."""
+    if path.exists() and not path.is_dir():
+        raise error(f"{where}: exists and is not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise error(f"{where}: cannot create it ({exc.strerror or exc})") from None
+
+
 def cache_dir() -> Path:
-    root = os.environ.get("EDGETUNE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "edgetune")
+    given = os.environ.get("EDGETUNE_CACHE")
+    root = given or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "edgetune")
     path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
+    where = f"EDGETUNE_CACHE={root}" if given else f"the cache folder {root} (set EDGETUNE_CACHE to choose another)"
+    make_folder(path, where, CacheDirError)
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise CacheDirError(f"{where}: not writable")
     return path
 
 

@@ -8,7 +8,7 @@ reader misreads is caught by TFLite Micro rather than written to agree with the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +198,60 @@ def network_model(rng) -> bytes:
                  Operator(6, "FULLY_CONNECTED", (13, 14, 15), (16,), "FullyConnectedOptions", ()),
                  Operator(7, "SOFTMAX", (16,), (17,), "SoftmaxOptions", (("beta", 1.0),))]
     return build_model(tensors, operators, [0], [17])
+
+
+def _conv_layer(rng, tensors: list[Tensor], source: int, wshape, out_shape, name: str) -> Operator:
+    """A CONV_2D on tensor `source` (per-channel weights drawn for it), its output appended last."""
+    x = tensors[source]
+    q = draw_quant(rng, wshape[0], int(np.prod(wshape[1:])))
+    scale = x.quantization.scales[0]
+    base = len(tensors)
+    tensors.append(constant(base, f"{name}_w", int8_weights(rng, wshape), Quantization(q.w_scales, (0,) * wshape[0], 0)))
+    tensors.append(constant(base + 1, f"{name}_b", q.bias, Quantization(tuple(f32(scale * s) for s in q.w_scales),
+                                                                       (0,) * wshape[0], 0)))
+    tensors.append(_act_tensor(base + 2, name, out_shape, q.out_scale, q.out_zero))
+    return _conv_op(len(tensors), (source, base, base + 1), base + 2, activation="NONE")
+
+
+def _edge_tensor(int8: Tensor, index: int, dtype: str) -> Tensor:
+    """The float32 (unquantised) or int16 (scale of the int8 tensor, zero point 0) tensor at a model's edge."""
+    q = None if dtype.startswith("float") else Quantization(int8.quantization.scales, (0,))
+    return replace(int8, index=index, name=f"{int8.name}_{dtype}", dtype=dtype, quantization=q)
+
+
+def two_headed_model(rng, io_dtypes: tuple[str, str, str, str] = ("int8",) * 4, order: str = "pooled-first") -> bytes:
+    """Two inputs and two outputs: "image" (8x8x3) -> CONV_2D 3x3 and "state" (8x8x4) ->
+    CONV_2D 1x1, both to 8x8x8, -> ADD -> "sum" (an output, also read further) ->
+    AVERAGE_POOL_2D 8x8 -> "pooled" (1x1x8, the other output). The outputs are listed
+    pooled first (the later tensor first: graph order is not tensor order), or with
+    `order="sum-first"` sum first. `io_dtypes` (image, state, pooled, sum) other than int8 put
+    a QUANTIZE (into the model, or out to int16) or DEQUANTIZE (out to float) at that edge, as
+    a converter does for a float or int16 interface."""
+    tensors = [_act_tensor(0, "image", (1, 8, 8, 3), f32(0.04), -5), _act_tensor(1, "state", (1, 8, 8, 4), f32(0.02), 3)]
+    operators = []
+    conv_a = _conv_layer(rng, tensors, 0, (8, 3, 3, 3), (1, 8, 8, 8), "image_conv")
+    conv_b = _conv_layer(rng, tensors, 1, (8, 1, 1, 4), (1, 8, 8, 8), "state_conv")
+    a, b = conv_a.outputs[0], conv_b.outputs[0]
+    sum_scale = f32(tensors[a].quantization.scales[0] + tensors[b].quantization.scales[0])
+    tensors.append(_act_tensor(len(tensors), "sum", (1, 8, 8, 8), sum_scale, int(rng.integers(-20, 20))))
+    total = len(tensors) - 1
+    tensors.append(_act_tensor(len(tensors), "pooled", (1, 1, 1, 8), sum_scale, tensors[total].quantization.zero_points[0]))
+    pooled = len(tensors) - 1
+    operators += [conv_a, conv_b, Operator(0, "ADD", (a, b), (total,), "AddOptions", (("fusedActivationFunction", 0),)),
+                  Operator(0, "AVERAGE_POOL_2D", (total,), (pooled,), "Pool2DOptions",
+                           (("padding", 1), ("strideH", 1), ("strideW", 1), ("filterHeight", 8), ("filterWidth", 8)))]
+    inputs, outputs = [0, 1], [pooled, total] if order == "pooled-first" else [total, pooled]
+    edges = dict(zip((0, 1, pooled, total), io_dtypes))
+    for k, t in enumerate(inputs):  # a float or int16 interface: QUANTIZE from it into the int8 tensor
+        if edges[t] != "int8":
+            tensors.append(_edge_tensor(tensors[t], len(tensors), edges[t]))
+            operators.insert(0, Operator(0, "QUANTIZE", (len(tensors) - 1,), (t,)))
+            inputs[k] = len(tensors) - 1
+    for k, t in enumerate(outputs):
+        if edges[t] != "int8":
+            tensors.append(_edge_tensor(tensors[t], len(tensors), edges[t]))
+            operators.append(Operator(0, "DEQUANTIZE" if edges[t].startswith("float") else "QUANTIZE", (t,),
+                                      (len(tensors) - 1,)))
+            outputs[k] = len(tensors) - 1
+    operators = [replace(op, index=n) for n, op in enumerate(operators)]
+    return build_model(tensors, operators, inputs, outputs, description="edgetune test: two inputs, two outputs")

@@ -85,7 +85,7 @@ def run_target(params, target, inputs: list[np.ndarray], out_shape, work: Path, 
     work.mkdir(parents=True, exist_ok=True)
     runner = runner_for(target)
     compiler = target.compiler(compiler) if compiler else target.compilers[0]
-    (work / "op.c").write_text(params.render("et_op"))
+    (work / "op.c").write_text(params.render("et_op", target=target))
     subprocess.run([compiler.command, *compiler.cflags, *COMMON_CFLAGS, "-O2", "-c", "op.c", "-o", "op.o"], cwd=work,
                    check=True, capture_output=True, text=True)
     io = KernelIO(buffers=(*(Buffer(f"input{i}", np.ascontiguousarray(x, dtype=np.int8)) for i, x in enumerate(inputs)),

@@ -1,22 +1,16 @@
 """bench/cmsis_fir.py without the network: which sdist members it unpacks, and the wrapper
 it renders around arm_fir_q15 (the library itself is only downloaded by the bench)."""
-import importlib.util
 import io
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_scripts import load_bench
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("bench_cmsis_fir", ROOT / "bench" / "cmsis_fir.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("cmsis_fir")
 
 
 def _archive(path: Path, members: dict[str, bytes]) -> None:

@@ -1,24 +1,16 @@
 """bench/kernels.py without running a tune: the operators it measures, the MAC counts and the
 per-type limits it divides by, and the distinct MLPerf Tiny workloads it reads from the models."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from edgetune.codegen import get_kernel
 from edgetune.codegen.model import load_model
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_scripts import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_kernels", ROOT / "bench" / "kernels.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("kernels")
 
 
 def test_the_seven_operators_of_issue_19_parse_and_count_their_macs(bench):

@@ -1,18 +1,11 @@
 """bench/models.py's model totals: tuned layers against plain C, weighted by occurrence."""
-import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_scripts import load_bench
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_models", ROOT / "bench" / "models.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("models")
 
 
 def _layer(key: str, weight: int, macs: int, instructions: float | None, cycles: float | None):

@@ -225,3 +225,15 @@ def test_cache_command_reports_prunes_and_clears(matmul, cache, tmp_path):
     assert stranger.read_text() == "mine"
     bad = runner.invoke(main, ["cache", "prune", "--max-mb", "-1"])
     assert bad.exit_code == 2
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/sub"])
+def test_a_cache_folder_that_cannot_be_made_is_one_line_naming_it(tmp_path, monkeypatch, where):
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("EDGETUNE_CACHE", str(tmp_path / where))
+    for args in (["cache", "info"], ["tune", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2", "--budget", "1",
+                                     "--db", str(tmp_path / "t.db")]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output
+        [line] = [line for line in result.output.splitlines() if line.strip()]
+        assert line.startswith(f"edgetune: error: EDGETUNE_CACHE={tmp_path / where}: "), line

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import sqlite3
 import subprocess
 import sys
@@ -119,6 +120,14 @@ def bad_inputs(folder: Path) -> None:
     ([*TUNE, "--db", "/proc/edgetune.db"], "/proc/edgetune.db"),
     (["verify", "{report}", "--target", "host"], "no such export folder"),
     ([*TUNE, "--budget", "lots", "--db", "{db}"], "--budget"),
+    # Seeds are non-negative and fit the database's 64-bit integers; a time budget is finite.
+    ([*TUNE, "--seed", "-1", "--db", "{db}"], "--seed"),
+    ([*TUNE, "--seed", str(2**64), "--db", "{db}"], "--seed"),
+    ([*TUNE, "--time-budget", "nan", "--db", "{db}"], "--time-budget nan"),
+    (["verify", "{report}", "--seed", "-1"], "--seed"),
+    (["model", "tune", "{notes.db}", "--seed", "-1", "--db", "{db}"], "--seed"),
+    (["model", "verify", "{report}", "--target", "host", "--seed", "-1"], "--seed"),
+    (["replay", "{bad.jsonl}", "--seed", "-1"], "--seed"),
 ], ids=lambda value: " ".join(value) if isinstance(value, list) else None)
 def test_bad_input_is_one_line_naming_the_culprit(args, culprit, tmp_path):
     bad_inputs(tmp_path)
@@ -268,3 +277,73 @@ def test_an_unknown_strategy_from_the_python_api_is_a_user_error():
 
     with pytest.raises(EdgetuneError, match="unknown strategy 'nope'"):
         make_strategy("nope", Space([]), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("limits, culprit", [
+    (dict(budget=-1), "--budget -1"), (dict(budget=0), "--budget 0"), (dict(jobs=0), "--jobs 0"),
+    (dict(seed=-1), "--seed -1"), (dict(seed=2**64), "--seed"), (dict(patience=0), "--patience 0"),
+    (dict(time_budget=float("nan")), "--time-budget nan"), (dict(time_budget=-5.0), "--time-budget -5.0"),
+    (dict(budget="4"), "--budget '4'"),
+])
+def test_the_python_api_refuses_run_limits_naming_the_option(limits, culprit, tmp_path):
+    import edgetune
+    from edgetune.errors import EdgetuneError
+
+    db = tmp_path / "api.db"
+    with pytest.raises(EdgetuneError) as raised:
+        edgetune.tune("matmul_s8", "m=2,n=2,k=2", target="host", db=db, **{"budget": 2, **limits})
+    assert str(raised.value).startswith(culprit), raised.value
+    with pytest.raises(EdgetuneError, match="--seed -1"):
+        edgetune.verify(tmp_path, target="host", seed=-1)
+
+
+def test_ctrl_c_in_a_model_run_exits_130_saying_what_is_kept(monkeypatch, tmp_path):
+    """`tune` prints its own summary on Ctrl-C; every other command (here `model tune`) says
+    it was interrupted and that the stored trials stay, with the shell's status for SIGINT."""
+    from edgetune import model_tune_cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_tune_cli, "tune_model", interrupted)
+    model = Path(__file__).parent / "data" / "models" / "fc_autoencoder_ad.tflite"
+    result = CliRunner().invoke(main, ["model", "tune", str(model), "--target", "host", "--db", str(tmp_path / "m.db")])
+    assert result.exit_code == 130, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == ["edgetune: interrupted (Ctrl-C); every trial already stored is kept: "
+                     "run the same command again to resume"], result.stderr
+
+
+def test_best_with_a_bound_no_trial_keeps_says_so_not_that_nothing_succeeded(tmp_path):
+    db = stored_db(tmp_path)  # one successful host trial of matmul_s8 m=2,n=2,k=2, time_ns 10
+    code, out = cli("best", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2", "--db", str(db),
+                    "--constraint", "time_ns<=1")
+    assert code == 1, out
+    assert "(1 trials break them)" in out and "no successful trial within the constraints" in out, out
+    assert "no successful trial yet" not in out
+
+
+@pytest.mark.parametrize("command", [["db", "import", "{pipe}", "--db", "{db}"], ["replay", "{pipe}"]])
+def test_a_pipe_given_as_an_input_file_is_refused_without_waiting_on_it(command, tmp_path):
+    """Opening a FIFO for reading blocks until a writer comes: refused unopened, as target files are."""
+    os.mkfifo(tmp_path / "trials.jsonl")
+    args = [a.replace("{pipe}", str(tmp_path / "trials.jsonl")).replace("{db}", str(tmp_path / "t.db")) for a in command]
+    result = subprocess.run([*EDGETUNE, *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"edgetune: error: {tmp_path / 'trials.jsonl'}: not a regular file\n"
+    assert not (tmp_path / "t.db").exists()
+
+
+@pytest.mark.parametrize("initial, culprit", [
+    ({"tile_m": 99}, "'99' is not a value of parameter 'tile_m'"),
+    ({"tile_q": 1}, "unknown parameter 'tile_q'"),
+    ({"tile_m": "1;abort()"}, "is not NAME=VALUE"),
+])
+def test_the_python_api_checks_an_initial_mapping_as_it_checks_text(initial, culprit, tmp_path):
+    """`initial=[{...}]` used to be dropped in silence when it was not a legal configuration."""
+    import edgetune
+    from edgetune.errors import EdgetuneError
+
+    with pytest.raises(EdgetuneError, match=re.escape(culprit)):
+        edgetune.tune("matmul_s8", "m=2,n=2,k=2", target="host", db=tmp_path / "api.db", initial=[initial], budget=1)
+    assert not (tmp_path / "api.db").exists()

@@ -95,8 +95,10 @@ def test_rounding_shape_key(q15):
         q15.parse_shape("taps=4,block=8,rounding=2")
     with pytest.raises(KernelError, match="rounding='same' must be nearest or truncate"):
         q15.parse_shape("taps=4,block=8,rounding=same")
-    with pytest.raises(KernelError, match="'rounding=floor' is not NAME=INTEGER .e.g. taps=32,block=64,rounding=nearest."):
+    with pytest.raises(KernelError, match="rounding='floor' must be nearest or truncate"):
         q15.parse_shape("taps=4,block=8,rounding=floor")
+    with pytest.raises(KernelError, match="'rounding=2.5' is not NAME=INTEGER .e.g. taps=32,block=64,rounding=nearest."):
+        q15.parse_shape("taps=4,block=8,rounding=2.5")
     with pytest.raises(KernelError, match="unknown key 'rounding' for fir_f32"):
         get_kernel("fir_f32").parse_shape("taps=4,block=8,rounding=1")
 

@@ -103,3 +103,14 @@ def test_a_path_with_a_line_break_stays_on_one_error_line(tmp_path, args):
 def test_error_lines_escape_control_characters():
     assert error_line("bad \x1b[31mred\x1b[0m\tname") == "edgetune: error: bad \\x1b[31mred\\x1b[0m\\tname"
     assert error_line("kept: é, µ and spaces") == "edgetune: error: kept: é, µ and spaces"
+
+
+@pytest.mark.parametrize("kernel, shape, culprit", [
+    ("dwconv2d_s8", "h=8,w=8,c=3,kh=3,kw=3,pad=full", "pad='full' must be a non-negative integer, same or valid"),
+    ("conv2d_s8", "h=8,w=8,cin=3,cout=3,kh=3,kw=3,stride=two", "stride='two' must be a positive integer"),
+    ("matmul_s8", "m=abc,n=1,k=1", "m='abc' must be a positive integer"),
+])
+def test_a_word_a_key_does_not_take_is_refused_naming_what_it_takes(kernel, shape, culprit):
+    with pytest.raises(KernelError) as raised:
+        KERNELS[kernel].parse_shape(shape)
+    assert str(raised.value) == f"shape: {culprit}"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from edgetune.codegen.kernels.base import COMMON_CFLAGS
-from edgetune.codegen.kernels.matmul_s8 import pack_group, pack_weights
+from edgetune.codegen.kernels.matmul_s8 import pack_group, pack_pairs, pack_weights, paired_order
 from edgetune.codegen.render import render
 from edgetune.session import Evaluator
 from edgetune.tuner import Outcome
@@ -67,10 +67,32 @@ def test_only_helium_packed_variants_use_the_stream(matmul, m55):
         assert pack_group(config) == want
 
 
-@pytest.mark.parametrize("group", [2, 4])
-def test_c_packing_helper_writes_the_stream(group, tmp_path, rng):
-    n, k, fn = 13, 37, "et_pack_test"
-    source = render("common/matmul_s8_pack.c.j2", dict(fn=fn, P="P", group=group, chunk=16))
+def test_paired_packing_puts_each_whole_group_of_eight_evens_first(rng):
+    n, k = 21, 40  # two whole groups and five columns left as they are
+    assert list(paired_order(n)) == [0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 16, 17, 18, 19, 20]
+    b = rng.integers(-128, 128, size=(k, n), dtype=np.int8)
+    bias = rng.integers(-1000, 1000, size=n, dtype=np.int32)
+    stream, terms = pack_weights(b, bias, 3, -5, 4, pair=True)
+    _, plain_terms = pack_weights(b, bias, 3, -5)
+    order = paired_order(n)
+    assert np.array_equal(unpack_stream(stream, n, k, 4), b.T[order])
+    assert np.array_equal(terms, plain_terms[order])
+    # the first quad of the stream reads columns 0, 2, 4 and 6 in turn
+    for slot, column in enumerate((0, 2, 4, 6)):
+        assert np.array_equal(stream.reshape(-1)[16 * slot:16 * slot + 16], b[:16, column])
+
+
+def test_only_helium_blocks_of_two_quads_pack_pairs(matmul, m55):
+    space = matmul.space(m55, matmul.parse_shape("m=4,n=40,k=40"))
+    for config in space:
+        assert pack_pairs(config) == (config["vector"] == "mve" and config["layout"] == "packed"
+                                      and config["tile_n"] >= 8)
+
+
+@pytest.mark.parametrize("group,pair", [(2, False), (4, False), (4, True)])
+def test_c_packing_helper_writes_the_stream(group, pair, tmp_path, rng):
+    n, k, fn = 13 if not pair else 21, 37, "et_pack_test"
+    source = render("common/matmul_s8_pack.c.j2", dict(fn=fn, P="P", group=group, chunk=16, pair=pair))
     (tmp_path / "pack.c").write_text(f"#include <stdint.h>\nenum {{ P_N = {n}, P_K = {k} }};\n{source}")
     subprocess.run(["cc", *COMMON_CFLAGS, "-O2", "-fPIC", "-shared", "pack.c", "-o", "pack.so"], cwd=tmp_path, check=True)
     pack = getattr(ctypes.CDLL(str(tmp_path / "pack.so")), f"{fn}_pack")
@@ -79,20 +101,21 @@ def test_c_packing_helper_writes_the_stream(group, tmp_path, rng):
     got, terms = np.zeros((n, k), np.int8), np.zeros(n, np.int32)
     pack(b.ctypes.data_as(ctypes.c_void_p), bias.ctypes.data_as(ctypes.c_void_p), ctypes.c_int32(7),
          ctypes.c_int32(-3), got.ctypes.data_as(ctypes.c_void_p), terms.ctypes.data_as(ctypes.c_void_p))
-    want, want_terms = pack_weights(b, bias, 7, -3, group)
+    want, want_terms = pack_weights(b, bias, 7, -3, group, pair)
     assert np.array_equal(got, want) and np.array_equal(terms, want_terms)
 
 
 def test_space_offers_wide_single_row_blocks_within_the_registers(matmul, m55):
     space = matmul.space(m55, matmul.parse_shape("m=1,n=128,k=512"))
     packed = [c for c in space if c["layout"] == "packed" and c["vector"] == "mve"]
-    assert {c["tile_n"] for c in packed} == {1, 2, 4, 8, 16}  # 16 columns = 4 quads on one row
+    assert {c["tile_n"] for c in packed} == {1, 2, 4, 8, 16, 32}  # 32 columns = 4 pairs of quads on one row
     for c in packed:
-        quads = (c["tile_n"] + 3) // 4
-        assert c["tile_m"] * (quads - 1) + c["tile_m"] + 2 <= 8 and c["tile_m"] * min(c["tile_n"], 4) <= 8
+        live = 1 if c["tile_n"] >= 8 else (c["tile_n"] + 3) // 4 - 1  # pairs are stored before the next
+        assert c["tile_m"] * live + c["tile_m"] + 2 <= 8 and c["tile_m"] * min(c["tile_n"], 4) <= 8
     wide = matmul.space(m55, matmul.parse_shape("m=8,n=64,k=64"))
-    assert not any(c["tile_m"] == 2 and c["tile_n"] == 16 for c in wide
-                   if c["layout"] == "packed" and c["vector"] == "mve")  # 2 rows x 4 quads: 10 Q registers
+    tiles = {(c["tile_m"], c["tile_n"]) for c in wide if c["layout"] == "packed" and c["vector"] == "mve"}
+    assert (2, 32) in tiles and (2, 4) in tiles  # two rows: one quad's sums live, or one of a pair's
+    assert not any(m > 2 for m, n in tiles if n >= 4)  # 3 rows x 4 sums exceed the 8 core accumulators
 
 
 def _run(matmul, m55, shape_text, values, tmp_path, edge="random", shift=None, seed=0):

@@ -102,6 +102,15 @@ def test_a_missing_file(tmp_path):
     refused(tmp_path / "absent.tflite", "no such file")
 
 
+def test_a_folder_or_a_pipe_is_named_as_such(tmp_path):
+    import os
+
+    (tmp_path / "model.tflite").mkdir()
+    refused(tmp_path / "model.tflite", "model.tflite: a folder, not a .tflite model")
+    os.mkfifo(tmp_path / "pipe.tflite")  # never opened: reading it would wait for a writer
+    refused(tmp_path / "pipe.tflite", "pipe.tflite: not a regular file, not a .tflite model")
+
+
 def test_a_file_that_is_not_tflite(tmp_path):
     refused(write(tmp_path, "notes.tflite", b"these are notes, not a model"), "not a TFLite model", "TFL3")
     refused(write(tmp_path, "tiny.tflite", b"TFL"), "too short")

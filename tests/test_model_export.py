@@ -16,12 +16,17 @@ import pytest
 from click.testing import CliRunner
 
 from edgetune.cli import main
+from edgetune.codegen import get_kernel
+from edgetune.codegen.export import ExportError
 from edgetune.codegen.memory_plan import aligned
 from edgetune.codegen.manifest import MANIFEST, read_manifest, write_manifest
 from edgetune.codegen.model import load_model
 from edgetune.codegen.model.oracle import run_tflm
 from edgetune.model_export import export_model
 from edgetune.model_verify import verify_model
+from edgetune.export import export_best
+from edgetune.session import TuneRequest, tune
+from edgetune.tuner import TuningDatabase
 from edgetune.targets import get_target
 
 MODELS = Path(__file__).parent / "data" / "models"
@@ -178,6 +183,21 @@ def test_verify_refuses_a_kernel_export(ds_cnn_export, tmp_path):
     assert result.exit_code == 2 and "not a model export" in result.output
 
 
+def test_verify_takes_the_target_the_export_names(ds_cnn_export, tmp_path):
+    """Without --target, model verify checks the export for the target its manifest names
+    (as `edgetune verify` does): here it gets as far as the edited file."""
+    folder = _copy(ds_cnn_export[1], tmp_path / "edited")
+    source = folder / "ds_cnn_kws.c"
+    source.write_text(source.read_text() + "\n")
+    result = CliRunner().invoke(main, ["model", "verify", str(folder), "--inputs", "1"])
+    assert result.exit_code == 2 and "ds_cnn_kws.c: edited after export" in result.output, result.output
+    data = json.loads((folder / MANIFEST).read_text())
+    data["target"] = "my-board"
+    write_manifest(folder, data)
+    result = CliRunner().invoke(main, ["model", "verify", str(folder)])
+    assert result.exit_code == 2 and "'my-board', which is not a shipped target" in result.output, result.output
+
+
 def test_the_kernel_verify_points_a_model_export_to_model_verify(ds_cnn_export):
     result = CliRunner().invoke(main, ["verify", str(ds_cnn_export[1]), "--target", "cortex-m55"])
     assert result.exit_code == 2 and "check it with edgetune model verify" in result.output
@@ -271,3 +291,46 @@ def test_json_output_of_export_and_verify(tmp_path):
     data = json.loads(result.output[result.output.index("{"):])
     assert data["ok"] and data["problems"] == [] and len(data["inferences"]) == 2
     assert data["size"]["ram_bytes"] >= 16000 and data["size"]["flash_bytes"] > data["size"]["code_bytes"]
+
+
+def test_export_and_verify_say_what_their_tables_are(tmp_path):
+    """Each command's table opens with a line saying which command's it is and for what: in
+    the quick start's output, export's operator table and verify's inferences follow tune's."""
+    runner = CliRunner()
+    result = runner.invoke(main, ["model", "export", str(DS_CNN), "--target", "host", "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "ds_cnn_kws for host: the operators edgetune's kernels run, and their functions:"
+    result = runner.invoke(main, ["model", "verify", str(tmp_path / "m"), "--inputs", "1"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{tmp_path / 'm'} on host: whole inferences, each output against the reference:", lines
+    assert lines[1].startswith("  random 0: ") and lines[2].startswith("  saturating: ")
+
+
+def test_a_model_export_never_replaces_a_kernel_export(tmp_path):
+    """`edgetune export --out X` and `edgetune model export --out X` are easily given the
+    same folder: each refuses to replace the other's export, and the folder stays as it was."""
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    manifest = json.dumps({"target": "cortex-m55", "kernels": []})
+    (kernels / MANIFEST).write_text(manifest)
+    result = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", str(kernels)])
+    assert result.exit_code == 2, result.output
+    assert "holds a kernel export" in result.output and str(kernels) in result.output
+    assert "Traceback" not in result.output
+    assert (kernels / MANIFEST).read_text() == manifest
+    assert [p.name for p in kernels.iterdir()] == [MANIFEST]
+
+
+def test_a_kernel_export_never_replaces_a_model_export(ds_cnn_export, tmp_path):
+    out = _copy(ds_cnn_export[1], tmp_path / "kws")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    kernel, target = get_kernel("matmul_s8"), get_target("host")
+    db = TuningDatabase(tmp_path / "t.db")
+    tune(TuneRequest(kernel, target, kernel.parse_shape("m=4,n=4,k=8"), "random", 2, 2, 1), db)
+    with pytest.raises(ExportError, match="holds a model export"):
+        export_best(db, target, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # An earlier export of the same kind is replaced as before.
+    model_again = export_model(DS_CNN, get_target("cortex-m55"), None, out)
+    assert model_again is not None and read_manifest(out).model is not None

@@ -3,6 +3,8 @@ the model's own weights, boards without an NPU planned all on the CPU."""
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,12 @@ from edgetune.cli import main
 from edgetune.codegen import get_kernel
 from edgetune.codegen.model import load_model
 from edgetune.codegen.model.graph import read_graph
-from edgetune import model_plan
+from edgetune import model_plan, op_measure
+from edgetune.model_export import export_model
+from edgetune.model_verify import operator_model, verify_model
+from edgetune.hal import load_target
+from edgetune.targets import buildcache, get_target, target_file
+from edgetune.targets.toolchain import ToolMissing
 from edgetune.model_plan import npu_option
 from edgetune.session import goal_of, workload_of
 from edgetune.targets.vela import compile_model
@@ -87,19 +94,103 @@ def test_vela_receives_the_layers_own_weights(tmp_path, m55, monkeypatch):
 
 
 @pytest.mark.qemu
-def test_place_a_model_on_a_board_without_an_npu_is_all_cpu(tmp_path, m4):
+def test_place_a_model_on_a_board_without_an_npu_is_all_cpu(tmp_path, m4, own_cache):
     model_path = write(tmp_path, "net.tflite", network_model(np.random.default_rng(1)))
     db = tmp_path / "t.db"  # empty: tuned layers cost their plain loop, measured
     result = _place(model_path, "--target", "cortex-m4", "--db", db, "--out", tmp_path / "plan")
     assert result.exit_code == 0, result.output
     assert "all on the CPU" in result.output and "-> NPU" not in result.output
-    assert "plain C loop nest" in result.output and "estimate: 1 cycle per element" in result.output
+    assert "plain C loop nest" in result.output and "estimate: 1 cycle per element" not in result.output
     plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
     assert {row["device"] for row in plan["operators"]} == {"cpu"}
     assert plan["npu"] is None and plan["total_cycles"] == plan["all_cpu_cycles"]
+    model = load_model(model_path)
+    for row, layer in zip(plan["operators"], model.layers):
+        if layer.kernel is None:  # a library operator: what the emulator counts of it alone
+            assert row["cpu_basis"] == "measured" and "run alone on cortex-m4" in row["cpu_note"]
+            assert row["cpu_cycles"] == _alone(tmp_path, model, layer, m4), row
+        else:
+            assert row["cpu_basis"] == "plain-loop"
     softmax = next(r for r in plan["operators"] if r["op"] == "SOFTMAX")
-    assert softmax["cpu_cycles"] == 4 + 4  # 4 elements read, 4 written: the stated estimate
+    assert softmax["cpu_cycles"] != 4 + 4  # not the estimate (4 elements read, 4 written)
+    assert "CPU figures: 5 plain loop (measured), 3 measured alone" in result.output
     assert not (tmp_path / "plan" / "npu").exists()
+
+
+def _alone(tmp_path: Path, model, layer, target) -> int:
+    """The operator alone in a model, exported and run in the emulator: its instruction count."""
+    data, _ = operator_model(model, layer.operator)
+    path = write(tmp_path, f"alone{layer.index}.tflite", data)
+    export_model(path, target, None, tmp_path / f"alone{layer.index}", name="alone")
+    outcome = verify_model(tmp_path / f"alone{layer.index}", target, n_inputs=1)
+    assert outcome.ok, outcome
+    return outcome.inferences[0].instructions
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    """A cache folder of the test's own: nothing another test measured is found in it."""
+    monkeypatch.setenv("EDGETUNE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.mark.qemu
+def test_place_measures_library_operators_once(tmp_path, own_cache, monkeypatch):
+    model_path = write(tmp_path, "net.tflite", network_model(np.random.default_rng(1)))
+    args = ("--target", "cortex-m4", "--db", tmp_path / "t.db", "--json")
+    first = json.loads(_place(model_path, *args, "--out", tmp_path / "p1").output)
+    library = [r for r in first["operators"] if r["kernel"] is None]
+    assert library and all(r["cpu_basis"] == "measured" and r["cpu_note"].startswith("measured:") for r in library)
+    assert len(list((own_cache / "op-counts").glob("*.json"))) == len(library)
+    assert {u.part: u.entries for u in buildcache.usage(own_cache)}["op-counts"] == len(library)  # `cache info`
+
+    def measured_again(*args):
+        raise AssertionError("a cached operator was measured again")
+
+    monkeypatch.setattr(op_measure, "_run_alone", measured_again)
+    result = _place(model_path, *args, "--out", tmp_path / "p2")
+    assert result.exit_code == 0, result.output
+    second = json.loads(result.output)
+    for a, b in zip(first["operators"], second["operators"]):
+        assert a["cpu_cycles"] == b["cpu_cycles"]
+        if a["kernel"] is None:
+            assert b["cpu_note"].startswith("cached measurement:"), b
+
+
+@pytest.mark.qemu
+def test_place_falls_back_to_the_estimate_without_an_emulator(tmp_path, own_cache, monkeypatch):
+    model_path = write(tmp_path, "net.tflite", network_model(np.random.default_rng(1)))
+
+    class NoEmulator:
+        def check_tools(self):
+            raise ToolMissing("qemu-system-arm: not found on PATH")
+
+    monkeypatch.setattr(op_measure, "runner_for", lambda target: NoEmulator())
+    result = _place(model_path, "--target", "cortex-m4", "--db", tmp_path / "t.db", "--out", tmp_path / "plan")
+    assert result.exit_code == 0, result.output
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    softmax = next(r for r in plan["operators"] if r["op"] == "SOFTMAX")
+    assert softmax["cpu_cycles"] == 4 + 4 and softmax["cpu_basis"] == "estimated"  # 4 elements read, 4 written
+    assert "not measured: qemu-system-arm: not found on PATH" in softmax["cpu_note"]
+    estimated = [r for r in plan["operators"] if r["kernel"] is None]
+    assert all(r["cpu_basis"] == "estimated" for r in estimated)
+    names = ", ".join(f"op {r['index']} {r['op']}" for r in estimated)
+    assert f"3 estimated ({names}: 1 cycle per element, not measured)" in result.output
+    assert not (own_cache / "op-counts").exists()
+
+
+@pytest.mark.qemu
+def test_place_ds_cnn_folds_its_shape_chain_and_measures_the_rest(tmp_path, own_cache, m4):
+    model_path = Path(__file__).parent / "data" / "models" / "ds_cnn_kws.tflite"
+    result = _place(model_path, "--target", "cortex-m4", "--db", tmp_path / "t.db", "--out", tmp_path / "p", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["op"]: r for r in json.loads(result.output)["operators"]}
+    for op in ("SHAPE", "STRIDED_SLICE", "PACK"):  # the export computes the RESHAPE's shape: no code
+        assert rows[op]["cpu_cycles"] == 0 and rows[op]["cpu_basis"] == "folded"
+    model = load_model(model_path)
+    pool = next(layer for layer in model.layers if layer.op == "AVERAGE_POOL_2D")
+    assert rows["AVERAGE_POOL_2D"]["cpu_cycles"] == _alone(tmp_path, model, pool, m4)
+    assert rows["AVERAGE_POOL_2D"]["cpu_cycles"] > 25 * 5 * 64 + 64  # more than the estimate (elements touched)
 
 
 def test_place_a_model_with_an_unknown_device_is_one_line(tmp_path):
@@ -151,3 +242,52 @@ def test_place_a_file_that_is_no_model_is_one_line(tmp_path):
     model_path = write(tmp_path, "broken.tflite", b"\x18\x00\x00\x00TFL3" + b"\x00" * 8)
     result = _place(model_path, "--db", tmp_path / "t.db", "--out", tmp_path / "p")
     assert result.exit_code == 2 and "broken.tflite" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.qemu
+def test_place_by_cycles_prices_library_operators_from_the_cost_table(tmp_path, own_cache, m55):
+    model_path = write(tmp_path, "net.tflite", network_model(np.random.default_rng(1)))
+    result = _place(model_path, "--target", "cortex-m55", "--device", "none", "--objective", "cycles",
+                    "--db", tmp_path / "t.db", "--out", tmp_path / "p", "--json")
+    assert result.exit_code == 0, result.output
+    model = load_model(model_path)
+    softmax = next(layer for layer in model.layers if layer.op == "SOFTMAX")
+    row = json.loads(result.output)["operators"][softmax.index]
+    data, _ = operator_model(model, softmax.operator)
+    export_model(write(tmp_path, "alone.tflite", data), m55, None, tmp_path / "alone", name="alone")
+    first = verify_model(tmp_path / "alone", m55, n_inputs=1).inferences[0]
+    assert row["cpu_cycles"] == math.ceil(dict(first.values)["cycles"]) != first.instructions
+    assert row["cpu_note"].endswith("cycles run alone on cortex-m55")
+    # Cached, and its stored mix priced again by a cost table edited since (the table is no part of the key).
+    slower = load_target(target_file("cortex-m55"), overrides={"cost": {"classes": {"alu": {"cycles": 3}}}})
+    count = op_measure.measure_library_op(model, softmax, slower, "cycles")
+    mix = dict(first.mix)
+    assert count.cached and count.value == math.ceil(slower.estimated_values(mix["mix"], mix["accesses"])["cycles"])
+    assert count.value > row["cpu_cycles"]
+
+
+@pytest.mark.qemu
+def test_a_library_operators_cache_key_is_its_workload_not_its_place(tmp_path, m4, m55):
+    model = load_model(write(tmp_path, "net.tflite", network_model(np.random.default_rng(1))))
+    softmax = next(layer for layer in model.layers if layer.op == "SOFTMAX")
+    elsewhere = replace(softmax, index=99, operator=replace(softmax.operator, index=99))
+    key = op_measure.cache_key(model, softmax, m4)
+    assert op_measure.cache_key(model, elsewhere, m4) == key  # the same operator at another index
+    assert op_measure.cache_key(model, softmax, m55) != key  # another target (toolchain, memory map)
+    pool = next(layer for layer in model.layers if layer.op == "AVERAGE_POOL_2D")
+    assert op_measure.cache_key(model, pool, m4) != key
+
+
+@pytest.mark.qemu
+def test_a_library_operator_that_cannot_be_run_alone_keeps_the_estimate_and_says_why(tmp_path, own_cache, monkeypatch):
+    model = load_model(write(tmp_path, "net.tflite", network_model(np.random.default_rng(1))))
+    softmax = next(layer for layer in model.layers if layer.op == "SOFTMAX")
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("Didn't find op for builtin opcode 'SOFTMAX'")
+
+    monkeypatch.setattr(op_measure, "verify_model", refused)
+    option = model_plan.library_option(model, softmax, get_target("cortex-m4"), "cpu")
+    assert option.basis == "estimated" and option.cycles == 4 + 4
+    assert "not measured: TFLite Micro cannot run it alone: Didn't find op" in option.note
+    assert not list((own_cache / "op-counts").glob("*.json"))  # nothing stored for it

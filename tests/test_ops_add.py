@@ -14,11 +14,11 @@ ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 SHAPES = [((1, 8, 8, 16), (1, 8, 8, 16)), ((1, 4, 5, 3), (1, 1, 1, 3)), ((2, 3, 7), (7,)), ((1, 6, 1, 4), (1, 1, 5, 1))]
 
 
-def _draw(tmp_path, rng, shapes, activation="NONE"):
+def _draw(tmp_path, rng, shapes, activation="NONE", scales=None, zeros=None):
     sa, sb = shapes
     out = tuple(np.broadcast_shapes(sa, sb))
-    scales = np.exp(rng.uniform(np.log(0.003), np.log(0.3), size=3))
-    zeros = rng.integers(-128, 128, size=3)
+    scales = np.exp(rng.uniform(np.log(0.003), np.log(0.3), size=3)) if scales is None else scales
+    zeros = rng.integers(-128, 128, size=3) if zeros is None else zeros
     tensors = [activation_tensor(0, sa, scales[0], zeros[0]), activation_tensor(1, sb, scales[1], zeros[1]),
                activation_tensor(2, out, scales[2], zeros[2])]
     return one_op_graph(tmp_path, tensors, "ADD", (0, 1), (2,), "AddOptions",
@@ -73,3 +73,65 @@ def test_refusals_name_the_operator(tmp_path):
     _, graph = one_op_graph(tmp_path, tensors, "ADD", (0, 1), (2,), "AddOptions", {})
     with pytest.raises(ModelError, match=r"operator 0 \(ADD\): the output rescaling factor"):
         add_params(graph, graph.operators[0])
+
+
+# Same-shape element counts around the Helium loop's four lanes: tails of 1 to 3, one value.
+MVE_SHAPES = [(1, 4, 4, 17), (37,), (3, 5, 7), (1, 1, 1, 1), (2, 2), (1, 8, 8, 16)]
+
+
+def _mve_scales(rng, case: int) -> tuple[float, float, float]:
+    """Drawn scales; some cases hit the exponents a drawn scale rarely gives: equal input
+    scales (an input multiplier of exactly 1/2, no right shift) and an output factor in
+    [1/2, 1) (no right shift after the sum's high multiply)."""
+    s = np.exp(rng.uniform(np.log(0.003), np.log(0.3), size=3))
+    if case % 4 == 1:
+        s[1] = s[0]
+    if case % 4 == 2:
+        s[2] = 2 * max(s[0], s[1]) / (1 << 20) / rng.uniform(0.5, 0.99)
+    if case % 4 == 3:
+        # Equal input scales and an output scale of four times theirs: every rescaling is
+        # exact and the output is (sum of the differences) / 4, half the odd sums a tie,
+        # so rounding ties up instead of away from zero would show.
+        s[1], s[2] = s[0], 4 * s[0]
+    return float(s[0]), float(s[1]), float(s[2])
+
+
+def test_helium_path_only_for_same_shapes_on_mve(tmp_path, m55, m4, a53):
+    """The vector loop is chosen by the target's units: same shapes on the M55; broadcasts
+    there, and everything on targets without MVE, are the plain loop, byte for byte."""
+    rng = np.random.default_rng(11)
+    for shapes in SHAPES[:2]:
+        _, graph = _draw(tmp_path, rng, shapes)
+        params = add_params(graph, graph.operators[0])
+        plain = params.render("et_add")
+        assert "vldrbq_z_s32" not in plain and "arm_mve.h" not in plain
+        for target in (m4, a53):
+            assert params.render("et_add", target=target) == plain
+        on_m55 = params.render("et_add", target=m55)
+        assert (on_m55 != plain) == (shapes[0] == shapes[1])
+        assert ("#include <arm_mve.h>" in on_m55) == (shapes[0] == shapes[1])
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("activation", list(ACTIVATIONS))
+def test_helium_c_on_m55_is_tflite_micro(tmp_path, m55, activation, compiler):
+    """The MVE loop built with each of the M55's compilers, over drawn scales and zero
+    points, both input orders, every tail, and random and saturating values: TFLite Micro's
+    output bit for bit."""
+    rng = np.random.default_rng(len(activation))
+    for case, shape in enumerate(MVE_SHAPES):
+        scales = _mve_scales(rng, case + len(activation))
+        edge = "extreme" if case % 3 == 2 else "random"
+        zeros = [int(z) for z in rng.integers(-128, 128, size=3)]
+        a, b = draw_int8(rng, shape, edge), draw_int8(rng, shape, edge)
+        for order in (0, 1):  # the same sum with the inputs (values, scales, zero points) swapped
+            swap = (lambda v: (v[1], v[0], v[2])) if order else tuple
+            data, graph = _draw(tmp_path, rng, (shape, shape), activation, swap(scales), swap(zeros))
+            params = add_params(graph, graph.operators[0])
+            source = params.render("et_add", target=m55)
+            assert "#include <arm_mve.h>" in source and ("vctp32q" in source) == (a.size % 4 != 0)
+            xs = [b, a] if order else [a, b]
+            want = tflm(data, xs)
+            assert_same(f"{shape} order {order}: reference", params.reference(*xs), want)
+            got = run_target(params, m55, xs, want.shape, tmp_path / f"m{case}_{order}", compiler)
+            assert_same(f"{shape} order {order}: Helium C on the M55 ({compiler})", got, want)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from edgetune import __version__
 from edgetune.cli import main
 from edgetune.session import TuneRequest, prior_trials, tune, workload_of
 from edgetune.tuner import STRATEGIES, Config, Outcome, Trial, TuningDatabase, Workload
@@ -88,6 +89,10 @@ def test_our_format_round_trips_through_record_and_replay(matmul, m55, tmp_path)
     document = json.loads(gzip.decompress(out.read_bytes()))
     assert document["format"] == "edgetune-recorded-space" and document["objective"] == "instructions"
     assert document["shape"] == {"m": 1, "n": 1, "k": 1} and len(document["entries"]) == size
+    # Provenance that says the same on any machine: the database by its file name, no folder.
+    assert document["provenance"]["database"] == "t.db"
+    assert document["provenance"]["tool"] == f"edgetune {__version__}"
+    assert document["provenance"]["workload"] == workload_of(matmul, m55, {"m": 1, "n": 1, "k": 1}).key()
     recorded = load_recorded(out)
     db = TuningDatabase(tmp_path / "t.db")
     stored = {t.config.key(): t.value("instructions") for t in db.trials(workload_of(matmul, m55, {"m": 1, "n": 1, "k": 1}))}
@@ -115,6 +120,8 @@ def test_committed_bench_spaces_load():
         # Every successful entry has its code's features (bench/ranker.py learns from them).
         ok = [i for i, t in recorded.trials.items() if not t.outcome.failed]
         assert set(ok) <= set(recorded.features), path.name
+        provenance = json.loads(gzip.decompress(path.read_bytes()))["provenance"]
+        assert "/" not in provenance["database"] and provenance["tool"].startswith("edgetune "), path.name
     kernels = {(load_recorded(p).kernel, load_recorded(p).target) for p in files}
     assert {("conv2d_s8", "cortex-m55"), ("conv2d_s8", "cortex-m4"), ("dwconv2d_s8", "cortex-m55"),
             ("dwconv2d_s8", "cortex-m4"), ("fir_q15", "cortex-m55"), ("matmul_s8", "cortex-m55")} <= kernels

@@ -32,7 +32,7 @@ import numpy as np
 
 from edgetune.errors import EdgetuneError
 from .space import Config, Constraint, Param, Space, SpaceError
-from .strategies import PriorTrials, SearchStrategy, Strategy, make_strategy
+from .strategies import PriorTrials, SearchStrategy, Strategy, ValueRoles, make_strategy
 from .trial import Outcome, Trial
 
 FORMAT = "edgetune-recorded-space"
@@ -83,6 +83,8 @@ class ReplayRun:
 # --- reading --------------------------------------------------------------------------------
 def load_recorded(path: str | Path) -> RecordedSpace:
     path = Path(path)
+    if path.exists() and not path.is_file():  # a folder, or a pipe that would block for ever
+        raise RecordedSpaceError(f"{path}: not a regular file")
     try:
         raw = path.read_bytes()
         text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
@@ -248,30 +250,51 @@ def write_recorded(path: str | Path, document: dict) -> Path:
 
 
 # --- replaying ------------------------------------------------------------------------------
-def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
-           prior: Sequence[PriorTrials] = (), wrap: Callable[[SearchStrategy], Strategy] | None = None) -> ReplayRun:
-    """Tune against the recording: the strategy asks, the file answers, one at a time.
-    `wrap` puts a wrapper around the strategy (e.g. code_rank.RankByCode)."""
-    search = make_strategy(strategy, recorded.space, np.random.default_rng(seed), recorded.objective, prior,
-                           budget=budget)
-    if wrap is not None:
-        search = wrap(search)
-    trace: list[float | None] = []
-    best: Trial | None = None
-    while len(trace) < budget:
+def replay_strategy(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
+                    prior: Sequence[PriorTrials] = (), roles: ValueRoles = ValueRoles()) -> SearchStrategy:
+    """The strategy a replay runs: seeded, minimising the recording's objective, told the
+    prior trials and the run's budget; `roles` are the value roles of the recording's target,
+    which prior values are mapped to."""
+    return make_strategy(strategy, recorded.space, np.random.default_rng(seed), recorded.objective, prior,
+                         budget=budget, roles=roles)
+
+
+def replay_trials(recorded: RecordedSpace, search: Strategy, budget: int,
+                  stop_at: float | None = None) -> list[Trial]:
+    """The search asks, the file answers, one configuration at a time: at most `budget`
+    evaluations, fewer when the search has nothing left or (with `stop_at`) once a value
+    <= stop_at is found."""
+    trials: list[Trial] = []
+    while len(trials) < budget:
         configs = search.ask(1)
         if not configs:
             break
         trial = recorded.trial(configs[0])
         search.tell([trial])
+        trials.append(trial)
         value = trial.value(recorded.objective)
-        trace.append(value)
-        if value is not None and (best is None or value < best.value(recorded.objective)):
-            best = trial
+        if stop_at is not None and value is not None and value <= stop_at:
+            break
+    return trials
+
+
+def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
+           prior: Sequence[PriorTrials] = (), wrap: Callable[[SearchStrategy], Strategy] | None = None,
+           roles: ValueRoles = ValueRoles()) -> ReplayRun:
+    """Tune against the recording: the strategy asks, the file answers, one at a time.
+    `wrap` puts a wrapper around the strategy (e.g. code_rank.RankByCode); `roles` as in
+    replay_strategy."""
+    search = replay_strategy(recorded, strategy, budget, seed, prior, roles)
+    trials = replay_trials(recorded, search if wrap is None else wrap(search), budget)
+    trace = tuple(t.value(recorded.objective) for t in trials)
+    found = [(value, n) for n, value in enumerate(trace) if value is not None]
+    best = trials[min(found)[1]] if found else None  # the first of the lowest, as the strategy met it
     return ReplayRun(seed=seed, best=None if best is None else best.value(recorded.objective),
-                     best_config=None if best is None else best.config.as_dict(), trace=tuple(trace))
+                     best_config=None if best is None else best.config.as_dict(), trace=trace)
 
 
-def as_prior(recorded: RecordedSpace) -> PriorTrials:
-    """A recorded space as prior trials for a transfer-learning strategy."""
-    return PriorTrials(f"{recorded.kernel}/{recorded.target}/{recorded.path}", tuple(recorded.trials.values()))
+def as_prior(recorded: RecordedSpace, roles: ValueRoles = ValueRoles()) -> PriorTrials:
+    """A recorded space as prior trials for a transfer-learning strategy; `roles` are the
+    value roles of the target it was recorded on."""
+    return PriorTrials(f"{recorded.kernel}/{recorded.target}/{recorded.path}", tuple(recorded.trials.values()),
+                       roles)

@@ -15,6 +15,7 @@ from edgetune.tuner import Config, Space
 from ..compiler_options import option_cflags, with_compiler_options
 from ..placement import fit_problem, placement_of, scratch_section, with_placement
 from ..render import render
+from ..scratch import ScratchLayout
 from .paths import VectorPath, offered_paths, path_named
 
 C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(np.int32): "int32_t",
@@ -65,6 +66,8 @@ class RenderedKernel:
     compiler: str  # the target compiler's name ("gcc", "clang")
     cflags: tuple[str, ...]  # flags chosen by the configuration (optimisation level, ...)
     placement: Placement | None = None  # where its buffers live (None: the target's default)
+    scratch_bytes: int = 0  # its static scratch, laid out as in a shared area (codegen/scratch.py)
+    scratch_align: int = 16  # the alignment that area needs for its buffers
 
 
 # Index arithmetic is done in `int` (32 bits on every target offered); keep every tensor's
@@ -82,8 +85,10 @@ def check_elements(**counts: int) -> None:
             raise KernelError(f"shape: the {name} tensor has {count} elements, more than {MAX_ELEMENTS}")
 
 
-# NAME=INTEGER; a word value (pad=same) is kept as text for the kernel's expand_shape.
-SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|(?i:same|valid|nearest|truncate))\s*$")
+# NAME=INTEGER or NAME=WORD: a word (pad=same, rounding=truncate) is kept as text for the
+# kernel's expand_shape, which says which words a key takes (pad=full is refused naming them);
+# a word left after it is refused as not an integer.
+SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|[A-Za-z]+)\s*$")
 OPT_LEVELS = ("O2", "O3", "Os")
 COMMON_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
 
@@ -245,23 +250,28 @@ class Kernel:
         return f"int et_{self.name}({', '.join(dims + self.arguments(shape))})"
 
     def render(self, target: Target, shape: Mapping[str, int], config: Config, *, header: str = "kernel.h",
-               fn: str | None = None, provenance: tuple[str, ...] = ()) -> RenderedKernel:
+               fn: str | None = None, provenance: tuple[str, ...] = (), shared_scratch: str = "") -> RenderedKernel:
+        """The variant's C. Its static scratch is its own, or (shared_scratch) placed in that
+        area of the module it is part of (codegen/scratch.py)."""
         fn = fn or self.function_name(shape)
         compiler = target.compiler(str(config["compiler"]))
         cflags = self.variant_cflags(config) + option_cflags(target, config)
         build_hint = " ".join((compiler.command, *compiler.cflags, *COMMON_CFLAGS[:1], *cflags, "-c", f"{fn}.c"))
         variables = dict(self.template_vars(target, shape, config))
         section = scratch_section(target)
+        scratch_attr = f' __attribute__((section("{section}")))' if section else ""
+        layout = ScratchLayout(scratch_attr, shared_scratch)
         if self.paths:
             variables.update(self.path(config).variables(target, shape, config))
         variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, kernel_name=self.name, provenance=tuple(map(comment_safe, provenance)),
                          version=self.version, build_hint=build_hint,
-                         scratch_attr=f' __attribute__((section("{section}")))' if section else "",
+                         scratch_attr=scratch_attr, scratch_array=layout.array,
                          config_text=", ".join(f"{k}={v}" for k, v in config.items))
         source = self.render_source(self.template_for(config), variables)
         placement = placement_of(target, self.make_io(shape, np.random.default_rng(0)), config)
         return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
-                              compiler=compiler.name, cflags=cflags, placement=placement)
+                              compiler=compiler.name, cflags=cflags, placement=placement,
+                              scratch_bytes=layout.nbytes, scratch_align=layout.align)
 
     def render_source(self, template: str, variables: dict) -> str:
         """The C text of a variant from its template (codegen's own templates; a kernel

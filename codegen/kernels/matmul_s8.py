@@ -26,7 +26,7 @@ CHUNK = 16  # bytes of one column's K run per Helium load (one VLDRB.8 of 16 lan
 
 
 def pack_weights(b: np.ndarray, bias: np.ndarray, a_zero: int, b_zero: int,
-                 group: int = 1) -> tuple[np.ndarray, np.ndarray]:
+                 group: int = 1, pair: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The packed weights of layout=packed, as the exported `<fn>_pack()` computes them in C:
     b_packed = B transposed (N x K, int8), col_term[n] = bias[n] - a_zero * sum_k b[k][n]
     + K * a_zero * b_zero (int32). With them the kernel computes
@@ -38,16 +38,39 @@ def pack_weights(b: np.ndarray, bias: np.ndarray, a_zero: int, b_zero: int,
     the columns of each block of `group` take turns every 16 elements of K (column 0's k 0-15, column 1's k 0-15, ..., column 0's
     k 16-31, ...; a last block narrower than `group` and a last chunk shorter than 16 the
     same way), so a quad's dot products read one stream with one pointer: one register for
-    all of its columns instead of one each. group=1 is B transposed."""
+    all of its columns instead of one each. group=1 is B transposed.
+
+    pair (Helium blocks of two quads or more, pack_pairs): first, in each whole group of eight
+    columns, the even columns go before the odd ones (columns 0 2 4 6 1 3 5 7), in the stream
+    and in col_term alike, so two quads narrow into one int16x8 with column j in lane j."""
     k, n = b.shape
     col_term = (bias.astype(np.int64) - a_zero * b.astype(np.int64).sum(axis=0) + k * a_zero * b_zero)
     wrapped = (col_term & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
     transposed = np.ascontiguousarray(b.T).astype(np.int8)
+    if pair:
+        order = paired_order(n)
+        transposed, wrapped = np.ascontiguousarray(transposed[order]), np.ascontiguousarray(wrapped[order])
     if group == 1:
         return transposed, wrapped
     stream = [transposed[n0:n0 + group, k0:k0 + CHUNK].ravel()
               for n0 in range(0, n, group) for k0 in range(0, k, CHUNK)]
     return np.concatenate(stream).reshape(n, k), wrapped
+
+
+PAIRED = (0, 2, 4, 6, 1, 3, 5, 7)  # a group of eight columns as two quads: evens, then odds
+
+
+def paired_order(n: int) -> np.ndarray:
+    """The columns in pack_weights(..., pair=True) order: position p holds column order[p]."""
+    order = np.arange(n)
+    for g in range(0, n - n % 8, 8):
+        order[g:g + 8] = [g + j for j in PAIRED]
+    return order
+
+
+def pack_pairs(config: Config) -> bool:
+    """Helium blocks of two quads or more narrow them in pairs (pack_weights' pair)."""
+    return config["layout"] == "packed" and config["vector"] == "mve" and int(config["tile_n"]) >= 2 * QUAD
 
 
 def pack_group(config: Config) -> int:
@@ -59,6 +82,12 @@ def pack_group(config: Config) -> int:
 
 def quads(config: Mapping) -> int:
     return (int(config["tile_n"]) + QUAD - 1) // QUAD
+
+
+def live_quads(config: Mapping) -> int:
+    """Quads of a Helium packed block whose sums stay live while the next quad's dot products
+    run: all before it, or (blocks narrowing pairs) the first quad of the pair."""
+    return 1 if int(config["tile_n"]) >= 2 * QUAD else quads(config) - 1
 
 
 def plain_template(config: Config) -> str:
@@ -79,10 +108,12 @@ def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
          lambda c: c["layout"] != "rowmajor" or c["tile_n"] % lanes == 0),
         # Packed: a block is computed a quad of columns at a time; while a quad's dot
         # products run, one Q register per row of A, two for the stream of B and the sums of
-        # the quads done are live, and the quad's tile_m x 4 sums accumulate in core registers.
-        (f"MVE packed tile needs tile_m * (tile_n / 4 - 1) + tile_m + 2 <= {unit.registers} Q registers and "
+        # the quads done are live (in blocks of 8+ columns only the pair's first quad: each
+        # pair is stored before the next starts), and the quad's tile_m x 4 sums accumulate
+        # in core registers.
+        (f"MVE packed tile needs tile_m * (quads done and live) + tile_m + 2 <= {unit.registers} Q registers and "
          f"tile_m * min(tile_n, 4) <= 8 accumulators",
-         lambda c: c["layout"] != "packed" or (c["tile_m"] * (quads(c) - 1) + c["tile_m"] + 2 <= unit.registers
+         lambda c: c["layout"] != "packed" or (c["tile_m"] * live_quads(c) + c["tile_m"] + 2 <= unit.registers
                                                and c["tile_m"] * min(c["tile_n"], QUAD) <= 8)),
         ("packed MVE unrolls 16-element steps: 16 * unroll_k must not exceed k",
          lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]),
@@ -119,7 +150,9 @@ PATHS = (
 
 class MatmulS8(Kernel):
     name = "matmul_s8"
-    version = 3  # v2: the `layout` parameter (weights packed at export time); v3: Helium's packed stream
+    # v2: the `layout` parameter (weights packed at export time); v3: Helium's packed stream;
+    # v4: Helium blocks of 8+ columns pack each group of eight evens first (narrowed in pairs)
+    version = 4
     shape_keys = ("m", "n", "k")
     description = "int8 matrix multiply, int32 accumulation, requantised to int8 (fully connected layers)"
     template = "matmul_s8.c.j2"
@@ -188,7 +221,8 @@ class MatmulS8(Kernel):
         params = dict(io.params)
         # The VNNI paths read A offset by 128 (u8): the column term takes a_zero + 128 for a_zero.
         a_zero = params["a_zero"] + zero_offset(str(config["vector"]))
-        b_packed, col_term = pack_weights(b.data, bias.data, a_zero, params["b_zero"], pack_group(config))
+        b_packed, col_term = pack_weights(b.data, bias.data, a_zero, params["b_zero"], pack_group(config),
+                                            pack_pairs(config))
         return KernelIO(buffers=(a, Buffer("b", b_packed, weight=True), Buffer("bias", col_term, weight=True), c),
                         params=io.params)
 
@@ -222,5 +256,5 @@ class MatmulS8(Kernel):
             bands.append({"start": m_full, "stop": m, "rows": m % tm})
         variables = dict(m=m, n=n, k=k, tm=tm, tn=tn, uk=uk, tv=tn // 4, vector=config["vector"],
                          bands=bands, n_full=n_full, n_rem=n % tn, m_rem=m % tm, layout=config["layout"],
-                         group=pack_group(config), chunk=CHUNK, quads=quads(config))
+                         group=pack_group(config), pair=pack_pairs(config), chunk=CHUNK, quads=quads(config))
         return variables

@@ -23,6 +23,7 @@ import difflib
 import math
 import re
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -30,7 +31,7 @@ from typing import Callable, Mapping, Sequence
 import jinja2
 import numpy as np
 
-from edgetune.hal import Target
+from edgetune.hal import Target, shipped_unit_names
 from edgetune.tuner import Config, Constraint, Param, Space, choice
 
 from ..placement import PLACEMENT_PARAMS
@@ -53,7 +54,7 @@ C_KEYWORDS = frozenset("""auto break case char const continue default do double 
     volatile while _Bool _Complex _Imaginary bool true false""".split())
 # The variables Kernel.render gives every template, and the parameters every kernel's space has.
 RENDER_VARIABLES = frozenset({"fn", "prefix", "P", "header", "kernel_name", "provenance", "version", "build_hint",
-                              "scratch_attr", "config_text", "shape", "config", "signature"})
+                              "scratch_attr", "scratch_array", "config_text", "shape", "config", "signature"})
 RESERVED = frozenset({"compiler", "opt", "vector", *PLACEMENT_PARAMS, *RENDER_VARIABLES})
 
 
@@ -110,6 +111,15 @@ class Vector:
     requires: str | None = None
     source: str = ""
     restrictions: tuple = ()
+
+
+class UnknownUnitWarning(UserWarning):
+    """A vector path requires a unit or extension that no known target has (the shipped
+    boards and the target in use): most likely a misspelling, and the path is never offered.
+    Not an error: a board file of the user's, not used in this run, may have it."""
+
+
+_WARNED_UNITS: set[tuple[str, str, str]] = set()  # (definition, path, unit): warned once per process
 
 
 @dataclass(frozen=True)
@@ -492,11 +502,30 @@ class UserKernel(Kernel):
     def check_fits(self, target: Target, shape: Mapping[str, int]) -> None:
         """As every kernel, then every restriction asked about every configuration and the
         reference run once: one that raises, or a wrong shape or dtype, is refused before
-        any trial (never inside one)."""
+        any trial (never inside one). A path requiring a unit no known target has is
+        warned about first (UnknownUnitWarning), once per process: commands check the fit
+        before their trials, never per trial, and some more than once (tune: the CLI, then
+        the session)."""
+        self.warn_unknown_units(target)
         super().check_fits(target, shape)
         if not len(self.space(target, shape).legal_indices()):
             raise KernelError(f"kernel {self.name}: no configuration meets its restrictions on {target.name}")
         self.reference(shape, self.make_io(shape, np.random.default_rng(0)))
+
+    def unknown_units(self, target: Target) -> list[tuple[str, str]]:
+        """(path, unit) for each vector path requiring a unit that neither a shipped target
+        nor `target` has."""
+        known = known_units(target)
+        return [(v.name, v.requires) for v in self.spec.vectors if v.requires is not None and v.requires not in known]
+
+    def warn_unknown_units(self, target: Target) -> None:
+        for path, unit in self.unknown_units(target):
+            if (self.definition, path, unit) in _WARNED_UNITS:
+                continue
+            _WARNED_UNITS.add((self.definition, path, unit))
+            warnings.warn(f"kernel {self.name}: vector path {path!r} requires {unit!r}, which no known target has "
+                          f"(the shipped ones, {target.name}), so the path is never offered"
+                          f"{did_you_mean(unit, known_units(target))}", UnknownUnitWarning, stacklevel=3)
 
     def compare(self, shape, io: KernelIO, name: str, got: np.ndarray, want: np.ndarray) -> str | None:
         if not self.spec.tolerance:
@@ -579,6 +608,12 @@ def known_builtins() -> frozenset[str] | None:
         return frozenset(builtin_names().values())
     except ModelError:
         return None
+
+
+def known_units(target: Target) -> frozenset[str]:
+    """The vector units and core extensions of the shipped targets and of `target` (which
+    may be a board file of the user's)."""
+    return shipped_unit_names() | {unit.name for unit in target.vector_units} | set(target.core.extensions)
 
 
 def did_you_mean(name: str, names) -> str:

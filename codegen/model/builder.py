@@ -64,11 +64,25 @@ def _buffer(s, data: bytes | None):
     return buffer
 
 
+def _signature(s, names: Sequence[str], inputs: Sequence[int], outputs: Sequence[int]):
+    """The "serving_default" signature naming the inputs, then the outputs, in order."""
+    maps = []
+    for name, tensor in zip(names, (*inputs, *outputs)):
+        entry = s.TensorMapT()
+        entry.name, entry.tensorIndex = name, int(tensor)
+        maps.append(entry)
+    signature = s.SignatureDefT()
+    signature.signatureKey, signature.subgraphIndex = "serving_default", 0
+    signature.inputs, signature.outputs = maps[:len(inputs)], maps[len(inputs):]
+    return signature
+
+
 def build_model(tensors: Sequence[Tensor], operators: Sequence[Operator], inputs: Sequence[int],
-                outputs: Sequence[int], description: str = "edgetune") -> bytes:
+                outputs: Sequence[int], description: str = "edgetune", io_names: Sequence[str] = ()) -> bytes:
     """A single-subgraph TFLite model. Tensors are written in the order given (their
     `index` fields are not read); each constant gets its own buffer after the empty
-    buffer 0 the format reserves."""
+    buffer 0 the format reserves. `io_names`, one per input then output: a signature
+    naming them, as the converter writes one."""
     s = schema()
     buffers = [s.BufferT()]
     written = []
@@ -101,6 +115,8 @@ def build_model(tensors: Sequence[Tensor], operators: Sequence[Operator], inputs
     model = s.ModelT()
     model.version, model.operatorCodes, model.subgraphs = SCHEMA_VERSION, codes, [sub]
     model.buffers, model.description = buffers, description
+    if io_names:
+        model.signatureDefs = [_signature(s, io_names, inputs, outputs)]
     import flatbuffers  # a dependency of tflite-micro, there whenever the schema is
 
     builder = flatbuffers.Builder(1024)

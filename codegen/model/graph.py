@@ -93,14 +93,19 @@ class Graph:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     description: str = ""
+    # The names its signature gives the inputs and outputs: (tensor, name), as the model
+    # stores them (SignatureDef inputs/outputs; what TF's signature runner calls them).
+    io_names: tuple[tuple[int, str], ...] = ()
 
 
 def read_graph(path: str | Path) -> Graph:
     """The graph of a .tflite file; ModelError (naming the file) when it is missing, not a
     TFLite flatbuffer, truncated, or has other than one subgraph."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ModelError(f"{path}: no such file")
+    if not path.is_file():  # a folder, a pipe or a device: never opened
+        raise ModelError(f"{path}: {'a folder' if path.is_dir() else 'not a regular file'}, not a .tflite model")
     data = path.read_bytes()
     if len(data) < 8:
         raise ModelError(f"{path}: {len(data)} bytes, too short for a TFLite model (truncated?)")
@@ -130,7 +135,19 @@ def _graph(path: Path, model, data: bytes) -> Graph:
         if not 0 <= index < len(tensors):
             raise ModelError(f"{path}: subgraph input/output tensor {index} does not exist ({len(tensors)} tensors)")
     description = model.description.decode("utf-8", "replace") if isinstance(model.description, bytes) else ""
-    return Graph(str(path), tensors, operators, inputs, outputs, description)
+    return Graph(str(path), tensors, operators, inputs, outputs, description, _io_names(model, len(tensors)))
+
+
+def _io_names(model, n_tensors: int) -> tuple[tuple[int, str], ...]:
+    """(tensor, name) of every entry of the signatures of subgraph 0 naming a tensor that exists."""
+    names = []
+    for signature in model.signatureDefs or []:
+        if signature.subgraphIndex != 0:
+            continue
+        for entry in (*(signature.inputs or []), *(signature.outputs or [])):
+            if 0 <= entry.tensorIndex < n_tensors and entry.name:
+                names.append((int(entry.tensorIndex), _text(entry.name)))
+    return tuple(names)
 
 
 def _indices(values) -> tuple[int, ...]:

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from edgetune.hal import Target
 from ..kernels.base import comment_safe
 from ..model.arithmetic import activation_range
 from ..model.graph import Graph, Operator, Tensor
@@ -152,13 +153,15 @@ class StaticOp(ABC):
     def variables(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def render(self, fn: str, provenance: tuple[str, ...] = ()) -> str:
-        """The C source of `void fn(const int8_t *input0, ..., int8_t *output)`."""
+    def render(self, fn: str, provenance: tuple[str, ...] = (), target: Target | None = None) -> str:
+        """The C source of `void fn(const int8_t *input0, ..., int8_t *output)`; an operator
+        with a vector path uses it when `target` has the unit (without a target: plain C)."""
         if not C_IDENTIFIER.fullmatch(fn):
             raise ModelError(f"operator {self.index} ({self.op}): {fn!r} is not a C function name")
         lines = (f"operator {self.index} ({self.op})", *provenance)
+        units = frozenset(u.name for u in target.vector_units) if target is not None else frozenset()
         return render(f"ops/{self.template}", dict(
-            self.variables(), fn=fn, prefix=fn, provenance=tuple(map(comment_safe, lines)),
+            self.variables(), vector_units=units, fn=fn, prefix=fn, provenance=tuple(map(comment_safe, lines)),
             config_text=comment_safe(self.describe()), kernel_name=self.op.lower(), version=TEMPLATE_VERSION,
             build_hint=f"cc -std=c99 -O2 -c {fn}.c", n_inputs=self.n_inputs, clamped_only=True))
 

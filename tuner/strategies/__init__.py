@@ -16,7 +16,7 @@ from edgetune.errors import EdgetuneError
 from ..space import Space
 from .annealing import SimulatedAnnealing
 from .bandit import Bandit
-from .base import PriorTrials, SearchStrategy, Strategy
+from .base import PriorTrials, SearchStrategy, Strategy, ValueRoles
 from .basic import Exhaustive, RandomSearch
 from .differential import DifferentialEvolution
 from .genetic import GeneticAlgorithm
@@ -50,18 +50,21 @@ def check_strategy(name: str) -> type[SearchStrategy]:
 
 
 def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: str = "",
-                  prior: Sequence[PriorTrials] = (), budget: int | None = None) -> SearchStrategy:
+                  prior: Sequence[PriorTrials] = (), budget: int | None = None,
+                  roles: ValueRoles = ValueRoles()) -> SearchStrategy:
     """The one place strategy names become objects (used by the CLI and the session).
 
     `objective` names the measured value to minimise (strategies that learn need it);
     `prior` holds trials of the same kernel on other workloads, for strategies that
-    transfer what they learnt (others ignore it); `budget` is the run's evaluation budget,
-    for strategies that plan by it (None: unknown).
+    transfer what they learnt (others ignore it), and `roles` this space's target's value
+    roles, which prior values are mapped to (see ValueRoles); `budget` is the run's
+    evaluation budget, for strategies that plan by it (None: unknown).
     """
     cls = check_strategy(name)
     options: dict = {}
     if cls.uses_prior:
         options["prior"] = tuple(prior)
+        options["roles"] = roles
     if cls.uses_budget:
         options["budget"] = budget
     return cls(space, rng, objective, **options)
@@ -69,4 +72,4 @@ def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: 
 
 __all__ = ["Bandit", "DEFAULT_STRATEGY", "DifferentialEvolution", "Exhaustive", "GeneticAlgorithm", "GradientSearch",
            "LocalSearch", "ModelGuided", "PriorTrials", "RandomSearch", "STRATEGIES", "SearchStrategy", "SimulatedAnnealing", "Strategy",
-           "TransferLearning", "check_strategy", "make_strategy"]
+           "TransferLearning", "ValueRoles", "check_strategy", "make_strategy"]

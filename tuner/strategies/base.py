@@ -10,7 +10,7 @@ next point (`_next`) and learn from values (`_observe`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -25,12 +25,68 @@ class Strategy(Protocol):
 
 
 @dataclass(frozen=True)
+class ValueRoles:
+    """Target-neutral names ("roles") of parameter values that name a part of one target.
+    A memory region is `dtcm` on one board and `ssram23` on the next, while its role (say,
+    the nearest region buffers can go in) is the same on both; the application, which
+    knows the targets, gives per parameter the (value, role) pairs of one target, and a
+    value it does not list is its own role. A prior value then stands for the value with
+    the same role in another space (see `translation`). Within a parameter each listed
+    value has one role and each role at most one value."""
+
+    params: tuple[tuple[str, tuple[tuple[object, object], ...]], ...] = ()
+
+    def __post_init__(self):
+        for name, pairs in self.params:
+            values, roles = [_typed(v) for v, _ in pairs], [_typed(r) for _, r in pairs]
+            if len(set(values)) != len(values) or len(set(roles)) != len(roles):
+                raise ValueError(f"value roles of parameter {name!r} are not one to one: {pairs!r}")
+
+    @classmethod
+    def of(cls, roles: Mapping[str, Mapping[object, object]]) -> "ValueRoles":
+        return cls(tuple((name, tuple(values.items())) for name, values in roles.items()))
+
+    def roles_of(self, name: str) -> dict[tuple, object] | None:
+        """{(type, value): role} of a parameter's listed values, or None when this target
+        gives the parameter no roles."""
+        return next(({_typed(v): r for v, r in pairs} for n, pairs in self.params if n == name), None)
+
+
+def _typed(value) -> tuple:
+    """A value as a key that keeps 1 and True apart."""
+    return type(value), value
+
+
+def translation(source: ValueRoles, here: ValueRoles, name: str, values: Sequence) -> dict[tuple, object] | None:
+    """{(type, a prior's value): the value here with the same role} for parameter `name`,
+    whose values here are `values`; None when either side gives it no roles (its values
+    then carry over as they are, by name). A prior value whose role no value here has is
+    missing from the dict: it cannot be mapped."""
+    theirs, ours = source.roles_of(name), here.roles_of(name)
+    if theirs is None or ours is None:
+        return None
+    by_role: dict[tuple, object] = {}
+    for value in values:
+        role = _typed(ours.get(_typed(value), value))
+        if role in by_role:
+            raise ValueError(f"value roles of parameter {name!r}: {by_role[role]!r} and {value!r} share a role")
+        by_role[role] = value
+    mapped = {key: by_role[_typed(role)] for key, role in theirs.items() if _typed(role) in by_role}
+    # An unlisted prior value is its own role: it maps to the same value here, if that is
+    # unlisted too (a role of a listed value is not a value's name).
+    mapped.update({role: mine for role, mine in by_role.items() if role not in theirs and role == _typed(mine)})
+    return mapped
+
+
+@dataclass(frozen=True)
 class PriorTrials:
     """Finished trials of the same kernel on another workload (another shape or target),
-    for strategies that transfer what they learnt. `source` names the workload."""
+    for strategies that transfer what they learnt. `source` names the workload; `roles`
+    are the value roles of its target (none: its values mean what they say here too)."""
 
     source: str
     trials: tuple[Trial, ...]
+    roles: ValueRoles = ValueRoles()
 
 
 class SearchStrategy:

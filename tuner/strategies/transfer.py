@@ -4,7 +4,11 @@ as ytopt's and the Neural Configuration Scorer line of work.
 
 Each earlier workload's values are standardised on their own (a 4x4 and a 64x64 matmul
 differ in scale, not necessarily in which tiles are good) and mapped into this space by
-parameter values (points whose values this space lacks are dropped). One model is fitted
+parameter values (points whose values this space lacks are dropped). Values that name a
+part of one target (a memory region) are mapped by their role instead of their name, where
+the application gives both targets' roles (`ValueRoles`): `dtcm` on the Cortex-M55 stands
+for `ssram23` on the Cortex-M4, and a value whose role this space lacks is dropped like
+any other missing value. One model is fitted
 on all of them together, once, when the search first needs it, and scores every legal
 point of this space: the prior score. Until this workload's own trials arrive, proposals
 are the best prior scores; from then on the online model (fitted on this workload's trials
@@ -28,7 +32,7 @@ from typing import Sequence
 import numpy as np
 
 from ..space import Space
-from .base import PriorTrials
+from .base import PriorTrials, ValueRoles, translation
 from .model import BoostedTrees, HistogramTrees, ModelGuided, standardised_targets
 
 # The prior model learns from at most 3,000 trials per prior workload and 9,000 in all (a
@@ -51,6 +55,7 @@ class _Scored:
 
     prior: tuple[PriorTrials, ...]
     space: Space
+    roles: ValueRoles
     score: np.ndarray | None
     size: int
 
@@ -63,9 +68,11 @@ class TransferLearning(ModelGuided):
     uses_budget = True
 
     def __init__(self, space: Space, rng: np.random.Generator, objective: str = "",
-                 prior: Sequence[PriorTrials] = (), budget: int | None = None, **options):
+                 prior: Sequence[PriorTrials] = (), budget: int | None = None, roles: ValueRoles = ValueRoles(),
+                 **options):
         super().__init__(space, rng, objective, **options)
         self._prior = tuple(prior)
+        self._roles = roles  # this space's target's value roles, what prior values are mapped to
         limit = PRIOR_TOTAL if budget is None else max(PRIOR_MIN_ROWS, PRIOR_ROWS_PER_EVALUATION * budget)
         self._prior_rows = min(PRIOR_TOTAL, limit)
         self._prior_loaded = False
@@ -79,7 +86,7 @@ class TransferLearning(ModelGuided):
         if not self._prior_loaded:
             self._prior_loaded = True
             self._prior_values, self._prior_count = prior_score(self.space, self.objective, self._prior,
-                                                                self._prior_rows)
+                                                                self._prior_rows, self._roles)
         return self._prior_values
 
     @property
@@ -104,34 +111,36 @@ class TransferLearning(ModelGuided):
 
 
 def prior_score(space: Space, objective: str, prior: tuple[PriorTrials, ...],
-                rows: int) -> tuple[np.ndarray | None, int]:
+                rows: int, roles: ValueRoles = ValueRoles()) -> tuple[np.ndarray | None, int]:
     """(score of every legal point, prior trials learnt from), from the cache when this
-    prior set, space, objective and row limit were scored before. Deterministic: the
+    prior set, space, value roles, objective and row limit were scored before. Deterministic: the
     subsets drawn and the model's seed depend on the prior data, not on a search's seed,
     which is what lets searches of any seed share the fit."""
-    key = (tuple(id(source) for source in prior), id(space), objective, rows)
+    key = (tuple(id(source) for source in prior), id(space), roles, objective, rows)
     hit = _PRIOR_CACHE.get(key)
     if hit is None or hit.space is not space or len(hit.prior) != len(prior) or any(
             a is not b for a, b in zip(hit.prior, prior)):
-        features, targets = map_prior(space, objective, prior, rows)
+        features, targets = map_prior(space, objective, prior, rows, roles)
         score = None
         if len(targets):
             model = (HistogramTrees if len(targets) > HISTOGRAM_ROWS else BoostedTrees)(seed=0)
             model.fit(features, targets)
             score = model.predict(space.legal_digits().astype(float))
             score.setflags(write=False)  # shared by every search that hits the cache
-        hit = _PRIOR_CACHE[key] = _Scored(prior, space, score, len(targets))
+        hit = _PRIOR_CACHE[key] = _Scored(prior, space, roles, score, len(targets))
         while len(_PRIOR_CACHE) > PRIOR_CACHE_SIZE:
             _PRIOR_CACHE.popitem(last=False)
     _PRIOR_CACHE.move_to_end(key)
     return hit.score, hit.size
 
 
-def map_prior(space: Space, objective: str, prior: Sequence[PriorTrials], rows: int) -> tuple[np.ndarray, np.ndarray]:
+def map_prior(space: Space, objective: str, prior: Sequence[PriorTrials], rows: int,
+              roles: ValueRoles = ValueRoles()) -> tuple[np.ndarray, np.ndarray]:
     """The prior trials as (digits in this space, standardised targets): at most
     min(PRIOR_ROWS, rows / number of sources) from each source, a random subset seeded by
-    the source itself."""
+    the source itself. `roles` are this space's value roles (see digit_tables)."""
     positions = [{(type(v), v): n for n, v in enumerate(p.values)} for p in space.params]
+    defaults = [table.get((type(p.default), p.default)) for table, p in zip(positions, space.params)]
     names = space.names
     share = min(PRIOR_ROWS, rows // max(1, len(prior)))
     features, targets = [], []
@@ -140,9 +149,10 @@ def map_prior(space: Space, objective: str, prior: Sequence[PriorTrials], rows: 
         if len(trials) > share:
             rng = np.random.default_rng(zlib.crc32(source.source.encode()) + len(trials))
             trials = [trials[int(i)] for i in np.sort(rng.choice(len(trials), share, replace=False))]
+        tables = digit_tables(space, positions, source.roles, roles)
         mapped, values = [], []
         for trial in trials:
-            digits = _digits_of(space, names, trial.config.items, positions)
+            digits = _digits_of(names, trial.config.items, tables, defaults)
             if digits is None:
                 continue  # a value or parameter this space does not have
             mapped.append(digits)
@@ -155,17 +165,32 @@ def map_prior(space: Space, objective: str, prior: Sequence[PriorTrials], rows: 
     return np.array(features, dtype=float).reshape(-1, width), np.array(targets)
 
 
-def _digits_of(space: Space, names: tuple[str, ...], items: tuple, positions: list[dict]) -> list[int] | None:
+def digit_tables(space: Space, positions: list[dict], theirs: ValueRoles, ours: ValueRoles) -> list[dict]:
+    """Per parameter, {(type, a prior's value): digit here}: the value's own position, or,
+    for a parameter both targets give roles, the position of the value with the same role
+    (a value whose role has no value here has no entry, so its trials are dropped)."""
+    tables = []
+    for param, table in zip(space.params, positions):
+        mapping = translation(theirs, ours, param.name, param.values)
+        if mapping is not None:
+            table = {key: table[(type(mine), mine)] for key, mine in mapping.items()}
+        tables.append(table)
+    return tables
+
+
+def _digits_of(names: tuple[str, ...], items: tuple, tables: list[dict], defaults: list[int]) -> list[int] | None:
     """The digits of a prior configuration (its (name, value) pairs) in this space, or None
     when it has a value or parameter this space lacks: a dictionary look-up per parameter
     (Space.index_of's checks cost most of a transfer search's start on large priors). Keys
-    carry the type, so 1 and True stay distinct values."""
+    carry the type, so 1 and True stay distinct values. A parameter the prior lacks takes
+    this space's default (none: the configuration is dropped)."""
     if len(items) == len(names) and all(key == name for (key, _), name in zip(items, names)):
-        values = [value for _, value in items]  # the usual case: the same parameters, in order
+        # the usual case: the same parameters, in order
+        digits = [table.get((type(value), value)) for table, (_, value) in zip(tables, items)]
     else:
         config = dict(items)
         if any(name not in names for name in config):
             return None
-        values = [config.get(param.name, param.default) for param in space.params]
-    digits = [table.get((type(value), value)) for table, value in zip(positions, values)]
+        digits = [table.get((type(config[name]), config[name])) if name in config else default
+                  for name, table, default in zip(names, tables, defaults)]
     return None if None in digits else digits
