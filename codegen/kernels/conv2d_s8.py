@@ -159,8 +159,8 @@ class Conv2dS8(Kernel):
             Constraint(f"static buffers exceed the {capacity} bytes of scratch memory on {target.name}",
                        lambda c: self.scratch_bytes(shape, c) <= capacity),
             Constraint(f"the fused row tile (tile_p * cout int32) exceeds {stack} bytes of stack on {target.name}",
-                       lambda c: (c["algo"] == "direct" and c["layout"] == "ohwi") or c["fusion"] == "unfused"
-                       or c["tile_p"] * cout * 4 <= stack),
+                       lambda c: (c["algo"] == "direct" and c["layout"] == "ohwi" and c["vector"] != "mve")
+                       or c["fusion"] == "unfused" or c["tile_p"] * cout * 4 <= stack),
             *path_constraints(paths, target, shape),
         ]
         params = [
@@ -226,8 +226,7 @@ class Conv2dS8(Kernel):
                          oc_full=oc_full, oc_rem=oc_rem, full_chunks=npix // ip, last_chunk=last_chunk,
                          last_full=last_full, last_rem=last_rem, scratch_bytes=self.scratch_bytes(shape, config),
                          # Which requantisation helpers the variant calls (clang rejects unused ones).
-                         scalar_rq=config["vector"] == "c" or (config["algo"] == "direct" and config["fusion"] == "fused"),
-                         vector_rq=config["vector"] == "mve" and (config["algo"] == "im2col" or config["fusion"] == "unfused"))
+                         scalar_rq=config["vector"] == "c", vector_rq=config["vector"] == "mve")
         if config["layout"] == "packed":  # every packed variant requantises whole rows (requant_rows)
             variables.update(scalar_rq=config["vector"] == "c", vector_rq=config["vector"] == "mve")
         return variables

@@ -115,7 +115,9 @@ def pixel_variables(target: Target, shape: Mapping[str, int], config: Config) ->
     return dict(along=along, outer=outer, lane=lane, plane=plane, group=group, taps=taps,
                 fl=fill_lanes, fb=128 // fill_lanes, row_acc=-(-lane.n_out // group) * group,
                 n_full=lane.n_out // group, rem=lane.n_out % group,
-                fill_rows=min(outer.n_in, plane.rows - outer.pad), fill_runs=fill_runs(lane, plane))
+                fill_rows=min(outer.n_in, plane.rows - outer.pad), fill_runs=fill_runs(lane, plane),
+                # The fast requantisation stores eight outputs per scatter (16-bit offsets) when they fit.
+                pair_scatter=7 * lane.out_stride <= 0xFFFF)
 
 
 def scratch_bytes(shape: Mapping[str, int], tile_p: int) -> int:
