@@ -39,6 +39,7 @@ from .model.graph import Tensor
 from .ops import folded_operators, operator_params
 from .placement import scratch_section
 from .render import render
+from .quant import requant_form
 from .scratch import SharedScratch, shared_scratch
 
 MODEL_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -246,6 +247,7 @@ def _provenance(target: Target, entry: ExportEntry, database: str) -> tuple[str,
 def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequence[Step],
                   chosen: Mapping[tuple, ExportEntry], name: str, database: str) -> _Rendered:
     calls, constants, prototypes, sources, kernels, op_units, scratch = [], [], [], {}, {}, [], {}
+    forms = _requant_forms(model, steps)
     for step in steps:
         if step.kernel is None:
             call, arrays, prototype, source = _library_step(model, target, plan, step, name)
@@ -269,7 +271,7 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
         if step.function not in kernels:
             rendered = kernel.render(target, shape, config, header=f"{name}.h", fn=step.function,
                                      provenance=_provenance(target, entry, database),
-                                     shared_scratch=scratch_symbol(name))
+                                     shared_scratch=scratch_symbol(name), requant_forms=forms.get(step.function))
             kernels[step.function] = _kernel_entry(target, entry, rendered, config)
             if rendered.scratch_bytes:
                 scratch[step.function] = (rendered.scratch_bytes, rendered.scratch_align)
@@ -278,6 +280,24 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
             prototypes += kernel.extra_declarations(shape, config, step.function)
     return _Rendered(tuple(calls), tuple(constants), tuple(dict.fromkeys(prototypes)), sources,
                      tuple(kernels.values()), tuple(op_units), scratch)
+
+
+def _requant_forms(model: Model, steps: Sequence[Step]) -> dict[str, tuple[int, ...]]:
+    """Per tuned function, the requantisation forms its layers' constant quantisation takes
+    (a function may serve several layers of one shape), so that its C compiles only those
+    beside the general form (KernelBase.render's requant_forms)."""
+    forms: dict[str, set[int]] = {}
+    for step in steps:
+        if step.kernel is None:
+            continue
+        layer = model.layers[step.index]
+        shifts = [c.data for c in layer.constants if c.name == "shift"]
+        params = dict(layer.params)
+        if not shifts or not {"out_zero", "act_min", "act_max"} <= params.keys():
+            continue  # a kernel without per-channel requantisation: nothing to choose
+        forms.setdefault(step.function, set()).add(
+            requant_form(shifts[0], params["out_zero"], params["act_min"], params["act_max"]))
+    return {fn: tuple(sorted(f)) for fn, f in forms.items()}
 
 
 def scratch_symbol(name: str) -> str:

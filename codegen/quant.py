@@ -54,3 +54,16 @@ def requantize_per_channel(acc: np.ndarray, multipliers: np.ndarray, shifts: np.
     for c in range(acc.shape[-1]):
         out[..., c] = requantize(acc[..., c], int(multipliers[c]), int(shifts[c]), out_zero, act_min, act_max)
     return out
+
+
+def requant_form(shifts: np.ndarray, out_zero: int, act_min: int, act_max: int) -> int:
+    """The form the Helium per-channel requantisation takes for these parameters, as
+    common/requantize_mve.c.j2's `_requant_form` chooses it once per call: 0 the general
+    form; with every shift <= 0 and an int8 out_zero and activation range, 1 every shift < 0,
+    2 that with a clamp narrower than int8 (a fused ReLU), 3 shifts of 0 among them."""
+    most = int(np.max(shifts))
+    if most > 0 or not -128 <= out_zero <= 127 or act_min < -128 or act_max > 127:
+        return 0
+    if most == 0:
+        return 3
+    return 1 if (act_min, act_max) == (-128, 127) else 2

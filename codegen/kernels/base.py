@@ -250,9 +250,14 @@ class Kernel:
         return f"int et_{self.name}({', '.join(dims + self.arguments(shape))})"
 
     def render(self, target: Target, shape: Mapping[str, int], config: Config, *, header: str = "kernel.h",
-               fn: str | None = None, provenance: tuple[str, ...] = (), shared_scratch: str = "") -> RenderedKernel:
+               fn: str | None = None, provenance: tuple[str, ...] = (), shared_scratch: str = "",
+               requant_forms: tuple[int, ...] | None = None) -> RenderedKernel:
         """The variant's C. Its static scratch is its own, or (shared_scratch) placed in that
-        area of the module it is part of (codegen/scratch.py)."""
+        area of the module it is part of (codegen/scratch.py). `requant_forms`: the fast
+        requantisation forms (edgetune.codegen.quant.requant_form) its calls will take, where
+        the caller knows them (a model module's constant quantisation); the Helium
+        convolutions then compile only those and the general form, which serves any call,
+        instead of every form. None: every form."""
         fn = fn or self.function_name(shape)
         compiler = target.compiler(str(config["compiler"]))
         cflags = self.variant_cflags(config) + option_cflags(target, config)
@@ -265,7 +270,7 @@ class Kernel:
             variables.update(self.path(config).variables(target, shape, config))
         variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, kernel_name=self.name, provenance=tuple(map(comment_safe, provenance)),
                          version=self.version, build_hint=build_hint,
-                         scratch_attr=scratch_attr, scratch_array=layout.array,
+                         scratch_attr=scratch_attr, scratch_array=layout.array, rq_only=requant_forms,
                          config_text=", ".join(f"{k}={v}" for k, v in config.items))
         source = self.render_source(self.template_for(config), variables)
         placement = placement_of(target, self.make_io(shape, np.random.default_rng(0)), config)
