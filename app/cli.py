@@ -255,6 +255,8 @@ def kernels(as_json, target_name, kernel_files):
     target = get_target(target_name)
     items = []
     for kernel in [KERNELS[name] for name in kernel_files] if kernel_files else list(KERNELS.values()):
+        if hasattr(kernel, "warn_unknown_units"):  # a user kernel: say why a misspelt unit's path is not listed
+            kernel.warn_unknown_units(target)
         space = kernel.tuning_space(target, kernel.parse_shape(kernel.example_shape()))
         items.append({"name": kernel.name, "version": kernel.version, "description": kernel.description,
                       "shape": list(kernel.shape_keys), "example_shape": kernel.example_shape(),
