@@ -291,3 +291,24 @@ def test_a_library_operator_that_cannot_be_run_alone_keeps_the_estimate_and_says
     assert option.basis == "estimated" and option.cycles == 4 + 4
     assert "not measured: TFLite Micro cannot run it alone: Didn't find op" in option.note
     assert not list((own_cache / "op-counts").glob("*.json"))  # nothing stored for it
+
+
+def test_place_on_the_host_turns_its_times_into_cycles_at_its_clock(tmp_path, own_cache):
+    """The host measures time_ns: the plan adds up CPU cycles, so each time is converted at the
+    core clock (and the note keeps the time measured), not added up as if it were cycles."""
+    import re
+
+    model_path = write(tmp_path, "net.tflite", network_model(np.random.default_rng(1)))
+    host = get_target("host")
+    result = _place(model_path, "--target", "host", "--db", tmp_path / "t.db", "--json", "--out", tmp_path / "p")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    converted = 0
+    for row in plan["operators"]:
+        if row["cpu_cycles"] == 0:  # folded
+            continue
+        ns, cycles = (int(v) for v in re.search(r"(\d+) time_ns.*?(\d+) cycles at", row["cpu_note"]).groups())
+        assert row["cpu_cycles"] == cycles == math.ceil(ns * host.core.clock_hz / 1e9), row
+        converted += 1
+    assert converted >= 3
+    assert plan["total_cycles"] == sum(row["cpu_cycles"] for row in plan["operators"])
