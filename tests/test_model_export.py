@@ -142,6 +142,15 @@ def test_verify_refuses_a_missing_folder(tmp_path):
     assert result.exit_code == 2 and "no such export folder" in result.output
 
 
+def test_verify_given_the_model_file_instead_of_the_folder_says_so(tmp_path):
+    model = tmp_path / "kws.tflite"
+    model.write_bytes(b"TFL3")
+    result = _verify(model)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.strip().splitlines()[-1] == (f"edgetune: error: {model}: not a folder; verify takes the "
+                                                      "folder the export wrote (its --out)")
+
+
 def test_verify_refuses_an_export_for_another_target(ds_cnn_export):
     _, out = ds_cnn_export
     result = _verify(out, "cortex-a53")
