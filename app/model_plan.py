@@ -43,7 +43,7 @@ from edgetune.codegen.model.layers import ModelLayer
 from edgetune.codegen.model.oracle import layer_model
 from edgetune.codegen.ops import folded_operators
 from edgetune.hal import Npu, Target
-from edgetune.targets.toolchain import MeasureError
+from edgetune.targets.toolchain import MeasureError, make_folder
 from edgetune.targets.vela import VelaOptions, compile_model
 from edgetune.tuner import Bound, TuningDatabase
 
@@ -249,9 +249,7 @@ def write_model_plan(plan: Plan, out_dir: Path) -> tuple[Path, tuple[Path, ...]]
     from edgetune import __version__
 
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise PlanError(f"{out_dir}: exists and is not a folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir, str(out_dir), PlanError)  # a file in its place, or a folder that cannot be made: one line
     rows, models = [], []
     for op in plan.layers:
         row = {"index": op.layer.index, "op": op.layer.op, "kernel": op.layer.kernel, "shape": op.layer.shape_text,

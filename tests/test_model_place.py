@@ -238,6 +238,15 @@ def test_place_a_model_with_bad_options_is_one_line(tmp_path, extra, culprit):
     assert not (tmp_path / "p").exists() and not (tmp_path / "t.db").exists()
 
 
+def test_place_to_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, own_cache):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    (tmp_path / "blocker").write_text("a file, where the folder's parent would be")
+    result = _place(model_path, "--target", "host", "--db", tmp_path / "t.db", "--out", tmp_path / "blocker" / "plan")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1].startswith(f"edgetune: error: {tmp_path / 'blocker' / 'plan'}: "
+                                                             "cannot create it")
+
+
 def test_place_a_file_that_is_no_model_is_one_line(tmp_path):
     model_path = write(tmp_path, "broken.tflite", b"\x18\x00\x00\x00TFL3" + b"\x00" * 8)
     result = _place(model_path, "--db", tmp_path / "t.db", "--out", tmp_path / "p")
