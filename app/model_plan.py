@@ -43,7 +43,8 @@ from edgetune.codegen.model.layers import ModelLayer
 from edgetune.codegen.model.oracle import layer_model
 from edgetune.codegen.ops import folded_operators
 from edgetune.hal import Npu, Target
-from edgetune.targets.toolchain import MeasureError, make_folder
+from edgetune.targets.runners import runner_for
+from edgetune.targets.toolchain import MeasureError, ToolMissing, make_folder
 from edgetune.targets.vela import VelaOptions, compile_model
 from edgetune.tuner import Bound, TuningDatabase
 
@@ -121,6 +122,11 @@ def cpu_option(model: Model, layer: ModelLayer, target: Target, db: TuningDataba
         cycles, at_clock = in_cycles(value, unit, target)
         return Option(cycles, f"tuned {layer.kernel}: {value} {unit}{at_clock} (trial {record.id})", region,
                       basis="tuned")
+    try:  # the emulator (or a compiler) missing is said once, naming the operator that needs it
+        runner_for(target).check_tools()
+    except ToolMissing as exc:
+        raise PlanError(f"operator {layer.index} ({layer.op}): {layer.kernel} has no trial in {db.path.name}, and its "
+                        f"plain C loop cannot be measured on {target.name}: {exc}") from None
     plain = measure_baseline(LayerWorkload(kernel, shape, workload, (layer.index,), layer.macs), target, unit)
     if plain is None:
         why = "it has no plain loop of edgetune's (tune it first)" if layer.arguments else "its plain loop did not run"

@@ -179,6 +179,31 @@ def test_place_falls_back_to_the_estimate_without_an_emulator(tmp_path, own_cach
     assert not (own_cache / "op-counts").exists()
 
 
+def _path_without(tmp_path: Path, program: str) -> str:
+    """A PATH of one folder linking every program on this PATH but `program`."""
+    import os
+    import shutil
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for directory in os.environ["PATH"].split(os.pathsep):
+        for entry in Path(directory).glob("*") if Path(directory).is_dir() else ():
+            link = folder / entry.name
+            if entry.name != program and not link.exists() and shutil.which(entry.name) == str(entry):
+                link.symlink_to(entry)
+    return str(folder)
+
+
+def test_place_an_untuned_layer_without_the_emulator_is_one_line_naming_it(tmp_path, own_cache, monkeypatch):
+    model_path = write(tmp_path, "net.tflite", network_model(np.random.default_rng(1)))
+    monkeypatch.setenv("PATH", _path_without(tmp_path, "qemu-system-arm"))
+    result = _place(model_path, "--target", "cortex-m4", "--db", tmp_path / "t.db", "--out", tmp_path / "plan")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "edgetune: error: operator 0 (CONV_2D): conv2d_s8 has no trial in t.db, and its plain C loop cannot be "
+        "measured on cortex-m4: qemu-system-arm: not found on PATH (run scripts/setup.sh to install the toolchains)")
+
+
 @pytest.mark.qemu
 def test_place_ds_cnn_folds_its_shape_chain_and_measures_the_rest(tmp_path, own_cache, m4):
     model_path = Path(__file__).parent / "data" / "models" / "ds_cnn_kws.tflite"
