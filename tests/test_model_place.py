@@ -272,6 +272,16 @@ def test_place_to_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, own_ca
                                                              "cannot create it")
 
 
+def test_place_asking_for_an_npu_the_board_lacks_is_one_line(tmp_path):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    result = _place(model_path, "--target", "cortex-m4", "--device", "ethos-u55", "--db", tmp_path / "t.db",
+                    "--out", tmp_path / "p")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1] == ("edgetune: error: --device ethos-u55: cortex-m4 has no NPU (leave "
+                                                      "--device out, or --device none, to plan everything on the CPU)")
+    assert not (tmp_path / "p").exists() and not (tmp_path / "t.db").exists()
+
+
 def test_place_a_file_that_is_no_model_is_one_line(tmp_path):
     model_path = write(tmp_path, "broken.tflite", b"\x18\x00\x00\x00TFL3" + b"\x00" * 8)
     result = _place(model_path, "--db", tmp_path / "t.db", "--out", tmp_path / "p")
