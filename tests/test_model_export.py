@@ -113,6 +113,8 @@ def test_an_edited_manifest_is_refused_on_reading(ds_cnn_export, tmp_path):
     (["model", "export", "{tmp}/junk.tflite", "--target", "cortex-m55", "--out", "{tmp}/a"], "not a TFLite model"),
     (["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", "{tmp}/a", "--name", "9bad"], "--name '9bad'"),
     (["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", "{tmp}/a", "--db", "{tmp}/none.db"], "none.db: no such database"),
+    (["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", "{tmp}/a", "--db", "{tmp}/mine"],
+     "mine: a folder, not a database file"),
     (["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", "{tmp}/mine"], "not an earlier export"),
     (["model", "export", str(DS_CNN), "--target", "no-such-board", "--out", "{tmp}/a"], "no-such-board"),
 ])
