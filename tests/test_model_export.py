@@ -345,3 +345,25 @@ def test_a_kernel_export_never_replaces_a_model_export(ds_cnn_export, tmp_path):
     # An earlier export of the same kind is replaced as before.
     model_again = export_model(DS_CNN, get_target("cortex-m55"), None, out)
     assert model_again is not None and read_manifest(out).model is not None
+
+
+def test_a_re_export_never_deletes_files_added_to_the_earlier_export(ds_cnn_export, tmp_path):
+    """An export replaces its folder whole: an earlier export holding a file of the user's
+    (notes, place's plan.json) is refused, naming the file, and left as it was."""
+    out = _copy(ds_cnn_export[1], tmp_path / "kws")
+    (out / "npu").mkdir()
+    (out / "npu" / "plan.json").write_text("{}")
+    (out / "NOTES.txt").write_text("my notes")
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    result = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", str(out)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"edgetune: error: {out}: holds NOTES.txt and 1 other file that the earlier export's manifest.json does not "
+        "list; an export replaces its folder whole: move them out, or choose another folder")
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    (out / "NOTES.txt").unlink()
+    shutil.rmtree(out / "npu")
+    stale = out / f"{read_manifest(out).model.name}_op99_add.c"  # a stale source of an earlier export: replaced
+    stale.write_text("/* a source of an earlier export */\n")
+    assert export_model(DS_CNN, get_target("cortex-m55"), None, out) is not None
+    assert not stale.exists()
