@@ -60,6 +60,13 @@ def test_a_misspelt_unit_is_warned_about_once_naming_the_kernel_path_unit_and_ne
                      "(the shipped ones, cortex-m55), so the path is never offered; did you mean mve?"]
 
 
+def test_a_unit_in_the_wrong_case_is_pointed_at_its_name(tmp_path):
+    kernel = load_kernel_file(qadd_requiring(tmp_path, "MVE"))
+    assert unit_warnings(kernel, get_target("cortex-m55")) == [
+        "kernel qadd_s8: vector path 'mve' requires 'MVE', which no known target has (the shipped ones, cortex-m55), "
+        "so the path is never offered; did you mean mve?"]
+
+
 def test_the_shipped_units_are_not_warned_about():
     assert unit_warnings(load_kernel_file(QADD), get_target("host")) == []
 
