@@ -255,6 +255,8 @@ def kernels(as_json, target_name, kernel_files):
     target = get_target(target_name)
     items = []
     for kernel in [KERNELS[name] for name in kernel_files] if kernel_files else list(KERNELS.values()):
+        if hasattr(kernel, "warn_unknown_units"):  # a user kernel: say why a misspelt unit's path is not listed
+            kernel.warn_unknown_units(target)
         space = kernel.tuning_space(target, kernel.parse_shape(kernel.example_shape()))
         items.append({"name": kernel.name, "version": kernel.version, "description": kernel.description,
                       "shape": list(kernel.shape_keys), "example_shape": kernel.example_shape(),
@@ -275,6 +277,7 @@ def _summary_json(summary: TuneSummary, db_path: str) -> dict:
             "objective": summary.objective, "constraints": [b.text() for b in summary.bounds],
             "infeasible": summary.infeasible, "trials": summary.trials, "new_trials": summary.new_trials,
             "failed": summary.failed, "failures": summary.failures, "db": str(db_path), "stopped": summary.stopped,
+            "prior_trials": summary.prior_used,
             "best": None}
     if summary.best is not None:
         trial = summary.best.trial
@@ -299,6 +302,8 @@ def _print_summary(summary: TuneSummary, show_stop: bool = False) -> None:
                f"({summary.new_trials} new), {summary.failed} failed")
     if show_stop:  # only a run has a reason to stop; `best` and `record` print no such line
         click.echo(f"  stopped: {STOP_REASONS.get(summary.stopped, summary.stopped)}")
+    if show_stop and summary.prior_stored:
+        _print_priors(summary)
     if summary.failures:
         click.echo("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())))
     if summary.bounds:
@@ -311,6 +316,14 @@ def _print_summary(summary: TuneSummary, show_stop: bool = False) -> None:
     click.echo(f"  best: {summary.objective}={trial.values[summary.objective]:g}  "
                + "  ".join(f"{name}={trial.values[name]:g}" for name in shown if name != summary.objective))
     click.echo(f"        {trial.config.key()}")
+
+
+def _print_priors(summary: TuneSummary) -> None:
+    where = f"{summary.workload.kernel} on other workloads ({', '.join(summary.prior_targets)})"
+    if summary.prior_used:
+        click.echo(f"  priors: learnt from {summary.prior_used} of {summary.prior_stored} stored trials of {where}")
+    else:
+        click.echo(f"  priors: none of the {summary.prior_stored} stored trials of {where} maps into this space")
 
 
 SHAPE_HELP = ("Workload shape, e.g. m=16,n=16,k=32; convolutions take TFLite's geometry, e.g. "

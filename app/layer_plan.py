@@ -43,7 +43,7 @@ from edgetune.codegen import KERNELS, KernelError
 from edgetune.codegen.npu import NPU_OPERATORS, PAD_SAME, NpuOperator, NpuOperatorError
 from edgetune.codegen.render import render
 from edgetune.hal import Npu, Target
-from edgetune.targets.toolchain import MeasureError
+from edgetune.targets.toolchain import MeasureError, make_folder
 from edgetune.tuner import Bound, Record, TuningDatabase, Workload
 
 from .npu_session import NPU_OBJECTIVE, compile_config
@@ -396,9 +396,7 @@ def export_plan(plan: Plan, db: TuningDatabase, out_dir: Path) -> PlanExport:
     from edgetune import __version__
 
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise PlanError(f"{out_dir}: exists and is not a folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir, str(out_dir), PlanError)  # a file in its place, or a folder that cannot be made: one line
     target = plan.target
     cpu_layers = [lp for lp in plan.layers if lp.device == "cpu"]
     cpu_export = None

@@ -105,6 +105,8 @@ def _open_model_db(db_path: str | None):
 
     if db_path is None:
         return None
+    if Path(db_path).is_dir():
+        raise EdgetuneError(f"--db {db_path}: a folder, not a database file")
     if not Path(db_path).is_file():
         raise EdgetuneError(f"--db {db_path}: no such database (run `edgetune model tune` or `edgetune tune` first)")
     return TuningDatabase(db_path)

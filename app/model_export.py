@@ -25,7 +25,7 @@ from edgetune.codegen.model.graph import read_graph
 from edgetune.codegen.model.oracle import ARENA_MARGIN
 from edgetune.codegen.model_module import RenderedModel, check_model_name, default_config, model_name, render_model_module
 from edgetune.hal import Target
-from edgetune.tuner import Bound, TuningDatabase, resolve_goal
+from edgetune.tuner import Bound, TuningDatabase, check_names, resolve_goal
 
 from . import __version__
 from .publish import check_destination, publish
@@ -61,10 +61,13 @@ def choose_layers(model: Model, target: Target, db: TuningDatabase | None, objec
         workload = workload_of(kernel, target, shape)
         stored = db.goal(workload) if db is not None else None
         goal = resolve_goal(stored, objective, bounds, target.measures)
+        check_names(goal.objective, goal.bounds, target.measured_values, target.name)  # --objective cycles on the host
         record = db.best(workload, goal.objective, goal.allows) if db is not None else None
         if record is None:
             chosen[(w.kernel, w.shape)] = _default_entry(kernel, target, shape, goal.objective)
-            untuned.append(f"{w.kernel} {w.shape_text}")
+            kept = len(db.trials(workload)) if db is not None and goal.bounds else 0
+            within = f" within {', '.join(b.text() for b in goal.bounds)} (of its {kept} trial{'s' if kept > 1 else ''})" if kept else ""
+            untuned.append(f"{w.kernel} {w.shape_text}{within}")
             continue
         config = kernel.tuning_space(target, shape).make(record.trial.config.as_dict())
         chosen[(w.kernel, w.shape)] = ExportEntry(

@@ -43,7 +43,8 @@ from edgetune.codegen.model.layers import ModelLayer
 from edgetune.codegen.model.oracle import layer_model
 from edgetune.codegen.ops import folded_operators
 from edgetune.hal import Npu, Target
-from edgetune.targets.toolchain import MeasureError
+from edgetune.targets.runners import runner_for
+from edgetune.targets.toolchain import MeasureError, ToolMissing, make_folder
 from edgetune.targets.vela import VelaOptions, compile_model
 from edgetune.tuner import Bound, TuningDatabase
 
@@ -74,6 +75,15 @@ def cpu_unit(target: Target, objective: str) -> str:
     return "cycles" if objective == "cycles" and target.cost is not None else target.measures
 
 
+def in_cycles(value: float, unit: str, target: Target) -> tuple[int, str]:
+    """A CPU figure as the plan's CPU cycles, and what its note adds: a time (the host's
+    time_ns) at the core clock, so it is not added up as cycles; a count as it is."""
+    if unit != "time_ns":
+        return math.ceil(value), ""
+    cycles = math.ceil(value * target.core.clock_hz / 1e9)
+    return cycles, f", {cycles} cycles at {target.core.clock_hz / 1e6:g} MHz"
+
+
 def library_option(model: Model, layer: ModelLayer, target: Target, region: str, unit: str = "") -> Option:
     """A library operator on the CPU: folded (nothing runs), else measured alone on the
     target, else the element estimate of the module's docstring, saying why."""
@@ -83,7 +93,8 @@ def library_option(model: Model, layer: ModelLayer, target: Target, region: str,
     count = measure_library_op(model, layer, target, unit)
     if count.value is not None:
         how = "cached measurement" if count.cached else "measured"
-        return Option(count.value, f"{how}: {count.value} {unit} run alone on {target.name}", region,
+        cycles, at_clock = in_cycles(count.value, unit, target)
+        return Option(cycles, f"{how}: {count.value} {unit} run alone on {target.name}{at_clock}", region,
                       basis="measured")
     touched = sum(_elements(t.shape) for t in layer.tensors if t is not None and not t.constant)
     return Option(touched, f"estimate: 1 cycle per element read or written ({touched}); not measured: {count.why}",
@@ -108,13 +119,21 @@ def cpu_option(model: Model, layer: ModelLayer, target: Target, db: TuningDataba
         unit = "cycles" if goal.objective == "cycles" and "cycles" in record.trial.values else target.measures
         value = math.ceil(record.trial.values[unit])
         region = record.trial.info.get("activations_region") or default
-        return Option(value, f"tuned {layer.kernel}: {value} {unit} (trial {record.id})", region, basis="tuned")
+        cycles, at_clock = in_cycles(value, unit, target)
+        return Option(cycles, f"tuned {layer.kernel}: {value} {unit}{at_clock} (trial {record.id})", region,
+                      basis="tuned")
+    try:  # the emulator (or a compiler) missing is said once, naming the operator that needs it
+        runner_for(target).check_tools()
+    except ToolMissing as exc:
+        raise PlanError(f"operator {layer.index} ({layer.op}): {layer.kernel} has no trial in {db.path.name}, and its "
+                        f"plain C loop cannot be measured on {target.name}: {exc}") from None
     plain = measure_baseline(LayerWorkload(kernel, shape, workload, (layer.index,), layer.macs), target, unit)
     if plain is None:
         why = "it has no plain loop of edgetune's (tune it first)" if layer.arguments else "its plain loop did not run"
         return Option(None, f"{layer.kernel} not tuned in {db.path.name} and {why}")
     value = math.ceil(plain)
-    return Option(value, f"not tuned: plain C loop nest {value} {unit} (measured)", default,
+    cycles, at_clock = in_cycles(value, unit, target)
+    return Option(cycles, f"not tuned: plain C loop nest {value} {unit} (measured{at_clock})", default,
                   basis="plain-loop")
 
 
@@ -236,9 +255,7 @@ def write_model_plan(plan: Plan, out_dir: Path) -> tuple[Path, tuple[Path, ...]]
     from edgetune import __version__
 
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise PlanError(f"{out_dir}: exists and is not a folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir, str(out_dir), PlanError)  # a file in its place, or a folder that cannot be made: one line
     rows, models = [], []
     for op in plan.layers:
         row = {"index": op.layer.index, "op": op.layer.op, "kernel": op.layer.kernel, "shape": op.layer.shape_text,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 import click
+from click.core import ParameterSource
 
 from edgetune.codegen.model import load_model
 from edgetune.codegen.npu import get_npu_operator, npu_space
@@ -82,6 +83,10 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
     # Bad input raises edgetune's own errors; cli.py registers this command behind its
     # guard, which turns them into one line and exit status 2.
     target = get_target(target_name)
+    asked = click.get_current_context().get_parameter_source("device") is not ParameterSource.DEFAULT
+    if asked and device != "none" and not target.npus:  # not in silence all on the CPU: the NPU asked for is not there
+        raise PlanError(f"--device {device}: {target.name} has no NPU (leave --device out, or --device none, "
+                        "to plan everything on the CPU)")
     if Path(network_file).suffix == ".tflite":
         _place_model(Path(network_file), target, device, macs, db_path, out_dir, objective, constraints, as_json)
         return

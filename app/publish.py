@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,6 +36,35 @@ def check_destination(out_dir: Path, model: bool = False) -> None:
         held, this = ("a model export", "kernels") if earlier_is_model else ("a kernel export", "a model")
         raise ExportError(f"{out_dir}: holds {held} ({MANIFEST}); exporting {this} there would replace it "
                           "whole: choose another folder, or remove this one first")
+    extra = _files_not_exported(out_dir)
+    if extra:  # the earlier export plus files of someone's own (notes, a plan.json): replacing it would delete them
+        others = len(extra) - 1
+        which = f"{extra[0]} and {others} other file{'s' if others > 1 else ''}" if others else extra[0]
+        raise ExportError(f"{out_dir}: holds {which} that the earlier export's {MANIFEST} does not list; an export "
+                          "replaces its folder whole: move them out, or choose another folder")
+
+
+# Names an export writes (a kernel export's sources and build fragments, its Zephyr module); a
+# model export's also start with the model's name. A stale one of an earlier export is replaced.
+_EXPORT_NAME = re.compile(r"(et_|edgetune_)[A-Za-z0-9_]*\.(c|h|mk|cmake|ld)|zephyr/[A-Za-z0-9_./-]*")
+
+
+def _files_not_exported(out_dir: Path) -> list[str]:
+    """The files in out_dir that its manifest does not list and no export would write, sorted:
+    someone's own (none when the manifest cannot be read: a damaged export stays replaceable)."""
+    try:
+        data = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
+        listed, model = data.get("files"), data.get("model") or {}
+        name = model.get("name", "") if isinstance(model, dict) else ""
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return []
+    if not isinstance(listed, dict):
+        return []
+    model_file = re.compile(rf"{re.escape(name)}(_[A-Za-z0-9_]+)?\.(c|h|tflite)") if isinstance(name, str) and name \
+        else None
+    found = (p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if not p.is_dir())
+    return sorted(f for f in found if f != MANIFEST and f not in listed and not _EXPORT_NAME.fullmatch(f)
+                  and not (model_file and model_file.fullmatch(f)))
 
 
 def _holds_model_export(manifest: Path) -> bool | None:

@@ -114,6 +114,9 @@ class TuneSummary:
     bounds: tuple[Bound, ...] = ()
     infeasible: int = 0  # successful trials that break a bound
     stopped: str = "budget"  # budget | exhausted | time | patience
+    prior_stored: int = 0  # a transfer run: trials of the same kernel on other workloads it was given
+    prior_used: int = 0  # and how many of them mapped into this space and were learnt from
+    prior_targets: tuple[str, ...] = ()  # the targets those other workloads are on
 
     @property
     def failed(self) -> int:
@@ -395,7 +398,19 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
                                    progress=progress, stop=stop, pending=start.pending, remote=remote is not None,
                                    resumed=start.resumed, timeout_limit_s=limit, batch=batch,
                                    submit_batch=submit_batch)
-    return replace(summarize(db, workload, goal.objective, new, goal.bounds), stopped=stopped)
+    return replace(summarize(db, workload, goal.objective, new, goal.bounds), stopped=stopped,
+                   **_prior_use(db, prior, strategy))
+
+
+def _prior_use(db: TuningDatabase, prior: tuple[PriorTrials, ...], strategy) -> dict:
+    """What a run was given from other workloads and what it learnt from (TuneSummary's
+    prior_* fields), so the command can say whether priors were used."""
+    if not prior:
+        return {}
+    sources = {p.source for p in prior}
+    targets = tuple(sorted({w.target for w in db.workloads() if w.key() in sources}))
+    return {"prior_stored": sum(len(p.trials) for p in prior), "prior_used": getattr(strategy, "prior_size", 0),
+            "prior_targets": targets}
 
 
 def within_plan(batch: int, jobs: int, strategy) -> int:

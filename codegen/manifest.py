@@ -316,6 +316,8 @@ def write_manifest(folder: Path, manifest: Manifest | dict) -> Path:
 def read_manifest(folder: Path) -> Manifest:
     """The manifest of an export folder, checked (Manifest.from_json)."""
     path = Path(folder) / MANIFEST
+    if Path(folder).exists() and not Path(folder).is_dir():  # e.g. the .tflite given instead of the export's folder
+        raise ManifestError(f"{folder}: not a folder; verify takes the folder the export wrote (its --out)")
     if not Path(folder).is_dir():
         raise ManifestError(f"{folder}: no such export folder")
     try:

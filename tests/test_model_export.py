@@ -25,9 +25,11 @@ from edgetune.codegen.model.oracle import run_tflm
 from edgetune.model_export import export_model
 from edgetune.model_verify import verify_model
 from edgetune.export import export_best
-from edgetune.session import TuneRequest, tune
-from edgetune.tuner import TuningDatabase
+from edgetune.session import TuneRequest, tune, workload_of
+from edgetune.tuner import Outcome, Trial, TuningDatabase
 from edgetune.targets import get_target
+
+from model_files import chain_model, write
 
 MODELS = Path(__file__).parent / "data" / "models"
 DS_CNN = MODELS / "ds_cnn_kws.tflite"
@@ -113,7 +115,11 @@ def test_an_edited_manifest_is_refused_on_reading(ds_cnn_export, tmp_path):
     (["model", "export", "{tmp}/junk.tflite", "--target", "cortex-m55", "--out", "{tmp}/a"], "not a TFLite model"),
     (["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", "{tmp}/a", "--name", "9bad"], "--name '9bad'"),
     (["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", "{tmp}/a", "--db", "{tmp}/none.db"], "none.db: no such database"),
+    (["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", "{tmp}/a", "--db", "{tmp}/mine"],
+     "mine: a folder, not a database file"),
     (["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", "{tmp}/mine"], "not an earlier export"),
+    (["model", "export", str(DS_CNN), "--target", "host", "--out", "{tmp}/a", "--objective", "cycles"],
+     "objective 'cycles' is not measured on host"),
     (["model", "export", str(DS_CNN), "--target", "no-such-board", "--out", "{tmp}/a"], "no-such-board"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
@@ -140,6 +146,15 @@ def _verify(folder, target="cortex-m55"):
 def test_verify_refuses_a_missing_folder(tmp_path):
     result = _verify(tmp_path / "nothing")
     assert result.exit_code == 2 and "no such export folder" in result.output
+
+
+def test_verify_given_the_model_file_instead_of_the_folder_says_so(tmp_path):
+    model = tmp_path / "kws.tflite"
+    model.write_bytes(b"TFL3")
+    result = _verify(model)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.strip().splitlines()[-1] == (f"edgetune: error: {model}: not a folder; verify takes the "
+                                                      "folder the export wrote (its --out)")
 
 
 def test_verify_refuses_an_export_for_another_target(ds_cnn_export):
@@ -334,3 +349,45 @@ def test_a_kernel_export_never_replaces_a_model_export(ds_cnn_export, tmp_path):
     # An earlier export of the same kind is replaced as before.
     model_again = export_model(DS_CNN, get_target("cortex-m55"), None, out)
     assert model_again is not None and read_manifest(out).model is not None
+
+
+def test_a_re_export_never_deletes_files_added_to_the_earlier_export(ds_cnn_export, tmp_path):
+    """An export replaces its folder whole: an earlier export holding a file of the user's
+    (notes, place's plan.json) is refused, naming the file, and left as it was."""
+    out = _copy(ds_cnn_export[1], tmp_path / "kws")
+    (out / "npu").mkdir()
+    (out / "npu" / "plan.json").write_text("{}")
+    (out / "NOTES.txt").write_text("my notes")
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    result = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", str(out)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"edgetune: error: {out}: holds NOTES.txt and 1 other file that the earlier export's manifest.json does not "
+        "list; an export replaces its folder whole: move them out, or choose another folder")
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    (out / "NOTES.txt").unlink()
+    shutil.rmtree(out / "npu")
+    stale = out / f"{read_manifest(out).model.name}_op99_add.c"  # a stale source of an earlier export: replaced
+    stale.write_text("/* a source of an earlier export */\n")
+    assert export_model(DS_CNN, get_target("cortex-m55"), None, out) is not None
+    assert not stale.exists()
+
+
+def test_a_layer_whose_trials_all_break_the_constraint_says_so(tmp_path):
+    """Not 'no trial in the database' alone: its trials are there, none within the bound."""
+    path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    target, model = get_target("host"), load_model(path)
+    db = TuningDatabase(tmp_path / "t.db")
+    first = model.workloads()[0]
+    kernel = get_kernel(first.kernel)
+    shape = kernel.parse_shape(dict(first.shape))
+    space = kernel.tuning_space(target, shape)
+    for n in range(2):
+        db.record(workload_of(kernel, target, shape),
+                  Trial(space.config_at(int(space.legal_indices()[n])), Outcome.OK, {"time_ns": 100 + n, "code_bytes": 500}),
+                  "random", 0)
+    result = CliRunner().invoke(main, ["model", "export", str(path), "--target", "host", "--db", str(tmp_path / "t.db"),
+                                       "--constraint", "code_bytes<=10", "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    assert (f"  no trial in the database for {first.kernel} {first.shape_text} within code_bytes<=10 (of its 2 "
+            "trials): exported with the kernel's default configuration") in result.output

@@ -194,6 +194,22 @@ def test_a_non_int8_input_or_output_is_refused_naming_it(tmp_path, dtypes, messa
     assert "int8 inputs and outputs" in output
 
 
+@pytest.mark.parametrize("command, options", [(["model", "show"], []), (["model", "tune"], ["--budget", "1", "--db"]),
+                                              (["place"], ["--out", "out", "--db"])])
+def test_the_other_model_commands_name_a_float_interface_too(tmp_path, command, options):
+    """Not 'so this is a float model': the model is int8 inside, converted with a float32 input."""
+    path = write(tmp_path, "det.tflite", two_headed_model(np.random.default_rng(3), ("int8", "float32", "int8", "int8")))
+    options = [str(tmp_path / "out") if word == "out" else word for word in options]
+    options += [str(tmp_path / "t.db")] if options else []
+    result = CliRunner().invoke(main, [*command, str(path), *options, "--target", "cortex-m55"])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"edgetune: error: {path}: tensor 10 (state_float32) is float32: the model's input 1, converted by QUANTIZE "
+        "(operator 0); edgetune runs int8 operators only: convert the model with int8 inputs and outputs (the "
+        "converter's inference_input_type and inference_output_type)")
+    assert not (tmp_path / "out").exists()
+
+
 def _graph(tmp_path):
     return read_graph(write(tmp_path, "two_headed.tflite", two_headed_model(np.random.default_rng(3))))
 

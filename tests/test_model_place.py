@@ -179,6 +179,31 @@ def test_place_falls_back_to_the_estimate_without_an_emulator(tmp_path, own_cach
     assert not (own_cache / "op-counts").exists()
 
 
+def _path_without(tmp_path: Path, program: str) -> str:
+    """A PATH of one folder linking every program on this PATH but `program`."""
+    import os
+    import shutil
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for directory in os.environ["PATH"].split(os.pathsep):
+        for entry in Path(directory).glob("*") if Path(directory).is_dir() else ():
+            link = folder / entry.name
+            if entry.name != program and not link.exists() and shutil.which(entry.name) == str(entry):
+                link.symlink_to(entry)
+    return str(folder)
+
+
+def test_place_an_untuned_layer_without_the_emulator_is_one_line_naming_it(tmp_path, own_cache, monkeypatch):
+    model_path = write(tmp_path, "net.tflite", network_model(np.random.default_rng(1)))
+    monkeypatch.setenv("PATH", _path_without(tmp_path, "qemu-system-arm"))
+    result = _place(model_path, "--target", "cortex-m4", "--db", tmp_path / "t.db", "--out", tmp_path / "plan")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "edgetune: error: operator 0 (CONV_2D): conv2d_s8 has no trial in t.db, and its plain C loop cannot be "
+        "measured on cortex-m4: qemu-system-arm: not found on PATH (run scripts/setup.sh to install the toolchains)")
+
+
 @pytest.mark.qemu
 def test_place_ds_cnn_folds_its_shape_chain_and_measures_the_rest(tmp_path, own_cache, m4):
     model_path = Path(__file__).parent / "data" / "models" / "ds_cnn_kws.tflite"
@@ -238,6 +263,25 @@ def test_place_a_model_with_bad_options_is_one_line(tmp_path, extra, culprit):
     assert not (tmp_path / "p").exists() and not (tmp_path / "t.db").exists()
 
 
+def test_place_to_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, own_cache):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    (tmp_path / "blocker").write_text("a file, where the folder's parent would be")
+    result = _place(model_path, "--target", "host", "--db", tmp_path / "t.db", "--out", tmp_path / "blocker" / "plan")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1].startswith(f"edgetune: error: {tmp_path / 'blocker' / 'plan'}: "
+                                                             "cannot create it")
+
+
+def test_place_asking_for_an_npu_the_board_lacks_is_one_line(tmp_path):
+    model_path = write(tmp_path, "chain.tflite", chain_model(np.random.default_rng(3)))
+    result = _place(model_path, "--target", "cortex-m4", "--device", "ethos-u55", "--db", tmp_path / "t.db",
+                    "--out", tmp_path / "p")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1] == ("edgetune: error: --device ethos-u55: cortex-m4 has no NPU (leave "
+                                                      "--device out, or --device none, to plan everything on the CPU)")
+    assert not (tmp_path / "p").exists() and not (tmp_path / "t.db").exists()
+
+
 def test_place_a_file_that_is_no_model_is_one_line(tmp_path):
     model_path = write(tmp_path, "broken.tflite", b"\x18\x00\x00\x00TFL3" + b"\x00" * 8)
     result = _place(model_path, "--db", tmp_path / "t.db", "--out", tmp_path / "p")
@@ -291,3 +335,24 @@ def test_a_library_operator_that_cannot_be_run_alone_keeps_the_estimate_and_says
     assert option.basis == "estimated" and option.cycles == 4 + 4
     assert "not measured: TFLite Micro cannot run it alone: Didn't find op" in option.note
     assert not list((own_cache / "op-counts").glob("*.json"))  # nothing stored for it
+
+
+def test_place_on_the_host_turns_its_times_into_cycles_at_its_clock(tmp_path, own_cache):
+    """The host measures time_ns: the plan adds up CPU cycles, so each time is converted at the
+    core clock (and the note keeps the time measured), not added up as if it were cycles."""
+    import re
+
+    model_path = write(tmp_path, "net.tflite", network_model(np.random.default_rng(1)))
+    host = get_target("host")
+    result = _place(model_path, "--target", "host", "--db", tmp_path / "t.db", "--json", "--out", tmp_path / "p")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    converted = 0
+    for row in plan["operators"]:
+        if row["cpu_cycles"] == 0:  # folded
+            continue
+        ns, cycles = (int(v) for v in re.search(r"(\d+) time_ns.*?(\d+) cycles at", row["cpu_note"]).groups())
+        assert row["cpu_cycles"] == cycles == math.ceil(ns * host.core.clock_hz / 1e9), row
+        converted += 1
+    assert converted >= 3
+    assert plan["total_cycles"] == sum(row["cpu_cycles"] for row in plan["operators"])

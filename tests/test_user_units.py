@@ -60,6 +60,13 @@ def test_a_misspelt_unit_is_warned_about_once_naming_the_kernel_path_unit_and_ne
                      "(the shipped ones, cortex-m55), so the path is never offered; did you mean mve?"]
 
 
+def test_a_unit_in_the_wrong_case_is_pointed_at_its_name(tmp_path):
+    kernel = load_kernel_file(qadd_requiring(tmp_path, "MVE"))
+    assert unit_warnings(kernel, get_target("cortex-m55")) == [
+        "kernel qadd_s8: vector path 'mve' requires 'MVE', which no known target has (the shipped ones, cortex-m55), "
+        "so the path is never offered; did you mean mve?"]
+
+
 def test_the_shipped_units_are_not_warned_about():
     assert unit_warnings(load_kernel_file(QADD), get_target("host")) == []
 
@@ -95,3 +102,15 @@ def test_the_python_api_warns_with_its_own_category(tmp_path):
     with pytest.warns(api.UnknownUnitWarning, match=r"requires 'mev'.*did you mean mve\?"):
         summary = api.tune(qadd_requiring(tmp_path, "mev"), "n=40", target="host", budget=1, db=tmp_path / "t.db")
     assert summary.best is not None  # a warning, not a refusal: the plain C path is tuned
+
+
+def test_listing_the_kernel_warns_too_since_the_path_is_missing_from_the_list(tmp_path):
+    folder = qadd_requiring(tmp_path, "mev")
+    result = subprocess.run([sys.executable, "-m", "edgetune.cli", "kernels", "--kernel-file", str(folder),
+                             "--target", "cortex-m55"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ))
+    assert result.returncode == 0, result.stderr
+    assert "vector     c\n" in result.stdout  # the Helium path is not offered...
+    shown = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert shown == ["edgetune: warning: kernel qadd_s8: vector path 'mve' requires 'mev', which no known target "
+                     "has (the shipped ones, cortex-m55), so the path is never offered; did you mean mve?"]

@@ -245,3 +245,40 @@ def test_a_tune_on_the_m4_learns_from_the_m55s_trials_by_role(matmul, m4, m55, t
     assert search._roles == value_roles(m4) and search._prior[0].roles == value_roles(m55)
     dsp = sum(c["vector"] == "dsp" for c in m55_space)  # plain C and Helium have no counterpart on the M4
     assert search.prior_size == dsp > 0
+
+
+def _tune_m4_after(tmp_path, matmul, m55, keep) -> str:
+    """`edgetune tune` of matmul_s8 on the M4 (one trial) after the M55 trials whose
+    configuration `keep` accepts: its output."""
+    import edgetune.session as session
+    from click.testing import CliRunner
+
+    from edgetune.cli import main
+
+    shape = {"m": 4, "n": 4, "k": 4}
+    db = TuningDatabase(tmp_path / "t.db")
+    there = session.workload_of(matmul, m55, shape)
+    for n, config in enumerate(c for c in session.search_space(matmul, m55, shape, "instructions") if keep(c)):
+        db.record(there, Trial(config, Outcome.OK, {OBJECTIVE: 100 + n}), "random", 0)
+    result = CliRunner().invoke(main, ["tune", "matmul_s8", "--shape", "m=4,n=4,k=4", "--target", "cortex-m4",
+                                       "--budget", "1", "--jobs", "1", "--db", str(tmp_path / "t.db")])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.qemu
+def test_tune_says_how_many_of_another_targets_trials_it_learnt_from(matmul, m55, tmp_path):
+    import edgetune.session as session
+
+    m55_space = list(session.search_space(matmul, m55, {"m": 4, "n": 4, "k": 4}, "instructions"))
+    dsp = sum(c["vector"] == "dsp" for c in m55_space)
+    output = _tune_m4_after(tmp_path, matmul, m55, lambda c: True)
+    assert (f"  priors: learnt from {dsp} of {len(m55_space)} stored trials of matmul_s8 on other workloads "
+            "(cortex-m55)\n") in output
+
+
+@pytest.mark.qemu
+def test_tune_says_when_none_of_another_targets_trials_maps(matmul, m55, tmp_path):
+    output = _tune_m4_after(tmp_path, matmul, m55, lambda c: c["vector"] == "mve")  # Helium: none on the M4
+    assert "  priors: none of the " in output and " stored trials of matmul_s8 on other workloads (cortex-m55) " \
+        "maps into this space\n" in output

@@ -618,5 +618,7 @@ def known_units(target: Target) -> frozenset[str]:
 
 def did_you_mean(name: str, names) -> str:
     """'; did you mean X?' for the nearest of `names`, or ''."""
-    near = difflib.get_close_matches(name, sorted(names), n=1)
+    names = sorted(names)
+    same = [n for n in names if n.lower() == name.lower()]  # "MVE" for mve: too far apart for difflib
+    near = same or difflib.get_close_matches(name, names, n=1)
     return f"; did you mean {near[0]}?" if near else ""

@@ -63,9 +63,26 @@ def _check_types(graph: Graph) -> None:
     for t in graph.tensors:
         if t.dtype in ALLOWED_TYPES:
             continue
+        edge = _interface_edge(graph, t.index)
+        if edge:  # an int8 model converted with a float or int16 interface: say how to convert it
+            raise ModelError(f"{graph.path}: tensor {t.index} ({t.name}) is {t.dtype}: {edge}; edgetune runs int8 "
+                             "operators only: convert the model with int8 inputs and outputs (the converter's "
+                             "inference_input_type and inference_output_type)")
         kind = "a float" if t.dtype.startswith(("float", "bfloat")) else f"an {t.dtype}" if t.dtype[0] in "aeiou" else f"a {t.dtype}"
         raise ModelError(f"{graph.path}: tensor {t.index} ({t.name}) is {t.dtype}, so this is {kind} model; edgetune "
                          "runs int8 models (full-integer quantisation: int8 activations and weights, int32 biases)")
+
+
+def _interface_edge(graph: Graph, t: int) -> str:
+    """How tensor t is the model's input or output converted at its edge (a QUANTIZE from
+    it, a DEQUANTIZE or QUANTIZE into it, as the converter writes for a float or int16
+    interface), or ""."""
+    for kind, tensors, side in (("input", graph.inputs, "inputs"), ("output", graph.outputs, "outputs")):
+        if t in tensors:
+            edge = [op for op in graph.operators if op.op in ("QUANTIZE", "DEQUANTIZE") and t in getattr(op, side)]
+            if edge:
+                return f"the model's {kind} {list(tensors).index(t)}, converted by {edge[0].op} (operator {edge[0].index})"
+    return ""
 
 
 def _check_static(graph: Graph) -> None:
