@@ -45,8 +45,10 @@ def check_destination(out_dir: Path, model: bool = False) -> None:
 
 
 # Names an export writes (a kernel export's sources and build fragments, its Zephyr module); a
-# model export's also start with the model's name. A stale one of an earlier export is replaced.
-_EXPORT_NAME = re.compile(r"(et_|edgetune_)[A-Za-z0-9_]*\.(c|h|mk|cmake|ld)|zephyr/[A-Za-z0-9_./-]*")
+# model export's also start with the model's name. A stale one of an earlier export is replaced,
+# and so are the objects its Make fragment builds when make runs in the folder (edgetune-build,
+# the fragment's default EDGETUNE_BUILD_DIR): they are built from the sources being replaced.
+_EXPORT_NAME = re.compile(r"(et_|edgetune_)[A-Za-z0-9_]*\.(c|h|mk|cmake|ld)|zephyr/[A-Za-z0-9_./-]*|edgetune-build/.*")
 
 
 def _files_not_exported(out_dir: Path) -> list[str]:

@@ -369,8 +369,11 @@ def test_a_re_export_never_deletes_files_added_to_the_earlier_export(ds_cnn_expo
     shutil.rmtree(out / "npu")
     stale = out / f"{read_manifest(out).model.name}_op99_add.c"  # a stale source of an earlier export: replaced
     stale.write_text("/* a source of an earlier export */\n")
+    built = out / "edgetune-build" / "obj" / "ds_cnn_kws.o"  # make run in the folder (the fragment's default)
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"\x7fELF")
     assert export_model(DS_CNN, get_target("cortex-m55"), None, out) is not None
-    assert not stale.exists()
+    assert not stale.exists() and not built.exists()
 
 
 def test_a_layer_whose_trials_all_break_the_constraint_says_so(tmp_path):
