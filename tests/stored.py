@@ -39,3 +39,19 @@ def stored_count(path: Path) -> int:
         return 0
     finally:
         conn.close()
+
+
+def live_claims(path: Path, pid: int) -> int:
+    """Claims in the database file at `path` held by the running process `pid` (a tuning
+    run between claiming a round's configurations and storing their trials); 0 before the
+    tables exist. Claims left by killed runs have other, dead owners."""
+    if not path.exists():
+        return 0
+    conn = sqlite3.connect(str(path), timeout=30)
+    try:
+        return conn.execute("SELECT count(*) FROM claims WHERE owner_pid = ? AND lease_until > 0",
+                            (pid,)).fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+    finally:
+        conn.close()

@@ -24,7 +24,7 @@ from edgetune.targets.qemu import _read_counts
 from edgetune.tuner import Outcome, TuningDatabase
 
 from faulty import FaultyMatmul
-from stored import stored_count
+from stored import live_claims, stored_count
 
 EDGETUNE = str(Path(sys.executable).parent / "edgetune")
 SHAPE = "m=4,n=4,k=4"
@@ -256,16 +256,20 @@ def test_a_batched_seeded_run_repeats_and_resumes_after_kills_to_the_same_end(tm
     assert first["best"]["config"] == second["best"]["config"] and first["trials"] == 12
     killed = tmp_path / "killed.db"
     inside = 0
-    for more, delay in zip((0, 3, 1, 3, 2), (0.05, 0.0, 0.1, 0.02, 0.0)):
-        target = stored_count(killed) + more
+    # Each run is killed once it has stored one more trial and holds the claims of its next
+    # round: between a round's claims and its trials. Waiting on the claims, not on a delay,
+    # keeps the kills inside the runs however fast the machine is; a run that ends first
+    # (its round stored the last trials) is not counted, and the next run has less to do.
+    for _ in range(8):
+        if inside >= 3 or stored_count(killed) >= 12:
+            break
+        target = stored_count(killed) + (1 if inside else 0)
         proc = subprocess.Popen([EDGETUNE, *TUNE, "--db", str(killed)], cwd=tmp_path, env=env("killed"),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while proc.poll() is None and stored_count(killed) < target:
-            time.sleep(0.01)
-        time.sleep(delay)
-        inside += proc.poll() is None
+        while proc.poll() is None and not (stored_count(killed) >= target and live_claims(killed, proc.pid)):
+            time.sleep(0.005)
         proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        inside += proc.wait() == -signal.SIGKILL
     assert inside >= 3  # kills landed inside runs, between a round's claims and its trials
     done = run(killed, "killed")
     assert done["trials"] == 12
