@@ -31,12 +31,15 @@ def check_destination(out_dir: Path, model: bool = False) -> None:
     if not (out_dir / MANIFEST).is_file():
         raise ExportError(f"{out_dir}: exists, is not empty and holds no {MANIFEST} (not an earlier export); "
                           "an export replaces its folder whole: choose a new folder")
-    earlier_is_model = _holds_model_export(out_dir / MANIFEST)
-    if earlier_is_model is not None and earlier_is_model != model:
+    earlier = _read_earlier_manifest(out_dir / MANIFEST)
+    if earlier is _UNREADABLE:
+        return  # an earlier export whose manifest is damaged stays replaceable, as before
+    earlier_is_model = isinstance(earlier, dict) and earlier.get("model") is not None
+    if earlier_is_model != model:
         held, this = ("a model export", "kernels") if earlier_is_model else ("a kernel export", "a model")
         raise ExportError(f"{out_dir}: holds {held} ({MANIFEST}); exporting {this} there would replace it "
                           "whole: choose another folder, or remove this one first")
-    extra = _files_not_exported(out_dir)
+    extra = _files_not_exported(out_dir, earlier)
     if extra:  # the earlier export plus files of someone's own (notes, a plan.json): replacing it would delete them
         others = len(extra) - 1
         which = f"{extra[0]} and {others} other file{'s' if others > 1 else ''}" if others else extra[0]
@@ -51,15 +54,13 @@ def check_destination(out_dir: Path, model: bool = False) -> None:
 _EXPORT_NAME = re.compile(r"(et_|edgetune_)[A-Za-z0-9_]*\.(c|h|mk|cmake|ld)|zephyr/[A-Za-z0-9_./-]*|edgetune-build/.*")
 
 
-def _files_not_exported(out_dir: Path) -> list[str]:
-    """The files in out_dir that its manifest does not list and no export would write, sorted:
-    someone's own (none when the manifest cannot be read: a damaged export stays replaceable)."""
-    try:
-        data = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
-        listed, model = data.get("files"), data.get("model") or {}
-        name = model.get("name", "") if isinstance(model, dict) else ""
-    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+def _files_not_exported(out_dir: Path, manifest: object) -> list[str]:
+    """The files in out_dir that its manifest (the parsed JSON) does not list and no export
+    would write, sorted: someone's own (none when the manifest is not an export's)."""
+    if not isinstance(manifest, dict):
         return []
+    listed, model = manifest.get("files"), manifest.get("model") or {}
+    name = model.get("name", "") if isinstance(model, dict) else ""
     if not isinstance(listed, dict):
         return []
     model_file = re.compile(rf"{re.escape(name)}(_[A-Za-z0-9_]+)?\.(c|h|tflite)") if isinstance(name, str) and name \
@@ -69,14 +70,15 @@ def _files_not_exported(out_dir: Path) -> list[str]:
                   and not (model_file and model_file.fullmatch(f)))
 
 
-def _holds_model_export(manifest: Path) -> bool | None:
-    """Whether the manifest is a model export's (None when it cannot be read: an earlier
-    export whose manifest is damaged stays replaceable, as before)."""
+_UNREADABLE = object()
+
+
+def _read_earlier_manifest(manifest: Path) -> object:
+    """The earlier export's manifest as parsed JSON, or _UNREADABLE."""
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
+        return json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    return isinstance(data, dict) and data.get("model") is not None
+        return _UNREADABLE
 
 
 def publish(out_dir: Path, files: dict[str, str], manifest: Manifest,
