@@ -68,7 +68,7 @@ class Binding(user.Binding):
 def quantize_multiplier(real: float) -> tuple[int, int]:
     """A real multiplier M >= 0 as TFLite's fixed-point pair (q, shift), M = q * 2^(shift - 31)
     with q in [2^30, 2^31) (TFLite's QuantizeMultiplier): for an operator adapter's scalars."""
-    from edgetune.codegen.model.arithmetic import quantize_multiplier as quantize
+    from edgetune.model.arithmetic import quantize_multiplier as quantize
 
     try:
         return quantize(float(real))

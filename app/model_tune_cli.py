@@ -12,15 +12,15 @@ from pathlib import Path
 
 import click
 
-from edgetune.codegen.model import ModelError, check_fits, load_model
+from edgetune.model import ModelError, check_fits, load_model
 from edgetune.targets import get_target
 from edgetune.tuner import STRATEGIES, TuningDatabase, check_strategy, parse_bound
 from edgetune.tuner.scheduler import SCHEDULERS
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
-from .model_check import LayerCheck, check_model
+from edgetune.model.check import LayerCheck, check_model
 from .model_cli import model_group
-from .model_session import ModelRound, ModelSummary, progress_line, tune_model
+from edgetune.model.session import ModelRound, ModelSummary, progress_line, tune_model
 from .session import MAX_SEED, choose_objective
 from .user_kernels import kernel_file_option
 

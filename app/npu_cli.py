@@ -10,16 +10,16 @@ from typing import Callable
 import click
 from click.core import ParameterSource
 
-from edgetune.codegen.model import load_model
-from edgetune.codegen.npu import get_npu_operator, npu_space
+from edgetune.model import load_model
+from edgetune.npu import get_npu_operator, npu_space
 from edgetune.hal import Target
 from edgetune.targets import get_target
 from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, check_strategy, parse_bound
 
 from .progress import ProgressDisplay
-from .npu_session import NPU_OBJECTIVE, npu_workload, resolve_npu
-from .layer_plan import Plan, PlanError, export_plan, load_network, plan_network
-from .model_plan import figures_line, plan_model, write_model_plan
+from edgetune.npu.session import NPU_OBJECTIVE, npu_workload, resolve_npu
+from edgetune.npu.layer_plan import Plan, PlanError, export_plan, load_network, plan_network
+from edgetune.model.plan import figures_line, plan_model, write_model_plan
 from .session import MAX_SEED, TuneRequest, TuneSummary, parse_config, summarize, tune
 from .user_kernels import kernel_file_option
 

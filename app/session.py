@@ -22,7 +22,7 @@ import numpy as np
 
 from edgetune.codegen import get_kernel, CodegenError, Kernel, KernelIO
 from edgetune.codegen.kernels.user_loader import KernelBundle, kernel_of_bundle
-from edgetune.codegen.npu import NpuOperator
+from edgetune.npu import NpuOperator
 from edgetune.codegen.placement import PlacementError, pinned
 from edgetune.errors import EdgetuneError
 from edgetune.hal import Target, TargetError
@@ -38,7 +38,7 @@ from edgetune.tuner import Goal, resolve_goal
 from edgetune.tuner.resume import Resumed, rebuild
 
 from .identity import measurement_fingerprint, recompute_estimates
-from .npu_session import NpuTask, resolve_npu
+from edgetune.npu.session import NpuTask, resolve_npu
 from .task import TuningTask, machine_name, stamp  # noqa: F401 - machine_name: part of this module's interface
 from .value_roles import target_roles
 

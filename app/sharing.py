@@ -14,13 +14,13 @@ from typing import Sequence
 
 from edgetune.codegen import KERNELS
 from edgetune.codegen.kernels.user import UserKernel
-from edgetune.codegen.npu import NPU_MODEL_VERSION, NPU_OPERATORS, npu_space
+from edgetune.npu import NPU_MODEL_VERSION, NPU_OPERATORS, npu_space
 from edgetune.hal import Target
 from edgetune.targets import get_target, target_names
 from edgetune.tuner import Config, Outcome, Space, SpaceError, Trial, TrialSelection, Workload
 
 from .errors import EdgetuneError
-from .npu_session import NPU_OBJECTIVE
+from edgetune.npu.session import NPU_OBJECTIVE
 
 _SHAPE_ITEM = re.compile(r"([a-z_][a-z0-9_]*)=(\d{1,18})")
 _KERNEL_PART = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.+-]*?)(?:@v(\d{1,9}))?")

@@ -39,7 +39,7 @@ from cmsis_fir import library_fir  # noqa: E402  (bench/cmsis_fir.py: arm_fir_q1
 
 from edgetune.codegen import get_kernel  # noqa: E402
 from edgetune.codegen.kernels.convolution import geometry_of  # noqa: E402
-from edgetune.codegen.model import load_model  # noqa: E402
+from edgetune.model import load_model  # noqa: E402
 from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs  # noqa: E402
 from edgetune.targets import get_target  # noqa: E402
 from edgetune.tuner import TuningDatabase  # noqa: E402

@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 
 from edgetune.codegen import KERNELS
-from edgetune.codegen.model import load_model
-from edgetune.model_export import export_model
-from edgetune.model_verify import verify_model
+from edgetune.model import load_model
+from edgetune.model.export import export_model
+from edgetune.model.verify import verify_model
 from edgetune.session import TuneRequest, tune, workload_of
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase

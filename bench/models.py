@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgetune.codegen import get_kernel
-from edgetune.codegen.model import load_model
-from edgetune.model_session import ModelSummary, baseline_values, distinct_workloads, tune_model
+from edgetune.model import load_model
+from edgetune.model.session import ModelSummary, baseline_values, distinct_workloads, tune_model
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgetune.codegen.npu import build_model, get_npu_operator
+from edgetune.npu import build_model, get_npu_operator
 from edgetune.targets import get_target
 from edgetune.targets.vela import VelaOptions, compile_model
 

@@ -30,7 +30,7 @@ from kernels import macs_of, short_shape  # noqa: E402  (bench/kernels.py)
 import numpy as np  # noqa: E402
 from dataclasses import replace  # noqa: E402
 
-from edgetune.codegen.model import load_model  # noqa: E402
+from edgetune.model import load_model  # noqa: E402
 
 from edgetune.codegen import get_kernel  # noqa: E402
 from edgetune.session import TuneRequest, tune  # noqa: E402

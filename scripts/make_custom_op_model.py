@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 from flatbuffers import flexbuffers
 
-from edgetune.codegen.model.builder import build_model, constant
-from edgetune.codegen.model.graph import Operator, Quantization, Tensor
+from edgetune.model.builder import build_model, constant
+from edgetune.model.graph import Operator, Quantization, Tensor
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "examples" / "kernels" / "leaky_relu_s8" / "leaky_net.tflite"

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgetune.codegen.npu.space import OPTIMISE_GOALS, TENSOR_ALLOCATORS
+from edgetune.npu.space import OPTIMISE_GOALS, TENSOR_ALLOCATORS
 from edgetune.hal import Npu, Target
 from edgetune.tuner import Outcome
 

@@ -154,9 +154,9 @@ def _drawn_model(kernel_name: str, s: dict, rng, edge: str) -> tuple[bytes, int]
     """A model computing the drawn layer: the convolution alone when its padding is TFLite's
     SAME or VALID, else PAD (with the input's zero point) then a VALID convolution. Returns
     the model and the index of the convolution operator."""
-    from edgetune.codegen.model.arithmetic import output_size
-    from edgetune.codegen.model.builder import build_model, constant
-    from edgetune.codegen.model.graph import Operator, Quantization, Tensor
+    from edgetune.model.arithmetic import output_size
+    from edgetune.model.builder import build_model, constant
+    from edgetune.model.graph import Operator, Quantization, Tensor
     from model_files import ACTIVATIONS, draw_quant, f32, int8_weights
 
     depthwise = kernel_name == "dwconv2d_s8"
@@ -200,8 +200,8 @@ def tflm_case(kernel_name: str, shape, rng, edge: str = "random", work=None):
 
     from edgetune.codegen import get_kernel
     from edgetune.codegen.kernels.base import Buffer, KernelIO
-    from edgetune.codegen.model import load_model
-    from edgetune.codegen.model.oracle import run_tflm
+    from edgetune.model import load_model
+    from edgetune.model.oracle import run_tflm
     from model_files import int8_input
 
     s = get_kernel(kernel_name).parse_shape(shape)  # text or mapping, shorthands expanded

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgetune.codegen.model.builder import build_model, constant
-from edgetune.codegen.model.graph import Operator, Quantization, Tensor
+from edgetune.model.builder import build_model, constant
+from edgetune.model.graph import Operator, Quantization, Tensor
 
 ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 PADDINGS = {"SAME": 0, "VALID": 1}

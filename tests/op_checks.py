@@ -11,9 +11,9 @@ import numpy as np
 
 from edgetune.codegen import render
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
-from edgetune.codegen.model.builder import build_model, constant
-from edgetune.codegen.model.graph import Operator, Quantization, Tensor, read_graph
-from edgetune.codegen.model.oracle import run_tflm
+from edgetune.model.builder import build_model, constant
+from edgetune.model.graph import Operator, Quantization, Tensor, read_graph
+from edgetune.model.oracle import run_tflm
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
 

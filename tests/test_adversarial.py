@@ -341,7 +341,7 @@ def test_a_file_from_before_batches_takes_batches_after_upgrading(tmp_path):
 
 
 def test_npu_trials_are_checked_against_vela_options():
-    from edgetune.codegen.npu import NPU_MODEL_VERSION, NPU_OPERATORS, npu_space
+    from edgetune.npu import NPU_MODEL_VERSION, NPU_OPERATORS, npu_space
     from edgetune.sharing import ImportCheck
     from edgetune.tuner import Workload
     operator = next(iter(NPU_OPERATORS.values()))

@@ -3,7 +3,7 @@ per-type limits it divides by, and the distinct MLPerf Tiny workloads it reads f
 import pytest
 
 from edgetune.codegen import get_kernel
-from edgetune.codegen.model import load_model
+from edgetune.model import load_model
 
 from bench_scripts import load_bench
 

@@ -246,12 +246,12 @@ def test_every_user_facing_error_class_derives_from_the_root():
     from edgetune.codegen import KernelError
     from edgetune.codegen.export import ExportError
     from edgetune.codegen.manifest import ManifestError
-    from edgetune.codegen.npu import ModelBuildError, NpuOperatorError
+    from edgetune.npu import ModelBuildError, NpuOperatorError
     from edgetune.codegen.placement import PlacementError as BufferPlacementError
     from edgetune.errors import EdgetuneError
     from edgetune.hal import TargetError
     from edgetune.outputs import OutputError
-    from edgetune.layer_plan import NetworkError, PlanError
+    from edgetune.npu.layer_plan import NetworkError, PlanError
     from edgetune.report import ReportError
     from edgetune.sharing import SelectionError
     from edgetune.targets.toolchain import HarnessError, MeasureError, ToolMissing

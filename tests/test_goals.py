@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.codegen import get_kernel
-from edgetune.layer_plan import load_network, plan_network
+from edgetune.npu.layer_plan import load_network, plan_network
 from edgetune.session import workload_of
 from edgetune.tuner import Bound, Goal, TuningDatabase
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from edgetune.cli import error_line, main
 from edgetune.codegen import KERNELS, KernelError
 from edgetune.codegen.kernels.base import MAX_SHAPE_VALUE
-from edgetune.codegen.npu import NPU_OPERATORS, NpuOperatorError
+from edgetune.npu import NPU_OPERATORS, NpuOperatorError
 
 HUGE = 2 ** 70
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgetune.codegen.memory_plan import ALIGN, TensorLife, aligned, check_plan, plan_memory
-from edgetune.codegen.model import load_model
-from edgetune.codegen.model_module import memory_plan, schedule
-from edgetune.codegen.ops import operator_params
-from edgetune.model_export import tflm_arena_bytes
+from edgetune.model.memory_plan import ALIGN, TensorLife, aligned, check_plan, plan_memory
+from edgetune.model import load_model
+from edgetune.model.module import memory_plan, schedule
+from edgetune.model.ops import operator_params
+from edgetune.model.export import tflm_arena_bytes
 
 MODELS = Path(__file__).parent / "data" / "models"
 MODEL_FILES = sorted(p.name for p in MODELS.glob("*.tflite"))
@@ -96,7 +96,7 @@ def test_an_in_place_chain_keeps_one_offset():
 
 
 def test_check_plan_names_misaligned_and_overflowing_tensors():
-    from edgetune.codegen.memory_plan import Allocation, MemoryPlan
+    from edgetune.model.memory_plan import Allocation, MemoryPlan
     lives = [TensorLife(0, 20, 0, 0)]
     plan = MemoryPlan((Allocation(0, 8, 20, 0, 0),), 16)
     assert check_plan(plan, lives) == ["tensor 0 at offset 8 is not 16-byte aligned",

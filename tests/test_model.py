@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from edgetune.cli import main
-from edgetune.codegen.model import ModelError, check_fits, load_model
-from edgetune.codegen.model.builder import build_model, constant
-from edgetune.codegen.model.graph import Operator, Quantization, Tensor
-from edgetune.codegen.model.oracle import run_tflm
-from edgetune.codegen.model.schema import schema
+from edgetune.model import ModelError, check_fits, load_model
+from edgetune.model.builder import build_model, constant
+from edgetune.model.graph import Operator, Quantization, Tensor
+from edgetune.model.oracle import run_tflm
+from edgetune.codegen.tflite_schema import schema
 from edgetune.targets import get_target
 from kernel_checks import layer_reference
 from model_files import chain_model, conv_model, fc_model, int8_input, network_model, write

@@ -18,12 +18,12 @@ from click.testing import CliRunner
 from edgetune.cli import main
 from edgetune.codegen import get_kernel
 from edgetune.codegen.export import ExportError
-from edgetune.codegen.memory_plan import aligned
+from edgetune.model.memory_plan import aligned
 from edgetune.codegen.manifest import MANIFEST, read_manifest, write_manifest
-from edgetune.codegen.model import load_model
-from edgetune.codegen.model.oracle import run_tflm
-from edgetune.model_export import export_model
-from edgetune.model_verify import verify_model
+from edgetune.model import load_model
+from edgetune.model.oracle import run_tflm
+from edgetune.model.export import export_model
+from edgetune.model.verify import verify_model
 from edgetune.export import export_best
 from edgetune.session import TuneRequest, tune, workload_of
 from edgetune.tuner import Outcome, Trial, TuningDatabase

@@ -18,12 +18,12 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.codegen.manifest import ModelEntry, read_manifest, write_manifest
-from edgetune.codegen.model import load_model
-from edgetune.codegen.model.builder import build_model
-from edgetune.codegen.model.graph import Tensor, read_graph
-from edgetune.codegen.model.oracle import run_tflm
-from edgetune.model_export import export_model
-from edgetune.model_verify import verify_model
+from edgetune.model import load_model
+from edgetune.model.builder import build_model
+from edgetune.model.graph import Tensor, read_graph
+from edgetune.model.oracle import run_tflm
+from edgetune.model.export import export_model
+from edgetune.model.verify import verify_model
 from edgetune.targets import get_target
 
 from model_files import chain_model, two_headed_model, write

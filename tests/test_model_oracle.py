@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgetune.codegen.model import load_model
-from edgetune.codegen.model.arithmetic import activation_range, output_size, quantize_multiplier
-from edgetune.codegen.model.builder import build_model, constant
-from edgetune.codegen.model.graph import Operator, Quantization, Tensor
-from edgetune.codegen.model.oracle import layer_model, oracle_output, run_tflm
+from edgetune.model import load_model
+from edgetune.model.arithmetic import activation_range, output_size, quantize_multiplier
+from edgetune.model.builder import build_model, constant
+from edgetune.model.graph import Operator, Quantization, Tensor
+from edgetune.model.oracle import layer_model, oracle_output, run_tflm
 from edgetune.codegen.quant import requantize
 from kernel_checks import layer_reference
 from model_files import (ACTIVATIONS, Quant, conv_model, draw_quant, dwconv_model, f32, fc_model, int8_input, write)
@@ -253,7 +253,7 @@ def test_every_tuned_layer_of_the_mlperf_tiny_models_matches_tflite_micro(name):
 
 @pytest.mark.parametrize("edge", EDGES)
 def test_layer_case_pairs_the_kernel_io_with_tflite_micro(tmp_path, edge):
-    from edgetune.codegen.model.oracle import layer_case
+    from edgetune.model.oracle import layer_case
 
     rng = np.random.default_rng(21)
     layer = load_model(write(tmp_path, "dw.tflite", dwconv_model(rng, 9, 9, 4, 2, 3, 3, stride=(2, 2)))).layers[0]

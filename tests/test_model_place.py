@@ -13,15 +13,16 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.codegen import get_kernel
-from edgetune.codegen.model import load_model
-from edgetune.codegen.model.graph import read_graph
-from edgetune import model_plan, op_measure
-from edgetune.model_export import export_model
-from edgetune.model_verify import operator_model, verify_model
+from edgetune.model import load_model
+from edgetune.model.graph import read_graph
+from edgetune.model import op_measure
+from edgetune.model import plan as model_plan
+from edgetune.model.export import export_model
+from edgetune.model.verify import operator_model, verify_model
 from edgetune.hal import load_target
 from edgetune.targets import buildcache, get_target, target_file
 from edgetune.targets.toolchain import ToolMissing
-from edgetune.model_plan import npu_option
+from edgetune.model.plan import npu_option
 from edgetune.session import goal_of, workload_of
 from edgetune.targets.vela import compile_model
 from edgetune.tuner import TuningDatabase

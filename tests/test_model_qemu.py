@@ -18,11 +18,11 @@ from click.testing import CliRunner
 from edgetune.cli import main
 from edgetune.codegen import KERNELS
 from edgetune.codegen.manifest import read_manifest, write_manifest
-from edgetune.codegen.model import load_model
-from edgetune.codegen.model.oracle import run_tflm
-from edgetune.model_export import export_model
-from edgetune.model_session import tune_model
-from edgetune.model_verify import ModuleFailure, firmware_for, verify_model
+from edgetune.model import load_model
+from edgetune.model.oracle import run_tflm
+from edgetune.model.export import export_model
+from edgetune.model.session import tune_model
+from edgetune.model.verify import ModuleFailure, firmware_for, verify_model
 from edgetune.session import TuneRequest, tune
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase

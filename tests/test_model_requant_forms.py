@@ -13,10 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from edgetune.cli import main
-from edgetune.codegen import KERNELS, model_module
-from edgetune.codegen.model import load_model
+from edgetune.codegen import KERNELS
+from edgetune.model import module as model_module
+from edgetune.model import load_model
 from edgetune.codegen.quant import requant_form
-from edgetune.model_verify import verify_model
+from edgetune.model.verify import verify_model
 from edgetune.session import TuneRequest, tune
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase

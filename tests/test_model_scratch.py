@@ -16,12 +16,12 @@ from click.testing import CliRunner
 from edgetune.cli import main
 from edgetune.codegen import KERNELS
 from edgetune.codegen.export import ExportEntry
-from edgetune.codegen.model import load_model
-from edgetune.codegen.model_module import render_model_module
+from edgetune.model import load_model
+from edgetune.model.module import render_model_module
 from edgetune.codegen.scratch import ScratchError, ScratchLayout, shared_scratch
 from edgetune.export import export_best
-from edgetune.model_export import export_model
-from edgetune.model_verify import verify_model
+from edgetune.model.export import export_model
+from edgetune.model.verify import verify_model
 from edgetune.session import TuneRequest, tune
 from edgetune.targets import elf, get_target
 from edgetune.tuner import TuningDatabase

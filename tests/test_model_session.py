@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from edgetune.codegen import get_kernel
-from edgetune.codegen.model import load_model
-from edgetune.model_session import (ModelTuneError, distinct_workloads, progress_line, similarity_group,
+from edgetune.model import load_model
+from edgetune.model.session import (ModelTuneError, distinct_workloads, progress_line, similarity_group,
                                     tune_model)
 from edgetune.session import TuneRequest, tune
 from edgetune.tuner import Constraint, Outcome, Space, TuningDatabase

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import edgetune.model_check as model_check
+import edgetune.model.check as model_check
 from edgetune.cli import main
-from edgetune.codegen.model import load_model
+from edgetune.model import load_model
 
 MODELS = Path(__file__).parent / "data" / "models"
 MLPERF_TINY = ("ds_cnn_kws", "mobilenet_v1_025_vww", "resnet8_cifar10", "fc_autoencoder_ad")

@@ -10,7 +10,7 @@ from ethosu.vela.tflite.Padding import Padding
 from ethosu.vela.tflite.TensorType import TensorType
 from ethosu.vela.tflite.Conv2DOptions import Conv2DOptions
 
-from edgetune.codegen.npu import NPU_OPERATORS, PAD_SAME, NpuOperatorError, build_model, get_npu_operator
+from edgetune.npu import NPU_OPERATORS, PAD_SAME, NpuOperatorError, build_model, get_npu_operator
 
 
 def read(op_name: str, shape: str, seed: int = 0):

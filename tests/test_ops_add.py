@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgetune.codegen.model import ModelError
-from edgetune.codegen.ops.add import add_params
+from edgetune.model import ModelError
+from edgetune.model.ops.add import add_params
 from op_checks import activation_tensor, assert_same, draw_int8, one_op_graph, run_host, run_target, tflm
 
 ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}

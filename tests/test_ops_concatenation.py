@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgetune.codegen.model import ModelError
-from edgetune.codegen.model.builder import build_model
-from edgetune.codegen.model.graph import Operator
-from edgetune.codegen.ops.concatenation import concatenation_params
+from edgetune.model import ModelError
+from edgetune.model.builder import build_model
+from edgetune.model.graph import Operator
+from edgetune.model.ops.concatenation import concatenation_params
 from op_checks import activation_tensor, assert_same, draw_int8, one_op_graph, run_host, run_target, tflm
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgetune.codegen.model import TUNED, ModelError
-from edgetune.codegen.model.graph import read_graph
-from edgetune.codegen.ops import OPERATORS, constant_value, folded_operators, operator_params
+from edgetune.model import TUNED, ModelError
+from edgetune.model.graph import read_graph
+from edgetune.model.ops import OPERATORS, constant_value, folded_operators, operator_params
 from op_checks import assert_same, draw_int8, operator_model, run_host, tflm
 
 MODELS = Path(__file__).resolve().parent / "data" / "models"

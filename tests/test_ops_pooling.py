@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgetune.codegen.model import ModelError
-from edgetune.codegen.ops.pooling import pool_params
+from edgetune.model import ModelError
+from edgetune.model.ops.pooling import pool_params
 from op_checks import activation_tensor, assert_same, draw_int8, one_op_graph, run_host, run_target, tflm
 
 OPS = ["AVERAGE_POOL_2D", "MAX_POOL_2D"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgetune.codegen.model import ModelError
-from edgetune.codegen.model.graph import Tensor
-from edgetune.codegen.ops.quantize import quantize_params
+from edgetune.model import ModelError
+from edgetune.model.graph import Tensor
+from edgetune.model.ops.quantize import quantize_params
 from op_checks import activation_tensor, assert_same, draw_int8, one_op_graph, run_host, run_target, tflm
 
 

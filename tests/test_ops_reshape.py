@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgetune.codegen.model import ModelError
-from edgetune.codegen.model.builder import build_model, constant
-from edgetune.codegen.model.graph import Operator, Tensor, read_graph
-from edgetune.codegen.ops import constant_value, folded_operators, operator_params
-from edgetune.codegen.ops.reshape import reshape_params
+from edgetune.model import ModelError
+from edgetune.model.builder import build_model, constant
+from edgetune.model.graph import Operator, Tensor, read_graph
+from edgetune.model.ops import constant_value, folded_operators, operator_params
+from edgetune.model.ops.reshape import reshape_params
 from op_checks import (activation_tensor, assert_same, draw_int8, int32_constant, one_op_graph, run_host, run_target,
                        tflm)
 

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from edgetune.codegen.model import ModelError
-from edgetune.codegen.ops import softmax
-from edgetune.codegen.ops.softmax import softmax_params
+from edgetune.model import ModelError
+from edgetune.model.ops import softmax
+from edgetune.model.ops.softmax import softmax_params
 from op_checks import activation_tensor, assert_same, draw_int8, one_op_graph, run_host, run_target, tflm
 
 

@@ -17,7 +17,7 @@ from ethosu.vela.tflite.Model import Model
 
 from edgetune.cli import main
 from edgetune.codegen import get_kernel
-from edgetune.layer_plan import NetworkError, export_plan, load_network, plan_network
+from edgetune.npu.layer_plan import NetworkError, export_plan, load_network, plan_network
 from edgetune.session import TuneRequest, tune
 from edgetune.tuner import TuningDatabase
 
@@ -58,7 +58,7 @@ def test_network_file_loads_in_toml_and_json(tmp_path):
 def test_a_layers_cpu_kernel_reads_the_same_geometry_as_its_npu_operator(tmp_path):
     """pad=same in a network file is TFLite's SAME on both devices: the CPU kernel's shape
     gets TFLite's asymmetric offsets (4x4 stride 2 3x3: 0 on top/left, 1 at bottom/right)."""
-    from edgetune.layer_plan import cpu_shape
+    from edgetune.npu.layer_plan import cpu_shape
     net = load_network(write(tmp_path, MIXED))
     conv, dw = (get_kernel(layer.operator.name).parse_shape(cpu_shape(layer)) for layer in net.layers[:2])
     assert [conv[k] for k in ("pad_top", "pad_bottom", "pad_left", "pad_right")] == [1, 1, 1, 1]

@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from edgetune.cli import main
 from edgetune.codegen.kernels import KERNELS, SHIPPED, register_kernel, unregister_kernel
 from edgetune.codegen.kernels.user_loader import load_kernel_file
-from edgetune.codegen.model import load_model
-from edgetune.codegen.model.oracle import oracle_output, run_tflm
-from edgetune.model_reference import model_output, segments, sub_model
+from edgetune.model import load_model
+from edgetune.model.oracle import oracle_output, run_tflm
+from edgetune.model.reference import model_output, segments, sub_model
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kernels" / "leaky_relu_s8"
@@ -323,8 +323,8 @@ void channel_mul_s8(const int8_t *w, const int8_t *x, int8_t *y, int32_t count, 
 
 def channel_mul_model(rng) -> bytes:
     """CONV_2D 1x1 (4x4x3 -> 4x4x8), then CUSTOM ChannelMul by a constant int8 [8] with shift 2."""
-    from edgetune.codegen.model.builder import build_model, constant
-    from edgetune.codegen.model.graph import Operator, Quantization, Tensor
+    from edgetune.model.builder import build_model, constant
+    from edgetune.model.graph import Operator, Quantization, Tensor
 
     q = lambda scale, zero: Quantization((float(np.float32(scale)),), (zero,))
     tensors = [Tensor(0, "input", (1, 4, 4, 3), "int8", q(0.05, 1)),

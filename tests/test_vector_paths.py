@@ -224,8 +224,8 @@ MODELS = Path(__file__).parent / "data" / "models"  # the MLPerf Tiny models (sc
 def test_the_issues_real_same_layers_equal_tflite_micro_on_every_path(target_name, targets, tmp_path):
     """The first layers of DS-CNN and MobileNetV1-0.25 as the converter emitted them (real
     weights and quantisation), one variant per offered path judged by TFLite Micro's output."""
-    from edgetune.codegen.model import load_model
-    from edgetune.codegen.model.oracle import layer_case
+    from edgetune.model import load_model
+    from edgetune.model.oracle import layer_case
     from edgetune.session import Evaluator
 
     target = targets[target_name]

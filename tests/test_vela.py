@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from edgetune.cli import main
-from edgetune.codegen.npu import build_model, get_npu_operator, npu_space
+from edgetune.npu import build_model, get_npu_operator, npu_space
 from edgetune.hal import NpuMemoryMode
-from edgetune.npu_session import npu_workload
+from edgetune.npu.session import npu_workload
 from edgetune.session import TuneRequest, tune
 from edgetune.targets.toolchain import MeasureError
 from edgetune.targets.vela import VelaOptions, compile_model

@@ -603,7 +603,7 @@ DTYPE_C = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "float32": 
 def known_builtins() -> frozenset[str] | None:
     """TFLite's builtin operator names (schema.fbs BuiltinOperator) where the schema bindings
     are installed (the `model` extra); None without them (a model cannot be read then anyway)."""
-    from edgetune.codegen.model.schema import ModelError, builtin_names
+    from edgetune.codegen.tflite_schema import ModelError, builtin_names
     try:
         return frozenset(builtin_names().values())
     except ModelError:

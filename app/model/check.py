@@ -1,0 +1,111 @@
+"""After a model is tuned: each tuned layer's chosen variant, built for the target and run there
+(in its emulator, or natively on the host), on the layer's real weights and quantisation, must
+give TFLite Micro's output bit for bit (codegen/model/oracle.py runs TFLite Micro's reference
+kernels on the host). Tuning itself checks variants against edgetune's numpy references on
+drawn inputs; this check is against an oracle edgetune did not write, with the model's own
+constants, on a random input and a saturating one (only -128 and 127) per layer.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edgetune.codegen import KERNELS, CodegenError, KernelIO
+from edgetune.model import Model, ModelLayer
+from edgetune.model.oracle import layer_case, oracle_name
+from edgetune.codegen.placement import PlacementError
+from edgetune.hal import Target
+from edgetune.targets import iobuf
+from edgetune.targets.runners import runner_for
+from edgetune.targets.toolchain import MeasureError
+from edgetune.tuner import Bound, Goal, TuningDatabase
+
+from edgetune.session import workload_of
+from edgetune.verify import does_not
+
+EDGES = ("random", "extreme")  # one uniform int8 input, one of only -128/127 (saturates)
+
+
+@dataclass(frozen=True)
+class LayerCheck:
+    """One tuned layer's verdict: its best variant against TFLite Micro."""
+
+    index: int
+    op: str
+    kernel: str
+    config: str  # the variant checked, or "" when the workload has no feasible trial
+    inputs: int  # how many inputs matched TFLite Micro
+    problem: str = ""  # empty: bit-exact on every input
+    checked: bool = True  # False: there was no variant to run (problem says why)
+    oracle: str = "TFLite Micro"  # what judged it (a CUSTOM operator: its kernel's reference)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+
+def _first_difference(got: np.ndarray, want: np.ndarray, oracle: str = "TFLite Micro") -> str:
+    bad = got != want
+    at = tuple(int(i) for i in np.argwhere(bad)[0])
+    return (f"{int(bad.sum())} of {want.size} outputs differ from {oracle}; first at {at}: "
+            f"got {int(got[at])}, {oracle} {int(want[at])}")
+
+
+def _run_layer(layer: ModelLayer, target: Target, config, cases: list[tuple[KernelIO, np.ndarray]],
+               workdir: Path) -> tuple[int, str]:
+    """Build the layer's variant once, run it on every case; (inputs matched, problem)."""
+    kernel = KERNELS[layer.kernel]
+    shape = layer.shape_dict
+    runner = runner_for(target)
+    try:
+        rendered = kernel.render(target, shape, config)
+        deployed = [kernel.deployed_io(io, config) for io, _ in cases]  # weights packed as an export ships them
+        build = runner.build(kernel, shape, deployed[0], rendered, workdir)
+        for n, ((io, want), called) in enumerate(zip(cases, deployed)):
+            _, raw = runner.run(build, called)
+            got = iobuf.unpack_outputs(io, raw)[0].reshape(want.shape)
+            if not np.array_equal(got, want):
+                return n, f"{EDGES[n % len(EDGES)]} input: {_first_difference(got, want, oracle_name(layer))}"
+    except (CodegenError, PlacementError) as exc:
+        return 0, f"does not build: {exc}"
+    except MeasureError as exc:
+        return 0, does_not(exc)
+    return len(cases), ""
+
+
+def check_layer(layer: ModelLayer, target: Target, db: TuningDatabase, goal: Goal, seed: int,
+                work_root: Path) -> LayerCheck:
+    kernel = KERNELS[layer.kernel]
+    shape = layer.shape_dict
+    best = db.best(workload_of(kernel, target, shape), goal.objective, goal.allows)
+    if best is None:
+        return LayerCheck(layer.index, layer.op, layer.kernel, "", 0, "no feasible trial", checked=False,
+                          oracle=oracle_name(layer))
+    config = kernel.tuning_space(target, shape).make(best.trial.config.as_dict())
+    rng = np.random.default_rng([seed, layer.index])
+    cases = [layer_case(layer, rng, edge) for edge in EDGES]
+    workdir = Path(tempfile.mkdtemp(prefix=f"layer{layer.index}-", dir=work_root))
+    try:
+        matched, problem = _run_layer(layer, target, config, cases, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return LayerCheck(layer.index, layer.op, layer.kernel, best.trial.config.key(), matched, problem,
+                      oracle=oracle_name(layer))
+
+
+def check_model(model: Model, target: Target, db: TuningDatabase, objective: str,
+                bounds: tuple[Bound, ...] = (), seed: int = 0, progress=None) -> tuple[LayerCheck, ...]:
+    """Every tuned layer of `model`, its best stored variant for the goal, against TFLite Micro."""
+    goal = Goal(objective, bounds)
+    checks = []
+    with tempfile.TemporaryDirectory(prefix="edgetune-check-") as tmp:
+        for layer in model.tuned:
+            check = check_layer(layer, target, db, goal, seed, Path(tmp))
+            checks.append(check)
+            if progress is not None:
+                progress(check)
+    return tuple(checks)

@@ -1,0 +1,171 @@
+"""`edgetune model export`: a TFLite model as one ahead-of-time C module (docs/model-export.md).
+
+Each tuned layer runs its workload's best trial in the database, chosen by the goal stored
+with the workload (or --objective/--constraint), as the kernel export chooses; a layer whose
+workload has no successful trial runs the kernel's default configuration (said in the output
+and the manifest). codegen/model_module.py renders the module; edgetune.publish puts the
+folder in place atomically. TFLite Micro's arena for the same model is read from its
+interpreter's allocation report, to print beside the memory plan's peak.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edgetune.codegen import KERNELS
+from edgetune.codegen.export import ExportEntry, ExportError
+from edgetune.model import Graph, Model, ModelError, check_fits, load_model
+from edgetune.model.graph import read_graph
+from edgetune.model.oracle import ARENA_MARGIN
+from edgetune.model.module import RenderedModel, check_model_name, default_config, model_name, render_model_module
+from edgetune.hal import Target
+from edgetune.tuner import Bound, TuningDatabase, check_names, resolve_goal
+
+from edgetune import __version__
+from edgetune.publish import check_destination, publish
+from edgetune.session import workload_of
+
+ARENA_TOTAL = re.compile(r"Arena allocation total (\d+) bytes")
+
+
+@dataclass(frozen=True)
+class ModelExport:
+    folder: Path
+    rendered: RenderedModel
+    untuned: tuple[str, ...]  # workloads run with the kernel's default configuration
+    tflm_arena: int | None  # TFLite Micro's arena for the model (None: unknown, `tflm_unknown` says why)
+    tflm_unknown: str = "tflite-micro not installed"
+
+
+def _default_entry(kernel, target: Target, shape: dict, objective: str) -> ExportEntry:
+    config = default_config(kernel, target, shape)
+    return ExportEntry(kernel=kernel.name, kernel_version=kernel.version, shape=tuple(shape.items()),
+                       config=config.items, objective=objective, value=0.0, values=(), trial_id=0, created="",
+                       trials=0, chosen_by="untuned")
+
+
+def choose_layers(model: Model, target: Target, db: TuningDatabase | None, objective: str = "",
+                  bounds: tuple[Bound, ...] = ()) -> tuple[dict[tuple, ExportEntry], tuple[str, ...]]:
+    """Each tuned workload's variant: (kernel, shape) -> entry, and the workloads without a
+    trial (run with the kernel's default configuration)."""
+    chosen, untuned = {}, []
+    for w in model.workloads():
+        kernel = KERNELS[w.kernel]
+        shape = kernel.parse_shape(dict(w.shape))
+        workload = workload_of(kernel, target, shape)
+        stored = db.goal(workload) if db is not None else None
+        goal = resolve_goal(stored, objective, bounds, target.measures)
+        check_names(goal.objective, goal.bounds, target.measured_values, target.name)  # --objective cycles on the host
+        record = db.best(workload, goal.objective, goal.allows) if db is not None else None
+        if record is None:
+            chosen[(w.kernel, w.shape)] = _default_entry(kernel, target, shape, goal.objective)
+            kept = len(db.trials(workload)) if db is not None and goal.bounds else 0
+            within = f" within {', '.join(b.text() for b in goal.bounds)} (of its {kept} trial{'s' if kept > 1 else ''})" if kept else ""
+            untuned.append(f"{w.kernel} {w.shape_text}{within}")
+            continue
+        config = kernel.tuning_space(target, shape).make(record.trial.config.as_dict())
+        chosen[(w.kernel, w.shape)] = ExportEntry(
+            kernel=kernel.name, kernel_version=kernel.version, shape=tuple(shape.items()), config=config.items,
+            objective=goal.objective, value=float(record.trial.values[goal.objective]),
+            values=tuple(sorted(record.trial.values.items())), trial_id=record.id, created=record.created,
+            trials=len(db.trials(workload)), toolchain=workload.toolchain, bounds=goal.bounds,
+            chosen_by="override" if objective or bounds else "tuned" if stored is not None else "default")
+    return chosen, tuple(untuned)
+
+
+def _io_problem(graph: Graph, kind: str, k: int, t: int) -> str:
+    """What is wrong with input or output k (tensor t) for the module, or ""."""
+    tensor = graph.tensors[t]
+    where = f"{graph.path}: {kind} {k} (tensor {t}, {tensor.name})"
+    if tensor.dtype != "int8":
+        # A float or int16 interface is a QUANTIZE (or DEQUANTIZE) at the model's edge: the
+        # module runs int8 operators only, QUANTIZE from int8 to int8 (codegen/ops/quantize.py).
+        edge = [op for op in graph.operators if op.op in ("QUANTIZE", "DEQUANTIZE")
+                and (t in op.inputs if kind == "input" else t in op.outputs)]
+        if edge:
+            return (f"{where} is {tensor.dtype}, converted by {edge[0].op} (operator {edge[0].index}); the module "
+                    f"runs int8 operators only (QUANTIZE from int8 to int8), not from or to {tensor.dtype}: convert "
+                    "the model with int8 inputs and outputs (the converter's inference_input_type and "
+                    "inference_output_type)")
+        return (f"{where} is {tensor.dtype}; the module's inputs and outputs are int8 (a full-integer quantised "
+                "model: int8 activations)")
+    if kind == "output" and t in graph.inputs:
+        return f"{where} is also an input of the model; the module computes its outputs"
+    return ""
+
+
+def _check_io(graph: Graph) -> None:
+    """The model's inputs and outputs as the module's arguments: at least one of each, each
+    tensor once, every one int8 (checked before the model reader's own dtype check, so a
+    float interface is named by its input or output)."""
+    for kind, tensors in (("input", graph.inputs), ("output", graph.outputs)):
+        if not tensors:
+            raise ModelError(f"{graph.path}: the model has no {kind}; the module takes at least one input and output")
+        twice = [t for t in dict.fromkeys(tensors) if tensors.count(t) > 1]
+        if twice:
+            raise ModelError(f"{graph.path}: tensor {twice[0]} is listed twice among the model's {kind}s")
+        for k, t in enumerate(tensors):
+            problem = _io_problem(graph, kind, k, t)
+            if problem:
+                raise ModelError(problem)
+
+
+def tflm_arena_bytes(model_bytes: bytes, *input_shapes: tuple[int, ...]) -> int | None:
+    """The arena TFLite Micro's interpreter used for the model ("Arena allocation total" of
+    its allocation report, which it prints on the process's stderr); one shape per input of
+    the model, in its order."""
+    try:
+        from tflite_micro import runtime
+    except ImportError:
+        return None
+    interpreter = runtime.Interpreter.from_bytes(model_bytes, arena_size=len(model_bytes) + ARENA_MARGIN * 4)
+    for index, shape in enumerate(input_shapes):
+        interpreter.set_input(np.zeros(shape, np.int8), index)
+    interpreter.invoke()
+    with tempfile.TemporaryFile() as capture:
+        saved = os.dup(2)
+        try:
+            os.dup2(capture.fileno(), 2)
+            interpreter.print_allocations()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        capture.seek(0)
+        found = ARENA_TOTAL.search(capture.read().decode("utf-8", "replace"))
+    return int(found[1]) if found else None
+
+
+def export_model(model_path: Path, target: Target, db: TuningDatabase | None, out_dir: Path, name: str = "",
+                 objective: str = "", bounds: tuple[Bound, ...] = ()) -> ModelExport:
+    """Render and publish the module of `model_path` for `target`."""
+    _check_io(read_graph(model_path))
+    model = load_model(model_path)
+    check_fits(model, target)
+    out_dir = Path(out_dir)
+    check_destination(out_dir, model=True)
+    chosen, untuned = choose_layers(model, target, db, objective, bounds)
+    data = Path(model_path).read_bytes()
+    rendered = render_model_module(model, target, chosen, name=name or model_name(str(model_path)),
+                                   database=str(db.path) if db is not None else "",
+                                   date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version=__version__,
+                                   model_bytes=data)
+    m = rendered.manifest.model
+    if m.arena_region and m.arena_bytes > target.io_capacity(m.arena_region):
+        raise ExportError(f"{model_path}: the arena takes {m.arena_bytes} bytes, more than any buffer region of "
+                          f"{target.name} holds ({m.arena_region}: {target.io_capacity(m.arena_region)} bytes)")
+    # The model itself goes in too (bytes, which publish's text files are not): verify runs
+    # TFLite Micro on it, and its checksum is in the manifest.
+    publish(out_dir, rendered.files, rendered.manifest,
+            lambda staging: (staging / rendered.manifest.model.file).write_bytes(data))
+    if any(layer.op == "CUSTOM" for layer in model.layers):  # TFLite Micro's interpreter refuses the model
+        return ModelExport(out_dir, rendered, untuned, None, "TFLite Micro cannot run its CUSTOM operators")
+    return ModelExport(out_dir, rendered, untuned, tflm_arena_bytes(data, *m.input_shapes))
+
+
+__all__ = ["ExportError", "ModelExport", "check_model_name", "choose_layers", "export_model", "tflm_arena_bytes"]

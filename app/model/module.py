@@ -1,0 +1,500 @@
+"""A whole TFLite model as one ahead-of-time C module (docs/model-export.md):
+
+  <name>.h                the model's inputs and outputs (shape, scale, zero point), the arena's
+                          size and `int <name>_invoke(const int8_t *input, int8_t *output)`
+                          (one pointer per input and output, in the model's order)
+  <name>.c                the operators in order: each tuned layer's variant, each library
+                          operator (codegen/ops), on tensors at the memory plan's offsets in
+                          one arena; weights as const arrays already packed for the layout
+                          each variant takes; no malloc, no interpreter
+  <name>_arena.c          the static arena and <name>_invoke (a firmware that places its own
+                          arena calls <name>_run(arena, inputs..., outputs...) and leaves this out)
+  <function>.c            one source per distinct kernel variant and per library operator
+  edgetune_kernels.mk/.cmake/edgetune_sections.ld   the kernel export's build fragments
+  manifest.json           the typed Manifest with the model: its sha256, layer -> function,
+                          the memory plan
+
+This module renders, without touching the disk: the application chooses each workload's
+variant (app/model_export.py) and writes the files.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from edgetune.hal import Target
+
+from edgetune.codegen.export import CMAKE, CMAKE_ID, MAKEFILE, SECTIONS_LD, ExportEntry, ExportError, _check_build_text, region_alias
+from edgetune.codegen.kernels import KERNELS
+from edgetune.codegen.kernels.base import COMMON_CFLAGS, comment_safe
+from edgetune.codegen.manifest import CompiledUnit, KernelEntry, LayerFunction, Manifest, ModelEntry, PlannedTensor
+from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory
+from . import Model
+from .graph import Tensor
+from .ops import folded_operators, operator_params
+from edgetune.codegen.placement import scratch_section
+from .templates import render
+from edgetune.codegen.quant import requant_form
+from edgetune.codegen.scratch import SharedScratch, shared_scratch
+
+MODEL_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
+C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int32): "int32_t"}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operator of the module, as it runs: its C function, the tensors it reads (in the
+    function's argument order) and the one it writes."""
+    index: int
+    op: str
+    function: str
+    inputs: tuple[int, ...]
+    output: int
+    kernel: str | None = None  # a tuned layer's kernel
+    in_place: tuple[int, ...] = ()  # tensors of `inputs` the output may be written over
+
+
+@dataclass(frozen=True)
+class RenderedModel:
+    files: dict[str, str]
+    manifest: Manifest
+    plan: MemoryPlan
+    steps: tuple[Step, ...]
+    scratch: SharedScratch = SharedScratch()  # the tuned layers' one scratch area
+
+
+def model_name(path: str) -> str:
+    """A C-safe name for the module from the model's file name: lower case, [a-z0-9_]."""
+    name = re.sub(r"[^a-z0-9_]", "_", Path(path).stem.lower()).strip("_")
+    if not name or not name[0].isalpha():
+        name = "model_" + name
+    return name[:40]
+
+
+def model_file_name(path: str) -> str:
+    """The name the export ships the model under (verify reads it from there)."""
+    return model_name(path) + ".tflite"
+
+
+def check_model_name(name: str) -> str:
+    if not MODEL_NAME_RE.fullmatch(name):
+        raise ExportError(f"--name {name!r}: a module name is a lower-case C identifier (a-z, 0-9, _), "
+                          "starting with a letter, at most 40 characters")
+    return name
+
+
+def default_config(kernel, target: Target, shape: Mapping[str, int]):
+    """A kernel's default configuration: the first legal point of its tuning space (the
+    plain C direct loop, the target's first compiler), what a layer without a tuned trial runs."""
+    space = kernel.tuning_space(target, shape)
+    for index in range(space.cartesian_size):
+        config = space.config_at(index)
+        if space.is_legal(config):
+            return config
+    raise ExportError(f"{kernel.name} {shape}: no legal configuration on {target.name}")
+
+
+def schedule(model: Model, name: str) -> tuple[Step, ...]:
+    """The operators the module runs, in the model's order, folded ones left out."""
+    graph = model.graph
+    folded = folded_operators(graph)
+    steps, functions = [], {}
+    for layer in model.layers:
+        op = layer.operator
+        if op.index in folded:
+            continue
+        if layer.kernel is not None:
+            # One function per distinct workload, named after the first layer it serves (the
+            # kernel export's names spell out every shape key: too long for a module of 30).
+            fn = functions.setdefault((layer.kernel, layer.shape), f"{name}_{layer.kernel}_l{op.index}")
+            steps.append(Step(op.index, op.op, fn, (layer.input_tensor,), op.outputs[0], layer.kernel))
+            continue
+        params = operator_params(graph, op)
+        inputs = tuple(op.inputs[:params.n_inputs])
+        steps.append(Step(op.index, op.op, f"{name}_op{op.index}_{op.op.lower()}", inputs, op.outputs[0],
+                          None, tuple(inputs[i] for i in params.in_place)))
+    return tuple(steps)
+
+
+def arena_tensors(model: Model, steps: Sequence[Step]) -> set[int]:
+    """The tensors the arena holds: every one a step writes, but the model's output."""
+    return {s.output for s in steps} - set(model.graph.outputs) - set(model.graph.inputs)
+
+
+def memory_plan(model: Model, steps: Sequence[Step]) -> MemoryPlan:
+    """Lifetimes over the steps, in-place pairs where an operator allows them, one arena."""
+    tensors = model.graph.tensors
+    inside = arena_tensors(model, steps)
+    first = {s.output: n for n, s in enumerate(steps) if s.output in inside}
+    last = dict(first)
+    for n, s in enumerate(steps):
+        for t in s.inputs:
+            if t in inside:
+                last[t] = max(last.get(t, n), n)
+    lives = [TensorLife(t, tensors[t].nbytes, first[t], last[t]) for t in sorted(inside)]
+    in_place = {}
+    for n, s in enumerate(steps):
+        dying = [t for t in s.in_place if t in inside and last[t] == n]
+        if s.output in inside and dying:
+            in_place[s.output] = dying[0]
+    return plan_memory(lives, in_place)
+
+
+def _c_values(values: np.ndarray, per_line: int = 24) -> str:
+    flat = [str(int(v)) for v in np.asarray(values).reshape(-1)]
+    return ",\n".join("    " + ", ".join(flat[i:i + per_line]) for i in range(0, len(flat), per_line))
+
+
+def _constant(name: str, data: np.ndarray) -> dict:
+    ctype = C_TYPES.get(np.asarray(data).dtype)
+    if ctype is None:
+        raise ExportError(f"{name}: constants of type {np.asarray(data).dtype} are not exported")
+    return dict(name=name, ctype=ctype, count=max(int(np.asarray(data).size), 1), data=_c_values(data) or "    0")
+
+
+def io_parameters(graph) -> dict[int, str]:
+    """The C parameter of each model input and output tensor, in the model's order: `input`
+    and `output` for a model of one of each (the API of one-input models), else `input0`,
+    `input1`..., `output0`..."""
+    names = {}
+    for kind, tensors in (("input", graph.inputs), ("output", graph.outputs)):
+        for k, t in enumerate(tensors):
+            names[t] = kind if len(tensors) == 1 else f"{kind}{k}"
+    return names
+
+
+def _pointer(model: Model, plan: MemoryPlan, t: int, constants: dict[int, str], writable: bool) -> str:
+    graph = model.graph
+    ctype = "int8_t *" if writable else "const int8_t *"
+    if t in graph.inputs or t in graph.outputs:
+        return io_parameters(graph)[t]
+    if t in constants:
+        return constants[t]
+    return f"({ctype})(arena + {plan.offset(t)}u)"
+
+
+@dataclass(frozen=True)
+class _Rendered:
+    """The C of the steps: calls, constants, prototypes, sources and their build units."""
+    calls: tuple[dict, ...]
+    constants: tuple[dict, ...]
+    prototypes: tuple[str, ...]
+    sources: dict[str, str]
+    kernels: tuple[KernelEntry, ...]
+    op_units: tuple[str, ...]
+    scratch: dict[str, tuple[int, int]]  # variant -> (bytes, alignment) of the shared scratch it uses
+
+
+def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, name: str) -> tuple[dict, list[dict], str, str]:
+    graph = model.graph
+    op = graph.operators[step.index]
+    params = operator_params(graph, op)
+    constants, arrays = {}, []
+    for t in step.inputs:
+        if graph.tensors[t].constant:
+            constants[t] = f"{name}_t{t}"
+            arrays.append(_constant(constants[t], graph.tensors[t].array()))
+    args = [_pointer(model, plan, t, constants, False) for t in step.inputs]
+    args.append(_pointer(model, plan, step.output, constants, True))
+    source = params.render(step.function, (f"of {Path(model.path).name}, in the module {name}.c",), target)
+    return dict(step=step, args=args), arrays, params.declaration(step.function), source
+
+
+def _tuned_arrays(model: Model, step: Step, name: str, config) -> tuple[list[dict], list[str], list[int]]:
+    """A tuned layer's constants as the chosen variant takes them (packed layouts packed),
+    its buffer arguments in the kernel's order (the input and output as "input" and
+    "output", the constants by their array's name) and its scalar parameters."""
+    layer = model.layers[step.index]
+    kernel = KERNELS[layer.kernel]
+    io = layer.io(np.zeros(int(np.prod(layer.kernel_input)), dtype=np.int8))
+    deployed = kernel.deployed_io(io, config)
+    arrays, order = [], []
+    for b in deployed.buffers:  # the layer's own input and output (not the model's): placed by the caller
+        if b.name in (layer.input_name, layer.output_name):
+            order.append("layer_input" if b.name == layer.input_name else "layer_output")
+            continue
+        arrays.append(_constant(f"{name}_l{step.index}_{b.name}", b.data))
+        order.append(arrays[-1]["name"])
+    return arrays, order, [int(v) for _, v in deployed.params]
+
+
+def _kernel_entry(target: Target, entry: ExportEntry, rendered, config) -> KernelEntry:
+    compiler = target.compiler(rendered.compiler)
+    section = scratch_section(target)
+    return KernelEntry(
+        kernel=entry.kernel, kernel_version=entry.kernel_version, shape=entry.shape, function=rendered.function,
+        source=f"{rendered.function}.c", config=config.items, objective=entry.objective, bounds=entry.bounds,
+        chosen_by=entry.chosen_by, value=float(entry.value), values=entry.values, compiler=compiler.name,
+        compiler_command=compiler.command, cflags=(*compiler.cflags, *COMMON_CFLAGS, *rendered.cflags),
+        trial_id=entry.trial_id, measured=entry.created, toolchain=entry.toolchain,
+        scratch=rendered.scratch_bytes > 0 or (section is not None and section in rendered.source),
+        definition=getattr(KERNELS.get(entry.kernel), "definition", ""))  # a kernel of your own: its files' sha256
+
+
+def _provenance(target: Target, entry: ExportEntry, database: str) -> tuple[str, ...]:
+    if entry.trial_id == 0:
+        return (f"Not tuned: no trial of this workload on {target.name} in {database}; "
+                "the kernel's default configuration.",)
+    return (f"Tuned on {target.name}: {entry.objective}={entry.value:g} (best of {entry.trials} trials),",
+            f"trial {entry.trial_id} of {database}, measured {entry.created}.")
+
+
+def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequence[Step],
+                  chosen: Mapping[tuple, ExportEntry], name: str, database: str) -> _Rendered:
+    calls, constants, prototypes, sources, kernels, op_units, scratch = [], [], [], {}, {}, [], {}
+    forms = _requant_forms(model, steps)
+    for step in steps:
+        if step.kernel is None:
+            call, arrays, prototype, source = _library_step(model, target, plan, step, name)
+            calls.append(call)
+            constants += arrays
+            prototypes.append(prototype)
+            sources[f"{step.function}.c"] = source
+            op_units.append(f"{step.function}.c")
+            continue
+        layer = model.layers[step.index]
+        kernel = KERNELS[layer.kernel]
+        shape = kernel.parse_shape(layer.shape_dict)
+        entry = chosen[(layer.kernel, layer.shape)]
+        config = kernel.tuning_space(target, shape).make(dict(entry.config))
+        arrays, order, scalars = _tuned_arrays(model, step, name, config)
+        constants += arrays
+        pointers = {"layer_input": _pointer(model, plan, step.inputs[0], {}, False),
+                    "layer_output": _pointer(model, plan, step.output, {}, True)}
+        args = [pointers.get(a, a) for a in order] + [str(v) for v in scalars]
+        calls.append(dict(step=step, args=args, out=pointers["layer_output"]))
+        if step.function not in kernels:
+            rendered = kernel.render(target, shape, config, header=f"{name}.h", fn=step.function,
+                                     provenance=_provenance(target, entry, database),
+                                     shared_scratch=scratch_symbol(name), requant_forms=forms.get(step.function))
+            kernels[step.function] = _kernel_entry(target, entry, rendered, config)
+            if rendered.scratch_bytes:
+                scratch[step.function] = (rendered.scratch_bytes, rendered.scratch_align)
+            sources[f"{step.function}.c"] = rendered.source
+            prototypes.append(rendered.declaration)
+            prototypes += kernel.extra_declarations(shape, config, step.function)
+    return _Rendered(tuple(calls), tuple(constants), tuple(dict.fromkeys(prototypes)), sources,
+                     tuple(kernels.values()), tuple(op_units), scratch)
+
+
+def _requant_forms(model: Model, steps: Sequence[Step]) -> dict[str, tuple[int, ...]]:
+    """Per tuned function, the requantisation forms its layers' constant quantisation takes
+    (a function may serve several layers of one shape), so that its C compiles only those
+    beside the general form (KernelBase.render's requant_forms)."""
+    forms: dict[str, set[int]] = {}
+    for step in steps:
+        if step.kernel is None:
+            continue
+        layer = model.layers[step.index]
+        shifts = [c.data for c in layer.constants if c.name == "shift"]
+        params = dict(layer.params)
+        if not shifts or not {"out_zero", "act_min", "act_max"} <= params.keys():
+            continue  # a kernel without per-channel requantisation: nothing to choose
+        forms.setdefault(step.function, set()).add(
+            requant_form(shifts[0], params["out_zero"], params["act_min"], params["act_max"]))
+    return {fn: tuple(sorted(f)) for fn, f in forms.items()}
+
+
+def scratch_symbol(name: str) -> str:
+    """The one scratch area of module `name`, which every tuned layer's variant uses from its
+    start (codegen/scratch.py): the layers run one after another."""
+    return f"{name}_scratch"
+
+
+def _scratch_view(target: Target, scratch: SharedScratch) -> dict:
+    """The shared scratch as model.c.j2 defines it, in the section each variant's own scratch
+    was measured in."""
+    section = scratch_section(target) if scratch.nbytes else None
+    return dict(scratch=scratch, scratch_attr=f' __attribute__((section("{section}")))' if section else "")
+
+
+def _io_view(tensor: Tensor, parameter: str, position: int) -> dict:
+    """One input or output as the header describes it: `macro` names its defines
+    (<P>_INPUT0_...), the parameter and the tensor (index, name) it is in the model."""
+    q = tensor.quantization
+    return dict(shape=tuple(tensor.shape), elements=tensor.elements, scale=repr(float(q.scales[0])) if q else "1.0",
+                zero_point=int(q.zero_points[0]) if q else 0, parameter=parameter, position=position,
+                macro=parameter.rstrip("0123456789").upper() + str(position), tensor=tensor.index,
+                tensor_name=_comment_text(tensor.name))
+
+
+def _comment_text(text: str) -> str:
+    """A name from the model, printable ASCII, inside a C comment."""
+    return comment_safe(re.sub(r"[^ -~]", "?", text))[:80]
+
+
+# Names that would give defines the header already has (<P>_INPUT0_ELEMENTS...) or look
+# like them (the converter's default signature names, output_0...).
+RESERVED_ALIAS = re.compile(r"(INPUT|OUTPUT)_?\d*")
+
+
+def signature_names(graph) -> dict[int, str]:
+    """tensor -> the first name a signature of the model gives it."""
+    return dict(reversed(graph.io_names))
+
+
+def io_aliases(graph) -> dict[int, str]:
+    """A define name for each input and output from the name its signature gives it (else
+    its tensor's): upper case, [A-Z0-9_], starting with a letter, at most 32 characters. A name
+    that gives no such identifier, a reserved one, or one two tensors share gives none."""
+    given = signature_names(graph)
+    candidates = {}
+    for t in (*graph.inputs, *graph.outputs):
+        alias = re.sub(r"[^A-Za-z0-9]+", "_", given.get(t, graph.tensors[t].name)).strip("_").upper()
+        if re.fullmatch(r"[A-Z][A-Z0-9_]{0,31}", alias) and not RESERVED_ALIAS.fullmatch(alias):
+            candidates[t] = alias
+    taken = list(candidates.values())
+    return {t: alias for t, alias in candidates.items() if taken.count(alias) == 1}
+
+
+def io_views(model: Model) -> tuple[list[dict], list[dict]]:
+    """The module's inputs and outputs, in the model's order (the order of <name>_run's arguments)."""
+    graph = model.graph
+    names, aliases, given = io_parameters(graph), io_aliases(graph), signature_names(graph)
+    inputs, outputs = ([dict(_io_view(graph.tensors[t], names[t], k), alias=aliases.get(t, ""),
+                             signature_name=_comment_text(given.get(t, ""))) for k, t in enumerate(tensors)]
+                       for tensors in (graph.inputs, graph.outputs))
+    return inputs, outputs
+
+
+def check_outputs_computed(model: Model, steps: Sequence[Step]) -> None:
+    """Every model output is written by an operator the module runs (not an input, a
+    constant or a value folded at export): the module has nothing else to write it."""
+    graph = model.graph
+    written = {s.output for s in steps}
+    for k, t in enumerate(graph.outputs):
+        if t not in written:
+            tensor = graph.tensors[t]
+            raise ExportError(f"{model.path}: output {k} (tensor {t}, {tensor.name}) is not computed by any operator "
+                              "the module runs (a model input, a constant or shape arithmetic): the export takes "
+                              "outputs that operators write")
+
+
+def _regions(target: Target, arena_region: str, scratch: bool) -> list[dict]:
+    used = [arena_region] if arena_region else []
+    if scratch and target.firmware is not None:
+        used.append(target.firmware.data_region)
+    used = list(dict.fromkeys(used))
+    return [dict(name=r, section=target.section_name(r), alias=region_alias(r), kind=target.region(r).kind,
+                 wait_states=target.region(r).wait_states, origin=target.io_address(r), length=target.io_capacity(r))
+            for r in used]
+
+
+def _unit(source: str, compiler, own: tuple[str, ...], note: str) -> dict:
+    return dict(source=source, var=re.sub(r"[^A-Z0-9_]", "_", source[:-2].upper()), compiler=compiler.name,
+                compiler_command=compiler.command, cmake_id=CMAKE_ID.get(compiler.name, ""),
+                target_cflags=compiler.cflags, own_cflags=own, note=note)
+
+
+def _units(target: Target, name: str, r: _Rendered) -> list[dict]:
+    first = target.compilers[0]
+    plain = (*COMMON_CFLAGS, "-O2")
+    units = [_unit(f"{name}.c", first, plain, "the model: operators in order, weights"),
+             _unit(f"{name}_arena.c", first, plain, "the static arena and the invoke function")]
+    units += [_unit(source, first, plain, "a library operator") for source in r.op_units]
+    for k in r.kernels:
+        compiler = target.compiler(k.compiler)
+        own = k.cflags[len(compiler.cflags):] if k.cflags[:len(compiler.cflags)] == compiler.cflags else k.cflags
+        units.append(_unit(k.source, compiler, own, f"{k.kernel} ({k.chosen_by})"))
+    _check_build_text(units)
+    return units
+
+
+def _calls_view(model: Model, r: _Rendered) -> list[dict]:
+    tensors = model.graph.tensors
+    view = []
+    for call in r.calls:
+        step = call["step"]
+        out = call.get("out", call["args"][-1])  # a library operator's output is its last argument
+        view.append(dict(step=step, args=call["args"], out=out, out_bytes=tensors[step.output].nbytes))
+    return view
+
+
+def _layer_table(model: Model, steps: Sequence[Step], chosen: Mapping[tuple, ExportEntry]) -> tuple[LayerFunction, ...]:
+    by_index = {s.index: s for s in steps}
+    table = []
+    for layer in model.layers:
+        step = by_index.get(layer.index)
+        if step is None:
+            table.append(LayerFunction(layer.index, layer.op, "", "folded"))
+        elif step.kernel is None:
+            table.append(LayerFunction(layer.index, layer.op, step.function, "library"))
+        else:
+            tuned = chosen[(layer.kernel, layer.shape)].trial_id != 0
+            table.append(LayerFunction(layer.index, layer.op, step.function, "tuned" if tuned else "default"))
+    return tuple(table)
+
+
+def _sha256(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
+
+
+def arena_region_of(target: Target, chosen: Mapping[tuple, ExportEntry], nbytes: int) -> str:
+    """Where the arena goes: the region most of the tuned variants had their activations in
+    (their trials' placement), else the target's default data region; "" on the host."""
+    regions = target.placement_regions
+    if not regions:
+        return ""
+    votes = [dict(e.config).get("activations_in") for e in chosen.values() if e.trial_id]
+    votes = [v for v in votes if v in regions and target.io_capacity(v) >= nbytes]
+    if votes:
+        return max(dict.fromkeys(votes), key=votes.count)
+    fits = [r for r in regions if target.io_capacity(r) >= nbytes]
+    return fits[0] if fits else regions[0]
+
+
+def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, ExportEntry], *, name: str,
+                        database: str, date: str, version: str, model_bytes: bytes) -> RenderedModel:
+    """Every file of a model export and its manifest. `chosen` maps each tuned workload
+    (kernel, shape) to the variant it runs (trial_id 0: the kernel's default configuration)."""
+    name = check_model_name(name)
+    steps = schedule(model, name)
+    check_outputs_computed(model, steps)
+    plan = memory_plan(model, steps)
+    db_name = Path(database).name if database else "no database"
+    r = _render_steps(model, target, plan, steps, chosen, name, comment_safe(db_name))
+    scratch = shared_scratch(r.scratch)
+    arena_bytes = max(plan.arena_bytes, ALIGN)
+    region = arena_region_of(target, chosen, arena_bytes)
+    common = dict(name=name, P=name.upper(), model_file=comment_safe(Path(model.path).name), target=target.name,
+                  date=date, edgetune_version=version, db=comment_safe(db_name), sha256=_sha256(model_bytes),
+                  align=ALIGN, arena_bytes=arena_bytes, arena_region=region,
+                  arena_section=target.section_name(region) if region else "",
+                  **_scratch_view(target, scratch))
+    inputs, outputs = io_views(model)
+    calls = _calls_view(model, r)
+    used = {a for c in calls for a in c["args"]}
+    common.update(inputs=inputs, outputs=outputs, unused=[v["parameter"] for v in inputs if v["parameter"] not in used],
+                  parameters=", ".join([f"const int8_t *{v['parameter']}" for v in inputs] +
+                                       [f"int8_t *{v['parameter']}" for v in outputs]),
+                  arguments=", ".join(v["parameter"] for v in (*inputs, *outputs)))
+    files = {f"{name}.h": render("model/model.h.j2", common),
+             f"{name}.c": render("model/model.c.j2", dict(common, prototypes=r.prototypes, constants=r.constants,
+                                                          calls=calls, tensors=len(plan.allocations),
+                                                          total_bytes=plan.total_bytes)),
+             f"{name}_arena.c": render("model/model_arena.c.j2", common), **r.sources}
+    units = _units(target, name, r)
+    regions = _regions(target, region, any(k.scratch for k in r.kernels))
+    build = dict(common, header=f"{name}.h", units=units, regions=regions, sections_ld=SECTIONS_LD if regions else "")
+    files[MAKEFILE] = render("export_build.mk.j2", build)
+    files[CMAKE] = render("export_build.cmake.j2", build)
+    if regions:
+        files[SECTIONS_LD] = render("export_sections.ld.j2", dict(common, header=f"{name}.h", regions=regions))
+    entry = ModelEntry(name, model_file_name(model.path), common["sha256"], inputs[0]["shape"], outputs[0]["shape"],
+                       arena_bytes, region, _layer_table(model, steps, chosen),
+                       tuple(PlannedTensor(a.tensor, a.offset, a.nbytes, a.first, a.last) for a in plan.allocations),
+                       tuple(v["shape"] for v in inputs), tuple(v["shape"] for v in outputs))
+    first = target.compilers[0]
+    objectives = {k.objective for k in r.kernels}
+    manifest = Manifest(
+        target=target.name, objective=objectives.pop() if len(objectives) == 1 else "per_kernel",
+        dispatch=CompiledUnit(f"{name}.c", first.command, (*first.cflags, *COMMON_CFLAGS, "-O2")),
+        kernels=r.kernels, edgetune_version=version,
+        files=tuple(sorted([*((f, _sha256(t)) for f, t in files.items()), (entry.file, entry.sha256)])),
+        exported=date, database=database, model=entry)
+    return RenderedModel(files, manifest, plan, steps, scratch)

@@ -1,0 +1,125 @@
+"""ADD, int8: both inputs brought to a common scale before the sum, the sum requantised to
+the output's, a fused activation as a clamp, numpy-style broadcasting (up to 4-D).
+
+TFLite's integer scheme (documented in TFLite's quantization spec and its add kernel's
+parameters; checked bit for bit against TFLite Micro in tests/test_ops_add.py):
+  twice_max = 2 * max(s1, s2)
+  (m1, e1) = quantised s1 / twice_max,  (m2, e2) = quantised s2 / twice_max   (both <= 1/2)
+  (mo, eo) = quantised twice_max / (2^20 * s_out)
+  a = (x1 - z1) * 2^20 scaled by (m1, e1);  b = (x2 - z2) * 2^20 scaled by (m2, e2)
+  y = clamp(z_out + (a + b) scaled by (mo, eo), act_min, act_max)
+where "scaled by (m, e)" is the high multiply and rounding shift of fixedpoint.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..arithmetic import quantize_multiplier
+from ..graph import Graph, Operator
+from .base import OperatorReader, StaticOp, int8_input, scale, zero_point
+from .fixedpoint import multiply_by_quantized_multiplier
+
+LEFT_SHIFT = 20  # the headroom TFLite gives int8 inputs before rescaling them
+RANK = 4
+# An input of at least this many values is rescaled through a table of its 256 possible
+# results (1 KB of constants) instead of two multiplies per value: measured on the M55,
+# ResNet-8's ADDs take 0.77 M, 0.39 M and 0.20 M instructions instead of 1.09 M, 0.76 M and 0.36 M
+# (docs/operators.md).
+TABLE_MIN_ELEMENTS = 512
+INT8_VALUES = np.arange(-128, 128, dtype=np.int64)
+
+
+def broadcast_shapes(r: OperatorReader, a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...]) -> tuple:
+    """The three shapes extended to 4-D (leading ones), checked to broadcast to the output."""
+    if max(len(a), len(b), len(out)) > RANK:
+        raise r.fail(f"shapes {list(a)} and {list(b)} have more than {RANK} dimensions")
+    a4, b4, o4 = ((1,) * (RANK - len(s)) + tuple(s) for s in (a, b, out))
+    for da, db, do in zip(a4, b4, o4):
+        if max(da, db) != do or da not in (1, do) or db not in (1, do):
+            raise r.fail(f"inputs of shapes {list(a)} and {list(b)} do not broadcast to the output's {list(out)}")
+    return a4, b4, o4
+
+
+def strides(shape: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a 4-D tensor read at the output's indices (0 along broadcast axes)."""
+    steps, step = [], 1
+    for d in reversed(shape):
+        steps.append(step)
+        step *= d
+    return tuple(0 if d == 1 and o > 1 else s for d, o, s in zip(shape, out, reversed(steps)))
+
+
+def multiplier_below_one(r: OperatorReader, real: float, what: str) -> tuple[int, int]:
+    if not 0 < real < 1:
+        raise r.fail(f"the {what} rescaling factor {real:g} is not in (0, 1) (TFLite's ADD needs it there)")
+    return quantize_multiplier(real)
+
+
+@dataclass(frozen=True)
+class AddParams(StaticOp):
+    shape_a: tuple[int, int, int, int]
+    shape_b: tuple[int, int, int, int]
+    out_shape: tuple[int, int, int, int]
+    zero_a: int
+    zero_b: int
+    zero_out: int
+    mult_a: int
+    shift_a: int
+    mult_b: int
+    shift_b: int
+    mult_out: int
+    shift_out: int
+    act_min: int
+    act_max: int
+
+    template = "add.c.j2"
+    op = "ADD"
+
+    @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return (self.shape_a, self.shape_b)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return self.out_shape
+
+    @property
+    def in_place(self) -> tuple[int, ...]:
+        # An input of the output's shape is read at the output's own position (broadcast
+        # inputs are read again later, so they cannot be overwritten).
+        return tuple(i for i, shape in enumerate(self.input_shapes) if shape == self.out_shape)
+
+    def variables(self) -> dict:
+        tables = [tuple(int(v) for v in self.rescaled(INT8_VALUES, i)) if int(np.prod(shape)) >= TABLE_MIN_ELEMENTS
+                  else None for i, shape in enumerate(self.input_shapes)]
+        return dict(super().variables(), left_shift=LEFT_SHIFT, strides_a=strides(self.shape_a, self.out_shape),
+                    strides_b=strides(self.shape_b, self.out_shape), table_a=tables[0], table_b=tables[1],
+                    flat=self.shape_a == self.shape_b == self.out_shape, elements=int(np.prod(self.out_shape)))
+
+    def rescaled(self, x: np.ndarray, which: int) -> np.ndarray:
+        """Input `which` (0 or 1) brought to the common scale, as int32 values."""
+        zero, multiplier, shift = ((self.zero_a, self.mult_a, self.shift_a) if which == 0 else
+                                   (self.zero_b, self.mult_b, self.shift_b))
+        return multiply_by_quantized_multiplier((x.astype(np.int64) - zero) << LEFT_SHIFT, multiplier, shift)
+
+    def reference(self, a, b) -> np.ndarray:
+        a = int8_input(a, self.shape_a, "input 0")
+        b = int8_input(b, self.shape_b, "input 1")
+        total = self.rescaled(a, 0) + self.rescaled(b, 1)
+        y = multiply_by_quantized_multiplier(total, self.mult_out, self.shift_out) + self.zero_out
+        return np.clip(y, self.act_min, self.act_max).astype(np.int8)
+
+
+def add_params(graph: Graph, op: Operator) -> AddParams:
+    r = OperatorReader(graph, op)
+    a, b, y = r.int8(0), r.int8(1), r.int8(0, output=True)
+    shape_a, shape_b, out_shape = broadcast_shapes(r, a.shape, b.shape, y.shape)
+    twice_max = 2 * max(scale(a), scale(b))
+    mult_a, shift_a = multiplier_below_one(r, scale(a) / twice_max, "input 0")
+    mult_b, shift_b = multiplier_below_one(r, scale(b) / twice_max, "input 1")
+    mult_out, shift_out = multiplier_below_one(r, twice_max / ((1 << LEFT_SHIFT) * scale(y)), "output")
+    act_min, act_max = r.clamp(y)
+    return AddParams(op.index, shape_a, shape_b, out_shape, zero_point(a), zero_point(b), zero_point(y),
+                     mult_a, shift_a, mult_b, shift_b, mult_out, shift_out, act_min, act_max)

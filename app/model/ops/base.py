@@ -1,0 +1,170 @@
+"""What every operator of the library shares: reading an operator's tensors and options
+from the model reader's Graph with errors that name the file, the operator and its index,
+and rendering an operator's C from its template.
+
+Each operator module gives a frozen dataclass of the operator's static parameters (shapes,
+zero points, multipliers, clamps: everything the C bakes in as constants), a function
+`<op>_params(graph, operator)` deriving it from the model, the numpy reference
+(`params.reference(*inputs)`, TFLite Micro's int8 arithmetic) and the template that renders
+it as a C function `void fn(const int8_t *input0, ..., int8_t *output)`.
+"""
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+import numpy as np
+
+from edgetune.hal import Target
+from edgetune.codegen.kernels.base import comment_safe
+from ..arithmetic import activation_range
+from ..graph import Graph, Operator, Tensor
+from edgetune.codegen.tflite_schema import ModelError, schema
+from ..templates import render
+
+C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+TEMPLATE_VERSION = 1
+ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+
+
+class OperatorReader:
+    """One operator's tensors and options, each refusal naming the operator."""
+
+    def __init__(self, graph: Graph, op: Operator):
+        self.graph, self.op = graph, op
+
+    def fail(self, what: str) -> ModelError:
+        return ModelError(f"{self.graph.path}: operator {self.op.index} ({self.op.op}): {what}")
+
+    def tensor(self, position: int, output: bool = False) -> Tensor:
+        indices = self.op.outputs if output else self.op.inputs
+        role = "output" if output else "input"
+        if position >= len(indices) or indices[position] < 0:
+            raise self.fail(f"has no {role} {position}")
+        return self.graph.tensors[indices[position]]
+
+    def int8(self, position: int, output: bool = False) -> Tensor:
+        """An int8 activation tensor with one scale and zero point and a static shape."""
+        t = self.tensor(position, output)
+        role = "output" if output else f"input {position}"
+        if t.dtype != "int8":
+            raise self.fail(f"{role} tensor {t.index} ({t.name}) is {t.dtype}; edgetune runs int8 operators")
+        q = t.quantization
+        if q is None or q.per_axis or not q.scales[0] > 0:
+            raise self.fail(f"{role} tensor {t.index} ({t.name}) needs one positive scale and one zero point")
+        if not -128 <= q.zero_points[0] <= 127:
+            raise self.fail(f"{role} tensor {t.index} ({t.name}) has zero point {q.zero_points[0]}, outside int8")
+        if t.signature is not None and any(d < 0 for d in t.signature[1:]):
+            raise self.fail(f"{role} tensor {t.index} ({t.name}) has a dynamic shape {list(t.signature)}")
+        if any(d < 1 for d in t.shape):
+            raise self.fail(f"{role} tensor {t.index} ({t.name}) has shape {list(t.shape)}")
+        return t
+
+    def constant(self, position: int) -> np.ndarray:
+        t = self.tensor(position)
+        if not t.constant:
+            raise self.fail(f"input {position} (tensor {t.index}, {t.name}) must be a constant")
+        return t.array()
+
+    def activation(self) -> str:
+        code = int(self.op.option("fusedActivationFunction", 0))
+        names = {v: k for k, v in vars(schema().ActivationFunctionType).items() if isinstance(v, int)}
+        name = names.get(code, f"activation {code}")
+        if name not in ACTIVATIONS:
+            raise self.fail(f"fused activation {name} is not one edgetune runs ({', '.join(ACTIVATIONS)})")
+        return name
+
+    def clamp(self, y: Tensor) -> tuple[int, int]:
+        """The output's [act_min, act_max] for the fused activation (TFLite's
+        CalculateActivationRangeQuantized)."""
+        act_min, act_max = activation_range(self.activation(), scale(y), zero_point(y))
+        if act_min > act_max:
+            raise self.fail(f"the fused activation's range [{act_min}, {act_max}] is empty at the output's scale")
+        return act_min, act_max
+
+    def padding(self) -> str:
+        names = {v: k for k, v in vars(schema().Padding).items() if isinstance(v, int)}
+        name = names.get(int(self.op.option("padding", 0)), "")
+        if name not in ("SAME", "VALID"):
+            raise self.fail(f"padding {self.op.option('padding')!r} is neither SAME nor VALID")
+        return name
+
+
+def scale(t: Tensor) -> float:
+    return t.quantization.scales[0]
+
+
+def zero_point(t: Tensor) -> int:
+    return int(t.quantization.zero_points[0])
+
+
+def same_quantization(a: Tensor, b: Tensor) -> bool:
+    return scale(a) == scale(b) and zero_point(a) == zero_point(b)
+
+
+def int8_input(x, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """An input of a numpy reference, checked: int8 with the operator's elements."""
+    x = np.asarray(x)
+    if x.dtype != np.int8 or x.size != int(np.prod(shape)):
+        raise ValueError(f"{what} must be int8 with {int(np.prod(shape))} elements, got {x.dtype} {list(x.shape)}")
+    return x.reshape(shape)
+
+
+@dataclass(frozen=True)
+class StaticOp(ABC):
+    """Base of the operators' parameter classes: where it came from, and its C."""
+
+    index: int  # the operator's index in subgraph 0
+    template: ClassVar[str]
+    op: ClassVar[str]
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.input_shapes)
+
+    @property
+    def in_place(self) -> tuple[int, ...]:
+        """The inputs the output may share memory with (a memory plan may then give both one
+        address): the C reads each element of such an input before it writes the output
+        positions at or after it, and no later read needs an overwritten one."""
+        return ()
+
+    @property
+    @abstractmethod
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """The inputs' shapes as the C reads them (row-major; their element counts are the
+        buffers' sizes)."""
+
+    @property
+    @abstractmethod
+    def output_shape(self) -> tuple[int, ...]:
+        """The output's shape as the C writes it."""
+
+    @abstractmethod
+    def reference(self, *inputs) -> np.ndarray:
+        """TFLite Micro's output for int8 inputs (any shapes with the inputs' element counts)."""
+
+    def describe(self) -> str:
+        """The parameters in one line, for the generated C's header comment."""
+        return ", ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self) if f.name != "index")
+
+    def variables(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def render(self, fn: str, provenance: tuple[str, ...] = (), target: Target | None = None) -> str:
+        """The C source of `void fn(const int8_t *input0, ..., int8_t *output)`; an operator
+        with a vector path uses it when `target` has the unit (without a target: plain C)."""
+        if not C_IDENTIFIER.fullmatch(fn):
+            raise ModelError(f"operator {self.index} ({self.op}): {fn!r} is not a C function name")
+        lines = (f"operator {self.index} ({self.op})", *provenance)
+        units = frozenset(u.name for u in target.vector_units) if target is not None else frozenset()
+        return render(f"ops/{self.template}", dict(
+            self.variables(), vector_units=units, fn=fn, prefix=fn, provenance=tuple(map(comment_safe, lines)),
+            config_text=comment_safe(self.describe()), kernel_name=self.op.lower(), version=TEMPLATE_VERSION,
+            build_hint=f"cc -std=c99 -O2 -c {fn}.c", n_inputs=self.n_inputs, clamped_only=True))
+
+    def declaration(self, fn: str) -> str:
+        inputs = [f"const int8_t *input{i}" for i in range(self.n_inputs)]
+        return f"void {fn}({', '.join([*inputs, 'int8_t *output'])})"

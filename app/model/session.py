@@ -1,0 +1,312 @@
+"""Tuning a whole model: every tunable layer becomes a workload (identical layers are one,
+counted as often as they occur), and a task scheduler (edgetune.tuner.scheduler, after
+Ansor's) spends the model's trial budget in rounds on the layer where a round is expected to
+lower the model's total cost most. Each round is an ordinary tuning session
+(edgetune.session.tune) on that layer's workload with its budget raised by one round's
+trials; the default `transfer` strategy learns from the trials of the same kernel's other
+layers, so layers tuned later start from what earlier ones found.
+
+The model's budget, like a workload's, counts stored trials: the rounds are replayed from
+the database, and a round whose trials are stored already measures nothing. So a run that
+was killed, resumed with the same seed, chooses the same rounds and ends where the
+uninterrupted run ends (with deterministic measurements: emulator counts), and a rerun with
+a larger budget goes on where the last one stopped.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
+
+from edgetune.codegen import Kernel, get_kernel
+from edgetune.errors import EdgetuneError
+from edgetune.hal import Target
+from edgetune.targets.runners import runner_for
+from edgetune.tuner import Bound, Record, TuningDatabase, Workload, check_strategy, feasible
+from edgetune.tuner.scheduler import SchedTask, TaskHistory, make_scheduler, model_cost
+from edgetune.tuner.strategies import DEFAULT_STRATEGY
+
+from edgetune.session import Evaluator, ProgressFn, TuneRequest, choose_objective, tune, workload_inputs, workload_of
+
+
+class ModelLayer(Protocol):
+    """What tuning needs of a model's layer (edgetune.codegen.model's ModelLayer has it)."""
+
+    index: int  # the operator's index in the model
+    kernel: str | None  # the kernel serving it; None: not tuned
+    shape: tuple[tuple[str, int], ...]  # the kernel's shape keys and values
+    macs: int
+
+
+class ModelTuneError(EdgetuneError):
+    """A model that cannot be tuned as given (a layer's kernel or shape, nothing to tune)."""
+
+
+@dataclass(frozen=True)
+class LayerWorkload:
+    """One distinct (kernel, shape) of the model, and the operators it serves."""
+
+    kernel: Kernel
+    shape: dict
+    workload: Workload
+    layers: tuple[int, ...]  # operator indices
+    macs: int  # of one occurrence
+
+    @property
+    def weight(self) -> int:
+        return len(self.layers)
+
+
+@dataclass(frozen=True)
+class LayerResult:
+    workload: Workload
+    layers: tuple[int, ...]
+    macs: int
+    trials: int  # trials the model's budget gave it
+    best: Record | None  # its best feasible trial among them
+    value: float | None  # the objective's value of `best`
+    baseline: float | None = None  # the plain C loop nest (-O3), when the kernel has one and it ran
+    failures: dict = field(default_factory=dict)  # outcome value -> count, among its trials
+    exhausted: bool = False  # every configuration of its space was measured
+
+    @property
+    def weight(self) -> int:
+        return len(self.layers)
+
+
+@dataclass(frozen=True)
+class ModelRound:
+    """The state after one round: what the progress display shows."""
+
+    number: int
+    workload: Workload  # the layer that had the round
+    layer_trials: int  # its trials so far
+    spent: int  # the model's trials so far
+    budget: int
+    total: float | None  # sum of weight * best; None while a layer has no feasible trial
+    missing: int  # layers without a feasible trial yet
+
+
+ModelProgressFn = Callable[[ModelRound], None]
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    target: str
+    objective: str
+    scheduler: str
+    budget: int
+    spent: int
+    layers: tuple[LayerResult, ...]
+    untuned: tuple[int, ...] = ()  # operators no kernel serves
+    rounds: tuple[ModelRound, ...] = ()
+    bounds: tuple[Bound, ...] = ()
+
+    @property
+    def total(self) -> float | None:
+        """The model's cost: sum of weight * best over its layers; None when one has none."""
+        if any(layer.value is None for layer in self.layers):
+            return None
+        return sum(layer.weight * layer.value for layer in self.layers)
+
+    @property
+    def baseline_total(self) -> float | None:
+        if any(layer.baseline is None for layer in self.layers):
+            return None
+        return sum(layer.weight * layer.baseline for layer in self.layers)
+
+    @property
+    def unsolved(self) -> tuple[LayerResult, ...]:
+        """Layers with no feasible trial: reported, the model has no total."""
+        return tuple(layer for layer in self.layers if layer.value is None)
+
+
+def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase, *, budget: int,
+               strategy: str = DEFAULT_STRATEGY, seed: int = 0, jobs: int = 1, objective: str = "",
+               bounds: tuple[Bound, ...] = (), progress: ModelProgressFn | None = None, scheduler: str = "gradient",
+               round_trials: int = 4, baselines: bool = True, trial_progress: ProgressFn | None = None,
+               kernels: Callable[[str], Kernel] = get_kernel, batch: int | None = None) -> ModelSummary:
+    """Tune the model's distinct layers on `target`, `budget` trials in all, split in rounds
+    of `round_trials` (at least `jobs`) by `scheduler` ("gradient" or "even"); see the module.
+    Every layer is checked (kernel, shape, fits the target) before anything is measured.
+    `progress` hears of every round, `trial_progress` of every trial (as tune() reports it).
+    `batch`: variants per image (TuneRequest.batch; None: the session's choice)."""
+    check_strategy(strategy)
+    chooser = make_scheduler(scheduler, seed)
+    if budget < 0 or round_trials < 1:
+        raise ModelTuneError(f"budget {budget} and round trials {round_trials}: need budget >= 0, round trials >= 1")
+    objective = choose_objective(target, objective, bounds)
+    workloads = distinct_workloads(layers, target, kernels)
+    runner_for(target).check_tools()
+    # What every round's tuning session shares; the layer and its budget change per round.
+    template = TuneRequest(workloads[0].kernel, target, workloads[0].shape, strategy, 0, max(1, jobs), seed,
+                           objective, bounds, batch=batch)
+    rounds = RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress)
+    tasks = [SchedTask(lw.workload.key(), lw.weight, similarity_group(lw), lw.macs) for lw in workloads]
+    log: list[ModelRound] = []
+    while rounds.spent < budget and (chosen := chooser.choose(tasks, rounds.histories)) is not None:
+        trials = rounds.run(chosen, min(rounds.size, budget - rounds.spent))
+        state = ModelRound(len(log) + 1, rounds.by_key[chosen].workload, trials, rounds.spent, budget,
+                           model_cost(tasks, rounds.histories),
+                           sum(1 for h in rounds.histories.values() if h.current is None))
+        log.append(state)
+        if progress is not None:
+            progress(state)
+    results = tuple(rounds.result(lw, measure_baseline(lw, target, objective) if baselines else None)
+                    for lw in workloads)
+    untuned = tuple(layer.index for layer in layers if layer.kernel is None)
+    return ModelSummary(target.name, objective, chooser.name, budget, rounds.spent, results, untuned, tuple(log),
+                        bounds)
+
+
+def similarity_group(lw: LayerWorkload) -> str:
+    """Which layers the scheduler takes as similar (Ansor's similar tasks, whose throughput
+    says how fast a layer could become): the same kernel with the same filter window. A 3x3
+    convolution on 3 input channels cannot reach the MACs per cycle of a 1x1 one on 64, and
+    taking it for similar would keep its hopes (and its share of the budget) up for ever."""
+    window = (lw.shape.get("kh"), lw.shape.get("kw"))
+    return lw.workload.kernel if None in window else f"{lw.workload.kernel} {window[0]}x{window[1]}"
+
+
+def distinct_workloads(layers: Sequence[ModelLayer], target: Target,
+                       kernels: Callable[[str], Kernel] = get_kernel) -> list[LayerWorkload]:
+    """The model's tunable layers as workloads, layers of one workload merged, in the order
+    they first occur; each layer checked (kernel known, shape valid, buffers fit the
+    target), the error naming the layer."""
+    found: dict[str, LayerWorkload] = {}
+    checked: dict[tuple, tuple[Kernel, dict]] = {}  # identical layers are checked once
+    for layer in layers:
+        if layer.kernel is None:
+            continue
+        raw = (layer.kernel, tuple(layer.shape))
+        if raw not in checked:
+            checked[raw] = _checked(layer, target, kernels)
+        kernel, shape = checked[raw]
+        workload = workload_of(kernel, target, shape)
+        known = found.get(workload.key())
+        if known is None:
+            found[workload.key()] = LayerWorkload(kernel, shape, workload, (layer.index,), int(layer.macs))
+        else:
+            found[workload.key()] = replace(known, layers=(*known.layers, layer.index))
+    if not found:
+        raise ModelTuneError("the model has no layer edgetune can tune")
+    return list(found.values())
+
+
+def _checked(layer: ModelLayer, target: Target, kernels: Callable[[str], Kernel]) -> tuple[Kernel, dict]:
+    try:
+        kernel = kernels(layer.kernel)
+        shape = kernel.parse_shape(dict(layer.shape))
+        kernel.check_fits(target, shape)
+    except EdgetuneError as exc:
+        raise ModelTuneError(f"layer {layer.index} ({layer.kernel}): {exc}") from None
+    return kernel, shape
+
+
+class RoundRunner:
+    """Gives layers rounds of trials and keeps each one's history for the scheduler. A
+    round raises the layer's allocation; trials the database holds already count (in
+    proposal order), so only what is missing is measured."""
+
+    def __init__(self, workloads: Sequence[LayerWorkload], db: TuningDatabase, template: TuneRequest, size: int,
+                 trial_progress: ProgressFn | None = None):
+        self.db, self.template, self.size, self.trial_progress = db, template, size, trial_progress
+        self.objective, self.bounds = template.objective, template.bounds
+        self.by_key = {lw.workload.key(): lw for lw in workloads}
+        self.histories = {key: TaskHistory() for key in self.by_key}
+        self.allocated = {key: 0 for key in self.by_key}
+
+    @property
+    def spent(self) -> int:
+        return sum(self.allocated.values())
+
+    def run(self, key: str, trials: int) -> int:
+        """One round of up to `trials` more trials for the layer; returns its trials so far."""
+        lw = self.by_key[key]
+        want = self.allocated[key] + trials
+        if len(self.db.proposals(lw.workload)) < want:
+            # Faults in the layer's variants are failed trials inside tune(); the run goes on.
+            tune(replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=want), self.db,
+                 progress=self.trial_progress)
+        given = self._given(lw, want)
+        # Fewer than asked for: every configuration of the space has been measured.
+        self.allocated[key] = len(given)
+        self.histories[key] = self.histories[key].after(self._best_value(given), exhausted=len(given) < want)
+        return len(given)
+
+    def result(self, lw: LayerWorkload, baseline: float | None) -> LayerResult:
+        key = lw.workload.key()
+        given = self._given(lw, self.allocated[key])
+        best = self._best(given)
+        failures: dict[str, int] = {}
+        for record in given:
+            if record.trial.outcome.failed:
+                failures[record.trial.outcome.value] = failures.get(record.trial.outcome.value, 0) + 1
+        return LayerResult(lw.workload, lw.layers, lw.macs, len(given), best,
+                           None if best is None else best.trial.value(self.objective), baseline, failures,
+                           self.histories[key].exhausted)
+
+    def _given(self, lw: LayerWorkload, count: int) -> list[Record]:
+        return self.db.proposals(lw.workload)[:count]
+
+    def _best(self, records: Sequence[Record]) -> Record | None:
+        """The best feasible record; ties: the earliest proposed (as TuningDatabase.best)."""
+        best, best_value = None, None
+        for record in records:
+            value = record.trial.value(self.objective) if feasible(record.trial, self.bounds) else None
+            if value is not None and (best_value is None or value < best_value):
+                best, best_value = record, value
+        return best
+
+    def _best_value(self, records: Sequence[Record]) -> float | None:
+        best = self._best(records)
+        return None if best is None else best.trial.value(self.objective)
+
+
+class _PlainLoop:
+    """The kernel, rendering its plain loop nest (no tiling, no intrinsics) for any configuration."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+    def render(self, target, shape, config, **_):
+        return self.kernel.render_naive(target, shape, "gcc", ("-O3",))
+
+    def deployed_io(self, io, config):
+        return io  # the plain loop takes the buffers as the workload gives them
+
+
+def baseline_values(lw: LayerWorkload, target: Target) -> dict | None:
+    """Every value measured of the layer's plain C loop nest built with the target's gcc at
+    -O3, on the workload's inputs: what the tuned layer is compared with. None when the
+    kernel has no plain loop, the target no gcc, or the run fails (a baseline is a figure,
+    not a reason to stop)."""
+    if not hasattr(lw.kernel, "render_naive") or not any(c.name == "gcc" for c in target.compilers):
+        return None
+    space = lw.kernel.tuning_space(target, lw.shape)
+    legal = space.legal_indices()
+    if not len(legal):
+        return None
+    with tempfile.TemporaryDirectory(prefix="edgetune-baseline-") as tmp:
+        evaluator = Evaluator(_PlainLoop(lw.kernel), target, lw.shape, space,
+                              workload_inputs(lw.kernel, lw.workload), Path(tmp))
+        trial = evaluator(space.config_at(int(legal[0])))
+    return None if trial.outcome.failed else dict(trial.values)
+
+
+def measure_baseline(lw: LayerWorkload, target: Target, objective: str) -> float | None:
+    """The plain C loop nest's value of `objective` (baseline_values)."""
+    values = baseline_values(lw, target)
+    return None if values is None else values.get(objective)
+
+
+def progress_line(state: ModelRound, objective: str) -> str:
+    """One line for a terminal: round, trials against the budget, the model's total."""
+    total = (f"model {objective}={state.total:g}" if state.total is not None
+             else f"{state.missing} layer(s) without a feasible trial yet")
+    return (f"[{state.spent:>4}/{state.budget}] round {state.number}: {state.workload.problem_key()} "
+            f"({state.layer_trials} trials) | {total}")

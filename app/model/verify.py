@@ -1,0 +1,368 @@
+"""`edgetune model verify DIR --target T`: a model export built as a user's firmware builds
+it (the export's own Make fragment, the compilers and flags it records) and linked with
+edgetune's harness (firmware/) through a small glue that calls `<name>_run` on the input the
+harness loads; whole inferences run in the target's emulator on random and saturating inputs,
+and each output must equal, bit for bit, what the TFLite Micro interpreter computes on the
+host from the .tflite shipped in the export. With `layers`, the module is also built with its
+trace hook, and every operator's output is compared with TFLite Micro running that operator
+alone (a one-operator model with the model's own tensors) on the module's own inputs to it:
+the first operator that differs is named.
+
+Bad input (a missing folder, a manifest or file edited after export, a manifest for another
+target, an export that is not a model's) is an EdgetuneError (exit 2); a difference is a
+VerifyOutcome with a problem (exit 1).
+"""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from edgetune.codegen import KERNELS
+from edgetune.codegen.kernels.base import Buffer, KernelIO
+from edgetune.codegen.manifest import Manifest, ManifestError, read_manifest
+from edgetune.model import Model, load_model
+from edgetune.model.builder import build_model, constant
+from edgetune.model.graph import Operator
+from edgetune.model.oracle import oracle_name, oracle_output, run_tflm
+from edgetune.model.user_layers import REFERENCE
+from edgetune.model.memory_plan import ALIGN, aligned
+from edgetune.model.module import schedule
+from edgetune.model.ops import constant_value
+from edgetune.hal import Placement, Target
+from edgetune.targets import elf, iobuf
+from edgetune.targets.runners import runner_for
+from edgetune.targets.toolchain import BuildResult, MeasureError, require_program
+
+from .reference import has_reference_layers, model_outputs
+from .templates import render
+
+
+
+class ModuleFailure(Exception):
+    """The module did not build, link or run to the end: a failed verification (exit 1),
+    not bad input (its files were checked against the manifest first)."""
+
+
+@dataclass(frozen=True)
+class Inference:
+    label: str  # "random 3", "saturating"
+    instructions: int
+    values: tuple[tuple[str, object], ...]
+    problem: str = ""
+    # The run's instruction mix and memory accesses (targets with a cost model): what its
+    # estimates are priced from, kept so a stored figure can be priced again.
+    mix: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class ModuleSize:
+    """The module as built (every object but the static arena's): flash is code and
+    read-only data (the weights; the module has no initialised writable data); RAM is the arena, the input and output, and the objects' own
+    writable data (kernels' static scratch), the stack not counted."""
+    code_bytes: int
+    flash_bytes: int
+    ram_bytes: int
+
+
+@dataclass(frozen=True)
+class VerifyOutcome:
+    manifest: Manifest
+    inferences: tuple[Inference, ...]
+    layer_problem: str = ""  # the first operator that differs (layers=True), or ""
+    size: ModuleSize | None = None
+    oracle: str = "TFLite Micro"  # what judged the outputs (with CUSTOM operators: and their kernels' references)
+
+    @property
+    def ok(self) -> bool:
+        return not self.layer_problem and all(not i.problem for i in self.inferences)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_export(folder: Path, target: Target) -> Manifest:
+    """The export's manifest, checked: a model export, for `target`, every file as exported."""
+    manifest = read_manifest(folder)
+    if manifest.model is None:
+        raise ManifestError(f"{folder}: a kernel export, not a model export (edgetune model export makes one)")
+    if manifest.target != target.name:
+        raise ManifestError(f"{folder}: exported for target {manifest.target}, not {target.name}")
+    for name, digest in manifest.files:
+        path = Path(folder) / name
+        if not path.is_file():
+            raise ManifestError(f"{path}: listed in the manifest but missing")
+        if _sha256(path) != digest:
+            raise ManifestError(f"{path}: edited after export (its sha256 is not the manifest's)")
+    for entry in manifest.kernels:  # kernels of the user's own: the definition exported from
+        if not entry.definition:
+            continue
+        if entry.kernel not in KERNELS:
+            raise ManifestError(f"{folder}: layer kernel {entry.kernel!r} is a kernel of your own: pass its "
+                                "--kernel-file (or install its package)")
+        now = KERNELS[entry.kernel].definition
+        if now != entry.definition:
+            raise ManifestError(f"{folder}: kernel {entry.kernel!r} changed since export (definition "
+                                f"{entry.definition[:12]} at export, {now[:12] or 'shipped'} now): verify with the "
+                                "definition it was exported from, or tune and export again")
+    return manifest
+
+
+def _make_objects(folder: Path, manifest: Manifest, workdir: Path) -> list[Path]:
+    """Every object of the export but the static arena's, built by the export's Make fragment."""
+    make = require_program("make", "install make (scripts/setup.sh)")
+    (workdir / "Makefile").write_text("include $(EDGETUNE_DIR)/edgetune_kernels.mk\n"
+                                      "all: $(EDGETUNE_OBJECTS)\n.PHONY: all\n")
+    proc = subprocess.run([make, "-s", "all", f"EDGETUNE_DIR={folder}", f"EDGETUNE_BUILD_DIR={workdir / 'obj'}"],
+                          cwd=workdir, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ModuleFailure(f"the export does not build: {(proc.stderr or proc.stdout).strip()[-600:]}")
+    name = manifest.model.name
+    return [workdir / "obj" / (Path(f).stem + ".o") for f, _ in manifest.files
+            if f.endswith(".c") and f != f"{name}_arena.c"]
+
+
+def _traced_object(folder: Path, manifest: Manifest, workdir: Path) -> Path:
+    """<name>.c compiled as the manifest records it, with its trace hook on."""
+    unit, name = manifest.dispatch, manifest.model.name
+    out = workdir / f"{name}_traced.o"
+    proc = subprocess.run([unit.compiler_command, *unit.cflags, f"-D{name.upper()}_TRACE=1", "-I", str(folder), "-c",
+                           str(folder / unit.source), "-o", str(out)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ModuleFailure(f"{unit.source} does not build with its trace hook: {proc.stderr.strip()[-600:]}")
+    return out
+
+
+def block_layout(shapes) -> tuple[tuple[int, ...], int]:
+    """Where each int8 tensor of `shapes` starts in one buffer holding them all, each at an
+    ALIGN-byte boundary (what the kernels' vector loads like), and the buffer's size. The
+    inputs share one harness buffer and the outputs another: the harness takes at most
+    ET_MAX_BUFFERS (firmware/common/harness.h), fewer than a model may have tensors."""
+    offsets, end = [], 0
+    for shape in shapes:
+        offsets.append(end)
+        end = aligned(end + int(np.prod(shape)))
+    return tuple(offsets), max(end, ALIGN)
+
+
+def _io(manifest: Manifest, xs: list[np.ndarray], trace_bytes: int) -> KernelIO:
+    """The harness's buffers: the inputs (one block, in the model's order), the arena, the
+    outputs (one block), the trace."""
+    m = manifest.model
+    offsets, size = block_layout(m.input_shapes)
+    inputs = np.zeros(size, dtype=np.int8)
+    for offset, x in zip(offsets, xs):
+        flat = np.asarray(x, dtype=np.int8).reshape(-1)
+        inputs[offset:offset + flat.size] = flat
+    buffers = [Buffer("inputs", inputs), Buffer("arena", np.zeros(m.arena_bytes, dtype=np.int8)),
+               Buffer("outputs", np.zeros(block_layout(m.output_shapes)[1], dtype=np.int8), is_output=True)]
+    if trace_bytes:
+        buffers.append(Buffer("trace", np.zeros(trace_bytes, dtype=np.int8), is_output=True))
+    return KernelIO(tuple(buffers), ())
+
+
+def module_size(manifest: Manifest, objects: list[Path]) -> ModuleSize:
+    m = manifest.model
+    code = sum(elf.code_bytes(o) for o in objects)
+    writable = sum(elf.ram_bytes(o) for o in objects)
+    loaded = sum(elf.alloc_bytes(o) for o in objects)
+    io = sum(int(np.prod(shape)) for shape in (*m.input_shapes, *m.output_shapes))
+    return ModuleSize(code, loaded - writable, m.arena_bytes + io + writable)
+
+
+def _trace_table(model: Model, manifest: Manifest) -> list[dict]:
+    offset, table = 0, []
+    for step in schedule(model, manifest.model.name):
+        nbytes = model.graph.tensors[step.output].nbytes
+        table.append(dict(op=step.index, offset=offset, bytes=nbytes, tensor=step.output))
+        offset += nbytes
+    return table
+
+
+# The harness's own .data and .bss, beside the module's (measured: under 1 KiB), rounded up.
+HARNESS_RAM = 4096
+RESERVE_STEP = 16384
+
+
+def firmware_for(target: Target, module_ram: int) -> Target:
+    """The target with enough data memory reserved for the module's own writable data (its
+    variants' static scratch: many im2col variants add up), as the firmware that ships the
+    module would reserve it. Instruction counts do not depend on it; the buffer regions keep
+    the rest of their memory."""
+    fw = target.firmware
+    if fw is None:
+        return target
+    needed = module_ram + HARNESS_RAM + fw.stack_size
+    if needed <= fw.data_reserved:
+        return target
+    reserved = -(-needed // RESERVE_STEP) * RESERVE_STEP
+    if reserved >= target.region(fw.data_region).size:
+        raise ModuleFailure(f"the module's {module_ram} bytes of static data (its variants' scratch) and the stack "
+                            f"do not fit {fw.data_region} of {target.name}")
+    return replace(target, firmware=replace(fw, data_reserved=reserved))
+
+
+def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, traced: list[dict] | None,
+           x0: list[np.ndarray]) -> tuple[tuple, int, ModuleSize]:
+    runner_for(target).check_tools()
+    workdir.mkdir(parents=True, exist_ok=True)
+    objects = _make_objects(folder, manifest, workdir)
+    size = module_size(manifest, objects)
+    target = firmware_for(target, sum(elf.ram_bytes(o) for o in objects))
+    runner = runner_for(target)
+    name = manifest.model.name
+    trace_bytes = sum(t["bytes"] for t in traced) if traced else 0
+    if traced:
+        objects = [o for o in objects if o.stem != name] + [_traced_object(folder, manifest, workdir)]
+    io = _io(manifest, x0, trace_bytes)
+    sizes = [(b.data.nbytes, int(b.is_output)) for b in io.buffers]
+    glue = render("model/verify_glue.c.j2", dict(name=name, trace=bool(traced), traced=traced or [], sizes=sizes,
+                                                 inputs=block_layout(manifest.model.input_shapes)[0],
+                                                 outputs=block_layout(manifest.model.output_shapes)[0]))
+    try:
+        # The I/O block (and so the arena) in the region the memory plan chose for the arena.
+        region = manifest.model.arena_region
+        placement = Placement(region, region) if region else None
+        return (runner, runner.link(workdir, objects, glue, io, placement)), trace_bytes, size
+    except MeasureError as exc:
+        raise ModuleFailure(f"the module does not link for {target.name}: {exc.message.strip()[-600:]}") from None
+
+
+def draw_inputs(shapes: tuple[tuple[int, ...], ...], n: int, seed: int) -> list[tuple[str, list[np.ndarray]]]:
+    """n draws of uniform int8 values for every input of the model (`shapes`, in its order),
+    then one of only -128 and 127 (it saturates)."""
+    rng = np.random.default_rng(seed)
+    drawn = [(f"random {i}", [rng.integers(-128, 128, size=s, dtype=np.int8) for s in shapes]) for i in range(n)]
+    return drawn + [("saturating", [rng.choice(np.array([-128, 127], dtype=np.int8), size=s) for s in shapes])]
+
+
+def _difference(got: np.ndarray, want: np.ndarray, oracle: str = "TFLite Micro") -> str:
+    got, want = got.reshape(-1), want.reshape(-1)
+    bad = np.flatnonzero(got != want)
+    return (f"{bad.size} of {want.size} values differ from {oracle}; first at {int(bad[0])}: "
+            f"got {int(got[bad[0]])}, {oracle} {int(want[bad[0]])}")
+
+
+def _model_oracle(model: Model) -> str:
+    if not has_reference_layers(model):
+        return "TFLite Micro"
+    kernels = sorted({layer.kernel for layer in model.layers if layer.oracle == REFERENCE})
+    return f"TFLite Micro with {', '.join(kernels)}'s reference"
+
+
+def _run(runner, build: BuildResult, manifest: Manifest, io: KernelIO) -> tuple[dict, list[np.ndarray], np.ndarray]:
+    """One run: the harness's values, the model's outputs (in its order) and the trace (empty without)."""
+    try:
+        values, raw = runner.run(build, io, timeout_s=600)
+    except MeasureError as exc:
+        raise ModuleFailure(f"the module did not run to the end ({exc.outcome.value}): {exc.message}") from None
+    block, *trace = iobuf.unpack_outputs(io, raw)
+    shapes = manifest.model.output_shapes
+    outputs = [block[o:o + int(np.prod(s))] for o, s in zip(block_layout(shapes)[0], shapes)]
+    return values, outputs, trace[0] if trace else np.zeros(0, dtype=np.int8)
+
+
+def operator_model(model: Model, op: Operator) -> tuple[bytes, list[int]]:
+    """One operator alone in a model with its real tensors (renumbered; inputs computed by
+    folded SHAPE/STRIDED_SLICE/PACK chains become constants holding their value): the
+    model's bytes and, in order, the original tensors that are its inputs."""
+    graph = model.graph
+    order = list(dict.fromkeys(i for i in (*op.inputs, *op.outputs) if i >= 0))
+    tensors = []
+    for new, old in enumerate(order):
+        t = graph.tensors[old]
+        folded = None if t.constant or old in op.outputs else constant_value(graph, old)
+        if folded is not None:
+            t = constant(new, t.name, np.asarray(folded).astype(t.dtype).reshape(t.shape))
+        tensors.append(replace(t, index=new, signature=None))
+    renumber = {old: new for new, old in enumerate(order)}
+    single = Operator(0, op.op, tuple(renumber.get(i, -1) for i in op.inputs), tuple(renumber[i] for i in op.outputs),
+                      op.options_type, op.options)
+    inputs = [i for i in dict.fromkeys(op.inputs) if i >= 0 and not tensors[renumber[i]].constant]
+    data = build_model(tensors, [single], [renumber[i] for i in inputs], list(single.outputs),
+                       description=f"edgetune verify: operator {op.index}")
+    return data, inputs
+
+
+def first_bad_layer(model: Model, traced: list[dict], trace: np.ndarray, xs: list[np.ndarray]) -> str:
+    """Each operator's traced output against TFLite Micro running it alone on the module's
+    own values of its inputs (the model's inputs `xs`, in its order); the first that differs, or ""."""
+    graph = model.graph
+    values = {t: np.asarray(x).reshape(graph.tensors[t].shape) for t, x in zip(graph.inputs, xs)}
+    for t in traced:
+        out = graph.tensors[t["tensor"]]
+        values[t["tensor"]] = trace[t["offset"]:t["offset"] + t["bytes"]].reshape(out.shape)
+    for t in traced:
+        op = graph.operators[t["op"]]
+        layer = model.layers[op.index]
+        if layer.oracle == REFERENCE:  # a CUSTOM operator: its kernel's reference on the module's input to it
+            want = oracle_output(layer, values[layer.input_tensor])
+        else:
+            data, inputs = operator_model(model, op)
+            (want,) = run_tflm(data, [values[i] for i in inputs])
+        got = values[t["tensor"]]
+        if not np.array_equal(got.reshape(-1), np.asarray(want).reshape(-1)):
+            name = f"CUSTOM ({op.custom_code})" if op.op == "CUSTOM" else op.op
+            return (f"operator {op.index} ({name}), output tensor {t['tensor']}: "
+                    f"{_difference(got, np.asarray(want), oracle_name(layer) if layer.kernel else 'TFLite Micro')}")
+    return ""
+
+
+def _output_problem(model: Model, label: str, got: list[np.ndarray], want: list[np.ndarray]) -> str:
+    """The first output that differs from the oracle's, or "" (output k named when there are several)."""
+    graph = model.graph
+    for k, (g, w) in enumerate(zip(got, want)):
+        if not np.array_equal(g.reshape(-1), np.asarray(w).reshape(-1)):
+            which = f"output {k} (tensor {graph.outputs[k]}): " if len(graph.outputs) > 1 else ""
+            return f"{label} input: {which}{_difference(g, np.asarray(w), _model_oracle(model))}"
+    return ""
+
+
+def _inference(runner, build: BuildResult, manifest: Manifest, model: Model, data: bytes, label: str,
+               xs: list[np.ndarray]) -> Inference:
+    want = model_outputs(model, data, xs)
+    values, outputs, _ = _run(runner, build, manifest, _io(manifest, xs, 0))
+    problem = _output_problem(model, label, outputs, want)
+    numbers = tuple((k, v) for k, v in sorted(values.items()) if isinstance(v, (int, float)))
+    mix = tuple((k, dict(values[k])) for k in ("mix", "accesses") if isinstance(values.get(k), dict))
+    return Inference(label, int(values.get("instructions", 0)), numbers, problem, mix)
+
+
+def _layers(folder: Path, manifest: Manifest, target: Target, model: Model, inputs, workdir: Path) -> str:
+    """The first operator that differs on any input, or ""."""
+    traced = _trace_table(model, manifest)
+    (runner, build), trace_bytes, _ = _build(folder, manifest, target, workdir, traced, inputs[0][1])
+    for label, x in inputs:
+        _, _, trace = _run(runner, build, manifest, _io(manifest, x, trace_bytes))
+        problem = first_bad_layer(model, traced, trace, x)
+        if problem:
+            return f"{label} input: {problem}"
+    return ""
+
+
+def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool = False, seed: int = 0,
+                 progress=None) -> VerifyOutcome:
+    """Build the export in `folder` for `target`, run whole inferences on `n_inputs` random
+    inputs and a saturating one, compare with TFLite Micro; with `layers`, every operator."""
+    folder = Path(folder).resolve()
+    manifest = check_export(folder, target)
+    model_path = folder / manifest.model.file
+    model, data = load_model(model_path), model_path.read_bytes()
+    inputs = draw_inputs(manifest.model.input_shapes, n_inputs, seed)
+    results: list[Inference] = []
+    with tempfile.TemporaryDirectory(prefix="edgetune-model-verify-") as tmp:
+        try:
+            (runner, build), _, size = _build(folder, manifest, target, Path(tmp) / "whole", None, inputs[0][1])
+            for label, x in inputs:
+                results.append(_inference(runner, build, manifest, model, data, label, x))
+                if progress is not None:
+                    progress(results[-1])
+            layer_problem = _layers(folder, manifest, target, model, inputs, Path(tmp) / "layers") if layers else ""
+        except ModuleFailure as exc:
+            return VerifyOutcome(manifest, tuple(results), str(exc), oracle=_model_oracle(model))
+    return VerifyOutcome(manifest, tuple(results), layer_problem, size, _model_oracle(model))
