@@ -21,13 +21,16 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgetune.npu.space import OPTIMISE_GOALS, TENSOR_ALLOCATORS
 from edgetune.hal import Npu, Target
 from edgetune.tuner import Outcome
 
 from .toolchain import MeasureError, ToolMissing
 
 VELA_TIMEOUT_S = 120.0
+# Vela 5.2 `vela --help`: --optimise and --tensor-allocator choices (the NPU search space,
+# edgetune.npu.space, offers them; the options are checked against them here, where Vela runs).
+OPTIMISE_GOALS = ("Performance", "Size")
+TENSOR_ALLOCATORS = ("HillClimb", "Greedy", "LinearAlloc")
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 
 

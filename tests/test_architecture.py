@@ -1,8 +1,11 @@
 """The import arrows of docs/architecture.md: hal, tuner and firmware import nothing of ours;
-codegen only hal and tuner; targets no app. Checked on every module's import statements
-(top level and inside functions alike: a lazy import is still an arrow). The one exception:
-edgetune.errors (app/errors.py), the root of the user-facing errors, which every part may
-import because it imports nothing at all."""
+codegen only hal and tuner; targets no app; the model and NPU features (edgetune.model,
+edgetune.npu, folders under app/) import the layers and the application's core, and only the
+command line and the Python API import them (with the two named exceptions of the table).
+Checked on every module's import statements (top level and inside functions alike: a lazy
+import is still an arrow; relative imports resolved). The one exception: edgetune.errors
+(app/errors.py), the root of the user-facing errors, which every part may import because it
+imports nothing at all."""
 from __future__ import annotations
 
 import ast
@@ -11,43 +14,97 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("hal", "tuner", "codegen", "targets", "firmware")  # edgetune.<part>; anything else is app
+LAYERS = ("hal", "tuner", "codegen", "targets", "firmware")  # edgetune.<layer>, folders at the root
+FEATURES = ("model", "npu")  # edgetune.<feature>, folders under app/
+# The command line (app/cli/, or its modules flat in app/) and the Python API: the front.
+FRONT = {"cli", "model_cli", "model_tune_cli", "model_report_cli", "npu_cli", "cache_cli", "api"}
 ALLOWED = {
     "hal": set(),
     "tuner": set(),
     "firmware": set(),
     "codegen": {"hal", "tuner"},
     "targets": {"hal", "tuner", "codegen", "firmware"},
+    "model": {"hal", "tuner", "codegen", "targets", "firmware", "app"},
+    "npu": {"hal", "tuner", "codegen", "targets", "firmware", "app"},
 }
+# Arrows into a feature from outside the front, each one named: `place MODEL.tflite` puts a
+# model's layers on the CPU or the NPU (edgetune.model.plan uses the NPU's layer plan), the one
+# tune() builds an NpuTask for an NPU device (session.py task_of), and shared NPU trials are
+# checked against the NPU's space (sharing.py).
+EXCEPTIONS = {("model/plan.py", "npu"), ("session.py", "npu"), ("sharing.py", "npu")}
+
+
+def folder(part: str) -> Path:
+    return ROOT / "app" / part if part in FEATURES else ROOT / part
+
+
+def module_of(path: Path) -> list[str]:
+    rel = path.relative_to(ROOT).with_suffix("").parts
+    package = ["edgetune"] + (list(rel[1:]) if rel[0] == "app" else list(rel))
+    return package[:-1] if package[-1] == "__init__" else package
+
+
+def part_of(name: str) -> str:
+    """The part an imported edgetune module belongs to: a layer, a feature, the front, or app."""
+    second = name.split(".")[1] if "." in name else ""
+    if second in LAYERS or second in FEATURES:
+        return second
+    return "front" if second in FRONT else "app"
 
 
 def imported_parts(path: Path) -> set[tuple[str, int]]:
     found = set()
+    here = module_of(path)
+    package = here if path.name == "__init__.py" else here[:-1]
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = ".".join(package[:len(package) - node.level + 1])
+            names = [f"{base}.{node.module}" if node.module else base]
+        elif isinstance(node, ast.ImportFrom) and node.module:
             names = [node.module]
         elif isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         else:
             continue
         for name in names:
-            pieces = name.split(".")
-            if pieces[0] != "edgetune":
-                continue
-            if pieces[1:2] == ["errors"]:
-                continue  # the one module every part may import (checked below to import nothing)
-            found.add((pieces[1] if len(pieces) > 1 and pieces[1] in PARTS else "app", node.lineno))
+            if name.split(".")[0] != "edgetune" or name.split(".")[1:2] == ["errors"]:
+                continue  # errors: the one module every part may import (checked below to import nothing)
+            found.add((part_of(name), node.lineno))
     return found
 
 
 @pytest.mark.parametrize("part", sorted(ALLOWED))
 def test_imports_run_one_way(part):
     wrong = []
-    for path in sorted((ROOT / part).rglob("*.py")):
+    for path in sorted(folder(part).rglob("*.py")):
+        where = path.relative_to(ROOT / "app") if part in FEATURES else None
         for imported, line in imported_parts(path):
-            if imported != part and imported not in ALLOWED[part]:
-                wrong.append(f"{path.relative_to(ROOT)}:{line} imports edgetune.{imported}")
+            if imported == part or imported in ALLOWED[part] or (str(where), imported) in EXCEPTIONS:
+                continue
+            wrong.append(f"{path.relative_to(ROOT)}:{line} imports edgetune.{imported}")
     assert not wrong, wrong
+
+
+def test_only_the_front_imports_the_features():
+    """The application's core (the session, verify, export, ...) never imports the model or
+    the NPU feature, but for the arrows EXCEPTIONS names; the CLI and the API may."""
+    wrong = []
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        rel = path.relative_to(ROOT / "app")
+        if rel.parts[0] in FEATURES or rel.parts[0] == "cli" or rel.stem in FRONT:
+            continue
+        for imported, line in imported_parts(path):
+            if imported in FEATURES and (str(rel), imported) not in EXCEPTIONS:
+                wrong.append(f"app/{rel}:{line} imports edgetune.{imported}")
+    assert not wrong, wrong
+
+
+def test_the_parts_are_where_the_table_says():
+    """A renamed folder would leave the arrows above checking nothing."""
+    for part in ALLOWED:
+        assert list(folder(part).rglob("*.py")), f"{folder(part)} holds no module"
+    for path, _ in EXCEPTIONS:
+        assert (ROOT / "app" / path).is_file(), path
 
 
 def test_the_error_root_imports_nothing():
@@ -55,4 +112,3 @@ def test_the_error_root_imports_nothing():
     tree = ast.parse((ROOT / "app" / "errors.py").read_text())
     imports = [node.lineno for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
     assert not imports, f"app/errors.py imports at lines {imports}"
-

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from edgetune.hal import Npu, Target
+from edgetune.targets.vela import OPTIMISE_GOALS, TENSOR_ALLOCATORS
 from edgetune.tuner import Constraint, Space, choice
 
 from .operators import NpuOperator
@@ -12,10 +13,6 @@ from .operators import NpuOperator
 # Bump when the generated TFLite model changes (quantisation, layout): results measured on
 # an older model are then a different workload.
 NPU_MODEL_VERSION = 1
-
-# Vela 5.2 `vela --help`: --optimise and --tensor-allocator choices.
-OPTIMISE_GOALS = ("Performance", "Size")
-TENSOR_ALLOCATORS = ("HillClimb", "Greedy", "LinearAlloc")
 
 
 def npu_space(target: Target, npu: Npu, operator: NpuOperator, shape: Mapping[str, int],
