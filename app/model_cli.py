@@ -11,6 +11,7 @@ import click
 import numpy as np
 
 from edgetune.model import Model, ModelLayer, check_fits, load_model
+from edgetune.model.operators import untuned_as
 from edgetune.targets import get_target
 
 from .session import MAX_SEED
@@ -49,7 +50,7 @@ def model_json(model: Model, target: str | None) -> dict:
 
 def _layer_line(layer: ModelLayer, workload: str | None) -> str:
     shapes = f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}"
-    served = f"{layer.kernel} ({workload})" if layer.kernel else "- (not tuned)"
+    served = f"{layer.kernel} ({workload})" if layer.kernel else untuned_as(layer.op)
     if layer.arguments:  # a kernel of the user's own (user_layers.py)
         served += ", yours" + (": its reference is the oracle" if layer.oracle == "reference" else "")
     return f"{layer.index:>4}  {layer.op:<18} {shapes:<28} {layer.macs:>12,}  {served}"
@@ -97,7 +98,7 @@ def model_show_cmd(model_file, target_name, as_json, kernel_files):
         print_model(model, target.name if target else None)
 
 
-# --- model export / model verify (app/model_export.py, app/model_verify.py) -----------------
+# --- model export / model verify (app/model/export.py, app/model/verify.py) -----------------
 def _open_model_db(db_path: str | None):
     from edgetune.tuner import TuningDatabase
 

@@ -1,4 +1,4 @@
-"""`edgetune model report`: a model's per-layer breakdown (edgetune.model_report)."""
+"""`edgetune model report`: a model's per-layer breakdown (edgetune.model.report)."""
 from __future__ import annotations
 
 import json

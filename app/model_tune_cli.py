@@ -1,8 +1,8 @@
 """`edgetune model tune MODEL.tflite`: tune every tunable layer of a TFLite model on a target
 (identical layers once, the budget split across layers by the task scheduler:
-app/model_session.py, docs/models-tuning.md), then check each tuned layer's best variant,
+app/model/session.py, docs/models-tuning.md), then check each tuned layer's best variant,
 run on the target with the model's own weights and quantisation, against TFLite Micro
-(app/model_check.py). Exit 1 when a layer differs from TFLite Micro or has no feasible
+(app/model/check.py). Exit 1 when a layer differs from TFLite Micro or has no feasible
 variant; bad input exits 2 through cli.py's guard, like every `model` command."""
 from __future__ import annotations
 

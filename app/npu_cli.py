@@ -131,7 +131,7 @@ def _echo_plan(plan: Plan, name: str, what: str, totals: list[str], files: list[
 
 def _place_model(path: Path, target: Target, device: str, macs, db_path, out_dir, objective, constraints,
                  as_json) -> None:
-    """`place MODEL.tflite`: every operator of the model (edgetune.model_plan). A board
+    """`place MODEL.tflite`: every operator of the model (edgetune.model.plan). A board
     without an NPU, or --device none, plans everything on the CPU."""
     npu = None if device == "none" or not target.npus else resolve_npu(target, device)
     model = load_model(path)

@@ -95,7 +95,7 @@ class TuneRequest:
     initial: tuple[dict, ...] = ()  # configurations to measure first (e.g. an export's old best)
     remember_goal: bool = True  # store the goal with the workload (not for `record`, which measures everything)
     # "cpu", or an NPU of the target: then `kernel` is an NpuOperator whose Vela options are
-    # tuned (edgetune.npu_session), `macs` optionally pinning the accelerator configuration.
+    # tuned (edgetune.npu.session), `macs` optionally pinning the accelerator configuration.
     device: str = "cpu"
     macs: int | None = None
     # Variants per image and emulator boot (edgetune.targets.batch); None: as many as the

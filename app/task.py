@@ -1,7 +1,7 @@
 """What one tuning session tunes: a task. AutoTVM's `Task` is the model — a workload that
 knows its search space, how to build one configuration and how to measure it. A CPU kernel
 on a target (edgetune.session.CpuTask) and an operator compiled by Vela for an NPU
-(edgetune.npu_session.NpuTask) are tasks; `edgetune.session.tune` runs any of them through
+(edgetune.npu.session.NpuTask) are tasks; `edgetune.session.tune` runs any of them through
 the same search: goal, rebuilt strategy, lost trials and seeds measured again, stop rules.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ C loop, then the MLPerf Tiny models' layer shapes.
    instruction counts; cycles are the target's cost model (edgetune.hal.cost).
 2. Layers (`--layer-budget`, default 8 trials per distinct workload; `--no-layers` skips):
    every distinct tuned workload of DS-CNN, MobileNetV1-0.25 and ResNet-8
-   (tests/data/models/, read with edgetune.codegen.model.load_model), tuned by cycles; MACs
+   (tests/data/models/, read with edgetune.model.load_model), tuned by cycles; MACs
    per estimated cycle per workload, and per kernel the worst, the median and the best.
 
 With `--shapes m=..,n=..,k=.. ...`: the older matmul_s8 table only (a random-search tune per

@@ -235,7 +235,7 @@ def _num(value) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=sorted(MODELS), default="ds-cnn", help="a hand-written layer list")
-    parser.add_argument("--tflite", nargs="*", default=(), help=".tflite models' layers instead (edgetune.codegen.model)")
+    parser.add_argument("--tflite", nargs="*", default=(), help=".tflite models' layers instead (edgetune.model)")
     parser.add_argument("--targets", nargs="*", default=["host", "cortex-m55"])
     parser.add_argument("--budget", type=int, default=64)
     parser.add_argument("--trials-per-layer", type=int, default=0,

@@ -12,7 +12,7 @@ against TFLite Micro.
 
 TensorFlow is not needed (nor installed in edgetune's environment): the model is written
 with the flatbuffer object API of the TFLite schema bindings that the `tflite-micro`
-package ships (edgetune's codegen/model/builder.py). Every weight, bias, scale and zero
+package ships (edgetune's app/model/builder.py). Every weight, bias, scale and zero
 point is drawn from numpy's generator with the seed given (default 17, the committed file's):
 
     .venv/bin/python scripts/make_custom_op_model.py                  # writes the example's model

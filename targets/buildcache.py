@@ -39,7 +39,7 @@ VARIANTS = "variants"  # this module's part of the cache folder
 META = "meta.json"
 # Everything the cache folder holds, for reports and `clear`: the variants here, harness
 # objects (toolchain.cached_object), the instruction-count plugin (qemu.plugin_path) and the
-# counts of library operators measured alone for `place` (edgetune.op_measure).
+# counts of library operators measured alone for `place` (edgetune.model.op_measure).
 PARTS = (f"{VARIANTS}/objects", f"{VARIANTS}/images", "objects", "plugins", "op-counts")
 LOCK_STRIPES = 16
 STALE_STAGING_S = 3600.0  # a staging folder this old belongs to a process that was killed

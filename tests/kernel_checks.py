@@ -141,7 +141,7 @@ class Misaligned:
                               compiler=inner.compiler, cflags=inner.cflags)
 
 
-# --- TFLite Micro as the oracle (codegen/model/oracle.py) ----------------------------------
+# --- TFLite Micro as the oracle (app/model/oracle.py) ----------------------------------
 
 def layer_reference(layer, io):
     """edgetune's numpy reference (the kernel's `reference`) for a model layer's KernelIO."""

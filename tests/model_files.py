@@ -1,5 +1,5 @@
 """Small int8 .tflite models for the tests, built with edgetune's flatbuffer writer
-(codegen/model/builder.py) from seeded random weights and quantisation: no TensorFlow.
+(app/model/builder.py) from seeded random weights and quantisation: no TensorFlow.
 
 Output shapes are computed here from TFLite's documented rules (SAME: ceil(in / stride);
 VALID: ceil((in - dilation * (k - 1)) / stride)), not with edgetune's code, so a model the

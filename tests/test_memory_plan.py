@@ -1,4 +1,4 @@
-"""The memory plan (codegen/memory_plan.py): tensors alive together never share bytes, in
+"""The memory plan (app/model/memory_plan.py): tensors alive together never share bytes, in
 place only where the operator allows it and its input dies there, every offset 16-byte
 aligned, the peak no more than the tensors' sum; on the four MLPerf Tiny models too, where
 the peak is compared with TFLite Micro's own arena."""
@@ -12,7 +12,7 @@ import pytest
 from edgetune.model.memory_plan import ALIGN, TensorLife, aligned, check_plan, plan_memory
 from edgetune.model import load_model
 from edgetune.model.module import memory_plan, schedule
-from edgetune.model.ops import operator_params
+from edgetune.model.operators import operator_params
 from edgetune.model.export import tflm_arena_bytes
 
 MODELS = Path(__file__).parent / "data" / "models"

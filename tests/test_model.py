@@ -1,4 +1,4 @@
-"""Reading .tflite models (codegen/model/): the layers, their kernels, shapes, MACs and
+"""Reading .tflite models (app/model/): the layers, their kernels, shapes, MACs and
 workloads; a chain of layers equal to TFLite Micro running the whole model; every kind of
 bad model refused with one line naming the file and what is wrong; the board fit check;
 and `edgetune model show`."""
@@ -181,7 +181,8 @@ def test_an_operator_edgetune_cannot_run_is_named_with_its_index(tmp_path):
     sub.operators.append(op)
     builder = flatbuffers.Builder(1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    refused(write(tmp_path, "tanh.tflite", bytes(builder.Output())), "operator 1 is TANH", "cannot run", "CONV_2D")
+    refused(write(tmp_path, "tanh.tflite", bytes(builder.Output())), "cannot run 1 of this model's 2 operators: TANH "
+            "(1x: operator 1)", "CONV_2D")
 
 
 def test_a_fused_activation_edgetune_cannot_run(tmp_path):

@@ -1,4 +1,4 @@
-"""`edgetune model export` (app/model_export.py, codegen/model_module.py): the module's files,
+"""`edgetune model export` (app/model/export.py, app/model/module.py): the module's files,
 its header, the manifest with the model, layers without a trial on their kernel's default
 configuration, and bad input (one line, exit 2, nothing replaced). The module run in QEMU
 against TFLite Micro: tests/test_model_qemu.py."""

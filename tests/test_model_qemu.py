@@ -1,7 +1,7 @@
 """The four MLPerf Tiny models exported as C modules (no tuning: every layer on its kernel's
 default configuration, plus one model on a tiny database of Helium variants), built with the
 export's own Make fragment and run whole in QEMU on the M55, the M4 and the A53: every output
-bit-exact with TFLite Micro on random inputs and a saturating one (app/model_verify.py). A
+bit-exact with TFLite Micro on random inputs and a saturating one (app/model/verify.py). A
 module whose weights are wrong is caught, naming the operator."""
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def test_counts_are_identical_run_to_run(tmp_path):
 
 
 def test_after_model_tune_the_export_mixes_tuned_and_default_layers_bit_exact(tmp_path):
-    """edgetune's model tuning (app/model_session.py) with a budget too small for every
+    """edgetune's model tuning (app/model/session.py) with a budget too small for every
     workload: the export takes the tuned ones' best trials from the database, the rest run
     their default configuration, and the whole module is TFLite Micro's, layer by layer.
     """

@@ -1,5 +1,5 @@
 """A model module compiles only the Helium requantisation forms its layers take
-(codegen/model_module.py `_requant_forms`, KernelBase.render's `requant_forms`): the layers'
+(app/model/module.py `_requant_forms`, KernelBase.render's `requant_forms`): the layers'
 quantisation is constant there, so the other fast forms would be dead code. The general form
 is always compiled and serves any call, so the module stays right even for parameters it was
 not rendered for (checked in QEMU against TFLite Micro)."""

@@ -1,4 +1,4 @@
-"""The model module's one scratch area (codegen/scratch.py, codegen/model_module.py): the
+"""The model module's one scratch area (codegen/scratch.py, app/model/module.py): the
 tuned layers' variants lay their static scratch out in `<name>_scratch`, sized by the largest
 need and not the sum; a kernel rendered alone (the tuning harness, `edgetune export`) keeps
 its own static arrays, text for text. The module with shared scratch run in QEMU against

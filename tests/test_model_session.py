@@ -1,4 +1,4 @@
-"""Tuning a model's layers together (app/model_session.py): identical layers tuned once, the
+"""Tuning a model's layers together (app/model/session.py): identical layers tuned once, the
 budget split by the task scheduler, the model's total, resumption, faults and exhaustion."""
 from __future__ import annotations
 
@@ -210,7 +210,7 @@ KILLED_RUN = textwrap.dedent("""
     import sys
     from dataclasses import dataclass
     from edgetune.codegen import get_kernel
-    from edgetune.model_session import tune_model
+    from edgetune.model.session import tune_model
     from edgetune.targets import get_target
     from edgetune.tuner import TuningDatabase
 

@@ -1,6 +1,6 @@
 """`edgetune model tune MODEL.tflite`: the four MLPerf Tiny models tuned on the M55 with small
 budgets, every tuned layer's best variant then bit-exact with TFLite Micro on the model's own
-weights (app/model_check.py); a layer that differs is named and fails the run; bad input is
+weights (app/model/check.py); a layer that differs is named and fails the run; bad input is
 one line, exit 2, and the database is left as it was."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ADD (codegen/ops/add.py): the numpy reference is TFLite Micro's output bit for bit on
+"""ADD (app/model/ops/add.py): the numpy reference is TFLite Micro's output bit for bit on
 random and saturating inputs over drawn scales, zero points, activations and broadcasts, and
 the generated C (host, and the M55 in QEMU) is the reference."""
 from __future__ import annotations

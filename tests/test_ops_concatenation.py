@@ -1,4 +1,4 @@
-"""CONCATENATION (codegen/ops/concatenation.py): with one quantisation, the numpy reference is
+"""CONCATENATION (app/model/ops/concatenation.py): with one quantisation, the numpy reference is
 TFLite Micro's concatenation bit for bit; with inputs quantised unlike the output (which
 TFLite Micro's kernel refuses), it is TFLite Micro's QUANTIZE of each such input followed by
 the concatenation. The generated C (host, the M55 in QEMU) is the reference."""

@@ -1,4 +1,4 @@
-"""MEAN (codegen/ops/mean.py): the numpy reference is TFLite Micro's output bit for bit on
+"""MEAN (app/model/ops/mean.py): the numpy reference is TFLite Micro's output bit for bit on
 random and saturating inputs over drawn shapes, axes, keep_dims and quantisations (equal and
 different in and out); the generated C (host, the M55 in QEMU) is the reference."""
 from __future__ import annotations

@@ -11,10 +11,12 @@ import pytest
 
 from edgetune.model import TUNED, ModelError
 from edgetune.model.graph import read_graph
-from edgetune.model.ops import OPERATORS, constant_value, folded_operators, operator_params
+from edgetune.model.operators import LIBRARY, names, operator_params
+from edgetune.model.ops import constant_value, folded_operators
 from op_checks import assert_same, draw_int8, operator_model, run_host, tflm
 
 MODELS = Path(__file__).resolve().parent / "data" / "models"
+OPERATORS = names(LIBRARY)
 NAMES = ["ds_cnn_kws", "mobilenet_v1_025_vww", "resnet8_cifar10", "fc_autoencoder_ad"]
 
 

@@ -1,4 +1,4 @@
-"""PAD (codegen/ops/pad.py): the numpy reference is TFLite Micro's output bit for bit on
+"""PAD (app/model/ops/pad.py): the numpy reference is TFLite Micro's output bit for bit on
 random and saturating inputs over drawn ranks, paddings and zero points; the generated C
 (host, the M55 in QEMU) is the reference."""
 from __future__ import annotations

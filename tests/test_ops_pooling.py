@@ -1,4 +1,4 @@
-"""AVERAGE_POOL_2D and MAX_POOL_2D (codegen/ops/pooling.py): the numpy reference is TFLite
+"""AVERAGE_POOL_2D and MAX_POOL_2D (app/model/ops/pooling.py): the numpy reference is TFLite
 Micro's output bit for bit on random and saturating inputs, SAME and VALID, drawn windows,
 strides and activations; the generated C (host, the M55 in QEMU) is the reference."""
 from __future__ import annotations

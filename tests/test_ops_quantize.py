@@ -1,4 +1,4 @@
-"""QUANTIZE int8 -> int8 (codegen/ops/quantize.py): the numpy reference is TFLite Micro's
+"""QUANTIZE int8 -> int8 (app/model/ops/quantize.py): the numpy reference is TFLite Micro's
 requantisation bit for bit on random and saturating inputs over drawn scales (up and down)
 and zero points; the generated C (host, the M55 in QEMU) is the reference."""
 from __future__ import annotations

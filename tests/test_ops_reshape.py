@@ -1,4 +1,4 @@
-"""RESHAPE and the folding of the converter's Flatten chain (codegen/ops/reshape.py, fold.py):
+"""RESHAPE and the folding of the converter's Flatten chain (app/model/ops/reshape.py, fold.py):
 on the committed MLPerf Tiny models the SHAPE/STRIDED_SLICE/PACK operators fold to the shape
 TFLite Micro computes, the RESHAPE takes it, and the folded tail of DS-CNN (pool, Flatten
 chain) computed by the library is TFLite Micro's run of the same operators; RESHAPE's C
@@ -13,7 +13,8 @@ import pytest
 from edgetune.model import ModelError
 from edgetune.model.builder import build_model, constant
 from edgetune.model.graph import Operator, Tensor, read_graph
-from edgetune.model.ops import constant_value, folded_operators, operator_params
+from edgetune.model.operators import operator_params
+from edgetune.model.ops import constant_value, folded_operators
 from edgetune.model.ops.reshape import reshape_params
 from op_checks import (activation_tensor, assert_same, draw_int8, int32_constant, one_op_graph, run_host, run_target,
                        tflm)

@@ -1,4 +1,4 @@
-"""SOFTMAX (codegen/ops/softmax.py): the numpy reference of TFLite's integer softmax is TFLite
+"""SOFTMAX (app/model/ops/softmax.py): the numpy reference of TFLite's integer softmax is TFLite
 Micro's output bit for bit on random and saturating inputs over drawn input scales, zero
 points, betas and row lengths; the generated C (host, the M55 in QEMU) is the reference."""
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgetune.model.ops import operator_params
+from edgetune.model.operators import operator_params
 from edgetune.targets import get_target
 from op_checks import activation_tensor, assert_same, draw_int8, int32_constant, one_op_graph, run_target, tflm
 

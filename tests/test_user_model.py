@@ -80,7 +80,7 @@ def test_the_committed_model_is_what_the_script_builds(tmp_path):
 
 
 def test_a_custom_operator_no_kernel_serves_is_named_with_its_index():
-    one_line_error(cli("model", "show", str(MODEL)), "operator 1 is CUSTOM (LeakyRelu)", "which no kernel serves",
+    one_line_error(cli("model", "show", str(MODEL)), "CUSTOM (LeakyRelu) (2x: operators 1, 3)", "no kernel loaded serves",
                    "CUSTOM:LeakyRelu")
 
 
@@ -88,8 +88,8 @@ def test_a_custom_operator_no_kernel_serves_names_what_the_loaded_kernels_declar
     """A typo'd operators key (the custom code's case) shows beside the operator's real one."""
     typo = kernel_variant(tmp_path, "leaky_typo", '"CUSTOM:LeakyRelu": custom_leaky_relu',
                           '"CUSTOM:Leakyrelu": custom_leaky_relu')
-    one_line_error(cli("model", "show", str(MODEL), "--kernel-file", str(typo)), "operator 1 is CUSTOM (LeakyRelu)",
-                   "which no kernel serves", "the kernels loaded serve CUSTOM:Leakyrelu (leaky_typo), LEAKY_RELU "
+    one_line_error(cli("model", "show", str(MODEL), "--kernel-file", str(typo)), "CUSTOM (LeakyRelu) (2x: operators 1, 3)",
+                   "no kernel loaded serves", "the kernels loaded serve CUSTOM:Leakyrelu (leaky_typo), LEAKY_RELU "
                    "(leaky_typo)")
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from .fit import check_fits
 from .graph import Graph, Operator, Quantization, Tensor
-from .layers import SUPPORTED, TUNED, UNTUNED, ModelLayer
+from .layers import ModelLayer
 from .model import Model, Workload, load_model
+from .operators import SUPPORTED, TUNED, UNTUNED
 from edgetune.codegen.tflite_schema import ModelError
 
 __all__ = ["Graph", "Model", "ModelError", "ModelLayer", "Operator", "Quantization", "SUPPORTED", "TUNED", "Tensor",

@@ -1,6 +1,6 @@
 """After a model is tuned: each tuned layer's chosen variant, built for the target and run there
 (in its emulator, or natively on the host), on the layer's real weights and quantisation, must
-give TFLite Micro's output bit for bit (codegen/model/oracle.py runs TFLite Micro's reference
+give TFLite Micro's output bit for bit (app/model/oracle.py runs TFLite Micro's reference
 kernels on the host). Tuning itself checks variants against edgetune's numpy references on
 drawn inputs; this check is against an oracle edgetune did not write, with the model's own
 constants, on a random input and a saturating one (only -128 and 127) per layer.

@@ -3,7 +3,7 @@
 Each tuned layer runs its workload's best trial in the database, chosen by the goal stored
 with the workload (or --objective/--constraint), as the kernel export chooses; a layer whose
 workload has no successful trial runs the kernel's default configuration (said in the output
-and the manifest). codegen/model_module.py renders the module; edgetune.publish puts the
+and the manifest). app/model/module.py renders the module; edgetune.publish puts the
 folder in place atomically. TFLite Micro's arena for the same model is read from its
 interpreter's allocation report, to print beside the memory plan's peak.
 """
@@ -85,7 +85,7 @@ def _io_problem(graph: Graph, kind: str, k: int, t: int) -> str:
     where = f"{graph.path}: {kind} {k} (tensor {t}, {tensor.name})"
     if tensor.dtype != "int8":
         # A float or int16 interface is a QUANTIZE (or DEQUANTIZE) at the model's edge: the
-        # module runs int8 operators only, QUANTIZE from int8 to int8 (codegen/ops/quantize.py).
+        # module runs int8 operators only, QUANTIZE from int8 to int8 (app/model/ops/quantize.py).
         edge = [op for op in graph.operators if op.op in ("QUANTIZE", "DEQUANTIZE")
                 and (t in op.inputs if kind == "input" else t in op.outputs)]
         if edge:

@@ -8,7 +8,8 @@ the kernel takes (codegen/kernels/conv2d_s8.py and dwconv2d_s8.py, make_io's ord
   FULLY_CONNECTED    conv2d_s8    a 1x1 convolution: h=1, w=rows (the batch), cin=K,
                                   cout=N; per-tensor weights repeat one multiplier; no bias
                                   input is a bias of zeros
-The operators edgetune runs without tuning them are listed with kernel None.
+The operators edgetune runs without tuning them are layers with kernel None. Which builder
+serves which operator is the registry's (operators.py).
 """
 from __future__ import annotations
 
@@ -23,13 +24,7 @@ from edgetune.codegen.kernels.convolution import MAX_REDUCTION
 from .arithmetic import INT8_MAX, INT8_MIN, MAX_SHIFT, activation_range, output_size, quantize_multiplier
 from .graph import Graph, Operator, Tensor
 from edgetune.codegen.tflite_schema import ModelError, schema
-from .user_layers import declared_operators, servers, user_layer
 
-TUNED = {"CONV_2D": "conv2d_s8", "DEPTHWISE_CONV_2D": "dwconv2d_s8", "FULLY_CONNECTED": "conv2d_s8"}
-# Operators edgetune runs (TFLite Micro's reference kernels in a deployment) but does not tune.
-UNTUNED = ("ADD", "AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "RESHAPE", "SOFTMAX", "PAD", "CONCATENATION",
-           "QUANTIZE", "SHAPE", "STRIDED_SLICE", "PACK")
-SUPPORTED = (*TUNED, *UNTUNED)
 CONV_KEYS = ("h", "w", "cin", "cout", "kh", "kw", "stride_h", "stride_w", "dilation_h", "dilation_w",
              "pad_top", "pad_bottom", "pad_left", "pad_right")
 DWCONV_KEYS = ("h", "w", "c", "mult", "kh", "kw", "stride_h", "stride_w", "dilation_h", "dilation_w",
@@ -226,7 +221,8 @@ def _spatial(r: _Reader, x: Tensor, y: Tensor, kh: int, kw: int, channels_out: i
     return geometry
 
 
-def _conv(r: _Reader) -> ModelLayer:
+def conv_layer(graph: Graph, op: Operator) -> ModelLayer:
+    r = _Reader(graph, op)
     x, w, y = r.tensor(0, "input"), r.tensor(1, "weights"), r.tensor(0, "output")
     if len(w.shape) != 4:
         raise r.fail(f"weights tensor {w.index} ({w.name}) has shape {list(w.shape)}, expected [cout, kh, kw, cin]")
@@ -244,7 +240,8 @@ def _conv(r: _Reader) -> ModelLayer:
                       constants, params, (g["oh"], g["ow"], cout))
 
 
-def _dwconv(r: _Reader) -> ModelLayer:
+def dwconv_layer(graph: Graph, op: Operator) -> ModelLayer:
+    r = _Reader(graph, op)
     x, w, y = r.tensor(0, "input"), r.tensor(1, "weights"), r.tensor(0, "output")
     if len(w.shape) != 4 or w.shape[0] != 1 or len(x.shape) != 4:
         raise r.fail(f"weights tensor {w.index} ({w.name}) has shape {list(w.shape)}, expected [1, kh, kw, c * mult]")
@@ -262,9 +259,10 @@ def _dwconv(r: _Reader) -> ModelLayer:
                       constants, params, (g["oh"], g["ow"], cout))
 
 
-def _fully_connected(r: _Reader) -> ModelLayer:
+def fully_connected_layer(graph: Graph, op: Operator) -> ModelLayer:
     """A dense layer as conv2d_s8 1x1: every row of the input (the batch, or all leading
     dimensions) is one output pixel."""
+    r = _Reader(graph, op)
     x, w, y = r.tensor(0, "input"), r.tensor(1, "weights"), r.tensor(0, "output")
     if int(r.op.option("weightsFormat", 0)) != 0:
         raise r.fail("weights in a shuffled format are not supported (only the DEFAULT weights format)")
@@ -285,26 +283,11 @@ def _fully_connected(r: _Reader) -> ModelLayer:
                       rows * n * k, x.shape, y.shape, r.op, r.operator_tensors(), constants, params, (1, rows, n))
 
 
-def _untuned(r: _Reader) -> ModelLayer:
+def untuned_layer(graph: Graph, op: Operator) -> ModelLayer:
+    """A library or folded operator: no kernel, its tensors as the model has them."""
+    r = _Reader(graph, op)
     tensors = r.operator_tensors()
     first_in = next((t.shape for t in tensors[:len(r.op.inputs)] if t is not None), ())
     first_out = next((t.shape for t in tensors[len(r.op.inputs):] if t is not None), ())
     return ModelLayer(r.op.index, r.op.op, None, (), 0, first_in, first_out, r.op, tensors)
 
-
-BUILDERS = {"CONV_2D": _conv, "DEPTHWISE_CONV_2D": _dwconv, "FULLY_CONNECTED": _fully_connected}
-
-
-def layer_of(graph: Graph, op: Operator) -> ModelLayer:
-    served = servers(graph, op)  # a kernel of the user's own serving it comes first
-    if served:
-        return user_layer(graph, op, served[0])
-    if op.op == "CUSTOM":
-        raise ModelError(f"{graph.path}: operator {op.index} is CUSTOM ({op.custom_code}), which no kernel serves: "
-                         f"load a kernel of your own declaring operators={{'CUSTOM:{op.custom_code}': adapter}} "
-                         f"(--kernel-file, docs/own-kernel.md){declared_operators()}")
-    if op.op not in SUPPORTED:
-        raise ModelError(f"{graph.path}: operator {op.index} is {op.op}, which edgetune cannot run "
-                         f"(it runs {', '.join(SUPPORTED)}, and a kernel of your own can serve it: docs/own-kernel.md)"
-                         f"{declared_operators()}")
-    return BUILDERS.get(op.op, _untuned)(_Reader(graph, op))

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .graph import Graph, Operator, Tensor, read_graph
-from .layers import ModelLayer, layer_of
+from .layers import ModelLayer
+from .operators import check_operators, layer_of
 from edgetune.codegen.tflite_schema import ModelError
 
 # Tensor types of an int8 model: int8 activations and weights, int32 biases, and the int32
@@ -102,4 +103,5 @@ def load_model(path: str | Path) -> Model:
     graph = read_graph(path)
     _check_types(graph)
     _check_static(graph)
+    check_operators(graph)
     return Model(graph.path, tuple(layer_of(graph, op) for op in graph.operators), graph)

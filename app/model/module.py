@@ -15,7 +15,7 @@
                           the memory plan
 
 This module renders, without touching the disk: the application chooses each workload's
-variant (app/model_export.py) and writes the files.
+variant (app/model/export.py) and writes the files.
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ from edgetune.codegen.manifest import CompiledUnit, KernelEntry, LayerFunction, 
 from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory
 from . import Model
 from .graph import Tensor
-from .ops import folded_operators, operator_params
+from .operators import operator_params
+from .ops import folded_operators
 from edgetune.codegen.placement import scratch_section
 from .templates import render
 from edgetune.codegen.quant import requant_form

@@ -1,6 +1,6 @@
 """`edgetune place MODEL.tflite`: every operator of a TFLite model on the CPU or the Ethos-U
 NPU, whichever makes the whole model cheapest, counting the copies between them (the layer
-plan of edgetune.layer_plan, for a model instead of a hand-written network).
+plan of edgetune.npu.layer_plan, for a model instead of a hand-written network).
 
 Costs, all in CPU cycles at the target's core clock (the assumptions named):
   - A tuned layer (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED) on the CPU: the best stored
@@ -9,13 +9,13 @@ Costs, all in CPU cycles at the target's core clock (the assumptions named):
     (instructions at one cycle each, or the cost model's cycles). A layer the database has
     no trial for costs its plain C loop nest (-O3), measured once in the target's emulator.
   - A tuned layer on the NPU: Vela's total_cycles for the layer's own one-operator model
-    (edgetune.codegen.model.oracle.layer_model: the model's weights, bias, quantisation and
+    (edgetune.model.oracle.layer_model: the model's weights, bias, quantisation and
     options as stored, never synthetic ones), compiled with the board's MAC configuration in
     each of its memory modes (optimise=Performance, the largest arena cache that fits),
     the cheapest kept, scaled by cpu_clock / npu_clock, plus the NPU's invoke_cycles.
   - Every other operator (ADD, pooling, SOFTMAX, RESHAPE...) runs on the CPU, at its count
     measured alone in the target's emulator, in the target's measured unit, or the cost model's
-    cycles with --objective cycles (as an untuned layer's plain loop; edgetune.op_measure:
+    cycles with --objective cycles (as an untuned layer's plain loop; edgetune.model.op_measure:
     a one-operator model of the model's own tensors, exported and verified against TFLite
     Micro as `model export` and `model verify` do; cached). An operator the export folds into
     constants (SHAPE, STRIDED_SLICE, PACK feeding a RESHAPE) runs no code and costs 0. Only

@@ -4,7 +4,7 @@ TFLite Micro on the runs of builtin operators between them and each custom opera
 kernel reference in between.
 
 Each run of builtin operators is a sub-model built from the model's own tensors (as
-codegen/model/oracle.py builds one-operator models; nothing edgetune derives goes in): its
+app/model/oracle.py builds one-operator models; nothing edgetune derives goes in): its
 inputs are the tensors it reads that an earlier part computed (or the model's input), its
 outputs the tensors it computes that a later part reads (or the model's output). Shape
 operands computed by folded SHAPE/STRIDED_SLICE/PACK chains become constants holding their

@@ -1,6 +1,6 @@
 """A model's per-layer report (`edgetune model report`): per tuned layer (each operator a
 kernel serves), its best stored trial against its plain C loop nest (-O3, measured in the
-target's emulator now, as `model tune` does: edgetune.model_session.measure_baseline), and
+target's emulator now, as `model tune` does: edgetune.model.session.measure_baseline), and
 its share of the model's tuned-layer total, as a bar chart (PNG) and a table (HTML).
 
 Only the tuned layers are measured: the library operators (ADD, pooling, SOFTMAX...) have no

@@ -31,7 +31,7 @@ from edgetune.session import Evaluator, ProgressFn, TuneRequest, choose_objectiv
 
 
 class ModelLayer(Protocol):
-    """What tuning needs of a model's layer (edgetune.codegen.model's ModelLayer has it)."""
+    """What tuning needs of a model's layer (edgetune.model's ModelLayer has it)."""
 
     index: int  # the operator's index in the model
     kernel: str | None  # the kernel serving it; None: not tuned

@@ -34,7 +34,7 @@ TFLM = "tflm"
 @dataclass(frozen=True)
 class OperatorView:
     """One operator as an adapter sees it. `inputs` and `outputs` are the model's tensors
-    (codegen/model/graph.py Tensor: shape, dtype, quantization.scales/zero_points,
+    (app/model/graph.py Tensor: shape, dtype, quantization.scales/zero_points,
     constant, array()), None for an absent optional input; `options`: its builtin options
     by the schema's field names (LeakyReluOptions: {"alpha": 0.1}); `custom_options`: a
     CUSTOM operator's option bytes as stored (often a flexbuffer: flatbuffers.flexbuffers.Loads)."""

@@ -4,7 +4,7 @@ Each operator parses its own shape keys (`matmul_s8`: m,n,k; `conv2d_s8`:
 h,w,cin,cout,kh,kw,stride,pad,dilation; `dwconv2d_s8`: h,w,c,kh,kw,stride,pad,dilation): the
 shorthand form of the CPU kernels of the same name, which take TFLite's full geometry (per-side
 padding, per-axis stride and dilation) and read these keys as shorthands
-(edgetune.layer_plan.cpu_shape turns pad=-1 into pad=same). It knows its output shape, MAC
+(edgetune.npu.layer_plan.cpu_shape turns pad=-1 into pad=same). It knows its output shape, MAC
 count and tensor sizes, and
 builds a one-operator int8 TFLite model of the workload for Vela. None of this needs the CPU
 kernel to exist: Vela compiles the model, not our C.

@@ -155,7 +155,7 @@ class KernelDef:
     `name`). `version`: the workload version (default: taken from the definition's content,
     so an edited kernel starts new workloads and never reuses old trials). `operators`:
     the TFLite operators it serves in a model, each ("LEAKY_RELU", or "CUSTOM:<custom
-    code>") mapped to an adapter: a function of the operator (codegen/model/user_layers.py,
+    code>") mapped to an adapter: a function of the operator (app/model/user_layers.py,
     OperatorView: its tensors' shapes, quantisation and data, its options) returning a
     Binding."""
 

@@ -1,14 +1,10 @@
 """The operators of a TFLite model that edgetune runs without tuning them, with TFLite Micro's
 exact int8 semantics: per operator a frozen dataclass of its static parameters derived from
-the model (`operator_params(graph, op)`), a numpy reference and a C template
-(codegen/templates/ops/). The shape arithmetic converters emit (SHAPE, STRIDED_SLICE, PACK
+the model (`operator_params(graph, op)`: the registry, operators.py), a numpy reference and a
+C template (templates/ops/). The shape arithmetic converters emit (SHAPE, STRIDED_SLICE, PACK
 feeding a RESHAPE) is folded at export (fold.py). docs/operators.md."""
 from __future__ import annotations
 
-from typing import Callable
-
-from ..graph import Graph, Operator
-from edgetune.codegen.tflite_schema import ModelError
 from .add import AddParams, add_params
 from .base import StaticOp
 from .concatenation import ConcatenationParams, concatenation_params
@@ -20,24 +16,6 @@ from .quantize import QuantizeParams, quantize_params
 from .reshape import ReshapeParams, reshape_params
 from .softmax import SoftmaxParams, softmax_params
 
-OPERATORS: dict[str, Callable[[Graph, Operator], StaticOp]] = {
-    "ADD": add_params, "AVERAGE_POOL_2D": pool_params, "MAX_POOL_2D": pool_params, "MEAN": mean_params,
-    "RESHAPE": reshape_params, "SOFTMAX": softmax_params, "PAD": pad_params,
-    "CONCATENATION": concatenation_params, "QUANTIZE": quantize_params,
-}
-
-
-def operator_params(graph: Graph, op: Operator) -> StaticOp:
-    """The static parameters of one library operator; ModelError naming the operator and
-    its index for one the library does not run (tuned and folded operators included)."""
-    build = OPERATORS.get(op.op)
-    if build is None:
-        what = "is folded at export" if op.op in FOLDABLE else "is not in the operator library"
-        raise ModelError(f"{graph.path}: operator {op.index} ({op.op}) {what} (the library runs "
-                         f"{', '.join(OPERATORS)})")
-    return build(graph, op)
-
-
 __all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "FOLDABLE", "MaxPoolParams", "MeanParams",
-           "OPERATORS", "PadParams", "QuantizeParams", "ReshapeParams", "SoftmaxParams", "StaticOp", "constant_value",
-           "folded_operators", "operator_params"]
+           "PadParams", "QuantizeParams", "ReshapeParams", "SoftmaxParams", "StaticOp", "constant_value",
+           "folded_operators"]

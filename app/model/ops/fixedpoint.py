@@ -8,7 +8,7 @@ int32 values (each result is an int32 value again, as the C computes it):
   the rounding divide by 2^max(-shift, 0) (TFLite's MultiplyByQuantizedMultiplier, with the
   two roundings TFLite Micro's reference kernels use).
 
-The C twins are codegen/templates/common/requantize.c.j2 and codegen/templates/ops/*.j2.
+The C twins are codegen/templates/common/requantize.c.j2 and app/model/templates/ops/*.j2.
 """
 from __future__ import annotations
 

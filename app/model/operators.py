@@ -1,0 +1,176 @@
+"""The one registry of the TFLite operators edgetune runs, and how it runs each:
+
+  tuned    a kernel with a search space serves it (layers.py maps the operator to the
+           kernel's shape and buffers)
+  library  a C function with TFLite Micro's exact int8 arithmetic, not tuned (ops/: its
+           static parameters, numpy reference and template)
+  folded   constant shape arithmetic, evaluated at export (ops/fold.py), no C
+
+Everything that lists operators is derived from OPERATORS: which layers load (`layer_of`),
+the library's parameters (`operator_params`), `model show`'s kernel column (`untuned_as`), the
+table of docs/operators.md (`docs_table`, tied by tests/test_model_operators.py) and the
+refusal of a model naming every operator it needs that edgetune lacks (`check_operators`).
+Adding an operator is one entry here (docs/extending.md, "Add a model operator").
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from edgetune.codegen.tflite_schema import ModelError
+
+from .graph import Graph, Operator
+from .layers import ModelLayer, conv_layer, dwconv_layer, fully_connected_layer, untuned_layer
+from .ops import FOLDABLE, StaticOp
+from .ops.add import add_params
+from .ops.concatenation import concatenation_params
+from .ops.mean import mean_params
+from .ops.pad import pad_params
+from .ops.pooling import pool_params
+from .ops.quantize import quantize_params
+from .ops.reshape import reshape_params
+from .ops.softmax import softmax_params
+from .user_layers import declared_operators, servers, user_layer
+
+TUNED_HOW, LIBRARY, FOLDED = "tuned", "library", "folded"  # how an operator runs
+
+
+@dataclass(frozen=True)
+class OperatorSupport:
+    """One TFLite builtin operator edgetune runs. `runs` and `refused` are the cells of the
+    docs' table (what runs; what is refused, in one line naming the operator and its index)."""
+
+    name: str
+    how: str  # TUNED_HOW, LIBRARY or FOLDED
+    kernel: str | None = None  # tuned: the kernel serving it
+    layer: Callable[[Graph, Operator], ModelLayer] = untuned_layer
+    params: Callable[[Graph, Operator], StaticOp] | None = None  # library: its static parameters (ops/)
+    runs: str = ""
+    refused: str = ""
+
+
+def tuned(name: str, kernel: str, layer: Callable[[Graph, Operator], ModelLayer]) -> OperatorSupport:
+    return OperatorSupport(name, TUNED_HOW, kernel, layer)
+
+
+def library(name: str, params: Callable[[Graph, Operator], StaticOp], runs: str, refused: str) -> OperatorSupport:
+    return OperatorSupport(name, LIBRARY, params=params, runs=runs, refused=refused)
+
+
+FOLDED_RUNS = "folded at export, no C (below)"
+POOL_RUNS = ("NHWC, any batch, SAME (TFLite's offsets) or VALID, strides, any window; fused activation",
+             "output shape not the pooling's, a window wholly in the padding, input and output quantised differently")
+
+OPERATORS: tuple[OperatorSupport, ...] = (
+    tuned("CONV_2D", "conv2d_s8", conv_layer),
+    tuned("DEPTHWISE_CONV_2D", "dwconv2d_s8", dwconv_layer),
+    tuned("FULLY_CONNECTED", "conv2d_s8", fully_connected_layer),
+    library("ADD", add_params,
+            "int8 + int8, each rescaled to twice the larger input scale, the sum requantised; broadcasting up to "
+            "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
+    library("AVERAGE_POOL_2D", pool_params, *POOL_RUNS),
+    library("MAX_POOL_2D", pool_params, *POOL_RUNS),
+    library("MEAN", mean_params,
+            "over any axes of a tensor up to 4-D, `keep_dims` or not, from the input's quantisation to the output's",
+            "axes outside the tensor, a scale ratio below 2^-31"),
+    library("SOFTMAX", softmax_params,
+            "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta",
+            "another output quantisation, beta × scale below 2^-27"),
+    library("PAD", pad_params, "up to 4-D, the added positions hold the output's zero point",
+            "paddings not `[rank, 2]`, negative paddings"),
+    library("CONCATENATION", concatenation_params,
+            "any axis, up to 4-D, any number of inputs; an input quantised unlike the output is requantised",
+            "shapes that do not concatenate, a fused activation"),
+    library("QUANTIZE", quantize_params, "int8 → int8 requantisation", "a float (or other) input"),
+    library("RESHAPE", reshape_params, "a copy (nothing when input and output share an address)",
+            "a new shape that is not the output's, a shape computed at run time"),
+    *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
+      for name in FOLDABLE),
+)
+REGISTRY: dict[str, OperatorSupport] = {op.name: op for op in OPERATORS}
+SUPPORTED = tuple(REGISTRY)
+TUNED = {op.name: op.kernel for op in OPERATORS if op.how == TUNED_HOW}  # operator -> its kernel
+UNTUNED = tuple(op.name for op in OPERATORS if op.how != TUNED_HOW)
+
+
+def names(how: str) -> tuple[str, ...]:
+    return tuple(op.name for op in OPERATORS if op.how == how)
+
+
+def layer_of(graph: Graph, op: Operator) -> ModelLayer:
+    """The layer of one operator: a kernel of the user's own serving it comes first, then the
+    registry's entry (check_operators has refused a model with operators neither serves)."""
+    served = servers(graph, op)
+    if served:
+        return user_layer(graph, op, served[0])
+    entry = REGISTRY.get(op.op)
+    if entry is None:
+        raise _refusal(graph, {_missing_name(op): [op.index]})
+    return entry.layer(graph, op)
+
+
+def operator_params(graph: Graph, op: Operator) -> StaticOp:
+    """The static parameters of one library operator; ModelError naming the operator and
+    its index for one the library does not run (tuned and folded operators included)."""
+    entry = REGISTRY.get(op.op)
+    if entry is None or entry.params is None:
+        what = "is folded at export" if entry is not None and entry.how == FOLDED else "is not in the operator library"
+        raise ModelError(f"{graph.path}: operator {op.index} ({op.op}) {what} (the library runs "
+                         f"{', '.join(names(LIBRARY))})")
+    return entry.params(graph, op)
+
+
+def untuned_as(op: str) -> str:
+    """How `model show` says a layer no kernel serves runs, as the registry has it."""
+    entry = REGISTRY.get(op)
+    return "- (folded at export)" if entry is not None and entry.how == FOLDED else "- (library, not tuned)"
+
+
+# --- the refusal ---------------------------------------------------------------------------
+def _missing_name(op: Operator) -> str:
+    return f"CUSTOM ({op.custom_code})" if op.op == "CUSTOM" else op.op
+
+
+def check_operators(graph: Graph) -> None:
+    """Refuse, in one message, a model with operators that neither the registry nor a kernel
+    of the user's own serves: every such operator, with its indices and count."""
+    missing: dict[str, list[int]] = {}
+    for op in graph.operators:
+        if (op.op == "CUSTOM" or op.op not in REGISTRY) and not servers(graph, op):
+            missing.setdefault(_missing_name(op), []).append(op.index)
+    if missing:
+        raise _refusal(graph, missing)
+
+
+def _refusal(graph: Graph, missing: dict[str, list[int]]) -> ModelError:
+    def one(name: str, indices: list[int]) -> str:
+        where = f"operator {indices[0]}" if len(indices) == 1 else f"operators {', '.join(map(str, indices))}"
+        return f"{name} ({len(indices)}x: {where})"
+
+    kinds, total = len(missing), sum(map(len, missing.values()))
+    custom = [name[len("CUSTOM ("):-1] for name in missing if name.startswith("CUSTOM (")]
+    hint = (f"; a kernel of your own can serve one (docs/own-kernel.md), for a custom operator declaring "
+            f"operators={{'CUSTOM:{custom[0]}': adapter}} (--kernel-file)" if custom
+            else "; a kernel of your own can serve one (docs/own-kernel.md)")
+    return ModelError(f"{graph.path}: edgetune cannot run {total} of this model's {len(graph.operators)} operators: "
+                      f"{'; '.join(one(name, indices) for name, indices in missing.items())} (it runs "
+                      f"{', '.join(SUPPORTED)}, and no kernel loaded serves {'them' if kinds > 1 else 'it'}"
+                      f"{hint}){declared_operators()}")
+
+
+# --- the docs' table -----------------------------------------------------------------------
+def docs_table() -> str:
+    """The table of docs/operators.md: the library and folded operators, rows of the same
+    text joined (tests/test_model_operators.py checks the page holds it verbatim)."""
+    rows: list[tuple[list[str], str, str]] = []
+    for op in OPERATORS:
+        if op.how == TUNED_HOW:
+            continue
+        if rows and rows[-1][1:] == (op.runs, op.refused):
+            rows[-1][0].append(op.name)
+        else:
+            rows.append(([op.name], op.runs, op.refused))
+    lines = ["| operator | what runs | refused (one line naming the operator and its index) |", "|---|---|---|"]
+    lines += [f"| {', '.join(f'`{n}`' for n in group)} | {runs} | {refused} |" for group, runs, refused in rows]
+    return "\n".join(lines)
+

@@ -1,0 +1,88 @@
+"""The one operator registry (app/model/operators.py): the tuned and untuned operators, the
+library's parameters, `model show`, the docs' tables and the refusal all come from it."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgetune.cli import main
+from edgetune.codegen import KERNELS
+from edgetune.model import SUPPORTED, TUNED, UNTUNED, ModelError, load_model
+from edgetune.model.builder import build_model
+from edgetune.model.graph import Operator, Quantization, Tensor
+from edgetune.model.operators import FOLDED, LIBRARY, OPERATORS, REGISTRY, TUNED_HOW, docs_table, names, untuned_as
+from edgetune.model.ops import FOLDABLE
+from model_files import write
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+MODELS = Path(__file__).resolve().parent / "data" / "models"
+Q = Quantization((0.05,), (-3,))
+
+
+def test_every_entry_is_complete_and_the_lists_are_derived_from_it():
+    assert len(REGISTRY) == len(OPERATORS), "an operator is registered twice"
+    for op in OPERATORS:
+        if op.how == TUNED_HOW:
+            assert op.kernel in KERNELS and op.params is None, op
+        elif op.how == LIBRARY:
+            assert op.kernel is None and callable(op.params) and op.runs and op.refused, op
+        else:
+            assert op.how == FOLDED and op.kernel is None and op.params is None, op
+    assert TUNED == {op.name: op.kernel for op in OPERATORS if op.how == TUNED_HOW}
+    assert set(UNTUNED) == set(names(LIBRARY)) | set(names(FOLDED))
+    assert SUPPORTED == tuple(REGISTRY)
+    assert names(FOLDED) == FOLDABLE  # what fold.py evaluates is what the registry says is folded
+
+
+def test_the_operators_page_holds_the_registrys_table():
+    page = (DOCS / "operators.md").read_text()
+    assert docs_table() in page, ("docs/operators.md's table differs from the registry: paste "
+                                  "edgetune.model.operators.docs_table()'s text there")
+
+
+def test_the_models_page_lists_the_tuned_operators_and_their_kernels():
+    page = (DOCS / "models.md").read_text()
+    rows = dict(re.findall(r"^\| `([A-Z_0-9]+)` \| `([a-z_0-9]+)`", page, flags=re.M))
+    assert rows == TUNED
+
+
+def _unsupported_model(tmp_path):
+    """x -> TANH -> MUL(t, t) -> TANH -> GELU: four operators, three kinds edgetune lacks
+    (TANH twice), so the refusal must name all three, not stop at the first."""
+    tensors = [Tensor(i, f"t{i}", (1, 4), "int8", Q) for i in range(5)]
+    ops = [Operator(0, "TANH", (0,), (1,)), Operator(1, "MUL", (1, 1), (2,)), Operator(2, "TANH", (2,), (3,)),
+           Operator(3, "GELU", (3,), (4,))]
+    return write(tmp_path, "lacking.tflite", build_model(tensors, ops, [0], [4]))
+
+
+def test_the_refusal_names_every_operator_lacking_with_its_indices_and_count(tmp_path):
+    path = _unsupported_model(tmp_path)
+    with pytest.raises(ModelError) as info:
+        load_model(path)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"{path}: edgetune cannot run 4 of this model's 4 operators: ")
+    assert "TANH (2x: operators 0, 2); MUL (1x: operator 1); GELU (1x: operator 3)" in message, message
+    assert "docs/own-kernel.md" in message and ", ".join(SUPPORTED) in message
+
+
+def test_the_refusal_is_one_line_on_the_command_line(tmp_path):
+    result = CliRunner().invoke(main, ["model", "show", str(_unsupported_model(tmp_path))])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "TANH (2x: operators 0, 2); MUL (1x: operator 1)" in lines[0], result.output
+
+
+def test_model_show_says_how_each_untuned_layer_runs_as_the_registry_has_it():
+    result = CliRunner().invoke(main, ["model", "show", str(MODELS / "ds_cnn_kws.tflite")])
+    assert result.exit_code == 0, result.output
+    model = load_model(MODELS / "ds_cnn_kws.tflite")
+    lines = result.output.splitlines()
+    for layer in model.layers:
+        line = next(line for line in lines if re.match(rf"\s*{layer.index}\s+{layer.op}\s", line))
+        assert line.endswith(untuned_as(layer.op)) if layer.kernel is None else TUNED[layer.op] in line, line
+    assert {untuned_as(op) for op in ("SOFTMAX", "SHAPE")} == {"- (library, not tuned)", "- (folded at export)"}
+    assert np.all([layer.op in SUPPORTED for layer in model.layers])
