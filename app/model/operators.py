@@ -28,6 +28,7 @@ from .ops.mean import mean_params
 from .ops.pad import pad_params
 from .ops.pooling import pool_params
 from .ops.quantize import quantize_params
+from .ops.relu import relu_params
 from .ops.reshape import reshape_params
 from .ops.softmax import softmax_params
 from .user_layers import declared_operators, servers, user_layer
@@ -84,6 +85,10 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("QUANTIZE", quantize_params, "int8 → int8 requantisation", "a float (or other) input"),
     library("RESHAPE", reshape_params, "a copy (nothing when input and output share an address)",
             "a new shape that is not the output's, a shape computed at run time"),
+    library("RELU", relu_params, "int8, requantised to the output's quantisation, then clamped at its zero",
+            "input and output of different sizes"),
+    library("RELU6", relu_params, "int8, clamped to [0, 6] in the input's quantisation, not rescaled",
+            "an output quantised unlike the input"),
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
       for name in FOLDABLE),
 )
