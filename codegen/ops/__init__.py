@@ -21,7 +21,7 @@ from .reshape import ReshapeParams, reshape_params
 from .softmax import SoftmaxParams, softmax_params
 
 OPERATORS: dict[str, Callable[[Graph, Operator], StaticOp]] = {
-    "ADD": add_params, "AVERAGE_POOL_2D": pool_params, "MAX_POOL_2D": pool_params, "MEAN": mean_params,
+    "ADD": add_params, "SUB": add_params, "AVERAGE_POOL_2D": pool_params, "MAX_POOL_2D": pool_params, "MEAN": mean_params,
     "RESHAPE": reshape_params, "SOFTMAX": softmax_params, "PAD": pad_params,
     "CONCATENATION": concatenation_params, "QUANTIZE": quantize_params,
 }
