@@ -16,6 +16,7 @@ from .fold import FOLDABLE, constant_value, folded_operators
 from .lookup import (HardSwishParams, LeakyReluParams, LogisticParams, TanhParams, hard_swish_params,
                      leaky_relu_params, logistic_params, tanh_params)
 from .mean import MeanParams, mean_params
+from .mul import MulParams, mul_params
 from .pad import PadParams, pad_params
 from .pooling import AveragePoolParams, MaxPoolParams, pool_params
 from .quantize import QuantizeParams, quantize_params
@@ -26,7 +27,7 @@ OPERATORS: dict[str, Callable[[Graph, Operator], StaticOp]] = {
     "ADD": add_params, "SUB": add_params, "AVERAGE_POOL_2D": pool_params, "MAX_POOL_2D": pool_params, "MEAN": mean_params,
     "RESHAPE": reshape_params, "SOFTMAX": softmax_params, "PAD": pad_params,
     "CONCATENATION": concatenation_params, "QUANTIZE": quantize_params, "LOGISTIC": logistic_params,
-    "TANH": tanh_params, "HARD_SWISH": hard_swish_params, "LEAKY_RELU": leaky_relu_params,
+    "TANH": tanh_params, "HARD_SWISH": hard_swish_params, "LEAKY_RELU": leaky_relu_params, "MUL": mul_params,
 }
 
 
@@ -42,6 +43,6 @@ def operator_params(graph: Graph, op: Operator) -> StaticOp:
 
 
 __all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "FOLDABLE", "HardSwishParams", "LeakyReluParams",
-           "LogisticParams", "MaxPoolParams", "MeanParams", "TanhParams",
+           "LogisticParams", "MaxPoolParams", "MeanParams", "MulParams", "TanhParams",
            "OPERATORS", "PadParams", "QuantizeParams", "ReshapeParams", "SoftmaxParams", "StaticOp", "constant_value",
            "folded_operators", "operator_params"]

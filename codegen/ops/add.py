@@ -30,7 +30,7 @@ RANK = 4
 # An input of at least this many values is rescaled through a table of its 256 possible
 # results (1 KB of constants) instead of two multiplies per value: measured on the M55,
 # ResNet-8's ADDs take 0.77 M, 0.39 M and 0.20 M instructions instead of 1.09 M, 0.76 M and 0.36 M
-# (docs/operators.md).
+# (docs/operators-m55.md).
 TABLE_MIN_ELEMENTS = 512
 INT8_VALUES = np.arange(-128, 128, dtype=np.int64)
 
