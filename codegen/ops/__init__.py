@@ -20,7 +20,7 @@ from .mul import MulParams, mul_params
 from .pad import PadParams, pad_params
 from .pooling import AveragePoolParams, MaxPoolParams, pool_params
 from .quantize import QuantizeParams, quantize_params
-from .reshape import ReshapeParams, reshape_params
+from .reshape import ReshapeParams, reshape_params, same_bytes_params
 from .softmax import SoftmaxParams, softmax_params
 
 OPERATORS: dict[str, Callable[[Graph, Operator], StaticOp]] = {
@@ -28,6 +28,7 @@ OPERATORS: dict[str, Callable[[Graph, Operator], StaticOp]] = {
     "RESHAPE": reshape_params, "SOFTMAX": softmax_params, "PAD": pad_params,
     "CONCATENATION": concatenation_params, "QUANTIZE": quantize_params, "LOGISTIC": logistic_params,
     "TANH": tanh_params, "HARD_SWISH": hard_swish_params, "LEAKY_RELU": leaky_relu_params, "MUL": mul_params,
+    "EXPAND_DIMS": same_bytes_params, "SQUEEZE": same_bytes_params,
 }
 
 
