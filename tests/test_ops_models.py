@@ -45,7 +45,21 @@ def squeeze_excite(path: Path) -> Path:
     return path
 
 
-MODELS = {"conv1d_like": conv1d_like, "squeeze_excite": squeeze_excite}
+def upsample_and_permute(path: Path) -> Path:
+    """A decoder's nearest-neighbour upsampling, a TRANSPOSE to channels-first and a GATHER of
+    some rows, with a TANH between them."""
+    tensors = [activation_tensor(0, (1, 3, 4, 6), 0.05, 3), constant(1, "size", np.array([6, 8], dtype=np.int32)),
+               activation_tensor(2, (1, 6, 8, 6), 0.05, 3), activation_tensor(3, (1, 6, 8, 6), 1 / 128, 0),
+               constant(4, "perm", np.array([0, 3, 1, 2], dtype=np.int32)), activation_tensor(5, (1, 6, 6, 8), 1 / 128, 0),
+               constant(6, "rows", np.array([5, 0, 2], dtype=np.int32)), activation_tensor(7, (1, 6, 3, 8), 1 / 128, 0)]
+    ops = [_op(0, "RESIZE_NEAREST_NEIGHBOR", (0, 1), (2,), "ResizeNearestNeighborOptions", halfPixelCenters=True),
+           _op(1, "TANH", (2,), (3,)), _op(2, "TRANSPOSE", (3, 4), (5,), "TransposeOptions"),
+           _op(3, "GATHER", (5, 6), (7,), "GatherOptions", axis=2)]
+    path.write_bytes(build_model(tensors, ops, [0], [7]))
+    return path
+
+
+MODELS = {"conv1d_like": conv1d_like, "squeeze_excite": squeeze_excite, "upsample_and_permute": upsample_and_permute}
 
 
 @pytest.mark.parametrize("target_name", ["host", "cortex-m55"])

@@ -13,6 +13,7 @@ from .add import AddParams, add_params
 from .base import StaticOp
 from .concatenation import ConcatenationParams, concatenation_params
 from .fold import FOLDABLE, constant_value, folded_operators
+from .index_map import gather_params, resize_nearest_params, transpose_params
 from .lookup import (HardSwishParams, LeakyReluParams, LogisticParams, TanhParams, hard_swish_params,
                      leaky_relu_params, logistic_params, tanh_params)
 from .mean import MeanParams, mean_params
@@ -28,7 +29,8 @@ OPERATORS: dict[str, Callable[[Graph, Operator], StaticOp]] = {
     "RESHAPE": reshape_params, "SOFTMAX": softmax_params, "PAD": pad_params,
     "CONCATENATION": concatenation_params, "QUANTIZE": quantize_params, "LOGISTIC": logistic_params,
     "TANH": tanh_params, "HARD_SWISH": hard_swish_params, "LEAKY_RELU": leaky_relu_params, "MUL": mul_params,
-    "EXPAND_DIMS": same_bytes_params, "SQUEEZE": same_bytes_params,
+    "EXPAND_DIMS": same_bytes_params, "SQUEEZE": same_bytes_params, "TRANSPOSE": transpose_params,
+    "GATHER": gather_params, "RESIZE_NEAREST_NEIGHBOR": resize_nearest_params,
 }
 
 
