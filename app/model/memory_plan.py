@@ -1,6 +1,6 @@
 """A model's activations in one arena: every intermediate tensor gets an offset, tensors whose
 lifetimes overlap never share bytes, and an operator that may write its output over an
-input (codegen/ops `in_place`) gets both at one offset when that input dies there.
+input (app/model/ops `in_place`) gets both at one offset when that input dies there.
 
 Offsets are assigned greedily by size (the largest buffer first, each at the lowest
 16-byte-aligned offset where it overlaps no already placed buffer that is alive at the same

@@ -4,7 +4,7 @@
                           size and `int <name>_invoke(const int8_t *input, int8_t *output)`
                           (one pointer per input and output, in the model's order)
   <name>.c                the operators in order: each tuned layer's variant, each library
-                          operator (codegen/ops), on tensors at the memory plan's offsets in
+                          operator (app/model/ops), on tensors at the memory plan's offsets in
                           one arena; weights as const arrays already packed for the layout
                           each variant takes; no malloc, no interpreter
   <name>_arena.c          the static arena and <name>_invoke (a firmware that places its own

@@ -1,8 +1,8 @@
-"""The library operators (codegen/ops: ADD, pooling, SOFTMAX, RESHAPE...) measured on the
+"""The library operators (app/model/ops: ADD, pooling, SOFTMAX, RESHAPE...) measured on the
 target, for `edgetune place MODEL.tflite`.
 
 Each operator runs alone: a one-operator model of the model's own tensors (its quantisation,
-options and constants; model_verify.operator_model, as `model verify --layers` builds them),
+options and constants; edgetune.model.verify.operator_model, as `model verify --layers` builds them),
 exported as `edgetune model export` exports a model and run by `edgetune model verify` in the
 target's emulator, its outputs checked bit for bit against TFLite Micro on a random input and a
 saturating one. The figure is the random input's count, in the target's measured unit (it

@@ -24,12 +24,15 @@ from .layers import ModelLayer, conv_layer, dwconv_layer, fully_connected_layer,
 from .ops import FOLDABLE, StaticOp
 from .ops.add import add_params
 from .ops.concatenation import concatenation_params
+from .ops.index_map import gather_params, resize_nearest_params, transpose_params
+from .ops.lookup import hard_swish_params, leaky_relu_params, logistic_params, tanh_params
 from .ops.mean import mean_params
+from .ops.mul import mul_params
 from .ops.pad import pad_params
 from .ops.pooling import pool_params
 from .ops.quantize import quantize_params
 from .ops.relu import relu_params
-from .ops.reshape import reshape_params
+from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
 from .user_layers import declared_operators, servers, user_layer
 
@@ -59,8 +62,14 @@ def library(name: str, params: Callable[[Graph, Operator], StaticOp], runs: str,
 
 
 FOLDED_RUNS = "folded at export, no C (below)"
-POOL_RUNS = ("NHWC, any batch, SAME (TFLite's offsets) or VALID, strides, any window; fused activation",
-             "output shape not the pooling's, a window wholly in the padding, input and output quantised differently")
+POOL = ("NHWC, any batch, SAME (TFLite's offsets) or VALID, strides, any window; fused activation",
+        "output shape not the pooling's, a window wholly in the padding, input and output quantised differently")
+SAME_BYTES = ("the bytes copied under the output's shape, as TFLite Micro copies them (a Keras Conv1D's wrapping); "
+              "in place when the memory plan gives both one address", "an output of another size")
+INDEX_MAP = ("values moved, not changed (TFLite Micro copies the bytes): each output value is the input value at a "
+             "sum of one table entry per output axis (a permuted stride, a constant index, TFLite's nearest row and "
+             "column in float32 with `align_corners` / `half_pixel_centers`); a run of consecutive channels is copied "
+             "as a run", "a non-constant permutation, index or size; an index out of range; more than 5 axes")
 
 OPERATORS: tuple[OperatorSupport, ...] = (
     tuned("CONV_2D", "conv2d_s8", conv_layer),
@@ -69,8 +78,38 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("ADD", add_params,
             "int8 + int8, each rescaled to twice the larger input scale, the sum requantised; broadcasting up to "
             "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
-    library("AVERAGE_POOL_2D", pool_params, *POOL_RUNS),
-    library("MAX_POOL_2D", pool_params, *POOL_RUNS),
+    library("SUB", add_params,
+            "int8 - int8: ADD's arithmetic with the second input's rescaled value subtracted (TFLite Micro's SUB "
+            "prepares the same multipliers); broadcasting up to 4-D; fused activations; Helium for same-shape inputs",
+            "as ADD"),
+    library("MUL", mul_params,
+            "(x1 - z1) * (x2 - z2) requantised by s1 * s2 / s_out (TFLite Micro's one multiplier, in double), plus "
+            "z_out; broadcasting up to 4-D (a squeeze-excite gate); fused activations; Helium for same-shape inputs "
+            "(VMUL, VQRDMULH)", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
+    library("LOGISTIC", logistic_params,
+            "TFLite Micro's fixed-point sigmoid (input to Q4.27, gemmlowp's exp and Newton-Raphson reciprocal), as a "
+            "table of the 256 results; Helium: one gather load per 16 values",
+            "an output not at scale 1/256 and zero point -128 (TFLite's requirement)"),
+    library("TANH", tanh_params,
+            "the same scheme, (1 - exp(-2x)) / (1 + exp(-2x)), output at scale 1/128, zero point 0; a table of 256, "
+            "Helium gather", "an output quantised otherwise"),
+    library("HARD_SWISH", hard_swish_params,
+            "x * relu6(x + 3) / 6 in TFLite's int16 fixed point (the hi-res input scale, the relu-ish and output "
+            "multipliers as Q15); a table of 256, Helium gather", "an output scale below the input's / 128"),
+    library("LEAKY_RELU", leaky_relu_params,
+            "x - z_in scaled by s_in / s_out where >= 0, by s_in * alpha / s_out below, plus z_out; a table of 256, "
+            "Helium gather", "a negative alpha"),
+    library("RELU", relu_params, "int8, requantised to the output's quantisation, then clamped at its zero",
+            "input and output of different sizes"),
+    library("RELU6", relu_params, "int8, clamped to [0, 6] in the input's quantisation, not rescaled",
+            "an output quantised unlike the input"),
+    library("EXPAND_DIMS", same_bytes_params, *SAME_BYTES),
+    library("SQUEEZE", same_bytes_params, *SAME_BYTES),
+    library("TRANSPOSE", transpose_params, *INDEX_MAP),
+    library("GATHER", gather_params, *INDEX_MAP),
+    library("RESIZE_NEAREST_NEIGHBOR", resize_nearest_params, *INDEX_MAP),
+    library("AVERAGE_POOL_2D", pool_params, *POOL),
+    library("MAX_POOL_2D", pool_params, *POOL),
     library("MEAN", mean_params,
             "over any axes of a tensor up to 4-D, `keep_dims` or not, from the input's quantisation to the output's",
             "axes outside the tensor, a scale ratio below 2^-31"),
@@ -85,10 +124,6 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("QUANTIZE", quantize_params, "int8 → int8 requantisation", "a float (or other) input"),
     library("RESHAPE", reshape_params, "a copy (nothing when input and output share an address)",
             "a new shape that is not the output's, a shape computed at run time"),
-    library("RELU", relu_params, "int8, requantised to the output's quantisation, then clamped at its zero",
-            "input and output of different sizes"),
-    library("RELU6", relu_params, "int8, clamped to [0, 6] in the input's quantisation, not rescaled",
-            "an output quantised unlike the input"),
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
       for name in FOLDABLE),
 )

@@ -9,13 +9,18 @@ from .add import AddParams, add_params
 from .base import StaticOp
 from .concatenation import ConcatenationParams, concatenation_params
 from .fold import FOLDABLE, constant_value, folded_operators
+from .index_map import gather_params, resize_nearest_params, transpose_params
+from .lookup import (HardSwishParams, LeakyReluParams, LogisticParams, TanhParams, hard_swish_params,
+                     leaky_relu_params, logistic_params, tanh_params)
 from .mean import MeanParams, mean_params
+from .mul import MulParams, mul_params
 from .pad import PadParams, pad_params
 from .pooling import AveragePoolParams, MaxPoolParams, pool_params
 from .quantize import QuantizeParams, quantize_params
-from .reshape import ReshapeParams, reshape_params
+from .relu import Relu6Params, ReluParams, relu_params
+from .reshape import ReshapeParams, reshape_params, same_bytes_params
 from .softmax import SoftmaxParams, softmax_params
 
-__all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "FOLDABLE", "MaxPoolParams", "MeanParams",
-           "PadParams", "QuantizeParams", "ReshapeParams", "SoftmaxParams", "StaticOp", "constant_value",
-           "folded_operators"]
+__all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "FOLDABLE", "HardSwishParams", "LeakyReluParams",
+           "LogisticParams", "MaxPoolParams", "MeanParams", "MulParams", "PadParams", "QuantizeParams", "Relu6Params",
+           "ReluParams", "ReshapeParams", "SoftmaxParams", "StaticOp", "TanhParams", "constant_value", "folded_operators"]
