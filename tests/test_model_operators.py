@@ -50,12 +50,18 @@ def test_the_models_page_lists_the_tuned_operators_and_their_kernels():
     assert rows == TUNED
 
 
+# Operators edgetune lacks (the first three the registry does not hold, so the test outlives
+# the addition of any one of them).
+LACKING = [op for op in ("SIN", "COS", "GELU", "NEG", "RSQRT", "LOG") if op not in REGISTRY][:3]
+
+
 def _unsupported_model(tmp_path):
-    """x -> TANH -> MUL(t, t) -> TANH -> GELU: four operators, three kinds edgetune lacks
-    (TANH twice), so the refusal must name all three, not stop at the first."""
+    """x -> A -> B(t, t) -> A -> C: four operators, three kinds edgetune lacks (A twice), so
+    the refusal must name all three, not stop at the first."""
+    a, b, c = LACKING
     tensors = [Tensor(i, f"t{i}", (1, 4), "int8", Q) for i in range(5)]
-    ops = [Operator(0, "TANH", (0,), (1,)), Operator(1, "MUL", (1, 1), (2,)), Operator(2, "TANH", (2,), (3,)),
-           Operator(3, "GELU", (3,), (4,))]
+    ops = [Operator(0, a, (0,), (1,)), Operator(1, b, (1,), (2,)), Operator(2, a, (2,), (3,)),
+           Operator(3, c, (3,), (4,))]
     return write(tmp_path, "lacking.tflite", build_model(tensors, ops, [0], [4]))
 
 
@@ -64,8 +70,9 @@ def test_the_refusal_names_every_operator_lacking_with_its_indices_and_count(tmp
     with pytest.raises(ModelError) as info:
         load_model(path)
     message = str(info.value)
+    a, b, c = LACKING
     assert "\n" not in message and message.startswith(f"{path}: edgetune cannot run 4 of this model's 4 operators: ")
-    assert "TANH (2x: operators 0, 2); MUL (1x: operator 1); GELU (1x: operator 3)" in message, message
+    assert f"{a} (2x: operators 0, 2); {b} (1x: operator 1); {c} (1x: operator 3)" in message, message
     assert "docs/own-kernel.md" in message and ", ".join(SUPPORTED) in message
 
 
@@ -73,7 +80,8 @@ def test_the_refusal_is_one_line_on_the_command_line(tmp_path):
     result = CliRunner().invoke(main, ["model", "show", str(_unsupported_model(tmp_path))])
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "TANH (2x: operators 0, 2); MUL (1x: operator 1)" in lines[0], result.output
+    assert len(lines) == 1 and f"{LACKING[0]} (2x: operators 0, 2); {LACKING[1]} (1x: operator 1)" in lines[0], \
+        result.output
 
 
 def test_model_show_says_how_each_untuned_layer_runs_as_the_registry_has_it():

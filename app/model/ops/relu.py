@@ -9,11 +9,11 @@ TFLite Micro computes them (activations.cc; checked in tests/test_ops_relu.py):
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..arithmetic import round_half_away
 from ..graph import Graph, Operator
 from .base import OperatorReader, StaticOp, int8_input, same_quantization, scale, zero_point
 from .quantize import Requantization, requantization
@@ -62,6 +62,6 @@ def relu_params(graph: Graph, op: Operator) -> ReluParams:
     if not same_quantization(x, y):
         raise r.fail(f"output tensor {y.index} ({y.name}) is quantised unlike the input (TFLite Micro's RELU6 "
                      "does not rescale)")
-    six = float(np.float32(6.0) / np.float32(scale(x)))  # roundf of a float quotient, halves away from zero
-    upper = min(127, zero_point(x) + int(math.copysign(math.floor(abs(six) + 0.5), six)))
+    six = float(np.float32(6.0) / np.float32(scale(x)))  # roundf of a float quotient: halves away from zero
+    upper = min(127, zero_point(x) + round_half_away(six))
     return Relu6Params(op.index, x.elements, None, zero_point(x), upper)
