@@ -9,13 +9,13 @@ from typing import Callable
 
 from ..model.graph import Graph, Operator
 from ..model.schema import ModelError
-from .add import AddParams, add_params
+from .add import AddParams, add_params, squared_difference_params
 from .base import StaticOp
 from .concatenation import ConcatenationParams, concatenation_params
 from .fold import FOLDABLE, constant_value, folded_operators
 from .index_map import gather_params, resize_nearest_params, transpose_params
-from .lookup import (HardSwishParams, LeakyReluParams, LogisticParams, TanhParams, hard_swish_params,
-                     leaky_relu_params, logistic_params, tanh_params)
+from .lookup import (HardSwishParams, LeakyReluParams, LogisticParams, RsqrtParams, TanhParams, hard_swish_params,
+                     leaky_relu_params, logistic_params, rsqrt_params, tanh_params)
 from .mean import MeanParams, mean_params
 from .mul import MulParams, mul_params
 from .pad import PadParams, pad_params
@@ -31,6 +31,7 @@ OPERATORS: dict[str, Callable[[Graph, Operator], StaticOp]] = {
     "TANH": tanh_params, "HARD_SWISH": hard_swish_params, "LEAKY_RELU": leaky_relu_params, "MUL": mul_params,
     "EXPAND_DIMS": same_bytes_params, "SQUEEZE": same_bytes_params, "TRANSPOSE": transpose_params,
     "GATHER": gather_params, "RESIZE_NEAREST_NEIGHBOR": resize_nearest_params,
+    "SQUARED_DIFFERENCE": squared_difference_params, "RSQRT": rsqrt_params,
 }
 
 
@@ -46,6 +47,6 @@ def operator_params(graph: Graph, op: Operator) -> StaticOp:
 
 
 __all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "FOLDABLE", "HardSwishParams", "LeakyReluParams",
-           "LogisticParams", "MaxPoolParams", "MeanParams", "MulParams", "TanhParams",
+           "LogisticParams", "MaxPoolParams", "MeanParams", "MulParams", "RsqrtParams", "TanhParams",
            "OPERATORS", "PadParams", "QuantizeParams", "ReshapeParams", "SoftmaxParams", "StaticOp", "constant_value",
            "folded_operators", "operator_params"]
