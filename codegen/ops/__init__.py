@@ -21,6 +21,7 @@ from .mul import MulParams, mul_params
 from .pad import PadParams, pad_params
 from .pooling import AveragePoolParams, MaxPoolParams, pool_params
 from .quantize import QuantizeParams, quantize_params
+from .resize_bilinear import ResizeBilinearParams, resize_bilinear_params
 from .reshape import ReshapeParams, reshape_params, same_bytes_params
 from .softmax import SoftmaxParams, softmax_params
 
@@ -32,6 +33,7 @@ OPERATORS: dict[str, Callable[[Graph, Operator], StaticOp]] = {
     "EXPAND_DIMS": same_bytes_params, "SQUEEZE": same_bytes_params, "TRANSPOSE": transpose_params,
     "GATHER": gather_params, "RESIZE_NEAREST_NEIGHBOR": resize_nearest_params,
     "SQUARED_DIFFERENCE": squared_difference_params, "RSQRT": rsqrt_params,
+    "RESIZE_BILINEAR": resize_bilinear_params,
 }
 
 
@@ -47,6 +49,6 @@ def operator_params(graph: Graph, op: Operator) -> StaticOp:
 
 
 __all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "FOLDABLE", "HardSwishParams", "LeakyReluParams",
-           "LogisticParams", "MaxPoolParams", "MeanParams", "MulParams", "RsqrtParams", "TanhParams",
+           "LogisticParams", "MaxPoolParams", "MeanParams", "MulParams", "ResizeBilinearParams", "RsqrtParams", "TanhParams",
            "OPERATORS", "PadParams", "QuantizeParams", "ReshapeParams", "SoftmaxParams", "StaticOp", "constant_value",
            "folded_operators", "operator_params"]
