@@ -62,10 +62,36 @@ def multiplier_below_one(r: OperatorReader, real: float, what: str) -> tuple[int
 
 
 @dataclass(frozen=True)
-class AddParams(StaticOp):
+class Broadcast(StaticOp):
+    """An operator of two inputs broadcast to the output's shape, all extended to 4-D (ADD,
+    SUB, SQUARED_DIFFERENCE, MUL)."""
+
     shape_a: tuple[int, int, int, int]
     shape_b: tuple[int, int, int, int]
     out_shape: tuple[int, int, int, int]
+
+    @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return (self.shape_a, self.shape_b)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return self.out_shape
+
+    @property
+    def in_place(self) -> tuple[int, ...]:
+        # An input of the output's shape is read at the output's own position (broadcast
+        # inputs are read again later, so they cannot be overwritten).
+        return tuple(i for i, shape in enumerate(self.input_shapes) if shape == self.out_shape)
+
+    def variables(self) -> dict:
+        # How the C walks the inputs: element strides at the output's indices, or one flat loop.
+        return dict(super().variables(), strides_a=strides(self.shape_a, self.out_shape), strides_b=strides(self.shape_b, self.out_shape),
+                    flat=self.shape_a == self.shape_b == self.out_shape, elements=int(np.prod(self.out_shape)))
+
+
+@dataclass(frozen=True)
+class AddParams(Broadcast):
     zero_a: int
     zero_b: int
     zero_out: int
@@ -84,27 +110,11 @@ class AddParams(StaticOp):
     squared: ClassVar[bool] = False  # SquaredDifferenceParams: the difference squared
     left_shift: ClassVar[int] = LEFT_SHIFT
 
-    @property
-    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
-        return (self.shape_a, self.shape_b)
-
-    @property
-    def output_shape(self) -> tuple[int, ...]:
-        return self.out_shape
-
-    @property
-    def in_place(self) -> tuple[int, ...]:
-        # An input of the output's shape is read at the output's own position (broadcast
-        # inputs are read again later, so they cannot be overwritten).
-        return tuple(i for i, shape in enumerate(self.input_shapes) if shape == self.out_shape)
-
     def variables(self) -> dict:
         tables = [tuple(int(v) for v in self.rescaled(INT8_VALUES, i)) if int(np.prod(shape)) >= TABLE_MIN_ELEMENTS
                   else None for i, shape in enumerate(self.input_shapes)]
-        return dict(super().variables(), left_shift=self.left_shift, strides_a=strides(self.shape_a, self.out_shape),
-                    strides_b=strides(self.shape_b, self.out_shape), table_a=tables[0], table_b=tables[1],
-                    flat=self.shape_a == self.shape_b == self.out_shape, elements=int(np.prod(self.out_shape)),
-                    subtract=self.subtract, squared=self.squared)
+        return dict(super().variables(), left_shift=self.left_shift,
+                    table_a=tables[0], table_b=tables[1], subtract=self.subtract, squared=self.squared)
 
     def rescaled(self, x: np.ndarray, which: int) -> np.ndarray:
         """Input `which` (0 or 1) brought to the common scale, as int32 values."""

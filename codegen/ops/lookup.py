@@ -33,7 +33,7 @@ import numpy as np
 from ..model.arithmetic import quantize_multiplier, round_half_away
 from ..model.graph import Graph, Operator
 from .base import OperatorReader, StaticOp, int8_input, scale, zero_point
-from .fixedpoint import INT32_MAX, multiply_by_quantized_multiplier, rounding_divide_by_pot, sat_rdmulh, wrap32
+from .fixedpoint import INT32_MAX, c_divide, multiply_by_quantized_multiplier, rounding_divide_by_pot, sat_rdmulh, wrap32
 from .softmax import exp_on_negative_values, one_over_one_plus_x, rescale
 
 INT8_VALUES = np.arange(-128, 128, dtype=np.int64)
@@ -171,7 +171,7 @@ def _int16_rdmulh(a, b) -> np.ndarray:
     product = a * b
     nudge = np.where(product >= 0, 1 << 14, 1 - (1 << 14))
     total = product + nudge
-    high = np.where(total >= 0, total >> 15, -((-total) >> 15))  # C division truncates toward zero
+    high = c_divide(total, 1 << 15)
     return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, high)
 
 
@@ -179,7 +179,7 @@ def _int16_dmulh(a, b) -> np.ndarray:
     """TFLite's SaturatingDoublingHighMul on int16: no rounding, truncated toward zero."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     product = a * b
-    high = np.where(product >= 0, product >> 15, -((-product) >> 15))
+    high = c_divide(product, 1 << 15)  # truncated toward zero
     return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, high)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..model.graph import Graph, Operator
 from .base import OperatorReader, StaticOp, int8_input
+from .fixedpoint import c_divide
 from .fold import constant_value
 
 ONE = 1 << 10  # positions and weights in 1/1024ths
@@ -30,9 +31,7 @@ class AxisTaps:
 
 
 def _c_div(a: int, b: int) -> int:
-    """C's integer division: truncated toward zero."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
+    return int(c_divide(a, b))
 
 
 def axis_taps(in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> AxisTaps:
@@ -81,7 +80,7 @@ class ResizeBilinearParams(StaticOp):
         total = (at(r.lower, c.lower) * (ONE - wy) * (ONE - wx) + at(r.upper, c.lower) * wy * (ONE - wx)
                  + at(r.lower, c.upper) * (ONE - wy) * wx + at(r.upper, c.upper) * wy * wx)
         rounded = np.where(total > 0, total + (1 << 19), total - (1 << 19))
-        quotient = np.where(rounded >= 0, rounded >> 20, -((-rounded) >> 20))  # C's division
+        quotient = c_divide(rounded, 1 << 20)
         return quotient.astype(np.int8)
 
 
