@@ -1,6 +1,6 @@
-"""TRANSPOSE, GATHER and RESIZE_NEAREST_NEIGHBOR (app/model/ops/index_map.py): the numpy
-reference is TFLite Micro's output bit for bit over their constants' cases, and the generated
-C (host, M55 in QEMU) is too."""
+"""TRANSPOSE, GATHER and RESIZE_NEAREST_NEIGHBOR (app/model/ops/index_map.py), and
+RESIZE_BILINEAR (app/model/ops/resize_bilinear.py): the numpy reference is TFLite Micro's output
+bit for bit over their constants' cases, and the generated C (host, M55 in QEMU) is too."""
 from __future__ import annotations
 
 import numpy as np
@@ -89,3 +89,37 @@ def test_tile_is_refused_as_tflite_micro_runs_no_tile(tmp_path):
     _, graph = one_op_graph(tmp_path, tensors, "TILE", (0, 1), (2,), "TileOptions", {})
     with pytest.raises(ModelError, match=r"operator 0 \(TILE\)"):
         operator_params(graph, graph.operators[0])
+
+
+# --- RESIZE_BILINEAR (app/model/ops/resize_bilinear.py): TFLite Micro's integer interpolation ---
+BILINEAR = [((1, 3, 4, 5), (6, 8), {}), ((1, 5, 5, 2), (7, 3), {"halfPixelCenters": True}),
+            ((1, 4, 6, 3), (7, 11), {"alignCorners": True}), ((2, 3, 3, 1), (5, 5), {"halfPixelCenters": True}),
+            ((1, 8, 8, 4), (3, 5), {}), ((1, 6, 4, 2), (2, 9), {"alignCorners": True}), ((1, 1, 1, 3), (4, 4), {})]
+
+
+@pytest.mark.parametrize("shape, size, options", BILINEAR, ids=lambda v: str(v).replace(" ", ""))
+def test_resize_bilinear_reference_is_tflite_micro(tmp_path, shape, size, options):
+    rng = np.random.default_rng(sum(shape) + sum(size))
+    out_shape = (shape[0], *size, shape[3])
+    tensors = [activation_tensor(0, shape, 0.05, 3), constant(1, "size", np.asarray(size, dtype=np.int32)),
+               activation_tensor(2, out_shape, 0.05, 3)]
+    data, graph = one_op_graph(tmp_path, tensors, "RESIZE_BILINEAR", (0, 1), (2,), "ResizeBilinearOptions", options)
+    params = operator_params(graph, graph.operators[0])
+    for edge in ("random", "extreme"):
+        x = (rng.integers(-128, 128, size=shape) if edge == "random" else rng.choice([-128, 127], size=shape)).astype(np.int8)
+        want = tflm(data, [x])
+        assert_same(f"reference ({edge})", params.reference(x), want)
+        if edge == "random" and shape[0] == 1:
+            assert_same("C on the host", run_host(params, [x], want.size, tmp_path / "c"), want)
+
+
+def test_resize_bilinear_on_m55_is_tflite_micro(tmp_path, m55):
+    shape, size, options = BILINEAR[1]
+    rng = np.random.default_rng(6)
+    tensors = [activation_tensor(0, shape, 0.05, 3), constant(1, "size", np.asarray(size, dtype=np.int32)),
+               activation_tensor(2, (shape[0], *size, shape[3]), 0.05, 3)]
+    data, graph = one_op_graph(tmp_path, tensors, "RESIZE_BILINEAR", (0, 1), (2,), "ResizeBilinearOptions", options)
+    params = operator_params(graph, graph.operators[0])
+    x = rng.integers(-128, 128, size=shape, dtype=np.int8)
+    want = tflm(data, [x])
+    assert_same("C on the M55", run_target(params, m55, [x], want.shape, tmp_path / "m55"), want)

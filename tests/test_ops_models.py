@@ -59,7 +59,23 @@ def upsample_and_permute(path: Path) -> Path:
     return path
 
 
-MODELS = {"conv1d_like": conv1d_like, "squeeze_excite": squeeze_excite, "upsample_and_permute": upsample_and_permute}
+def layer_norm(path: Path) -> Path:
+    """A LayerNorm as the converter writes it (without gamma and beta): the mean over the
+    channels, the squared difference, its mean, RSQRT, and the difference times it."""
+    tensors = [activation_tensor(0, (1, 4, 16), 0.05, 3), constant(1, "axis", np.array([2], dtype=np.int32)),
+               activation_tensor(2, (1, 4, 1), 0.05, 3), activation_tensor(3, (1, 4, 16), 0.02, -128),
+               activation_tensor(4, (1, 4, 1), 0.02, -128), activation_tensor(5, (1, 4, 1), 0.03, -128),
+               activation_tensor(6, (1, 4, 16), 0.06, 0), activation_tensor(7, (1, 4, 16), 0.1, 0)]
+    ops = [_op(0, "MEAN", (0, 1), (2,), "ReducerOptions", keepDims=True),
+           _op(1, "SQUARED_DIFFERENCE", (0, 2), (3,), "SquaredDifferenceOptions"),
+           _op(2, "MEAN", (3, 1), (4,), "ReducerOptions", keepDims=True),
+           _op(3, "RSQRT", (4,), (5,)), _op(4, "SUB", (0, 2), (6,), "SubOptions"),
+           _op(5, "MUL", (6, 5), (7,), "MulOptions")]
+    path.write_bytes(build_model(tensors, ops, [0], [7]))
+    return path
+
+
+MODELS = {"conv1d_like": conv1d_like, "layer_norm": layer_norm, "squeeze_excite": squeeze_excite, "upsample_and_permute": upsample_and_permute}
 
 
 @pytest.mark.parametrize("target_name", ["host", "cortex-m55"])

@@ -22,16 +22,17 @@ from edgetune.codegen.tflite_schema import ModelError
 from .graph import Graph, Operator
 from .layers import ModelLayer, conv_layer, dwconv_layer, fully_connected_layer, untuned_layer
 from .ops import FOLDABLE, StaticOp
-from .ops.add import add_params
+from .ops.add import add_params, squared_difference_params
 from .ops.concatenation import concatenation_params
 from .ops.index_map import gather_params, resize_nearest_params, transpose_params
-from .ops.lookup import hard_swish_params, leaky_relu_params, logistic_params, tanh_params
+from .ops.lookup import hard_swish_params, leaky_relu_params, logistic_params, rsqrt_params, tanh_params
 from .ops.mean import mean_params
 from .ops.mul import mul_params
 from .ops.pad import pad_params
 from .ops.pooling import pool_params
 from .ops.quantize import quantize_params
 from .ops.relu import relu_params
+from .ops.resize_bilinear import resize_bilinear_params
 from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
 from .user_layers import declared_operators, servers, user_layer
@@ -86,6 +87,10 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "(x1 - z1) * (x2 - z2) requantised by s1 * s2 / s_out (TFLite Micro's one multiplier, in double), plus "
             "z_out; broadcasting up to 4-D (a squeeze-excite gate); fused activations; Helium for same-shape inputs "
             "(VMUL, VQRDMULH)", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
+    library("SQUARED_DIFFERENCE", squared_difference_params,
+            "SUB's rescaling at TFLite Micro's left shift of 7, the difference squared, requantised by "
+            "(2 max(s1, s2))^2 / (2^14 s_out); broadcasting; Helium for same-shape inputs (LayerNorm's variance)",
+            "an output factor of 1 or more"),
     library("LOGISTIC", logistic_params,
             "TFLite Micro's fixed-point sigmoid (input to Q4.27, gemmlowp's exp and Newton-Raphson reciprocal), as a "
             "table of the 256 results; Helium: one gather load per 16 values",
@@ -99,6 +104,11 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("LEAKY_RELU", leaky_relu_params,
             "x - z_in scaled by s_in / s_out where >= 0, by s_in * alpha / s_out below, plus z_out; a table of 256, "
             "Helium gather", "a negative alpha"),
+    library("RSQRT", rsqrt_params,
+            "TFLite Micro's quantised 1/sqrt: its inverse-square-root multiplier (five Newton-Raphson steps in Q3.28 "
+            "on the value normalised by pairs of bits) at 2^20, requantised by 1 / (sqrt(s_in) s_out); a table of "
+            "256, Helium gather (LayerNorm)",
+            "a factor out of range; inputs below the zero point are undefined (TFLite Micro fails on them)"),
     library("RELU", relu_params, "int8, requantised to the output's quantisation, then clamped at its zero",
             "input and output of different sizes"),
     library("RELU6", relu_params, "int8, clamped to [0, 6] in the input's quantisation, not rescaled",
@@ -108,6 +118,12 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("TRANSPOSE", transpose_params, *INDEX_MAP),
     library("GATHER", gather_params, *INDEX_MAP),
     library("RESIZE_NEAREST_NEIGHBOR", resize_nearest_params, *INDEX_MAP),
+    library("RESIZE_BILINEAR", resize_bilinear_params,
+            "TFLite Micro's integer interpolation: positions in 1/1024ths per row and column (with `align_corners`, "
+            "`half_pixel_centers`), four raw values weighted in 2^20ths, rounded to nearest, ties away from zero; the "
+            "rows, columns and weights as small tables",
+            "a non-constant size; input and output quantised differently are taken as TFLite Micro takes them (raw "
+            "values)"),
     library("AVERAGE_POOL_2D", pool_params, *POOL),
     library("MAX_POOL_2D", pool_params, *POOL),
     library("MEAN", mean_params,

@@ -33,7 +33,7 @@ import numpy as np
 from ..arithmetic import quantize_multiplier, round_half_away
 from ..graph import Graph, Operator
 from .base import OperatorReader, StaticOp, int8_input, scale, zero_point
-from .fixedpoint import INT32_MAX, multiply_by_quantized_multiplier, rounding_divide_by_pot, sat_rdmulh, wrap32
+from .fixedpoint import INT32_MAX, c_divide, multiply_by_quantized_multiplier, rounding_divide_by_pot, sat_rdmulh, wrap32
 from .softmax import exp_on_negative_values, one_over_one_plus_x, rescale
 
 INT8_VALUES = np.arange(-128, 128, dtype=np.int64)
@@ -171,7 +171,7 @@ def _int16_rdmulh(a, b) -> np.ndarray:
     product = a * b
     nudge = np.where(product >= 0, 1 << 14, 1 - (1 << 14))
     total = product + nudge
-    high = np.where(total >= 0, total >> 15, -((-total) >> 15))  # C division truncates toward zero
+    high = c_divide(total, 1 << 15)
     return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, high)
 
 
@@ -179,7 +179,7 @@ def _int16_dmulh(a, b) -> np.ndarray:
     """TFLite's SaturatingDoublingHighMul on int16: no rounding, truncated toward zero."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     product = a * b
-    high = np.where(product >= 0, product >> 15, -((-product) >> 15))
+    high = c_divide(product, 1 << 15)  # truncated toward zero
     return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, high)
 
 
@@ -276,3 +276,80 @@ def leaky_relu_params(graph: Graph, op: Operator) -> LeakyReluParams:
         raise r.fail(f"the rescaling factor from tensor {x.index} to tensor {y.index} is too large")
     return LeakyReluParams(op.index, x.elements, zero_point(x), zero_point(y), identity_multiplier, identity_shift,
                            alpha_multiplier, alpha_shift)
+
+
+# --- RSQRT -----------------------------------------------------------------------------------
+RSQRT_SHIFT = 20  # TFLite Micro's headroom: 1/sqrt(x) is computed as a number times 2^20
+HALF_SQRT_2 = 1518500250  # sqrt(2) / 2 in Q0.31, gemmlowp's constant
+
+
+def _sat_rdmulh(a: int, b: int) -> int:
+    return int(sat_rdmulh(a, b))
+
+
+def _rescale_up(x: int, bits: int) -> int:
+    """gemmlowp's Rescale to fewer integer bits: a saturating left shift."""
+    return int(np.clip(x << bits, -(1 << 31), INT32_MAX))
+
+
+def inverse_sqrt_multiplier(value: int) -> tuple[int, int]:
+    """TFLite's GetInvSqrtQuantizedMultiplierExp(value, reverse_shift=-1): (multiplier, shift)
+    with 1/sqrt(value) = multiplier * 2^shift / 2^31, by five Newton-Raphson steps in Q3.28
+    from 1 on the value normalised to [2^27, 2^29) by pairs of bits."""
+    if value <= 1:
+        return INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    pairs = (31 - value.bit_length()) // 2 - 1  # (leading zeros - 1) // 2, less one
+    shift -= pairs
+    value <<= 2 * pairs
+    half_input = int(rounding_divide_by_pot(value >> 1, 1))  # F3 input, times 1/2
+    half_three = (1 << 28) + (1 << 27)  # 1.5 in Q3.28
+    x = 1 << 28  # 1 in Q3.28
+    for _ in range(5):
+        x3 = _rescale_up(_sat_rdmulh(_sat_rdmulh(x, x), x), 6)  # x^3: F9 back to F3
+        x = _rescale_up(int(wrap32(_sat_rdmulh(half_three, x) - _sat_rdmulh(half_input, x3))), 3)
+    x = _sat_rdmulh(x, HALF_SQRT_2)
+    if shift < 0:
+        x = int(wrap32(x << -shift))
+        shift = 0
+    return x, -shift
+
+
+@dataclass(frozen=True)
+class RsqrtParams(LookupOp):
+    zero_in: int
+    zero_out: int
+    multiplier: int  # 1 / (sqrt(s_in) * s_out)
+    shift: int
+
+    op = "RSQRT"
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        out = []
+        for value in (int(v) - self.zero_in for v in np.asarray(x).reshape(-1)):
+            if value <= 0:
+                # 0: TFLite Micro's largest output; below 0 TFLite Micro fails (RSQRT of a
+                # negative number), so any value does and the largest is kept
+                out.append(127)
+                continue
+            m, e = inverse_sqrt_multiplier(value)
+            data = int(multiply_by_quantized_multiplier(1, m, e + RSQRT_SHIFT))
+            y = int(multiply_by_quantized_multiplier(data, self.multiplier, self.shift - RSQRT_SHIFT)) + self.zero_out
+            out.append(min(max(y, -128), 127))
+        return np.asarray(out, dtype=np.int64).reshape(np.shape(x))
+
+
+def rsqrt_params(graph: Graph, op: Operator) -> RsqrtParams:
+    r = OperatorReader(graph, op)
+    x, y = r.int8(0), r.int8(0, output=True)
+    if x.elements != y.elements:
+        raise r.fail(f"output tensor {y.index} has {y.elements} values, the input {x.elements}")
+    # TFLite Micro: sqrt and the product in float32, the reciprocal in double.
+    real = 1.0 / float(np.sqrt(np.float32(scale(x))) * np.float32(scale(y)))
+    multiplier, shift = quantize_multiplier(real)
+    if not -31 + RSQRT_SHIFT <= shift <= 30:
+        raise r.fail(f"the rescaling factor {real:g} (input scale {scale(x):g}, output {scale(y):g}) is out of range")
+    return RsqrtParams(op.index, x.elements, zero_point(x), zero_point(y), multiplier, shift)

@@ -16,18 +16,15 @@ import numpy as np
 
 from ..arithmetic import quantize_multiplier
 from ..graph import Graph, Operator
-from .add import broadcast_shapes, strides
-from .base import OperatorReader, StaticOp, int8_input, scale, zero_point
+from .add import Broadcast, broadcast_shapes
+from .base import OperatorReader, int8_input, scale, zero_point
 from .fixedpoint import multiply_by_quantized_multiplier
 
 MAX_LEFT_SHIFT = 14  # 255 * 255 * 2^14 < 2^31: the shifted product never wraps
 
 
 @dataclass(frozen=True)
-class MulParams(StaticOp):
-    shape_a: tuple[int, int, int, int]
-    shape_b: tuple[int, int, int, int]
-    out_shape: tuple[int, int, int, int]
+class MulParams(Broadcast):
     zero_a: int
     zero_b: int
     zero_out: int
@@ -38,24 +35,6 @@ class MulParams(StaticOp):
 
     template = "mul.c.j2"
     op = "MUL"
-
-    @property
-    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
-        return (self.shape_a, self.shape_b)
-
-    @property
-    def output_shape(self) -> tuple[int, ...]:
-        return self.out_shape
-
-    @property
-    def in_place(self) -> tuple[int, ...]:
-        # As ADD: an input of the output's shape is read at the output's own position.
-        return tuple(i for i, shape in enumerate(self.input_shapes) if shape == self.out_shape)
-
-    def variables(self) -> dict:
-        return dict(super().variables(), strides_a=strides(self.shape_a, self.out_shape),
-                    strides_b=strides(self.shape_b, self.out_shape),
-                    flat=self.shape_a == self.shape_b == self.out_shape, elements=int(np.prod(self.out_shape)))
 
     def reference(self, a, b) -> np.ndarray:
         a = int8_input(a, self.shape_a, "input 0").astype(np.int64) - self.zero_a
