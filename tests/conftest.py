@@ -3,6 +3,7 @@ test command installs them, so their absence is a failure worth seeing."""
 from __future__ import annotations
 
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -27,6 +28,18 @@ def _no_kernels_of_your_own_across_modules():
     yield
     for name in set(KERNELS) - SHIPPED:
         unregister_kernel(name)
+
+
+@pytest.fixture
+def sigint_as_at_a_terminal():
+    """SIGINT handled as in a terminal's foreground job, whatever the suite was started under.
+    A parent that ignores SIGINT (`nohup ... &`, a CI runner) hands the ignoring down through
+    pytest and its xdist workers to every program a test starts: Python then installs no
+    KeyboardInterrupt handler and a shell cannot even trap the signal. A handled signal is
+    reset to the default in exec'd programs, so a test that sends Ctrl-C reaches them."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 @pytest.fixture(scope="session")

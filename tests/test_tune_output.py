@@ -98,6 +98,7 @@ def _stored(path: Path) -> list[tuple[str, str, str]]:
         return []
 
 
+@pytest.mark.usefixtures("sigint_as_at_a_terminal")
 @pytest.mark.parametrize("target, shape", [("host", "m=16,n=16,k=16"), ("cortex-m55", "m=8,n=8,k=16")])
 def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path, target, shape):
     """SIGINT to the whole process group, as a terminal's Ctrl-C sends it: the compilers and
@@ -133,6 +134,7 @@ def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path, targ
         assert after[key] == (outcome, values) if outcome == "ok" else after[key][0] not in lost
 
 
+@pytest.mark.usefixtures("sigint_as_at_a_terminal")
 def test_ctrl_c_during_npu_tuning_keeps_the_trials_and_exits_130(tmp_path):
     db = tmp_path / "npu.db"
     args = ["tune", "conv2d_s8", "--device", "ethos-u55", "--target", "cortex-m55", "--shape",
@@ -150,6 +152,7 @@ def test_ctrl_c_during_npu_tuning_keeps_the_trials_and_exits_130(tmp_path):
     assert "stopped: interrupted" in out and f"{len(kept)} trials stored ({len(kept)} new)" in out, out
 
 
+@pytest.mark.usefixtures("sigint_as_at_a_terminal")
 def test_a_build_tool_killed_from_outside_is_a_lost_trial_never_cached(tmp_path, monkeypatch):
     from edgetune.targets.buildcache import ArtifactStore
     from edgetune.targets.toolchain import ToolKilled, run_tool
@@ -170,3 +173,21 @@ def test_a_build_tool_killed_from_outside_is_a_lost_trial_never_cached(tmp_path,
     assert calls == [1, 1]  # built again, not replayed from the cache
     with pytest.raises(Exception, match=r"exit 3"):  # an ordinary failure is still the variant's
         run_tool(["sh", "-c", "exit 3"], cwd=tmp_path)
+
+
+CTRL_C_TESTS = ("test_a_build_tool_killed_from_outside_is_a_lost_trial_never_cached",
+                "test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130[host-m=16,n=16,k=16]")
+
+
+def test_the_ctrl_c_tests_pass_when_the_suite_starts_with_sigint_ignored(tmp_path):
+    """As under `nohup pytest &` or a CI runner that ignores SIGINT: the ignoring reaches the
+    xdist worker and everything it starts, and the Ctrl-C tests still pass because they set
+    the handling they rely on (without it the first does not raise, the second tunes on)."""
+    def ignoring_sigint():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    ids = [f"{Path(__file__).resolve()}::{name}" for name in CTRL_C_TESTS]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1", "-q",
+                           "--basetemp", str(tmp_path / "inner"), *ids], cwd=tmp_path, preexec_fn=ignoring_sigint,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and f"{len(CTRL_C_TESTS)} passed" in proc.stdout, proc.stdout + proc.stderr
