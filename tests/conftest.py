@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 
 import numpy as np
 import pytest
@@ -20,10 +21,29 @@ def _isolated_cache(tmp_path_factory):
     os.environ["EDGETUNE_CACHE"] = str(tmp_path_factory.mktemp("edgetune-cache"))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _no_kernels_of_your_own_across_modules():
-    """Kernels of your own registered by a test module (loading a --kernel-file registers
-    one) are gone after it, as in a new process: tests elsewhere see the shipped ones only."""
+@pytest.fixture(scope="session", autouse=True)
+def _working_directories(tmp_path_factory):
+    """The folder each test's own working directory is made in (one per xdist worker)."""
+    root = tmp_path_factory.mktemp("cwd")
+    before = os.getcwd()
+    os.chdir(root)  # module fixtures too write nothing relative into the repository
+    yield root
+    os.chdir(before)
+
+
+@pytest.fixture(autouse=True)
+def _own_working_directory(_working_directories, monkeypatch):
+    """Each test runs in an empty folder of its own: what a command writes where it is run
+    (`edgetune.db` by default, an export's `out`) lands neither in the repository nor beside
+    another test's, whichever worker runs it and in whatever order."""
+    monkeypatch.chdir(tempfile.mkdtemp(dir=_working_directories))
+
+
+@pytest.fixture(autouse=True)
+def _no_kernels_of_your_own_across_tests():
+    """Kernels of your own registered by a test (loading a --kernel-file registers one) are
+    gone after it, as in a new process: no other test sees them, whichever worker runs it
+    next (KERNELS is a registry of the process)."""
     from edgetune.codegen.kernels import KERNELS, SHIPPED, unregister_kernel
     yield
     for name in set(KERNELS) - SHIPPED:

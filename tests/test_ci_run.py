@@ -70,6 +70,28 @@ def test_a_failure_on_the_fresh_machine_fails_ci(checkout, failing):
     assert "ci: FAILED: fresh (quick start and smoke tests on a fresh machine, exit 3)" in proc.stderr
 
 
+@pytest.mark.parametrize("stage, pytest_at", [("suite (scripts/test.sh", "scripts/test.sh"),
+                                               ("fresh (quick start and smoke tests on a fresh machine", ".venv/bin/python")])
+def test_a_stage_whose_pytest_collected_no_test_fails_ci_saying_so(checkout, stage, pytest_at):
+    repo, log, tool = checkout
+    stub(repo / pytest_at, log, status=5)  # pytest's status when it collected nothing
+    proc = ci_run(repo, tool)
+    assert proc.returncode == 1
+    assert f"ci: FAILED: {stage}, exit 5: pytest ran no test)" in proc.stderr, proc.stderr
+
+
+def test_the_suite_stage_runs_every_tier_and_passes_its_arguments_on(tmp_path):
+    """scripts/test.sh (CI's suite stage) lifts the default `not slow` selection."""
+    repo, log = tmp_path / "repo", tmp_path / "calls.log"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "test.sh", repo / "scripts" / "test.sh")
+    stub(repo / "scripts" / "setup.sh", log)
+    stub(repo / ".venv" / "bin" / "python", log, then='printf "%s|" "$@" >> ' + str(log))
+    subprocess.run(["bash", str(repo / "scripts" / "test.sh"), "-k", "x"], check=True, timeout=60)
+    assert calls(log)[0] == "setup.sh "
+    assert calls(log)[-1] == "-m|pytest|-m||-k|x|"  # python's argv, one | after each: -m pytest -m "" -k x
+
+
 def test_without_the_tool_it_says_so_in_one_line_and_runs_the_quick_start_here(checkout):
     repo, log, _ = checkout
     proc = ci_run(repo, repo / "no" / "fresh-machine")
