@@ -98,6 +98,28 @@ def _stored(path: Path) -> list[tuple[str, str, str]]:
         return []
 
 
+def ctrl_c_once_stored(command: list[str], db: Path, trials: int, **popen) -> tuple[int, str, str]:
+    """Start a run in a process group of its own, send the group SIGINT (a terminal's Ctrl-C)
+    once the database holds `trials` trials; its exit status and output. Whatever fails on
+    the way, nothing of the run is left behind, tuning on to the end of its budget."""
+    proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **popen)
+    try:
+        deadline = time.monotonic() + 300
+        while len(_stored(db)) < trials and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        return proc.returncode, out, err
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # the group is gone: the run and all it started ended
+            pass
+        proc.communicate()
+
+
 @pytest.mark.usefixtures("sigint_as_at_a_terminal")
 @pytest.mark.parametrize("target, shape", [("host", "m=16,n=16,k=16"), ("cortex-m55", "m=8,n=8,k=16")])
 def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path, target, shape):
@@ -107,15 +129,8 @@ def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path, targ
     db, cache = tmp_path / "int.db", tmp_path / "cache"
     args = ["tune", "matmul_s8", "--target", target, "--shape", shape, "--jobs", "2", "--db", str(db)]
     env = {**os.environ, "EDGETUNE_CACHE": str(cache)}
-    proc = subprocess.Popen([EDGETUNE, *args, "--budget", "2000"], cwd=tmp_path, env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while len(_stored(db)) < 3 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, (out, err)
+    status, out, err = ctrl_c_once_stored([EDGETUNE, *args, "--budget", "2000"], db, 3, cwd=tmp_path, env=env)
+    assert status == 130, (out, err)
     assert "Aborted!" not in err and "Traceback" not in err, err
     assert "stopped: interrupted" in out, out
     kept = _stored(db)
@@ -139,16 +154,9 @@ def test_ctrl_c_during_npu_tuning_keeps_the_trials_and_exits_130(tmp_path):
     db = tmp_path / "npu.db"
     args = ["tune", "conv2d_s8", "--device", "ethos-u55", "--target", "cortex-m55", "--shape",
             "h=16,w=16,cin=16,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1", "--jobs", "2", "--db", str(db)]
-    proc = subprocess.Popen([EDGETUNE, *args, "--budget", "2000"], cwd=tmp_path, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while len(_stored(db)) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    status, out, err = ctrl_c_once_stored([EDGETUNE, *args, "--budget", "2000"], db, 2, cwd=tmp_path)
     kept = _stored(db)
-    assert proc.returncode == 130 and "Traceback" not in err and "Aborted!" not in err, (out, err)
+    assert status == 130 and "Traceback" not in err and "Aborted!" not in err, (out, err)
     assert "stopped: interrupted" in out and f"{len(kept)} trials stored ({len(kept)} new)" in out, out
 
 
