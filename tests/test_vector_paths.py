@@ -68,6 +68,25 @@ def first_shape(kernel_name: str) -> dict:
     return KERNELS[kernel_name].parse_shape(SHAPES[kernel_name][1])
 
 
+def tiered(cases: list[tuple[str, str, str]]) -> list:
+    """The cases with those past the default tier marked slow (docs/testing.md). The default
+    tier keeps each (kernel, path) on the first target that offers it, and a target none of
+    those is on with its first case, so every path and every target is built and run there;
+    the slow tier holds the rest of the matrix. Cases a target does not offer cost nothing."""
+    targets = {name: get_target(name) for name in TARGETS}
+    live = [case for case in cases if offered(case[0], case[1], targets[case[2]])]
+    first_target = {(kernel, path): target for kernel, path, target in reversed(live)}
+    default = {(*key, target) for key, target in first_target.items()}
+    covered = {target for *_, target in default}
+    first_case = {case[2]: case for case in reversed(live)}
+    default |= {case for target, case in first_case.items() if target not in covered}
+    return [pytest.param(case, id=case_id(case), marks=() if case in default or case not in live else pytest.mark.slow)
+            for case in cases]
+
+
+TIERED_CASES = tiered(CASES)
+
+
 def test_every_kernel_has_shapes_here_and_a_plain_c_path_first():
     assert set(SHAPES) == set(KERNELS)
     for kernel in KERNELS.values():
@@ -95,7 +114,7 @@ def test_a_path_is_offered_exactly_where_the_hal_has_its_unit(case, targets):
     assert offered(kernel_name, path_name, bare) == (path_name == "c")
 
 
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("case", TIERED_CASES)
 def test_a_paths_variants_render_from_existing_templates_with_allowed_flags(case, targets):
     kernel_name, path_name, target_name = case
     kernel, target = KERNELS[kernel_name], targets[target_name]
@@ -116,7 +135,7 @@ def test_a_paths_variants_render_from_existing_templates_with_allowed_flags(case
             assert set(kernel.path(config).cflags) <= set(rendered.cflags)
 
 
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("case", TIERED_CASES)
 def test_a_paths_variants_compile_warning_free_with_every_compiler(case, targets, tmp_path):
     """The first and last legal configuration of the path per compiler (smallest and
     largest tiles), -Wall -Wextra -Werror."""
@@ -135,7 +154,7 @@ def test_a_paths_variants_compile_warning_free_with_every_compiler(case, targets
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("case", TIERED_CASES)
 def test_drawn_variants_of_a_path_match_the_reference_on_the_target(case, targets, tmp_path):
     kernel_name, path_name, target_name = case
     kernel, target = KERNELS[kernel_name], targets[target_name]
