@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -111,3 +112,33 @@ def dw():
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+def each_value_once(items: list[pytest.Item]) -> set[str]:
+    """The node ids of a few of one test's parametrized cases that together take every value
+    of every parameter at least once: each time the case with the most values not yet taken,
+    of equals the one whose values were taken least often (the first of those), until none is left. Values are told apart by their repr, the same
+    in every xdist worker for the strings, numbers and containers parameters are made of."""
+    values = {item.nodeid: {(name, repr(value)) for name, value in item.callspec.params.items()} for item in items}
+    left, chosen, taken = set().union(*values.values()), set(), Counter()
+    while left:
+        best = max(values, key=lambda nodeid: (len(values[nodeid] & left), -sum(taken[v] for v in values[nodeid])))
+        chosen.add(best)
+        left -= values[best]
+        taken.update(values[best])
+    return chosen
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
+def pytest_collection_modifyitems(config, items):
+    """A test marked `matrix` runs in the default tier with every value of each of its
+    parameters at least once; its other cases are marked `slow` (docs/testing.md)."""
+    by_function: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        if item.get_closest_marker("matrix") and hasattr(item, "callspec"):
+            by_function.setdefault(item.nodeid.split("[")[0], []).append(item)
+    for cases in by_function.values():
+        default = each_value_once(cases)
+        for item in cases:
+            if item.nodeid not in default:
+                item.add_marker(pytest.mark.slow)
