@@ -81,12 +81,13 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
     library("SUB", add_params,
             "int8 - int8: ADD's arithmetic with the second input's rescaled value subtracted (TFLite Micro's SUB "
-            "prepares the same multipliers); broadcasting up to 4-D; fused activations; Helium for same-shape inputs",
+            "prepares the same multipliers); broadcasting up to 4-D; fused activations; Helium for same-shape inputs "
+            "and a per-channel input",
             "as ADD"),
     library("MUL", mul_params,
             "(x1 - z1) * (x2 - z2) requantised by s1 * s2 / s_out (TFLite Micro's one multiplier, in double), plus "
             "z_out; broadcasting up to 4-D (a squeeze-excite gate); fused activations; Helium for same-shape inputs "
-            "(VMUL, VQRDMULH)", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
+            "and a per-channel input (VMUL, VQRDMULH)", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
     library("SQUARED_DIFFERENCE", squared_difference_params,
             "SUB's rescaling at TFLite Micro's left shift of 7, the difference squared, requantised by "
             "(2 max(s1, s2))^2 / (2^14 s_out); broadcasting; Helium for same-shape inputs (LayerNorm's variance)",
