@@ -291,7 +291,7 @@ def bad_inputs() -> list[BadInput]:
     ]
     if os.geteuid() != 0:  # root writes a read-only file anyway: the case cannot be tried as root
         cases.append(BadInput("13.8 read-only db", "db import", _read_only_import))
-    return cases
+    return cases + issue27_destination_flash_graph_inputs()
 
 
 @dataclass
@@ -334,6 +334,7 @@ def try_bad_inputs(timeout: float, workers: int) -> dict[str, Tally]:
         if not right:
             tally.wrong.append(note)
     tallies["13.1 forged count exported"] = try_forged_export(timeout)
+    tallies.update(try_issue27_flows(timeout))
     return tallies
 
 
@@ -368,6 +369,157 @@ def try_forged_export(timeout: float) -> Tally:
         tally.wrong.append(f"export exit {export.code}: the forged count was "
                            f"{'exported' if export.code == 0 else 'refused without naming the workload'}")
     return tally
+
+
+# --- issue 27 (export destinations, flash arguments, graph order, verify --db, linked --out) -------------
+# Each class fails right (exit 2, one line naming the culprit) or counts harm: a folder of the
+# user's changed, a shared object loaded or a file written by a flash command, a module exported
+# from a graph that cannot run in order, a forged export passing `verify --db`, a linked export
+# left stale or a hidden folder left beside it.
+FOREIGN_MANIFESTS = {"web app": '{"name": "my-app", "icons": []}', "empty": "", "garbage": "\x00garbage",
+                     "list": "[1, 2]", "files only": '{"files": {"notes.txt": "0"}}',
+                     "unchecked": '{"manifest_version": 1, "target": "host", "kernels": [], "files": {}, '
+                                  '"manifest_sha256": "' + "0" * 64 + '"}',
+                     "nested": "[" * 100_000}
+GRAPH_MODEL = Path(__file__).resolve().parent.parent / "tests" / "data" / "models" / "ds_cnn_kws.tflite"
+
+
+def _users_folder(folder: Path, manifest: str) -> Path:
+    out = folder / "d"
+    (out / "src").mkdir(parents=True)
+    (out / "src" / "main.c").write_text("int main(void) { return 0; }\n")
+    (out / "notes.txt").write_text("x\n")
+    (out / "manifest.json").write_text(manifest)
+    return out
+
+
+def _users_folder_export(manifest: str, model: bool) -> Callable[[Path, Path], list]:
+    def build(folder: Path, db: Path) -> list:
+        out = _users_folder(folder, manifest)
+        if model:
+            return ["model", "export", GRAPH_MODEL, "--target", "cortex-m55", "--out", out]
+        return ["export", "--target", "host", "--db", db, "--out", out]
+    return build
+
+
+def _users_folder_changed(folder: Path) -> bool:
+    out = folder / "d"
+    return not ((out / "notes.txt").is_file() and (out / "src" / "main.c").is_file()
+                and sorted(p.name for p in out.iterdir()) == ["manifest.json", "notes.txt", "src"]
+                or any(p.name.startswith(".d.") for p in folder.iterdir()))
+
+
+def _evil_plugin(folder: Path) -> Path:
+    """A shared object whose constructor creates the canary when anything loads it."""
+    source = folder / "evil.c"
+    source.write_text(f'#include <fcntl.h>\n__attribute__((constructor)) static void pwn(void) '
+                      f'{{ creat("{folder / CANARY}", 0644); }}\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(folder / "evil.so"), str(source)], check=True)
+    return folder / "evil.so"
+
+
+def _flash_extra(*extra: str, plugin: bool = False) -> Callable[[dict, Path], None]:
+    def change(data: dict, folder: Path) -> None:
+        args = [a.replace("@", str(folder) + "/") for a in extra]
+        if plugin:
+            args = ["-plugin", f"file={_evil_plugin(folder)}"]
+        flash = data["serial"]["flash"]
+        data["serial"]["flash"] = [*flash[:-2], *args, *flash[-2:]]
+    return change
+
+
+def _bad_graph(edges: list[tuple[int, int]]) -> Callable[[Path, Path], list]:
+    def build(folder: Path, db: Path) -> list:
+        from edgetune.codegen.model.builder import build_model
+        from edgetune.codegen.model.graph import Operator, Quantization, Tensor
+        q = Quantization((0.05,), (0,))
+        tensors = [Tensor(i, f"t{i}", (1, 8), "int8", q) for i in range(3)]
+        operators = [Operator(n, "RELU", (a,), (b,)) for n, (a, b) in enumerate(edges)]
+        (folder / "bad.tflite").write_bytes(build_model(tensors, operators, [0], [2]))
+        return ["model", "export", "bad.tflite", "--target", "cortex-m55", "--out", "module"]
+    return build
+
+
+def issue27_destination_flash_graph_inputs() -> list[BadInput]:
+    cases = [BadInput("27.1 export destination", f"{'model export' if model else 'export'} {name}",
+                      _users_folder_export(text, model), _users_folder_changed, names=r"/d: its manifest\.json")
+             for name, text in FOREIGN_MANIFESTS.items() for model in (False, True)]
+    cases += [BadInput("27.2 flash arguments", name, tuned_with("an547-serial", change), file_written(written),
+                       names=r"serial\.flash\[\d+\]")
+              for name, change, written in (
+                  ("-plugin evil.so", _flash_extra(plugin=True), CANARY),
+                  ("-D log -d in_asm", _flash_extra("-D", "@qemu.log", "-d", "in_asm"), "qemu.log"),
+                  ("-serial file:", _flash_extra("-chardev", "file,id=x,path=@out.txt"), "out.txt"),
+                  ("-semihosting", _flash_extra("-semihosting"), CANARY))]
+    cases += [BadInput("27.4 graph order", name, _bad_graph(edges), lambda f: (f / "module").exists(),
+                       names=r"operator \d+ \(RELU\)")
+              for name, edges in (("reads its own output", [(0, 1), (1, 1), (1, 2)]),
+                                  ("two-operator cycle", [(0, 2), (2, 1), (1, 2)]),
+                                  ("out of execution order", [(1, 2), (0, 1)]))]
+    return cases
+
+
+def try_issue27_flows(timeout: float) -> dict[str, Tally]:
+    """The two classes that need an earlier export: a forged one `verify --db` must fail, and
+    an --out linking to one that must be replaced in place, leaving nothing hidden."""
+    tallies = {"27.5 verify --db a forged export": Tally(tried=1), "27.6 linked --out": Tally(tried=2)}
+    with tempfile.TemporaryDirectory(prefix="robust-27-") as tmp:
+        folder = Path(tmp)
+        tune = edgetune(["tune", "matmul_s8", "--target", "cortex-m55", "--shape", "m=4,n=8,k=8", "--budget", "2",
+                         "--db", "t.db"], folder, timeout)
+        export = edgetune(["export", "--target", "cortex-m55", "--db", "t.db", "--out", "v1"], folder, timeout)
+        if tune.code != 0 or export.code != 0:
+            for tally in tallies.values():
+                tally.wrong.append(f"setup failed: {(tune.stderr + export.stderr).strip()[-200:]}")
+            return tallies
+        _forged_verify(folder, tallies["27.5 verify --db a forged export"], timeout)
+        _linked_out(folder, tallies["27.6 linked --out"], timeout)
+    return tallies
+
+
+def _forged_verify(folder: Path, tally: Tally, timeout: float) -> None:
+    """Slow the kernel, raise its exported_value to match, recompute every checksum."""
+    forged = folder / "forged"
+    subprocess.run(["cp", "-r", str(folder / "v1"), str(forged)], check=True)
+    manifest = json.loads((forged / "manifest.json").read_text())
+    victim = manifest["kernels"][0]
+    source = forged / victim["source"]
+    text = source.read_text()
+    body = text.index("{", text.index(victim["function"] + "(")) + 1
+    source.write_text(text[:body] + "\n    for (volatile int spin = 0; spin < 64; spin++) { }" + text[body:])
+    victim["exported_value"] = victim["exported_value"] * 100
+    victim["exported_values"][victim["objective"]] = victim["exported_value"]
+    manifest["files"][victim["source"]] = hashlib.sha256(source.read_bytes()).hexdigest()
+    write_manifest(forged, manifest)
+    run = edgetune(["verify", "forged", "--db", "t.db"], folder, timeout)
+    right = run.code == 1 and victim["function"] in run.stdout
+    tally.right += right
+    tally.harmed += run.code == 0
+    if not right:
+        tally.wrong.append(f"verify --db of a slowed kernel with a rewritten manifest: exit {run.code}")
+
+
+def _linked_out(folder: Path, tally: Tally, timeout: float) -> None:
+    """An --out that links to an earlier export, then a link to nothing."""
+    (folder / "current").symlink_to(folder / "v1")
+    # Marked, so a replaced export is told from the one left stale (both carry the minute's stamp).
+    write_manifest(folder / "v1", {**json.loads((folder / "v1" / "manifest.json").read_text()), "exported": "old"})
+    run = edgetune(["export", "--target", "cortex-m55", "--db", "t.db", "--out", "current"], folder, timeout)
+    fresh = json.loads((folder / "v1" / "manifest.json").read_text())["exported"]
+    hidden = [p.name for p in folder.iterdir() if p.name.startswith(".")]
+    right = run.code == 0 and (folder / "current").is_symlink() and fresh != "old" and not hidden
+    tally.right += right
+    tally.harmed += not right
+    if not right:
+        tally.wrong.append(f"export through a link: exit {run.code}, link kept {(folder / 'current').is_symlink()}, "
+                           f"linked export {'stale' if fresh == 'old' else 'replaced'}, hidden {hidden}")
+    (folder / "nowhere").symlink_to(folder / "missing")
+    run = edgetune(["export", "--target", "cortex-m55", "--db", "t.db", "--out", "nowhere"], folder, timeout)
+    right = refused_right(run) and "nowhere" in run.stderr and not (folder / "missing").exists()
+    tally.right += right
+    tally.harmed += not right and (folder / "nowhere").is_dir() and not (folder / "nowhere").is_symlink()
+    if not right:
+        tally.wrong.append(f"export through a dangling link: exit {run.code}")
 
 
 # --- part 2: kill points ---------------------------------------------------------------------------------
