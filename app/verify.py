@@ -290,7 +290,8 @@ def _verify_kernel(check: _Check, index: int, entry: KernelEntry, workdir: Path)
                          recorded=recorded, measured=measured, problems=tuple(problems), notes=tuple(notes))
 
 
-def _against_database(check: _Check, entry: KernelEntry, kernel, shape: dict, goal: Goal, workdir: Path) -> list[str]:
+def _against_database(check: _Check, entry: KernelEntry, kernel, shape: dict, goal: Goal,
+                      workdir: Path) -> list[str]:
     """The exported code measured as tuning measures a variant (called directly, no
     dispatcher) against the best trial the database holds for its workload. The manifest's
     own figures (exported_value, values) and its checksum can be rewritten by anyone who can

@@ -434,7 +434,7 @@ def _bad_graph(edges: list[tuple[int, int]]) -> Callable[[Path, Path], list]:
         from edgetune.codegen.model.graph import Operator, Quantization, Tensor
         q = Quantization((0.05,), (0,))
         tensors = [Tensor(i, f"t{i}", (1, 8), "int8", q) for i in range(3)]
-        operators = [Operator(n, "RELU", (a,), (b,)) for n, (a, b) in enumerate(edges)]
+        operators = [Operator(n, "QUANTIZE", (a,), (b,)) for n, (a, b) in enumerate(edges)]
         (folder / "bad.tflite").write_bytes(build_model(tensors, operators, [0], [2]))
         return ["model", "export", "bad.tflite", "--target", "cortex-m55", "--out", "module"]
     return build
@@ -452,7 +452,7 @@ def issue27_destination_flash_graph_inputs() -> list[BadInput]:
                   ("-serial file:", _flash_extra("-chardev", "file,id=x,path=@out.txt"), "out.txt"),
                   ("-semihosting", _flash_extra("-semihosting"), CANARY))]
     cases += [BadInput("27.4 graph order", name, _bad_graph(edges), lambda f: (f / "module").exists(),
-                       names=r"operator \d+ \(RELU\)")
+                       names=r"operator \d+ \(QUANTIZE\)")
               for name, edges in (("reads its own output", [(0, 1), (1, 1), (1, 2)]),
                                   ("two-operator cycle", [(0, 2), (2, 1), (1, 2)]),
                                   ("out of execution order", [(1, 2), (0, 1)]))]

@@ -65,8 +65,8 @@ FLASHERS: dict[str, tuple[dict[str, str | None], str]] = {
     "dfu-util": ({"-a": _NAME, "-d": r"[0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}", "-s": rf"{_HEX_OR_NUMBER}(:leave)?",
                   "-D": re.escape(IMAGE), "-R": None, "-S": r"[0-9A-Za-z]{1,64}"}, ""),
     "picotool": ({"-x": None, "-f": None, "-F": None, "-v": None}, "load|reboot"),
-    "bossac": ({"-e": None, "-w": None, "-v": None, "-R": None, "-b": None, "-U": None, "--port": r"[A-Za-z0-9_./-]{1,64}",
-                "-p": r"[A-Za-z0-9_./-]{1,64}", "--offset": _HEX_OR_NUMBER}, ""),
+    "bossac": ({"-e": None, "-w": None, "-v": None, "-R": None, "-b": None, "-U": None,
+                "--port": r"[A-Za-z0-9_./-]{1,64}", "-p": r"[A-Za-z0-9_./-]{1,64}", "--offset": _HEX_OR_NUMBER}, ""),
 }
 # A flasher you allowed by its absolute path (any name): plain words and options with plain
 # values, and no path (a path names a file the program would read or write) but the paths

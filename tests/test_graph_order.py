@@ -16,21 +16,22 @@ from model_files import chain_model, write
 Q = Quantization((0.05,), (0,))
 
 
-def relu_graph(edges: list[tuple[int, int]], inputs=(0,), outputs=(2,)) -> bytes:
-    """Three int8 tensors (1x8) and one RELU per (input tensor, output tensor), in order."""
+def quantize_graph(edges: list[tuple[int, int]], inputs=(0,), outputs=(2,)) -> bytes:
+    """Three int8 tensors (1x8) and one QUANTIZE (int8 to int8) per (input tensor, output tensor), in order."""
     tensors = [Tensor(i, f"t{i}", (1, 8), "int8", Q) for i in range(3)]
-    operators = [Operator(n, "RELU", (a,), (b,)) for n, (a, b) in enumerate(edges)]
+    operators = [Operator(n, "QUANTIZE", (a,), (b,)) for n, (a, b) in enumerate(edges)]
     return build_model(tensors, operators, list(inputs), list(outputs))
 
 
 BAD = {
-    "reads its own output": (relu_graph([(0, 1), (1, 1), (1, 2)]),
-                             "operator 1 (RELU) reads tensor 1, its own output"),
-    "two-operator cycle": (relu_graph([(0, 2), (2, 1), (1, 2)]),
-                           "the operators form a cycle (operator 1 (RELU) -> operator 2 (RELU) -> operator 1 (RELU)"),
-    "out of execution order": (relu_graph([(1, 2), (0, 1)]),
-                               "operator 0 (RELU) reads tensor 1, written by operator 1 (RELU), which is stored after "
-                               "it: the operators are out of execution order"),
+    "reads its own output": (quantize_graph([(0, 1), (1, 1), (1, 2)]),
+                             "operator 1 (QUANTIZE) reads tensor 1, its own output"),
+    "two-operator cycle": (quantize_graph([(0, 2), (2, 1), (1, 2)]),
+                           "the operators form a cycle (operator 1 (QUANTIZE) -> operator 2 (QUANTIZE) -> "
+                           "operator 1 (QUANTIZE)"),
+    "out of execution order": (quantize_graph([(1, 2), (0, 1)]),
+                               "operator 0 (QUANTIZE) reads tensor 1, written by operator 1 (QUANTIZE), which is "
+                               "stored after it: the operators are out of execution order"),
 }
 COMMANDS = {
     "model show": lambda m, out: ["model", "show", m],
@@ -52,6 +53,6 @@ def test_a_graph_that_cannot_run_in_order_is_refused_naming_its_operators(tmp_pa
 
 
 def test_an_ordered_graph_still_reads(tmp_path):
-    graph = read_graph(write(tmp_path, "good.tflite", relu_graph([(0, 1), (1, 2)])))
+    graph = read_graph(write(tmp_path, "good.tflite", quantize_graph([(0, 1), (1, 2)])))
     assert [op.index for op in graph.operators] == [0, 1]
     assert read_graph(write(tmp_path, "chain.tflite", chain_model(__import__("numpy").random.default_rng(0))))
