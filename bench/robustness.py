@@ -474,7 +474,31 @@ def try_issue27_flows(timeout: float) -> dict[str, Tally]:
             return tallies
         _forged_verify(folder, tallies["27.5 verify --db a forged export"], timeout)
         _linked_out(folder, tallies["27.6 linked --out"], timeout)
+    tallies["27.b template sandbox"] = _template_escape(timeout)
     return tallies
+
+
+def _template_escape(timeout: float) -> Tally:
+    """A kernel template reaching Python through Jinja2's internals: the sandbox stops the
+    render (harm: the canary appeared, i.e. the template ran a command)."""
+    tally = Tally(tried=1)
+    with tempfile.TemporaryDirectory(prefix="robust-sandbox-") as tmp:
+        folder = Path(tmp)
+        kernel = folder / "escape"
+        kernel.mkdir()
+        example = Path(__file__).resolve().parent.parent / "examples" / "kernels" / "vector_add"
+        (kernel / "kernel.py").write_text((example / "kernel.py").read_text().replace('"vector_add.c"', '"add.c.j2"')
+                                          .replace('name="vector_add"', 'name="escape_add"'))
+        escape = f"{{{{ cycler.__init__.__globals__.os.system('touch {folder / CANARY}') }}}}"
+        (kernel / "add.c.j2").write_text(f"/* {escape} */\n" + (example / "vector_add.c").read_text())
+        run = edgetune(["tune", "--kernel-file", kernel, "--target", "host", "--shape", "size=16", "--budget", "1",
+                        "--db", "t.db"], folder, timeout)
+        ran = (folder / CANARY).exists()
+    tally.right += not ran
+    tally.harmed += ran
+    if ran:
+        tally.wrong.append(f"a kernel template ran a command (tune exit {run.code})")
+    return tally
 
 
 def _forged_verify(folder: Path, tally: Tally, timeout: float) -> None:
