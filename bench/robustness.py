@@ -9,6 +9,12 @@ Four parts:
   be refused right: exit status 2, exactly one line on stderr (`edgetune: error: ...`), no
   traceback, the database byte for byte as it was. A forged but well-formed count must not
   be exported silently (`export` must refuse it, naming the workload).
+  Issue 27's classes (27.x, a block of their own): export destinations holding someone
+  else's manifest.json (the folder must stay as it was), flash commands passing a plugin, a
+  log file or semihosting to QEMU, graphs that cannot run in order, a slowed export with a
+  rewritten manifest (`verify --db` must fail it), an --out linking to an earlier export
+  (replaced in place, nothing hidden left), a kernel writing past its output (every trial
+  `overrun`, alone and batched), a template reaching Python (the sandbox stops it).
 - kill points: `tune --jobs 2` killed (SIGKILL to its process group, QEMU included) at
   random moments, resumed each time, then run to the end: trials lost (committed before a
   kill, missing after), duplicated (one configuration stored twice, or more trials than
@@ -475,7 +481,35 @@ def try_issue27_flows(timeout: float) -> dict[str, Tally]:
         _forged_verify(folder, tallies["27.5 verify --db a forged export"], timeout)
         _linked_out(folder, tallies["27.6 linked --out"], timeout)
     tallies["27.b template sandbox"] = _template_escape(timeout)
+    tallies["27.a output overrun"] = _output_overrun(timeout)
     return tallies
+
+
+def _output_overrun(timeout: float) -> Tally:
+    """A kernel of one's own with right answers that also writes one element past its output,
+    tuned alone and batched on the M55 and on the host: every trial must be `overrun`, none
+    stored `ok` (harm: an ok trial)."""
+    tally = Tally()
+    with tempfile.TemporaryDirectory(prefix="robust-overrun-") as tmp:
+        folder = Path(tmp)
+        kernel = folder / "overrun"
+        kernel.mkdir()
+        example = Path(__file__).resolve().parent.parent / "examples" / "kernels" / "vector_add"
+        (kernel / "kernel.py").write_text((example / "kernel.py").read_text())
+        source = (example / "vector_add.c").read_text()
+        (kernel / "vector_add.c").write_text(source[:source.rindex("}")] + "    c[n] = 1.0f;\n}\n")
+        for target, batch in (("cortex-m55", "1"), ("cortex-m55", "4"), ("host", "4")):
+            db = f"{target}-{batch}.db"
+            run = edgetune(["tune", "--kernel-file", kernel, "--target", target, "--shape", "size=16", "--budget", "4",
+                            "--batch", batch, "--db", db], folder, timeout)
+            outcomes = [outcome for _, outcome, _ in stored_rows(folder / db)]
+            tally.tried += 1
+            right = bool(outcomes) and set(outcomes) == {"overrun"}
+            tally.right += right
+            tally.harmed += "ok" in outcomes
+            if not right:
+                tally.wrong.append(f"{target} --batch {batch}: exit {run.code}, stored {sorted(outcomes)}")
+    return tally
 
 
 def _template_escape(timeout: float) -> Tally:
