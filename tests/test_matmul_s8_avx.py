@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from edgetune.export import export_best
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
-from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import workload_inputs, workload_of
 from edgetune.targets import iobuf
 from edgetune.targets.build import kernel_header
 from edgetune.targets.runners import runner_for
@@ -79,6 +80,7 @@ def draw_variant(matmul, host, data, path, layout):
     return shape, space, space.config_at(data.draw(st.sampled_from(indices), "config index"))
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("layout", ["rowmajor", "packed"])
 @pytest.mark.parametrize("path", PATHS)
 def test_drawn_variants_are_bit_exact(matmul, host, path, layout, tmp_path_factory):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
 from edgetune.tuner import Outcome
 
 from faulty import FaultyMatmul
@@ -38,6 +38,7 @@ def edge_config(shape, vector, compiler, layout="rowmajor"):
             "opt": "O2"}
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("shape_text", EDGE_SHAPES)
 @pytest.mark.parametrize("vector", ["c", "mve"])
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
