@@ -468,7 +468,7 @@ def issue27_destination_flash_graph_inputs() -> list[BadInput]:
 def try_issue27_flows(timeout: float) -> dict[str, Tally]:
     """The two classes that need an earlier export: a forged one `verify --db` must fail, and
     an --out linking to one that must be replaced in place, leaving nothing hidden."""
-    tallies = {"27.5 verify --db a forged export": Tally(tried=1), "27.6 linked --out": Tally(tried=2)}
+    tallies = {"27.5 verify --db, forged": Tally(tried=1), "27.6 linked --out": Tally(tried=2)}
     with tempfile.TemporaryDirectory(prefix="robust-27-") as tmp:
         folder = Path(tmp)
         tune = edgetune(["tune", "matmul_s8", "--target", "cortex-m55", "--shape", "m=4,n=8,k=8", "--budget", "2",
@@ -478,7 +478,7 @@ def try_issue27_flows(timeout: float) -> dict[str, Tally]:
             for tally in tallies.values():
                 tally.wrong.append(f"setup failed: {(tune.stderr + export.stderr).strip()[-200:]}")
             return tallies
-        _forged_verify(folder, tallies["27.5 verify --db a forged export"], timeout)
+        _forged_verify(folder, tallies["27.5 verify --db, forged"], timeout)
         _linked_out(folder, tallies["27.6 linked --out"], timeout)
     tallies["27.b template sandbox"] = _template_escape(timeout)
     tallies["27.a output overrun"] = _output_overrun(timeout)
