@@ -37,6 +37,7 @@ from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Outcome, Owner, Pr
 from edgetune.tuner import Goal, resolve_goal
 from edgetune.tuner.resume import Resumed, rebuild
 
+from .compile_check import check_compiles
 from .identity import measurement_fingerprint, recompute_estimates
 from .npu_session import NpuTask, resolve_npu
 from .task import TuningTask, machine_name, stamp  # noqa: F401 - machine_name: part of this module's interface
@@ -322,6 +323,7 @@ class CpuTask:
         recompute_estimates(db, self.target)  # stored trials priced by the target's current tables
         runner_for(self.target).check_tools()
         self.kernel.check_fits(self.target, self.shape)  # one refusal before any trial, not one too_large per variant
+        check_compiles(self.kernel, self.target, self.shape)  # and not one compile error per variant
 
     def batch_size(self, asked: int | None) -> int:
         """Variants per image: what the target's I/O regions hold side by side (the code of
