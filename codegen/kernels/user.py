@@ -513,8 +513,10 @@ class UserKernel(Kernel):
         self.warn_unknown_units(target)
         self.check_function()
         super().check_fits(target, shape)
-        if not len(self.space(target, shape).legal_indices()):
-            raise KernelError(f"kernel {self.name}: no configuration meets its restrictions on {target.name}")
+        space = self.space(target, shape)
+        if not len(space.legal_indices()):
+            raise KernelError(f"kernel {self.name}: no configuration meets its restrictions on {target.name}: "
+                              f"{unmet_restrictions(space, shape)}")
         self.reference(shape, self.make_io(shape, np.random.default_rng(0)))
 
     def check_function(self) -> None:
@@ -618,6 +620,20 @@ class UserKernel(Kernel):
 
 DTYPE_C = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "float32": "float"}
 
+
+
+def unmet_restrictions(space: Space, shape: Mapping[str, int]) -> str:
+    """Which restrictions leave a space empty: those no configuration meets on its own, or
+    (each met by some) the ones that exclude some configuration, which together exclude
+    all; with the values they were asked about."""
+    configs = [space.config_at(i).as_dict() for i in range(space.cartesian_size)]
+    never = [c.reason for c in space.constraints if not any(c.check(values) for values in configs)]
+    values = "; ".join(f"{p.name} in {list(p.values)}" for p in space.params)
+    where = f" ({values}; shape {', '.join(f'{k}={v}' for k, v in shape.items())})"
+    if never:
+        return f"{', '.join(repr(r) for r in never)} {'holds' if len(never) == 1 else 'hold'} for none{where}"
+    narrowing = [c.reason for c in space.constraints if not all(c.check(values) for values in configs)]
+    return f"{', '.join(repr(r) for r in narrowing)} exclude every configuration together{where}"
 
 
 def known_builtins() -> frozenset[str] | None:
