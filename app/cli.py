@@ -142,6 +142,15 @@ class _OneLineErrors(click.Group):
     """Click's own usage errors (an unknown option, a missing argument, a bad number) in
     edgetune's convention too: one line naming the culprit, exit status 2."""
 
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # The reader went away (`edgetune kernels | head -1`): it read what it wanted, so this
+            # is success; what is left unwritten goes to /dev/null, not into a second error.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise click.exceptions.Exit(0) from None
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
@@ -264,10 +273,11 @@ def kernels(as_json, target_name, kernel_files):
     if as_json:
         click.echo(json.dumps(items, indent=2))
         return
+    width = max((len(name) for item in items for name in item["parameters"]), default=0)  # one column for all
     for item in items:
         click.echo(f"{item['name']} (shape {','.join(item['shape'])}): {item['description']}")
         for name, p in item["parameters"].items():
-            click.echo(f"  {name:10} {', '.join(map(str, p['values']))}")
+            click.echo(f"  {name:{width}}  {', '.join(map(str, p['values']))}")
 
 
 # --- tune / best ---------------------------------------------------------------------------
@@ -512,6 +522,11 @@ def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, d
         summary = summarize(db, workload, goal.objective, bounds=goal.bounds)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
+    elif not summary.trials:  # not "0 trials stored (0 new)": say what is missing and how to get it
+        w = summary.workload
+        shape_text = ",".join(f"{k}={v}" for k, v in w.shape)
+        click.echo(f"{w.kernel} {shape_text} on {w.target}: not tuned ({db_path} holds no trial of it); "
+                   f"tune it first: edgetune tune {w.kernel} --shape {shape_text} --target {w.target} --db {db_path}")
     else:
         _print_summary(summary)
     if summary.best is None:
