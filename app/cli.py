@@ -36,6 +36,7 @@ from .cache_cli import cache_group
 from .model_cli import model_group
 from . import model_tune_cli  # noqa: F401 - registers `model tune` in model_group
 from . import model_report_cli  # noqa: F401 - registers `model report` in model_group
+from .tune_options import compiler_option
 from .user_kernels import first_failure, kernel_file_option, load_installed, only_kernel, show_kernel_warnings
 
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
@@ -378,9 +379,10 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
               help="Variants per image and emulator boot (default: as many as the target's memory holds, "
                    "at most 16); 1: one at a time (docs/throughput.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
+@compiler_option
 @_guard
 def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, initial, objective, constraints,
-             time_budget, patience, db_path, kernel_files, cluster, device, batch, as_json):
+             time_budget, patience, db_path, kernel_files, cluster, device, batch, as_json, compilers):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
     With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
@@ -398,6 +400,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             raise UserError("--objective and --constraint apply to CPU tuning; NPU tuning minimises Vela's total_cycles")
         if cluster:
             raise UserError("--cluster runs CPU kernels; Vela runs on this machine")
+        if compilers:
+            raise UserError("--compiler applies to CPU tuning; Vela compiles for the NPU")
         summary = run_npu_tune(kernel_name, target, device, shape, lambda: _open_db(db_path),
                                show_progress=not as_json and sys.stderr.isatty(), strategy=strategy, budget=budget,
                                jobs=jobs, seed=seed, initial=initial, time_budget=time_budget, patience=patience)
@@ -422,7 +426,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
                                 strategy, budget, jobs, seed,
                                 *((objective, bounds) if objective or bounds else (entry.objective, entry.bounds)),
                                 initial=(entry.config_dict,), time_budget=time_budget, patience=patience,
-                                batch=batch)
+                                batch=batch, compilers=compilers)
                     for entry in manifest.kernels]
     else:
         if not kernel_name or not shape:
@@ -434,7 +438,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         kernel.check_fits(target, shape_dict)
         space = kernel.tuning_space(target, shape_dict)
         requests = [TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
-                                time_budget=time_budget, patience=patience, batch=batch,
+                                time_budget=time_budget, patience=patience, batch=batch, compilers=compilers,
                                 initial=tuple(parse_config(space, text) for text in initial))]
     client, executor = connect(cluster, target) if cluster else (None, None)
     try:

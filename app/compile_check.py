@@ -24,14 +24,15 @@ from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 
 
-def check_compiles(kernel: Kernel, target: Target, shape: Mapping[str, int]) -> None:
+def check_compiles(kernel: Kernel, target: Target, shape: Mapping[str, int], compilers: tuple[str, ...] = ()) -> None:
     """Refuse (KernelError) a kernel of the user's own whose first and last legal
-    configurations both fail to compile; shipped kernels are compiled by their own tests."""
+    configurations (built by `compilers`, when given) both fail to compile; shipped kernels
+    are compiled by their own tests."""
     if not isinstance(kernel, UserKernel):
         return
     space = kernel.tuning_space(target, dict(shape))
-    legal = space.legal_indices()
-    if not len(legal):
+    legal = [i for i in space.legal_indices() if not compilers or space.config_at(int(i))["compiler"] in compilers]
+    if not legal:
         return  # check_fits says why
     problems = []
     for index in dict.fromkeys((int(legal[0]), int(legal[-1]))):

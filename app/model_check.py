@@ -24,7 +24,7 @@ from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Bound, Goal, TuningDatabase
 
-from .session import workload_of
+from .session import compiled_by, workload_of
 from .verify import does_not
 
 EDGES = ("random", "extreme")  # one uniform int8 input, one of only -128/127 (saturates)
@@ -78,10 +78,11 @@ def _run_layer(layer: ModelLayer, target: Target, config, cases: list[tuple[Kern
 
 
 def check_layer(layer: ModelLayer, target: Target, db: TuningDatabase, goal: Goal, seed: int,
-                work_root: Path) -> LayerCheck:
+                work_root: Path, compilers: tuple[str, ...] = ()) -> LayerCheck:
     kernel = KERNELS[layer.kernel]
     shape = layer.shape_dict
-    best = db.best(workload_of(kernel, target, shape), goal.objective, goal.allows)
+    best = db.best(workload_of(kernel, target, shape), goal.objective,
+                   lambda t: goal.allows(t) and compiled_by(t, compilers))
     if best is None:
         return LayerCheck(layer.index, layer.op, layer.kernel, "", 0, "no feasible trial", checked=False,
                           oracle=oracle_name(layer))
@@ -98,13 +99,15 @@ def check_layer(layer: ModelLayer, target: Target, db: TuningDatabase, goal: Goa
 
 
 def check_model(model: Model, target: Target, db: TuningDatabase, objective: str,
-                bounds: tuple[Bound, ...] = (), seed: int = 0, progress=None) -> tuple[LayerCheck, ...]:
-    """Every tuned layer of `model`, its best stored variant for the goal, against TFLite Micro."""
+                bounds: tuple[Bound, ...] = (), seed: int = 0, progress=None,
+                compilers: tuple[str, ...] = ()) -> tuple[LayerCheck, ...]:
+    """Every tuned layer of `model`, its best stored variant for the goal (built by one of
+    `compilers`, when given), against TFLite Micro."""
     goal = Goal(objective, bounds)
     checks = []
     with tempfile.TemporaryDirectory(prefix="edgetune-check-") as tmp:
         for layer in model.tuned:
-            check = check_layer(layer, target, db, goal, seed, Path(tmp))
+            check = check_layer(layer, target, db, goal, seed, Path(tmp), compilers)
             checks.append(check)
             if progress is not None:
                 progress(check)

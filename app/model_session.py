@@ -27,7 +27,8 @@ from edgetune.tuner import Bound, Record, TuningDatabase, Workload, check_strate
 from edgetune.tuner.scheduler import SchedTask, TaskHistory, make_scheduler, model_cost
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
-from .session import Evaluator, ProgressFn, TuneRequest, choose_objective, tune, workload_inputs, workload_of
+from .session import (Evaluator, ProgressFn, TuneRequest, check_compilers, choose_objective, compiled_by, tune,
+                      workload_inputs, workload_of)
 
 
 class ModelLayer(Protocol):
@@ -126,22 +127,25 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
                strategy: str = DEFAULT_STRATEGY, seed: int = 0, jobs: int = 1, objective: str = "",
                bounds: tuple[Bound, ...] = (), progress: ModelProgressFn | None = None, scheduler: str = "gradient",
                round_trials: int = 4, baselines: bool = True, trial_progress: ProgressFn | None = None,
-               kernels: Callable[[str], Kernel] = get_kernel, batch: int | None = None) -> ModelSummary:
+               kernels: Callable[[str], Kernel] = get_kernel, batch: int | None = None,
+               compilers: tuple[str, ...] = ()) -> ModelSummary:
     """Tune the model's distinct layers on `target`, `budget` trials in all, split in rounds
     of `round_trials` (at least `jobs`) by `scheduler` ("gradient" or "even"); see the module.
     Every layer is checked (kernel, shape, fits the target) before anything is measured.
     `progress` hears of every round, `trial_progress` of every trial (as tune() reports it).
-    `batch`: variants per image (TuneRequest.batch; None: the session's choice)."""
+    `batch`: variants per image (TuneRequest.batch; None: the session's choice). `compilers`:
+    the only compilers measured and counted (TuneRequest.compilers; (): every one)."""
     check_strategy(strategy)
     chooser = make_scheduler(scheduler, seed)
     if budget < 0 or round_trials < 1:
         raise ModelTuneError(f"budget {budget} and round trials {round_trials}: need budget >= 0, round trials >= 1")
     objective = choose_objective(target, objective, bounds)
+    check_compilers(target, compilers)
     workloads = distinct_workloads(layers, target, kernels)
     runner_for(target).check_tools()
     # What every round's tuning session shares; the layer and its budget change per round.
     template = TuneRequest(workloads[0].kernel, target, workloads[0].shape, strategy, 0, max(1, jobs), seed,
-                           objective, bounds, batch=batch)
+                           objective, bounds, batch=batch, compilers=compilers)
     rounds = RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress)
     tasks = [SchedTask(lw.workload.key(), lw.weight, similarity_group(lw), lw.macs) for lw in workloads]
     log: list[ModelRound] = []
@@ -225,9 +229,13 @@ class RoundRunner:
         """One round of up to `trials` more trials for the layer; returns its trials so far."""
         lw = self.by_key[key]
         want = self.allocated[key] + trials
-        if len(self.db.proposals(lw.workload)) < want:
+        proposals = self.db.proposals(lw.workload)
+        # Trials of compilers this run may not use (--compiler) stay stored and count in a
+        # session's budget (the workload's stored trials), but not in the layer's allocation.
+        foreign = sum(1 for r in proposals if not compiled_by(r.trial, self.template.compilers))
+        if len(proposals) - foreign < want:
             # Faults in the layer's variants are failed trials inside tune(); the run goes on.
-            tune(replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=want), self.db,
+            tune(replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=want + foreign), self.db,
                  progress=self.trial_progress)
         given = self._given(lw, want)
         # Fewer than asked for: every configuration of the space has been measured.
@@ -248,7 +256,9 @@ class RoundRunner:
                            self.histories[key].exhausted)
 
     def _given(self, lw: LayerWorkload, count: int) -> list[Record]:
-        return self.db.proposals(lw.workload)[:count]
+        # Trials built by a compiler this run may not use (--compiler) are not its own.
+        compilers = self.template.compilers
+        return [r for r in self.db.proposals(lw.workload) if compiled_by(r.trial, compilers)][:count]
 
     def _best(self, records: Sequence[Record]) -> Record | None:
         """The best feasible record; ties: the earliest proposed (as TuningDatabase.best)."""
