@@ -87,6 +87,7 @@ class ModelRound:
     budget: int
     total: float | None  # sum of weight * best; None while a layer has no feasible trial
     missing: int  # layers without a feasible trial yet
+    layers: tuple[int, ...] = ()  # the model's operator indices the round's workload serves
 
 
 ModelProgressFn = Callable[[ModelRound], None]
@@ -153,7 +154,7 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
         trials = rounds.run(chosen, min(rounds.size, budget - rounds.spent))
         state = ModelRound(len(log) + 1, rounds.by_key[chosen].workload, trials, rounds.spent, budget,
                            model_cost(tasks, rounds.histories),
-                           sum(1 for h in rounds.histories.values() if h.current is None))
+                           sum(1 for h in rounds.histories.values() if h.current is None), rounds.by_key[chosen].layers)
         log.append(state)
         if progress is not None:
             progress(state)
@@ -315,8 +316,20 @@ def measure_baseline(lw: LayerWorkload, target: Target, objective: str) -> float
 
 
 def progress_line(state: ModelRound, objective: str) -> str:
-    """One line for a terminal: round, trials against the budget, the model's total."""
+    """One line for a terminal: round, trials against the budget, the layer by its short
+    name (the workload's full id is ~200 characters), the model's total once every layer
+    has a result (before: how many are still to measure, which is the warm-up, not a fault)."""
     total = (f"model {objective}={state.total:g}" if state.total is not None
-             else f"{state.missing} layer(s) without a feasible trial yet")
-    return (f"[{state.spent:>4}/{state.budget}] round {state.number}: {state.workload.problem_key()} "
+             else f"model total once every layer is measured ({state.missing} to go)")
+    return (f"[{state.spent:>4}/{state.budget}] round {state.number}: {short_layer_name(state)} "
             f"({state.layer_trials} trials) | {total}")
+
+
+def short_layer_name(state: ModelRound) -> str:
+    """`layer 3 conv2d_s8 3x3`, `layers 1,4,7 dwconv2d_s8 3x3`: the layers a round served and
+    their kernel, with the filter window where there is one."""
+    shape = state.workload.shape_dict()
+    window = f" {shape['kh']}x{shape['kw']}" if "kh" in shape and "kw" in shape else ""
+    shown = ",".join(map(str, state.layers[:4])) + (",..." if len(state.layers) > 4 else "")
+    which = f"layer{'s' if len(state.layers) > 1 else ''} {shown} " if state.layers else ""
+    return f"{which}{state.workload.kernel}{window}"
