@@ -24,4 +24,4 @@ def test_a_progress_line_names_the_layers_shortly():
 def test_the_warm_up_is_said_calmly_and_many_layers_are_cut_short():
     line = progress_line(_round(None, 2, (0, 2, 4, 6, 8, 10)), "cycles")
     assert "without a feasible trial" not in line and "model total once every layer is measured (2 to go)" in line
-    assert "layers 0,2,4,6,... conv2d_s8 3x3" in line and len(line) < 100
+    assert "layers 0,2,4,6,... conv2d_s8 3x3" in line and len(line) <= 120  # a terminal's width, not ~200 characters of workload id
