@@ -183,9 +183,15 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
               help="Random inputs (a saturating one is always added).")
 @click.option("--layers", is_flag=True, help="Also compare every operator's output with TFLite Micro's.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the random inputs.")
+@click.option("--input", "input_files", multiple=True, metavar="FILE",
+              help="Run on this input instead of random ones: the model's inputs in order as int8, raw bytes or a "
+                   ".npy array (repeatable).")
+@click.option("--save-vectors", "save_to", metavar="DIR", default=None,
+              help="Write the inputs and TFLite Micro's outputs into DIR, as files and C arrays "
+                   "(edgetune_vectors.h), for your firmware's own test.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @kernel_file_option
-def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kernel_files):
+def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kernel_files, input_files, save_to):
     """Build a model export as firmware would, run whole inferences in the target's emulator
     and compare each output bit for bit with TFLite Micro (exit 1 naming what differs)."""
     from .model_verify import verify_model
@@ -203,7 +209,11 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
         value = dict(i.values).get(unit, i.instructions)
         click.echo(f"  {i.label}: {value:,.0f} {unit}" + (f"  DIFFERS: {i.problem}" if i.problem else ""))
 
-    outcome = verify_model(Path(folder), target, n_inputs, layers, seed, None if as_json else echo)
+    outcome = verify_model(Path(folder), target, n_inputs, layers, seed, None if as_json else echo, input_files,
+                           Path(save_to) if save_to else None)
+    if save_to and not as_json:
+        click.echo(f"inputs and TFLite Micro's outputs written to {save_to}/ (vectors.json, *.bin, "
+                   "edgetune_vectors.h)")
     # The first operator that differs names the fault; without --layers, the first output.
     problems = ([outcome.layer_problem] if outcome.layer_problem else []) + [i.problem for i in outcome.inferences
                                                                              if i.problem]
