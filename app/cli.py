@@ -643,13 +643,15 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_fi
 @click.option("--target", "board_names", multiple=True, metavar="NAME|FILE",
               help="A board file whose current cost tables price its trials (repeatable; shipped targets are "
                    "found by name).")
+@click.option("--model", "models", multiple=True, metavar="MODEL.tflite",
+              help="Name, for each workload, the layers of this model it serves (repeatable).")
 @_guard
-def report_cmd(db_path, out_dir, objective, board_names):
+def report_cmd(db_path, out_dir, objective, board_names, models):
     """Plots (convergence, Pareto front, parameter effects), tables and one HTML page."""
     db = _open_existing_db(db_path)
     _price_with_current_tables(db, board_names)
     check_objective(db, objective)  # before the output folder is created
-    result = write_report(db, writable_folder(out_dir, "--out"), objective)
+    result = write_report(db, writable_folder(out_dir, "--out"), objective, models)
     click.echo(f"report: {result.index} ({len(result.images)} plots)")
 
 

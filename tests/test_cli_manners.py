@@ -40,3 +40,13 @@ def test_best_on_a_workload_never_tuned_says_so_and_how_to_tune_it(tmp_path):
     assert "0 trials stored" not in result.output
     assert f"matmul_s8 m=8,n=4,k=4 on host: not tuned ({db} holds no trial of it); tune it first: edgetune tune " \
            f"matmul_s8 --shape m=8,n=4,k=4 --target host --db {db}" in result.output
+
+
+def test_the_readmes_command_table_lists_every_model_command():
+    """`model report` was missing from the README's table (issue 31 item 14)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = [line for line in readme.splitlines() if line.startswith("| `edgetune ")]
+    for name in main.commands["model"].commands:
+        assert any(line.startswith(f"| `edgetune model {name} ") for line in table), name
