@@ -14,6 +14,7 @@ from edgetune.codegen.model import Model, ModelLayer, check_fits, load_model
 from edgetune.targets import get_target
 
 from .session import MAX_SEED
+from .tune_options import compiler_option
 from .user_kernels import kernel_file_option
 
 
@@ -148,8 +149,10 @@ def _print_export(result, target) -> None:
 @click.option("--objective", default="", help="Choose every layer's variant by this value instead of its tuned goal.")
 @click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE", help="Bound on a measured value.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@compiler_option
 @kernel_file_option
-def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files):
+def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files,
+                     compilers):
     """MODEL.tflite as one ahead-of-time C module for a target: each tuned layer's best trial
     (or the kernel's default configuration), the library operators, weights as const
     arrays, one arena by a memory plan (docs/model-export.md)."""
@@ -162,7 +165,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         check_model_name(name)
     db = _open_model_db(db_path)
     bounds = tuple(parse_bound(text) for text in constraints)
-    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds)
+    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers)
     if as_json:
         m = result.rendered.manifest.model
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,

@@ -78,3 +78,18 @@ def _stored(db: Path) -> list[str]:
         return [t.config["compiler"] for w in database.workloads() for t in database.trials(w)]
     finally:
         database.close()
+
+
+def test_model_export_with_a_compiler_takes_only_its_variants(tmp_path):
+    model = write(tmp_path, "fc", fc_model(np.random.default_rng(6), (1, 16), 8))
+    db = tmp_path / "m.db"
+    tuned = CliRunner().invoke(main, ["model", "tune", str(model), "--target", "host", "--budget", "8", "--db",
+                                      str(db), "--no-check", "--seed", "2"])
+    assert tuned.exit_code == 0 and {"gcc", "clang"} <= set(_stored(db)), tuned.output
+    for compiler in ("gcc", "clang"):
+        out = tmp_path / f"module-{compiler}"
+        result = CliRunner().invoke(main, ["model", "export", str(model), "--target", "host", "--db", str(db),
+                                           "--out", str(out), "--compiler", compiler, "--json"])
+        assert result.exit_code == 0, result.output
+        kernels = json.loads((out / "manifest.json").read_text())["kernels"]
+        assert kernels and all(k["config"]["compiler"] == compiler for k in kernels), kernels
