@@ -55,8 +55,11 @@ def remember(key: str, inputs: int) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    except OSError:
+        return
+    try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             json.dump({"inputs": inputs}, out)
         os.replace(tmp, folder / f"{key}.json")
     except OSError:
-        Path(locals().get("tmp", folder / "-")).unlink(missing_ok=True)
+        Path(tmp).unlink(missing_ok=True)
