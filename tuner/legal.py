@@ -44,7 +44,7 @@ def legal_digits(params: Sequence[Param], constraints: Sequence[Constraint],
     dtype = next(t for t in DIGIT_TYPES if max(radix, default=1) - 1 <= np.iinfo(t).max)
     by_level, leftover = _levels(params, constraints)
     rows = np.zeros((1, 0), dtype=dtype)
-    for constraint in by_level.get(-1, ()):  # reads nothing: holds everywhere or nowhere
+    for constraint, _ in by_level.get(-1, ()):  # reads nothing: holds everywhere or nowhere
         count.calls += 1
         if not constraint.check({}):
             rows = rows[:0]
