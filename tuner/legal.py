@@ -46,7 +46,7 @@ def legal_digits(params: Sequence[Param], constraints: Sequence[Constraint],
     rows = np.zeros((1, 0), dtype=dtype)
     for constraint, _ in by_level.get(-1, ()):  # reads nothing: holds everywhere or nowhere
         count.calls += 1
-        if not constraint.check({}):
+        if not _decide(constraint, (), 0, params):
             rows = rows[:0]
     for level, size in enumerate(radix):
         rows = np.concatenate([np.repeat(rows, size, axis=0),
@@ -58,7 +58,7 @@ def legal_digits(params: Sequence[Param], constraints: Sequence[Constraint],
         count.by_level.append(len(rows))
     if leftover and len(rows):
         keep = [all(c.check(_values(params, row)) for c in leftover) for row in rows]
-        count.calls += len(rows) * len(leftover)
+        count.calls += len(rows) * len(leftover)  # at most: `all` stops at the first refusal
         rows = rows[np.asarray(keep, dtype=bool)]
     return rows
 
