@@ -143,6 +143,31 @@ def test_the_budget_is_spent_across_layers_and_the_total_is_weight_times_best(m5
 
 
 @pytest.mark.qemu
+def test_each_layer_s_search_is_opened_once_however_many_rounds_it_has(m55, tmp_path, monkeypatch):
+    import edgetune.session as session
+
+    opened, spaces = [], []
+    real_open, real_space = session.LiveSearch._open, session.search_space
+
+    def counted_open(search, *args):
+        opened.append(search.workload)
+        return real_open(search, *args)
+
+    def counted_space(*args, **kwargs):
+        spaces.append(args[0].name)
+        return real_space(*args, **kwargs)
+
+    monkeypatch.setattr(session.LiveSearch, "_open", counted_open)
+    monkeypatch.setattr(session, "search_space", counted_space)
+    summary = tune_model(small_model(), m55, TuningDatabase(tmp_path / "m.db"), budget=12, round_trials=2,
+                         baselines=False)
+    assert len(summary.rounds) == 6 and summary.spent == 12
+    # Three distinct layers, six rounds: each layer's space, strategy and replay made once.
+    assert sorted(map(str, opened)) == sorted(str(r.workload) for r in summary.layers)
+    assert len(spaces) == len(opened) == 3
+
+
+@pytest.mark.qemu
 def test_the_same_seed_resumed_in_steps_ends_where_an_uninterrupted_run_ends(m55, tmp_path):
     # One variant per image (batch=1): the interruption below is emulated by a run one trial
     # long, which is what a killed one-at-a-time round leaves; a batched round is asked whole
