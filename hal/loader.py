@@ -28,6 +28,7 @@ from typing import Any, Callable
 from edgetune.errors import EdgetuneError
 from .cost import CostModel
 from .compiler_options import ALL as ALL_OPTIONS, OPTION_NAMES
+from .emulated import unmapped_problem
 from .fields import CLOCK_HZ_RANGE, MAX_CYCLES, MAX_ENERGY_PJ, MAX_POWER_MW, MAX_TIMEOUT_S, Range  # noqa: F401
 from .host import DETECTABLE_UNITS
 from .flags import flag_problem, flags_problem, lib_problem, objdump_flag_problem
@@ -665,6 +666,17 @@ def _firmware_fits(firmware: Firmware, fw_t: _Table, ctx: dict) -> None:
             fw_t.fail("code_size", f"code_size + data_reserved do not fit in {data_region.name} ({data_region.size} bytes)")
 
 
+def _machine_maps_memory(target: Target, top: _Table, ctx: dict) -> None:
+    """Every memory region of a QEMU target is memory on its emulated machine (hal/emulated.py):
+    else every trial would fault, exit 0, with nothing saying why."""
+    if target.runner.kind != "qemu":
+        return
+    for i, region in enumerate(target.memory):
+        problem = unmapped_problem(target.runner.machine, region.name, region.base, region.size)
+        if problem:
+            top.fail(f"memory[{i}]", problem)
+
+
 def _npu_has_axi0(ports: tuple[NpuPort, ...], t: _Table, ctx: dict) -> None:
     if "axi0" not in {p.name for p in ports}:
         t.fail("ports", "an NPU needs at least its axi0 port")
@@ -702,4 +714,5 @@ DERIVED: dict[type, dict[str, Callable[[dict], Any]]] = {
 CROSS_CHECKS: dict[type, tuple[Callable[[Any, _Table, dict], None], ...]] = {
     Firmware: (_firmware_fits,),
     SerialLink: (_flash_command, _baud_divider),
+    Target: (_machine_maps_memory,),
 }

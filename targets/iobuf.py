@@ -98,10 +98,11 @@ def pack_segments(io: KernelIO, plan: IoPlan) -> list[bytes]:
     for _, value in io.params:
         struct.pack_into("<i", out[0], pos, value)
         pos += 4
+    # Every buffer travels with its contents: an output's are zeros, or an in/out buffer's
+    # starting values (tune_kernel's arguments that have an answer, as Kernel Tuner passes them).
     for buf, segment, off in zip(io.buffers, plan.segment_of, offsets):
-        if not buf.is_output:
-            raw = np.ascontiguousarray(buf.data).astype(buf.data.dtype.newbyteorder("<")).tobytes()
-            out[segment][off:off + len(raw)] = raw
+        raw = np.ascontiguousarray(buf.data).astype(buf.data.dtype.newbyteorder("<")).tobytes()
+        out[segment][off:off + len(raw)] = raw
     return [bytes(segment) for segment in out]
 
 
