@@ -766,7 +766,9 @@ def db_remove_cmd(db_path, workload_text, batch, trial_id, dry_run):
 @click.argument("folder", metavar="DIR")
 @click.option("--target", "target_name", default=None,
               help="Target name or .toml file [default: the target the manifest names].")
-@click.option("--db", "db_path", default=None, help="Also say when this database holds a better configuration.")
+@click.option("--db", "db_path", default=None,
+              help="Also check each kernel against the best trial this database holds for it (fails when "
+                   "slower, or when it holds none), and say when it holds a better configuration.")
 @click.option("--tolerance", "tolerance_pct", type=click.FloatRange(min=0), default=None,
               help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host, "
                    "2 on a real board].")
