@@ -23,7 +23,7 @@ from edgetune.codegen import render
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
 from edgetune.model.builder import build_model, constant
 from edgetune.model.graph import Operator, Quantization, Tensor, read_graph
-from edgetune.model.ops import operator_params
+from edgetune.model.operators import operator_params
 from edgetune.targets import get_target
 from edgetune.targets.measure import Expected, LinkedProgram, MeasureInput, Pipeline, Run, failure_text
 from edgetune.targets.runners import runner_for
