@@ -28,6 +28,7 @@ from edgetune.tuner.scheduler import SchedTask, TaskHistory, make_scheduler, mod
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
 from .session import Evaluator, ProgressFn, TuneRequest, choose_objective, tune, workload_inputs, workload_of
+from .shared_rounds import SharedRounds, model_key, wait_for_round
 
 
 class ModelLayer(Protocol):
@@ -144,9 +145,14 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
                            objective, bounds, batch=batch)
     rounds = RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress)
     tasks = [SchedTask(lw.workload.key(), lw.weight, similarity_group(lw), lw.macs) for lw in workloads]
+    # Processes sharing the database follow one sequence of rounds (edgetune.shared_rounds).
+    shared = SharedRounds(db, model_key([(t.id, t.weight) for t in tasks], objective, bounds, chooser.name,
+                                        rounds.size))
     log: list[ModelRound] = []
-    while rounds.spent < budget and (chosen := chooser.choose(tasks, rounds.histories)) is not None:
-        trials = rounds.run(chosen, min(rounds.size, budget - rounds.spent))
+    while rounds.spent < budget and (decided := shared.next_round(
+            len(log) + 1, lambda: chooser.choose(tasks, rounds.histories), min(rounds.size, budget - rounds.spent))) is not None:
+        chosen, room = decided
+        trials = rounds.run(chosen, room)
         state = ModelRound(len(log) + 1, rounds.by_key[chosen].workload, trials, rounds.spent, budget,
                            model_cost(tasks, rounds.histories),
                            sum(1 for h in rounds.histories.values() if h.current is None))
@@ -225,10 +231,12 @@ class RoundRunner:
         """One round of up to `trials` more trials for the layer; returns its trials so far."""
         lw = self.by_key[key]
         want = self.allocated[key] + trials
+        request = replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=want)
         if len(self.db.proposals(lw.workload)) < want:
             # Faults in the layer's variants are failed trials inside tune(); the run goes on.
-            tune(replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=want), self.db,
-                 progress=self.trial_progress)
+            tune(request, self.db, progress=self.trial_progress)
+        # Trials of this round another process is measuring count once they are stored.
+        wait_for_round(self.db, lw.workload, want, lambda: tune(request, self.db, progress=self.trial_progress))
         given = self._given(lw, want)
         # Fewer than asked for: every configuration of the space has been measured.
         self.allocated[key] = len(given)

@@ -503,6 +503,22 @@ class TuningDatabase:
             found.append(Claim(items, proposal, batch, strategy, seed, Owner(host, pid, started), until, bool(asked)))
         return found
 
+    # --- processes sharing the file: a model's rounds -------------------------------------
+    def model_round(self, model: str, number: int) -> tuple[str, int] | None:
+        """Round `number` of the model tuning `model` as decided: (workload key, trials);
+        None while no process has reached it."""
+        row = self._conn.execute("SELECT workload, trials FROM model_rounds WHERE model = ? AND number = ?",
+                                 (model, number)).fetchone()
+        return None if row is None else (row[0], int(row[1]))
+
+    def decide_model_round(self, model: str, number: int, workload: str, trials: int) -> tuple[str, int]:
+        """Record round `number` of `model` as (`workload`, `trials`) unless another process
+        decided it first; returns the round as decided (one transaction: one winner)."""
+        with self._transaction():
+            self._conn.execute("INSERT OR IGNORE INTO model_rounds (model, number, workload, trials) VALUES (?,?,?,?)",
+                               (model, number, workload, trials))
+        return self.model_round(model, number)
+
     # --- what each workload is tuned for ------------------------------------------------------
     def set_goal(self, workload: Workload, goal: Goal) -> None:
         """Remember the objective and bounds `workload` is tuned for (the last run's)."""
