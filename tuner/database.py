@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 from edgetune.errors import EdgetuneError
 from . import schema
 from .objective import Bound, Goal
-from .schema import SCHEMA_VERSION
+from .schema import LINE_VERSION, SCHEMA_VERSION
 from .sharing import ImportedTrial, checked_goal, goal_from, parse_line, trial_json
 from .space import Config
 from .trial import Outcome, Trial, check_trial, replaceable
@@ -556,7 +556,7 @@ class TuningDatabase:
                 continue
             record = self._record(row, revalue=False)  # as measured: the receiver prices with its own tables
             out.write(trial_json(record.workload, record.trial, record.strategy, record.seed, record.created,
-                                 SCHEMA_VERSION, self.goal(record.workload)) + "\n")
+                                 LINE_VERSION, self.goal(record.workload)) + "\n")
             count += 1
         return count
 
@@ -707,7 +707,7 @@ def read_jsonl(lines, source: str = "<input>", check: ImportCheck | None = None)
         if not line.strip():
             continue
         try:
-            parsed.append(_checked(parse_line(line, SCHEMA_VERSION), check))
+            parsed.append(_checked(parse_line(line, LINE_VERSION), check))
         except ValueError as exc:  # LineError, a Workload's own refusal, the check's
             raise DatabaseError(f"{source}: line {number}: {exc}") from None
     return parsed

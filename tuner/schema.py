@@ -176,6 +176,9 @@ CREATE TABLE model_rounds (
 """
 SCHEMAS[4] = SCHEMAS[3] + MODEL_ROUNDS
 SCHEMA_VERSION = max(SCHEMAS)
+# The schema version `db export` lines carry: the last version that changed what a line
+# holds (schema 4 added a table lines do not carry), so older edgetunes still read them.
+LINE_VERSION = 3
 
 
 def statements(version: int) -> list[str]:
