@@ -19,11 +19,17 @@ from edgetune.codegen.manifest import MANIFEST, Manifest, write_manifest
 STAGING_MARK = ".edgetune-partial-"
 
 
+# The longest folder name an export takes: its staging folder beside it is named
+# .NAME.edgetune-partial-PID-XXXXXXXX-old, and a file name may not exceed 255 bytes.
+MAX_NAME_BYTES = 200
+
+
 def check_destination(out_dir: Path, model: bool = False) -> None:
     """An export replaces its folder whole: only a missing or empty folder, or an earlier
     export of the same kind (one with a manifest), may be replaced; never a folder of
     someone's own files, and never a model export by kernels (`model`=False) or kernels by
     a model export: the two are easily given the same --out."""
+    check_out_path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"{out_dir}: exists and is not a folder")
     if not out_dir.is_dir() or not any(out_dir.iterdir()):
@@ -45,6 +51,24 @@ def check_destination(out_dir: Path, model: bool = False) -> None:
         which = f"{extra[0]} and {others} other file{'s' if others > 1 else ''}" if others else extra[0]
         raise ExportError(f"{out_dir}: holds {which} that the earlier export's {MANIFEST} does not list; an export "
                           "replaces its folder whole: move them out, or choose another folder")
+
+
+def check_out_path(out_dir: Path) -> None:
+    """A folder an export can be swapped into: a name short enough for its staging folder
+    beside it, and not the current folder or one holding it (a folder in use cannot be
+    renamed, and a shell left in the replaced one would see a deleted folder)."""
+    name = out_dir.resolve().name if out_dir.name in ("", ".", "..") else out_dir.name
+    if len(os.fsencode(name)) > MAX_NAME_BYTES:
+        raise ExportError(f"--out {str(out_dir)[:60]}...: the folder name is {len(os.fsencode(name))} bytes long; "
+                          f"an export folder's name takes at most {MAX_NAME_BYTES}")
+    try:
+        resolved, here = out_dir.resolve(), Path.cwd().resolve()
+        out_dir.exists()  # raises for a path the system refuses
+    except OSError as exc:  # a name the system refuses (too long a path, a loop of links)
+        raise ExportError(f"--out {str(out_dir)[:60]}: unusable path ({exc.strerror})") from None
+    if resolved == here or resolved in here.parents:
+        raise ExportError(f"--out {out_dir}: is the current folder or holds it; an export replaces its folder "
+                          "whole: run the command from outside it, or choose another folder")
 
 
 # Names an export writes (a kernel export's sources and build fragments, its Zephyr module); a
@@ -100,6 +124,8 @@ def publish(out_dir: Path, files: dict[str, str], manifest: Manifest,
             finish(staging)
         os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; an export is an ordinary folder
         _swap_into_place(staging, out_dir)
+    except OSError as exc:  # a full disk, a quota: nothing is left beside or in out_dir
+        raise ExportError(f"{out_dir}: cannot write the export there ({exc.strerror or exc})") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already when published
 
