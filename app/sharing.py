@@ -15,13 +15,14 @@ from typing import Sequence
 from edgetune.codegen import KERNELS
 from edgetune.codegen.kernels.user import UserKernel
 from edgetune.codegen.npu import NPU_MODEL_VERSION, NPU_OPERATORS, npu_space
-from edgetune.hal import Target
+from edgetune.hal import INSTRUCTION_CLASSES, Target
 from edgetune.targets import get_target, target_names
-from edgetune.tuner import Config, Outcome, Space, SpaceError, Trial, TrialSelection, Workload
+from edgetune.tuner import Config, Goal, Outcome, Space, SpaceError, Trial, TrialSelection, Workload
 
 from .errors import EdgetuneError
 from .npu_session import NPU_OBJECTIVE
 
+_FINGERPRINT = re.compile(r"[0-9a-f]{12}")
 _SHAPE_ITEM = re.compile(r"([a-z_][a-z0-9_]*)=(\d{1,18})")
 _KERNEL_PART = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.+-]*?)(?:@v(\d{1,9}))?")
 
@@ -37,6 +38,11 @@ class ImportCheck:
         self._spaces: dict[Workload, tuple[Space, str]] = {}
 
     def __call__(self, workload: Workload, trial: Trial) -> Trial:
+        if not _FINGERPRINT.fullmatch(workload.toolchain):
+            # What a measurement's fingerprint (edgetune.identity) looks like; anything else would
+            # store the trial under a workload no tuning run ever reads.
+            raise ValueError(f"workload.toolchain: {workload.toolchain!r} is not a measurement fingerprint "
+                             "(12 hex digits, as `db export` writes it)")
         key = replace(workload, toolchain="")
         if key not in self._spaces:
             self._spaces[key] = self._space(workload)
@@ -44,7 +50,24 @@ class ImportCheck:
         config = legal_config(space, trial.config)
         if trial.outcome is Outcome.OK and unit not in trial.values:
             raise ValueError(f"values.{unit}: missing (every successful trial of {workload.target} measures it)")
+        if "+" not in workload.target:  # an NPU operator's values are Vela's, checked by type only
+            check_value_names(self._target(workload.target), trial.values)
         return replace(trial, config=config)
+
+    def check_goal(self, workload: Workload, goal: Goal) -> Goal:
+        """The goal a line says its workload was tuned for: an objective and bounds among the
+        values its target measures (ValueError naming the field otherwise)."""
+        if "+" in workload.target:
+            return goal
+        known = self._target(workload.target).measured_values
+        if goal.objective not in known:
+            raise ValueError(f"goal.objective: {goal.objective!r} is not a value {workload.target} measures "
+                             f"({', '.join(known)})")
+        for bound in goal.bounds:
+            if bound.name not in known:
+                raise ValueError(f"goal.bounds: {bound.name!r} is not a value {workload.target} measures "
+                                 f"({', '.join(known)})")
+        return goal
 
     def _target(self, name: str) -> Target:
         if name in self._targets:
@@ -94,6 +117,30 @@ class ImportCheck:
         if tuple(operator.parse_shape(shape).items()) != workload.shape:
             raise ValueError(f"workload.shape: expected the keys {', '.join(operator.shape_keys)} in that order")
         return npu_space(target, npu, operator, shape)
+
+
+def value_names(target: Target) -> frozenset[str]:
+    """Every value name a successful trial on `target` may store: what it measures (and
+    estimates), a board's own counters, an emulator's instruction mix and memory accesses
+    (instruction counts), a native run's fastest repetition (times)."""
+    measures = target.runner.measures
+    extra = {"instructions": ("mix", "accesses"), "time_ns": ("time_ns_min",)}.get(measures.primary, ())
+    return frozenset((*target.measured_values, *measures.placement_counted, *extra))
+
+
+def check_value_names(target: Target, values: dict) -> None:
+    """Refuse a value no measurement on `target` stores (ValueError naming it): a time on an
+    emulator, a name of nobody's, an instruction class or memory region the target has not."""
+    known = value_names(target)
+    for name in values:
+        if name not in known:
+            raise ValueError(f"values.{name}: not a value a trial on {target.name} stores ({', '.join(sorted(known))})")
+    parts = {"mix": set(INSTRUCTION_CLASSES), "accesses": {region.name for region in target.memory} | {"unmapped"}}
+    for name, allowed in parts.items():
+        for part in values.get(name, {}) if isinstance(values.get(name), dict) else ():
+            if part not in allowed:
+                raise ValueError(f"values.{name}.{part}: not {'an instruction class' if name == 'mix' else 'a memory region'}"
+                                 f" of {target.name} ({', '.join(sorted(allowed))})")
 
 
 def legal_config(space: Space, config: Config) -> Config:

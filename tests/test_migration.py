@@ -211,7 +211,7 @@ def test_version_1_json_lines_still_import(tmp_path):
         out = io.StringIO()
         db.export_jsonl(out)
         exported = json.loads(out.getvalue())
-        assert exported["schema_version"] == schema.SCHEMA_VERSION and exported["measured_by"] is None
+        assert exported["schema_version"] == schema.LINE_VERSION and exported["measured_by"] is None
     finally:
         db.close()
 

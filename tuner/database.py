@@ -716,7 +716,10 @@ def read_jsonl(lines, source: str = "<input>", check: ImportCheck | None = None)
 def _checked(line: ImportedTrial, check: ImportCheck | None) -> tuple:
     workload = Workload(*line.workload)
     trial = line.trial if check is None else check(workload, line.trial)
-    return workload, trial, line.strategy, line.seed, line.created, line.goal
+    # A check that knows targets (the application's) also checks the goal's value names.
+    check_goal = getattr(check, "check_goal", None)
+    goal = line.goal if check_goal is None or line.goal is None else check_goal(workload, line.goal)
+    return workload, trial, line.strategy, line.seed, line.created, goal
 
 
 @dataclass(frozen=True)
