@@ -28,7 +28,7 @@ from .outputs import writable_file, writable_folder
 from .progress import ProgressDisplay
 from .report import check_objective, write_report
 from .identity import recompute_estimates
-from .sharing import ImportCheck, parse_workload_selection
+from .sharing import ImportCheck, import_into, parse_workload_selection
 from .session import MAX_SEED, TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
 from .verify import export_and_measure, manifest_target, verify_export
 from .npu_cli import best_npu, place_cmd, run_npu_tune
@@ -696,7 +696,7 @@ def db_import_cmd(in_path, db_path, target_files, kernel_files):
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{in_path}: cannot read ({exc})") from None
     parsed = read_jsonl(lines, source=in_path, check=ImportCheck(targets))  # before the database is opened
-    result = _open_db(db_path).store_imported(parsed, in_path)
+    result = import_into(Path(db_path), parsed, in_path)
     batch = f" as batch {result.batch} (`edgetune db remove --batch {result.batch}` undoes it)" if result.batch else ""
     click.echo(f"imported {result.added} trials ({result.present} already present){batch}")
 

@@ -9,7 +9,9 @@ each with one of its values of the very type the space declares, and be legal th
 from __future__ import annotations
 
 import re
+import sqlite3
 from dataclasses import replace
+from pathlib import Path
 from typing import Sequence
 
 from edgetune.codegen import KERNELS
@@ -17,7 +19,8 @@ from edgetune.codegen.kernels.user import UserKernel
 from edgetune.codegen.npu import NPU_MODEL_VERSION, NPU_OPERATORS, npu_space
 from edgetune.hal import INSTRUCTION_CLASSES, Target
 from edgetune.targets import get_target, target_names
-from edgetune.tuner import Config, Goal, Outcome, Space, SpaceError, Trial, TrialSelection, Workload
+from edgetune.tuner import (Config, Goal, Outcome, Space, SpaceError, Trial, TrialSelection, TuningDatabase,
+                            Workload)
 
 from .errors import EdgetuneError
 from .npu_session import NPU_OBJECTIVE
@@ -188,3 +191,40 @@ def parse_workload_selection(text: str) -> TrialSelection:
         shape = tuple((m.group(1), int(m.group(2))) for m in items)
     version = None if match.group(2) is None else int(match.group(2))
     return TrialSelection(kernel=match.group(1), kernel_version=version, target=target, shape=shape)
+
+
+def import_into(db_path: Path, parsed: list, source: str):
+    """Store checked lines (TuningDatabase.read_jsonl's) in the database at `db_path` as one
+    batch. A database this import creates is removed again when storing fails (a full disk,
+    a quota): a refused import leaves no new file behind."""
+    created = not db_path.exists()
+    db = None
+    try:
+        db = TuningDatabase(db_path)
+        return db.store_imported(parsed, source)
+    except BaseException:
+        if db is not None:
+            db.close()
+            db = None
+        if created:
+            _remove_if_empty(db_path)
+        raise
+    finally:
+        if db is not None:
+            db.close()
+
+
+def _remove_if_empty(db_path: Path) -> None:
+    """Remove a database file (and SQLite's files beside it) that holds no trial: one a
+    failed import created. Trials another process stored there meanwhile keep it."""
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+        try:
+            empty = conn.execute("SELECT count(*) FROM trials").fetchone()[0] == 0
+        finally:
+            conn.close()
+    except sqlite3.Error:  # no table yet, or a file cut short by the full disk: nothing stored
+        empty = True
+    if empty:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            db_path.with_name(db_path.name + suffix).unlink(missing_ok=True)
