@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -97,6 +98,14 @@ def _report_bug(exc: Exception) -> None:
     sys.exit(BUG_EXIT_CODE)
 
 
+def damaged_database(exc: sqlite3.DatabaseError) -> str:
+    """What to say when SQLite finds a database damaged part-way through a command (the
+    file was opened fine): most often a database file replaced by another while the old
+    one's -wal file stayed beside it."""
+    return (f"the tuning database is damaged (SQLite: {exc}); if its file was replaced or copied while an "
+            "old NAME-wal file stayed beside it, restore the file with its -wal, or remove the stale -wal")
+
+
 def _open_db(path: str) -> TuningDatabase:
     return TuningDatabase(Path(path))
 
@@ -167,6 +176,9 @@ class _OneLineErrors(click.Group):
             sys.exit(1)
         except EdgetuneError as exc:  # raised outside a guarded command (e.g. while parsing options)
             UserError(str(exc)).show()
+            sys.exit(UserError.exit_code)
+        except sqlite3.DatabaseError as exc:  # a file damaged under edgetune, not a bug of its own
+            UserError(damaged_database(exc)).show()
             sys.exit(UserError.exit_code)
         except Exception as exc:  # noqa: BLE001 - whatever is left is a bug, and shows as one
             _report_bug(exc)
