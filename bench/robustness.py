@@ -2,7 +2,7 @@
 through the installed command line (a subprocess per attempt, each in its own temporary
 folder), with the harm counted per class. Every count of harm should be 0.
 
-Four parts:
+Five parts:
 
 - bad inputs: forged `db import` lines, target files with dangerous compiler flags,
   programs given as paths, target-file gaps, huge shapes, a read-only database. Each must
@@ -23,13 +23,18 @@ Four parts:
   workload on one database (trials beyond the budget), `export` killed part-way (unfinished
   folders `verify` passes) and re-exported over a stale kernel source (files left outside
   the manifest).
+- refusals27 (issue 27): inputs that ended in an internal error, a hang or a wrong
+  acceptance (refused right, as bad inputs), `export`, `model export` and `db import` on a
+  full 48 KiB tmpfs (as root only: nothing left on it), and two `model tune`s of the
+  smallest committed model sharing one database (trials off the model's budget, failures).
 
 usage: .venv/bin/python bench/robustness.py [--parts bad,kill,payload,shared,refusals27] [--kill-runs R] [--kills K]
                                             [--budget N] [--workers W] [--payload-kinds K,...]
                                             [--races N] [--export-kills N] [--timeout S] [--seed S]
 
 With the defaults (2 runs x 10 kill points, 8 payloads x 28 inputs, 2 workers) it takes about
-4 minutes on an idle 2-core machine; most of it is the command's own start-up, once per attempt.
+8 minutes on an idle 2-core machine (refusals27 about 4 of them); most of it is the command's
+own start-up, once per attempt.
 """
 from __future__ import annotations
 
