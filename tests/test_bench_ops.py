@@ -1,7 +1,7 @@
 """bench/ops.py, the library operators' plain and exported C on the M55 through the measuring
 pipeline: every case builds its operator, and one measured pair is exact and as the
 operators' Helium paths promise (a table lookup by gather is fewer instructions than the
-plain loop; a broadcast MUL, which has no Helium path, renders and counts the same)."""
+plain loop; TRANSPOSE, which has no Helium path, renders and counts the same)."""
 import numpy as np
 import pytest
 
@@ -23,8 +23,8 @@ def test_every_case_builds_its_operator(bench, tmp_path):
 
 def test_a_measured_pair_is_checked_and_exact(bench, tmp_path, m55):
     rng = np.random.default_rng(1)
-    for name in ("LOGISTIC", "MUL"):
-        case = next(c for c in bench.CASES if c.op == name)  # MUL: the first, broadcast over the channels
+    for name in ("LOGISTIC", "TRANSPOSE"):
+        case = next(c for c in bench.CASES if c.op == name)
         params = bench.params_of(case, tmp_path)
         inputs = [rng.integers(-128, 128, size=shape, dtype=np.int8) for shape in case.inputs]
         plain = bench.measure(params, params.render("et_op"), inputs, m55, tmp_path / f"{name}-plain")

@@ -38,6 +38,7 @@ def edge_config(shape, vector, compiler, layout="rowmajor"):
             "opt": "O2"}
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("shape_text", EDGE_SHAPES)
 @pytest.mark.parametrize("vector", ["c", "mve"])
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
