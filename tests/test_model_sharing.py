@@ -23,7 +23,7 @@ def _stored(db: Path) -> tuple[int, int]:
                 conn.execute("SELECT count(*) FROM claims").fetchone()[0])
 
 
-@pytest.mark.parametrize("processes", [2, 3])
+@pytest.mark.parametrize("processes", [2, pytest.param(3, marks=pytest.mark.slow)])  # three: one more row
 def test_model_tunes_sharing_a_database_split_the_budget_exactly(tmp_path, processes):
     db = tmp_path / "same.db"
     TuningDatabase(db).close()  # created before the race: the race is about the budget
