@@ -37,6 +37,7 @@ from .cache_cli import cache_group
 from .model_cli import model_group
 from . import model_tune_cli  # noqa: F401 - registers `model tune` in model_group
 from . import model_report_cli  # noqa: F401 - registers `model report` in model_group
+from .tune_options import compiler_option
 from .user_kernels import first_failure, kernel_file_option, load_installed, only_kernel, show_kernel_warnings
 
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
@@ -150,6 +151,15 @@ def _target_json(target: Target, full: bool = False) -> dict:
 class _OneLineErrors(click.Group):
     """Click's own usage errors (an unknown option, a missing argument, a bad number) in
     edgetune's convention too: one line naming the culprit, exit status 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # The reader went away (`edgetune kernels | head -1`): it read what it wanted, so this
+            # is success; what is left unwritten goes to /dev/null, not into a second error.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise click.exceptions.Exit(0) from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -276,10 +286,11 @@ def kernels(as_json, target_name, kernel_files):
     if as_json:
         click.echo(json.dumps(items, indent=2))
         return
+    width = max((len(name) for item in items for name in item["parameters"]), default=0)  # one column for all
     for item in items:
         click.echo(f"{item['name']} (shape {','.join(item['shape'])}): {item['description']}")
         for name, p in item["parameters"].items():
-            click.echo(f"  {name:10} {', '.join(map(str, p['values']))}")
+            click.echo(f"  {name:{width}}  {', '.join(map(str, p['values']))}")
 
 
 # --- tune / best ---------------------------------------------------------------------------
@@ -380,9 +391,10 @@ _constraint_option = click.option("--constraint", "constraints", multiple=True, 
               help="Variants per image and emulator boot (default: as many as the target's memory holds, "
                    "at most 16); 1: one at a time (docs/throughput.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
+@compiler_option
 @_guard
 def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, initial, objective, constraints,
-             time_budget, patience, db_path, kernel_files, cluster, device, batch, as_json):
+             time_budget, patience, db_path, kernel_files, cluster, device, batch, as_json, compilers):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
     With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
@@ -400,6 +412,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             raise UserError("--objective and --constraint apply to CPU tuning; NPU tuning minimises Vela's total_cycles")
         if cluster:
             raise UserError("--cluster runs CPU kernels; Vela runs on this machine")
+        if compilers:
+            raise UserError("--compiler applies to CPU tuning; Vela compiles for the NPU")
         summary = run_npu_tune(kernel_name, target, device, shape, lambda: _open_db(db_path),
                                show_progress=not as_json and sys.stderr.isatty(), strategy=strategy, budget=budget,
                                jobs=jobs, seed=seed, initial=initial, time_budget=time_budget, patience=patience)
@@ -424,7 +438,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
                                 strategy, budget, jobs, seed,
                                 *((objective, bounds) if objective or bounds else (entry.objective, entry.bounds)),
                                 initial=(entry.config_dict,), time_budget=time_budget, patience=patience,
-                                batch=batch)
+                                batch=batch, compilers=compilers)
                     for entry in manifest.kernels]
     else:
         if not kernel_name or not shape:
@@ -436,7 +450,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         kernel.check_fits(target, shape_dict)
         space = kernel.tuning_space(target, shape_dict)
         requests = [TuneRequest(kernel, target, shape_dict, strategy, budget, jobs, seed, objective, bounds,
-                                time_budget=time_budget, patience=patience, batch=batch,
+                                time_budget=time_budget, patience=patience, batch=batch, compilers=compilers,
                                 initial=tuple(parse_config(space, text) for text in initial))]
     client, executor = connect(cluster, target) if cluster else (None, None)
     try:
@@ -524,6 +538,11 @@ def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, d
         summary = summarize(db, workload, goal.objective, bounds=goal.bounds)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, db_path), indent=2))
+    elif not summary.trials:  # not "0 trials stored (0 new)": say what is missing and how to get it
+        w = summary.workload
+        shape_text = ",".join(f"{k}={v}" for k, v in w.shape)
+        click.echo(f"{w.kernel} {shape_text} on {w.target}: not tuned ({db_path} holds no trial of it); "
+                   f"tune it first: edgetune tune {w.kernel} --shape {shape_text} --target {w.target} --db {db_path}")
     else:
         _print_summary(summary)
     if summary.best is None:
@@ -641,13 +660,15 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_fi
 @click.option("--target", "board_names", multiple=True, metavar="NAME|FILE",
               help="A board file whose current cost tables price its trials (repeatable; shipped targets are "
                    "found by name).")
+@click.option("--model", "models", multiple=True, metavar="MODEL.tflite",
+              help="Name, for each workload, the layers of this model it serves (repeatable).")
 @_guard
-def report_cmd(db_path, out_dir, objective, board_names):
+def report_cmd(db_path, out_dir, objective, board_names, models):
     """Plots (convergence, Pareto front, parameter effects), tables and one HTML page."""
     db = _open_existing_db(db_path)
     _price_with_current_tables(db, board_names)
     check_objective(db, objective)  # before the output folder is created
-    result = write_report(db, writable_folder(out_dir, "--out"), objective)
+    result = write_report(db, writable_folder(out_dir, "--out"), objective, models)
     click.echo(f"report: {result.index} ({len(result.images)} plots)")
 
 
@@ -757,7 +778,9 @@ def db_remove_cmd(db_path, workload_text, batch, trial_id, dry_run):
 @click.argument("folder", metavar="DIR")
 @click.option("--target", "target_name", default=None,
               help="Target name or .toml file [default: the target the manifest names].")
-@click.option("--db", "db_path", default=None, help="Also say when this database holds a better configuration.")
+@click.option("--db", "db_path", default=None,
+              help="Also check each kernel against the best trial this database holds for it (fails when "
+                   "slower, or when it holds none), and say when it holds a better configuration.")
 @click.option("--tolerance", "tolerance_pct", type=click.FloatRange(min=0), default=None,
               help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host, "
                    "2 on a real board].")

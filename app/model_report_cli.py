@@ -11,6 +11,7 @@ from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 
 from .model_cli import model_group
+from .model_compare import compare_rows, compare_table
 from .model_report import model_report, write_model_report
 from .report import ReportError
 from .session import choose_objective
@@ -44,3 +45,26 @@ def model_report_cmd(model_file, target_name, db_path, out_dir, objective, as_js
                               indent=2))
     else:
         click.echo(f"report: {index} ({plot.name})")
+
+
+@model_group.command("compare")
+@click.argument("model_files", metavar="MODEL.tflite...", nargs=-1, required=True)
+@click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database with the layers' trials.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@kernel_file_option
+def model_compare_cmd(model_files, db_path, as_json, kernel_files):
+    """One table of MODEL x target x compiler from the database: the model's instructions,
+    estimated cycles and energy, kernel code and RAM, per compiler and for any (docs/models.md)."""
+    if not Path(db_path).is_file():
+        raise ReportError(f"--db {db_path}: no such database")
+    db = TuningDatabase(Path(db_path))
+    rows = compare_rows([load_model(Path(f)) for f in model_files], db)
+    if as_json:
+        click.echo(json.dumps([{"model": r.model, "target": r.target, "compiler": r.compiler,
+                                "workloads": r.workloads, "solved": r.solved, "totals": dict(r.totals),
+                                "code_bytes": r.code_bytes, "ram_bytes": r.ram_bytes} for r in rows], indent=2))
+    elif not rows:
+        click.echo(f"{db_path} holds no trial of {', '.join(model_files)}'s layers")
+    else:
+        for line in compare_table(rows):
+            click.echo(line)

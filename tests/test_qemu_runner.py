@@ -102,6 +102,7 @@ CONFIG = {"tile_m": 2, "tile_n": 4, "unroll_k": 1, "vector": "c", "layout": "row
     ("zeros", Outcome.WRONG_ANSWER),
     ("syntax", Outcome.COMPILE_ERROR),
     ("huge", Outcome.TOO_LARGE),
+    ("overrun", Outcome.OVERRUN),
 ])
 def test_faults_become_classified_failed_trials(m55_quick, tmp_path, fault, outcome):
     trial = evaluate(FaultyMatmul(fault), m55_quick, "m=4,n=4,k=4", CONFIG, tmp_path)
