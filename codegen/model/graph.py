@@ -117,8 +117,8 @@ def read_graph(path: str | Path) -> Graph:
         graph = _graph(path, model, data)
     except _DECODE_ERRORS as exc:
         raise ModelError(f"{path}: truncated or corrupt TFLite flatbuffer ({type(exc).__name__}: {exc})") from None
+    _check_execution_order(path, graph.operators)  # a cycle is named as one, even where a tensor has two writers
     _check_dataflow(path, graph)
-    _check_execution_order(path, graph.operators)
     return graph
 
 
