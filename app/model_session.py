@@ -1,16 +1,19 @@
 """Tuning a whole model: every tunable layer becomes a workload (identical layers are one,
 counted as often as they occur), and a task scheduler (edgetune.tuner.scheduler, after
 Ansor's) spends the model's trial budget in rounds on the layer where a round is expected to
-lower the model's total cost most. Each round is an ordinary tuning session
-(edgetune.session.tune) on that layer's workload with its budget raised by one round's
-trials; the default `transfer` strategy learns from the trials of the same kernel's other
-layers, so layers tuned later start from what earlier ones found.
+lower the model's total cost most. Each layer has one search (edgetune.session.LiveSearch),
+opened at its first round and asked for one more round's trials at each of the next: its
+space, strategy and evaluator are made once. The default `transfer` strategy learns from the
+trials of the same kernel's other layers stored when the layer's search opened, so layers
+tuned later start from what earlier ones found.
 
 The model's budget, like a workload's, counts stored trials: the rounds are replayed from
 the database, and a round whose trials are stored already measures nothing. So a run that
 was killed, resumed with the same seed, chooses the same rounds and ends where the
 uninterrupted run ends (with deterministic measurements: emulator counts), and a rerun with
-a larger budget goes on where the last one stopped.
+a larger budget goes on where the last one stopped: a layer's search reopened on a database
+that holds its trials replays them, and learns from the other layers' trials stored before
+its first one (what it learnt from when it first opened).
 """
 from __future__ import annotations
 
@@ -29,8 +32,8 @@ from edgetune.tuner.scheduler import SchedTask, TaskHistory, make_scheduler, mod
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
 from .evaluate import measure_source
-from .session import (ProgressFn, TuneRequest, check_compilers, choose_objective, compiled_by, tune, workload_inputs,
-                      workload_of)
+from .session import (LiveSearch, ProgressFn, TuneRequest, check_compilers, choose_objective, compiled_by,
+                      workload_inputs, workload_of)
 from .shared_rounds import SharedRounds, model_key, wait_for_round
 
 
@@ -150,22 +153,24 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     # What every round's tuning session shares; the layer and its budget change per round.
     template = TuneRequest(workloads[0].kernel, target, workloads[0].shape, strategy, 0, max(1, jobs), seed,
                            objective, bounds, batch=batch, compilers=compilers)
-    rounds = RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress)
     tasks = [SchedTask(lw.workload.key(), lw.weight, similarity_group(lw), lw.macs) for lw in workloads]
-    # Processes sharing the database follow one sequence of rounds (edgetune.shared_rounds).
-    shared = SharedRounds(db, model_key([(t.id, t.weight) for t in tasks], objective, bounds, chooser.name,
-                                        rounds.size))
     log: list[ModelRound] = []
-    while rounds.spent < budget and (decided := shared.next_round(
-            len(log) + 1, lambda: chooser.choose(tasks, rounds.histories), min(rounds.size, budget - rounds.spent))) is not None:
-        chosen, room = decided
-        trials = rounds.run(chosen, room)
-        state = ModelRound(len(log) + 1, rounds.by_key[chosen].workload, trials, rounds.spent, budget,
-                           model_cost(tasks, rounds.histories),
-                           sum(1 for h in rounds.histories.values() if h.current is None), rounds.by_key[chosen].layers)
-        log.append(state)
-        if progress is not None:
-            progress(state)
+    with RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress) as rounds:
+        # Processes sharing the database follow one sequence of rounds (edgetune.shared_rounds).
+        shared = SharedRounds(db, model_key([(t.id, t.weight) for t in tasks], objective, bounds, chooser.name,
+                                            rounds.size))
+        while rounds.spent < budget and (decided := shared.next_round(
+                len(log) + 1, lambda: chooser.choose(tasks, rounds.histories),
+                min(rounds.size, budget - rounds.spent))) is not None:
+            chosen, room = decided
+            trials = rounds.run(chosen, room)
+            state = ModelRound(len(log) + 1, rounds.by_key[chosen].workload, trials, rounds.spent, budget,
+                               model_cost(tasks, rounds.histories),
+                               sum(1 for h in rounds.histories.values() if h.current is None),
+                               rounds.by_key[chosen].layers)
+            log.append(state)
+            if progress is not None:
+                progress(state)
     results = tuple(rounds.result(lw, measure_baseline(lw, target, objective) if baselines else None)
                     for lw in workloads)
     untuned = tuple(layer.index for layer in layers if layer.kernel is None)
@@ -220,7 +225,8 @@ def _checked(layer: ModelLayer, target: Target, kernels: Callable[[str], Kernel]
 class RoundRunner:
     """Gives layers rounds of trials and keeps each one's history for the scheduler. A
     round raises the layer's allocation; trials the database holds already count (in
-    proposal order), so only what is missing is measured."""
+    proposal order), so only what is missing is measured, by the layer's search: opened
+    at the first round that measures and kept open until the runner closes."""
 
     def __init__(self, workloads: Sequence[LayerWorkload], db: TuningDatabase, template: TuneRequest, size: int,
                  trial_progress: ProgressFn | None = None):
@@ -229,6 +235,18 @@ class RoundRunner:
         self.by_key = {lw.workload.key(): lw for lw in workloads}
         self.histories = {key: TaskHistory() for key in self.by_key}
         self.allocated = {key: 0 for key in self.by_key}
+        self.searches: dict[str, LiveSearch] = {}
+
+    def __enter__(self) -> "RoundRunner":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def close(self) -> None:
+        searches, self.searches = self.searches, {}
+        for search in searches.values():
+            search.close()
 
     @property
     def spent(self) -> int:
@@ -242,18 +260,29 @@ class RoundRunner:
         # Trials of compilers this run may not use (--compiler) stay stored and count in a
         # session's budget (the workload's stored trials), but not in the layer's allocation.
         foreign = sum(1 for r in proposals if not compiled_by(r.trial, self.template.compilers))
-        request = replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=want + foreign)
         if len(proposals) - foreign < want:
-            # Faults in the layer's variants are failed trials inside tune(); the run goes on.
-            tune(request, self.db, progress=self.trial_progress)
+            # Faults in the layer's variants are failed trials inside the search; the run goes on.
+            self._search(lw, want + foreign).run(want + foreign)
         # Trials of this round another process is measuring count once they are stored.
         wait_for_round(self.db, lw.workload, want + foreign,
-                       lambda: tune(request, self.db, progress=self.trial_progress))
+                       lambda: self._search(lw, want + foreign).run(want + foreign))
         given = self._given(lw, want)
         # Fewer than asked for: every configuration of the space has been measured.
         self.allocated[key] = len(given)
         self.histories[key] = self.histories[key].after(self._best_value(given), exhausted=len(given) < want)
         return len(given)
+
+    def _search(self, lw: LayerWorkload, budget: int) -> LiveSearch:
+        """The layer's search, opened now if this is its first round that measures; it
+        learns from the other layers' trials stored before its own first one, and plans
+        for one round's trials: what it is given does not depend on the round that opens
+        it nor on the model's budget, so a resumed or extended run goes on alike."""
+        key = lw.workload.key()
+        if key not in self.searches:
+            first = min((record.id for record in self.db.proposals(lw.workload)), default=None)
+            self.searches[key] = LiveSearch(replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget),
+                                            self.db, self.trial_progress, prior_before=first, plan=self.size)
+        return self.searches[key]
 
     def result(self, lw: LayerWorkload, baseline: float | None) -> LayerResult:
         key = lw.workload.key()

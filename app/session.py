@@ -210,47 +210,92 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     """Run a tuning session on any task (a CPU kernel, an NPU operator). Trials are built
     and run in local threads, or on `executor` (a Dask cluster's, from
     edgetune.cluster.connect); either way only this process writes the database."""
-    check_strategy(request.strategy)
-    check_run_limits(request)
-    task = task_of(request)
-    workload = task.workload
-    goal = task.goal(db, request.objective, request.bounds)
-    request = replace(request, objective=goal.objective, bounds=goal.bounds)
-    space = task.space(goal)
-    prior = prior_trials(db, workload, task.target) if STRATEGIES[request.strategy].uses_prior else ()
-    strategy = make_strategy(request.strategy, space, np.random.default_rng(request.seed), goal.objective, prior,
-                             budget=request.budget, roles=target_roles(workload.target, task.target))
-    remote = None if executor is None else task.remote()
-    if executor is not None and remote is None:
-        raise TargetError(f"{workload.target}: runs on this machine only, not on a cluster")
-    task.prepare(db)
-    if task.remembers_goal:
-        db.set_goal(workload, goal)
-    limit = task.run_limit_s
-    start = resume_search(db, workload, space, strategy, (request.strategy, request.seed), request.initial,
-                          redo=lambda trial: replaceable(trial.outcome, trial.info.get("timeout_limit_s"), limit))
-    stop = StopRule(request, goal.objective, best=min((v for t in start.done if feasible(t, goal.bounds)
-                                                       and (v := t.value(goal.objective)) is not None), default=None))
-    batch = task.batch_size(request.batch) if remote is None and isinstance(task, CpuTask) else 1
-    if request.batch is None:
-        batch = within_plan(batch, request.jobs, start.resumed.strategy)
-    with tempfile.TemporaryDirectory(prefix="edgetune-") as tmp, ExitStack() as stack:
+    with LiveSearch(request, db, progress, executor) as search:
+        return search.run(request.budget)
+
+
+class LiveSearch:
+    """One workload's search, opened once and asked for more as often as its owner likes
+    (a model's scheduler gives a layer round after round): the goal, the space, the prior
+    trials, the strategy (its model fitted as it learns, never refitted from scratch), the
+    evaluator and the database replay are made when it opens, and each `run(budget)` goes
+    on where the last one stopped, as one uninterrupted session would. `prior_before`: learn
+    only from other workloads' trials stored before this row id (None: all of them); `plan`:
+    the evaluations the strategy is told to plan for (None: the request's budget)."""
+
+    def __init__(self, request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None = None,
+                 executor: Executor | None = None, prior_before: int | None = None, plan: int | None = None):
+        check_strategy(request.strategy)
+        check_run_limits(request)
+        task = task_of(request)
+        self.db, self.task, self.workload = db, task, task.workload
+        goal = task.goal(db, request.objective, request.bounds)
+        self.goal, self.request = goal, replace(request, objective=goal.objective, bounds=goal.bounds)
+        self.space = task.space(goal)
+        self.prior = (prior_trials(db, self.workload, task.target, prior_before)
+                      if STRATEGIES[request.strategy].uses_prior else ())
+        self.strategy = make_strategy(request.strategy, self.space, np.random.default_rng(request.seed),
+                                      goal.objective, self.prior, budget=request.budget if plan is None else plan,
+                                      roles=target_roles(self.workload.target, task.target))
+        remote = None if executor is None else task.remote()
+        if executor is not None and remote is None:
+            raise TargetError(f"{self.workload.target}: runs on this machine only, not on a cluster")
+        task.prepare(db)
+        if task.remembers_goal:
+            db.set_goal(self.workload, goal)
+        self._stack = ExitStack()
+        try:
+            self._open(remote, executor, progress)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, remote, executor, progress) -> None:
+        """Replay the database into the strategy and make the evaluator: once."""
+        request, task, limit = self.request, self.task, self.task.run_limit_s
+        self.start = resume_search(self.db, self.workload, self.space, self.strategy,
+                                   (request.strategy, request.seed), request.initial,
+                                   redo=lambda trial: replaceable(trial.outcome, trial.info.get("timeout_limit_s"),
+                                                                  limit))
+        self.stop = StopRule(request, self.goal.objective,
+                             best=min((v for t in self.start.done if feasible(t, self.goal.bounds)
+                                       and (v := t.value(self.goal.objective)) is not None), default=None))
+        batch = task.batch_size(request.batch) if remote is None and isinstance(task, CpuTask) else 1
+        if request.batch is None:
+            batch = within_plan(batch, request.jobs, self.start.resumed.strategy)
         submit_batch = None
         if remote is None:
-            pool = stack.enter_context(ThreadPoolExecutor(max_workers=max(1, request.jobs)))
-            evaluator = task.evaluator(space, Path(tmp))
+            tmp = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="edgetune-"))
+            pool = self._stack.enter_context(ThreadPoolExecutor(max_workers=max(1, request.jobs)))
+            evaluator = task.evaluator(self.space, Path(tmp))
             submit = functools.partial(pool.submit, evaluator)
             if batch > 1:
                 submit_batch = functools.partial(pool.submit, evaluator.evaluate_batch)
         else:
             submit = functools.partial(executor.submit, remote)
-        new, stopped = search_loop(start.resumed.strategy, submit, db, workload, budget=request.budget,
-                                   jobs=request.jobs, stored=len(start.done), label=(request.strategy, request.seed),
-                                   progress=progress, stop=stop, pending=start.pending, remote=remote is not None,
-                                   resumed=start.resumed, timeout_limit_s=limit, batch=batch,
-                                   submit_batch=submit_batch)
-    return replace(summarize(db, workload, goal.objective, new, goal.bounds, request.compilers), stopped=stopped,
-                   **_prior_use(db, prior, strategy))
+        start = self.start
+        self._search = SearchRun(start.resumed.strategy, submit, self.db, self.workload, budget=request.budget,
+                                 jobs=request.jobs, stored=len(start.done), label=(request.strategy, request.seed),
+                                 progress=progress, stop=self.stop, pending=start.pending, remote=remote is not None,
+                                 resumed=start.resumed, timeout_limit_s=limit, batch=batch, submit_batch=submit_batch)
+
+    def run(self, budget: int) -> TuneSummary:
+        """Measure until the workload holds `budget` trials (stored or claimed), the space
+        is exhausted or the stop rule says so: the first run finishes what the replay left
+        (the interrupted batch, lost trials, initial configurations), later ones only ask."""
+        new, stopped = self._search.until(budget)
+        return replace(summarize(self.db, self.workload, self.goal.objective, new, self.goal.bounds,
+                                 self.request.compilers),
+                       stopped=stopped, **_prior_use(self.db, self.prior, self.strategy))
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> "LiveSearch":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
 
 
 def _prior_use(db: TuningDatabase, prior: tuple[PriorTrials, ...], strategy) -> dict:
@@ -351,50 +396,81 @@ def search_loop(strategy, submit: Callable, db: TuningDatabase, workload: Worklo
     round holds up to `jobs` x `batch` configurations, evaluated as `jobs` groups.
     Returns the number of new trials and why the loop ended: budget, exhausted, or the
     stop rule's reason."""
-    owner = Owner.this_process()
-    resumed = resumed or Resumed.nothing_to_replay(strategy, db.proposals(workload))
-    resumed = _within_budget(db, workload, budget, resumed)
-    run = _BatchRunner(strategy, submit, db, workload, label, owner, remote, progress, stop, stored, budget, resumed)
-    run.submit_batch, run.jobs = submit_batch, jobs
-    least = jobs  # a round as it is one at a time: never cut below this
-    jobs = jobs * batch if submit_batch is not None else jobs  # configurations per round
-    pending, orphans = list(pending), list(resumed.orphans)
-    with db.heartbeat(owner):
-        if resumed.batch_claims:
-            run.resume(resumed)
-        while True:
-            if stop is not None and (reason := stop.reason()) is not None:
-                return run.new, reason
-            orphans.extend(run.look_around())
-            if orphans:  # owed to the budget already: measured before anything new
-                taken = db.take_over(workload, [claim for _, claim in orphans[:jobs]], owner)
-                points = {claim.config.key(): point for point, claim in orphans[:jobs]}
-                orphans = orphans[jobs:]
-                run.measure([(points[c.config.key()], c) for c in taken])
-                continue
-            if pending:  # the budget decides in the claim: a lost trial measured again takes no room
-                claims, _ = db.claim(workload, pending[:jobs], budget=budget, owner=owner, strategy=label[0],
-                                     seed=label[1], asked=False, timeout_limit_s=timeout_limit_s)
-                pending = pending[jobs:]
-                run.measure([(claim.config, claim) for claim in claims])
-                continue
-            room = min(jobs, budget - db.used(workload))
-            if room <= 0:
-                return run.new, "budget"
-            if stop is not None:
-                room = min(room, stop.room(least))
-            asked_at = time.monotonic()
-            batch = strategy.ask(room)
-            run.spent["search"] += time.monotonic() - asked_at
-            if not batch:
-                return run.new, "exhausted"  # every legal configuration has been measured
-            # Configurations another process claimed meanwhile are passed over here; the
-            # strategy learns their results when that process stores them.
-            claimed_at = time.monotonic()
-            claims, _ = db.claim(workload, batch, budget=budget, owner=owner, strategy=label[0], seed=label[1],
-                                 asked=True)
-            run.spent["database"] += time.monotonic() - claimed_at
+    return SearchRun(strategy, submit, db, workload, budget=budget, jobs=jobs, stored=stored, label=label,
+                     progress=progress, stop=stop, pending=pending, remote=remote, resumed=resumed,
+                     timeout_limit_s=timeout_limit_s, batch=batch, submit_batch=submit_batch).until(budget)
+
+
+class SearchRun:
+    """search_loop's state, kept between calls of `until` by a search that stays open
+    (LiveSearch): the strategy, what is left to measure, and what is known of other
+    processes' trials and claims."""
+
+    def __init__(self, strategy, submit: Callable, db: TuningDatabase, workload: Workload, *, budget: int, jobs: int,
+                 stored: int, label: tuple[str, int | None], progress: ProgressFn | None = None,
+                 stop: "StopRule | None" = None, pending: Sequence[Config] = (), remote: bool = False,
+                 resumed: Resumed | None = None, timeout_limit_s: float = 0.0, batch: int = 1,
+                 submit_batch: Callable | None = None):
+        self.owner, self.db, self.workload, self.label = Owner.this_process(), db, workload, label
+        resumed = resumed or Resumed.nothing_to_replay(strategy, db.proposals(workload))
+        self.resumed = _within_budget(db, workload, budget, resumed)
+        self.run = _BatchRunner(strategy, submit, db, workload, label, self.owner, remote, progress, stop, stored,
+                                budget, self.resumed)
+        self.run.submit_batch, self.run.jobs = submit_batch, jobs
+        self.strategy, self.stop, self.timeout_limit_s = strategy, stop, timeout_limit_s
+        self.least = jobs  # a round as it is one at a time: never cut below this
+        self.jobs = jobs * batch if submit_batch is not None else jobs  # configurations per round
+        self.pending, self.orphans = list(pending), list(self.resumed.orphans)
+
+    def until(self, budget: int) -> tuple[int, str]:
+        """Measure until the workload's `budget` is used (or the space exhausted, or the stop
+        rule says so); returns the trials this call measured and why it ended."""
+        new_before, self.run.budget = self.run.new, budget
+        with self.db.heartbeat(self.owner):
+            if self.resumed.batch_claims:
+                self.run.resume(self.resumed)
+                self.resumed = replace(self.resumed, batch_claims=())
+            while (reason := self._round(budget)) is None:
+                pass
+        return self.run.new - new_before, reason
+
+    def _round(self, budget: int) -> str | None:
+        """Measure one batch; why the loop ends instead, if it does."""
+        db, workload, run, jobs = self.db, self.workload, self.run, self.jobs
+        if self.stop is not None and (reason := self.stop.reason()) is not None:
+            return reason
+        self.orphans.extend(run.look_around())
+        if self.orphans:  # owed to the budget already: measured before anything new
+            taken = db.take_over(workload, [claim for _, claim in self.orphans[:jobs]], self.owner)
+            points = {claim.config.key(): point for point, claim in self.orphans[:jobs]}
+            self.orphans = self.orphans[jobs:]
+            run.measure([(points[c.config.key()], c) for c in taken])
+            return None
+        if self.pending:  # the budget decides in the claim: a lost trial measured again takes no room
+            claims, _ = db.claim(workload, self.pending[:jobs], budget=budget, owner=self.owner,
+                                 strategy=self.label[0], seed=self.label[1], asked=False,
+                                 timeout_limit_s=self.timeout_limit_s)
+            self.pending = self.pending[jobs:]
             run.measure([(claim.config, claim) for claim in claims])
+            return None
+        room = min(jobs, budget - db.used(workload))
+        if room <= 0:
+            return "budget"
+        if self.stop is not None:
+            room = min(room, self.stop.room(self.least))
+        asked_at = time.monotonic()
+        batch = self.strategy.ask(room)
+        run.spent["search"] += time.monotonic() - asked_at
+        if not batch:
+            return "exhausted"  # every legal configuration has been measured
+        # Configurations another process claimed meanwhile are passed over here; the
+        # strategy learns their results when that process stores them.
+        claimed_at = time.monotonic()
+        claims, _ = db.claim(workload, batch, budget=budget, owner=self.owner, strategy=self.label[0],
+                             seed=self.label[1], asked=True)
+        run.spent["database"] += time.monotonic() - claimed_at
+        run.measure([(claim.config, claim) for claim in claims])
+        return None
 
 
 def _within_budget(db: TuningDatabase, workload: Workload, budget: int, resumed: Resumed) -> Resumed:
@@ -595,7 +671,8 @@ def only_compilers(space: Space, target: Target, compilers: tuple[str, ...]) -> 
     if "compiler" not in space.names:
         return space
     return Space(space.params, [*space.constraints, Constraint(
-        f"compiler is not {' or '.join(compilers)} (--compiler)", lambda c: c["compiler"] in compilers)])
+        f"compiler is not {' or '.join(compilers)} (--compiler)", lambda c: c["compiler"] in compilers,
+        reads=("compiler",))])
 
 
 def trials_as_points(space: Space, trials: Sequence[Trial]) -> list[Trial]:
@@ -613,17 +690,20 @@ def trials_as_points(space: Space, trials: Sequence[Trial]) -> list[Trial]:
     return found
 
 
-def prior_trials(db: TuningDatabase, workload: Workload, target: Target | None = None) -> tuple[PriorTrials, ...]:
+def prior_trials(db: TuningDatabase, workload: Workload, target: Target | None = None,
+                 before: int | None = None) -> tuple[PriorTrials, ...]:
     """Trials of the same kernel (same template version) on every other stored workload:
     other shapes and other targets, for strategies that transfer what they learnt, each
     with its target's value roles (edgetune.value_roles; `target` is the one being tuned).
     Each in proposal order, not the order trials finished in (timing), so what a strategy
-    learns from them is the same in a resumed run as in an uninterrupted one."""
+    learns from them is the same in a resumed run as in an uninterrupted one. `before`: only
+    trials stored before this row id (what was stored when a search first opened)."""
     others = [other for other in db.workloads() if other.kernel == workload.kernel
               and other.kernel_version == workload.kernel_version and other != workload]
     roles = {name: target_roles(name, target) for name in {other.target for other in others}}
-    return tuple(PriorTrials(other.key(), tuple(r.trial for r in db.proposals(other)), roles[other.target])
-                 for other in others)
+    stored = {other: [r.trial for r in db.proposals(other) if before is None or r.id < before] for other in others}
+    return tuple(PriorTrials(other.key(), tuple(trials), roles[other.target])
+                 for other, trials in stored.items() if trials or before is None)
 
 
 def _as_config(space: Space, values: dict) -> Config | None:

@@ -82,7 +82,8 @@ def with_compiler_options(space: Space, target: Target, float_outputs: bool) -> 
         compiler = str(c.get("compiler", names[0]))
         return all(offered(target, compiler, p, str(c.get(p.name, DEFAULT)), float_outputs) for p in params)
 
-    constraint = Constraint("a compiler option value its compiler does not offer or refused when probed", accepted)
+    constraint = Constraint("a compiler option value its compiler does not offer or refused when probed", accepted,
+                            reads=(*(["compiler"] if "compiler" in space.names else []), *(p.name for p in new)))
     combos = {name: _legal_combinations(target, params, name, float_outputs) for name in names}
     width = int(np.prod([len(p.values) for p in params]))
     base = space.legal_indices()

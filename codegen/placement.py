@@ -120,7 +120,7 @@ def with_placement(space: Space, target: Target, io) -> Space:
         return target.placement_fits(placement, weights, activations)
 
     constraint = Constraint(f"weights ({weights} bytes) and activations ({activations} bytes) must fit the regions "
-                            f"they are placed in (bytes free: {capacities})", fits)
+                            f"they are placed in (bytes free: {capacities})", fits, reads=tuple(p.name for p in params))
     return Space([*space.params, *params], [*space.constraints, constraint])
 
 
@@ -161,7 +161,7 @@ def pinned(space: Space, target: Target, objective: str) -> Space:
     same instructions in QEMU), other placements would only repeat measurements."""
     pins = [Constraint(f"{p.name} changes only {', '.join(target.placement_values) or 'nothing measured'} on "
                        f"{target.name}: fixed at {p.default} while tuning {objective}",
-                       lambda c, name=p.name, value=p.default: c[name] == value)
+                       lambda c, name=p.name, value=p.default: c[name] == value, reads=(p.name,))
             for p in space.params if p.name in PLACEMENT_PARAMS]
     if not pins:
         return space

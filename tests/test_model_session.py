@@ -17,7 +17,6 @@ from edgetune.codegen import get_kernel
 from edgetune.codegen.model import load_model
 from edgetune.model_session import (ModelTuneError, distinct_workloads, progress_line, similarity_group,
                                     tune_model)
-from edgetune.session import TuneRequest, tune
 from edgetune.tuner import Constraint, Outcome, Space, TuningDatabase
 
 from faulty import FaultyMatmul
@@ -144,6 +143,31 @@ def test_the_budget_is_spent_across_layers_and_the_total_is_weight_times_best(m5
 
 
 @pytest.mark.qemu
+def test_each_layer_s_search_is_opened_once_however_many_rounds_it_has(m55, tmp_path, monkeypatch):
+    import edgetune.session as session
+
+    opened, spaces = [], []
+    real_open, real_space = session.LiveSearch._open, session.search_space
+
+    def counted_open(search, *args):
+        opened.append(search.workload)
+        return real_open(search, *args)
+
+    def counted_space(*args, **kwargs):
+        spaces.append(args[0].name)
+        return real_space(*args, **kwargs)
+
+    monkeypatch.setattr(session.LiveSearch, "_open", counted_open)
+    monkeypatch.setattr(session, "search_space", counted_space)
+    summary = tune_model(small_model(), m55, TuningDatabase(tmp_path / "m.db"), budget=12, round_trials=2,
+                         baselines=False)
+    assert len(summary.rounds) == 6 and summary.spent == 12
+    # Three distinct layers, six rounds: each layer's space, strategy and replay made once.
+    assert sorted(map(str, opened)) == sorted(str(r.workload) for r in summary.layers)
+    assert len(spaces) == len(opened) == 3
+
+
+@pytest.mark.qemu
 def test_the_same_seed_resumed_in_steps_ends_where_an_uninterrupted_run_ends(m55, tmp_path):
     # One variant per image (batch=1): the interruption below is emulated by a run one trial
     # long, which is what a killed one-at-a-time round leaves; a batched round is asked whole
@@ -154,11 +178,11 @@ def test_the_same_seed_resumed_in_steps_ends_where_an_uninterrupted_run_ends(m55
     db = TuningDatabase(tmp_path / "steps.db")
     early = tune_model(small_model(), m55, db, budget=6, **one)
     assert [r.workload for r in early.rounds] == [r.workload for r in straight.rounds[:3]]
-    # Round 4 interrupted after one of its two trials: what a killed run leaves stored.
-    fourth = straight.rounds[3].workload
-    kernel = get_kernel(fourth.kernel)
-    before = next(r.trials for r in early.layers if r.workload == fourth)
-    tune(TuneRequest(kernel, m55, fourth.shape_dict(), "transfer", before + 1, 1, 5, "instructions", batch=1), db)
+    # Round 4 interrupted after one of its two trials (one asked at a time): what a killed
+    # run leaves stored, left here by a run whose budget ends there.
+    interrupted = tune_model(small_model(), m55, db, budget=7, **one)
+    assert interrupted.rounds[-1].workload == straight.rounds[3].workload
+    assert interrupted.rounds[-1].layer_trials == straight.rounds[3].layer_trials - 1
     resumed = tune_model(small_model(), m55, db, budget=12, **one)
     assert [r.workload for r in resumed.rounds] == [r.workload for r in straight.rounds]
     assert [stored(db, r) for r in resumed.layers] == [stored(straight_db, r) for r in straight.layers]

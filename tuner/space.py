@@ -92,10 +92,22 @@ def powers_of_two(name: str, low: int, high: int, doc: str = "") -> Param:
 
 @dataclass(frozen=True)
 class Constraint:
-    """A predicate over a configuration, with the reason shown when a point is rejected."""
+    """A predicate over a configuration, with the reason shown when a point is rejected.
+
+    `reads` names the parameters the predicate reads. Declared, the space decides the
+    constraint as soon as those parameters are chosen, once per distinct combination of
+    their values, so a space is pruned while it is walked instead of being listed whole
+    (edgetune.tuner.legal); the predicate is then given those parameters only, and
+    reading another is an error. None: it may read anything and is checked on whole
+    configurations, after the declared ones have pruned."""
 
     reason: str
     check: Callable[[Mapping[str, Value]], bool]
+    reads: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        if self.reads is not None:
+            object.__setattr__(self, "reads", tuple(dict.fromkeys(self.reads)))
 
 
 @dataclass(frozen=True)
@@ -134,7 +146,6 @@ class Space:
             self._legal_cache = np.unique(np.asarray(legal, dtype=np.int64))
             if len(self._legal_cache) and not 0 <= self._legal_cache[0] <= self._legal_cache[-1] < self.cartesian_size:
                 raise SpaceError(f"a legal index lies outside the space (size {self.cartesian_size})")
-        self._legal_positions: dict[int, int] | None = None
         self._legal_digits: np.ndarray | None = None
 
     # --- sizes and indexing ---------------------------------------------------------
@@ -189,11 +200,17 @@ class Space:
         return self.violation(config) is None
 
     def legal_indices(self) -> np.ndarray:
-        """All legal points, ascending. Enumerates the product once and caches it."""
+        """All legal points, ascending. Found once (edgetune.tuner.legal walks the product
+        pruning it by the constraints, never listing it whole) and kept."""
         if self._legal_cache is None:
-            legal = [i for i in range(self.cartesian_size) if self.is_legal(self.config_at(i))]
-            self._legal_cache = np.asarray(legal, dtype=np.int64)
+            self._walk()
         return self._legal_cache
+
+    def _walk(self) -> None:
+        from .legal import indices_of, legal_digits  # legal.py builds on this module's types
+        digits = legal_digits(self.params, self.constraints)
+        self._legal_cache = indices_of(digits, self._radix)
+        self._legal_digits = digits
 
     def __iter__(self) -> Iterator[Config]:
         return (self.config_at(int(i)) for i in self.legal_indices())
@@ -203,10 +220,11 @@ class Space:
 
     # --- neighbourhoods and geometry (what strategies walk on) ------------------------------
     def legal_position(self, index: int) -> int | None:
-        """Where `index` sits in legal_indices(), or None when the point is illegal."""
-        if self._legal_positions is None:
-            self._legal_positions = {int(i): p for p, i in enumerate(self.legal_indices())}
-        return self._legal_positions.get(int(index))
+        """Where `index` sits in legal_indices(), or None when the point is illegal (a binary
+        search of the sorted legal points: no table as large as the space)."""
+        legal = self.legal_indices()
+        position = int(np.searchsorted(legal, int(index)))
+        return position if position < len(legal) and int(legal[position]) == int(index) else None
 
     def is_legal_index(self, index: int) -> bool:
         return self.legal_position(index) is not None
@@ -228,14 +246,17 @@ class Space:
         return index
 
     def legal_digits(self) -> np.ndarray:
-        """Digits of every legal point, one row per point, in legal_indices() order."""
+        """Digits of every legal point, one row per point, in legal_indices() order (in the
+        narrowest integer type that holds them)."""
         if self._legal_digits is None:
             indices = self.legal_indices()
-            columns = []
-            for radix in reversed(self._radix):
-                indices, digit = np.divmod(indices, radix)
-                columns.append(digit)
-            self._legal_digits = np.stack(columns[::-1], axis=1) if columns else np.zeros((0, 0), np.int64)
+            if self._legal_digits is None:  # a space given its legal points: split their indices
+                columns = []
+                for radix in reversed(self._radix):
+                    indices, digit = np.divmod(indices, radix)
+                    columns.append(digit)
+                self._legal_digits = (np.stack(columns[::-1], axis=1) if columns
+                                      else np.zeros((len(indices), 0), np.int64))
         return self._legal_digits
 
     def neighbours(self, index: int) -> list[int]:
@@ -267,11 +288,11 @@ class Space:
         """Distance from a point given by its digits to every legal point (legal_indices()
         order): per ordered parameter the step difference as a fraction of its range, per
         unordered one 0 or 1."""
-        rows = self.legal_digits().astype(float)
+        rows = self.legal_digits()
         target = np.asarray(digits, dtype=float)
         total = np.zeros(len(rows))
-        for axis, param in enumerate(self.params):
-            diff = np.abs(rows[:, axis] - target[axis])
+        for axis, param in enumerate(self.params):  # a column at a time: no float copy of every row
+            diff = np.abs(rows[:, axis].astype(float) - target[axis])
             if param.is_ordered:
                 total += diff / max(1, len(param.values) - 1)
             else:

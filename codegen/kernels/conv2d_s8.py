@@ -61,14 +61,15 @@ def plain_template(config: Config) -> str:
 
 def plain_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     return [("plain C on packed weights leaves the dot products to the compiler (unroll=1)",
-             lambda c: c["layout"] == "ohwi" or c["unroll"] == 1)]
+             lambda c: c["layout"] == "ohwi" or c["unroll"] == 1, ("layout", "unroll"))]
 
 
 def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     # One scalar accumulator per pixel and channel of a tile, and one Q register per
     # pixel chunk and weight chunk in flight (8 Q registers on Helium).
     return [("packed Helium tile needs tile_p + tile_oc <= 8 Q registers and tile_p * tile_oc <= 8 accumulators",
-             lambda c: c["layout"] == "ohwi" or (c["tile_p"] + c["tile_oc"] <= 8 and c["tile_p"] * c["tile_oc"] <= 8))]
+             lambda c: c["layout"] == "ohwi" or (c["tile_p"] + c["tile_oc"] <= 8 and c["tile_p"] * c["tile_oc"] <= 8),
+             ("layout", "tile_p", "tile_oc"))]
 
 
 # The vector paths of conv2d_s8, in the order of the `vector` parameter's values.
@@ -142,25 +143,33 @@ class Conv2dS8(Kernel):
         covering_p = min(v for v in IM2COL_PIXELS if v >= min(npix, IM2COL_PIXELS[-1]))
         constraints = [
             Constraint("im2col_pixels applies to algo=im2col only",
-                       lambda c: c["algo"] == "im2col" or c["im2col_pixels"] == IM2COL_PIXELS[0]),
-            Constraint("im2col_pixels larger than needed to cover the output", lambda c: c["im2col_pixels"] <= covering_p),
+                       lambda c: c["algo"] == "im2col" or c["im2col_pixels"] == IM2COL_PIXELS[0],
+                       reads=("algo", "im2col_pixels")),
+            Constraint("im2col_pixels larger than needed to cover the output", lambda c: c["im2col_pixels"] <= covering_p,
+                       reads=("im2col_pixels",)),
             Constraint("im2col_pixels must be a multiple of tile_p",
-                       lambda c: c["algo"] == "direct" or c["im2col_pixels"] % c["tile_p"] == 0),
+                       lambda c: c["algo"] == "direct" or c["im2col_pixels"] % c["tile_p"] == 0,
+                       reads=("algo", "im2col_pixels", "tile_p")),
             Constraint("tile_p applies to algo=im2col only (direct computes one pixel at a time)",
-                       lambda c: c["algo"] == "im2col" or c["tile_p"] == 1),
-            Constraint("tile_oc larger than cout", lambda c: c["tile_oc"] <= cout or c["tile_oc"] == 1),
-            Constraint("unroll applies to the plain C path only", lambda c: c["vector"] == "c" or c["unroll"] == 1),
+                       lambda c: c["algo"] == "im2col" or c["tile_p"] == 1, reads=("algo", "tile_p")),
+            Constraint("tile_oc larger than cout", lambda c: c["tile_oc"] <= cout or c["tile_oc"] == 1,
+                       reads=("tile_oc",)),
+            Constraint("unroll applies to the plain C path only", lambda c: c["vector"] == "c" or c["unroll"] == 1,
+                       reads=("vector", "unroll")),
             Constraint("weight_sums applies to the MVE im2col path only",
-                       lambda c: c["weight_sums"] == "in_loop" or (c["vector"] == "mve" and c["algo"] == "im2col")),
+                       lambda c: c["weight_sums"] == "in_loop" or (c["vector"] == "mve" and c["algo"] == "im2col"),
+                       reads=("weight_sums", "vector", "algo")),
             Constraint(f"layout=packed has the {'/'.join(PACKED_VECTORS)} paths only",
-                       lambda c: c["layout"] == "ohwi" or c["vector"] in PACKED_VECTORS),
+                       lambda c: c["layout"] == "ohwi" or c["vector"] in PACKED_VECTORS, reads=("layout", "vector")),
             Constraint("weight_sums applies to layout=ohwi only (packed weights fold them into the term)",
-                       lambda c: c["layout"] == "ohwi" or c["weight_sums"] == "in_loop"),
+                       lambda c: c["layout"] == "ohwi" or c["weight_sums"] == "in_loop", reads=("layout", "weight_sums")),
             Constraint(f"static buffers exceed the {capacity} bytes of scratch memory on {target.name}",
-                       lambda c: self.scratch_bytes(shape, c) <= capacity),
+                       lambda c: self.scratch_bytes(shape, c) <= capacity,
+                       reads=("im2col_pixels", "algo", "fusion", "weight_sums", "layout", "vector")),
             Constraint(f"the fused row tile (tile_p * cout int32) exceeds {stack} bytes of stack on {target.name}",
                        lambda c: (c["algo"] == "direct" and c["layout"] == "ohwi" and c["vector"] != "mve")
-                       or c["fusion"] == "unfused" or c["tile_p"] * cout * 4 <= stack),
+                       or c["fusion"] == "unfused" or c["tile_p"] * cout * 4 <= stack,
+                       reads=("algo", "layout", "vector", "fusion", "tile_p")),
             *path_constraints(paths, target, shape),
         ]
         params = [

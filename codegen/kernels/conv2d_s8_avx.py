@@ -43,9 +43,10 @@ def conv_avx_rules(name: str):
         registers = target.vector_unit(AVX_PATHS[name][0]).registers
         return [
             (f"the AVX paths sum at most {MAX_TILE_OC} channels of a tile row together (tile_oc <= {MAX_TILE_OC})",
-             lambda c: c["tile_oc"] <= MAX_TILE_OC),
+             lambda c: c["tile_oc"] <= MAX_TILE_OC, ("tile_oc",)),
             (f"{name} tile needs tile_p * tile_oc + tile_p + 1 (+1 for layout=ohwi) <= {registers} vector registers",
-             lambda c: c["tile_p"] * c["tile_oc"] + c["tile_p"] + 1 + (c["layout"] == "ohwi") <= registers),
+             lambda c: c["tile_p"] * c["tile_oc"] + c["tile_p"] + 1 + (c["layout"] == "ohwi") <= registers,
+             ("tile_p", "tile_oc", "layout")),
         ]
     return rules
 
@@ -57,11 +58,11 @@ def conv_vnni_rules(name: str):
         registers = target.vector_unit(VNNI_PATHS[name][0]).registers
         return [
             (f"{name} runs on packed weights only (layout=packed: the input's offset of {VNNI_A_OFFSET} is folded "
-             "into the per-channel term at pack time)", lambda c: c["layout"] == "packed"),
+             "into the per-channel term at pack time)", lambda c: c["layout"] == "packed", ("layout",)),
             (f"the AVX paths sum at most {MAX_TILE_OC} channels of a tile row together (tile_oc <= {MAX_TILE_OC})",
-             lambda c: c["tile_oc"] <= MAX_TILE_OC),
+             lambda c: c["tile_oc"] <= MAX_TILE_OC, ("tile_oc",)),
             (f"{name} tile needs tile_p * tile_oc + tile_p + 2 <= {registers} vector registers",
-             lambda c: c["tile_p"] * c["tile_oc"] + c["tile_p"] + 2 <= registers),
+             lambda c: c["tile_p"] * c["tile_oc"] + c["tile_p"] + 2 <= registers, ("tile_p", "tile_oc")),
         ]
     return rules
 

@@ -37,9 +37,9 @@ def dsp_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     stack = stack_budget(target)
     return [
         (f"DSP tile needs tile_p * tile_oc <= {MAX_ACCUMULATORS} int32 accumulators in core registers",
-         lambda c: c["tile_p"] * c["tile_oc"] <= MAX_ACCUMULATORS),
+         lambda c: c["tile_p"] * c["tile_oc"] <= MAX_ACCUMULATORS, ("tile_p", "tile_oc")),
         (f"DSP terms and fused accumulators exceed {stack} bytes of stack on {target.name}",
-         lambda c: dsp_stack_bytes(shape, c) <= stack),
+         lambda c: dsp_stack_bytes(shape, c) <= stack, ("layout", "algo", "tile_p", "fusion")),
     ]
 
 

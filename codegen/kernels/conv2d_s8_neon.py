@@ -28,9 +28,9 @@ def neon_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     """The limits of vector="neon" configurations."""
     registers = target.vector_unit("neon").registers
     return [
-        ("the NEON path runs on packed weights (layout=packed)", lambda c: c["layout"] == "packed"),
+        ("the NEON path runs on packed weights (layout=packed)", lambda c: c["layout"] == "packed", ("layout",)),
         (f"NEON tile needs more than the {registers} vector registers",
-         lambda c: tile_registers(c["tile_p"], c["tile_oc"]) <= registers),
+         lambda c: tile_registers(c["tile_p"], c["tile_oc"]) <= registers, ("tile_p", "tile_oc")),
     ]
 
 

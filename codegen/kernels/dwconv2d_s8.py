@@ -59,7 +59,7 @@ def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     lanes = unit.lanes_for("int32")
     # Accumulators plus one input and one weight vector must fit the Q registers.
     return [(f"MVE tile_p * tile_c / {lanes} accumulators + 2 exceed {unit.registers} vector registers",
-             lambda cfg: cfg["tile_p"] * cfg["tile_c"] // lanes + 2 <= unit.registers)]
+             lambda cfg: cfg["tile_p"] * cfg["tile_c"] // lanes + 2 <= unit.registers, ("tile_p", "tile_c"))]
 
 
 def avx2_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
@@ -67,8 +67,9 @@ def avx2_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     # Accumulators, the bias vectors they start from, one input and one weight vector.
     return [(f"AVX2 tile_c must be a multiple of {AVX2_LANES} and (tile_p + 1) * tile_c / {AVX2_LANES} + 2 "
              f"vectors must fit {registers} registers",
-             lambda cfg: cfg["tile_c"] % AVX2_LANES == 0 and (cfg["tile_p"] + 1) * cfg["tile_c"] // AVX2_LANES + 2 <= registers),
-            ("the AVX2 path reads the weights as given (layout=hwc)", lambda cfg: cfg["layout"] != "packed")]
+             lambda cfg: cfg["tile_c"] % AVX2_LANES == 0 and (cfg["tile_p"] + 1) * cfg["tile_c"] // AVX2_LANES + 2 <= registers,
+             ("tile_c", "tile_p")),
+            ("the AVX2 path reads the weights as given (layout=hwc)", lambda cfg: cfg["layout"] != "packed", ("layout",))]
 
 
 # The vector paths of dwconv2d_s8, in the order of the `vector` parameter's values; plain C
@@ -116,19 +117,20 @@ class DwConv2dS8(Kernel):
         c = shape["c"] * shape["mult"]  # output channels: what the channel tiles cover
         constraints = [
             Constraint("taps=unrolled3x3 and taps=padded3x3 need a 3x3 kernel",
-                       lambda cfg: cfg["taps"] == "loop" or (shape["kh"] == 3 and shape["kw"] == 3)),
+                       lambda cfg: cfg["taps"] == "loop" or (shape["kh"] == 3 and shape["kw"] == 3), reads=("taps",)),
             Constraint("tile_c larger than needed to cover the output channels (c * mult)",
-                       lambda cfg: cfg["tile_c"] <= max(channels_per_step(cfg["vector"]), 1 << (c - 1).bit_length())),
+                       lambda cfg: cfg["tile_c"] <= max(channels_per_step(cfg["vector"]), 1 << (c - 1).bit_length()),
+                       reads=("tile_c", "vector")),
         ]
         if geometry_of(shape).padded:  # the packed loop reads taps in the padding from a static row of in_zero
             capacity, row = scratch_capacity(target), shape["c"]
             constraints.append(Constraint(f"the packed layout's {row}-byte row of in_zero exceeds the {capacity} bytes "
                                           f"of scratch memory on {target.name}",
-                                          lambda cfg: cfg["layout"] != "packed" or row <= capacity))
+                                          lambda cfg: cfg["layout"] != "packed" or row <= capacity, reads=("layout",)))
         padded_bytes, capacity = padded_copy_bytes(shape), scratch_capacity(target)
         constraints.append(Constraint(f"taps=padded3x3: the {padded_bytes}-byte padded copy of the input exceeds the "
                                       f"{capacity} bytes of scratch memory on {target.name}",
-                                      lambda cfg: cfg["taps"] != "padded3x3" or padded_bytes <= capacity))
+                                      lambda cfg: cfg["taps"] != "padded3x3" or padded_bytes <= capacity, reads=("taps",)))
         paths = self.offered_paths(target)
         constraints += path_constraints(paths, target, shape)
         vectors = [path.name for path in paths]

@@ -29,7 +29,8 @@ def neon_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     """The limits of vector="neon" configurations."""
     registers = target.vector_unit("neon").registers
     return [(f"NEON tile_c must be a multiple of {LANES} and its tile must fit the {registers} vector registers",
-             lambda c: c["tile_c"] % LANES == 0 and tile_registers(c["tile_p"], c["tile_c"]) <= registers)]
+             lambda c: c["tile_c"] % LANES == 0 and tile_registers(c["tile_p"], c["tile_c"]) <= registers,
+             ("tile_c", "tile_p"))]
 
 
 NEON = VectorPath("neon", with_vector("neon"), TEMPLATE, neon_rules)

@@ -138,11 +138,11 @@ def pixel_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
         # tile_c and layout mean nothing here: one value each, so the space holds no duplicates.
         ("vector=mve_pixels takes one channel at a time (tile_c=4), the weights as given (layout=hwc) and pads "
          "its own planes (taps=loop or unrolled3x3)",
-         lambda c: c["tile_c"] == 4 and c["layout"] == "hwc" and c["taps"] != "padded3x3"),
+         lambda c: c["tile_c"] == 4 and c["layout"] == "hwc" and c["taps"] != "padded3x3", ("tile_c", "layout", "taps")),
         (f"vector=mve_pixels: tile_p accumulators, one input and two clamp vectors exceed {registers} vector registers",
-         lambda c: c["tile_p"] + 3 <= registers),
+         lambda c: c["tile_p"] + 3 <= registers, ("tile_p",)),
         (f"vector=mve_pixels: the channel plane and accumulators exceed the {capacity} bytes of scratch memory "
-         f"on {target.name}", lambda c: scratch_bytes(shape, int(c["tile_p"])) <= capacity),
+         f"on {target.name}", lambda c: scratch_bytes(shape, int(c["tile_p"])) <= capacity, ("tile_p",)),
     ]
 
 

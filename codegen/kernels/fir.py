@@ -50,11 +50,11 @@ def narrow_q15(acc: np.ndarray, rounding: int) -> np.ndarray:
 
 
 def plain_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
-    return [("plain C tiles go up to 8 outputs", lambda c: c["tile"] <= 8)]
+    return [("plain C tiles go up to 8 outputs", lambda c: c["tile"] <= 8, ("tile",))]
 
 
 def tile_rule(path: str, tiles: tuple[int, ...], why: str = "") -> Rule:
-    return (f"{path} tiles are {', '.join(map(str, tiles))} outputs{why}", lambda c: c["tile"] in tiles)
+    return (f"{path} tiles are {', '.join(map(str, tiles))} outputs{why}", lambda c: c["tile"] in tiles, ("tile",))
 
 
 # fir_q15: each output keeps a 64-bit accumulator in a pair of core registers (MVE and DSP).
@@ -65,14 +65,14 @@ F32_TILES = (4, 8, 16)
 
 def q15_mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     return [tile_rule("MVE", Q15_TILES),
-            ("unroll applies to the plain C and DSP paths (MVE takes eight taps per step)", lambda c: c["unroll"] == 1)]
+            ("unroll applies to the plain C and DSP paths (MVE takes eight taps per step)", lambda c: c["unroll"] == 1, ("unroll",))]
 
 
 def q15_dsp_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     """SMLALD on pairs of Q15 samples (fir_q15_dsp.c.j2)."""
     return [tile_rule("DSP", Q15_TILES, " (64-bit accumulators in core register pairs)"),
             ("DSP unrolls 2-tap steps: 2 * unroll must not exceed taps",
-             lambda c: c["unroll"] == 1 or 2 * c["unroll"] <= shape["taps"])]
+             lambda c: c["unroll"] == 1 or 2 * c["unroll"] <= shape["taps"], ("unroll",))]
 
 
 def f32_mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
@@ -119,8 +119,8 @@ class _Fir(Kernel):
         vectors = [path.name for path in paths]
         constraints = [
             Constraint("tile larger than needed to cover the block",
-                       lambda c: c["tile"] <= max(4, 1 << (block - 1).bit_length())),
-            Constraint("unroll larger than taps", lambda c: c["unroll"] <= taps or c["unroll"] == 1),
+                       lambda c: c["tile"] <= max(4, 1 << (block - 1).bit_length()), reads=("tile",)),
+            Constraint("unroll larger than taps", lambda c: c["unroll"] <= taps or c["unroll"] == 1, reads=("unroll",)),
             *path_constraints(paths, target, shape),
         ]
         params = [

@@ -106,7 +106,7 @@ def register_path(name: str, accumulators_and_operands) -> VectorPath:
 
         def fits(c) -> bool:
             return c["tile_n"] % lanes == 0 and accumulators_and_operands(c["tile_m"], c["tile_n"] // lanes) <= registers
-        return [(REGISTERS_RULE, fits)]
+        return [(REGISTERS_RULE, fits, ("tile_m", "tile_n"))]
     return VectorPath(name, with_vector(name), "matmul_f32.c.j2", rules)
 
 
@@ -150,15 +150,19 @@ class MatmulF32(Kernel):
         constraints = [
             *path_constraints(paths, target, shape),
             Constraint("a block size larger than needed to cover the matrix",
-                       lambda c: all(c[key] <= top[key] for key in top) and c["tile_n"] <= top_n[c["vector"]]),
+                       lambda c: all(c[key] <= top[key] for key in top) and c["tile_n"] <= top_n[c["vector"]],
+                       reads=(*top, "tile_n", "vector")),
             Constraint("mc smaller than tile_m or nc smaller than tile_n",
-                       lambda c: c["mc"] >= c["tile_m"] and c["nc"] >= c["tile_n"]),
-            Constraint("unroll_k larger than kc", lambda c: c["unroll_k"] <= min(c["kc"], k) or c["unroll_k"] == 1),
+                       lambda c: c["mc"] >= c["tile_m"] and c["nc"] >= c["tile_n"],
+                       reads=("mc", "tile_m", "nc", "tile_n")),
+            Constraint("unroll_k larger than kc", lambda c: c["unroll_k"] <= min(c["kc"], k) or c["unroll_k"] == 1,
+                       reads=("unroll_k", "kc")),
         ]
         if target.firmware is not None:
             budget = target.firmware.data_reserved - target.firmware.stack_size - EMBEDDED_BSS_MARGIN
             constraints.append(Constraint(f"packing scratch exceeds the {budget} bytes of static RAM available",
-                                          lambda c: scratch_bytes(shape, c) <= budget))
+                                          lambda c: scratch_bytes(shape, c) <= budget,
+                                          reads=("tile_m", "tile_n", "mc", "nc", "kc", "pack")))
         params = [
             choice("tile_m", tiles_m, "rows of the register-blocked micro-tile"),
             choice("tile_n", tiles_n, "columns of the micro-tile (whole vectors on a vector path)"),

@@ -97,7 +97,7 @@ def plain_template(config: Config) -> str:
 
 def plain_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     return [("plain C on packed weights leaves the k loop to the compiler (unroll_k=1)",
-             lambda c: c["layout"] != "packed" or c["unroll_k"] == 1)]
+             lambda c: c["layout"] != "packed" or c["unroll_k"] == 1, ("layout", "unroll_k"))]
 
 
 def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
@@ -105,7 +105,7 @@ def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     lanes = unit.lanes_for("int32")
     return [
         (f"MVE row-major tile_n must be a multiple of {lanes} int32 lanes",
-         lambda c: c["layout"] != "rowmajor" or c["tile_n"] % lanes == 0),
+         lambda c: c["layout"] != "rowmajor" or c["tile_n"] % lanes == 0, ("layout", "tile_n")),
         # Packed: a block is computed a quad of columns at a time; while a quad's dot
         # products run, one Q register per row of A, two for the stream of B and the sums of
         # the quads done are live (in blocks of 8+ columns only the pair's first quad: each
@@ -114,9 +114,11 @@ def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
         (f"MVE packed tile needs tile_m * (quads done and live) + tile_m + 2 <= {unit.registers} Q registers and "
          f"tile_m * min(tile_n, 4) <= 8 accumulators",
          lambda c: c["layout"] != "packed" or (c["tile_m"] * live_quads(c) + c["tile_m"] + 2 <= unit.registers
-                                               and c["tile_m"] * min(c["tile_n"], QUAD) <= 8)),
+                                               and c["tile_m"] * min(c["tile_n"], QUAD) <= 8),
+         ("layout", "tile_m", "tile_n")),
         ("packed MVE unrolls 16-element steps: 16 * unroll_k must not exceed k",
-         lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]),
+         lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"],
+         ("layout", "unroll_k")),
     ]
 
 
@@ -130,9 +132,9 @@ def dsp_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     registers, and unrolling takes whole steps of 4 along K."""
     return [
         ("DSP tile needs tile_m * tile_n <= 8 int32 accumulators in core registers",
-         lambda c: c["tile_m"] * c["tile_n"] <= 8),
+         lambda c: c["tile_m"] * c["tile_n"] <= 8, ("tile_m", "tile_n")),
         ("DSP unrolls 4-element steps: 4 * unroll_k must not exceed k",
-         lambda c: c["unroll_k"] == 1 or 4 * c["unroll_k"] <= shape["k"]),
+         lambda c: c["unroll_k"] == 1 or 4 * c["unroll_k"] <= shape["k"], ("unroll_k",)),
     ]
 
 
@@ -166,8 +168,9 @@ class MatmulS8(Kernel):
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         paths = self.offered_paths(target)
         constraints = [
-            Constraint("tile_m larger than m", lambda c: c["tile_m"] <= shape["m"] or c["tile_m"] == 1),
-            Constraint("unroll_k larger than k", lambda c: c["unroll_k"] <= shape["k"] or c["unroll_k"] == 1),
+            Constraint("tile_m larger than m", lambda c: c["tile_m"] <= shape["m"] or c["tile_m"] == 1, reads=("tile_m",)),
+            Constraint("unroll_k larger than k", lambda c: c["unroll_k"] <= shape["k"] or c["unroll_k"] == 1,
+                       reads=("unroll_k",)),
             *path_constraints(paths, target, shape),
         ]
         # tile_n beyond the first tile that covers n only repeats that tile.
@@ -176,7 +179,7 @@ class MatmulS8(Kernel):
         cover = {width: min(t for t in (1, 2, 4, 8, 16, 32) if t >= max(width, min(shape["n"], 32)))
                  for width in (1, *widths.values())}
         constraints.append(Constraint("tile_n larger than needed to cover n", lambda c: c["tile_n"] <= cover[
-            widths.get(c["vector"], 1) if c["layout"] == "rowmajor" else 1]))
+            widths.get(c["vector"], 1) if c["layout"] == "rowmajor" else 1], reads=("tile_n", "vector", "layout")))
         vectors = [path.name for path in paths]
         params = [
             powers_of_two("tile_m", 1, 8, "rows of C computed together"),

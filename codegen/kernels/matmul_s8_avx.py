@@ -60,18 +60,21 @@ def avx_rules(name: str):
         return [
             # Packed: tile_m * tile_n accumulators, one vector per row of A and one of B in flight.
             (f"{name} packed tile needs tile_m * tile_n + tile_m + 1 <= {registers} vector registers",
-             lambda c: c["layout"] != "packed" or c["tile_m"] * c["tile_n"] + c["tile_m"] + 1 <= registers),
+             lambda c: c["layout"] != "packed" or c["tile_m"] * c["tile_n"] + c["tile_m"] + 1 <= registers,
+             ("layout", "tile_m", "tile_n")),
             (f"{name} packed unrolls {step}-element steps: {step} * unroll_k must not exceed k",
-             lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or step * c["unroll_k"] <= shape["k"]),
+             lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or step * c["unroll_k"] <= shape["k"],
+             ("layout", "unroll_k")),
             # Row-major: tile_n in whole accumulators of `lanes` columns; per accumulator column
             # one vector of B pairs, per row one vector of A pairs, one broadcast.
             (f"{name} row-major tile_n must be a multiple of {lanes} int32 lanes and its accumulators "
              f"(tile_m + 1) * tile_n / {lanes} + tile_m + 1 must fit {registers} vector registers",
              lambda c: c["layout"] != "rowmajor"
-             or (c["tile_n"] % lanes == 0 and (c["tile_m"] + 1) * (c["tile_n"] // lanes) + c["tile_m"] + 1 <= registers)),
+             or (c["tile_n"] % lanes == 0 and (c["tile_m"] + 1) * (c["tile_n"] // lanes) + c["tile_m"] + 1 <= registers),
+             ("layout", "tile_m", "tile_n")),
             # The row-major loop already unrolls a whole vector of A (lanes pairs of k).
             (f"{name} row-major unrolls {2 * lanes} steps of k itself (unroll_k=1)",
-             lambda c: c["layout"] != "rowmajor" or c["unroll_k"] == 1),
+             lambda c: c["layout"] != "rowmajor" or c["unroll_k"] == 1, ("layout", "unroll_k")),
         ]
     return rules
 
@@ -85,11 +88,11 @@ def vnni_rules(name: str):
         registers = target.vector_unit(unit).registers
         return [
             (f"{name} runs on packed weights only (layout=packed: A's offset of {VNNI_A_OFFSET} is folded into "
-             "the column term at pack time)", lambda c: c["layout"] == "packed"),
+             "the column term at pack time)", lambda c: c["layout"] == "packed", ("layout",)),
             (f"{name} packed tile needs tile_m * tile_n + tile_m + 2 <= {registers} vector registers",
-             lambda c: c["tile_m"] * c["tile_n"] + c["tile_m"] + 2 <= registers),
+             lambda c: c["tile_m"] * c["tile_n"] + c["tile_m"] + 2 <= registers, ("tile_m", "tile_n")),
             (f"{name} packed unrolls {step}-element steps: {step} * unroll_k must not exceed k",
-             lambda c: c["unroll_k"] == 1 or step * c["unroll_k"] <= shape["k"]),
+             lambda c: c["unroll_k"] == 1 or step * c["unroll_k"] <= shape["k"], ("unroll_k",)),
         ]
     return rules
 

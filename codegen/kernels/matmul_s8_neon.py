@@ -37,9 +37,10 @@ def neon_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
         return count(c["tile_m"], c["tile_n"]) <= registers
 
     return [
-        (f"NEON block needs more than the {registers} vector registers", fits),
+        (f"NEON block needs more than the {registers} vector registers", fits, ("layout", "tile_m", "tile_n")),
         ("packed NEON unrolls 16-element steps: 16 * unroll_k must not exceed k",
-         lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"]),
+         lambda c: c["layout"] != "packed" or c["unroll_k"] == 1 or 16 * c["unroll_k"] <= shape["k"],
+         ("layout", "unroll_k")),
     ]
 
 

@@ -17,7 +17,8 @@ from edgetune.tuner import Config, Constraint
 Shape = Mapping[str, int]
 # A rule of a path: the reason shown when a configuration breaks it, and a predicate that
 # is only ever asked about configurations of that path (no `c["vector"] != X or ...`).
-Rule = tuple[str, Callable[[Mapping], bool]]
+# (reason, predicate) or (reason, predicate, names of the parameters it reads): see Constraint.reads
+Rule = tuple[str, Callable[[Mapping], bool]] | tuple[str, Callable[[Mapping], bool], tuple[str, ...]]
 
 
 def anywhere(target: Target) -> bool:
@@ -71,9 +72,11 @@ class VectorPath:
         return self.template if isinstance(self.template, str) else self.template(config)
 
     def constraints(self, target: Target, shape: Shape) -> list[Constraint]:
-        """The path's rules as constraints of the whole space: other paths pass them."""
-        return [Constraint(reason, lambda c, holds=holds, name=self.name: c["vector"] != name or holds(c))
-                for reason, holds in self.rules(target, shape)]
+        """The path's rules as constraints of the whole space: other paths pass them. A rule
+        naming the parameters it reads is decided as soon as they and `vector` are chosen."""
+        return [Constraint(reason, lambda c, holds=holds, name=self.name: c["vector"] != name or holds(c),
+                           reads=("vector", *reads[0]) if reads else None)
+                for reason, holds, *reads in self.rules(target, shape)]
 
 
 def offered_paths(paths: Sequence[VectorPath], target: Target) -> list[VectorPath]:

@@ -104,6 +104,14 @@ def _bounded(value):
     return value
 
 
+def names_read(text: str, names) -> tuple[str, ...]:
+    """The names of `names` that `text` reads (in order of first appearance): what a
+    restriction declares it reads (edgetune.tuner.Constraint.reads)."""
+    tree = parse_expression(text, frozenset(names))
+    found = (node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in names)
+    return tuple(dict.fromkeys(found))
+
+
 def compiled(text: str, names) -> Callable[[Mapping[str, object]], object]:
     """A function of the names' values computing `text` (parsed and checked once, now)."""
     tree = parse_expression(text, frozenset(names))

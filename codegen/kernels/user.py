@@ -39,7 +39,7 @@ from ..placement import PLACEMENT_PARAMS
 from ..render import TEMPLATES_DIR, render
 from .base import MAX_ELEMENTS, OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, comment_safe, describe_mismatch
 from .paths import VectorPath, anywhere, path_constraints
-from .restrictions import ExpressionError, compiled
+from .restrictions import ExpressionError, compiled, names_read
 
 DTYPES = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "float32": np.float32}
 ROLES = ("input", "output", "weight")
@@ -229,11 +229,13 @@ def _param(name: str, values: object, where: str) -> Param:
     return choice(name, plain, "", ordered=False if unordered else None)
 
 
-def _predicate(rule: object, kernel: str, names: frozenset[str], where: str) -> tuple[str, Callable]:
-    """(text shown, predicate of a dict of parameter and shape values) for one restriction."""
+def _predicate(rule: object, kernel: str, names: frozenset[str], where: str) -> tuple[str, Callable, tuple | None]:
+    """(text shown, predicate of a dict of parameter and shape values, the names it reads:
+    None for a function, which may read any) for one restriction."""
+    reads = None
     if isinstance(rule, str):
         try:
-            fn = compiled(rule, names)
+            fn, reads = compiled(rule, names), names_read(rule, names)
         except ExpressionError as exc:
             raise KernelError(f"kernel {kernel}: {where} {rule!r}: {exc}") from None
         text = rule
@@ -253,7 +255,7 @@ def _predicate(rule: object, kernel: str, names: frozenset[str], where: str) -> 
             raise KernelError(f"kernel {kernel}: {where} {text!r} gave {result!r}, not True or False")
         return bool(result)
 
-    return text, holds
+    return text, holds, reads
 
 
 def _dims(arg: Arg, keys: frozenset[str], where: str) -> Callable[[Mapping[str, int]], tuple[int, ...]]:
@@ -273,6 +275,13 @@ def _as_dims(value: object, where: str) -> tuple[int, ...]:
     if not dims or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in dims):
         raise KernelError(f"{where}: size {value!r} is not positive integers")
     return tuple(int(d) for d in dims)
+
+
+def _params_read(reads: tuple[str, ...] | None, shape: Mapping[str, int]) -> tuple:
+    """What a restriction declares it reads, as the optional last item of a rule or
+    constraint: the parameters among the names it reads (shape keys are fixed by then);
+    nothing for a restriction that is a function (it may read any)."""
+    return () if reads is None else (tuple(name for name in reads if name not in shape),)
 
 
 def _as_dict(config) -> dict:
@@ -405,7 +414,8 @@ class UserKernel(Kernel):
             return target.has_vector(unit) or target.has_extension(unit)
 
         def path_rules(target: Target, shape: Mapping[str, int]):
-            return [(text, lambda c, holds=holds: holds({**shape, **_as_dict(c)})) for text, holds in rules]
+            return [(text, lambda c, holds=holds: holds({**shape, **_as_dict(c)}), *_params_read(reads, shape))
+                    for text, holds, reads in rules]
 
         return VectorPath(vector.name, anywhere if unit is None else offered, vector.source or self.template, path_rules)
 
@@ -430,8 +440,9 @@ class UserKernel(Kernel):
         params.append(choice("compiler", self._values("compiler", [c.name for c in target.compilers], target),
                              "compiler from the target description"))
         params.append(choice("opt", self._values("opt", list(OPT_LEVELS), target), "optimisation level"))
-        constraints = [Constraint(text, lambda c, holds=holds: holds({**shape, **_as_dict(c)}))
-                       for text, holds in self.rules]
+        constraints = [Constraint(text, lambda c, holds=holds: holds({**shape, **_as_dict(c)}),
+                                  *_params_read(reads, shape))
+                       for text, holds, reads in self.rules]
         return Space(params, [*constraints, *path_constraints(paths, target, shape)])
 
     def _values(self, name: str, offered: list[str], target: Target) -> list[str]:

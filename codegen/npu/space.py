@@ -39,5 +39,6 @@ def npu_space(target: Target, npu: Npu, operator: NpuOperator, shape: Mapping[st
             capacity = target.region(port.region).size
             constraints.append(Constraint(
                 f"arena_cache_size exceeds the {port.region} region behind {port.name} in {mode.name}",
-                lambda c, name=mode.name, capacity=capacity: c["memory_mode"] != name or c["arena_cache_size"] <= capacity))
+                lambda c, name=mode.name, capacity=capacity: c["memory_mode"] != name or c["arena_cache_size"] <= capacity,
+                reads=("memory_mode", "arena_cache_size")))
     return Space(params, constraints)
