@@ -160,8 +160,8 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
         shared = SharedRounds(db, model_key([(t.id, t.weight) for t in tasks], objective, bounds, chooser.name,
                                             rounds.size))
         while rounds.spent < budget and (decided := shared.next_round(
-                len(log) + 1, lambda: chooser.choose(tasks, rounds.histories),
-                min(rounds.size, budget - rounds.spent))) is not None:
+                len(log) + 1, lambda: chooser.choose(tasks, rounds.histories), rounds.size,
+                budget - rounds.spent)) is not None:
             chosen, room = decided
             trials = rounds.run(chosen, room)
             state = ModelRound(len(log) + 1, rounds.by_key[chosen].workload, trials, rounds.spent, budget,

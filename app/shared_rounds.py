@@ -43,16 +43,19 @@ class SharedRounds:
     db: TuningDatabase
     model: str
 
-    def next_round(self, number: int, choose: Callable[[], str | None], room: int) -> tuple[str, int] | None:
+    def next_round(self, number: int, choose: Callable[[], str | None], size: int,
+                   room: int) -> tuple[str, int] | None:
         """Round `number`: (workload key, trials, at most `room`). Decided by this process
         (`choose`, the scheduler) when no other process has reached it yet; None when it is
-        undecided and the scheduler has nothing left to tune."""
+        undecided and the scheduler has nothing left to tune. A round is recorded whole
+        (`size` trials) even when this run's budget ends inside it, so a run resumed with a
+        larger budget completes that round as an uninterrupted run would have."""
         decided = self.db.model_round(self.model, number)
         if decided is None:
             chosen = choose()
             if chosen is None:
                 return None
-            decided = self.db.decide_model_round(self.model, number, chosen, room)
+            decided = self.db.decide_model_round(self.model, number, chosen, size)
         key, trials = decided
         return key, min(trials, room)
 
