@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +29,7 @@ from .outputs import writable_file, writable_folder
 from .progress import ProgressDisplay
 from .report import check_objective, write_report
 from .identity import recompute_estimates
-from .sharing import ImportCheck, parse_workload_selection
+from .sharing import ImportCheck, import_into, parse_workload_selection
 from .session import MAX_SEED, TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
 from .verify import export_and_measure, manifest_target, verify_export
 from .npu_cli import best_npu, place_cmd, run_npu_tune
@@ -96,6 +97,14 @@ def _report_bug(exc: Exception) -> None:
     click.echo(f"edgetune: internal error: {type(exc).__name__}: {_printable(str(exc))} "
                f"(a bug in edgetune, not in your input: please report it{hint})", err=True)
     sys.exit(BUG_EXIT_CODE)
+
+
+def damaged_database(exc: sqlite3.DatabaseError) -> str:
+    """What to say when SQLite finds a database damaged part-way through a command (the
+    file was opened fine): most often a database file replaced by another while the old
+    one's -wal file stayed beside it."""
+    return (f"the tuning database is damaged (SQLite: {exc}); if its file was replaced or copied while an "
+            "old NAME-wal file stayed beside it, restore the file with its -wal, or remove the stale -wal")
 
 
 def _open_db(path: str) -> TuningDatabase:
@@ -177,6 +186,9 @@ class _OneLineErrors(click.Group):
             sys.exit(1)
         except EdgetuneError as exc:  # raised outside a guarded command (e.g. while parsing options)
             UserError(str(exc)).show()
+            sys.exit(UserError.exit_code)
+        except sqlite3.DatabaseError as exc:  # a file damaged under edgetune, not a bug of its own
+            UserError(damaged_database(exc)).show()
             sys.exit(UserError.exit_code)
         except Exception as exc:  # noqa: BLE001 - whatever is left is a bug, and shows as one
             _report_bug(exc)
@@ -722,7 +734,7 @@ def db_import_cmd(in_path, db_path, target_files, kernel_files):
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{in_path}: cannot read ({exc})") from None
     parsed = read_jsonl(lines, source=in_path, check=ImportCheck(targets))  # before the database is opened
-    result = _open_db(db_path).store_imported(parsed, in_path)
+    result = import_into(Path(db_path), parsed, in_path)
     batch = f" as batch {result.batch} (`edgetune db remove --batch {result.batch}` undoes it)" if result.batch else ""
     click.echo(f"imported {result.added} trials ({result.present} already present){batch}")
 

@@ -19,6 +19,11 @@ from edgetune.codegen.manifest import MANIFEST, Manifest, ManifestError, write_m
 STAGING_MARK = ".edgetune-partial-"
 
 
+# The longest folder name an export takes: its staging folder beside it is named
+# .NAME.edgetune-partial-PID-XXXXXXXX-old, and a file name may not exceed 255 bytes.
+MAX_NAME_BYTES = 200
+
+
 def check_destination(out_dir: Path, model: bool = False) -> Path:
     """The folder an export to `out_dir` replaces (a symbolic link's target: the link keeps
     pointing at the new export), once it is known that replacing it loses nothing of anyone's.
@@ -29,6 +34,7 @@ def check_destination(out_dir: Path, model: bool = False) -> Path:
     otherwise (the two are easily given the same --out), holding no file its manifest does
     not list and no export writes. Anything else (a web app's manifest.json, an empty or
     damaged one) is refused, naming the folder: it may be someone's own."""
+    check_out_path(out_dir)
     folder = _link_target(out_dir)
     if folder.exists() and not folder.is_dir():
         raise ExportError(f"{out_dir}: exists and is not a folder")
@@ -76,6 +82,24 @@ def _earlier_manifest(out_dir: Path, path: Path) -> Manifest:
                           "folder, or remove this one first") from None
 
 
+def check_out_path(out_dir: Path) -> None:
+    """A folder an export can be swapped into: a name short enough for its staging folder
+    beside it, and not the current folder or one holding it (a folder in use cannot be
+    renamed, and a shell left in the replaced one would see a deleted folder)."""
+    name = out_dir.resolve().name if out_dir.name in ("", ".", "..") else out_dir.name
+    if len(os.fsencode(name)) > MAX_NAME_BYTES:
+        raise ExportError(f"--out {str(out_dir)[:60]}...: the folder name is {len(os.fsencode(name))} bytes long; "
+                          f"an export folder's name takes at most {MAX_NAME_BYTES}")
+    try:
+        resolved, here = out_dir.resolve(), Path.cwd().resolve()
+        out_dir.exists()  # raises for a path the system refuses
+    except OSError as exc:  # a name the system refuses (too long a path, a loop of links)
+        raise ExportError(f"--out {str(out_dir)[:60]}: unusable path ({exc.strerror})") from None
+    if resolved == here or resolved in here.parents:
+        raise ExportError(f"--out {out_dir}: is the current folder or holds it; an export replaces its folder "
+                          "whole: run the command from outside it, or choose another folder")
+
+
 # Names an export writes (a kernel export's sources and build fragments, its Zephyr module); a
 # model export's also start with the model's name. A stale one of an earlier export is replaced,
 # and so are the objects its Make fragment builds when make runs in the folder (edgetune-build,
@@ -114,6 +138,8 @@ def publish(out_dir: Path, files: dict[str, str], manifest: Manifest,
             finish(staging)
         os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; an export is an ordinary folder
         _swap_into_place(staging, out_dir)
+    except OSError as exc:  # a full disk, a quota: nothing is left beside or in out_dir
+        raise ExportError(f"{out_dir}: cannot write the export there ({exc.strerror or exc})") from None
     finally:
         _remove(staging)  # gone already when published
 

@@ -9,19 +9,23 @@ each with one of its values of the very type the space declares, and be legal th
 from __future__ import annotations
 
 import re
+import sqlite3
 from dataclasses import replace
+from pathlib import Path
 from typing import Sequence
 
 from edgetune.codegen import KERNELS
 from edgetune.codegen.kernels.user import UserKernel
 from edgetune.npu import NPU_MODEL_VERSION, NPU_OPERATORS, npu_space
-from edgetune.hal import Target
+from edgetune.hal import INSTRUCTION_CLASSES, Target
 from edgetune.targets import get_target, target_names
-from edgetune.tuner import Config, Outcome, Space, SpaceError, Trial, TrialSelection, Workload
+from edgetune.tuner import (Config, Goal, Outcome, Space, SpaceError, Trial, TrialSelection, TuningDatabase,
+                            Workload)
 
 from .errors import EdgetuneError
 from edgetune.npu.session import NPU_OBJECTIVE
 
+_FINGERPRINT = re.compile(r"[0-9a-f]{12}")
 _SHAPE_ITEM = re.compile(r"([a-z_][a-z0-9_]*)=(\d{1,18})")
 _KERNEL_PART = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.+-]*?)(?:@v(\d{1,9}))?")
 
@@ -37,6 +41,11 @@ class ImportCheck:
         self._spaces: dict[Workload, tuple[Space, str]] = {}
 
     def __call__(self, workload: Workload, trial: Trial) -> Trial:
+        if not _FINGERPRINT.fullmatch(workload.toolchain):
+            # What a measurement's fingerprint (edgetune.identity) looks like; anything else would
+            # store the trial under a workload no tuning run ever reads.
+            raise ValueError(f"workload.toolchain: {workload.toolchain!r} is not a measurement fingerprint "
+                             "(12 hex digits, as `db export` writes it)")
         key = replace(workload, toolchain="")
         if key not in self._spaces:
             self._spaces[key] = self._space(workload)
@@ -44,7 +53,24 @@ class ImportCheck:
         config = legal_config(space, trial.config)
         if trial.outcome is Outcome.OK and unit not in trial.values:
             raise ValueError(f"values.{unit}: missing (every successful trial of {workload.target} measures it)")
+        if "+" not in workload.target:  # an NPU operator's values are Vela's, checked by type only
+            check_value_names(self._target(workload.target), trial.values)
         return replace(trial, config=config)
+
+    def check_goal(self, workload: Workload, goal: Goal) -> Goal:
+        """The goal a line says its workload was tuned for: an objective and bounds among the
+        values its target measures (ValueError naming the field otherwise)."""
+        if "+" in workload.target:
+            return goal
+        known = self._target(workload.target).measured_values
+        if goal.objective not in known:
+            raise ValueError(f"goal.objective: {goal.objective!r} is not a value {workload.target} measures "
+                             f"({', '.join(known)})")
+        for bound in goal.bounds:
+            if bound.name not in known:
+                raise ValueError(f"goal.bounds: {bound.name!r} is not a value {workload.target} measures "
+                                 f"({', '.join(known)})")
+        return goal
 
     def _target(self, name: str) -> Target:
         if name in self._targets:
@@ -96,6 +122,30 @@ class ImportCheck:
         return npu_space(target, npu, operator, shape)
 
 
+def value_names(target: Target) -> frozenset[str]:
+    """Every value name a successful trial on `target` may store: what it measures (and
+    estimates), a board's own counters, an emulator's instruction mix and memory accesses
+    (instruction counts), a native run's fastest repetition (times)."""
+    measures = target.runner.measures
+    extra = {"instructions": ("mix", "accesses"), "time_ns": ("time_ns_min",)}.get(measures.primary, ())
+    return frozenset((*target.measured_values, *measures.placement_counted, *extra))
+
+
+def check_value_names(target: Target, values: dict) -> None:
+    """Refuse a value no measurement on `target` stores (ValueError naming it): a time on an
+    emulator, a name of nobody's, an instruction class or memory region the target has not."""
+    known = value_names(target)
+    for name in values:
+        if name not in known:
+            raise ValueError(f"values.{name}: not a value a trial on {target.name} stores ({', '.join(sorted(known))})")
+    parts = {"mix": set(INSTRUCTION_CLASSES), "accesses": {region.name for region in target.memory} | {"unmapped"}}
+    for name, allowed in parts.items():
+        for part in values.get(name, {}) if isinstance(values.get(name), dict) else ():
+            if part not in allowed:
+                raise ValueError(f"values.{name}.{part}: not {'an instruction class' if name == 'mix' else 'a memory region'}"
+                                 f" of {target.name} ({', '.join(sorted(allowed))})")
+
+
 def legal_config(space: Space, config: Config) -> Config:
     """`config` as a legal point of `space`, each value matched with its own type."""
     values = {}
@@ -141,3 +191,40 @@ def parse_workload_selection(text: str) -> TrialSelection:
         shape = tuple((m.group(1), int(m.group(2))) for m in items)
     version = None if match.group(2) is None else int(match.group(2))
     return TrialSelection(kernel=match.group(1), kernel_version=version, target=target, shape=shape)
+
+
+def import_into(db_path: Path, parsed: list, source: str):
+    """Store checked lines (TuningDatabase.read_jsonl's) in the database at `db_path` as one
+    batch. A database this import creates is removed again when storing fails (a full disk,
+    a quota): a refused import leaves no new file behind."""
+    created = not db_path.exists()
+    db = None
+    try:
+        db = TuningDatabase(db_path)
+        return db.store_imported(parsed, source)
+    except BaseException:
+        if db is not None:
+            db.close()
+            db = None
+        if created:
+            _remove_if_empty(db_path)
+        raise
+    finally:
+        if db is not None:
+            db.close()
+
+
+def _remove_if_empty(db_path: Path) -> None:
+    """Remove a database file (and SQLite's files beside it) that holds no trial: one a
+    failed import created. Trials another process stored there meanwhile keep it."""
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+        try:
+            empty = conn.execute("SELECT count(*) FROM trials").fetchone()[0] == 0
+        finally:
+            conn.close()
+    except sqlite3.Error:  # no table yet, or a file cut short by the full disk: nothing stored
+        empty = True
+    if empty:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            db_path.with_name(db_path.name + suffix).unlink(missing_ok=True)

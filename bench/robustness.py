@@ -2,7 +2,7 @@
 through the installed command line (a subprocess per attempt, each in its own temporary
 folder), with the harm counted per class. Every count of harm should be 0.
 
-Four parts:
+Five parts:
 
 - bad inputs: forged `db import` lines, target files with dangerous compiler flags,
   programs given as paths, target-file gaps, huge shapes, a read-only database. Each must
@@ -29,13 +29,18 @@ Four parts:
   workload on one database (trials beyond the budget), `export` killed part-way (unfinished
   folders `verify` passes) and re-exported over a stale kernel source (files left outside
   the manifest).
+- refusals27 (issue 27): inputs that ended in an internal error, a hang or a wrong
+  acceptance (refused right, as bad inputs), `export`, `model export` and `db import` on a
+  full 48 KiB tmpfs (as root only: nothing left on it), and two `model tune`s of the
+  smallest committed model sharing one database (trials off the model's budget, failures).
 
-usage: .venv/bin/python bench/robustness.py [--parts bad,kill,payload,shared] [--kill-runs R] [--kills K]
+usage: .venv/bin/python bench/robustness.py [--parts bad,kill,payload,shared,refusals27] [--kill-runs R] [--kills K]
                                             [--budget N] [--workers W] [--payload-kinds K,...]
                                             [--races N] [--export-kills N] [--timeout S] [--seed S]
 
 With the defaults (2 runs x 10 kill points, 8 payloads x 28 inputs, 2 workers) it takes about
-4 minutes on an idle 2-core machine; most of it is the command's own start-up, once per attempt.
+8 minutes on an idle 2-core machine (refusals27 about 4 of them); most of it is the command's
+own start-up, once per attempt.
 """
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -836,7 +842,7 @@ def try_split_budget(tally: SharedTally, budget: int, timeout: float) -> None:
         folder = Path(tmp)
         args = ["tune", "matmul_s8", "--target", "cortex-m55", "--shape", "m=4,n=4,k=4", "--budget", str(budget),
                 "--jobs", "1", "--db", "shared.db"]
-        edgetune(["db", "import", "/dev/null", "--db", "shared.db"], folder, timeout)  # created before the race
+        TuningDatabase(folder / "shared.db").close()  # created before the race
         procs = [subprocess.Popen([EDGETUNE, *args, "--seed", str(seed)], cwd=folder, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True) for seed in (1, 2)]
         errors = [proc.communicate(timeout=timeout)[1] for proc in procs]
@@ -917,6 +923,248 @@ def print_shared(t: SharedTally) -> int:
     return t.creation_failed + max(0, t.stored - t.budget) + t.partial_passed + t.stale_files
 
 
+# --- issue 27, second half: internal errors, hangs, wrongly accepted imports, model budgets ----------------
+# Bad inputs that ended in an internal error (exit 70), a hang or a wrong acceptance: each must
+# be refused right (exit 2, one line naming the culprit, the database unchanged, no file made).
+# A full disk is tried on a small tmpfs when this runs as root (it mounts one), else left out.
+# Two model tunes on one database must together store exactly the model's budget.
+EXAMPLE_KERNEL = Path(__file__).resolve().parent.parent / "examples" / "kernels" / "vector_add"
+SMALLEST_MODEL = Path(__file__).resolve().parent.parent / "tests" / "data" / "models" / "ds_cnn_kws.tflite"
+
+
+def m55_line(**changes) -> str:
+    """A JSON line of an emulated (cortex-m55) matmul_s8 trial, with `changes` (a__b: nested)."""
+    kernel, target = get_kernel("matmul_s8"), get_target("cortex-m55")
+    w, space = workload_of(kernel, target, SHAPE), kernel.tuning_space(target, SHAPE)
+    data = {"format": "edgetune-trial", "schema_version": 3,
+            "workload": {"kernel": w.kernel, "kernel_version": w.kernel_version, "target": w.target,
+                         "shape": [list(p) for p in w.shape], "toolchain": w.toolchain},
+            "config": [list(i) for i in space.config_at(int(space.legal_indices()[0])).items], "outcome": "ok",
+            "values": {"instructions": 119, "cycles": 144.0, "code_bytes": 1068, "ram_bytes": 20,
+                       "mix": {"alu": 33}, "accesses": {"dtcm": 33}}, "error": "", "info": {}, "strategy": "random",
+            "seed": 0, "created": "2026-11-01T00:00:00Z", "goal": {"objective": "instructions", "bounds": []}}
+    for path, value in changes.items():
+        node, keys = data, path.split("__")
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+    return json.dumps(data)
+
+
+def _imported_m55(**changes) -> Callable[[Path, Path], list]:
+    def build(folder: Path, db: Path) -> list:
+        (folder / "shared.jsonl").write_text(m55_line() + "\n" + m55_line(**changes) + "\n")
+        return ["db", "import", "shared.jsonl", "--db", db]
+    return build
+
+
+def _graph_without_one_source(kind: str) -> Callable[[Path, Path], list]:
+    """x -> FULLY_CONNECTED -> y, spoilt: a second writer of y, a layer reading a tensor
+    nothing provides, or the constant weights listed as a model input."""
+    def build(folder: Path, db: Path) -> list:
+        import numpy as np
+        from edgetune.model.builder import build_model, constant
+        from edgetune.model.graph import Operator, Quantization, Tensor
+        q = Quantization((0.05,), (0,))
+        tensors = [Tensor(0, "x", (1, 6), "int8", q), constant(1, "w", np.ones((3, 6), np.int8),
+                                                               Quantization((0.01,), (0,), 0)),
+                   Tensor(2, "y", (1, 3), "int8", q), Tensor(3, "z", (1, 6), "int8", q)]
+        layer = lambda n, source: Operator(n, "FULLY_CONNECTED", (source, 1, -1), (2,), "FullyConnectedOptions", ())
+        ops = {"two writers": [layer(0, 0), layer(1, 0)], "orphan input": [layer(0, 3)]}.get(kind, [layer(0, 0)])
+        inputs = [0, 1] if kind == "constant model input" else [0]
+        (folder / "bad.tflite").write_bytes(build_model(tensors, ops, inputs, [2]))
+        return ["model", "export", "bad.tflite", "--target", "host", "--db", db, "--out", "module"]
+    return build
+
+
+def _kernel_with(change: Callable[[str], str], fifo: bool = False) -> Callable[[Path, Path], list]:
+    def build(folder: Path, db: Path) -> list:
+        kernel = folder / "k"
+        kernel.mkdir()
+        (kernel / "kernel.py").write_text(change((EXAMPLE_KERNEL / "kernel.py").read_text()))
+        (kernel / "vector_add.c").write_text((EXAMPLE_KERNEL / "vector_add.c").read_text())
+        if fifo:
+            os.mkfifo(kernel / "f.c")
+        return ["kernels", "--kernel-file", kernel]
+    return build
+
+
+def _nested(name: str, text: str, args: Callable[[Path, Path], list]) -> Callable[[Path, Path], list]:
+    def build(folder: Path, db: Path) -> list:
+        (folder / name).write_text(text)
+        return args(folder, db)
+    return build
+
+
+def issue27_refusals() -> list[BadInput]:
+    internal = [
+        *(BadInput("27 internal errors", f"model export: {kind}", _graph_without_one_source(kind),
+                   lambda f: (f / "module").exists(), names=r"tensor \d")
+          for kind in ("two writers", "orphan input", "constant model input")),
+        BadInput("27 internal errors", "target TOML nested 5,000 deep",
+                 _nested("deep.toml", "a = " + "[" * 5000 + "\n",
+                         lambda f, db: ["tune", "matmul_s8", "--target", "deep.toml", "--shape", SHAPE_TEXT, "--db",
+                                        db]), names="deep.toml"),
+        BadInput("27 internal errors", "db import line nested 100,000 deep",
+                 _nested("deep.jsonl", "[" * 100_000 + "]" * 100_000 + "\n",
+                         lambda f, db: ["db", "import", "deep.jsonl", "--db", db]), names="line 1"),
+        BadInput("27 internal errors", "export --out a 300-character name",
+                 lambda f, db: ["export", "--target", "host", "--db", db, "--out", "a" * 300], names="300 bytes"),
+        BadInput("27 internal errors", "KernelDef(version='../../x')",
+                 _kernel_with(lambda t: t.replace('name="vector_add",', 'name="vector_add", version="../../x",')),
+                 names="version"),
+        BadInput("27 internal errors", "KernelDef(version=10**100)",
+                 _kernel_with(lambda t: t.replace('name="vector_add",', 'name="vector_add", version=10**100,')),
+                 names="version"),
+        BadInput("27 internal errors", "--shape m=<5001 digits>",
+                 lambda f, db: ["tune", "matmul_s8", "--target", "host", "--shape", f"m={'1' * 5001},n=2,k=2",
+                                "--db", db], names=r"\bm="),
+    ]
+    hang = [BadInput("27 hang", "kernel source a FIFO",
+                     _kernel_with(lambda t: t.replace('source="vector_add.c"', 'source="f.c"'), fifo=True),
+                     names="f.c")]
+    forged = [("toolchain ''", dict(workload__toolchain=""), "workload.toolchain"),
+              ("time_ns on QEMU", dict(values__time_ns=5.0), "values.time_ns"),
+              ("unknown value", dict(values__speed=5), "values.speed"),
+              ("mix warp", dict(values__mix={"warp": 1}), "values.mix.warp"),
+              ("instructions 2**64", dict(values__instructions=2 ** 64), "values.instructions"),
+              ("created 2026-13-45", dict(created="2026-13-45T99:00:00Z"), "created"),
+              ("goal.objective rm", dict(goal__objective="rm"), "goal.objective")]
+    imports = [BadInput("27 db import accepted", name, _imported_m55(**changes), names=f"line 2: {re.escape(field_)}")
+               for name, changes, field_ in forged]
+    return internal + hang + imports
+
+
+def try_issue27_refusals(timeout: float, workers: int) -> dict[str, Tally]:
+    cases = issue27_refusals()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda case: try_bad_input(case, timeout), cases))
+    tallies: dict[str, Tally] = {}
+    for case, (right, harmed, note) in zip(cases, results):
+        tally = tallies.setdefault(case.cls, Tally())
+        tally.tried, tally.right, tally.harmed = tally.tried + 1, tally.right + right, tally.harmed + harmed
+        if not right:
+            tally.wrong.append(note)
+    tallies["27 internal errors"] = _merge_tallies(tallies.get("27 internal errors", Tally()),
+                                                   _export_edges(timeout))
+    tallies["27 full disk"] = _full_disk(timeout)
+    return tallies
+
+
+def _merge_tallies(a: Tally, b: Tally) -> Tally:
+    return Tally(a.tried + b.tried, a.right + b.right, a.harmed + b.harmed, a.wrong + b.wrong)
+
+
+def _export_edges(timeout: float) -> Tally:
+    """`export --objective code_bytes / ram_bytes` must export (a figure no run measures is the
+    stored one), and `export --out ..` from inside the folder must be refused right."""
+    tally = Tally()
+    with tempfile.TemporaryDirectory(prefix="robust-27b-") as tmp:
+        folder = Path(tmp)
+        db = stored_db(folder)
+        for objective in ("code_bytes", "ram_bytes"):
+            run = edgetune(["export", "--target", "host", "--db", db, "--out", f"o-{objective}", "--objective",
+                            objective], folder, timeout)
+            tally.tried, tally.right = tally.tried + 1, tally.right + (run.code == 0)
+            if run.code != 0:
+                tally.wrong.append(f"export --objective {objective} (exit {run.code}): {run.stderr.strip()[-160:]}")
+        (folder / "out" / "sub").mkdir(parents=True)
+        run = edgetune(["export", "--target", "host", "--db", db, "--out", ".."], folder / "out" / "sub", timeout)
+        right = refused_right(run) and (folder / "out" / "sub").is_dir()
+        tally.tried, tally.right = tally.tried + 1, tally.right + right
+        if not right:
+            tally.wrong.append(f"export --out .. from inside it (exit {run.code})")
+    return tally
+
+
+def _full_disk(timeout: float) -> Tally:
+    """`export`, `model export` and `db import` into a new database on a full filesystem (a
+    48 KiB tmpfs, filled to several levels): refused right, nothing left on it."""
+    tally = Tally()
+    if os.geteuid() != 0:
+        return tally  # mounting a small filesystem needs root: the class is not tried
+    with tempfile.TemporaryDirectory(prefix="robust-full-") as tmp:
+        folder, disk = Path(tmp), Path(tmp) / "disk"
+        disk.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(disk)]).returncode != 0:
+            return tally
+        try:
+            db = stored_db(folder)
+            (folder / "lines.jsonl").write_text(trial_line() + "\n")
+            commands = {"export": ["export", "--target", "host", "--db", db, "--out", disk / "out"],
+                        "model export": ["model", "export", SMALLEST_MODEL, "--target", "host", "--db", db, "--out",
+                                         disk / "module"],
+                        "db import": ["db", "import", "lines.jsonl", "--db", disk / "new.db"]}
+            for free_kib in (0, 8, 24, 40):
+                for name, args in commands.items():
+                    (disk / "fill").write_bytes(b"")
+                    subprocess.run(["dd", "if=/dev/zero", f"of={disk / 'fill'}", "bs=1k", f"count={48 - free_kib}"],
+                                   capture_output=True)
+                    run = edgetune(args, folder, timeout)
+                    left = sorted(p.name for p in disk.iterdir() if p.name != "fill")
+                    right = (refused_right(run) or run.code == 0) and (run.code == 0 or not left)
+                    tally.tried, tally.right, tally.harmed = tally.tried + 1, tally.right + right, tally.harmed + bool(
+                        run.code != 0 and left)
+                    if not right:
+                        tally.wrong.append(f"{name}, {free_kib} KiB free: exit {run.code}, left {left}")
+                    for path in disk.iterdir():
+                        if path.is_dir():
+                            shutil.rmtree(path)
+                        else:
+                            path.unlink()
+        finally:
+            subprocess.run(["umount", str(disk)])
+    return tally
+
+
+@dataclass
+class ModelSplitTally:
+    processes: int = 0
+    budget: int = 0
+    stored: int = 0
+    failed: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def try_model_split(processes: int, budget: int, timeout: float) -> ModelSplitTally:
+    """`processes` model tunes of the smallest committed model on one database (host, seeds 0..):
+    together they must store exactly `budget` trials, each exit 0 and report what is stored."""
+    tally = ModelSplitTally(processes, budget)
+    with tempfile.TemporaryDirectory(prefix="robust-model-split-") as tmp:
+        folder = Path(tmp)
+        TuningDatabase(folder / "same.db").close()
+        args = [EDGETUNE, "model", "tune", str(SMALLEST_MODEL), "--target", "host", "--budget", str(budget),
+                "--db", "same.db", "--json"]
+        procs = [subprocess.Popen([*args, "--seed", str(seed)], cwd=folder, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for seed in range(processes)]
+        outputs = [proc.communicate(timeout=timeout * 10) for proc in procs]
+        tally.stored = len(stored_rows(folder / "same.db"))
+        reports = set()
+        for proc, (out, err) in zip(procs, outputs):
+            if proc.returncode != 0:
+                tally.failed += 1
+                tally.notes.append(f"a model tune failed: {err.strip()[-160:]}")
+            else:
+                data = json.loads(out)
+                reports.add(json.dumps(sorted((w["layers"], w["trials"], w["best"]) for w in data["workloads"])))
+        if len(reports) > 1:
+            tally.failed += 1
+            tally.notes.append("the processes reported different trials per layer")
+    return tally
+
+
+def print_issue27(tallies: dict[str, Tally], split: ModelSplitTally | None) -> int:
+    harm = print_bad_inputs(tallies) if tallies else 0
+    if split is not None:
+        print(f"\n{split.processes} model tunes of {SMALLEST_MODEL.name} on one database, budget {split.budget}: "
+              f"{split.stored} trials stored ({abs(split.stored - split.budget)} off the budget), "
+              f"{split.failed} failed")
+        for note in split.notes:
+            print(f"      {note}")
+        harm += abs(split.stored - split.budget) + split.failed
+    return harm
+
+
 # --- the table -------------------------------------------------------------------------------------------
 def print_bad_inputs(tallies: dict[str, Tally]) -> int:
     print(f"\nbad inputs (refused right: exit 2, one line on stderr, database unchanged)")
@@ -955,8 +1203,8 @@ def print_payloads(tallies: dict[str, PayloadTally]) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="bad,kill,payload,shared",
-                        help="comma-separated: bad, kill, payload, shared")
+    parser.add_argument("--parts", default="bad,kill,payload,shared,refusals27",
+                        help="comma-separated: bad, kill, payload, shared, refusals27")
     parser.add_argument("--races", type=int, default=4, help="tries of two processes creating one database")
     parser.add_argument("--export-kills", type=int, default=4, help="exports killed part-way")
     parser.add_argument("--kill-runs", type=int, default=2, help="resumed runs, each killed --kills times")
@@ -985,6 +1233,8 @@ def main() -> int:
         try_split_budget(shared, 8, args.timeout)
         try_exports(shared, args.export_kills, args.timeout, random.Random(args.seed))
         harm += print_shared(shared)
+    if "refusals27" in parts:
+        harm += print_issue27(try_issue27_refusals(args.timeout, args.workers), try_model_split(2, 6, args.timeout))
     print(f"\n{'every count of harm is 0' if harm == 0 else f'{harm} counted against the promise'} "
           f"({time.monotonic() - started:.0f} s)")
     return 0 if harm == 0 else 1

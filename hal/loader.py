@@ -269,6 +269,8 @@ def read_target_data(path: Path, _seen: tuple[Path, ...] = (), shipped_dir: Path
         data = tomllib.loads(_read_text(path))
     except tomllib.TOMLDecodeError as exc:
         raise TargetError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # arrays or tables nested thousands deep: no target file is
+        raise TargetError(f"{path}: not a target file: its values are nested too deep to read") from None
     if "extends" not in data:
         return data
     parent = resolve_extends(path, data.pop("extends"), shipped_dir)

@@ -348,7 +348,7 @@ def test_npu_trials_are_checked_against_vela_options():
     target = get_target("cortex-m55")
     shape = operator.parse_shape(operator.example)
     config = next(iter(npu_space(target, target.npus[0], operator, shape)))
-    workload = Workload(operator.name, NPU_MODEL_VERSION, f"cortex-m55+{target.npus[0].name}", tuple(shape.items()), "f")
+    workload = Workload(operator.name, NPU_MODEL_VERSION, f"cortex-m55+{target.npus[0].name}", tuple(shape.items()), "0123456789ab")
     check = ImportCheck()
     assert check(workload, Trial(config, Outcome.OK, {"total_cycles": 5})).config == config
     with pytest.raises(ValueError, match="values.total_cycles"):
@@ -357,5 +357,5 @@ def test_npu_trials_are_checked_against_vela_options():
     with pytest.raises(ValueError, match="config.macs"):
         check(workload, Trial(bad, Outcome.OK, {"total_cycles": 5}))
     with pytest.raises(ValueError, match="workload.target"):
-        check(Workload(operator.name, NPU_MODEL_VERSION, "cortex-m55+ethos-u99", tuple(shape.items()), "f"),
+        check(Workload(operator.name, NPU_MODEL_VERSION, "cortex-m55+ethos-u99", tuple(shape.items()), "0123456789ab"),
               Trial(config, Outcome.OK, {"total_cycles": 5}))

@@ -94,7 +94,7 @@ def test_a_version_1_file_is_upgraded_in_place_and_keeps_every_trial(tmp_path):
         assert db.records(W)[-1].trial == new
     finally:
         db.close()
-    assert schema_version(path) == schema.SCHEMA_VERSION == 3
+    assert schema_version(path) == schema.SCHEMA_VERSION == 4
     fresh = tmp_path / "fresh.db"
     TuningDatabase(fresh).close()
     assert layout(path) == layout(fresh)  # the migration yields exactly what a new file gets
@@ -211,7 +211,7 @@ def test_version_1_json_lines_still_import(tmp_path):
         out = io.StringIO()
         db.export_jsonl(out)
         exported = json.loads(out.getvalue())
-        assert exported["schema_version"] == schema.SCHEMA_VERSION and exported["measured_by"] is None
+        assert exported["schema_version"] == schema.LINE_VERSION and exported["measured_by"] is None
     finally:
         db.close()
 
@@ -282,7 +282,7 @@ def test_a_version_2_file_gets_proposal_order_and_claims(tmp_path):
         assert db.proposals(W)[-1].proposal == len(records) + 1
     finally:
         db.close()
-    assert schema_version(path) == 3
+    assert schema_version(path) == schema.SCHEMA_VERSION
     fresh = tmp_path / "fresh.db"
     TuningDatabase(fresh).close()
     assert layout(path) == layout(fresh)

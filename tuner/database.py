@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 from edgetune.errors import EdgetuneError
 from . import schema
 from .objective import Bound, Goal
-from .schema import SCHEMA_VERSION
+from .schema import LINE_VERSION, SCHEMA_VERSION
 from .sharing import ImportedTrial, checked_goal, goal_from, parse_line, trial_json
 from .space import Config
 from .trial import Outcome, Trial, check_trial, replaceable
@@ -503,6 +503,22 @@ class TuningDatabase:
             found.append(Claim(items, proposal, batch, strategy, seed, Owner(host, pid, started), until, bool(asked)))
         return found
 
+    # --- processes sharing the file: a model's rounds -------------------------------------
+    def model_round(self, model: str, number: int) -> tuple[str, int] | None:
+        """Round `number` of the model tuning `model` as decided: (workload key, trials);
+        None while no process has reached it."""
+        row = self._conn.execute("SELECT workload, trials FROM model_rounds WHERE model = ? AND number = ?",
+                                 (model, number)).fetchone()
+        return None if row is None else (row[0], int(row[1]))
+
+    def decide_model_round(self, model: str, number: int, workload: str, trials: int) -> tuple[str, int]:
+        """Record round `number` of `model` as (`workload`, `trials`) unless another process
+        decided it first; returns the round as decided (one transaction: one winner)."""
+        with self._transaction():
+            self._conn.execute("INSERT OR IGNORE INTO model_rounds (model, number, workload, trials) VALUES (?,?,?,?)",
+                               (model, number, workload, trials))
+        return self.model_round(model, number)
+
     # --- what each workload is tuned for ------------------------------------------------------
     def set_goal(self, workload: Workload, goal: Goal) -> None:
         """Remember the objective and bounds `workload` is tuned for (the last run's)."""
@@ -540,7 +556,7 @@ class TuningDatabase:
                 continue
             record = self._record(row, revalue=False)  # as measured: the receiver prices with its own tables
             out.write(trial_json(record.workload, record.trial, record.strategy, record.seed, record.created,
-                                 SCHEMA_VERSION, self.goal(record.workload)) + "\n")
+                                 LINE_VERSION, self.goal(record.workload)) + "\n")
             count += 1
         return count
 
@@ -691,7 +707,7 @@ def read_jsonl(lines, source: str = "<input>", check: ImportCheck | None = None)
         if not line.strip():
             continue
         try:
-            parsed.append(_checked(parse_line(line, SCHEMA_VERSION), check))
+            parsed.append(_checked(parse_line(line, LINE_VERSION), check))
         except ValueError as exc:  # LineError, a Workload's own refusal, the check's
             raise DatabaseError(f"{source}: line {number}: {exc}") from None
     return parsed
@@ -700,7 +716,10 @@ def read_jsonl(lines, source: str = "<input>", check: ImportCheck | None = None)
 def _checked(line: ImportedTrial, check: ImportCheck | None) -> tuple:
     workload = Workload(*line.workload)
     trial = line.trial if check is None else check(workload, line.trial)
-    return workload, trial, line.strategy, line.seed, line.created, line.goal
+    # A check that knows targets (the application's) also checks the goal's value names.
+    check_goal = getattr(check, "check_goal", None)
+    goal = line.goal if check_goal is None or line.goal is None else check_goal(workload, line.goal)
+    return workload, trial, line.strategy, line.seed, line.created, goal
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,10 @@ History:
      lines read), so one import can be listed and removed as a whole (`edgetune db
      batches`, `db remove --batch`). Goals: the table workloads (objective and bounds a
      workload was tuned for; see WORKLOAD_GOALS).
+  4  Model rounds: the table model_rounds, the rounds of a model's tuning (which layer's
+     workload, how many trials) as the first process to reach each round decided it, so
+     several `model tune` processes on one file follow one sequence of rounds and split the
+     model's budget exactly (see MODEL_ROUNDS).
 """
 from __future__ import annotations
 
@@ -156,7 +160,25 @@ CREATE TABLE workloads (
 );
 """
 SCHEMAS[3] += WORKLOAD_GOALS
+
+# Schema 4: the rounds of a model's tuning, keyed by what identifies that tuning (its layers'
+# workloads, objective, bounds, scheduler, round size; edgetune.model.shared_rounds). A round is
+# written once, by the first process to reach it; every other process follows it, so the
+# model's budget is split between them as one workload's is by claims.
+MODEL_ROUNDS = """
+CREATE TABLE model_rounds (
+    model TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    workload TEXT NOT NULL,
+    trials INTEGER NOT NULL,
+    PRIMARY KEY (model, number)
+);
+"""
+SCHEMAS[4] = SCHEMAS[3] + MODEL_ROUNDS
 SCHEMA_VERSION = max(SCHEMAS)
+# The schema version `db export` lines carry: the last version that changed what a line
+# holds (schema 4 added a table lines do not carry), so older edgetunes still read them.
+LINE_VERSION = 3
 
 
 def statements(version: int) -> list[str]:
@@ -211,10 +233,18 @@ def _workload_goals(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
+def _model_rounds(conn: sqlite3.Connection) -> None:
+    # A new table: no model run before it recorded its rounds; a resumed one records the
+    # rounds it replays as it reaches them.
+    conn.execute(MODEL_ROUNDS)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "record which machine measured each trial, and when", _measured_by_and_at),
     Migration(2, "store each trial's proposal order, claims of trials being measured, the import batch of each "
                  "imported trial, and the objective and bounds each workload is tuned for", _schema_3),
+    Migration(3, "record the rounds of each model's tuning, so processes sharing the file split its budget",
+              _model_rounds),
 )
 
 

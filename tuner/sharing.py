@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from datetime import datetime
 from dataclasses import dataclass
 
 from edgetune.errors import EdgetuneError
@@ -66,6 +67,11 @@ def _text(data: dict, key: str, pattern: re.Pattern, required: bool) -> str | No
     value = _field(data, key, str, required)
     if value is not None and not pattern.fullmatch(value):
         raise LineError(f"{key}: {value!r} is not allowed here")
+    if value is not None and pattern is TIMESTAMP_RE:
+        try:  # the pattern's digits, and a date and time of day that exist
+            datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")
+        except ValueError:
+            raise LineError(f"{key}: {value!r} is not a date and time") from None
     return value
 
 
@@ -130,6 +136,8 @@ def parse_line(text: str, newest_version: int) -> ImportedTrial:
         data = json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
         raise LineError(f"line: not JSON ({exc})") from None
+    except RecursionError:  # arrays or objects nested thousands deep: no trial is
+        raise LineError("line: not a trial (its JSON is nested too deep to read)") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise LineError(f"format: not an {FORMAT} record")
     version = _field(data, "schema_version", int)

@@ -82,6 +82,7 @@ INTEGER_VALUES = frozenset({
     "offchip_bytes", "sram_traffic_bytes", "offchip_traffic_bytes", "layer_macs", "npu_layers", "model_bytes"})
 VALUE_NAME_RE = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 PART_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
+MAX_COUNT = (1 << 63) - 1  # a 64-bit counter's range, and SQLite's INTEGER
 MAX_VALUES = 64  # names in one trial's values, and classes in one table of counts
 MAX_ERROR_CHARS = 16384  # a compiler's last lines fit many times over
 MAX_INFO_CHARS = 4096  # one info string (a version banner, a flag list)
@@ -94,6 +95,8 @@ def _number_problem(value, integer: bool) -> str | None:
         return f"{value!r} is not a finite number"
     if value < 0:
         return f"{value!r} is negative"
+    if isinstance(value, int) and value > MAX_COUNT:
+        return f"{value} is beyond any count (at most 2**63 - 1)"
     if integer and not isinstance(value, int):
         return f"{value!r} is not an integer (a count)"
     return None

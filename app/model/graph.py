@@ -117,7 +117,8 @@ def read_graph(path: str | Path) -> Graph:
         graph = _graph(path, model, data)
     except _DECODE_ERRORS as exc:
         raise ModelError(f"{path}: truncated or corrupt TFLite flatbuffer ({type(exc).__name__}: {exc})") from None
-    _check_execution_order(path, graph.operators)
+    _check_execution_order(path, graph.operators)  # a cycle is named as one, even where a tensor has two writers
+    _check_dataflow(path, graph)
     return graph
 
 
@@ -139,6 +140,43 @@ def _graph(path: Path, model, data: bytes) -> Graph:
             raise ModelError(f"{path}: subgraph input/output tensor {index} does not exist ({len(tensors)} tensors)")
     description = model.description.decode("utf-8", "replace") if isinstance(model.description, bytes) else ""
     return Graph(str(path), tensors, operators, inputs, outputs, description, _io_names(model, len(tensors)))
+
+
+def _check_dataflow(path: Path, graph: Graph) -> None:
+    """Every tensor has one source: the caller (a model input, which holds no data), the
+    file (a constant), or one operator. A tensor two operators write, an operator's input
+    nothing provides, or a model input or output with no such source has no meaning a
+    memory plan or generated C could follow: refused, naming the tensor and operators."""
+    tensors, operators, inputs, outputs = graph.tensors, graph.operators, graph.inputs, graph.outputs
+
+    def named(index: int) -> str:
+        return f"tensor {index} ({tensors[index].name})"
+
+    writers: dict[int, Operator] = {}
+    for op in operators:
+        for tensor in (t for t in op.outputs if t >= 0):
+            if tensor in writers:
+                first = writers[tensor]
+                raise ModelError(f"{path}: {named(tensor)} is written by operator {first.index} ({first.op}) and "
+                                 f"operator {op.index} ({op.op}): a tensor has one writer")
+            if tensors[tensor].constant or tensor in inputs:
+                what = "holds constant data" if tensors[tensor].constant else "is a model input"
+                raise ModelError(f"{path}: operator {op.index} ({op.op}) writes {named(tensor)}, which {what}")
+            writers[tensor] = op
+    for tensor in inputs:
+        if tensors[tensor].constant:
+            raise ModelError(f"{path}: model input {named(tensor)} holds constant data: an input is the caller's")
+    def provided(tensor: int) -> bool:  # an empty tensor stores no data: layers.py names its shape
+        return tensor in writers or tensor in inputs or tensors[tensor].constant or tensors[tensor].elements == 0
+
+    for op in operators:
+        for tensor in (t for t in op.inputs if t >= 0):
+            if not provided(tensor):
+                raise ModelError(f"{path}: operator {op.index} ({op.op}) reads {named(tensor)}, which no operator "
+                                 "writes, is no model input and holds no data")
+    for tensor in outputs:
+        if not provided(tensor):
+            raise ModelError(f"{path}: model output {named(tensor)} is written by no operator")
 
 
 def _io_names(model, n_tensors: int) -> tuple[tuple[int, str], ...]:

@@ -34,6 +34,7 @@ from edgetune.tuner.strategies import DEFAULT_STRATEGY
 from edgetune.evaluate import measure_source
 from edgetune.session import (LiveSearch, ProgressFn, TuneRequest, check_compilers, choose_objective, compiled_by,
                               workload_inputs, workload_of)
+from .shared_rounds import SharedRounds, model_key, wait_for_round
 
 
 class ModelLayer(Protocol):
@@ -155,8 +156,14 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     tasks = [SchedTask(lw.workload.key(), lw.weight, similarity_group(lw), lw.macs) for lw in workloads]
     log: list[ModelRound] = []
     with RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress) as rounds:
-        while rounds.spent < budget and (chosen := chooser.choose(tasks, rounds.histories)) is not None:
-            trials = rounds.run(chosen, min(rounds.size, budget - rounds.spent))
+        # Processes sharing the database follow one sequence of rounds (edgetune.model.shared_rounds).
+        shared = SharedRounds(db, model_key([(t.id, t.weight) for t in tasks], objective, bounds, chooser.name,
+                                            rounds.size))
+        while rounds.spent < budget and (decided := shared.next_round(
+                len(log) + 1, lambda: chooser.choose(tasks, rounds.histories), rounds.size,
+                budget - rounds.spent)) is not None:
+            chosen, room = decided
+            trials = rounds.run(chosen, room)
             state = ModelRound(len(log) + 1, rounds.by_key[chosen].workload, trials, rounds.spent, budget,
                                model_cost(tasks, rounds.histories),
                                sum(1 for h in rounds.histories.values() if h.current is None),
@@ -256,6 +263,9 @@ class RoundRunner:
         if len(proposals) - foreign < want:
             # Faults in the layer's variants are failed trials inside the search; the run goes on.
             self._search(lw, want + foreign).run(want + foreign)
+        # Trials of this round another process is measuring count once they are stored.
+        wait_for_round(self.db, lw.workload, want + foreign,
+                       lambda: self._search(lw, want + foreign).run(want + foreign))
         given = self._given(lw, want)
         # Fewer than asked for: every configuration of the space has been measured.
         self.allocated[key] = len(given)

@@ -111,6 +111,7 @@ def check_elements(**counts: int) -> None:
 # kernel's expand_shape, which says which words a key takes (pad=full is refused naming them);
 # a word left after it is refused as not an integer.
 SHAPE_ITEM = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*=\s*(-?\d+|[A-Za-z]+)\s*$")
+MAX_SHAPE_DIGITS = 30  # far beyond any shape's range check, far below Python's int-parsing limit
 OPT_LEVELS = ("O2", "O3", "Os")
 COMMON_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
 
@@ -156,6 +157,8 @@ class Kernel:
                 if match.group(1) in items:
                     raise KernelError(f"shape: {match.group(1)!r} is given twice")
                 value = match.group(2)
+                if len(value) > MAX_SHAPE_DIGITS:  # no shape is that large; Python would not even read it
+                    raise KernelError(f"shape: {match.group(1)}={value[:12]}... ({len(value)} digits) is out of range")
                 items[match.group(1)] = value.lower() if value.isalpha() else int(value)  # SAME as TFLite spells it
         else:
             items = dict(shape)

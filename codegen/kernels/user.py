@@ -22,6 +22,7 @@ import difflib
 
 import math
 import re
+import stat
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -177,6 +178,19 @@ class KernelDef:
     operators: Mapping[str, Callable] = field(default_factory=dict)
 
 
+MAX_VERSION = (1 << 31) - 1  # what a workload's kernel_version holds (a stored or imported one too)
+
+
+def _checked_version(spec: KernelDef) -> int:
+    """A KernelDef's own `version`: a whole number in 0..2**31-1 (it names workloads, and
+    reaches file names and C comments)."""
+    version = spec.version
+    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= MAX_VERSION:
+        shown = repr(version) if not isinstance(version, int) or version.bit_length() < 64 else "a huge number"
+        raise KernelError(f"kernel {spec.name}: version {shown[:60]} is not a whole number from 0 to {MAX_VERSION}")
+    return version
+
+
 def c_token(value: object, where: str) -> str:
     """A parameter value as C text: an integer, a finite float, or an identifier."""
     if isinstance(value, (bool, np.bool_)):
@@ -318,7 +332,7 @@ class UserKernel(Kernel):
     def __init__(self, spec: KernelDef, folder: Path | None, definition: str):
         self.spec, self.folder, self.definition = spec, folder, definition
         self.name = spec.name
-        self.version = spec.version if spec.version is not None else int(definition[:7], 16)
+        self.version = _checked_version(spec) if spec.version is not None else int(definition[:7], 16)
         self.description = spec.description or f"{spec.name} (a kernel of your own)"
         self.template = spec.source or f"{spec.name}.c"
         self.shape_keys = tuple(spec.shape)
@@ -593,8 +607,12 @@ class UserKernel(Kernel):
     def source_text(self, name: str) -> str:
         if self.spec.source_text and name == self.template:
             return self.spec.source_text
+        path = Path(self.folder or ".") / name
         try:
-            return (Path(self.folder or ".") / name).read_text(encoding="utf-8")
+            if not stat.S_ISREG(path.stat().st_mode):  # a pipe or a device would block the read for ever
+                raise KernelError(f"kernel {self.name}: source {name!r} is not a regular file (a folder, pipe or "
+                                  "device)")
+            return path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise KernelError(f"kernel {self.name}: cannot read source {name!r} ({exc})") from None
 

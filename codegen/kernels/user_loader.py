@@ -15,6 +15,7 @@ import importlib.metadata
 import importlib.util
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import traceback
@@ -44,6 +45,8 @@ def read_files(folder: Path, files: list[Path]) -> tuple[tuple[str, bytes], ...]
     contents = []
     for path in files:
         try:
+            if not stat.S_ISREG(path.stat().st_mode):  # a pipe or a device would block the read for ever
+                raise KernelError(f"{path}: not a regular file (a folder, pipe or device), not a kernel source")
             data = path.read_bytes()
         except OSError as exc:
             raise KernelError(f"{path}: cannot read ({exc.strerror})") from None
