@@ -300,7 +300,7 @@ def test_the_python_api_refuses_run_limits_naming_the_option(limits, culprit, tm
 def test_ctrl_c_in_a_model_run_exits_130_saying_what_is_kept(monkeypatch, tmp_path):
     """`tune` prints its own summary on Ctrl-C; every other command (here `model tune`) says
     it was interrupted and that the stored trials stay, with the shell's status for SIGINT."""
-    from edgetune import model_tune_cli
+    from edgetune.cli import model_tune as model_tune_cli
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

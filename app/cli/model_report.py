@@ -10,11 +10,11 @@ from edgetune.codegen.model import load_model
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 
-from .model_cli import model_group
-from .model_report import model_report, write_model_report
-from .report import ReportError
-from .session import choose_objective
-from .user_kernels import kernel_file_option
+from .model import model_group
+from ..model_report import model_report, write_model_report
+from ..report import ReportError
+from ..session import choose_objective
+from ..user_kernels import kernel_file_option
 
 
 @model_group.command("report")

@@ -18,11 +18,11 @@ from edgetune.tuner import STRATEGIES, TuningDatabase, check_strategy, parse_bou
 from edgetune.tuner.scheduler import SCHEDULERS
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
-from .model_check import LayerCheck, check_model
-from .model_cli import model_group
-from .model_session import ModelRound, ModelSummary, progress_line, tune_model
-from .session import MAX_SEED, choose_objective
-from .user_kernels import kernel_file_option
+from ..model_check import LayerCheck, check_model
+from .model import model_group
+from ..model_session import ModelRound, ModelSummary, progress_line, tune_model
+from ..session import MAX_SEED, choose_objective
+from ..user_kernels import kernel_file_option
 
 TRIALS_PER_WORKLOAD = 8  # the default budget: this many trials per distinct workload
 ROUND_TRIALS = 4  # trials per scheduler round, when the budget allows

@@ -16,12 +16,12 @@ from edgetune.hal import Target
 from edgetune.targets import get_target
 from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, check_strategy, parse_bound
 
-from .progress import ProgressDisplay
-from .npu_session import NPU_OBJECTIVE, npu_workload, resolve_npu
-from .layer_plan import Plan, PlanError, export_plan, load_network, plan_network
-from .model_plan import figures_line, plan_model, write_model_plan
-from .session import MAX_SEED, TuneRequest, TuneSummary, parse_config, summarize, tune
-from .user_kernels import kernel_file_option
+from ..progress import ProgressDisplay
+from ..npu_session import NPU_OBJECTIVE, npu_workload, resolve_npu
+from ..layer_plan import Plan, PlanError, export_plan, load_network, plan_network
+from ..model_plan import figures_line, plan_model, write_model_plan
+from ..session import MAX_SEED, TuneRequest, TuneSummary, parse_config, summarize, tune
+from ..user_kernels import kernel_file_option
 
 
 def run_npu_tune(kernel_name: str, target: Target, device: str, shape: str, open_db: Callable[[], TuningDatabase],

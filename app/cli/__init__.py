@@ -20,23 +20,23 @@ from edgetune.tuner.code_rank import DEFAULT_POOL
 from edgetune.tuner.recorded import load_recorded
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
-from . import __version__
-from .errors import EdgetuneError
-from .replay import record, replay_json
-from .cluster import connect
-from .outputs import writable_file, writable_folder
-from .progress import ProgressDisplay
-from .report import check_objective, write_report
-from .identity import recompute_estimates
-from .sharing import ImportCheck, parse_workload_selection
-from .session import MAX_SEED, TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
-from .verify import export_and_measure, manifest_target, verify_export
-from .npu_cli import best_npu, place_cmd, run_npu_tune
-from .cache_cli import cache_group
-from .model_cli import model_group
-from . import model_tune_cli  # noqa: F401 - registers `model tune` in model_group
-from . import model_report_cli  # noqa: F401 - registers `model report` in model_group
-from .user_kernels import first_failure, kernel_file_option, load_installed, only_kernel, show_kernel_warnings
+from .. import __version__
+from ..errors import EdgetuneError
+from ..replay import record, replay_json
+from ..cluster import connect
+from ..outputs import writable_file, writable_folder
+from ..progress import ProgressDisplay
+from ..report import check_objective, write_report
+from ..identity import recompute_estimates
+from ..sharing import ImportCheck, parse_workload_selection
+from ..session import MAX_SEED, TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
+from ..verify import export_and_measure, manifest_target, verify_export
+from .npu import best_npu, place_cmd, run_npu_tune
+from .cache import cache_group
+from .model import model_group
+from . import model_tune  # noqa: F401 - registers `model tune` in model_group
+from . import model_report  # noqa: F401 - registers `model report` in model_group
+from ..user_kernels import first_failure, kernel_file_option, load_installed, only_kernel, show_kernel_warnings
 
 # Exit status of a bug (sysexits.h EX_SOFTWARE, "internal software error"): distinct from
 # bad input (2), a failed check (1) and an interrupt (130).
@@ -787,6 +787,3 @@ main.add_command(cache_group)
 for _command in model_group.commands.values():  # model_cli.py's commands; same error convention
     _command.callback = _guard(_command.callback)
 main.add_command(model_group)
-
-if __name__ == "__main__":
-    main()

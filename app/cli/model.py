@@ -13,8 +13,8 @@ import numpy as np
 from edgetune.codegen.model import Model, ModelLayer, check_fits, load_model
 from edgetune.targets import get_target
 
-from .session import MAX_SEED
-from .user_kernels import kernel_file_option
+from ..session import MAX_SEED
+from ..user_kernels import kernel_file_option
 
 
 def _dims(shape: tuple[int, ...]) -> str:
@@ -101,7 +101,7 @@ def model_show_cmd(model_file, target_name, as_json, kernel_files):
 def _open_model_db(db_path: str | None):
     from edgetune.tuner import TuningDatabase
 
-    from .errors import EdgetuneError
+    from ..errors import EdgetuneError
 
     if db_path is None:
         return None
@@ -155,7 +155,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
     arrays, one arena by a memory plan (docs/model-export.md)."""
     from edgetune.tuner import parse_bound
 
-    from .model_export import check_model_name, export_model
+    from ..model_export import check_model_name, export_model
 
     target = get_target(target_name)
     if name:
@@ -188,8 +188,8 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
 def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kernel_files):
     """Build a model export as firmware would, run whole inferences in the target's emulator
     and compare each output bit for bit with TFLite Micro (exit 1 naming what differs)."""
-    from .model_verify import verify_model
-    from .verify import manifest_target
+    from ..model_verify import verify_model
+    from ..verify import manifest_target
 
     target = get_target(target_name) if target_name else manifest_target(Path(folder))
     unit = target.measures  # instructions in an emulator, time_ns on the host
