@@ -51,11 +51,12 @@ API_SECTIONS = (
 
 
 def _escape(text: str) -> str:
-    """Text for a Markdown paragraph or table cell: what Markdown would take as markup is
+    """Text for a Markdown paragraph or list item: what Markdown would take as markup is
     escaped, except inside `code spans`, which stay as written."""
     pieces = text.split("`")
     for i in range(0, len(pieces), 2):  # the even pieces are outside code spans
-        pieces[i] = re.sub(r"([\\*_\[\]<>|])", r"\\\1", pieces[i])
+        escaped = re.sub(r"([\\*\[\]]|(?<!\w)_|_(?!\w))", r"\\\1", pieces[i])  # an underscore inside a word is text
+        pieces[i] = re.sub(r"<(?=[A-Za-z/!?])", "&lt;", escaped)  # what could open an HTML tag
     return "`".join(pieces)
 
 
