@@ -75,7 +75,10 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             raise UserError("--cluster runs CPU kernels; Vela runs on this machine")
         summary = run_npu_tune(kernel_name, target, device, shape, lambda: options.open_db(db_path),
                                show_progress=not as_json and sys.stderr.isatty(), initial=initial, **search)
-        _print_summaries([summary], db_path, as_json, one=True)
+        if as_json:
+            click.echo(json.dumps(summary_json(summary, db_path), indent=2))
+        else:
+            print_summary(summary, show_stop=True)
         if summary.stopped == "interrupted":
             sys.exit(INTERRUPTED_EXIT)
         return
@@ -140,7 +143,8 @@ def _run(requests: list[TuneRequest], db_path: str, cluster: str | None, target:
 
 
 def _print_summaries(summaries: list[TuneSummary], db_path: str, as_json: bool, one: bool) -> None:
-    """Each run's summary; as JSON, one object (`one`: a single workload was asked for) or a list."""
+    """Each run's summary and its first failure; as JSON, one object (`one`: a single
+    workload was asked for) or a list."""
     if as_json:
         data = [summary_json(summary, db_path) for summary in summaries]
         click.echo(json.dumps((data[0] if data else None) if one else data, indent=2))
