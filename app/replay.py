@@ -74,11 +74,13 @@ def code_features_of(kernel: Kernel, target: Target, shape: dict, configs: Seque
 
 def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, repeats: int,
                 prior: Sequence[RecordedSpace] = (), rank_with: Sequence[RecordedSpace] = (),
-                keep: float | None = None) -> dict:
+                keep: float | None = None, objective: str = "") -> dict:
     """Repeat r uses seed + r. The shape of the output is the contract scorers rely on.
     `rank_with`: recorded spaces with code features; given, a ranker learnt from them (never
     from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode).
-    Prior values are mapped by their targets' value roles (edgetune.value_roles)."""
+    Prior values are mapped by their targets' value roles (edgetune.value_roles).
+    `objective`: another recorded value to minimise (default: the recording's own)."""
+    recorded = recorded.minimising(objective)
     priors = [as_prior(p, target_roles(p.target)) for p in prior]
     wrap = None
     if rank_with:
@@ -89,9 +91,18 @@ def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, 
     roles = target_roles(recorded.target)
     runs: list[ReplayRun] = [replay(recorded, strategy, budget, seed + r, priors, wrap, roles) for r in range(repeats)]
     values = recorded.values()
-    return {"space": recorded.path, "kernel": recorded.kernel, "target": recorded.target,
+    return {"edgetune": __version__, "space": recorded.path, "kernel": recorded.kernel, "target": recorded.target,
             "objective": recorded.objective, "strategy": strategy, "budget": budget,
             "size": len(recorded.space), "failures": recorded.failures,
             "optimum": float(values.min()) if len(values) else None,
-            "repeats": [{"seed": run.seed, "best": run.best, "best_config": run.best_config, "trace": list(run.trace)}
-                        for run in runs]}
+            "repeats": [_run_json(run) for run in runs]}
+
+
+def _run_json(run: ReplayRun) -> dict:
+    """One repeat: its best, the objective in evaluation order (`trace`), and each
+    evaluation's configuration, value and the strategy's own time for it (`trials`)."""
+    seconds = run.strategy_seconds
+    return {"seed": run.seed, "best": run.best, "best_config": run.best_config, "trace": list(run.trace),
+            "strategy_ms_per_proposal": round(1000 * sum(seconds) / len(seconds), 4) if seconds else None,
+            "trials": [{"config": config, "value": value, "strategy_ms": round(1000 * s, 4)}
+                       for config, value, s in zip(run.configs, run.trace, seconds)]}

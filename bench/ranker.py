@@ -14,7 +14,7 @@ run that never reached the value counts its whole cap. Compiles are not evaluati
 ranked run compiles about --pool candidates per evaluation (cached, and on a serial board
 far cheaper than a flash-and-run); the table gives them too.
 
-Results and what they say: docs/search.md, "Ranking by compiled code".
+Results and what they say: docs/search-priors.md, "Ranking by compiled code".
 
 usage: .venv/bin/python bench/ranker.py [--seeds N] [--pool K] [--keep Q] [--strategies NAME ...] [--cap C]
                                         [--data DIR]

@@ -15,7 +15,7 @@ that a transfer search can learn from trials measured on another target
   compiled for (`c+mve` on the M55, `c` on the M4): plain-C trials carry over between
   targets with the same vector units only. Measured on our recorded conv2d_s8 spaces,
   mapping `c` to `c` between the M55 and the M4 made transfer worse than no prior at all
-  (docs/search.md).
+  (docs/search-priors.md).
 
 Every other parameter (tiles, unrolling, layouts, compilers, optimisation levels) means the
 same on every target and carries over by value.

@@ -2,7 +2,7 @@
 what a ranker can know about a configuration after compiling it and before running it.
 
 Compiling is cached and cheap beside a board's flash-and-run, so a search can compile a
-candidate, look at its code and skip it if it looks like a sure loser (docs/search.md,
+candidate, look at its code and skip it if it looks like a sure loser (docs/search-priors.md,
 "Ranking by compiled code"). The features are counts:
 - `code_bytes`, `instructions`: the object's whole code;
 - `loops`, `loop_depth`: loops found from backward branches (a branch, or an Armv8.1-M

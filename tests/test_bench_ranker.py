@@ -1,4 +1,4 @@
-"""bench/ranker.py (docs/search.md, "Ranking by compiled code"): its strategies are told the
+"""bench/ranker.py (docs/search-priors.md, "Ranking by compiled code"): its strategies are told the
 run's budget, as every replay's are, and its ranked runs are tuner/recorded's replay loop
 with one more stop rule: at the plain run's best."""
 from edgetune.tuner import recorded

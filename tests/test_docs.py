@@ -51,3 +51,22 @@ def test_the_readme_is_a_front_door_not_the_manual():
     assert len(lines) <= 170, f"README.md has {len(lines)} lines; the manual belongs in docs/"
     commands = [line for line in lines if line.startswith("bash scripts/")]
     assert commands == ["bash scripts/quickstart.sh", "bash scripts/test.sh"]
+
+
+# A page past this many words loses its reader (split it by subject). The generated reference
+# pages list every command and function, so they are as long as the interface is.
+MOST_WORDS = 3000
+GENERATED_REFERENCE = {"cli.md", "api.md"}
+
+
+def test_no_manual_page_is_too_long_to_read():
+    long_pages = {p.name: len(p.read_text().split()) for p in (ROOT / "docs").glob("*.md")
+                  if p.name not in GENERATED_REFERENCE}
+    too_long = {name: words for name, words in long_pages.items() if words > MOST_WORDS}
+    assert not too_long, f"split these pages by subject: {too_long}"
+
+
+def test_no_two_pages_have_names_that_differ_only_by_a_plural():
+    stems = {p.stem for p in (ROOT / "docs").glob("*.md")}
+    confusable = sorted(s for s in stems if s + "s" in stems)
+    assert not confusable, confusable

@@ -30,7 +30,7 @@ from .trial import Trial
 
 Features = Mapping[str, float]
 # Inner proposals compiled per evaluation, at most: best of 4 saved the most evaluations
-# with random search in bench/ranker.py (docs/search.md, "Ranking by compiled code").
+# with random search in bench/ranker.py (docs/search-priors.md, "Ranking by compiled code").
 DEFAULT_POOL = 4
 
 

@@ -24,7 +24,9 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from dataclasses import dataclass, field
+import os
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -71,6 +73,20 @@ class RecordedSpace:
     def failures(self) -> int:
         return sum(t.outcome.failed for t in self.trials.values())
 
+    @property
+    def objectives(self) -> tuple[str, ...]:
+        """Every measured value some successful entry holds: what a replay may minimise."""
+        return tuple(sorted({name for t in self.trials.values() if not t.outcome.failed for name in t.values}))
+
+    def minimising(self, objective: str) -> "RecordedSpace":
+        """The same recording, replayed for another of its values (`replay --objective`)."""
+        if not objective or objective == self.objective:
+            return self
+        if objective not in self.objectives:
+            raise RecordedSpaceError(f"{self.path}: --objective {objective!r} is not recorded "
+                                     f"(it holds: {', '.join(self.objectives) or 'no values'})")
+        return replace(self, objective=objective)
+
 
 @dataclass(frozen=True)
 class ReplayRun:
@@ -78,13 +94,37 @@ class ReplayRun:
     best: float | None
     best_config: dict | None
     trace: tuple[float | None, ...]  # the objective in evaluation order, None for a failure
+    configs: tuple[dict, ...] = ()  # the configuration of each evaluation, in the same order
+    # The strategy's own time (ask and tell) for each evaluation, in seconds: what a search
+    # costs beside the measurements it saves. Wall time, so it varies run to run.
+    strategy_seconds: tuple[float, ...] = ()
 
 
 # --- reading --------------------------------------------------------------------------------
+# Spaces parsed in this process, by path and the file's identity: a benchmark replays one
+# 5-16 MB space for many strategies and seeds, and parsing it is most of a replay's time.
+_PARSED: dict[tuple, RecordedSpace] = {}
+_PARSED_MOST = 32
+
+
 def load_recorded(path: str | Path) -> RecordedSpace:
+    """The recording at `path`, parsed once per process while the file stays the same."""
     path = Path(path)
     if path.exists() and not path.is_file():  # a folder, or a pipe that would block for ever
         raise RecordedSpaceError(f"{path}: not a regular file")
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return _parse_recorded(path)  # says why it cannot be read
+    key = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _PARSED:
+        if len(_PARSED) >= _PARSED_MOST:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = _parse_recorded(path)
+    return _PARSED[key]
+
+
+def _parse_recorded(path: Path) -> RecordedSpace:
     try:
         raw = path.read_bytes()
         text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
@@ -264,18 +304,28 @@ def replay_trials(recorded: RecordedSpace, search: Strategy, budget: int,
     """The search asks, the file answers, one configuration at a time: at most `budget`
     evaluations, fewer when the search has nothing left or (with `stop_at`) once a value
     <= stop_at is found."""
-    trials: list[Trial] = []
-    while len(trials) < budget:
+    return [trial for trial, _ in timed_replay(recorded, search, budget, stop_at)]
+
+
+def timed_replay(recorded: RecordedSpace, search: Strategy, budget: int,
+                 stop_at: float | None = None) -> list[tuple[Trial, float]]:
+    """replay_trials, each trial with the seconds the strategy spent asking for it and
+    being told its result."""
+    found: list[tuple[Trial, float]] = []
+    while len(found) < budget:
+        started = time.perf_counter()
         configs = search.ask(1)
         if not configs:
             break
+        asked = time.perf_counter() - started
         trial = recorded.trial(configs[0])
+        started = time.perf_counter()
         search.tell([trial])
-        trials.append(trial)
+        found.append((trial, asked + time.perf_counter() - started))
         value = trial.value(recorded.objective)
         if stop_at is not None and value is not None and value <= stop_at:
             break
-    return trials
+    return found
 
 
 def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
@@ -285,12 +335,15 @@ def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
     `wrap` puts a wrapper around the strategy (e.g. code_rank.RankByCode); `roles` as in
     replay_strategy."""
     search = replay_strategy(recorded, strategy, budget, seed, prior, roles)
-    trials = replay_trials(recorded, search if wrap is None else wrap(search), budget)
+    timed = timed_replay(recorded, search if wrap is None else wrap(search), budget)
+    trials = [trial for trial, _ in timed]
     trace = tuple(t.value(recorded.objective) for t in trials)
     found = [(value, n) for n, value in enumerate(trace) if value is not None]
     best = trials[min(found)[1]] if found else None  # the first of the lowest, as the strategy met it
     return ReplayRun(seed=seed, best=None if best is None else best.value(recorded.objective),
-                     best_config=None if best is None else best.config.as_dict(), trace=trace)
+                     best_config=None if best is None else best.config.as_dict(), trace=trace,
+                     configs=tuple(t.config.as_dict() for t in trials),
+                     strategy_seconds=tuple(seconds for _, seconds in timed))
 
 
 def as_prior(recorded: RecordedSpace, roles: ValueRoles = ValueRoles()) -> PriorTrials:

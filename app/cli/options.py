@@ -64,6 +64,8 @@ objective = _shared("objective", "--objective", default="", metavar="NAME",
                     help="Measured value to minimise, or to choose, check or plot by (instructions, cycles, "
                          "energy_uj, time_ns, code_bytes, ...) [default: what each workload was tuned for, else the "
                          "target's own unit: instructions on QEMU targets, time_ns on the host].")
+recorded_objective = _shared("recorded_objective", "--objective", default="", metavar="NAME",
+                             help="Recorded value to minimise [default: the recording's objective].")
 constraints = _shared("constraints", "--constraint", "constraints", multiple=True, metavar="NAME<=VALUE",
                       help="Bound on another measured value, e.g. energy_uj<=2.5 (repeatable).")
 

@@ -65,25 +65,31 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, kernel_
 @click.option("--rank-keep", default=None, type=click.FloatRange(0, 1, min_open=True),
               help="With --rank-with: run the strategy's proposals in its order, skipping those ranked worse than "
                    f"this quantile of those seen [default: run the best-ranked of every {DEFAULT_POOL}].")
+@options.recorded_objective
 @options.as_json
-def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_files, rank_keep, as_json):
+def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_files, rank_keep, objective, as_json):
     """Tune against a recorded space (edgetune's format or a Kernel Tuner cache file)
     instead of hardware. Configurations absent from the file are not legal. --budget counts
-    evaluations per repeat; repeat r runs with --seed plus r."""
+    evaluations per repeat; repeat r runs with --seed plus r. --json prints one object: every
+    repeat's trials with their configurations and the strategy's time per proposal, the
+    objective and edgetune's version."""
     check_strategy(strategy)
     recorded = load_recorded(space_file)
     prior = [load_recorded(p) for p in prior_files]
     rank_with = [load_recorded(p) for p in rank_files]
-    result = replay_json(recorded, strategy, budget, seed, repeats, prior, rank_with, rank_keep)
+    result = replay_json(recorded, strategy, budget, seed, repeats, prior, rank_with, rank_keep, objective)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
+    optimum = "none (every entry failed)" if result["optimum"] is None else f"{result['optimum']:g}"
     click.echo(f"{recorded.path}: {result['size']} configurations ({result['failures']} failed), "
-               f"optimum {recorded.objective}={result['optimum']:g}")
+               f"optimum {result['objective']}={optimum}")
     for run in result["repeats"]:
         failed = sum(v is None for v in run["trace"])
         best = "none" if run["best"] is None else f"{run['best']:g}"
-        click.echo(f"  seed {run['seed']}: best {best} after {len(run['trace'])} evaluations ({failed} failed)")
+        cost = "" if run["strategy_ms_per_proposal"] is None else \
+            f", the strategy {run['strategy_ms_per_proposal']:.2f} ms per proposal"
+        click.echo(f"  seed {run['seed']}: best {best} after {len(run['trace'])} evaluations ({failed} failed){cost}")
 
 
 @click.command("report")

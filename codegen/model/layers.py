@@ -27,8 +27,10 @@ from .user_layers import declared_operators, servers, user_layer
 
 TUNED = {"CONV_2D": "conv2d_s8", "DEPTHWISE_CONV_2D": "dwconv2d_s8", "FULLY_CONNECTED": "conv2d_s8"}
 # Operators edgetune runs (TFLite Micro's reference kernels in a deployment) but does not tune.
-UNTUNED = ("ADD", "AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "RESHAPE", "SOFTMAX", "PAD", "CONCATENATION",
-           "QUANTIZE", "SHAPE", "STRIDED_SLICE", "PACK")
+UNTUNED = ("ADD", "SUB", "MUL", "AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "RESHAPE", "SOFTMAX", "PAD", "CONCATENATION",
+           "QUANTIZE", "LOGISTIC", "TANH", "HARD_SWISH", "LEAKY_RELU", "EXPAND_DIMS", "SQUEEZE",
+           "TRANSPOSE", "GATHER", "RESIZE_NEAREST_NEIGHBOR", "SQUARED_DIFFERENCE", "RSQRT", "RESIZE_BILINEAR",
+           "SHAPE", "STRIDED_SLICE", "PACK")
 SUPPORTED = (*TUNED, *UNTUNED)
 CONV_KEYS = ("h", "w", "cin", "cout", "kh", "kw", "stride_h", "stride_w", "dilation_h", "dilation_w",
              "pad_top", "pad_bottom", "pad_left", "pad_right")

@@ -17,6 +17,12 @@ import numpy as np
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
+def c_divide(a, b) -> np.ndarray:
+    """Integer division truncating toward zero, as C's `/` (b > 0)."""
+    a = np.asarray(a, dtype=np.int64)
+    return np.where(a >= 0, a // b, -((-a) // b))
+
+
 def wrap32(x) -> np.ndarray:
     """The int32 value of an integer (two's complement wrap), as int64."""
     return ((np.asarray(x, dtype=np.int64) + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
@@ -27,7 +33,7 @@ def sat_rdmulh(a, b) -> np.ndarray:
     product = a * b  # |a * b| <= 2^62: exact in int64
     nudge = np.where(product >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
     total = product + nudge
-    high = np.where(total >= 0, total >> 31, -((-total) >> 31))  # C's division truncates toward zero
+    high = c_divide(total, 1 << 31)
     return np.where((a == INT32_MIN) & (b == INT32_MIN), np.int64(INT32_MAX), high)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from ..model.arithmetic import output_size
 from ..model.graph import Graph, Operator
 from .base import OperatorReader, StaticOp, int8_input, scale, zero_point
+from .fixedpoint import c_divide
 
 SCALE_TOLERANCE = 1e-6  # TFLite Micro's: |s_in - s_out| in float, at most this
 
@@ -94,15 +95,10 @@ class PoolParams(StaticOp):
                     total = patch.sum(axis=(1, 2))
                     # C's division truncates; the half is added away from zero first.
                     half = np.where(total > 0, count // 2, -(count // 2))
-                    out[:, y, xo, :] = _c_div(total + half, count)
+                    out[:, y, xo, :] = c_divide(total + half, count)
                 else:
                     out[:, y, xo, :] = patch.max(axis=(1, 2))
         return np.clip(out, self.act_min, self.act_max).astype(np.int8)
-
-
-def _c_div(a: np.ndarray, b: int) -> np.ndarray:
-    """Integer division truncating toward zero, as C's `/`."""
-    return np.where(a >= 0, a // b, -((-a) // b))
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,15 @@
 """RESHAPE, int8: the same bytes under a new shape (TFLite Micro copies them; an exporter
 may run it in place). The new shape comes from the shape input (a constant, or the folded
 SHAPE/STRIDED_SLICE/PACK chain: fold.py) or the newShape option, with one -1 inferred, and
-must be the output tensor's."""
+must be the output tensor's.
+
+EXPAND_DIMS (a Keras Conv1D's first operator) and SQUEEZE are the same copy: TFLite Micro
+copies their bytes whatever the tensors' quantisation, so the output is the input's bytes
+under the output tensor's shape (the axes they add or remove change no value)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -69,3 +74,24 @@ def reshape_params(graph: Graph, op: Operator) -> ReshapeParams:
     if x.elements != y.elements:
         raise r.fail(f"output tensor {y.index} ({y.name}) has {y.elements} values, the input {x.elements}")
     return ReshapeParams(op.index, x.elements, tuple(y.shape))
+
+
+@dataclass(frozen=True)
+class ExpandDimsParams(ReshapeParams):
+    op: ClassVar[str] = "EXPAND_DIMS"
+
+
+@dataclass(frozen=True)
+class SqueezeParams(ReshapeParams):
+    op: ClassVar[str] = "SQUEEZE"
+
+
+def same_bytes_params(graph: Graph, op: Operator) -> ReshapeParams:
+    """EXPAND_DIMS or SQUEEZE: the output tensor's shape holds what the axes did; the values
+    must be as many."""
+    r = OperatorReader(graph, op)
+    x, y = r.int8(0), r.int8(0, output=True)
+    if x.elements != y.elements:
+        raise r.fail(f"output tensor {y.index} ({y.name}) has {y.elements} values, the input {x.elements}")
+    kind = ExpandDimsParams if op.op == "EXPAND_DIMS" else SqueezeParams
+    return kind(op.index, x.elements, tuple(y.shape))
