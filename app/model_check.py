@@ -19,13 +19,11 @@ from edgetune.codegen.model import Model, ModelLayer
 from edgetune.codegen.model.oracle import layer_case, oracle_name
 from edgetune.codegen.placement import PlacementError
 from edgetune.hal import Target
-from edgetune.targets import iobuf
+from edgetune.targets.measure import Expected, MeasureInput, Pipeline, Run, VariantProgram, failure_text
 from edgetune.targets.runners import runner_for
-from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Bound, Goal, TuningDatabase
 
 from .session import workload_of
-from .verify import does_not
 
 EDGES = ("random", "extreme")  # one uniform int8 input, one of only -128/127 (saturates)
 
@@ -60,20 +58,25 @@ def _run_layer(layer: ModelLayer, target: Target, config, cases: list[tuple[Kern
     """Build the layer's variant once, run it on every case; (inputs matched, problem)."""
     kernel = KERNELS[layer.kernel]
     shape = layer.shape_dict
-    runner = runner_for(target)
+    oracle = oracle_name(layer)
+
+    def compare(_, got, want):
+        got = got.reshape(want.shape)
+        return "" if np.array_equal(got, want) else _first_difference(got, want, oracle)
+
     try:
         rendered = kernel.render(target, shape, config)
-        deployed = [kernel.deployed_io(io, config) for io, _ in cases]  # weights packed as an export ships them
-        build = runner.build(kernel, shape, deployed[0], rendered, workdir)
-        for n, ((io, want), called) in enumerate(zip(cases, deployed)):
-            _, raw = runner.run(build, called)
-            got = iobuf.unpack_outputs(io, raw)[0].reshape(want.shape)
-            if not np.array_equal(got, want):
-                return n, f"{EDGES[n % len(EDGES)]} input: {_first_difference(got, want, oracle_name(layer))}"
+        # weights packed as an export ships them; outputs laid out as the plain buffers say
+        runs = tuple(Run(kernel.deployed_io(io, config), Expected((want,), compare, io)) for io, want in cases)
+        result = Pipeline(runner_for(target)).measure(MeasureInput(VariantProgram(kernel, shape, rendered), runs),
+                                                      workdir)
     except (CodegenError, PlacementError) as exc:
         return 0, f"does not build: {exc}"
-    except MeasureError as exc:
-        return 0, does_not(exc)
+    wrong = result.first_wrong
+    if wrong is not None:
+        return wrong, f"{EDGES[wrong % len(EDGES)]} input: {result.runs[wrong].problem}"
+    if result.fault is not None:
+        return 0, failure_text(result)
     return len(cases), ""
 
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
-from edgetune.codegen import Kernel, get_kernel
+from edgetune.codegen import CodegenError, Kernel, get_kernel
+from edgetune.codegen.placement import PlacementError
 from edgetune.errors import EdgetuneError
 from edgetune.hal import Target
 from edgetune.targets.runners import runner_for
@@ -27,7 +28,8 @@ from edgetune.tuner import Bound, Record, TuningDatabase, Workload, check_strate
 from edgetune.tuner.scheduler import SchedTask, TaskHistory, make_scheduler, model_cost
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
-from .session import Evaluator, ProgressFn, TuneRequest, choose_objective, tune, workload_inputs, workload_of
+from .evaluate import measure_source
+from .session import ProgressFn, TuneRequest, choose_objective, tune, workload_inputs, workload_of
 
 
 class ModelLayer(Protocol):
@@ -264,38 +266,21 @@ class RoundRunner:
         return None if best is None else best.trial.value(self.objective)
 
 
-class _PlainLoop:
-    """The kernel, rendering its plain loop nest (no tiling, no intrinsics) for any configuration."""
-
-    def __init__(self, kernel: Kernel):
-        self.kernel = kernel
-
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def render(self, target, shape, config, **_):
-        return self.kernel.render_naive(target, shape, "gcc", ("-O3",))
-
-    def deployed_io(self, io, config):
-        return io  # the plain loop takes the buffers as the workload gives them
-
-
 def baseline_values(lw: LayerWorkload, target: Target) -> dict | None:
     """Every value measured of the layer's plain C loop nest built with the target's gcc at
-    -O3, on the workload's inputs: what the tuned layer is compared with. None when the
-    kernel has no plain loop, the target no gcc, or the run fails (a baseline is a figure,
-    not a reason to stop)."""
+    -O3, on the workload's inputs, checked against the kernel's reference: what the tuned
+    layer is compared with. None when the kernel has no plain loop, the target no gcc, or
+    the run fails (a baseline is a figure, not a reason to stop)."""
     if not hasattr(lw.kernel, "render_naive") or not any(c.name == "gcc" for c in target.compilers):
         return None
-    space = lw.kernel.tuning_space(target, lw.shape)
-    legal = space.legal_indices()
-    if not len(legal):
-        return None
     with tempfile.TemporaryDirectory(prefix="edgetune-baseline-") as tmp:
-        evaluator = Evaluator(_PlainLoop(lw.kernel), target, lw.shape, space,
-                              workload_inputs(lw.kernel, lw.workload), Path(tmp))
-        trial = evaluator(space.config_at(int(legal[0])))
-    return None if trial.outcome.failed else dict(trial.values)
+        try:
+            plain = lw.kernel.render_naive(target, lw.shape, "gcc", ("-O3",))
+            result = measure_source(lw.kernel, target, lw.shape, plain, workload_inputs(lw.kernel, lw.workload),
+                                    Path(tmp))
+        except (CodegenError, PlacementError):
+            return None
+    return None if result.outcome.failed else result.values
 
 
 def measure_baseline(lw: LayerWorkload, target: Target, objective: str) -> float | None:

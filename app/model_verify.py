@@ -34,9 +34,10 @@ from edgetune.codegen.memory_plan import ALIGN, aligned
 from edgetune.codegen.model_module import schedule
 from edgetune.codegen.ops import constant_value
 from edgetune.hal import Placement, Target
-from edgetune.targets import elf, iobuf
+from edgetune.targets import elf
+from edgetune.targets.measure import Expected, LinkedProgram, MeasureInput, MeasureResult, Pipeline, Run, RunOutput
 from edgetune.targets.runners import runner_for
-from edgetune.targets.toolchain import BuildResult, MeasureError, require_program
+from edgetune.targets.toolchain import require_program
 
 from .model_reference import has_reference_layers, model_outputs
 
@@ -183,6 +184,8 @@ def _trace_table(model: Model, manifest: Manifest) -> list[dict]:
     return table
 
 
+INFERENCE_TIMEOUT_S = 600  # a whole inference in an emulator: far above any kernel's run
+
 # The harness's own .data and .bss, beside the module's (measured: under 1 KiB), rounded up.
 HARNESS_RAM = 4096
 RESERVE_STEP = 16384
@@ -206,30 +209,49 @@ def firmware_for(target: Target, module_ram: int) -> Target:
     return replace(target, firmware=replace(fw, data_reserved=reserved))
 
 
-def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, traced: list[dict] | None,
-           x0: list[np.ndarray]) -> tuple[tuple, int, ModuleSize]:
+@dataclass(frozen=True)
+class _Module:
+    """A model export's objects and glue, ready to be linked and run on `target` (the
+    target with the module's data memory reserved)."""
+    target: Target
+    program: LinkedProgram
+    trace_bytes: int
+    size: ModuleSize
+
+
+def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, traced: list[dict] | None) -> _Module:
     runner_for(target).check_tools()
     workdir.mkdir(parents=True, exist_ok=True)
     objects = _make_objects(folder, manifest, workdir)
     size = module_size(manifest, objects)
     target = firmware_for(target, sum(elf.ram_bytes(o) for o in objects))
-    runner = runner_for(target)
     name = manifest.model.name
     trace_bytes = sum(t["bytes"] for t in traced) if traced else 0
     if traced:
         objects = [o for o in objects if o.stem != name] + [_traced_object(folder, manifest, workdir)]
-    io = _io(manifest, x0, trace_bytes)
-    sizes = [(b.data.nbytes, int(b.is_output)) for b in io.buffers]
+    sizes = [(b.data.nbytes, int(b.is_output)) for b in _io(manifest, [], trace_bytes).buffers]
     glue = render("model/verify_glue.c.j2", dict(name=name, trace=bool(traced), traced=traced or [], sizes=sizes,
                                                  inputs=block_layout(manifest.model.input_shapes)[0],
                                                  outputs=block_layout(manifest.model.output_shapes)[0]))
-    try:
-        # The I/O block (and so the arena) in the region the memory plan chose for the arena.
-        region = manifest.model.arena_region
-        placement = Placement(region, region) if region else None
-        return (runner, runner.link(workdir, objects, glue, io, placement)), trace_bytes, size
-    except MeasureError as exc:
-        raise ModuleFailure(f"the module does not link for {target.name}: {exc.message.strip()[-600:]}") from None
+    # The I/O block (and so the arena) in the region the memory plan chose for the arena.
+    region = manifest.model.arena_region
+    placement = Placement(region, region) if region else None
+    return _Module(target, LinkedProgram(tuple(objects), glue, placement), trace_bytes, size)
+
+
+def _measure(module: _Module, runs: tuple[Run, ...], workdir: Path, each=None) -> MeasureResult:
+    """The module linked and run on every run's input (each told to `each` as it completes);
+    ModuleFailure when it does not link."""
+    result = Pipeline(runner_for(module.target)).measure(MeasureInput(module.program, runs), workdir,
+                                                         lambda: INFERENCE_TIMEOUT_S, each)
+    if result.build is None:
+        raise ModuleFailure(f"the module does not link for {module.target.name}: {result.message.strip()[-600:]}")
+    return result
+
+
+def _ran_to_the_end(result: MeasureResult) -> None:
+    if result.fault is not None:
+        raise ModuleFailure(f"the module did not run to the end ({result.fault.value}): {result.message}")
 
 
 def draw_inputs(shapes: tuple[tuple[int, ...], ...], n: int, seed: int) -> list[tuple[str, list[np.ndarray]]]:
@@ -252,18 +274,6 @@ def _model_oracle(model: Model) -> str:
         return "TFLite Micro"
     kernels = sorted({layer.kernel for layer in model.layers if layer.oracle == REFERENCE})
     return f"TFLite Micro with {', '.join(kernels)}'s reference"
-
-
-def _run(runner, build: BuildResult, manifest: Manifest, io: KernelIO) -> tuple[dict, list[np.ndarray], np.ndarray]:
-    """One run: the harness's values, the model's outputs (in its order) and the trace (empty without)."""
-    try:
-        values, raw = runner.run(build, io, timeout_s=600)
-    except MeasureError as exc:
-        raise ModuleFailure(f"the module did not run to the end ({exc.outcome.value}): {exc.message}") from None
-    block, *trace = iobuf.unpack_outputs(io, raw)
-    shapes = manifest.model.output_shapes
-    outputs = [block[o:o + int(np.prod(s))] for o, s in zip(block_layout(shapes)[0], shapes)]
-    return values, outputs, trace[0] if trace else np.zeros(0, dtype=np.int8)
 
 
 def operator_model(model: Model, op: Operator) -> tuple[bytes, list[int]]:
@@ -322,26 +332,43 @@ def _output_problem(model: Model, label: str, got: list[np.ndarray], want: list[
     return ""
 
 
-def _inference(runner, build: BuildResult, manifest: Manifest, model: Model, data: bytes, label: str,
-               xs: list[np.ndarray]) -> Inference:
-    want = model_outputs(model, data, xs)
-    values, outputs, _ = _run(runner, build, manifest, _io(manifest, xs, 0))
-    problem = _output_problem(model, label, outputs, want)
+def _outputs(manifest: Manifest, block: np.ndarray) -> list[np.ndarray]:
+    """The model's outputs (in its order) from the harness's output block."""
+    shapes = manifest.model.output_shapes
+    return [block[o:o + int(np.prod(s))] for o, s in zip(block_layout(shapes)[0], shapes)]
+
+
+def _inference_run(manifest: Manifest, model: Model, data: bytes, label: str, xs: list[np.ndarray]) -> Run:
+    """A whole inference on `xs`, its outputs judged against the oracle's."""
+    def compare(_, block, want):
+        return _output_problem(model, label, _outputs(manifest, block), want)
+
+    return Run(_io(manifest, xs, 0), Expected((model_outputs(model, data, xs),), compare))
+
+
+def _inference(label: str, output: RunOutput) -> Inference:
+    values = output.values
     numbers = tuple((k, v) for k, v in sorted(values.items()) if isinstance(v, (int, float)))
     mix = tuple((k, dict(values[k])) for k in ("mix", "accesses") if isinstance(values.get(k), dict))
-    return Inference(label, int(values.get("instructions", 0)), numbers, problem, mix)
+    return Inference(label, int(values.get("instructions", 0)), numbers, output.problem, mix)
 
 
 def _layers(folder: Path, manifest: Manifest, target: Target, model: Model, inputs, workdir: Path) -> str:
     """The first operator that differs on any input, or ""."""
     traced = _trace_table(model, manifest)
-    (runner, build), trace_bytes, _ = _build(folder, manifest, target, workdir, traced, inputs[0][1])
-    for label, x in inputs:
-        _, _, trace = _run(runner, build, manifest, _io(manifest, x, trace_bytes))
-        problem = first_bad_layer(model, traced, trace, x)
-        if problem:
-            return f"{label} input: {problem}"
-    return ""
+    module = _build(folder, manifest, target, workdir, traced)
+
+    def run(label: str, xs: list[np.ndarray]) -> Run:
+        def compare(_, trace, want):
+            problem = first_bad_layer(model, traced, trace, want)
+            return problem and f"{label} input: {problem}"
+
+        return Run(_io(manifest, xs, module.trace_bytes), Expected((None, xs), compare))
+
+    result = _measure(module, tuple(run(label, x) for label, x in inputs), workdir)
+    if result.first_wrong is None:
+        _ran_to_the_end(result)
+    return result.error
 
 
 def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool = False, seed: int = 0,
@@ -354,14 +381,18 @@ def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool 
     model, data = load_model(model_path), model_path.read_bytes()
     inputs = draw_inputs(manifest.model.input_shapes, n_inputs, seed)
     results: list[Inference] = []
+
+    def done(index: int, output: RunOutput) -> None:
+        results.append(_inference(inputs[index][0], output))
+        if progress is not None:
+            progress(results[-1])
+
     with tempfile.TemporaryDirectory(prefix="edgetune-model-verify-") as tmp:
         try:
-            (runner, build), _, size = _build(folder, manifest, target, Path(tmp) / "whole", None, inputs[0][1])
-            for label, x in inputs:
-                results.append(_inference(runner, build, manifest, model, data, label, x))
-                if progress is not None:
-                    progress(results[-1])
+            module = _build(folder, manifest, target, Path(tmp) / "whole", None)
+            runs = tuple(_inference_run(manifest, model, data, label, x) for label, x in inputs)
+            _ran_to_the_end(_measure(module, runs, Path(tmp) / "whole", done))
             layer_problem = _layers(folder, manifest, target, model, inputs, Path(tmp) / "layers") if layers else ""
         except ModuleFailure as exc:
             return VerifyOutcome(manifest, tuple(results), str(exc), oracle=_model_oracle(model))
-    return VerifyOutcome(manifest, tuple(results), layer_problem, size, _model_oracle(model))
+    return VerifyOutcome(manifest, tuple(results), layer_problem, module.size, _model_oracle(model))

@@ -1,6 +1,6 @@
-"""A tuning session: ask the strategy, render, build, run, check, record — until the budget
-is spent. This is the only place where search (edgetune.tuner), code generation
-(edgetune.codegen) and execution (edgetune.targets) meet.
+"""A tuning session: ask the strategy, have each configuration measured (edgetune.evaluate:
+rendered, then built, run and checked by the measuring pipeline, edgetune.targets.measure),
+record — until the budget is spent.
 """
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ import functools
 import hashlib
 import math
 import re
-import shutil
 import tempfile
-import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
@@ -20,15 +18,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from edgetune.codegen import get_kernel, CodegenError, Kernel, KernelIO
+from edgetune.codegen import get_kernel, Kernel, KernelIO
 from edgetune.codegen.kernels.user_loader import KernelBundle, kernel_of_bundle
 from edgetune.codegen.npu import NpuOperator
-from edgetune.codegen.placement import PlacementError, pinned
+from edgetune.codegen.placement import pinned
 from edgetune.errors import EdgetuneError
 from edgetune.hal import Target, TargetError
 from edgetune.targets import iobuf
-from edgetune.targets.batch import MAX_BATCH, Failed, Variant, fit_by_data, measure_batch, member_function
-from edgetune.targets.buildcache import CachedFailure
+from edgetune.targets.batch import MAX_BATCH, fit_by_data
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Outcome, Owner, PriorTrials, Record, Space, SpaceError,
@@ -37,9 +34,10 @@ from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Outcome, Owner, Pr
 from edgetune.tuner import Goal, resolve_goal
 from edgetune.tuner.resume import Resumed, rebuild
 
+from .evaluate import Evaluator
 from .identity import measurement_fingerprint, recompute_estimates
 from .npu_session import NpuTask, resolve_npu
-from .task import TuningTask, machine_name, stamp  # noqa: F401 - machine_name: part of this module's interface
+from .task import TuningTask, machine_name  # noqa: F401 - machine_name: part of this module's interface
 from .value_roles import target_roles
 
 
@@ -136,159 +134,6 @@ def workload_inputs(kernel: Kernel, workload: Workload) -> KernelIO:
     so a resumed or repeated run measures exactly the same thing."""
     seed = int.from_bytes(hashlib.sha256(workload.problem_key().encode()).digest()[:8], "little")
     return kernel.make_io(workload.shape_dict(), np.random.default_rng(seed))
-
-
-# A run far slower than the fastest so far cannot win: it is killed after this many times
-# the fastest run's wall time (OpenTuner's limit multiplier), never sooner than the floor
-# (emulator start-up and a loaded machine), never later than the target's own timeout.
-LIMIT_MULTIPLIER = 20.0
-MIN_RUN_TIMEOUT_S = 5.0
-
-
-class Evaluator:
-    """Turns one configuration into one Trial; every fault becomes a failed Trial."""
-
-    def __init__(self, kernel: Kernel, target: Target, shape: dict, space: Space, io: KernelIO,
-                 work_root: Path):
-        self.kernel, self.target, self.shape, self.space, self.io = kernel, target, shape, space, io
-        self.runner = runner_for(target)
-        # A device slot (an emulator, the host's timing slot) serves one run at a time;
-        # builds are not limited and overlap with runs.
-        self._slots = threading.Semaphore(self.runner.slots())
-        self.expected = kernel.reference(shape, io)
-        self.work_root = work_root
-        self._fastest_run: float | None = None  # wall seconds of the fastest correct run
-        self.alone_reason = ""  # why configurations are evaluated one at a time here ("": they need not be)
-
-    def run_timeout(self, variants: int = 1) -> float:
-        """The time limit of a run of `variants` variants (several: one batched image): the
-        target's, or the multiple of the fastest run for each of them."""
-        limit = self.target.runner.timeout_s
-        if self._fastest_run is None:
-            return limit
-        return min(limit, max(MIN_RUN_TIMEOUT_S, LIMIT_MULTIPLIER * self._fastest_run * variants))
-
-    def __call__(self, config: Config) -> Trial:
-        return self._finish(self._evaluate(config))
-
-    def _finish(self, trial: Trial) -> Trial:
-        # The target's run limit it was measured under (see tuner.trial.replaceable).
-        return stamp(replace(trial, info={**trial.info, "timeout_limit_s": self.target.runner.timeout_s}), self.target)
-
-    # --- several configurations per image (edgetune.targets.batch) ----------------------------
-    def batches(self) -> bool:
-        """Whether this evaluator puts several variants into one image (else: why not, in
-        `alone_reason`)."""
-        return self.runner.batches and not self.alone_reason
-
-    def evaluate_batch(self, configs: Sequence[Config]) -> list[Trial]:
-        """Trials of several configurations, measured in as few images as fit. Each trial is
-        the one evaluating its configuration alone gives: a variant that fails in a batch
-        (faults, hangs, answers wrong, or its image does not link) is evaluated again alone."""
-        if len(configs) < 2 or not self.batches():
-            return [self._alone(config) for config in configs]
-        trials: dict[int, Trial] = {}
-        variants, where = [], []
-        for index, config in enumerate(configs):
-            prepared = self._prepare(config)
-            if isinstance(prepared, Trial):
-                trials[index] = prepared
-            else:
-                variants.append(prepared)
-                where.append(index)
-        workdir = Path(tempfile.mkdtemp(prefix="batch-", dir=self.work_root))
-        try:
-            measured = measure_batch(self.runner, self.kernel, self.shape, variants, workdir, self.run_timeout,
-                                     self._slots)
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        if measured.refusal:
-            self.alone_reason = measured.refusal
-        for index, result in zip(where, measured.results):
-            trials[index] = self._batch_trial(configs[index], result)
-        return [self._finish(trials[index]) for index in range(len(configs))]
-
-    def _alone(self, config: Config) -> Trial:
-        """One at a time in a batched session: the trial says why, when the kernel is why."""
-        trial = self(config)
-        if not self.alone_reason:
-            return trial
-        return replace(trial, info={**trial.info, "batch_refused": f"kernel {self.kernel.name}: {self.alone_reason}"})
-
-    def _prepare(self, config: Config) -> "Variant | Trial":
-        """A configuration as a batch member, or the trial it already is (illegal, not
-        renderable, or a kernel that cannot be renamed: evaluated alone)."""
-        reason = self.space.violation(config)
-        if reason:
-            return Trial(config, Outcome.INVALID, error=reason)
-        name = member_function(self.kernel, self.shape, config)
-        try:
-            rendered = self.kernel.render(self.target, self.shape, config, fn=name)
-            io = self.kernel.deployed_io(self.io, config)
-        except (CodegenError, PlacementError) as exc:
-            return Trial(config, Outcome.CODEGEN_ERROR, error=str(exc))
-        if rendered.function != name:
-            self.alone_reason = f"it names its entry point {rendered.function!r} itself"
-            return self._evaluate(config)
-        return Variant(rendered, io)
-
-    def _batch_trial(self, config: Config, result) -> Trial:
-        if isinstance(result, Failed):
-            return Trial(config, result.error.outcome, error=result.error.message, info=dict(result.info))
-        if result is None:
-            return self._evaluate(config)
-        outcome, _ = self._check(result.raw)
-        if outcome is not Outcome.OK:
-            return self._evaluate(config)  # perhaps a neighbour's doing: alone, it is its own outcome
-        seconds = result.info.get("seconds_run", 0.0)
-        if self._fastest_run is None or seconds < self._fastest_run:
-            self._fastest_run = seconds
-        info = {**result.info, "seconds": round(sum(result.info.get(f"seconds_{part}", 0.0)
-                                                    for part in ("compile", "link", "run")), 3)}
-        return Trial(config, Outcome.OK, values=result.values, info=info)
-
-    def _evaluate(self, config: Config) -> Trial:
-        started = time.monotonic()
-        reason = self.space.violation(config)
-        if reason:
-            return Trial(config, Outcome.INVALID, error=reason)
-        workdir = Path(tempfile.mkdtemp(prefix="trial-", dir=self.work_root))
-        info: dict = {}
-        try:
-            rendered = self.kernel.render(self.target, self.shape, config)
-            io = self.kernel.deployed_io(self.io, config)  # e.g. weights packed as an export ships them
-            build = self.runner.build(self.kernel, self.shape, io, rendered, workdir)
-            info = dict(build.info)
-            with self._slots:
-                run_started = time.monotonic()
-                values, raw = self.runner.run(build, io, timeout_s=self.run_timeout())
-                run_seconds = time.monotonic() - run_started
-            info["seconds_run"] = round(run_seconds, 3)
-            outcome, error = self._check(raw)
-            if outcome is Outcome.OK and (self._fastest_run is None or run_seconds < self._fastest_run):
-                self._fastest_run = run_seconds
-            values = {**values, **build.values}
-            info["seconds"] = round(time.monotonic() - started, 3)
-            return Trial(config, outcome, values=values if outcome is Outcome.OK else {}, error=error, info=info)
-        except (CodegenError, PlacementError) as exc:
-            return Trial(config, Outcome.CODEGEN_ERROR, error=str(exc), info=info)
-        except MeasureError as exc:
-            if isinstance(exc, CachedFailure):
-                info = {**info, "build_cache": "hit"}  # the same failure, replayed without building
-            return Trial(config, exc.outcome, error=exc.message, info=info)
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-
-    def _check(self, raw: bytes) -> tuple[Outcome, str]:
-        try:
-            outputs = iobuf.unpack_outputs(self.io, raw)
-        except ValueError as exc:
-            return Outcome.WRONG_ANSWER, str(exc)
-        for buf, got, want in zip(self.io.outputs(), outputs, self.expected):
-            problem = self.kernel.compare(self.shape, self.io, buf.name, got, want)
-            if problem:
-                return Outcome.WRONG_ANSWER, problem
-        return Outcome.OK, ""
 
 
 ProgressFn = Callable[[int, int, Trial], None]  # (trials stored, budget, the trial just finished)

@@ -20,9 +20,9 @@ from edgetune.codegen import KERNELS, KernelIO
 from edgetune.codegen.export import ExportError
 from edgetune.codegen.manifest import MANIFEST, KernelEntry, Manifest, ManifestError, read_manifest, write_manifest
 from edgetune.hal import Target
-from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_class, runner_for, toolchain_versions
-from edgetune.targets.toolchain import MeasureError
+from edgetune.targets.measure import (Expected, ExportProgram, MeasureInput, MeasureResult, Pipeline, Run,
+                                       failure_text, reference_check)
 from edgetune.tuner import Bound, Goal, TuningDatabase, Workload, check_names, resolve_goal
 
 from .export import ExportResult, export_best
@@ -89,18 +89,6 @@ def _deployed(kernel, target: Target, shape: dict, entry: KernelEntry, io: Kerne
     return kernel.deployed_io(io, config)
 
 
-def _mismatch(kernel, shape: dict, io: KernelIO, raw: bytes, expected: list[np.ndarray]) -> str | None:
-    try:
-        outputs = iobuf.unpack_outputs(io, raw)
-    except ValueError as exc:
-        return str(exc)
-    for buf, got, want in zip(io.outputs(), outputs, expected):
-        problem = kernel.compare(shape, io, buf.name, got, want)  # bit-exact, or the kernel's float tolerance
-        if problem:
-            return problem
-    return None
-
-
 def _numbers(values: dict) -> dict:
     """The measured numbers of a run (not its instruction mix or accesses)."""
     return {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -132,7 +120,7 @@ def _measure_export(folder: Path, target: Target) -> None:
     must equal the stored trial's, or the stored value was not measured from this code (a
     forged or corrupted database)."""
     manifest = read_manifest(folder)
-    runner = runner_for(target)
+    pipeline = Pipeline(runner_for(target))
     measured = {}
     with tempfile.TemporaryDirectory(prefix="edgetune-export-") as tmp:
         for entry in manifest.kernels:
@@ -140,21 +128,29 @@ def _measure_export(folder: Path, target: Target) -> None:
             shape = kernel.parse_shape(entry.shape_dict)
             io = workload_inputs(kernel, _workload(entry, target))
             deployed = _deployed(kernel, target, shape, entry, io)
-            try:
-                build = runner.build_export(kernel, shape, deployed, folder, Path(tempfile.mkdtemp(dir=tmp)))
-                values, raw = runner.run(build, deployed)
-                if _exact(target):
-                    direct = runner.build_export(kernel, shape, deployed, folder, Path(tempfile.mkdtemp(dir=tmp)),
-                                                 direct=True)
-                    _check_stored_count(entry, shape, target, runner.run(direct, deployed)[0])
-            except MeasureError as exc:
-                raise ExportError(f"{entry.function}: the exported code does not run ({exc.outcome.value}): "
-                                  f"{exc.message}") from None
-            problem = _mismatch(kernel, shape, io, raw, kernel.reference(shape, io))
-            if problem:
-                raise ExportError(f"{entry.function}: the exported code computes a wrong answer: {problem}")
+            result = pipeline.measure(_export_input(folder, kernel, shape, deployed, reference_check(kernel, shape, io)),
+                                      Path(tempfile.mkdtemp(dir=tmp)))
+            _raise_unless_run(entry, result)
+            if _exact(target):
+                direct = pipeline.measure(_export_input(folder, kernel, shape, deployed, None, direct=True),
+                                          Path(tempfile.mkdtemp(dir=tmp)))
+                _raise_unless_run(entry, direct)
+                _check_stored_count(entry, shape, target, direct.runs[0].values)
+            if result.error:
+                raise ExportError(f"{entry.function}: the exported code computes a wrong answer: {result.error}")
+            values = result.runs[0].values
             measured[entry.function] = (values[entry.objective], _numbers(values))  # verify --objective may check another
     write_manifest(folder, manifest.with_exported_values(measured))
+
+
+def _export_input(folder: Path, kernel, shape: dict, deployed: KernelIO, check: Expected | None,
+                  direct: bool = False) -> MeasureInput:
+    return MeasureInput(ExportProgram(folder, kernel, shape, direct), (Run(deployed, check),))
+
+
+def _raise_unless_run(entry: KernelEntry, result: MeasureResult) -> None:
+    if result.fault is not None:
+        raise ExportError(f"{entry.function}: the exported code does not run ({result.fault.value}): {result.message}")
 
 
 def _check_stored_count(entry: KernelEntry, shape: dict, target: Target, measured: dict) -> None:
@@ -224,7 +220,7 @@ class _Check:
     """What verify_export checks every kernel against."""
     folder: Path
     target: Target
-    runner: object
+    pipeline: Pipeline
     tolerance: float
     seed: int
     objective: str
@@ -249,7 +245,7 @@ def verify_export(folder: Path, target: Target, tolerance_pct: float | None = No
     if objective or bounds:
         check_names(objective or target.measures, bounds, target.measured_values, target.name)
     changed = frozenset(name for name, digest in manifest.files if _sha256_file(folder / name) != digest)
-    check = _Check(folder=folder, target=target, runner=runner_for(target), tolerance=tolerance, seed=seed,
+    check = _Check(folder=folder, target=target, pipeline=Pipeline(runner_for(target)), tolerance=tolerance, seed=seed,
                    objective=objective, bounds=bounds, changed=changed, db=db,
                    shared_changed=tuple(sorted(changed - {entry.source for entry in manifest.kernels})))
     with tempfile.TemporaryDirectory(prefix="edgetune-verify-") as tmp:
@@ -289,43 +285,30 @@ def _verify_kernel(check: _Check, index: int, entry: KernelEntry, workdir: Path)
                          recorded=recorded, measured=measured, problems=tuple(problems), notes=tuple(notes))
 
 
-def does_not(exc: MeasureError) -> str:
-    """Why a variant gave no measurement: 'does not build' or 'does not run', the outcome and
-    the first lines of what the tool said."""
-    detail = " | ".join(exc.message.splitlines()[:3])
-    return f"does not {'build' if exc.outcome.value in ('compile', 'too_large') else 'run'}: {exc.outcome.value}: {detail}"
-
-
 def _run_checks(check: _Check, index: int, entry: KernelEntry, kernel, shape: dict, goal: Goal, workdir: Path,
                 problems: list[str]) -> float | None:
     """Build the kernel as exported, run it on its tuning inputs and on fresh and edge
     inputs; add what is wrong to `problems`; the measured value of the goal's objective."""
-    target, runner = check.target, check.runner
+    target = check.target
     canonical = workload_inputs(kernel, _workload(entry, target))
-    try:
-        # A variant with weights packed at export time is called with packed weights,
-        # as firmware calls it; outputs are checked against the plain inputs' reference.
-        deployed = _deployed(kernel, target, shape, entry, canonical)
-        build = runner.build_export(kernel, shape, deployed, check.folder, workdir)
-        values, raw = runner.run(build, deployed)
-    except MeasureError as exc:
-        problems.append(does_not(exc))
+    rng = np.random.default_rng([check.seed, index])
+    cases = [("the tuning inputs", canonical), *((label, kernel.make_io(shape, rng, edge=edge)) for label, edge in
+                                                 (("fresh random inputs", "random"), ("saturating edge inputs", "extreme")))]
+    # A variant with weights packed at export time is called with packed weights, as
+    # firmware calls it; outputs are checked against the plain inputs' reference.
+    runs = tuple(Run(_deployed(kernel, target, shape, entry, io), reference_check(kernel, shape, io)) for _, io in cases)
+    result = check.pipeline.measure(MeasureInput(ExportProgram(check.folder, kernel, shape), runs), workdir)
+    if not result.runs:
+        problems.append(failure_text(result))
         return None
+    values = result.runs[0].values
     measured = values[goal.objective]
     problems += [f"breaks its constraint {b.text()}: {b.name}={values.get(b.name)}"
                  for b in goal.bounds if not isinstance(values.get(b.name), (int, float))
                  or values[b.name] > b.limit]
-    checks = [("the tuning inputs", canonical, raw)]
-    rng = np.random.default_rng([check.seed, index])
-    try:
-        for label, edge in (("fresh random inputs", "random"), ("saturating edge inputs", "extreme")):
-            io = kernel.make_io(shape, rng, edge=edge)
-            checks.append((label, io, runner.run(build, _deployed(kernel, target, shape, entry, io))[1]))
-    except MeasureError as exc:
-        problems.append(does_not(exc))
+    if result.fault is not None:
+        problems.append(failure_text(result))
         return measured
-    for label, io, out in checks:
-        problem = _mismatch(kernel, shape, io, out, kernel.reference(shape, io))
-        if problem:
-            problems.append(f"wrong answer on {label} (seed {check.seed}): {problem}")
+    problems += [f"wrong answer on {label} (seed {check.seed}): {run.problem}"
+                 for (label, _), run in zip(cases, result.runs) if run.problem]
     return measured

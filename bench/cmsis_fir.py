@@ -1,5 +1,5 @@
-"""CMSIS-DSP's arm_fir_q15, built from the `cmsisdsp` sdist on PyPI at bench time, as a
-kernel the Evaluator measures in the same firmware harness as edgetune's variants.
+"""CMSIS-DSP's arm_fir_q15, built from the `cmsisdsp` sdist on PyPI at bench time, as a source
+measured (edgetune.evaluate.measure_source) in the same firmware harness as edgetune's variants.
 
 The sdist carries CMSIS-DSP's C sources (Source/, Include/, PrivateInclude/). It is
 downloaded with pip into edgetune's cache folder (never into the repository) and only the
@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from edgetune.codegen.kernels.base import RenderedKernel
-from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.evaluate import measure_source
+from edgetune.session import workload_inputs, workload_of
 from edgetune.targets.toolchain import cache_dir
 
 VERSION = "1.10.3"
@@ -135,48 +136,39 @@ def library_cflags(root: Path) -> tuple[str, ...]:
     return ("-O3", "-Wno-error", *DEFINES, f"-I{root / 'Include'}", f"-I{root / 'PrivateInclude'}")
 
 
-class LibraryFir:
-    """Makes an Evaluator build arm_fir_q15 (or, setup_only, just its setup) with `compiler`
-    instead of a configured variant. The shape must be fir_q15's with rounding=truncate:
-    the reference the Evaluator checks against, bit for bit."""
+def library_source(kernel, shape, root: Path, compiler: str, setup_only: bool = False) -> RenderedKernel:
+    """arm_fir_q15 (or, setup_only, just its setup) under fir_q15's declaration, built with
+    `compiler` and the library's flags."""
+    fn = kernel.function_name(shape)
+    source = wrapper_source(root, fn, shape["taps"], shape["block"], call=not setup_only)
+    return RenderedKernel(source=source, function=fn, declaration=kernel.declaration(shape, fn=fn),
+                          compiler=compiler, cflags=library_cflags(root))
 
-    def __init__(self, kernel, root: Path, compiler: str, setup_only: bool = False):
-        self.kernel, self.root, self.compiler, self.setup_only = kernel, root, compiler, setup_only
 
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def render(self, target, shape, config, **_):
-        fn = self.kernel.function_name(shape)
-        source = wrapper_source(self.root, fn, shape["taps"], shape["block"], call=not self.setup_only)
-        return RenderedKernel(source=source, function=fn, declaration=self.kernel.declaration(shape, fn=fn),
-                              compiler=self.compiler, cflags=library_cflags(self.root))
-
-    def deployed_io(self, io, config):
-        return io
-
-    def reference(self, shape, io):
-        if self.setup_only:  # no filter call: y stays as the harness loaded it
-            return [np.array(b.data, copy=True) for b in io.outputs()]
-        return self.kernel.reference(shape, io)
+def measure_library(kernel, target, shape, inputs, root: Path, compiler: str, setup_only: bool, work: Path):
+    """The library's source measured on `inputs` as a variant is (edgetune.evaluate.measure_source).
+    The shape must be fir_q15's with rounding=truncate: the reference its output is checked
+    against, bit for bit; with no filter call (setup_only), y stays as the harness loaded it."""
+    unchanged = [np.array(b.data, copy=True) for b in inputs.outputs()] if setup_only else None
+    return measure_source(kernel, target, shape, library_source(kernel, shape, root, compiler, setup_only), inputs,
+                          work, expected=unchanged)
 
 
 def library_fir(kernel, target, shape_text, work):
     """arm_fir_q15 per compiler: (instructions of one call, of the setup), or the reason it
-    was not measured. The Evaluator checks its output against rounding=truncate bit for bit."""
+    was not measured. Its output is checked against rounding=truncate bit for bit."""
     try:
         root = library_root()
     except SourcesUnavailable as exc:
         return f"CMSIS-DSP sources unavailable ({exc}): arm_fir_q15 not measured, edgetune's figures alone"
     shape = kernel.parse_shape(f"{shape_text},rounding=truncate")
-    space = kernel.space(target, shape)
     inputs = workload_inputs(kernel, workload_of(kernel, target, shape))
     counts = {}
     for compiler in ("gcc", "clang"):
-        full, setup = (Evaluator(LibraryFir(kernel, root, compiler, setup_only), target, shape, space, inputs, work)(
-            next(iter(space))) for setup_only in (False, True))
-        for trial in (full, setup):
-            if trial.outcome.failed:
-                raise SystemExit(f"arm_fir_q15 with {compiler}: {trial.outcome.value}: {trial.error}")
+        full, setup = (measure_library(kernel, target, shape, inputs, root, compiler, setup_only, work)
+                       for setup_only in (False, True))
+        for result in (full, setup):
+            if result.outcome.failed:
+                raise SystemExit(f"arm_fir_q15 with {compiler}: {result.outcome.value}: {result.error}")
         counts[compiler] = (full.values["instructions"] - setup.values["instructions"], setup.values["instructions"])
     return counts

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from kernels import tune_and_baselines  # noqa: E402  (bench/kernels.py: tune + plain-loop baselines)
-from restricted import Restricted  # noqa: E402  (bench/restricted.py)
+from restricted import restricted  # noqa: E402  (bench/restricted.py)
 
 from edgetune.codegen import get_kernel  # noqa: E402
 from edgetune.codegen.kernels.convolution import geometry_of  # noqa: E402
@@ -47,7 +47,7 @@ def main() -> None:
     print(f"{'shape':>58} {'plain -O3':>11} {'plain novec':>11} {'tuned':>9} {'ratio':>7} {'ratio novec':>11} "
           f"{'MAC/instr':>9}  best configuration")
     with tempfile.TemporaryDirectory() as tmp:
-        as_given = Restricted(kernel, Constraint("packed weights not allowed in this run", lambda c: c["layout"] != "packed"))
+        as_given = restricted(kernel, Constraint("packed weights not allowed in this run", lambda c: c["layout"] != "packed"))
         for label, variant in (("weights as given", as_given), ("packed weights allowed", kernel)):
             print(label)
             db = TuningDatabase(Path(tmp) / f"bench-{len(label)}.db")

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from kernels import macs_of, plain_values  # noqa: E402  (bench/kernels.py: MACs of a call, the plain loop)
-from restricted import Restricted  # noqa: E402  (bench/restricted.py)
+from restricted import restricted  # noqa: E402  (bench/restricted.py)
 
 from edgetune.codegen import get_kernel  # noqa: E402
 from edgetune.session import TuneRequest, tune  # noqa: E402
@@ -89,7 +89,7 @@ def legal_starts(kernel, target, shape, family) -> tuple[dict, ...]:
 
 def best_of(kernel, target, shape, family, budget, seed, work):
     db = TuningDatabase(work / f"{family}.db")
-    request = TuneRequest(Restricted(kernel, FAMILIES[family]), target, shape, "random", budget, 2, seed, "cycles",
+    request = TuneRequest(restricted(kernel, FAMILIES[family]), target, shape, "random", budget, 2, seed, "cycles",
                           initial=legal_starts(kernel, target, shape, family))
     summary = tune(request, db)
     if summary.best is None:

@@ -29,7 +29,8 @@ from pathlib import Path
 from edgetune.codegen import KERNELS, get_kernel
 from edgetune.hal import load_target
 from edgetune.hal.compiler_options import OPTION_NAMES
-from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs
+from edgetune.evaluate import Evaluator
+from edgetune.session import TuneRequest, tune, workload_inputs
 from edgetune.targets import target_file
 from edgetune.targets.option_probe import with_accepted_options
 from edgetune.tuner import TuningDatabase

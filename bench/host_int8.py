@@ -42,12 +42,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kernels import NaiveLoop  # noqa: E402  (bench/kernels.py: makes an Evaluator build the plain loop)
+from kernels import plain_loop  # noqa: E402  (bench/kernels.py: the plain loop through the measuring pipeline)
 from restricted import one_vector_path  # noqa: E402  (bench/restricted.py)
 
 from edgetune.codegen import get_kernel  # noqa: E402
 from edgetune.codegen.kernels.convolution import geometry_of  # noqa: E402
-from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs  # noqa: E402
+from edgetune.evaluate import Evaluator  # noqa: E402
+from edgetune.session import TuneRequest, tune, workload_inputs  # noqa: E402
 from edgetune.targets import get_target  # noqa: E402
 from edgetune.tuner import TuningDatabase  # noqa: E402
 
@@ -120,10 +121,9 @@ def main() -> None:
             space = kernel.space(target, shape)
             inputs = workload_inputs(kernel, summary.workload)
             tuned_eval = Evaluator(kernel, target, shape, space, inputs, Path(tmp))
-            plain_eval = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, inputs, Path(tmp))
             plain, tuned = [], []
             for _ in range(ROUNDS):
-                plain.append(timed(plain_eval, best, "plain loop"))  # NaiveLoop ignores the configuration
+                plain.append(timed(lambda _: plain_loop(kernel, target, shape, inputs, Path(tmp)), best, "plain loop"))
                 tuned.append(timed(tuned_eval, best, "tuned variant"))
             ratio = statistics.median(p / t for p, t in zip(plain, tuned))
             plain_ns, tuned_ns = statistics.median(plain), statistics.median(tuned)
@@ -236,12 +236,12 @@ def paths_against_each_other(args, kernel_name: str, shape_texts: list[str], bud
             space = kernel.tuning_space(target, shape)
             inputs = workload_inputs(kernel, workload)
             evaluate = Evaluator(kernel, target, shape, space, inputs, Path(tmp))
-            plain_eval = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, inputs, Path(tmp))
+            def plain_eval(_config):
+                return plain_loop(kernel, target, shape, inputs, Path(tmp))  # no configuration: the plain loop
             medians = {name: [] for name in ("plain", *families)}
             fastest = {name: [] for name in ("plain", *families)}
             for _ in range(PATH_ROUNDS):
                 for name in ("plain", *families):
-                    # NaiveLoop ignores the configuration it is given.
                     median, least = batch_times(plain_eval if name == "plain" else evaluate,
                                                 best["c" if name == "plain" else name], f"{name} variant")
                     medians[name].append(median)

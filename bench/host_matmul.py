@@ -27,7 +27,8 @@ import tempfile
 from pathlib import Path
 
 from edgetune.codegen import get_kernel
-from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import TuneRequest, tune, workload_inputs, workload_of
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 

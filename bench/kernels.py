@@ -40,7 +40,8 @@ from cmsis_fir import library_fir  # noqa: E402  (bench/cmsis_fir.py: arm_fir_q1
 from edgetune.codegen import get_kernel  # noqa: E402
 from edgetune.codegen.kernels.convolution import geometry_of  # noqa: E402
 from edgetune.codegen.model import load_model  # noqa: E402
-from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs  # noqa: E402
+from edgetune.evaluate import Evaluator, measure_source  # noqa: E402
+from edgetune.session import TuneRequest, tune, workload_inputs  # noqa: E402
 from edgetune.targets import get_target  # noqa: E402
 from edgetune.tuner import TuningDatabase  # noqa: E402
 from edgetune.tuner.strategies import DEFAULT_STRATEGY  # noqa: E402
@@ -72,38 +73,30 @@ MLPERF_TINY = ("ds_cnn_kws", "mobilenet_v1_025_vww", "resnet8_cifar10")
 DEFAULT_SHAPES = ["m=16,n=16,k=32", "m=5,n=13,k=7", "m=32,n=32,k=64", "m=64,n=64,k=64"]
 
 
-class NaiveLoop:
-    """Makes an Evaluator build the plain loop instead of a configured variant."""
-
-    def __init__(self, kernel, compiler, cflags):
-        self.kernel, self.compiler, self.cflags = kernel, compiler, cflags
-
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def render(self, target, shape, config, **_):
-        return self.kernel.render_naive(target, shape, self.compiler, self.cflags)
-
-    def deployed_io(self, io, config):
-        return io  # the plain loop takes the weights as they are
+def plain_loop(kernel, target, shape, inputs, work, cflags=("-O3",)):
+    """The kernel's plain loop (its naive template, built with gcc and `cflags`) run on
+    `inputs` and checked against the kernel's reference, as a variant is: the MeasureResult."""
+    return measure_source(kernel, target, shape, kernel.render_naive(target, shape, "gcc", cflags), inputs, work)
 
 
-def measure_naive(kernel, target, shape, space, workload, work, cflags):
-    naive = NaiveLoop(kernel, "gcc", cflags)
-    evaluator = Evaluator(naive, target, shape, space, workload_inputs(kernel, workload), work)
-    trial = evaluator(next(iter(space)))  # the configuration is ignored by NaiveLoop
-    if trial.outcome.failed:
-        raise SystemExit(f"plain loop failed: {trial.outcome.value}: {trial.error}")
-    return trial.values["instructions"]
+def plain_loop_values(kernel, target, shape, inputs, work, cflags=("-O3",), what="plain loop") -> dict:
+    """The plain loop's measured values (plain_loop); SystemExit naming `what` when it fails."""
+    result = plain_loop(kernel, target, shape, inputs, work, cflags)
+    if result.outcome.failed:
+        raise SystemExit(f"{what} failed: {result.outcome.value}: {result.error}")
+    return result.values
+
+
+def measure_naive(kernel, target, shape, workload, work, cflags):
+    return plain_loop_values(kernel, target, shape, workload_inputs(kernel, workload), work, cflags)["instructions"]
 
 
 def tune_and_baselines(kernel, target, shape, budget, seed, db, work, strategy="random"):
     """One shape: a seeded tune (random search unless told), then the plain loop at -O3 and at
     -O3 without auto-vectorisation, on the same inputs. Returns (summary, plain, scalar) instructions."""
     summary = tune(TuneRequest(kernel, target, shape, strategy, budget, 2, seed), db)
-    space = kernel.space(target, shape)
-    plain = measure_naive(kernel, target, shape, space, summary.workload, work, ("-O3",))
-    scalar = measure_naive(kernel, target, shape, space, summary.workload, work, ("-O3", "-fno-tree-vectorize"))
+    plain = measure_naive(kernel, target, shape, summary.workload, work, ("-O3",))
+    scalar = measure_naive(kernel, target, shape, summary.workload, work, ("-O3", "-fno-tree-vectorize"))
     return summary, plain, scalar
 
 
@@ -156,13 +149,12 @@ def mac_limit(target, dtype: str) -> float:
 def plain_values(kernel, target, shape, workload, work) -> dict:
     """The plain loop at GCC -O3 on the workload's inputs: the kernel's naive template, or for
     the FIR kernels (no such template) the C variant with one output per tile, no unrolling."""
-    space = kernel.space(target, shape)
     inputs = workload_inputs(kernel, workload)
     if hasattr(kernel, "render_naive"):
-        trial = Evaluator(NaiveLoop(kernel, "gcc", ("-O3",)), target, shape, space, inputs, work)(next(iter(space)))
-    else:
-        config = space.make({"tile": 1, "unroll": 1, "vector": "c", "compiler": "gcc", "opt": "O3"})
-        trial = Evaluator(kernel, target, shape, space, inputs, work)(config)
+        return plain_loop_values(kernel, target, shape, inputs, work, what=f"{kernel.name} {target.name}: plain loop")
+    space = kernel.space(target, shape)
+    config = space.make({"tile": 1, "unroll": 1, "vector": "c", "compiler": "gcc", "opt": "O3"})
+    trial = Evaluator(kernel, target, shape, space, inputs, work)(config)
     if trial.outcome.failed:
         raise SystemExit(f"{kernel.name} {target.name}: plain loop failed: {trial.outcome.value}: {trial.error}")
     return trial.values

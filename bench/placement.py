@@ -19,7 +19,8 @@ from pathlib import Path
 
 from edgetune.codegen import get_kernel
 from edgetune.codegen.placement import ACTIVATIONS_PARAM, WEIGHTS_PARAM
-from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs
+from edgetune.evaluate import Evaluator
+from edgetune.session import TuneRequest, tune, workload_inputs
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 

@@ -8,7 +8,7 @@ CONV_STARTS for convolutions), then seeded random search up to the budget, ranke
 estimated cycles. The MLPerf layers run on their own weights, biases, multipliers, shifts,
 zero points and activation ranges (every shift negative, no clamp narrower than int8) with a
 seeded random input; the issue's 3x3 shape on the kernel's own random inputs (left shifts
-among the right ones, random clamps) and on TFLite-like quantisation (TfliteQuant).
+among the right ones, random clamps) and on TFLite-like quantisation (tflite_quant).
 Random search draws the same configurations whatever they measure, so two runs of this
 script on two versions of the templates measure the same variants: run it before and after a
 change to compare them in the same conditions.
@@ -43,36 +43,31 @@ MLPERF_TINY = ("ds_cnn_kws", "mobilenet_v1_025_vww", "resnet8_cifar10")
 SMALL_K = 48  # the convolutions measured: K = cin * kh * kw at most this (1x1 fully connected layers left out)
 
 
-class LayerInputs:
-    """A kernel whose workload inputs are one model layer's own constants (weights, bias,
-    multipliers, shifts, zero points, activation range) and a seeded random int8 input."""
+def layer_inputs(kernel, layer):
+    """`kernel` (a shipped one) whose workload inputs are one model layer's own constants
+    (weights, bias, multipliers, shifts, zero points, activation range) and a seeded random
+    int8 input: an instance of a subclass of its class."""
 
-    def __init__(self, kernel, layer):
-        self.kernel, self.layer = kernel, layer
+    class LayerInputs(type(kernel)):
+        def make_io(self, shape, rng, edge="random"):
+            return layer.io(rng.integers(-128, 128, size=layer.kernel_input, dtype=np.int8))
 
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def make_io(self, shape, rng, edge="random"):
-        return self.layer.io(rng.integers(-128, 128, size=self.layer.kernel_input, dtype=np.int8))
+    return LayerInputs()
 
 
-class TfliteQuant:
-    """A kernel whose random workload inputs get quantisation as TFLite's converter writes it
-    for these models: every shift in [-10, -5], no clamp narrower than int8."""
+def tflite_quant(kernel):
+    """`kernel` (a shipped one) whose random workload inputs get quantisation as TFLite's
+    converter writes it for these models: every shift in [-10, -5], no clamp narrower than int8."""
 
-    def __init__(self, kernel):
-        self.kernel = kernel
+    class TfliteQuant(type(kernel)):
+        def make_io(self, shape, rng, edge="random"):
+            io = super().make_io(shape, rng, edge)
+            buffers = tuple(replace(b, data=rng.integers(-10, -4, size=b.data.shape).astype(np.int32))
+                            if b.name == "shift" else b for b in io.buffers)
+            params = tuple((k, {"act_min": -128, "act_max": 127}.get(k, v)) for k, v in io.params)
+            return replace(io, buffers=buffers, params=params)
 
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def make_io(self, shape, rng, edge="random"):
-        io = self.kernel.make_io(shape, rng, edge)
-        buffers = tuple(replace(b, data=rng.integers(-10, -4, size=b.data.shape).astype(np.int32))
-                        if b.name == "shift" else b for b in io.buffers)
-        params = tuple((k, {"act_min": -128, "act_max": 127}.get(k, v)) for k, v in io.params)
-        return replace(io, buffers=buffers, params=params)
+    return TfliteQuant()
 
 
 def model_layers():
@@ -135,8 +130,8 @@ def main() -> None:
     args = parser.parse_args()
     dw = get_kernel("dwconv2d_s8")
     issue = dw.parse_shape(ISSUE_SHAPE)
-    jobs = [(dw, "issue 3x3, kernel's inputs", issue), (TfliteQuant(dw), "issue 3x3, TFLite quantisation", issue)]
-    jobs += [(LayerInputs(get_kernel(name), layer), label, get_kernel(name).parse_shape(layer.shape_text))
+    jobs = [(dw, "issue 3x3, kernel's inputs", issue), (tflite_quant(dw), "issue 3x3, TFLite quantisation", issue)]
+    jobs += [(layer_inputs(get_kernel(name), layer), label, get_kernel(name).parse_shape(layer.shape_text))
              for label, name, layer in model_layers()]
     jobs = [job for job in jobs if args.only is None or (job[0].name == "dwconv2d_s8") == (args.only == "dw")]
     print(f"cortex-m55, estimated cycles; random search of {args.budget} trials per shape, seed {args.seed}; "

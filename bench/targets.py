@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 
 from dsp import dsp_table  # bench/dsp.py: the DSP-extension path against plain C on M4/M7
-from kernels import NaiveLoop  # bench/kernels.py: builds the plain loop through an Evaluator
+from kernels import plain_loop_values  # bench/kernels.py: the plain loop through the measuring pipeline
 
 from edgetune.codegen import get_kernel
-from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs
+from edgetune.session import TuneRequest, tune, workload_inputs
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 
@@ -49,15 +49,11 @@ def main() -> None:
             target = get_target(name)
             summary = tune(TuneRequest(kernel, target, shape, "random", args.budget, 2, args.seed, args.objective), db)
             best = summary.best.trial.values
-            space = kernel.space(target, shape)
-            naive = NaiveLoop(kernel, "gcc", ("-O3",))
-            plain = Evaluator(naive, target, shape, space, workload_inputs(kernel, summary.workload), Path(tmp))(
-                next(iter(space)))
-            if plain.outcome.failed:
-                raise SystemExit(f"{name}: plain loop failed: {plain.outcome.value}: {plain.error}")
+            plain = plain_loop_values(kernel, target, shape, workload_inputs(kernel, summary.workload), Path(tmp),
+                                      what=f"{name}: plain loop")
             print(f"{name:>11} {best['instructions']:>8} {best['cycles']:>9.0f} {best['cycles'] / blocks:>9.1f} "
-                  f"{best['energy_uj']:>9.3f} {plain.values['instructions']:>11} {plain.values['cycles']:>12.0f} "
-                  f"{plain.values['cycles'] / best['cycles']:>9.2f}  {summary.best.trial.config.key()}")
+                  f"{best['energy_uj']:>9.3f} {plain['instructions']:>11} {plain['cycles']:>12.0f} "
+                  f"{plain['cycles'] / best['cycles']:>9.2f}  {summary.best.trial.config.key()}")
         if not args.no_dsp:
             print()
             dsp_table(args.budget, args.seed, Path(tmp))

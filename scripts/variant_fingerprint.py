@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from edgetune.codegen import KERNELS
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
 from edgetune.targets import get_target
 
 TARGETS = ("cortex-m55", "cortex-m4", "cortex-m7", "cortex-a53", "cortex-a72", "host")

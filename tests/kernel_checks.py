@@ -106,39 +106,42 @@ def misaligned(array: np.ndarray, offset: int) -> np.ndarray:
     return view
 
 
-class Misaligned:
-    """Runs a variant on copies of its buffers that are only as aligned as their element type
+# Where each buffer goes past an 8-byte boundary, by element type and position (index % 3).
+MISALIGNED_OFFSETS = {"int8_t": (1, 3, 2), "int16_t": (2, 2, 2), "int32_t": (0, 0, 0), "float": (0, 0, 0)}
+
+
+def misaligned_source(kernel, target, shape, config) -> RenderedKernel:
+    """A variant that runs on copies of its buffers only as aligned as their element type
     (int8 at odd addresses, int16 at 2 mod 4, int32 as C requires): a trampoline in the same
     source copies the harness's (16-byte aligned) buffers to such addresses and back."""
+    outer = kernel.function_name(shape)
+    inner = kernel.render(target, shape, config, fn=outer + "_aligned_as_typed")
+    io = kernel.make_io(shape, np.random.default_rng(0))
+    names = kernel.argument_names(shape)
+    lines, call, copy_out = [], [], []
+    for index, buf in enumerate(io.buffers):
+        offset = MISALIGNED_OFFSETS[buf.ctype][index % 3]
+        lines.append(f"static uint8_t scratch{index}[{buf.data.nbytes + 8}] __attribute__((aligned(8)));")
+        call.append(f"({'const ' if not buf.is_output else ''}{buf.ctype} *)(void *)(scratch{index} + {offset})")
+        if buf.is_output:
+            copy_out.append(f"    memcpy({names[index]}, scratch{index} + {offset}, {buf.data.nbytes});")
+    copy_in = [f"    memcpy(scratch{i} + {MISALIGNED_OFFSETS[b.ctype][i % 3]}, {names[i]}, {b.data.nbytes});"
+               for i, b in enumerate(io.buffers) if not b.is_output]
+    call += [name for name, _ in io.params]
+    declaration = kernel.declaration(shape, fn=outer)
+    trampoline = "\n".join(["#include <string.h>", *lines, declaration + ";", declaration, "{", *copy_in,
+                            f"    {inner.function}({', '.join(call)});", *copy_out, "}", ""])
+    return RenderedKernel(source=inner.source + "\n" + trampoline, function=outer, declaration=declaration,
+                          compiler=inner.compiler, cflags=inner.cflags)
 
-    OFFSETS = {"int8_t": (1, 3, 2), "int16_t": (2, 2, 2), "int32_t": (0, 0, 0), "float": (0, 0, 0)}
 
-    def __init__(self, kernel):
-        self.kernel = kernel
+def measure_misaligned(kernel, target, shape, config, io, work):
+    """The variant of `config` run on misaligned copies of `io` (misaligned_source), through
+    the measuring pipeline and judged as tuning judges it: the MeasureResult."""
+    from edgetune.evaluate import measure_source
 
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def render(self, target, shape, config, **_):
-        outer = self.kernel.function_name(shape)
-        inner = self.kernel.render(target, shape, config, fn=outer + "_aligned_as_typed")
-        io = self.kernel.make_io(shape, np.random.default_rng(0))
-        names = self.kernel.argument_names(shape)
-        lines, call, copy_out = [], [], []
-        for index, buf in enumerate(io.buffers):
-            offset = self.OFFSETS[buf.ctype][index % 3]
-            lines.append(f"static uint8_t scratch{index}[{buf.data.nbytes + 8}] __attribute__((aligned(8)));")
-            call.append(f"({'const ' if not buf.is_output else ''}{buf.ctype} *)(void *)(scratch{index} + {offset})")
-            if buf.is_output:
-                copy_out.append(f"    memcpy({names[index]}, scratch{index} + {offset}, {buf.data.nbytes});")
-        copy_in = [f"    memcpy(scratch{i} + {self.OFFSETS[b.ctype][i % 3]}, {names[i]}, {b.data.nbytes});"
-                   for i, b in enumerate(io.buffers) if not b.is_output]
-        call += [name for name, _ in io.params]
-        declaration = self.kernel.declaration(shape, fn=outer)
-        trampoline = "\n".join(["#include <string.h>", *lines, declaration + ";", declaration, "{", *copy_in,
-                                f"    {inner.function}({', '.join(call)});", *copy_out, "}", ""])
-        return RenderedKernel(source=inner.source + "\n" + trampoline, function=outer, declaration=declaration,
-                              compiler=inner.compiler, cflags=inner.cflags)
+    rendered = misaligned_source(kernel, target, shape, config)
+    return measure_source(kernel, target, shape, rendered, io, work, deployed=kernel.deployed_io(io, config))
 
 
 # --- TFLite Micro as the oracle (codegen/model/oracle.py) ----------------------------------
@@ -222,7 +225,7 @@ def run_against_tflm(kernel, target, shape, config, work, rng, edge: str = "rand
     """One variant of conv2d_s8/dwconv2d_s8 measured through the tuning session's Evaluator on
     a drawn layer, its output compared with TFLite Micro's instead of the numpy reference
     (where the two disagree, TFLite Micro is right). Returns the Trial."""
-    from edgetune.session import Evaluator
+    from edgetune.evaluate import Evaluator
 
     io, expected = tflm_case(kernel.name, shape, rng, edge, work)
     space = space or kernel.space(target, dict(shape))

@@ -1,12 +1,14 @@
 """Helpers for kernel tests: run one configuration of a kernel on a target through the
-tuning session's Evaluator (render -> build -> run -> compare with the numpy reference)."""
+tuning Evaluator (render, then the measuring pipeline: build -> run -> compare with the numpy
+reference)."""
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
+from edgetune.targets.measure import MeasureResult
 from edgetune.tuner import Outcome, Trial
 
 
@@ -29,8 +31,10 @@ def complete(space, values: dict):
     raise AssertionError(f"no legal configuration has {values}")
 
 
-def assert_ok(trial: Trial) -> None:
-    assert trial.outcome is Outcome.OK, f"{trial.config.key()}: {trial.outcome.value}: {trial.error}"
+def assert_ok(measured: "Trial | MeasureResult") -> None:
+    """A trial, or a measurement of a source that is no configuration, came out right."""
+    where = f"{measured.config.key()}: " if isinstance(measured, Trial) else ""
+    assert measured.outcome is Outcome.OK, f"{where}{measured.outcome.value}: {measured.error}"
 
 
 def check_drawn_variants(kernel, targets, shapes, vector: str, work, examples: int = 10) -> None:

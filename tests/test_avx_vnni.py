@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from edgetune.cli import main
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
 from edgetune.hal import VectorUnit, load_target
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
 from edgetune.targets.build import kernel_header
 from edgetune.tuner import Outcome, TuningDatabase
 from kernel_checks import build_shared, draw_conv_shape, misaligned, run_against_tflm

@@ -18,7 +18,8 @@ import pytest
 from edgetune.codegen import get_kernel
 from edgetune.codegen.kernels.user_loader import load_kernel_file
 from edgetune.hal import load_target
-from edgetune.session import Evaluator, TuneRequest, search_space, tune, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import TuneRequest, search_space, tune, workload_inputs, workload_of
 from edgetune.targets import batch, get_target, iobuf, target_file
 from edgetune.targets.qemu import _read_counts
 from edgetune.tuner import Outcome, TuningDatabase

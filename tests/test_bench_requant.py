@@ -39,7 +39,7 @@ def test_the_layers_are_every_depthwise_and_the_small_k_convolutions(bench):
 def test_layer_inputs_are_the_layers_own_quantisation(bench):
     for _, name, layer in bench.model_layers():
         kernel = get_kernel(name)
-        io = bench.LayerInputs(kernel, layer).make_io(layer.shape_dict, np.random.default_rng(0))
+        io = bench.layer_inputs(kernel, layer).make_io(layer.shape_dict, np.random.default_rng(0))
         given = {b.name: b.data for b in io.buffers}
         for constant in layer.constants:
             assert np.array_equal(given[constant.name], constant.data)
@@ -49,7 +49,7 @@ def test_layer_inputs_are_the_layers_own_quantisation(bench):
 
 def test_tflite_quantisation_has_right_shifts_and_the_whole_int8_range(bench, dw):
     shape = dw.parse_shape(bench.ISSUE_SHAPE)
-    io = bench.TfliteQuant(dw).make_io(shape, np.random.default_rng(3))
+    io = bench.tflite_quant(dw).make_io(shape, np.random.default_rng(3))
     shift = next(b.data for b in io.buffers if b.name == "shift")
     assert shift.min() >= -10 and shift.max() <= -5
     params = dict(io.params)

@@ -18,7 +18,8 @@ from edgetune.codegen.manifest import write_manifest
 from edgetune.codegen.placement import (ACTIVATIONS_PARAM, WEIGHTS_PARAM, PlacementError, check_regions,
                                         group_bytes, placement_of)
 from edgetune.hal import Placement, TargetError, load_target
-from edgetune.session import Evaluator, TuneRequest, search_space, tune, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import TuneRequest, search_space, tune, workload_inputs, workload_of
 from edgetune.targets import elf, get_target, iobuf, target_file
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError, run_tool

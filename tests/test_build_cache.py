@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.hal import load_target
-from edgetune.session import Evaluator, TuneRequest, tune
+from edgetune.evaluate import Evaluator
+from edgetune.session import TuneRequest, tune
 from edgetune.targets import buildcache, target_file
 from edgetune.targets.buildcache import ArtifactStore, CachedFailure
 from edgetune.targets.toolchain import MeasureError, ToolTimeout

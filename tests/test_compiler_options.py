@@ -18,7 +18,7 @@ from edgetune.hal import Compiler, TargetError, load_target
 from edgetune.hal.compiler_options import (DEFAULT, FAMILIES, OPTION_NAMES, OPTION_PARAMS, all_option_flags,
                                            family_of, option_flag_sets)
 from edgetune.hal.flags import flags_problem
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
 from edgetune.targets import target_file
 from edgetune.targets import build as build_module
 from edgetune.targets import iobuf

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import strategies as st
 
 from edgetune.export import export_best
-from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import workload_inputs, workload_of
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase

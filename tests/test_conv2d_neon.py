@@ -14,7 +14,8 @@ from edgetune.codegen import get_kernel
 from edgetune.codegen.kernels.conv2d_s8_neon import tile_registers
 from edgetune.export import export_best
 from edgetune.hal import load_target
-from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import workload_inputs, workload_of
 from edgetune.targets import iobuf, target_file
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase

@@ -13,14 +13,15 @@ from edgetune.codegen.kernels.conv2d_s8_dsp import MAX_ACCUMULATORS, dsp_stack_b
 from edgetune.codegen.kernels.convolution import stack_budget
 from edgetune.codegen.kernels.dsp import DSP_CFLAGS
 from edgetune.hal import load_target
-from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import workload_inputs, workload_of
 from edgetune.targets import get_target, iobuf, target_file
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
 from edgetune.verify import export_and_measure
 
 from kernel_runs import assert_ok, complete, geometry_shapes
-from kernel_checks import Misaligned
+from kernel_checks import measure_misaligned
 from kernel_checks import compile_only
 
 
@@ -163,7 +164,7 @@ def test_dsp_variants_on_buffers_aligned_only_as_their_type(conv, m4, tmp_path, 
     space = conv.space(m4, shape)
     config = complete(space, {**values, "vector": "dsp"})
     io = conv.make_io(shape, np.random.default_rng(5))
-    assert_ok(Evaluator(Misaligned(conv), m4, shape, space, io, tmp_path)(config))
+    assert_ok(measure_misaligned(conv, m4, shape, config, io, tmp_path))
 
 
 @pytest.mark.qemu

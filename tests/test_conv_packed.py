@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from edgetune.codegen.kernels.base import COMMON_CFLAGS
 from edgetune.codegen.kernels.convolution import geometry_of
 from edgetune.codegen.kernels.weight_packing import Packing, pack_rows
-from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import workload_inputs, workload_of
 from edgetune.verify import export_and_measure, verify_export
 from edgetune.targets import iobuf
 from edgetune.targets.build import kernel_header

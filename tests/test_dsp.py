@@ -14,13 +14,14 @@ from edgetune.codegen import quant
 from edgetune.export import export_best
 from edgetune.codegen.kernels.dsp import DSP_CFLAGS
 from edgetune.hal import TargetError, load_target
-from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import workload_inputs, workload_of
 from edgetune.targets import get_target, iobuf, target_file
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase
 
 from kernel_runs import assert_ok, complete
-from kernel_checks import Misaligned, compile_only
+from kernel_checks import compile_only, measure_misaligned
 
 DSP_KERNELS = ("matmul_s8", "fir_q15")
 M4_TEXT = target_file("cortex-m4").read_text(encoding="utf-8")
@@ -187,8 +188,7 @@ def test_dsp_variants_on_buffers_aligned_only_as_their_type(m4, tmp_path, name, 
     config = complete(space, {**values, "vector": "dsp"})
     # Random values: with the extreme ones most outputs saturate, which would hide wrong sums.
     io = kernel.make_io(shape, np.random.default_rng(5))
-    trial = Evaluator(Misaligned(kernel), m4, shape, space, io, tmp_path)(config)
-    assert_ok(trial)
+    assert_ok(measure_misaligned(kernel, m4, shape, config, io, tmp_path))
 
 
 @pytest.mark.qemu

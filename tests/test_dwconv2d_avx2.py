@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
 from edgetune.tuner import Outcome
 from kernel_runs import assert_ok, geometry_shapes, run_config
 from kernel_checks import compile_only

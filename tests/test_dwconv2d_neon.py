@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from edgetune.codegen.kernels.dwconv2d_s8_neon import LANES, tile_registers
 from edgetune.hal import load_target
-from edgetune.session import Evaluator
+from edgetune.evaluate import measure_source
 from edgetune.targets import target_file
 from edgetune.tuner import Outcome
 from kernel_checks import run_sanitized
@@ -103,26 +103,9 @@ def test_edge_shapes_are_exact_under_address_and_undefined_behaviour_sanitizers(
         assert dw.compare(shape, io, "output", got[0], want[0]) is None, f"{shape_text} {config.key()}"
 
 
-class PlainLoop:
-    """dwconv2d_s8 with its plain loop (render_naive) in place of the configured variant."""
-
-    def __init__(self, kernel):
-        self.kernel = kernel
-
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def render(self, target, shape, config, **_):
-        return self.kernel.render_naive(target, shape, "gcc", ("-O2",))
-
-    def deployed_io(self, io, config):
-        return io
-
-
 @pytest.mark.qemu
 def test_plain_loop_the_benchmark_compares_against_is_exact(dw, a53, tmp_path):
     shape = dw.parse_shape("h=5,w=6,c=17,kh=2,kw=3,stride=3,pad=3,dilation=2")
-    space = dw.space(a53, shape)
     io = dw.make_io(shape, np.random.default_rng(3), edge="extreme")
-    trial = Evaluator(PlainLoop(dw), a53, shape, space, io, tmp_path)(next(iter(space)))
-    assert trial.outcome is Outcome.OK, trial.error
+    result = measure_source(dw, a53, shape, dw.render_naive(a53, shape, "gcc", ("-O2",)), io, tmp_path)
+    assert result.outcome is Outcome.OK, result.error

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from edgetune.hal import load_target
-from edgetune.session import Evaluator, TuneRequest, tune
+from edgetune.evaluate import Evaluator
+from edgetune.session import TuneRequest, tune
 from edgetune.targets import target_file
 from edgetune.targets.toolchain import killed_from_outside
 from edgetune.tuner import Outcome, TuningDatabase

@@ -14,7 +14,8 @@ from edgetune.cli import main
 from edgetune.codegen import get_kernel
 from edgetune.export import export_best
 from edgetune.codegen.kernels.matmul_f32 import scratch_bytes, tolerance
-from edgetune.session import Evaluator, TuneRequest, tune, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import TuneRequest, tune, workload_inputs, workload_of
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from edgetune.export import export_best
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
-from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import workload_inputs, workload_of
 from edgetune.targets import iobuf
 from edgetune.targets.build import kernel_header
 from edgetune.targets.runners import runner_for

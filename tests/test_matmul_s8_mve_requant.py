@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from edgetune.codegen.kernels.base import Buffer, KernelIO
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
 
 from kernel_runs import assert_ok, complete
 

@@ -15,7 +15,7 @@ import pytest
 from edgetune.codegen.kernels.base import COMMON_CFLAGS
 from edgetune.codegen.kernels.matmul_s8 import pack_group, pack_pairs, pack_weights, paired_order
 from edgetune.codegen.render import render
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
 from edgetune.tuner import Outcome
 
 from kernel_runs import complete

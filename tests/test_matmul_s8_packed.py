@@ -17,7 +17,8 @@ from edgetune.cli import main
 from edgetune.export import export_best
 from edgetune.codegen.kernels.base import COMMON_CFLAGS
 from edgetune.codegen.kernels.matmul_s8 import pack_weights
-from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import workload_inputs, workload_of
 from edgetune.targets import iobuf
 from edgetune.targets.build import kernel_header
 from edgetune.targets.runners import runner_for

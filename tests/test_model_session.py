@@ -48,18 +48,16 @@ def small_model():
             layer(4, "conv2d_s8", PW, 6 * 6 * 8 * 8), Layer(5, None, (), 0)]
 
 
-class OneCorner:
-    """A kernel cut down to a few configurations (an extra constraint on its tuning space)."""
+def one_corner(kernel, constraint: Constraint):
+    """`kernel` (a shipped one) cut down to a few configurations: an instance of a subclass of
+    its class with an extra constraint on its tuning space."""
 
-    def __init__(self, kernel, constraint: Constraint):
-        self.kernel, self.constraint = kernel, constraint
+    class OneCorner(type(kernel)):
+        def tuning_space(self, target, shape):
+            space = super().tuning_space(target, shape)
+            return Space(space.params, (*space.constraints, constraint))
 
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-    def tuning_space(self, target, shape):
-        space = self.kernel.tuning_space(target, shape)
-        return Space(space.params, (*space.constraints, self.constraint))
+    return OneCorner()
 
 
 def stored(db, result):
@@ -185,8 +183,8 @@ def test_a_layer_whose_every_trial_fails_is_reported_and_the_others_are_tuned(m5
 
 @pytest.mark.qemu
 def test_an_exhausted_layer_gets_no_more_trials_and_the_budget_goes_to_the_others(m55, tmp_path):
-    tiny = OneCorner(get_kernel("matmul_s8"), Constraint("plain C with gcc only",
-                                                         lambda c: c["compiler"] == "gcc" and c["vector"] == "c"))
+    tiny = one_corner(get_kernel("matmul_s8"), Constraint("plain C with gcc only",
+                                                          lambda c: c["compiler"] == "gcc" and c["vector"] == "c"))
     model = [layer(0, "matmul_s8", "m=1,n=1,k=1"), layer(1, "conv2d_s8", PW)]
     db = TuningDatabase(tmp_path / "m.db")
     summary = tune_model(model, m55, db, budget=14, round_trials=4, jobs=2, scheduler="even", baselines=False,

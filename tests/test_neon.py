@@ -16,7 +16,8 @@ from edgetune.codegen.kernels.matmul_f32 import lane_chunks
 from edgetune.codegen.kernels.matmul_s8_neon import packed_registers, rowmajor_registers
 from edgetune.hal import load_target
 from edgetune.export import export_best
-from edgetune.session import Evaluator, workload_inputs, workload_of
+from edgetune.evaluate import Evaluator
+from edgetune.session import workload_inputs, workload_of
 from edgetune.targets import get_target, target_file
 from edgetune.targets import iobuf
 from edgetune.targets.runners import runner_for

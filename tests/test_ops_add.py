@@ -96,11 +96,12 @@ def _mve_scales(rng, case: int) -> tuple[float, float, float]:
     return float(s[0]), float(s[1]), float(s[2])
 
 
-def test_helium_path_only_for_same_shapes_on_mve(tmp_path, m55, m4, a53):
-    """The vector loop is chosen by the target's units: same shapes on the M55; broadcasts
-    there, and everything on targets without MVE, are the plain loop, byte for byte."""
+def test_helium_path_only_for_same_shapes_and_per_channel_inputs_on_mve(tmp_path, m55, m4, a53):
+    """The vector loop is chosen by the shapes and the target's units: same shapes, and one
+    input of one value per channel against a full one, on the M55; other broadcasts there,
+    and everything on targets without MVE, are the plain loop, byte for byte."""
     rng = np.random.default_rng(11)
-    for shapes in SHAPES[:2]:
+    for shapes, vector in ((SHAPES[0], True), (SHAPES[1], True), (SHAPES[2], True), (SHAPES[3], False)):
         _, graph = _draw(tmp_path, rng, shapes)
         params = add_params(graph, graph.operators[0])
         plain = params.render("et_add")
@@ -108,8 +109,7 @@ def test_helium_path_only_for_same_shapes_on_mve(tmp_path, m55, m4, a53):
         for target in (m4, a53):
             assert params.render("et_add", target=target) == plain
         on_m55 = params.render("et_add", target=m55)
-        assert (on_m55 != plain) == (shapes[0] == shapes[1])
-        assert ("#include <arm_mve.h>" in on_m55) == (shapes[0] == shapes[1])
+        assert (on_m55 != plain) == vector and ("#include <arm_mve.h>" in on_m55) == vector, shapes
 
 
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])

@@ -123,3 +123,23 @@ def test_a_mul_whose_product_would_overflow_is_refused_naming_it(tmp_path):
     rng = np.random.default_rng(1)
     with pytest.raises(ModelError, match=r"operator 0 \(MUL\): the rescaling factor .* too large"):
         _draw(tmp_path, rng, "MUL", SHAPES[0], scales=(0.5, 0.5, 1e-6))
+
+
+# One input of one value per channel against a full one (a squeeze-excite gate, a bias), either
+# input, with and without a tail of the four lanes: the Helium per-channel loop.
+PER_CHANNEL = [((1, 5, 3, 12), (1, 1, 1, 12)), ((1, 1, 1, 7), (1, 4, 2, 7)), ((2, 3, 3, 5), (1, 1, 1, 5))]
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("shapes", PER_CHANNEL, ids=lambda s: "-".join("x".join(map(str, x)) for x in s))
+@pytest.mark.parametrize("name", ["MUL", "SUB"])
+def test_helium_per_channel_c_on_m55_is_tflite_micro(tmp_path, m55, name, shapes, compiler):
+    rng = np.random.default_rng(sum(shapes[0]) + len(name))
+    for case, edge in enumerate(("random", "extreme")):
+        data, params = _draw(tmp_path, rng, name, shapes, "RELU" if case else "NONE")
+        source = params.render("et_op", target=m55)
+        assert "one value per channel" in source and params.per_channel == (0 if shapes[0][:3] == (1, 1, 1) else 1)
+        assert ("vctp32q" in source) == (shapes[0][3] % 4 != 0)
+        a, b = draw_int8(rng, shapes[0], edge), draw_int8(rng, shapes[1], edge)
+        want = tflm(data, [a, b])
+        assert_same(f"{edge} ({compiler})", run_target(params, m55, [a, b], want.shape, tmp_path / f"p{case}", compiler), want)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
 from edgetune.tuner import Outcome
 
 from faulty import FaultyMatmul

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.codegen import get_kernel
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
 from edgetune.targets import elf, get_target
 from edgetune.targets.qemu_user import GLUE_RUN, QemuUserRunner, counted_calls, kernel_call
 from edgetune.targets.runners import runner_for

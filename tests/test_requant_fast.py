@@ -16,7 +16,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
 
 from kernel_checks import run_against_tflm
 from kernel_runs import assert_ok, complete

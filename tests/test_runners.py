@@ -19,7 +19,7 @@ from edgetune.codegen import get_kernel
 from edgetune.hal import Measures, RunnerSettings, Target, load_target
 from edgetune.hal.model import RunnerKind
 from edgetune.hal.loader import RUNNER_KINDS
-from edgetune.session import Evaluator
+from edgetune.evaluate import Evaluator
 from edgetune.targets import get_target, runners, target_file
 from edgetune.targets.build import Runner
 from edgetune.targets.runners import register_runner, runner_class, runner_for, serving_class

@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from edgetune.cli import main
 from edgetune.hal import load_target
-from edgetune.session import Evaluator, TuneRequest, tune
+from edgetune.evaluate import Evaluator
+from edgetune.session import TuneRequest, tune
 from edgetune.targets import get_target
 from edgetune.tuner import Outcome, TuningDatabase
 from allowed_tools import allowing

@@ -14,7 +14,8 @@ from edgetune.export import export_best
 from edgetune.codegen.placement import fit_problem
 from edgetune.codegen.kernels.base import RenderedKernel
 from edgetune.hal import load_target
-from edgetune.session import Evaluator, TuneRequest, tune
+from edgetune.evaluate import Evaluator
+from edgetune.session import TuneRequest, tune
 from edgetune.targets import get_target, iobuf, target_file
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Outcome, TuningDatabase

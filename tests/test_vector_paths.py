@@ -226,7 +226,7 @@ def test_the_issues_real_same_layers_equal_tflite_micro_on_every_path(target_nam
     weights and quantisation), one variant per offered path judged by TFLite Micro's output."""
     from edgetune.codegen.model import load_model
     from edgetune.codegen.model.oracle import layer_case
-    from edgetune.session import Evaluator
+    from edgetune.evaluate import Evaluator
 
     target = targets[target_name]
     for name, pads in (("ds_cnn_kws", (4, 5, 1, 1)), ("mobilenet_v1_025_vww", (0, 1, 0, 1))):

@@ -87,7 +87,19 @@ class Broadcast(StaticOp):
     def variables(self) -> dict:
         # How the C walks the inputs: element strides at the output's indices, or one flat loop.
         return dict(super().variables(), strides_a=strides(self.shape_a, self.out_shape), strides_b=strides(self.shape_b, self.out_shape),
-                    flat=self.shape_a == self.shape_b == self.out_shape, elements=int(np.prod(self.out_shape)))
+                    flat=self.shape_a == self.shape_b == self.out_shape, elements=int(np.prod(self.out_shape)),
+                    per_channel=self.per_channel, channels=self.out_shape[3],
+                    pixels=int(np.prod(self.out_shape[:3])))
+
+    @property
+    def per_channel(self) -> int | None:
+        """The input holding one value per channel for every pixel (a squeeze-excite gate, a
+        bias), when the other has the output's shape: 0 or 1; None otherwise."""
+        channels_only = (1, 1, 1, self.out_shape[3])
+        for which, (mine, other) in enumerate(((self.shape_a, self.shape_b), (self.shape_b, self.shape_a))):
+            if mine == channels_only and other == self.out_shape and mine != self.out_shape:
+                return which
+        return None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,129 @@
+"""The library operators added for users' models (issue 28) on the Cortex-M55 (QEMU, exact
+instruction counts): each operator's plain C loop beside the C edgetune exports for the M55
+(its Helium loop where it has one), measured in the same run on the same inputs, both
+checked against the operator's numpy reference (itself checked bit for bit against TFLite
+Micro by tests/test_ops_*.py).
+
+A measuring caller of the pipeline (targets/measure.py): the operator's C is compiled with
+the target's first compiler, linked with the harness's glue and measured as a
+`LinkedProgram`, one `Run` whose outputs must be the reference's.
+
+usage: .venv/bin/python bench/ops.py [--target cortex-m55] [--only NAME]
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edgetune.codegen import render
+from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
+from edgetune.codegen.model.builder import build_model, constant
+from edgetune.codegen.model.graph import Operator, Quantization, Tensor, read_graph
+from edgetune.codegen.ops import operator_params
+from edgetune.targets import get_target
+from edgetune.targets.measure import Expected, LinkedProgram, MeasureInput, Pipeline, Run, failure_text
+from edgetune.targets.runners import runner_for
+from edgetune.targets.toolchain import run_tool
+
+
+@dataclass(frozen=True)
+class Case:
+    """One operator on realistic shapes: its inputs' and output's shapes and quantisation,
+    its constant (the second input, if any) and options."""
+
+    op: str
+    inputs: tuple[tuple[int, ...], ...]
+    output: tuple[int, ...]
+    quant: tuple[tuple[float, int], ...]  # per input, then the output
+    options_type: str = ""
+    options: tuple = ()
+    constant: tuple[int, ...] | None = None  # an int32 constant input after the activations
+
+
+MAP = (1, 16, 16, 32)  # 8,192 values: a mid-network feature map of an MLPerf Tiny model
+CASES = (
+    Case("SUB", (MAP, MAP), MAP, ((0.05, 3), (0.04, -2), (0.08, 1)), "SubOptions"),
+    Case("MUL", (MAP, (1, 1, 1, 32)), MAP, ((0.05, 3), (1 / 256, -128), (0.04, -5)), "MulOptions"),
+    Case("MUL", (MAP, MAP), MAP, ((0.05, 3), (0.04, -2), (0.1, 0)), "MulOptions"),
+    Case("SQUARED_DIFFERENCE", (MAP, MAP), MAP, ((0.05, 3), (0.05, -2), (0.5, -128)), "SquaredDifferenceOptions"),
+    Case("LOGISTIC", (MAP,), MAP, ((0.05, 3), (1 / 256, -128))),
+    Case("TANH", (MAP,), MAP, ((0.05, 3), (1 / 128, 0))),
+    Case("HARD_SWISH", (MAP,), MAP, ((0.05, 3), (0.04, -100)), "HardSwishOptions"),
+    Case("LEAKY_RELU", (MAP,), MAP, ((0.05, 3), (0.05, 3)), "LeakyReluOptions", (("alpha", 0.2),)),
+    Case("RSQRT", (MAP,), MAP, ((0.05, -128), (0.05, -128))),
+    Case("TRANSPOSE", (MAP,), (1, 32, 16, 16), ((0.05, 3), (0.05, 3)), "TransposeOptions", (), (0, 3, 1, 2)),
+    Case("RESIZE_NEAREST_NEIGHBOR", ((1, 8, 8, 32),), MAP, ((0.05, 3), (0.05, 3)), "ResizeNearestNeighborOptions",
+         (), (16, 16)),
+    Case("RESIZE_BILINEAR", ((1, 8, 8, 32),), MAP, ((0.05, 3), (0.05, 3)), "ResizeBilinearOptions", (), (16, 16)),
+)
+
+
+def params_of(case: Case, work: Path):
+    """The operator's static parameters, from a one-operator model written and read back."""
+    tensors = [Tensor(i, f"in{i}", shape, "int8", Quantization((float(np.float32(s)),), (z,)))
+               for i, (shape, (s, z)) in enumerate(zip(case.inputs, case.quant))]
+    inputs = list(range(len(tensors)))
+    if case.constant is not None:
+        tensors.append(constant(len(tensors), "c", np.asarray(case.constant, dtype=np.int32)))
+        inputs.append(len(tensors) - 1)
+    s, z = case.quant[-1]
+    tensors.append(Tensor(len(tensors), "out", case.output, "int8", Quantization((float(np.float32(s)),), (z,))))
+    operator = Operator(0, case.op, tuple(inputs), (len(tensors) - 1,), case.options_type, case.options)
+    path = work / f"{case.op.lower()}.tflite"
+    path.write_bytes(build_model(tensors, [operator], list(range(len(case.inputs))), [len(tensors) - 1]))
+    graph = read_graph(path)
+    return operator_params(graph, graph.operators[0])
+
+
+def measure(params, source: str, inputs: list[np.ndarray], target, work: Path) -> int:
+    """The instructions one call of `source` (the operator's C as `et_op`) takes on `target`;
+    its output must be the reference's."""
+    work.mkdir(parents=True)
+    compiler = target.compilers[0]
+    (work / "op.c").write_text(source)
+    run_tool([compiler.command, *compiler.cflags, *COMMON_CFLAGS, "-O2", "-c", "op.c", "-o", "op.o"], work)
+    want = params.reference(*inputs)
+    io = KernelIO(buffers=(*(Buffer(f"input{i}", np.ascontiguousarray(x)) for i, x in enumerate(inputs)),
+                           Buffer("output", np.zeros(want.shape, dtype=np.int8), is_output=True)), params=())
+    glue = render("harness_glue.c.j2", dict(
+        fn="et_op", declaration=params.declaration("et_op"), n_params=0, leading=[], checked=False,
+        buffers=[{"ctype": b.ctype, "nbytes": b.data.nbytes, "is_output": b.is_output} for b in io.buffers]))
+    expected = Expected((want,), lambda name, got, w: None if np.array_equal(got.reshape(-1), w.reshape(-1))
+                        else f"{name}: differs from the reference")
+    result = Pipeline(runner_for(target)).measure(
+        MeasureInput(LinkedProgram((work / "op.o",), glue), (Run(io, expected),)), work)
+    if result.fault is not None:
+        raise SystemExit(f"{params.op}: {failure_text(result)}")
+    if result.error:  # it ran, and computed something else
+        raise SystemExit(f"{params.op}: {result.error}")
+    return int(result.values[target.measures])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", default="cortex-m55")
+    parser.add_argument("--only", default="", help="one operator's name")
+    args = parser.parse_args()
+    target = get_target(args.target)
+    rng = np.random.default_rng(0)
+    print(f"{'operator':<26}{'shapes':<30}{'plain C':>12}{'exported':>12}{'ratio':>8}   ({target.measures})")
+    with tempfile.TemporaryDirectory(prefix="edgetune-bench-ops-") as root:
+        for n, case in enumerate(c for c in CASES if args.only in ("", c.op)):
+            work = Path(root) / str(n)
+            work.mkdir()
+            params = params_of(case, work)
+            inputs = [rng.integers(-128, 128, size=shape, dtype=np.int8) for shape in case.inputs]
+            if case.op == "RSQRT":  # defined at and above its zero point only
+                inputs = [np.maximum(x, np.int8(case.quant[0][1])) for x in inputs]
+            plain = measure(params, params.render("et_op"), inputs, target, work / "plain")
+            exported = measure(params, params.render("et_op", target=target), inputs, target, work / "target")
+            shapes = " & ".join("x".join(map(str, s)) for s in case.inputs)
+            print(f"{case.op:<26}{shapes:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

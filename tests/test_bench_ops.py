@@ -1,0 +1,47 @@
+"""bench/ops.py, the library operators' plain and exported C on the M55 through the measuring
+pipeline: every case builds its operator, and one measured pair is exact and as the
+operators' Helium paths promise (a table lookup by gather is fewer instructions than the
+plain loop; TRANSPOSE, which has no Helium path, renders and counts the same)."""
+import numpy as np
+import pytest
+
+from bench_scripts import load_bench
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load_bench("ops")
+
+
+def test_every_case_builds_its_operator(bench, tmp_path):
+    for n, case in enumerate(bench.CASES):
+        work = tmp_path / str(n)
+        work.mkdir()
+        params = bench.params_of(case, work)
+        assert params.op == case.op and np.prod(params.output_shape) == np.prod(case.output)
+
+
+def test_a_measured_pair_is_checked_and_exact(bench, tmp_path, m55):
+    rng = np.random.default_rng(1)
+    for name in ("LOGISTIC", "TRANSPOSE"):
+        case = next(c for c in bench.CASES if c.op == name)
+        params = bench.params_of(case, tmp_path)
+        inputs = [rng.integers(-128, 128, size=shape, dtype=np.int8) for shape in case.inputs]
+        plain = bench.measure(params, params.render("et_op"), inputs, m55, tmp_path / f"{name}-plain")
+        exported = bench.measure(params, params.render("et_op", target=m55), inputs, m55, tmp_path / f"{name}-m55")
+        again = bench.measure(params, params.render("et_op", target=m55), inputs, m55, tmp_path / f"{name}-again")
+        assert exported == again  # exact counts, run to run
+        if name == "LOGISTIC":
+            assert exported < plain / 4, (plain, exported)
+        else:
+            assert exported == plain
+
+
+def test_a_wrong_output_is_a_failed_measurement(bench, tmp_path, m55):
+    """The pipeline checks what it measures: C that computes something else is refused."""
+    case = next(c for c in bench.CASES if c.op == "LEAKY_RELU")
+    params = bench.params_of(case, tmp_path)
+    x = np.zeros(case.inputs[0], dtype=np.int8)
+    wrong = params.render("et_op").replace("output[i] = ", "output[i] = 1 + ")
+    with pytest.raises(SystemExit, match="LEAKY_RELU: .*differs from the reference"):
+        bench.measure(params, wrong, [x], m55, tmp_path / "wrong")
