@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -40,8 +41,7 @@ __all__ = ["tune", "best", "export", "verify", "tune_kernel", "register", "Kerne
            "Scalar", "Vector", "UnknownUnitWarning"]
 
 # The definition's types, as the API's own: subclasses adding nothing, so that the reference
-# page (mkdocstrings, which cannot follow pyproject's package-dir layout into
-# edgetune.codegen in an editable install) documents them where users import them from.
+# page (docs/api.md, scripts/reference_pages.py) documents them where users import them from.
 class KernelDef(user.KernelDef):
     __doc__ = user.KernelDef.__doc__
 
@@ -230,25 +230,30 @@ def verify(folder: str | Path, target: str | Target | None = None, *, kernels: S
 def tune_kernel(kernel_name: str, kernel_source: str | Path, problem_size, arguments: Sequence, tune_params: Mapping,
                 restrictions=None, answer: Sequence | None = None, target: str | Target = DEFAULT_TARGET, *,
                 atol: float = 1e-6, strategy: str = DEFAULT_STRATEGY, budget: int = 20, jobs: int = 2,
-                seed: int = 0, objective: str = "", db: str | Path = DEFAULT_DB) -> tuple[list[dict], dict]:
+                seed: int = 0, objective: str = "", db: str | Path | None = None) -> tuple[list[dict], dict]:
     """Kernel Tuner's `tune_kernel`, on an edgetune target: `kernel_source` is C text or a
     file (Kernel Tuner's C convention: `tune_params` arrive as #defines, `kernel_name` is the
-    function), `problem_size` a dict of shape keys (or "n=256"; an int means {"n": size}),
-    `arguments` numpy arrays and integer scalars in the function's order, `answer` a list
-    as long with the expected output where the kernel writes and None elsewhere (required:
-    every trial is checked), `restrictions` expressions or a function of a parameter dict.
+    C function's name), `problem_size` a dict of shape keys (or "n=256"; an int means
+    {"n": size}), `arguments` numpy arrays and integer scalars in the function's order, each
+    passed with its contents (an argument with an answer is an in/out buffer), `answer` a
+    list as long with the expected output where the kernel writes and None elsewhere
+    (required: every trial is checked), `restrictions` expressions or a function of a
+    parameter dict. `db`: a database to keep the trials in and resume from; None (as Kernel
+    Tuner without a cache file) writes nothing that outlives the call.
     Returns (results, env) as Kernel Tuner does: one dict per stored trial (its parameters
     and measured values, or `error`), and what was tuned where."""
     spec = kernel_def(kernel_name, kernel_source, problem_size, arguments, tune_params, restrictions, answer, atol)
     shape = {key: int(v) for key, v in _problem(problem_size).items()}
-    summary = tune(spec, shape, target, strategy=strategy, budget=budget, jobs=jobs, seed=seed, objective=objective,
-                   db=db)
-    kernel, target = register(spec), _target(target)
-    database = TuningDatabase(Path(db))
-    try:
-        trials = database.trials(workload_of(kernel, target, kernel.parse_shape(shape)))
-    finally:
-        database.close()
+    with tempfile.TemporaryDirectory(prefix="edgetune-tune-kernel-") as scratch:
+        path = Path(db) if db is not None else Path(scratch) / "trials.db"
+        summary = tune(spec, shape, target, strategy=strategy, budget=budget, jobs=jobs, seed=seed,
+                       objective=objective, db=path)
+        kernel, target = register(spec), _target(target)
+        database = TuningDatabase(path)
+        try:
+            trials = database.trials(workload_of(kernel, target, kernel.parse_shape(shape)))
+        finally:
+            database.close()
     results = [{**t.config.as_dict(), **({"error": f"{t.outcome.value}: {t.error.strip().splitlines()[0] if t.error.strip() else ''}"}
                                          if t.outcome.failed else dict(t.values))} for t in trials]
     best_trial = summary.best.trial if summary.best is not None else None
@@ -256,7 +261,7 @@ def tune_kernel(kernel_name: str, kernel_source: str | Path, problem_size, argum
            "strategy": strategy, "budget": budget, "trials": summary.trials, "failed": summary.failed,
            "best_config": best_trial.config.as_dict() if best_trial else None,
            "best": best_trial.value(summary.objective) if best_trial else None, "definition": kernel.definition,
-           "db": str(db), "edgetune_version": __version__}
+           "db": str(db) if db is not None else None, "edgetune_version": __version__}
     return results, env
 
 

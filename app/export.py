@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from edgetune.codegen.export import DISPATCH, HEADER, ExportError, render_export
-from edgetune.codegen.manifest import MANIFEST, KernelEntry
+from edgetune.codegen.manifest import MANIFEST, KernelEntry, read_manifest
 from edgetune.hal import Target
 from edgetune.tuner import Bound, TuningDatabase, Workload
 
@@ -24,7 +24,7 @@ class ExportResult:
     dispatch: Path
     sources: tuple[Path, ...]
     manifest: Path
-    entries: tuple[KernelEntry, ...]  # as written to the manifest (before the export's own measurement)
+    entries: tuple[KernelEntry, ...]  # as the published manifest holds them (with what `measure` wrote: exported_value)
     skipped: tuple[str, ...]  # workloads that could not be exported, with the reason
 
 
@@ -50,7 +50,9 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
                              date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version=__version__,
                              toolchain_versions=toolchain_versions)
     publish(out_dir, rendered.files, rendered.manifest, measure)
-    kernels = rendered.manifest.kernels
+    # `measure` may have rewritten the manifest (the values measured as exported): the
+    # entries returned are the ones the folder holds, never the ones rendered before it.
+    kernels = read_manifest(out_dir).kernels if measure is not None else rendered.manifest.kernels
     return ExportResult(folder=out_dir, header=out_dir / HEADER, dispatch=out_dir / DISPATCH,
                         sources=tuple(out_dir / k.source for k in kernels), manifest=out_dir / MANIFEST,
                         entries=kernels, skipped=selection.skipped)

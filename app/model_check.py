@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -23,7 +24,9 @@ from edgetune.targets.measure import Expected, MeasureInput, Pipeline, Run, Vari
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Bound, Goal, TuningDatabase
 
-from .session import workload_of
+from .check_memory import check_key, recall, remember
+from .identity import measurement_fingerprint
+from .session import compiled_by, workload_of
 
 EDGES = ("random", "extreme")  # one uniform int8 input, one of only -128/127 (saturates)
 
@@ -40,6 +43,7 @@ class LayerCheck:
     problem: str = ""  # empty: bit-exact on every input
     checked: bool = True  # False: there was no variant to run (problem says why)
     oracle: str = "TFLite Micro"  # what judged it (a CUSTOM operator: its kernel's reference)
+    remembered: bool = False  # the verdict of an earlier check of the same content (app/check_memory.py)
 
     @property
     def ok(self) -> bool:
@@ -81,14 +85,24 @@ def _run_layer(layer: ModelLayer, target: Target, config, cases: list[tuple[Kern
 
 
 def check_layer(layer: ModelLayer, target: Target, db: TuningDatabase, goal: Goal, seed: int,
-                work_root: Path) -> LayerCheck:
+                work_root: Path, compilers: tuple[str, ...] = (), memory: Callable[[ModelLayer, str], str] | None = None
+                ) -> LayerCheck:
+    """The layer's best stored variant against its oracle. `memory(layer, config key)`: the
+    key its verdict is remembered under (app/check_memory.py); a bit-exact verdict found
+    there is reused, not run again."""
     kernel = KERNELS[layer.kernel]
     shape = layer.shape_dict
-    best = db.best(workload_of(kernel, target, shape), goal.objective, goal.allows)
+    best = db.best(workload_of(kernel, target, shape), goal.objective,
+                   lambda t: goal.allows(t) and compiled_by(t, compilers))
     if best is None:
         return LayerCheck(layer.index, layer.op, layer.kernel, "", 0, "no feasible trial", checked=False,
                           oracle=oracle_name(layer))
     config = kernel.tuning_space(target, shape).make(best.trial.config.as_dict())
+    key = memory(layer, config.key()) if memory is not None else None
+    remembered = recall(key) if key else None
+    if remembered is not None:
+        return LayerCheck(layer.index, layer.op, layer.kernel, best.trial.config.key(), remembered,
+                          oracle=oracle_name(layer), remembered=True)
     rng = np.random.default_rng([seed, layer.index])
     cases = [layer_case(layer, rng, edge) for edge in EDGES]
     workdir = Path(tempfile.mkdtemp(prefix=f"layer{layer.index}-", dir=work_root))
@@ -96,18 +110,28 @@ def check_layer(layer: ModelLayer, target: Target, db: TuningDatabase, goal: Goa
         matched, problem = _run_layer(layer, target, config, cases, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    if key and not problem:
+        remember(key, matched)
     return LayerCheck(layer.index, layer.op, layer.kernel, best.trial.config.key(), matched, problem,
                       oracle=oracle_name(layer))
 
 
 def check_model(model: Model, target: Target, db: TuningDatabase, objective: str,
-                bounds: tuple[Bound, ...] = (), seed: int = 0, progress=None) -> tuple[LayerCheck, ...]:
-    """Every tuned layer of `model`, its best stored variant for the goal, against TFLite Micro."""
+                bounds: tuple[Bound, ...] = (), seed: int = 0, progress=None,
+                compilers: tuple[str, ...] = (), recheck: bool = False) -> tuple[LayerCheck, ...]:
+    """Every tuned layer of `model`, its best stored variant for the goal (built by one of
+    `compilers`, when given), against TFLite Micro. A variant found bit-exact before, with
+    the same content (app/check_memory.py), is not run again unless `recheck`."""
     goal = Goal(objective, bounds)
     checks = []
+    model_bytes, fingerprint = Path(model.path).read_bytes(), measurement_fingerprint(target)
+
+    def memory(layer: ModelLayer, config_key: str) -> str:
+        return check_key(model_bytes, layer.index, seed, fingerprint, KERNELS[layer.kernel], config_key)
+
     with tempfile.TemporaryDirectory(prefix="edgetune-check-") as tmp:
         for layer in model.tuned:
-            check = check_layer(layer, target, db, goal, seed, Path(tmp))
+            check = check_layer(layer, target, db, goal, seed, Path(tmp), compilers, None if recheck else memory)
             checks.append(check)
             if progress is not None:
                 progress(check)

@@ -29,7 +29,7 @@ from edgetune.tuner import Bound, TuningDatabase, check_names, resolve_goal
 
 from . import __version__
 from .publish import check_destination, publish
-from .session import workload_of
+from .session import check_compilers, compiled_by, workload_of
 
 ARENA_TOTAL = re.compile(r"Arena allocation total (\d+) bytes")
 
@@ -43,17 +43,22 @@ class ModelExport:
     tflm_unknown: str = "tflite-micro not installed"
 
 
-def _default_entry(kernel, target: Target, shape: dict, objective: str) -> ExportEntry:
+def _default_entry(kernel, target: Target, shape: dict, objective: str, compilers: tuple[str, ...] = ()) -> ExportEntry:
     config = default_config(kernel, target, shape)
+    if compilers and config["compiler"] not in compilers:  # the first legal point one of them builds
+        space = kernel.tuning_space(target, shape)
+        config = next((c for c in space if c["compiler"] in compilers), config)
     return ExportEntry(kernel=kernel.name, kernel_version=kernel.version, shape=tuple(shape.items()),
                        config=config.items, objective=objective, value=0.0, values=(), trial_id=0, created="",
                        trials=0, chosen_by="untuned")
 
 
 def choose_layers(model: Model, target: Target, db: TuningDatabase | None, objective: str = "",
-                  bounds: tuple[Bound, ...] = ()) -> tuple[dict[tuple, ExportEntry], tuple[str, ...]]:
+                  bounds: tuple[Bound, ...] = (), compilers: tuple[str, ...] = ()
+                  ) -> tuple[dict[tuple, ExportEntry], tuple[str, ...]]:
     """Each tuned workload's variant: (kernel, shape) -> entry, and the workloads without a
-    trial (run with the kernel's default configuration)."""
+    trial (run with the kernel's default configuration); with `compilers`, only variants
+    they build (a firmware built with one toolchain)."""
     chosen, untuned = {}, []
     for w in model.workloads():
         kernel = KERNELS[w.kernel]
@@ -62,9 +67,10 @@ def choose_layers(model: Model, target: Target, db: TuningDatabase | None, objec
         stored = db.goal(workload) if db is not None else None
         goal = resolve_goal(stored, objective, bounds, target.measures)
         check_names(goal.objective, goal.bounds, target.measured_values, target.name)  # --objective cycles on the host
-        record = db.best(workload, goal.objective, goal.allows) if db is not None else None
+        record = db.best(workload, goal.objective,
+                         lambda t: goal.allows(t) and compiled_by(t, compilers)) if db is not None else None
         if record is None:
-            chosen[(w.kernel, w.shape)] = _default_entry(kernel, target, shape, goal.objective)
+            chosen[(w.kernel, w.shape)] = _default_entry(kernel, target, shape, goal.objective, compilers)
             kept = len(db.trials(workload)) if db is not None and goal.bounds else 0
             within = f" within {', '.join(b.text() for b in goal.bounds)} (of its {kept} trial{'s' if kept > 1 else ''})" if kept else ""
             untuned.append(f"{w.kernel} {w.shape_text}{within}")
@@ -142,14 +148,16 @@ def tflm_arena_bytes(model_bytes: bytes, *input_shapes: tuple[int, ...]) -> int 
 
 
 def export_model(model_path: Path, target: Target, db: TuningDatabase | None, out_dir: Path, name: str = "",
-                 objective: str = "", bounds: tuple[Bound, ...] = ()) -> ModelExport:
-    """Render and publish the module of `model_path` for `target`."""
+                 objective: str = "", bounds: tuple[Bound, ...] = (), compilers: tuple[str, ...] = ()) -> ModelExport:
+    """Render and publish the module of `model_path` for `target` (its variants built by
+    `compilers` only, when given)."""
     _check_io(read_graph(model_path))
     model = load_model(model_path)
     check_fits(model, target)
     out_dir = Path(out_dir)
     check_destination(out_dir, model=True)
-    chosen, untuned = choose_layers(model, target, db, objective, bounds)
+    check_compilers(target, compilers)
+    chosen, untuned = choose_layers(model, target, db, objective, bounds, compilers)
     data = Path(model_path).read_bytes()
     rendered = render_model_module(model, target, chosen, name=name or model_name(str(model_path)),
                                    database=str(db.path) if db is not None else "",

@@ -29,7 +29,8 @@ from edgetune.tuner.scheduler import SchedTask, TaskHistory, make_scheduler, mod
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
 from .evaluate import measure_source
-from .session import ProgressFn, TuneRequest, choose_objective, tune, workload_inputs, workload_of
+from .session import (ProgressFn, TuneRequest, check_compilers, choose_objective, compiled_by, tune, workload_inputs,
+                      workload_of)
 
 
 class ModelLayer(Protocol):
@@ -88,6 +89,7 @@ class ModelRound:
     budget: int
     total: float | None  # sum of weight * best; None while a layer has no feasible trial
     missing: int  # layers without a feasible trial yet
+    layers: tuple[int, ...] = ()  # the model's operator indices the round's workload serves
 
 
 ModelProgressFn = Callable[[ModelRound], None]
@@ -128,22 +130,25 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
                strategy: str = DEFAULT_STRATEGY, seed: int = 0, jobs: int = 1, objective: str = "",
                bounds: tuple[Bound, ...] = (), progress: ModelProgressFn | None = None, scheduler: str = "gradient",
                round_trials: int = 4, baselines: bool = True, trial_progress: ProgressFn | None = None,
-               kernels: Callable[[str], Kernel] = get_kernel, batch: int | None = None) -> ModelSummary:
+               kernels: Callable[[str], Kernel] = get_kernel, batch: int | None = None,
+               compilers: tuple[str, ...] = ()) -> ModelSummary:
     """Tune the model's distinct layers on `target`, `budget` trials in all, split in rounds
     of `round_trials` (at least `jobs`) by `scheduler` ("gradient" or "even"); see the module.
     Every layer is checked (kernel, shape, fits the target) before anything is measured.
     `progress` hears of every round, `trial_progress` of every trial (as tune() reports it).
-    `batch`: variants per image (TuneRequest.batch; None: the session's choice)."""
+    `batch`: variants per image (TuneRequest.batch; None: the session's choice). `compilers`:
+    the only compilers measured and counted (TuneRequest.compilers; (): every one)."""
     check_strategy(strategy)
     chooser = make_scheduler(scheduler, seed)
     if budget < 0 or round_trials < 1:
         raise ModelTuneError(f"budget {budget} and round trials {round_trials}: need budget >= 0, round trials >= 1")
     objective = choose_objective(target, objective, bounds)
+    check_compilers(target, compilers)
     workloads = distinct_workloads(layers, target, kernels)
     runner_for(target).check_tools()
     # What every round's tuning session shares; the layer and its budget change per round.
     template = TuneRequest(workloads[0].kernel, target, workloads[0].shape, strategy, 0, max(1, jobs), seed,
-                           objective, bounds, batch=batch)
+                           objective, bounds, batch=batch, compilers=compilers)
     rounds = RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress)
     tasks = [SchedTask(lw.workload.key(), lw.weight, similarity_group(lw), lw.macs) for lw in workloads]
     log: list[ModelRound] = []
@@ -151,7 +156,7 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
         trials = rounds.run(chosen, min(rounds.size, budget - rounds.spent))
         state = ModelRound(len(log) + 1, rounds.by_key[chosen].workload, trials, rounds.spent, budget,
                            model_cost(tasks, rounds.histories),
-                           sum(1 for h in rounds.histories.values() if h.current is None))
+                           sum(1 for h in rounds.histories.values() if h.current is None), rounds.by_key[chosen].layers)
         log.append(state)
         if progress is not None:
             progress(state)
@@ -227,9 +232,13 @@ class RoundRunner:
         """One round of up to `trials` more trials for the layer; returns its trials so far."""
         lw = self.by_key[key]
         want = self.allocated[key] + trials
-        if len(self.db.proposals(lw.workload)) < want:
+        proposals = self.db.proposals(lw.workload)
+        # Trials of compilers this run may not use (--compiler) stay stored and count in a
+        # session's budget (the workload's stored trials), but not in the layer's allocation.
+        foreign = sum(1 for r in proposals if not compiled_by(r.trial, self.template.compilers))
+        if len(proposals) - foreign < want:
             # Faults in the layer's variants are failed trials inside tune(); the run goes on.
-            tune(replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=want), self.db,
+            tune(replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=want + foreign), self.db,
                  progress=self.trial_progress)
         given = self._given(lw, want)
         # Fewer than asked for: every configuration of the space has been measured.
@@ -250,7 +259,9 @@ class RoundRunner:
                            self.histories[key].exhausted)
 
     def _given(self, lw: LayerWorkload, count: int) -> list[Record]:
-        return self.db.proposals(lw.workload)[:count]
+        # Trials built by a compiler this run may not use (--compiler) are not its own.
+        compilers = self.template.compilers
+        return [r for r in self.db.proposals(lw.workload) if compiled_by(r.trial, compilers)][:count]
 
     def _best(self, records: Sequence[Record]) -> Record | None:
         """The best feasible record; ties: the earliest proposed (as TuningDatabase.best)."""
@@ -290,8 +301,20 @@ def measure_baseline(lw: LayerWorkload, target: Target, objective: str) -> float
 
 
 def progress_line(state: ModelRound, objective: str) -> str:
-    """One line for a terminal: round, trials against the budget, the model's total."""
+    """One line for a terminal: round, trials against the budget, the layer by its short
+    name (the workload's full id is ~200 characters), the model's total once every layer
+    has a result (before: how many are still to measure, which is the warm-up, not a fault)."""
     total = (f"model {objective}={state.total:g}" if state.total is not None
-             else f"{state.missing} layer(s) without a feasible trial yet")
-    return (f"[{state.spent:>4}/{state.budget}] round {state.number}: {state.workload.problem_key()} "
+             else f"model total once every layer is measured ({state.missing} to go)")
+    return (f"[{state.spent:>4}/{state.budget}] round {state.number}: {short_layer_name(state)} "
             f"({state.layer_trials} trials) | {total}")
+
+
+def short_layer_name(state: ModelRound) -> str:
+    """`layer 3 conv2d_s8 3x3`, `layers 1,4,7 dwconv2d_s8 3x3`: the layers a round served and
+    their kernel, with the filter window where there is one."""
+    shape = state.workload.shape_dict()
+    window = f" {shape['kh']}x{shape['kw']}" if "kh" in shape and "kw" in shape else ""
+    shown = ",".join(map(str, state.layers[:4])) + (",..." if len(state.layers) > 4 else "")
+    which = f"layer{'s' if len(state.layers) > 1 else ''} {shown} " if state.layers else ""
+    return f"{which}{state.workload.kernel}{window}"

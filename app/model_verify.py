@@ -40,6 +40,7 @@ from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import require_program
 
 from .model_reference import has_reference_layers, model_outputs
+from .test_vectors import read_input_files, save_vectors
 
 
 
@@ -372,14 +373,19 @@ def _layers(folder: Path, manifest: Manifest, target: Target, model: Model, inpu
 
 
 def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool = False, seed: int = 0,
-                 progress=None) -> VerifyOutcome:
+                 progress=None, input_files=(), save_to: Path | None = None) -> VerifyOutcome:
     """Build the export in `folder` for `target`, run whole inferences on `n_inputs` random
-    inputs and a saturating one, compare with TFLite Micro; with `layers`, every operator."""
+    inputs and a saturating one (or on `input_files`, the user's: app/test_vectors.py),
+    compare with TFLite Micro; with `layers`, every operator. `save_to`: a folder for the
+    inputs and TFLite Micro's outputs, as files and C arrays."""
     folder = Path(folder).resolve()
     manifest = check_export(folder, target)
     model_path = folder / manifest.model.file
     model, data = load_model(model_path), model_path.read_bytes()
-    inputs = draw_inputs(manifest.model.input_shapes, n_inputs, seed)
+    shapes = manifest.model.input_shapes
+    inputs = read_input_files(input_files, shapes) if input_files else draw_inputs(shapes, n_inputs, seed)
+    if save_to is not None:
+        save_vectors(Path(save_to), model, data, inputs)
     results: list[Inference] = []
 
     def done(index: int, output: RunOutput) -> None:

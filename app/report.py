@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import statistics
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,8 +90,18 @@ def objective_of(records: list[Record], requested: str = "", unit: str | None = 
 
 
 def workload_title(workload: Workload, objective: str) -> str:
-    shape = ",".join(f"{k}={v}" for k, v in workload.shape)
+    # ", " between the shape's keys: a browser and a plot title can break the line there (a
+    # convolution's twelve keys joined by bare commas were one word wider than the page).
+    shape = ", ".join(f"{k}={v}" for k, v in workload.shape)
     return f"{workload.kernel} {shape} on {workload.target}, minimising {objective}"
+
+
+def figure_title(title: str, width_in: float, fontsize: float) -> str:
+    """`title` broken into lines that fit a figure `width_in` inches wide: matplotlib's own
+    wrapping breaks only where its text would cross the figure's edge, which a centred
+    title crosses on both sides at once, so it was clipped at both ends."""
+    per_line = max(20, int(width_in * 72 / (fontsize * 0.62)))  # a sans-serif glyph is ~0.6 em wide
+    return textwrap.fill(title, per_line, break_long_words=True)
 
 
 def best_so_far(values: list[float | None]) -> list[float | None]:
@@ -142,7 +153,7 @@ def convergence_figure(records: list[Record], objective: str, title: str) -> Fig
     ax.grid(True, alpha=0.3)
     ax.legend(title="strategy")
     ax.set_title("convergence", fontsize=10)
-    fig.suptitle(title, fontsize=10, wrap=True)
+    fig.suptitle(figure_title(title, fig.get_figwidth(), 10), fontsize=10)
     return fig
 
 
@@ -165,7 +176,7 @@ def pareto_figure(records: list[Record], objective: str, title: str) -> Figure:
     ax.grid(True, alpha=0.3)
     ax.legend()
     ax.set_title(f"{objective} against code size", fontsize=10)
-    fig.suptitle(title, fontsize=10, wrap=True)
+    fig.suptitle(figure_title(title, fig.get_figwidth(), 10), fontsize=10)
     return fig
 
 
@@ -186,7 +197,7 @@ def parameters_figure(records: list[Record], objective: str, title: str) -> Figu
         values = _value_order({value for value, _ in with_it})
         ax.boxplot([[measured for value, measured in with_it if value == v] for v in values], showfliers=True)
         labels = [str(v) for v in values]
-        crowded = sum(map(len, labels)) > 24  # long labels side by side would overlap: slant them
+        crowded = sum(len(label) + 2 for label in labels) > 26  # long labels side by side overlap: slant them
         ax.set_xticks(range(1, len(values) + 1), labels, rotation=30 if crowded else 0,
                       ha="right" if crowded else "center")
         ax.set_title(name, fontsize=11)
@@ -197,7 +208,8 @@ def parameters_figure(records: list[Record], objective: str, title: str) -> Figu
         ax.grid(True, axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
-    fig.suptitle(f"{title}\n{objective} by parameter value (successful trials)", fontsize=11)
+    fig.suptitle(f"{figure_title(title, fig.get_figwidth(), 11)}\n{objective} by parameter value (successful trials)",
+                 fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -253,7 +265,7 @@ def _parameter_table(records: list[Record], objective: str, best: Record) -> str
               f"<th>median {html.escape(objective)}</th></tr>")
     body = "\n".join(line for _, line in out)
     return (f'<h3>Parameters</h3>\n<p class=note>Each value\'s trials; the best configuration\'s values are '
-            f'highlighted.</p>\n<table class="params">{header}\n{body}</table>')
+            f'highlighted.</p>\n<div class=scroll><table class="params">{header}\n{body}</table></div>')
 
 
 def _top_table(records: list[Record], objective: str) -> str:
@@ -284,7 +296,7 @@ def _summary_table(workload: Workload, records: list[Record], objective: Objecti
             failures[r.trial.outcome.value] = failures.get(r.trial.outcome.value, 0) + 1
     rows = [("trials", str(len(records))),
             ("failed", ", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "none"),
-            ("toolchain", workload.toolchain or "-")]
+            ("toolchain", toolchain_text(workload, records))]
     if objective is None:
         rows.append(("objective", f"no successful trial measured {requested}" if requested else "no successful trial"))
     else:
@@ -297,15 +309,30 @@ def _summary_table(workload: Workload, records: list[Record], objective: Objecti
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows) + "</table>"
 
 
+def toolchain_text(workload: Workload, records: list[Record]) -> str:
+    """The compilers the trials were built with, by name and version line (the workload's
+    toolchain fingerprint, a hash, follows in brackets: what tells two measurement setups apart)."""
+    versions: dict[str, str] = {}
+    for record in records:
+        name = str(record.trial.config.as_dict().get("compiler", ""))
+        version = str(record.trial.info.get("compiler_version", ""))
+        if name and version and name not in versions:
+            versions[name] = version
+    shown = "; ".join(f"{name}: {version}" for name, version in sorted(versions.items())) or "-"
+    return f"{shown} (fingerprint {workload.toolchain})" if workload.toolchain else shown
+
+
 def _best(records: list[Record], objective: str) -> Record:
     return min((r for r in records if r.trial.value(objective) is not None), key=lambda r: r.trial.value(objective))
 
 
 def _section(workload: Workload, records: list[Record], objective: Objective | None, images: list[str], front: int,
-             requested: str) -> str:
-    shape = ",".join(f"{k}={v}" for k, v in workload.shape)
+             requested: str, anchor: str = "", serves: str = "") -> str:
+    shape = ", ".join(f"{k}={v}" for k, v in workload.shape)
     title = workload_title(workload, objective.name) if objective else f"{workload.kernel} {shape} on {workload.target}"
-    parts = [f"<section><h2>{html.escape(title)}</h2>", _summary_table(workload, records, objective, front, requested)]
+    served = f"<p class=serves>Serves {html.escape(serves)}</p>" if serves else ""
+    parts = [f'<section id="{html.escape(anchor)}"><h2>{html.escape(title)}</h2>{served}',
+             _summary_table(workload, records, objective, front, requested)]
     if objective is not None:
         pairs, wide = images[:2], images[2:]
         parts.append("<div class=pair>" + "".join(
@@ -319,12 +346,14 @@ def _section(workload: Workload, records: list[Record], objective: Objective | N
 
 
 STYLE = """body{font-family:sans-serif;margin:2em auto;max-width:84em;padding:0 1em;color:#222}
-h2{border-bottom:2px solid #ccc;padding-bottom:.2em;margin-top:2em} h3{margin-top:1.5em}
+h1,h2,p{overflow-wrap:anywhere} h2{border-bottom:2px solid #ccc;padding-bottom:.2em;margin-top:2em} h3{margin-top:1.5em}
+table.summary{max-width:100%} .serves{font-weight:bold} nav li{margin:.2em 0;overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:.6em 0;font-size:.92em} th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}
 table.summary th{background:#f4f4f4;white-space:nowrap} td{overflow-wrap:anywhere} table.params th[rowspan]{background:#f4f4f4;vertical-align:top}
 table.params tr.best td{background:#e6f2e6;font-weight:bold} td.n{text-align:right;font-variant-numeric:tabular-nums}
 table.top tr:first-child{background:#f4f4f4} table.top td{font-variant-numeric:tabular-nums}
-.pair{display:flex;flex-wrap:wrap;gap:.5em} .pair a{flex:1 1 30em} .pair img{width:100%} img.wide{width:100%;margin:.5em 0}
+.pair{display:flex;flex-wrap:wrap;gap:.5em} .pair a{flex:1 1 min(30em,100%)} .pair img{width:100%} img.wide{width:100%;margin:.5em 0}
+@media (max-width:40em){body{margin:1em auto;padding:0 .5em} table.summary th{white-space:normal}}
 .note{color:#555;font-size:.9em} .scroll{overflow-x:auto}"""
 
 
@@ -338,12 +367,30 @@ def check_objective(db: TuningDatabase, requested: str) -> None:
         raise ReportError(f"--objective {requested}: no stored trial measured it (measured: {known})")
 
 
-def write_report(db: TuningDatabase, out_dir: Path, objective: str = "") -> ReportResult:
+def served_layers(models) -> dict[tuple, list[str]]:
+    """(kernel, shape items) -> "MODEL layers 1, 3" for every tuned layer of the models (files)."""
+    from edgetune.codegen import get_kernel
+    from edgetune.codegen.model import load_model
+
+    found: dict[tuple, dict[str, list[int]]] = {}
+    for path in map(Path, models):
+        for layer in load_model(path).layers:
+            if layer.kernel is None:
+                continue
+            shape = get_kernel(layer.kernel).parse_shape(dict(layer.shape))
+            found.setdefault((layer.kernel, tuple(shape.items())), {}).setdefault(path.name, []).append(layer.index)
+    return {key: [f"{name} layer{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))}" for name, ix in by.items()]
+            for key, by in found.items()}
+
+
+def write_report(db: TuningDatabase, out_dir: Path, objective: str = "", models=()) -> ReportResult:
     """One section per workload; `objective` (the --objective option) overrides each
-    workload's own (objective_of)."""
+    workload's own (objective_of); `models` (TFLite files): each workload names the layers
+    of theirs it serves."""
     check_objective(db, objective)
+    serving = served_layers(models)
     out_dir.mkdir(parents=True, exist_ok=True)
-    sections, images = [], []
+    sections, images, contents = [], [], []
     for number, workload in enumerate(db.workloads(), start=1):
         records = db.records(workload)
         chosen = objective_of(records, objective, target_unit(workload.target), tuned_for(db, workload))
@@ -357,12 +404,19 @@ def write_report(db: TuningDatabase, out_dir: Path, objective: str = "") -> Repo
                 _save(make(records, chosen.name, title), out_dir / name, title)
                 names.append(name)
             images += [out_dir / n for n in names]
-        sections.append(_section(workload, records, chosen, names, front, objective))
+        serves = "; ".join(serving.get((workload.kernel, tuple(workload.shape)), []))
+        sections.append(_section(workload, records, chosen, names, front, objective, f"w{number:02d}", serves))
+        shape = ", ".join(f"{k}={v}" for k, v in workload.shape)
+        contents.append(f'<li><a href="#w{number:02d}">{html.escape(f"{workload.kernel} {shape} on {workload.target}")}'
+                        f'</a>{html.escape(f" ({serves})" if serves else "")}</li>')
     body = "\n".join(sections) or "<p>The database holds no trials.</p>"
+    nav = f"<nav><ul>{''.join(contents)}</ul></nav>" if len(contents) > 1 else ""
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>edgetune report</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <style>{STYLE}</style></head>
 <body><h1>edgetune report</h1><p>Database: {html.escape(str(db.path))}</p>
+{nav}
 {body}
 </body></html>
 """

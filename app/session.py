@@ -28,12 +28,13 @@ from edgetune.targets import iobuf
 from edgetune.targets.batch import MAX_BATCH, fit_by_data
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
-from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Outcome, Owner, PriorTrials, Record, Space, SpaceError,
+from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Constraint, Outcome, Owner, PriorTrials, Record, Space, SpaceError,
                             Trial, TuningDatabase, Workload, check_names, check_strategy, feasible, make_strategy,
                             replaceable)
 from edgetune.tuner import Goal, resolve_goal
 from edgetune.tuner.resume import Resumed, rebuild
 
+from .compile_check import check_compiles
 from .evaluate import Evaluator
 from .identity import measurement_fingerprint, recompute_estimates
 from .npu_session import NpuTask, resolve_npu
@@ -99,6 +100,8 @@ class TuneRequest:
     # Variants per image and emulator boot (edgetune.targets.batch); None: as many as the
     # target's memory holds (at most targets.batch.MAX_BATCH); 1: one at a time.
     batch: int | None = None
+    # The compilers of the target this run may measure with (--compiler); (): every one.
+    compilers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,7 @@ class CpuTask:
     target: Target
     shape: dict
     remembers_goal: bool = True
+    compilers: tuple[str, ...] = ()  # () : every compiler of the target
 
     @property
     def workload(self) -> Workload:
@@ -161,12 +165,14 @@ class CpuTask:
         return goal_of(db, self.workload, self.target, objective, bounds)
 
     def space(self, goal: Goal) -> Space:
-        return search_space(self.kernel, self.target, self.shape, goal.objective, goal.bounds)
+        return only_compilers(search_space(self.kernel, self.target, self.shape, goal.objective, goal.bounds),
+                              self.target, self.compilers)
 
     def prepare(self, db: TuningDatabase) -> None:
         recompute_estimates(db, self.target)  # stored trials priced by the target's current tables
         runner_for(self.target).check_tools()
         self.kernel.check_fits(self.target, self.shape)  # one refusal before any trial, not one too_large per variant
+        check_compiles(self.kernel, self.target, self.shape, self.compilers)  # and not one compile error per variant
 
     def batch_size(self, asked: int | None) -> int:
         """Variants per image: what the target's I/O regions hold side by side (the code of
@@ -194,7 +200,7 @@ class CpuTask:
 def task_of(request: TuneRequest) -> TuningTask:
     """The task a request tunes: the CPU kernel, or the operator on one of the target's NPUs."""
     if request.device == "cpu":
-        return CpuTask(request.kernel, request.target, request.shape, request.remember_goal)
+        return CpuTask(request.kernel, request.target, request.shape, request.remember_goal, request.compilers)
     return NpuTask(request.kernel, request.target, resolve_npu(request.target, request.device), request.shape,
                    request.macs)
 
@@ -243,7 +249,7 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
                                    progress=progress, stop=stop, pending=start.pending, remote=remote is not None,
                                    resumed=start.resumed, timeout_limit_s=limit, batch=batch,
                                    submit_batch=submit_batch)
-    return replace(summarize(db, workload, goal.objective, new, goal.bounds), stopped=stopped,
+    return replace(summarize(db, workload, goal.objective, new, goal.bounds, request.compilers), stopped=stopped,
                    **_prior_use(db, prior, strategy))
 
 
@@ -566,6 +572,32 @@ def search_space(kernel: Kernel, target: Target, shape: dict, objective: str, bo
     return pinned(space, target, objective)
 
 
+def compiled_by(trial: Trial, compilers: tuple[str, ...]) -> bool:
+    """Whether a trial's variant was built by one of `compilers` (--compiler; (): any)."""
+    return not compilers or trial.config.as_dict().get("compiler") in compilers
+
+
+def check_compilers(target: Target, compilers: tuple[str, ...]) -> None:
+    """Refuse a --compiler the target does not have, naming the ones it has."""
+    offered = [c.name for c in target.compilers]
+    unknown = [c for c in compilers if c not in offered]
+    if unknown:
+        raise TargetError(f"--compiler {unknown[0]}: {target.name} has no compiler of that name "
+                          f"(its compilers: {', '.join(offered)})")
+
+
+def only_compilers(space: Space, target: Target, compilers: tuple[str, ...]) -> Space:
+    """`space` restricted to configurations built by `compilers` (--compiler): a firmware
+    built with one toolchain gets no object measured with another. (): `space` itself."""
+    if not compilers:
+        return space
+    check_compilers(target, compilers)
+    if "compiler" not in space.names:
+        return space
+    return Space(space.params, [*space.constraints, Constraint(
+        f"compiler is not {' or '.join(compilers)} (--compiler)", lambda c: c["compiler"] in compilers)])
+
+
 def trials_as_points(space: Space, trials: Sequence[Trial]) -> list[Trial]:
     """Stored trials as legal points of `space`: a parameter added since they were measured
     takes its default; trials outside it (another placement while placement is pinned, a
@@ -649,7 +681,9 @@ def choose_objective(target: Target, objective: str = "", bounds: tuple[Bound, .
 
 
 def summarize(db: TuningDatabase, workload: Workload, objective: str, new_trials: int = 0,
-              bounds: tuple[Bound, ...] = ()) -> TuneSummary:
+              bounds: tuple[Bound, ...] = (), compilers: tuple[str, ...] = ()) -> TuneSummary:
+    """The stored trials of a workload in figures, and its best (within `bounds`, and
+    compiled by one of `compilers` when given)."""
     trials = db.trials(workload)
     failures: dict[str, int] = {}
     for trial in trials:
@@ -657,5 +691,6 @@ def summarize(db: TuningDatabase, workload: Workload, objective: str, new_trials
             failures[trial.outcome.value] = failures.get(trial.outcome.value, 0) + 1
     infeasible = sum(1 for t in trials if not t.outcome.failed and not feasible(t, bounds))
     return TuneSummary(workload=workload, objective=objective, trials=len(trials), new_trials=new_trials,
-                       failures=failures, best=db.best(workload, objective, lambda t: feasible(t, bounds)),
+                       failures=failures, best=db.best(workload, objective,
+                                                       lambda t: feasible(t, bounds) and compiled_by(t, compilers)),
                        bounds=bounds, infeasible=infeasible)

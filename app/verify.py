@@ -277,12 +277,43 @@ def _verify_kernel(check: _Check, index: int, entry: KernelEntry, workdir: Path)
         elif measured < recorded:
             notes.append(f"faster than recorded: {measured:g} < {recorded:g}")
     if check.db is not None:
+        problems += _against_database(check, entry, kernel, shape, goal, workdir / "direct")
         best = check.db.best(_workload(entry, target), goal.objective, goal.allows)
         if best is not None and recorded is not None and best.trial.config.as_dict() != entry.config_dict:
             notes.append(f"the database holds a different best configuration ({best.trial.config.key()}); "
                          "re-export to deploy it")
     return KernelVerdict(function=entry.function, kernel=entry.kernel, shape=shape, objective=goal.objective,
                          recorded=recorded, measured=measured, problems=tuple(problems), notes=tuple(notes))
+
+
+def _against_database(check: _Check, entry: KernelEntry, kernel, shape: dict, goal: Goal,
+                      workdir: Path) -> list[str]:
+    """The exported code measured as tuning measures a variant (called directly, no
+    dispatcher) against the best trial the database holds for its workload. The manifest's
+    own figures (exported_value, values) and its checksum can be rewritten by anyone who can
+    edit the folder; the database is the user's own record, so a slowed kernel whose manifest
+    was rewritten to match still fails here."""
+    workload = _workload(entry, check.target)
+    if not check.db.trials(workload):
+        return [f"the database holds no trials of {entry.kernel} {_shape_text(shape)} on {check.target.name} "
+                f"(toolchain {entry.toolchain or '-'}): nothing to compare the exported code with"]
+    best = check.db.best(workload, goal.objective, goal.allows)
+    if best is None:
+        return [f"the database holds no successful trial of {entry.kernel} {_shape_text(shape)} within its goal "
+                f"({goal.objective}{''.join(', ' + b.text() for b in goal.bounds)})"]
+    deployed = _deployed(kernel, check.target, shape, entry, workload_inputs(kernel, workload))
+    workdir.mkdir(parents=True, exist_ok=True)
+    direct = ExportProgram(check.folder, kernel, shape, True)
+    result = check.pipeline.measure(MeasureInput(direct, (Run(deployed, None),)), workdir)
+    if not result.runs or result.fault is not None:
+        return [f"as tuning runs it, the exported code fails: {failure_text(result)}"]
+    measured = result.runs[0].values[goal.objective]
+    stored = float(best.trial.values[goal.objective])
+    if measured > stored * (1 + check.tolerance / 100):
+        return [f"slower than the database's best: {goal.objective}={measured:g} as tuning measures it, against "
+                f"{stored:g} of trial {best.id} (+{100 * (measured / stored - 1):.2f}%, tolerance "
+                f"{check.tolerance:g}%)"]
+    return []
 
 
 def _run_checks(check: _Check, index: int, entry: KernelEntry, kernel, shape: dict, goal: Goal, workdir: Path,

@@ -9,6 +9,12 @@ Four parts:
   be refused right: exit status 2, exactly one line on stderr (`edgetune: error: ...`), no
   traceback, the database byte for byte as it was. A forged but well-formed count must not
   be exported silently (`export` must refuse it, naming the workload).
+  Issue 27's classes (27.x, a block of their own): export destinations holding someone
+  else's manifest.json (the folder must stay as it was), flash commands passing a plugin, a
+  log file or semihosting to QEMU, graphs that cannot run in order, a slowed export with a
+  rewritten manifest (`verify --db` must fail it), an --out linking to an earlier export
+  (replaced in place, nothing hidden left), a kernel writing past its output (every trial
+  `overrun`, alone and batched), a template reaching Python (the sandbox stops it).
 - kill points: `tune --jobs 2` killed (SIGKILL to its process group, QEMU included) at
   random moments, resumed each time, then run to the end: trials lost (committed before a
   kill, missing after), duplicated (one configuration stored twice, or more trials than
@@ -291,7 +297,7 @@ def bad_inputs() -> list[BadInput]:
     ]
     if os.geteuid() != 0:  # root writes a read-only file anyway: the case cannot be tried as root
         cases.append(BadInput("13.8 read-only db", "db import", _read_only_import))
-    return cases
+    return cases + issue27_destination_flash_graph_inputs()
 
 
 @dataclass
@@ -334,6 +340,7 @@ def try_bad_inputs(timeout: float, workers: int) -> dict[str, Tally]:
         if not right:
             tally.wrong.append(note)
     tallies["13.1 forged count exported"] = try_forged_export(timeout)
+    tallies.update(try_issue27_flows(timeout))
     return tallies
 
 
@@ -368,6 +375,209 @@ def try_forged_export(timeout: float) -> Tally:
         tally.wrong.append(f"export exit {export.code}: the forged count was "
                            f"{'exported' if export.code == 0 else 'refused without naming the workload'}")
     return tally
+
+
+# --- issue 27 (export destinations, flash arguments, graph order, verify --db, linked --out) -------------
+# Each class fails right (exit 2, one line naming the culprit) or counts harm: a folder of the
+# user's changed, a shared object loaded or a file written by a flash command, a module exported
+# from a graph that cannot run in order, a forged export passing `verify --db`, a linked export
+# left stale or a hidden folder left beside it.
+FOREIGN_MANIFESTS = {"web app": '{"name": "my-app", "icons": []}', "empty": "", "garbage": "\x00garbage",
+                     "list": "[1, 2]", "files only": '{"files": {"notes.txt": "0"}}',
+                     "unchecked": '{"manifest_version": 1, "target": "host", "kernels": [], "files": {}, '
+                                  '"manifest_sha256": "' + "0" * 64 + '"}',
+                     "nested": "[" * 100_000}
+GRAPH_MODEL = Path(__file__).resolve().parent.parent / "tests" / "data" / "models" / "ds_cnn_kws.tflite"
+
+
+def _users_folder(folder: Path, manifest: str) -> Path:
+    out = folder / "d"
+    (out / "src").mkdir(parents=True)
+    (out / "src" / "main.c").write_text("int main(void) { return 0; }\n")
+    (out / "notes.txt").write_text("x\n")
+    (out / "manifest.json").write_text(manifest)
+    return out
+
+
+def _users_folder_export(manifest: str, model: bool) -> Callable[[Path, Path], list]:
+    def build(folder: Path, db: Path) -> list:
+        out = _users_folder(folder, manifest)
+        if model:
+            return ["model", "export", GRAPH_MODEL, "--target", "cortex-m55", "--out", out]
+        return ["export", "--target", "host", "--db", db, "--out", out]
+    return build
+
+
+def _users_folder_changed(folder: Path) -> bool:
+    out = folder / "d"
+    return not ((out / "notes.txt").is_file() and (out / "src" / "main.c").is_file()
+                and sorted(p.name for p in out.iterdir()) == ["manifest.json", "notes.txt", "src"]
+                or any(p.name.startswith(".d.") for p in folder.iterdir()))
+
+
+def _evil_plugin(folder: Path) -> Path:
+    """A shared object whose constructor creates the canary when anything loads it."""
+    source = folder / "evil.c"
+    source.write_text(f'#include <fcntl.h>\n__attribute__((constructor)) static void pwn(void) '
+                      f'{{ creat("{folder / CANARY}", 0644); }}\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(folder / "evil.so"), str(source)], check=True)
+    return folder / "evil.so"
+
+
+def _flash_extra(*extra: str, plugin: bool = False) -> Callable[[dict, Path], None]:
+    def change(data: dict, folder: Path) -> None:
+        args = [a.replace("@", str(folder) + "/") for a in extra]
+        if plugin:
+            args = ["-plugin", f"file={_evil_plugin(folder)}"]
+        flash = data["serial"]["flash"]
+        data["serial"]["flash"] = [*flash[:-2], *args, *flash[-2:]]
+    return change
+
+
+def _bad_graph(edges: list[tuple[int, int]]) -> Callable[[Path, Path], list]:
+    def build(folder: Path, db: Path) -> list:
+        from edgetune.codegen.model.builder import build_model
+        from edgetune.codegen.model.graph import Operator, Quantization, Tensor
+        q = Quantization((0.05,), (0,))
+        tensors = [Tensor(i, f"t{i}", (1, 8), "int8", q) for i in range(3)]
+        operators = [Operator(n, "QUANTIZE", (a,), (b,)) for n, (a, b) in enumerate(edges)]
+        (folder / "bad.tflite").write_bytes(build_model(tensors, operators, [0], [2]))
+        return ["model", "export", "bad.tflite", "--target", "cortex-m55", "--out", "module"]
+    return build
+
+
+def issue27_destination_flash_graph_inputs() -> list[BadInput]:
+    cases = [BadInput("27.1 export destination", f"{'model export' if model else 'export'} {name}",
+                      _users_folder_export(text, model), _users_folder_changed, names=r"/d: its manifest\.json")
+             for name, text in FOREIGN_MANIFESTS.items() for model in (False, True)]
+    cases += [BadInput("27.2 flash arguments", name, tuned_with("an547-serial", change), file_written(written),
+                       names=r"serial\.flash\[\d+\]")
+              for name, change, written in (
+                  ("-plugin evil.so", _flash_extra(plugin=True), CANARY),
+                  ("-D log -d in_asm", _flash_extra("-D", "@qemu.log", "-d", "in_asm"), "qemu.log"),
+                  ("-serial file:", _flash_extra("-chardev", "file,id=x,path=@out.txt"), "out.txt"),
+                  ("-semihosting", _flash_extra("-semihosting"), CANARY))]
+    cases += [BadInput("27.4 graph order", name, _bad_graph(edges), lambda f: (f / "module").exists(),
+                       names=r"operator \d+ \(QUANTIZE\)")
+              for name, edges in (("reads its own output", [(0, 1), (1, 1), (1, 2)]),
+                                  ("two-operator cycle", [(0, 2), (2, 1), (1, 2)]),
+                                  ("out of execution order", [(1, 2), (0, 1)]))]
+    return cases
+
+
+def try_issue27_flows(timeout: float) -> dict[str, Tally]:
+    """The two classes that need an earlier export: a forged one `verify --db` must fail, and
+    an --out linking to one that must be replaced in place, leaving nothing hidden."""
+    tallies = {"27.5 verify --db, forged": Tally(tried=1), "27.6 linked --out": Tally(tried=2)}
+    with tempfile.TemporaryDirectory(prefix="robust-27-") as tmp:
+        folder = Path(tmp)
+        tune = edgetune(["tune", "matmul_s8", "--target", "cortex-m55", "--shape", "m=4,n=8,k=8", "--budget", "2",
+                         "--db", "t.db"], folder, timeout)
+        export = edgetune(["export", "--target", "cortex-m55", "--db", "t.db", "--out", "v1"], folder, timeout)
+        if tune.code != 0 or export.code != 0:
+            for tally in tallies.values():
+                tally.wrong.append(f"setup failed: {(tune.stderr + export.stderr).strip()[-200:]}")
+            return tallies
+        _forged_verify(folder, tallies["27.5 verify --db, forged"], timeout)
+        _linked_out(folder, tallies["27.6 linked --out"], timeout)
+    tallies["27.b template sandbox"] = _template_escape(timeout)
+    tallies["27.a output overrun"] = _output_overrun(timeout)
+    return tallies
+
+
+def _output_overrun(timeout: float) -> Tally:
+    """A kernel of one's own with right answers that also writes one element past its output,
+    tuned alone and batched on the M55 and on the host: every trial must be `overrun`, none
+    stored `ok` (harm: an ok trial)."""
+    tally = Tally()
+    with tempfile.TemporaryDirectory(prefix="robust-overrun-") as tmp:
+        folder = Path(tmp)
+        kernel = folder / "overrun"
+        kernel.mkdir()
+        example = Path(__file__).resolve().parent.parent / "examples" / "kernels" / "vector_add"
+        (kernel / "kernel.py").write_text((example / "kernel.py").read_text())
+        source = (example / "vector_add.c").read_text()
+        (kernel / "vector_add.c").write_text(source[:source.rindex("}")] + "    c[n] = 1.0f;\n}\n")
+        for target, batch in (("cortex-m55", "1"), ("cortex-m55", "4"), ("host", "4")):
+            db = f"{target}-{batch}.db"
+            run = edgetune(["tune", "--kernel-file", kernel, "--target", target, "--shape", "size=16", "--budget", "4",
+                            "--batch", batch, "--db", db], folder, timeout)
+            outcomes = [outcome for _, outcome, _ in stored_rows(folder / db)]
+            tally.tried += 1
+            right = bool(outcomes) and set(outcomes) == {"overrun"}
+            tally.right += right
+            tally.harmed += "ok" in outcomes
+            if not right:
+                tally.wrong.append(f"{target} --batch {batch}: exit {run.code}, stored {sorted(outcomes)}")
+    return tally
+
+
+def _template_escape(timeout: float) -> Tally:
+    """A kernel template reaching Python through Jinja2's internals: the sandbox stops the
+    render (harm: the canary appeared, i.e. the template ran a command)."""
+    tally = Tally(tried=1)
+    with tempfile.TemporaryDirectory(prefix="robust-sandbox-") as tmp:
+        folder = Path(tmp)
+        kernel = folder / "escape"
+        kernel.mkdir()
+        example = Path(__file__).resolve().parent.parent / "examples" / "kernels" / "vector_add"
+        (kernel / "kernel.py").write_text((example / "kernel.py").read_text().replace('"vector_add.c"', '"add.c.j2"')
+                                          .replace('name="vector_add"', 'name="escape_add"'))
+        escape = f"{{{{ cycler.__init__.__globals__.os.system('touch {folder / CANARY}') }}}}"
+        (kernel / "add.c.j2").write_text(f"/* {escape} */\n" + (example / "vector_add.c").read_text())
+        run = edgetune(["tune", "--kernel-file", kernel, "--target", "host", "--shape", "size=16", "--budget", "1",
+                        "--db", "t.db"], folder, timeout)
+        ran = (folder / CANARY).exists()
+    tally.right += not ran
+    tally.harmed += ran
+    if ran:
+        tally.wrong.append(f"a kernel template ran a command (tune exit {run.code})")
+    return tally
+
+
+def _forged_verify(folder: Path, tally: Tally, timeout: float) -> None:
+    """Slow the kernel, raise its exported_value to match, recompute every checksum."""
+    forged = folder / "forged"
+    subprocess.run(["cp", "-r", str(folder / "v1"), str(forged)], check=True)
+    manifest = json.loads((forged / "manifest.json").read_text())
+    victim = manifest["kernels"][0]
+    source = forged / victim["source"]
+    text = source.read_text()
+    body = text.index("{", text.index(victim["function"] + "(")) + 1
+    source.write_text(text[:body] + "\n    for (volatile int spin = 0; spin < 64; spin++) { }" + text[body:])
+    victim["exported_value"] = victim["exported_value"] * 100
+    victim["exported_values"][victim["objective"]] = victim["exported_value"]
+    manifest["files"][victim["source"]] = hashlib.sha256(source.read_bytes()).hexdigest()
+    write_manifest(forged, manifest)
+    run = edgetune(["verify", "forged", "--db", "t.db"], folder, timeout)
+    right = run.code == 1 and victim["function"] in run.stdout
+    tally.right += right
+    tally.harmed += run.code == 0
+    if not right:
+        tally.wrong.append(f"verify --db of a slowed kernel with a rewritten manifest: exit {run.code}")
+
+
+def _linked_out(folder: Path, tally: Tally, timeout: float) -> None:
+    """An --out that links to an earlier export, then a link to nothing."""
+    (folder / "current").symlink_to(folder / "v1")
+    # Marked, so a replaced export is told from the one left stale (both carry the minute's stamp).
+    write_manifest(folder / "v1", {**json.loads((folder / "v1" / "manifest.json").read_text()), "exported": "old"})
+    run = edgetune(["export", "--target", "cortex-m55", "--db", "t.db", "--out", "current"], folder, timeout)
+    fresh = json.loads((folder / "v1" / "manifest.json").read_text())["exported"]
+    hidden = [p.name for p in folder.iterdir() if p.name.startswith(".")]
+    right = run.code == 0 and (folder / "current").is_symlink() and fresh != "old" and not hidden
+    tally.right += right
+    tally.harmed += not right
+    if not right:
+        tally.wrong.append(f"export through a link: exit {run.code}, link kept {(folder / 'current').is_symlink()}, "
+                           f"linked export {'stale' if fresh == 'old' else 'replaced'}, hidden {hidden}")
+    (folder / "nowhere").symlink_to(folder / "missing")
+    run = edgetune(["export", "--target", "cortex-m55", "--db", "t.db", "--out", "nowhere"], folder, timeout)
+    right = refused_right(run) and "nowhere" in run.stderr and not (folder / "missing").exists()
+    tally.right += right
+    tally.harmed += not right and (folder / "nowhere").is_dir() and not (folder / "nowhere").is_symlink()
+    if not right:
+        tally.wrong.append(f"export through a dangling link: exit {run.code}")
 
 
 # --- part 2: kill points ---------------------------------------------------------------------------------

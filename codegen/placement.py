@@ -42,6 +42,11 @@ ALIGN = 16
 HEADER_BYTES = 16  # magic, version, n_buffers, n_params
 ENTRY_BYTES = 16  # per buffer: segment, offset, size, is_output
 PARAM_BYTES = 4
+# Guard bytes around every buffer of the block (before it, and after its aligned end), filled
+# with GUARD_BYTE: the harness checks them after a run, outside the counted region, so a kernel
+# writing past a buffer is an `overrun`, not an `ok` (harness.h ET_GUARD_BYTES, ET_GUARD_BYTE).
+GUARD_BYTES = 16
+GUARD_BYTE = 0xA5
 
 
 class PlacementError(EdgetuneError, ValueError):
@@ -60,10 +65,10 @@ def header_bytes(n_buffers: int, n_params: int) -> int:
 def group_bytes(io) -> tuple[int, int]:
     """(weights, activations): the bytes each group occupies, the header counted with the
     activations (it lives with them)."""
-    weights = sum(aligned(b.data.nbytes) for b in io.buffers if b.weight)
-    activations = header_bytes(len(io.buffers), len(io.params)) + sum(
-        aligned(b.data.nbytes) for b in io.buffers if not b.weight)
-    return weights, activations
+    weights = sum(GUARD_BYTES + aligned(b.data.nbytes) for b in io.buffers if b.weight)
+    activations = header_bytes(len(io.buffers), len(io.params)) + GUARD_BYTES + sum(
+        GUARD_BYTES + aligned(b.data.nbytes) for b in io.buffers if not b.weight)
+    return weights + (GUARD_BYTES if weights else 0), activations
 
 
 def fit_problem(target: Target, io, workload: str = "the workload") -> str | None:

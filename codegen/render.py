@@ -1,10 +1,19 @@
-"""Jinja2 rendering of C templates. Undefined variables are errors, never empty strings."""
+"""Jinja2 rendering of C templates. Undefined variables are errors, never empty strings.
+
+Templates render in Jinja2's sandbox: a template reaches the values it is given and their
+plain attributes, never Python's internals (`self.__init__.__globals__`, `__class__`,
+`__subclasses__`). edgetune's own templates need nothing more, and a template can then
+never run Python even if a value smuggled in were a template. A kernel of your own
+(codegen/kernels/user.py) is rendered the same way, but its kernel.py is Python the user
+runs: its templates are exactly as trusted as that file (docs/own-kernel.md).
+"""
 from __future__ import annotations
 
 import functools
 from pathlib import Path
 
 import jinja2
+import jinja2.sandbox
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
@@ -12,8 +21,9 @@ TEMPLATES_DIR = Path(__file__).parent / "templates"
 
 @functools.lru_cache(maxsize=None)
 def _environment(directory: str | tuple[str, ...]) -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(directory), undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    return jinja2.sandbox.SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(directory), undefined=jinja2.StrictUndefined, trim_blocks=True,
+        lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
 
 
 class CodegenError(RuntimeError):
@@ -26,5 +36,7 @@ def render(template: str, variables: dict, directory: Path | tuple[Path, ...] = 
     folders = str(directory) if isinstance(directory, Path) else tuple(map(str, directory))
     try:
         return _environment(folders).get_template(template).render(**variables)
+    except jinja2.sandbox.SecurityError as exc:  # a TemplateError too: said as what it is
+        raise CodegenError(f"template {template}: refused by the template sandbox: {exc}") from exc
     except jinja2.TemplateError as exc:
         raise CodegenError(f"template {template}: {exc}") from exc

@@ -28,9 +28,11 @@ from typing import Any, Callable
 from edgetune.errors import EdgetuneError
 from .cost import CostModel
 from .compiler_options import ALL as ALL_OPTIONS, OPTION_NAMES
+from .emulated import unmapped_problem
 from .fields import CLOCK_HZ_RANGE, MAX_CYCLES, MAX_ENERGY_PJ, MAX_POWER_MW, MAX_TIMEOUT_S, Range  # noqa: F401
 from .host import DETECTABLE_UNITS
 from .flags import flag_problem, flags_problem, lib_problem, objdump_flag_problem
+from .flash_args import flash_args_problem
 from .model import (CACHE_KINDS, CORE_EXTENSIONS, MEMORY_KINDS, NPU_MEMORY_TYPES,  # noqa: F401
                     NPU_NAMES, RUNNER_KINDS, SERIAL_COUNTERS, STARTUP_FAMILIES, UART_DRIVERS, Firmware, MemoryRegion,
                     Measures, Npu, NpuPort, RunnerKind, RunnerSettings, SerialLink, Target)
@@ -507,6 +509,19 @@ def _pattern(regex: re.Pattern, what: str) -> Callable[[Any, dict], str | None]:
     return lambda value, ctx: None if regex.fullmatch(value) else f"{value!r} is not {what}"
 
 
+def _renode_platform_problem(value: str) -> str | None:
+    """A platform description Renode loads: one of Renode's own (a path inside its tree, e.g.
+    platforms/cpus/nrf52840.repl), or a file whose absolute path you allowed as a program is
+    allowed (a description may hold Python peripherals: it is code)."""
+    if not RENODE_PATH_RE.fullmatch(value) or ".." in value.split("/"):
+        return f"{value!r} is not a Renode platform file (.repl) of plain characters"
+    path = value.removeprefix("@")
+    if path.startswith("/") and os.path.normpath(path) not in allowed_tools():
+        return (f"{value!r} is an absolute path; a platform is one of Renode's own (platforms/...), or a file you "
+                f"allow with {ALLOW_TOOLS_ENV}={path} (it may hold code: Python peripherals)")
+    return None
+
+
 def _context_free(check: Callable[[Any], str | None]) -> Callable[[Any, dict], str | None]:
     return lambda value, ctx: check(value)
 
@@ -515,7 +530,7 @@ VALUE_CHECKS: dict[str, Callable[[Any, dict], str | None]] = {
     "name": _pattern(NAME_RE, "a valid name (lower-case letters, digits, _ . -)"),
     "region_name": _pattern(REGION_RE, "a valid region name (a lower-case C identifier: letters, digits, _)"),
     "mode_name": _pattern(VELA_NAME_RE, "a valid mode name"),
-    "renode_platform": _pattern(RENODE_PATH_RE, "a Renode platform file (.repl) of plain characters"),
+    "renode_platform": lambda value, ctx: _renode_platform_problem(value),
     "renode_peripheral": _pattern(RENODE_PERIPHERAL_RE, "a Renode peripheral name like sysbus.uart0"),
     "compiler": _context_free(_program_named(COMPILER_RE, "C compiler")),
     "linker": _context_free(_program_named(LINKER_RE, "linker")),
@@ -576,7 +591,8 @@ def _distinct_integers(accept: Callable[[int], bool], what: str) -> Callable[[li
 
 
 def _flash_args(args: list, ctx: dict) -> tuple[int, str] | None:
-    """A flash command's arguments: the program first, placeholders only where allowed."""
+    """A flash command: the program first, then only arguments of its allow-list
+    (hal/flash_args.py), placeholders only where allowed."""
     for i, arg in enumerate(args):
         if not isinstance(arg, str):
             return i, f"expected a string, got {arg!r}"
@@ -587,7 +603,8 @@ def _flash_args(args: list, ctx: dict) -> tuple[int, str] | None:
             return i, f"{arg!r}: the only placeholders are {', '.join(PLACEHOLDERS)}"
         if not ARG_RE.fullmatch(rest):
             return i, f"{arg!r} holds characters an argument may not have"
-    return None
+    problem = flash_args_problem(args[0], list(args[1:]), allowed_tools()) if args else None
+    return (problem[0] + 1, problem[1]) if problem else None
 
 
 def _without_placeholders(text: str) -> str:
@@ -665,6 +682,17 @@ def _firmware_fits(firmware: Firmware, fw_t: _Table, ctx: dict) -> None:
             fw_t.fail("code_size", f"code_size + data_reserved do not fit in {data_region.name} ({data_region.size} bytes)")
 
 
+def _machine_maps_memory(target: Target, top: _Table, ctx: dict) -> None:
+    """Every memory region of a QEMU target is memory on its emulated machine (hal/emulated.py):
+    else every trial would fault, exit 0, with nothing saying why."""
+    if target.runner.kind != "qemu":
+        return
+    for i, region in enumerate(target.memory):
+        problem = unmapped_problem(target.runner.machine, region.name, region.base, region.size)
+        if problem:
+            top.fail(f"memory[{i}]", problem)
+
+
 def _npu_has_axi0(ports: tuple[NpuPort, ...], t: _Table, ctx: dict) -> None:
     if "axi0" not in {p.name for p in ports}:
         t.fail("ports", "an NPU needs at least its axi0 port")
@@ -702,4 +730,5 @@ DERIVED: dict[type, dict[str, Callable[[dict], Any]]] = {
 CROSS_CHECKS: dict[type, tuple[Callable[[Any, _Table, dict], None], ...]] = {
     Firmware: (_firmware_fits,),
     SerialLink: (_flash_command, _baud_divider),
+    Target: (_machine_maps_memory,),
 }

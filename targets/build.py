@@ -28,6 +28,9 @@ from .toolchain import BuildResult, MeasureError, run_tool, tool_version, tool_v
 
 # Exit statuses of the harnesses (firmware/common/harness.h), bare-metal and native alike.
 EXIT_OK, EXIT_BAD_IO, EXIT_OUTPUT_FAILED, EXIT_FAULT = 0, 3, 4, 5
+EXIT_OVERRUN = 6  # a guard byte around a buffer changed: the kernel wrote outside its outputs
+OVERRUN_MESSAGE = ("the kernel wrote outside its output buffers: a guard byte the harness put around every "
+                   "buffer changed")
 
 
 def kernel_header(declaration: str) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgetune.codegen import KernelIO
-from edgetune.codegen.placement import aligned, header_bytes
+from edgetune.codegen.placement import GUARD_BYTE, GUARD_BYTES, aligned, header_bytes
 from edgetune.hal import Placement, Target
 from edgetune.tuner import Outcome
 
@@ -63,23 +63,29 @@ def plan_io(target: Target, io: KernelIO, placement: Placement | None) -> IoPlan
     return plan
 
 
+def _starts(io: KernelIO, plan: IoPlan) -> list[int]:
+    """Where each segment's buffers begin: after the header (segment 0)."""
+    return [header_bytes(len(io.buffers), len(io.params))] + [0] * (len(plan.regions) - 1)
+
+
 def layout(io: KernelIO, plan: IoPlan | None = None) -> list[int]:
-    """Offset of each buffer inside its segment."""
+    """Offset of each buffer inside its segment: each after GUARD_BYTES of guard, 16-byte
+    aligned, the guard after the last one closing its segment."""
     plan = plan or IoPlan.single(io)
-    ends = [header_bytes(len(io.buffers), len(io.params))] + [0] * (len(plan.regions) - 1)
+    ends = _starts(io, plan)
     offsets = []
     for buf, segment in zip(io.buffers, plan.segment_of):
-        offsets.append(ends[segment])
-        ends[segment] = aligned(ends[segment] + buf.data.nbytes)
+        offsets.append(ends[segment] + GUARD_BYTES)
+        ends[segment] = aligned(ends[segment] + GUARD_BYTES + buf.data.nbytes)
     return offsets
 
 
 def segment_sizes(io: KernelIO, plan: IoPlan | None = None) -> list[int]:
     plan = plan or IoPlan.single(io)
-    sizes = [header_bytes(len(io.buffers), len(io.params))] + [0] * (len(plan.regions) - 1)
+    sizes = _starts(io, plan)
     for buf, segment in zip(io.buffers, plan.segment_of):
-        sizes[segment] += aligned(buf.data.nbytes)
-    return sizes
+        sizes[segment] += GUARD_BYTES + aligned(buf.data.nbytes)
+    return [size + GUARD_BYTES if size else size for size in sizes]
 
 
 def block_size(io: KernelIO) -> int:
@@ -89,7 +95,11 @@ def block_size(io: KernelIO) -> int:
 
 def pack_segments(io: KernelIO, plan: IoPlan) -> list[bytes]:
     offsets = layout(io, plan)
-    out = [bytearray(size) for size in segment_sizes(io, plan)]
+    out = [bytearray([GUARD_BYTE]) * size for size in segment_sizes(io, plan)]  # guards everywhere, then
+    header = header_bytes(len(io.buffers), len(io.params))
+    out[0][:header] = bytes(header)
+    for buf, segment, off in zip(io.buffers, plan.segment_of, offsets):
+        out[segment][off:off + buf.data.nbytes] = bytes(buf.data.nbytes)  # outputs start zeroed, as before
     struct.pack_into("<4I", out[0], 0, MAGIC, VERSION, len(io.buffers), len(io.params))
     pos = 16
     for buf, segment, off in zip(io.buffers, plan.segment_of, offsets):
@@ -98,10 +108,11 @@ def pack_segments(io: KernelIO, plan: IoPlan) -> list[bytes]:
     for _, value in io.params:
         struct.pack_into("<i", out[0], pos, value)
         pos += 4
+    # Every buffer travels with its contents: an output's are zeros, or an in/out buffer's
+    # starting values (tune_kernel's arguments that have an answer, as Kernel Tuner passes them).
     for buf, segment, off in zip(io.buffers, plan.segment_of, offsets):
-        if not buf.is_output:
-            raw = np.ascontiguousarray(buf.data).astype(buf.data.dtype.newbyteorder("<")).tobytes()
-            out[segment][off:off + len(raw)] = raw
+        raw = np.ascontiguousarray(buf.data).astype(buf.data.dtype.newbyteorder("<")).tobytes()
+        out[segment][off:off + len(raw)] = raw
     return [bytes(segment) for segment in out]
 
 
@@ -112,8 +123,9 @@ def pack(io: KernelIO) -> bytes:
 
 def input_ends(io: KernelIO, plan: IoPlan) -> list[int]:
     """Per segment, the bytes up to the end of its last input buffer (segment 0: at least
-    the header): what must travel to a board; output buffers are zeroed there."""
-    ends = [header_bytes(len(io.buffers), len(io.params))] + [0] * (len(plan.regions) - 1)
+    the header): what must travel to a board; output buffers are zeroed there (a serial
+    board does not check the guard bytes: it is sent none past its last input)."""
+    ends = _starts(io, plan)
     for buf, segment, off in zip(io.buffers, plan.segment_of, layout(io, plan)):
         if not buf.is_output:
             ends[segment] = max(ends[segment], off + buf.data.nbytes)

@@ -19,7 +19,7 @@ from edgetune.tuner import Outcome
 
 from . import iobuf
 from .batch import as_table
-from .build import EXIT_BAD_IO, EXIT_OK, EXIT_OUTPUT_FAILED, Runner
+from .build import EXIT_BAD_IO, EXIT_OK, EXIT_OUTPUT_FAILED, EXIT_OVERRUN, OVERRUN_MESSAGE, Runner
 from .toolchain import BuildResult, MeasureError, cached_object, require_program, run_tool
 
 HARNESS_CC = ("cc", "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror")
@@ -96,6 +96,8 @@ class NativeRunner(Runner):
 def _failure(returncode: int) -> MeasureError | None:
     if returncode < 0:
         return MeasureError(Outcome.CRASH, f"the kernel died with signal {-returncode}")
+    if returncode == EXIT_OVERRUN:
+        return MeasureError(Outcome.OVERRUN, OVERRUN_MESSAGE)
     if returncode != EXIT_OK:
         what = {EXIT_BAD_IO: "the harness rejected the I/O block",
                 EXIT_OUTPUT_FAILED: "the harness could not write its output"}.get(returncode, "the harness failed")

@@ -24,7 +24,7 @@ from edgetune.tuner import Outcome
 
 from . import elf, iobuf, mix
 from .batch import as_table, pack_io, split_outputs
-from .build import EXIT_BAD_IO, EXIT_FAULT, EXIT_OK, EXIT_OUTPUT_FAILED, Runner
+from .build import EXIT_BAD_IO, EXIT_FAULT, EXIT_OK, EXIT_OUTPUT_FAILED, EXIT_OVERRUN, OVERRUN_MESSAGE, Runner
 from .image import HARNESS_CFLAGS, link_image, linker_script, placement_info, startup_source
 from .toolchain import (BuildResult, MeasureError, cache_dir, cached_object, killed_from_outside, require_program,
                         run_tool, tool_version)
@@ -138,7 +138,11 @@ class QemuRunner(Runner):
         except MeasureError as exc:
             return [], stopped or exc
         raw = (workdir / "out.bin").read_bytes() if (workdir / "out.bin").exists() else b""
-        completed = max(0, len(counts.regions) - 1)
+        # A variant whose outputs are missing did not finish, even when its region closed: an
+        # overrun is found after the stop marker, before the outputs are written.
+        written = sum(1 for io, out in zip(ios, split_outputs(ios, raw))
+                      if len(out) == sum(b.data.nbytes for b in io.outputs()))
+        completed = min(max(0, len(counts.regions) - 1), written)
         if stopped is None and completed != len(ios):
             stopped = MeasureError(Outcome.RUNTIME_ERROR, f"expected {len(ios) + 1} counted regions, "
                                                           f"the plugin saw {len(counts.regions)}")
@@ -159,6 +163,8 @@ class QemuRunner(Runner):
             return MeasureError(Outcome.TIMEOUT, f"no exit within {timeout:.1f} s; QEMU was killed")
         if proc.returncode == EXIT_FAULT:
             return MeasureError(Outcome.CRASH, "the kernel faulted (HardFault/BusFault/UsageFault)")
+        if proc.returncode == EXIT_OVERRUN:
+            return MeasureError(Outcome.OVERRUN, OVERRUN_MESSAGE)
         if killed_from_outside(proc.returncode):
             return MeasureError(Outcome.EMULATOR_LOST, f"QEMU was killed by signal {-proc.returncode} "
                                 f"({signal.Signals(-proc.returncode).name}) from outside: {proc.stderr.strip()[-300:]}")

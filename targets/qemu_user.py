@@ -32,7 +32,7 @@ from edgetune.tuner import Outcome
 
 from . import iobuf
 from .batch import as_table
-from .build import EXIT_BAD_IO, EXIT_OK, EXIT_OUTPUT_FAILED, Runner
+from .build import EXIT_BAD_IO, EXIT_OK, EXIT_OUTPUT_FAILED, EXIT_OVERRUN, OVERRUN_MESSAGE, Runner
 from .qemu import plugin_path
 from .toolchain import BuildResult, MeasureError, cached_object, killed_from_outside, require_program, run_tool
 
@@ -138,6 +138,8 @@ def check_exit(proc: subprocess.CompletedProcess) -> None:
     if proc.returncode < 0:
         raise MeasureError(Outcome.CRASH, f"the kernel died with signal {-proc.returncode} "
                            f"({signal.Signals(-proc.returncode).name}): {proc.stderr.strip()[-300:]}")
+    if proc.returncode == EXIT_OVERRUN:
+        raise MeasureError(Outcome.OVERRUN, OVERRUN_MESSAGE)
     if proc.returncode != EXIT_OK:
         what = {EXIT_BAD_IO: "the harness rejected the I/O block",
                 EXIT_OUTPUT_FAILED: "the harness could not write its output"}.get(proc.returncode, "the harness failed")

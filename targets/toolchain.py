@@ -125,6 +125,13 @@ def _tail(text: str, lines: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+def first_error_line(text: str) -> str:
+    """The line of a tool's output that says what went wrong: its first line naming an
+    `error` (a compiler's first error), else its first line; "" for no output."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return next((line for line in lines if "error" in line.lower()), lines[0] if lines else "")
+
+
 def run_tool(args: Sequence[str], cwd: Path, outcome: Outcome = Outcome.COMPILE_ERROR,
              timeout: float = COMPILE_TIMEOUT_S) -> subprocess.CompletedProcess:
     """Run a build tool; a failure becomes MeasureError(outcome) with the tool's last lines."""
@@ -138,7 +145,11 @@ def run_tool(args: Sequence[str], cwd: Path, outcome: Outcome = Outcome.COMPILE_
         raise ToolKilled(Outcome.EMULATOR_LOST, f"{Path(args[0]).name} was killed by "
                          f"{signal.Signals(-proc.returncode).name} from outside")
     if proc.returncode != 0:
-        raise MeasureError(outcome, f"{Path(args[0]).name} failed (exit {proc.returncode}):\n{_tail(proc.stderr or proc.stdout)}")
+        # The first error leads the message: a trial's error is often shown by its first line
+        # alone, and the tail of a long log may have lost it.
+        output = proc.stderr or proc.stdout
+        raise MeasureError(outcome, f"{Path(args[0]).name} failed (exit {proc.returncode}): {first_error_line(output)}\n"
+                           f"{_tail(output)}")
     return proc
 
 

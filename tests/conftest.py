@@ -3,6 +3,9 @@ test command installs them, so their absence is a failure worth seeing."""
 from __future__ import annotations
 
 import os
+import signal
+import tempfile
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -19,14 +22,45 @@ def _isolated_cache(tmp_path_factory):
     os.environ["EDGETUNE_CACHE"] = str(tmp_path_factory.mktemp("edgetune-cache"))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _no_kernels_of_your_own_across_modules():
-    """Kernels of your own registered by a test module (loading a --kernel-file registers
-    one) are gone after it, as in a new process: tests elsewhere see the shipped ones only."""
+@pytest.fixture(scope="session", autouse=True)
+def _working_directories(tmp_path_factory):
+    """The folder each test's own working directory is made in (one per xdist worker)."""
+    root = tmp_path_factory.mktemp("cwd")
+    before = os.getcwd()
+    os.chdir(root)  # module fixtures too write nothing relative into the repository
+    yield root
+    os.chdir(before)
+
+
+@pytest.fixture(autouse=True)
+def _own_working_directory(_working_directories, monkeypatch):
+    """Each test runs in an empty folder of its own: what a command writes where it is run
+    (`edgetune.db` by default, an export's `out`) lands neither in the repository nor beside
+    another test's, whichever worker runs it and in whatever order."""
+    monkeypatch.chdir(tempfile.mkdtemp(dir=_working_directories))
+
+
+@pytest.fixture(autouse=True)
+def _no_kernels_of_your_own_across_tests():
+    """Kernels of your own registered by a test (loading a --kernel-file registers one) are
+    gone after it, as in a new process: no other test sees them, whichever worker runs it
+    next (KERNELS is a registry of the process)."""
     from edgetune.codegen.kernels import KERNELS, SHIPPED, unregister_kernel
     yield
     for name in set(KERNELS) - SHIPPED:
         unregister_kernel(name)
+
+
+@pytest.fixture
+def sigint_as_at_a_terminal():
+    """SIGINT handled as in a terminal's foreground job, whatever the suite was started under.
+    A parent that ignores SIGINT (`nohup ... &`, a CI runner) hands the ignoring down through
+    pytest and its xdist workers to every program a test starts: Python then installs no
+    KeyboardInterrupt handler and a shell cannot even trap the signal. A handled signal is
+    reset to the default in exec'd programs, so a test that sends Ctrl-C reaches them."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 @pytest.fixture(scope="session")
@@ -78,3 +112,33 @@ def dw():
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+def each_value_once(items: list[pytest.Item]) -> set[str]:
+    """The node ids of a few of one test's parametrized cases that together take every value
+    of every parameter at least once: each time the case with the most values not yet taken,
+    of equals the one whose values were taken least often (the first of those), until none is left. Values are told apart by their repr, the same
+    in every xdist worker for the strings, numbers and containers parameters are made of."""
+    values = {item.nodeid: {(name, repr(value)) for name, value in item.callspec.params.items()} for item in items}
+    left, chosen, taken = set().union(*values.values()), set(), Counter()
+    while left:
+        best = max(values, key=lambda nodeid: (len(values[nodeid] & left), -sum(taken[v] for v in values[nodeid])))
+        chosen.add(best)
+        left -= values[best]
+        taken.update(values[best])
+    return chosen
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
+def pytest_collection_modifyitems(config, items):
+    """A test marked `matrix` runs in the default tier with every value of each of its
+    parameters at least once; its other cases are marked `slow` (docs/testing.md)."""
+    by_function: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        if item.get_closest_marker("matrix") and hasattr(item, "callspec"):
+            by_function.setdefault(item.nodeid.split("[")[0], []).append(item)
+    for cases in by_function.values():
+        default = each_value_once(cases)
+        for item in cases:
+            if item.nodeid not in default:
+                item.add_marker(pytest.mark.slow)

@@ -31,9 +31,22 @@ class FaultyMatmul(MatmulS8):
         if not self.always and config["tile_m"] != 2:
             return super().render(target, shape, config, **kwargs)
         fn = kwargs.get("fn") or self.function_name(shape)  # a batch names each variant's entry point
+        if self.fault == "overrun":
+            return self._overrun(target, shape, config, fn, kwargs)
         source = (f"#include <stdint.h>\n#include \"kernel.h\"\n{self.declaration(shape, fn=fn)}\n"
                   f"{{\n    {BODIES[self.fault]}\n}}\n")
         # Where its buffers live, as for the real variants (a batch shares images by placement).
         placement = placement_of(target, self.make_io(shape, np.random.default_rng(0)), config)
         return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
                               compiler=str(config["compiler"]), cflags=(f"-{config['opt']}",), placement=placement)
+
+    def _overrun(self, target, shape, config, fn, kwargs):
+        """The real variant, then one byte written just past its output: right answers, and
+        a write outside the buffer it was given."""
+        real = super().render(target, shape, config, **{**kwargs, "fn": fn + "_inner"})
+        wrapper = (f"{self.declaration(shape, fn=fn + '_inner')};\n{self.declaration(shape, fn=fn)}\n{{\n"
+                   f"    {fn}_inner(a, b, bias, c, a_zero, b_zero, c_zero, multiplier, shift);\n"
+                   f"    c[{shape['m'] * shape['n']}] = 0x5a;\n}}\n")
+        return RenderedKernel(source=real.source + "\n" + wrapper, function=fn,
+                              declaration=self.declaration(shape, fn=fn), compiler=real.compiler, cflags=real.cflags,
+                              placement=real.placement)

@@ -105,13 +105,14 @@ def test_batched_and_alone_give_equal_counts_and_estimates_on_the_m55(matmul, m5
     ("zeros", Outcome.WRONG_ANSWER),
     ("syntax", Outcome.COMPILE_ERROR),
     ("huge", Outcome.TOO_LARGE),
+    ("overrun", Outcome.OVERRUN),  # right answers, one byte written past its output (issue 27)
 ])
 def test_a_fault_mid_batch_is_its_own_trial_and_the_rest_count_as_alone(m55_quick, tmp_path, fault, outcome):
     batched, alone, _ = both_ways(FaultyMatmul(fault), m55_quick, SHAPE, tmp_path, faulty_configs)
     assert_same_trials(batched, alone)
     assert [t.outcome for t in batched] == [Outcome.OK, Outcome.OK, outcome, Outcome.OK, Outcome.OK]
     assert "batch" not in batched[2].info  # measured alone
-    if fault in ("trap", "bad_store", "hang"):
+    if fault in ("trap", "bad_store", "hang", "overrun"):
         # It stopped its image: the two before it kept their results from the image of five,
         # the two after it ran in an image of their own.
         assert [batched[i].info["batch"] for i in (0, 1, 3, 4)] == [5, 5, 2, 2]
@@ -145,13 +146,14 @@ def host_quick():
     ("hang", Outcome.TIMEOUT),
     ("zeros", Outcome.WRONG_ANSWER),
     ("syntax", Outcome.COMPILE_ERROR),
+    ("overrun", Outcome.OVERRUN),
 ])
 def test_host_batches_give_the_outcomes_of_one_at_a_time(host_quick, tmp_path, fault, outcome):
     batched, alone, _ = both_ways(FaultyMatmul(fault), host_quick, SHAPE, tmp_path, faulty_configs)
     assert [t.outcome for t in batched] == [t.outcome for t in alone]
     assert [t.outcome for t in batched] == [Outcome.OK, Outcome.OK, outcome, Outcome.OK, Outcome.OK]
     assert all(t.values["time_ns"] > 0 for t in batched if t.outcome is Outcome.OK)
-    if fault in ("trap", "bad_store", "hang"):
+    if fault in ("trap", "bad_store", "hang", "overrun"):
         assert [batched[i].info["batch"] for i in (0, 1, 3, 4)] == [5, 5, 2, 2]
 
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from edgetune.cli import main
 from edgetune.codegen import KERNELS, get_kernel
 from edgetune.codegen.manifest import write_manifest
-from edgetune.codegen.placement import (ACTIVATIONS_PARAM, WEIGHTS_PARAM, PlacementError, check_regions,
+from edgetune.codegen.placement import (ACTIVATIONS_PARAM, GUARD_BYTES, WEIGHTS_PARAM, PlacementError, check_regions,
                                         group_bytes, placement_of)
 from edgetune.hal import Placement, TargetError, load_target
 from edgetune.evaluate import Evaluator
@@ -170,14 +170,16 @@ def test_split_block_keeps_the_header_with_the_activations_and_the_weights_apart
         if not buf.is_output:
             data = (first, second)[segment][offset:offset + size]
             assert data == np.ascontiguousarray(buf.data).astype(buf.data.dtype.newbyteorder("<")).tobytes()
-    assert len(first) + len(second) == iobuf.block_size(io)  # same bytes, split in two
+    # The same bytes split in two; the second segment closes with a guard of its own.
+    assert len(first) + len(second) == iobuf.block_size(io) + GUARD_BYTES
     assert iobuf.plan_io(m55, io, Placement("dtcm", "dtcm")).regions == ("dtcm",)
 
 
 def test_a_segment_larger_than_its_region_is_too_large(matmul):
     tight = load_target(target_file("cortex-m55"), overrides={"firmware": {"data_reserved": 0x80000 - 4096}})
     io = matmul.make_io(matmul.parse_shape("m=64,n=64,k=64"), np.random.default_rng(0))
-    with pytest.raises(MeasureError, match="weights of 4352 bytes exceed the 4096 bytes cortex-m55 has free in dtcm") as exc:
+    # b (4096 bytes) and bias (256), each after its 16 guard bytes, and the segment's closing guard.
+    with pytest.raises(MeasureError, match="weights of 4400 bytes exceed the 4096 bytes cortex-m55 has free in dtcm") as exc:
         iobuf.plan_io(tight, io, Placement("dtcm", "sram2"))
     assert exc.value.outcome is Outcome.TOO_LARGE
 

@@ -46,9 +46,18 @@ def test_both_stages_run_the_fresh_one_through_the_tool(checkout):
     repo, log, tool = checkout
     proc = ci_run(repo, tool)
     assert proc.returncode == 0, proc.stderr
-    assert calls(log) == ["test.sh ", "fresh-machine bash .ci/run --quickstart-and-smoke", "quickstart.sh ",
-                          "python -m pytest -m smoke"]
+    fresh = ["fresh-machine bash .ci/run --quickstart-and-smoke", "quickstart.sh ", "python -m pytest -m smoke"]
+    assert [call for call in calls(log) if call != "test.sh "] == fresh and "test.sh " in calls(log)
     assert "ci: passed: suite, fresh" in proc.stderr
+
+
+def test_the_fresh_stage_runs_after_the_suite(checkout):
+    """One after the other: the fresh stage's quick start tunes a model, and the 2-core
+    machines CI runs on would share the cores with the suite."""
+    repo, log, tool = checkout
+    proc = ci_run(repo, tool)
+    assert proc.returncode == 0, proc.stderr
+    assert calls(log)[0] == "test.sh " and calls(log)[1].startswith("fresh-machine")
 
 
 def test_a_failing_suite_fails_ci_and_the_fresh_stage_still_runs(checkout):
@@ -68,6 +77,28 @@ def test_a_failure_on_the_fresh_machine_fails_ci(checkout, failing):
     proc = ci_run(repo, tool)
     assert proc.returncode == 1
     assert "ci: FAILED: fresh (quick start and smoke tests on a fresh machine, exit 3)" in proc.stderr
+
+
+@pytest.mark.parametrize("stage, pytest_at", [("suite (scripts/test.sh", "scripts/test.sh"),
+                                               ("fresh (quick start and smoke tests on a fresh machine", ".venv/bin/python")])
+def test_a_stage_whose_pytest_collected_no_test_fails_ci_saying_so(checkout, stage, pytest_at):
+    repo, log, tool = checkout
+    stub(repo / pytest_at, log, status=5)  # pytest's status when it collected nothing
+    proc = ci_run(repo, tool)
+    assert proc.returncode == 1
+    assert f"ci: FAILED: {stage}, exit 5: pytest ran no test)" in proc.stderr, proc.stderr
+
+
+def test_the_suite_stage_runs_every_tier_and_passes_its_arguments_on(tmp_path):
+    """scripts/test.sh (CI's suite stage) lifts the default `not slow` selection."""
+    repo, log = tmp_path / "repo", tmp_path / "calls.log"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "test.sh", repo / "scripts" / "test.sh")
+    stub(repo / "scripts" / "setup.sh", log)
+    stub(repo / ".venv" / "bin" / "python", log, then='printf "%s|" "$@" >> ' + str(log))
+    subprocess.run(["bash", str(repo / "scripts" / "test.sh"), "-k", "x"], check=True, timeout=60)
+    assert calls(log)[0] == "setup.sh "
+    assert calls(log)[-1] == "-m|pytest|-m||-k|x|"  # python's argv, one | after each: -m pytest -m "" -k x
 
 
 def test_without_the_tool_it_says_so_in_one_line_and_runs_the_quick_start_here(checkout):

@@ -39,6 +39,7 @@ def rows(db_path):
 
 
 @pytest.mark.qemu
+@pytest.mark.slow  # whole tune commands in QEMU; the in-process runs below check the same in the default tier
 def test_sigkill_at_random_moments_with_two_jobs_ends_where_an_uninterrupted_run_ends(tmp_path):
     # Each run builds its own variants (a cache of its own): trials take long enough for
     # kills to land inside batches, as they do on a first tune.
@@ -81,6 +82,7 @@ def test_sigkill_at_random_moments_with_two_jobs_ends_where_an_uninterrupted_run
 
 
 @pytest.mark.qemu
+@pytest.mark.slow  # whole tune commands in QEMU; the in-process runs below check the same in the default tier
 def test_two_tune_commands_on_one_database_split_the_budget(tmp_path):
     shared = tmp_path / "shared.db"
     procs = [subprocess.Popen([EDGETUNE, *TUNE, "--db", str(shared)], cwd=tmp_path, stdout=subprocess.PIPE,

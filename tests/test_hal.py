@@ -611,3 +611,49 @@ def test_an_overlapping_unit_that_is_not_a_name_is_one_error_line(tmp_path, valu
     # An array or table here used to raise TypeError (unhashable) out of the loader.
     text = mutate(M55_TEXT, 'overlapping_units = ["vector_memory", "vector_compute"]', f"overlapping_units = {value}")
     expect_error(tmp_path, text, "cost.overlapping_units[0]", "no instruction class uses unit")
+
+
+# --- a board's memory against its emulated machine's -------------------------------------------
+M7_TCM_BOARD = '''extends = "cortex-m7"
+name = "my-m7"
+[[memory]]
+name = "ssram1"
+kind = "sram"
+base = 0x0000_0000
+size = 0x0040_0000
+access = "rwx"
+[[memory]]
+name = "sram"
+kind = "sram"
+base = {sram_base}
+size = 0x0008_0000
+access = "rwx"
+[firmware]
+data_region = "sram"
+io_regions = ["sram"]
+'''
+
+
+def test_a_region_the_emulated_machine_does_not_map_is_refused_naming_it(tmp_path):
+    """The issue's M7 board, SRAM at 0x2400_0000: mps2-an500 has no memory there (every
+    trial faulted, exit 0)."""
+    expect_error(tmp_path, M7_TCM_BOARD.format(sram_base="0x2400_0000"), "memory[1]", "region sram",
+                 "0x24000000-0x2407ffff", "mps2-an500", "ssram23 0x20000000-0x207fffff")
+
+
+def test_a_region_ending_past_the_machines_memory_is_refused(tmp_path):
+    expect_error(tmp_path, M7_TCM_BOARD.format(sram_base="0x207c_0000"), "memory[1]", "region sram")
+
+
+def test_a_region_inside_the_machines_memory_loads(tmp_path):
+    path = tmp_path / "board.toml"
+    path.write_text(M7_TCM_BOARD.format(sram_base="0x2000_0000"), encoding="utf-8")
+    assert [m.name for m in load_target(path).memory] == ["ssram1", "sram"]
+
+
+@pytest.mark.parametrize("name", ["cortex-m4", "cortex-m7", "cortex-m55"])
+def test_the_shipped_emulated_boards_are_within_their_machines(name):
+    from edgetune.hal.emulated import EMULATED_MEMORY, unmapped_problem
+    target = get_target(name)
+    assert target.runner.machine in EMULATED_MEMORY
+    assert all(unmapped_problem(target.runner.machine, m.name, m.base, m.size) is None for m in target.memory)

@@ -340,7 +340,7 @@ def test_bare_names_come_from_the_allow_list(tmp_path, path, key, name):
 
 def test_a_flasher_is_a_known_name_or_an_allowed_path(tmp_path, monkeypatch):
     monkeypatch.delenv("EDGETUNE_ALLOW_TOOLS", raising=False)
-    for flasher, ok in (("pyocd", True), ("sh", False), ("/usr/local/bin/my-flash", False)):
+    for flasher, ok in (("qemu-system-arm", True), ("sh", False), ("/usr/local/bin/my-flash", False)):
         toml = write_target(tmp_path / "b.toml", _set(board("an547-serial"), ("serial", "flash", 0), flasher))
         code, out = cli("targets", "show", str(toml))
         assert (code == 0) is ok, out
@@ -349,6 +349,82 @@ def test_a_flasher_is_a_known_name_or_an_allowed_path(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGETUNE_ALLOW_TOOLS", "/usr/local/bin/my-flash")
     assert cli("targets", "show", str(toml))[0] == 0  # any name once the user allowed the path
 
+
+
+# Every argument of a flash command is allow-listed per flasher (hal/flash_args.py), not only
+# its program: QEMU as the "flasher" once loaded a plugin and wrote a log where the file said.
+QEMU_FLASH = board("an547-serial")["serial"]["flash"]
+
+
+def _flash_with(*extra: str) -> list[str]:
+    return [*QEMU_FLASH[:-2], *extra, *QEMU_FLASH[-2:]]
+
+
+EVIL_FLASH = [
+    (_flash_with("-plugin", "file=MARK.so"), "serial.flash[11]"),
+    (_flash_with("-D", "MARK.log", "-d", "in_asm"), "serial.flash[11]"),
+    (_flash_with("-d", "in_asm"), "serial.flash[11]"),
+    (_flash_with("-semihosting"), "serial.flash[11]"),
+    (_flash_with("-drive", "file=MARK.img"), "serial.flash[11]"),
+    (_flash_with("-chardev", "file,id=x,path=MARK"), "serial.flash[11]"),
+    (_flash_with("-monitor", "stdio"), "serial.flash[12]"),
+    ([*QEMU_FLASH[:10], "file:MARK", *QEMU_FLASH[11:]], "serial.flash[10]"),
+    ([*QEMU_FLASH[:-1], "MARK.elf"], "serial.flash[12]"),
+    (["pyocd", "flash", "--script", "MARK.py", "{image}"], "serial.flash[2]"),
+    (["pyocd", "flash", "--config", "MARK.yaml", "{image}"], "serial.flash[2]"),
+    (["openocd", "-f", "MARK.cfg", "-c", "init"], "serial.flash[2]"),
+    (["openocd", "-s", "MARK", "-f", "board/x.cfg"], "serial.flash[1]"),
+    (["dfu-util", "-U", "MARK.bin", "-D", "{image}"], "serial.flash[1]"),
+    (["probe-rs", "download", "--chip-description-path", "MARK.yaml", "{image}"], "serial.flash[2]"),
+    (["JLinkExe", "-CommandFile", "MARK.jlink"], "serial.flash[1]"),
+]
+
+
+@pytest.mark.parametrize("flash, culprit", EVIL_FLASH,
+                         ids=[f"{f[0]} {f[int(c[13:-1])]}" for f, c in EVIL_FLASH])
+def test_every_argument_of_a_flash_command_is_allow_listed(tmp_path, flash, culprit):
+    flash = [arg.replace("MARK", str(tmp_path / MARK)) for arg in flash]
+    toml = write_target(tmp_path / "b.toml", _set(board("an547-serial"), ("serial", "flash"), flash))
+    assert_refused(*cli("targets", "show", str(toml)), culprit, tmp_path)
+
+
+@pytest.mark.parametrize("flash", [
+    QEMU_FLASH,
+    ["pyocd", "flash", "--target", "stm32h743zitx", "--frequency", "4M", "{image}"],
+    ["probe-rs", "download", "--chip", "nRF52840_xxAA", "--protocol", "swd", "{image}"],
+    ["st-flash", "--reset", "write", "{image}", "0x08000000"],
+    ["STM32_Programmer_CLI", "-c", "port=SWD", "-w", "{image}", "-v", "-rst"],
+    ["nrfjprog", "-f", "NRF52", "--program", "{image}", "--sectorerase", "--verify", "--reset"],
+    ["dfu-util", "-a", "0", "-d", "0483:df11", "-s", "0x08000000:leave", "-D", "{image}"],
+    ["picotool", "load", "-x", "{image}"],
+    ["bossac", "-e", "-w", "-v", "-R", "--port=ttyACM0", "{image}"],
+], ids=lambda flash: flash[0])
+def test_ordinary_flash_commands_pass(tmp_path, flash):
+    data = _set(board("an547-serial"), ("serial", "flash"), flash)
+    if flash is not QEMU_FLASH:  # a real board: flashed, then reached on its own port
+        data["serial"].update(port="/dev/ttyACM0", flash_keeps_running=False)
+    toml = write_target(tmp_path / "b.toml", data)
+    code, out = cli("targets", "show", str(toml))
+    assert code == 0, out
+
+
+def test_an_allowed_flasher_passes_only_plain_arguments_and_allowed_paths(tmp_path, monkeypatch):
+    flasher, script = "/usr/local/bin/my-flash", str(tmp_path / "proxy.py")
+    monkeypatch.setenv("EDGETUNE_ALLOW_TOOLS", flasher)
+    flash = [flasher, script, "--listen", "{port}", "--", *QEMU_FLASH]
+    toml = write_target(tmp_path / "b.toml", _set(board("an547-serial"), ("serial", "flash"), flash))
+    assert_refused(*cli("targets", "show", str(toml)), "serial.flash[1]", tmp_path)
+    monkeypatch.setenv("EDGETUNE_ALLOW_TOOLS", f"{flasher}:{script}")
+    assert cli("targets", "show", str(toml))[0] == 0
+
+
+def test_a_renode_platform_outside_renode_needs_the_users_opt_in(tmp_path, monkeypatch):
+    monkeypatch.delenv("EDGETUNE_ALLOW_TOOLS", raising=False)
+    repl = tmp_path / "board.repl"
+    toml = write_target(tmp_path / "b.toml", _set(renode_board(), ("renode", "platform"), f"@{repl}"))
+    assert_refused(*cli("targets", "show", str(toml)), "renode.platform", tmp_path)
+    monkeypatch.setenv("EDGETUNE_ALLOW_TOOLS", str(repl))
+    assert cli("targets", "show", str(toml))[0] == 0
 
 # --- network files (edgetune place) ------------------------------------------------------------------
 NETWORK_FIELDS = [(("name",), "name"), (("layers", 0, "name"), "layers[0].name"), (("layers", 0, "op"), "layers[0].op"),

@@ -140,7 +140,7 @@ def board_in_trouble(tmp_path: Path, mode: str, launches: str):
     # outlast a board that is slow because the machine is loaded (1 s was not always enough).
     path.write_text(f'extends = "{SHIPPED}"\nname = "an547-{mode}"\n[runner]\ntimeout_s = 10\n'
                     f"[serial]\nflash = {json.dumps(flash)}\nreply_timeout_s = 5.0\nretries = 0\n")
-    with allowing(sys.executable):
+    with allowing(sys.executable, PROXY, tmp_path / "launches"):  # every path a flash command passes is allowed
         return load_target(path)
 
 

@@ -80,6 +80,7 @@ def draw_variant(matmul, host, data, path, layout):
     return shape, space, space.config_at(data.draw(st.sampled_from(indices), "config index"))
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("layout", ["rowmajor", "packed"])
 @pytest.mark.parametrize("path", PATHS)
 def test_drawn_variants_are_bit_exact(matmul, host, path, layout, tmp_path_factory):

@@ -73,6 +73,7 @@ TILES = [
 ]
 
 
+@pytest.mark.matrix
 @pytest.mark.qemu
 @pytest.mark.parametrize("shape_text,values", TILES)
 @pytest.mark.parametrize("b_zero", [0, -3])
@@ -88,6 +89,7 @@ def test_ties_round_away_from_zero_in_every_lane(matmul, m55, shape_text, values
     run(matmul, m55, shape_text, values, io, tmp_path)
 
 
+@pytest.mark.matrix
 @pytest.mark.qemu
 @pytest.mark.parametrize("shape_text,values", TILES[:3])
 @pytest.mark.parametrize("b_zero", [0, 2])

@@ -130,6 +130,7 @@ def _run(matmul, m55, shape_text, values, tmp_path, edge="random", shift=None, s
     return Evaluator(matmul, m55, shape, space, io, work)(config)
 
 
+@pytest.mark.matrix
 @pytest.mark.qemu
 @pytest.mark.parametrize("shape_text,values", [
     ("m=1,n=128,k=512", {"tile_m": 1, "tile_n": 16, "unroll_k": 4, "compiler": "clang"}),  # the FC layer
@@ -146,6 +147,7 @@ def test_stream_variants_are_bit_exact_in_qemu(matmul, m55, shape_text, values, 
     assert trial.outcome is Outcome.OK, f"{shape_text} {trial.config.key()}: {trial.error}"
 
 
+@pytest.mark.matrix
 @pytest.mark.qemu
 @pytest.mark.parametrize("shape_text", ["m=2,n=21,k=48", "m=2,n=21,k=100"])  # K unrolled; K kept a loop
 @pytest.mark.parametrize("shift", [3, 1, 0, -1, -9, -31])

@@ -30,6 +30,7 @@ from edgetune.tuner import Outcome, Trial, TuningDatabase
 from edgetune.targets import get_target
 
 from model_files import chain_model, write
+from stored import stored_db
 
 MODELS = Path(__file__).parent / "data" / "models"
 DS_CNN = MODELS / "ds_cnn_kws.tflite"
@@ -326,15 +327,17 @@ def test_a_model_export_never_replaces_a_kernel_export(tmp_path):
     """`edgetune export --out X` and `edgetune model export --out X` are easily given the
     same folder: each refuses to replace the other's export, and the folder stays as it was."""
     kernels = tmp_path / "kernels"
-    kernels.mkdir()
-    manifest = json.dumps({"target": "cortex-m55", "kernels": []})
-    (kernels / MANIFEST).write_text(manifest)
+    result = CliRunner().invoke(main, ["export", "--target", "host", "--db", str(stored_db(tmp_path)),
+                                       "--out", str(kernels)])
+    assert result.exit_code == 0, result.output
+    manifest = (kernels / MANIFEST).read_text()
+    files = sorted(p.name for p in kernels.iterdir())
     result = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out", str(kernels)])
     assert result.exit_code == 2, result.output
     assert "holds a kernel export" in result.output and str(kernels) in result.output
     assert "Traceback" not in result.output
     assert (kernels / MANIFEST).read_text() == manifest
-    assert [p.name for p in kernels.iterdir()] == [MANIFEST]
+    assert sorted(p.name for p in kernels.iterdir()) == files
 
 
 def test_a_kernel_export_never_replaces_a_model_export(ds_cnn_export, tmp_path):

@@ -35,6 +35,7 @@ MODEL_FILES = ("ds_cnn_kws", "mobilenet_v1_025_vww", "resnet8_cifar10", "fc_auto
 INPUTS = {"cortex-m55": 10, "cortex-a53": 10, "cortex-m4": 3}
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("target_name", tuple(INPUTS))
 @pytest.mark.parametrize("model_name", MODEL_FILES)
 def test_the_model_runs_whole_bit_exact_with_tflite_micro(tmp_path, model_name, target_name):

@@ -51,6 +51,7 @@ def _tie_scales(name):
 NAME_AND_ACTIVATION = [(name, a) for name in OPS for a in (ACTIVATIONS if name in FUSES_ACTIVATION else ["NONE"])]
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("edge", ["random", "extreme"])
 @pytest.mark.parametrize("shapes", SHAPES, ids=lambda s: "-".join("x".join(map(str, x)) for x in s))
 @pytest.mark.parametrize("name, activation", NAME_AND_ACTIVATION)
@@ -92,6 +93,7 @@ def test_c_on_host_is_tflite_micro(tmp_path, name, shapes):
         assert_same(f"in place of input {alias}", run_host(params, [a, b], want.size, tmp_path / f"a{alias}", alias=alias), want)
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
 @pytest.mark.parametrize("shape", [(1, 4, 4, 17), (37,), (1, 1, 1, 1)])
 @pytest.mark.parametrize("name", list(OPS))
@@ -130,6 +132,7 @@ def test_a_mul_whose_product_would_overflow_is_refused_naming_it(tmp_path):
 PER_CHANNEL = [((1, 5, 3, 12), (1, 1, 1, 12)), ((1, 1, 1, 7), (1, 4, 2, 7)), ((2, 3, 3, 5), (1, 1, 1, 5))]
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
 @pytest.mark.parametrize("shapes", PER_CHANNEL, ids=lambda s: "-".join("x".join(map(str, x)) for x in s))
 @pytest.mark.parametrize("name", ["MUL", "SUB"])

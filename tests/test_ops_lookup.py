@@ -103,6 +103,7 @@ def test_c_on_host_is_tflite_micro(tmp_path, name):
     assert_same("in place", run_host(params, [x], want.size, tmp_path / "p", alias=0), want)
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
 @pytest.mark.parametrize("name", list(OPERATORS))
 def test_helium_c_on_m55_is_tflite_micro(tmp_path, m55, name, compiler):

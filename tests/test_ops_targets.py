@@ -39,6 +39,7 @@ def m7():
 TARGETS = [("m55", "gcc"), ("m55", "clang"), ("m4", "gcc"), ("m7", "clang"), ("a53", "gcc"), ("a53", "clang")]
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("target_name,compiler", TARGETS, ids=[f"{t}-{c}" for t, c in TARGETS])
 @pytest.mark.parametrize("op", list(CASES))
 def test_c_in_qemu_is_tflite_micro(tmp_path, request, op, target_name, compiler):

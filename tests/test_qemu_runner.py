@@ -38,6 +38,7 @@ def edge_config(shape, vector, compiler, layout="rowmajor"):
             "opt": "O2"}
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("shape_text", EDGE_SHAPES)
 @pytest.mark.parametrize("vector", ["c", "mve"])
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
@@ -101,6 +102,7 @@ CONFIG = {"tile_m": 2, "tile_n": 4, "unroll_k": 1, "vector": "c", "layout": "row
     ("zeros", Outcome.WRONG_ANSWER),
     ("syntax", Outcome.COMPILE_ERROR),
     ("huge", Outcome.TOO_LARGE),
+    ("overrun", Outcome.OVERRUN),
 ])
 def test_faults_become_classified_failed_trials(m55_quick, tmp_path, fault, outcome):
     trial = evaluate(FaultyMatmul(fault), m55_quick, "m=4,n=4,k=4", CONFIG, tmp_path)

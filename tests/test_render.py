@@ -44,3 +44,16 @@ def test_sampled_variants_compile_warning_free_on_every_compiler(matmul, m55, ho
                 config = space.make({**space.config_at(int(index)).as_dict(), "compiler": compiler.name})
                 result = compile_only(target, matmul.render(target, shape, config), tmp_path)
                 assert result.returncode == 0, f"{target.name} {config.key()}:\n{result.stderr}"
+
+
+@pytest.mark.parametrize("escape", ["{{ self.__init__.__globals__ }}", "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+                                    "{{ cycler.__init__.__globals__.os.system('true') }}"])
+def test_templates_render_in_the_sandbox(tmp_path, escape):
+    """A template reaches the values it is given, never Python's internals (issue 27)."""
+    from edgetune.codegen import CodegenError, render
+
+    (tmp_path / "evil.c.j2").write_text(f"int x; /* {escape} */\n")
+    with pytest.raises(CodegenError, match="refused by the template sandbox"):
+        render("evil.c.j2", {}, tmp_path)
+    (tmp_path / "plain.c.j2").write_text("int {{ name }}[{{ shape.n }}];\n")
+    assert render("plain.c.j2", {"name": "x", "shape": {"n": 4}}, tmp_path) == "int x[4];\n"

@@ -101,6 +101,7 @@ def run_case(kernel, target, shape_text, values, case, work, seed=0):
     return Evaluator(kernel, target, shape, space, io, work)(complete(space, values))
 
 
+@pytest.mark.matrix
 @pytest.mark.qemu
 @pytest.mark.parametrize("name, variants", [("conv", CONV), ("dw", DEPTHWISE)])
 @pytest.mark.parametrize("case", CASES)

@@ -42,7 +42,7 @@ def troubled_board(tmp_path_factory, mode: str, once: bool = True, reply_timeout
     path.write_text(f'extends = "{SHIPPED}"\nname = "an547-{mode}"\n[runner]\ntimeout_s = {run_timeout_s}\n'
                     f"[serial]\nflash = {json.dumps(flash)}\nreply_timeout_s = {reply_timeout_s}\n"
                     f"retries = {retries}\n")
-    with allowing(sys.executable):
+    with allowing(sys.executable, PROXY, folder / "once"):  # every path a flash command passes is allowed
         return load_target(path)
 
 

@@ -99,6 +99,29 @@ def _stored(path: Path) -> list[tuple[str, str, str]]:
         return []
 
 
+def ctrl_c_once_stored(command: list[str], db: Path, trials: int, **popen) -> tuple[int, str, str]:
+    """Start a run in a process group of its own, send the group SIGINT (a terminal's Ctrl-C)
+    once the database holds `trials` trials; its exit status and output. Whatever fails on
+    the way, nothing of the run is left behind, tuning on to the end of its budget."""
+    proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **popen)
+    try:
+        deadline = time.monotonic() + 300
+        while len(_stored(db)) < trials and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        return proc.returncode, out, err
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # the group is gone: the run and all it started ended
+            pass
+        proc.communicate()
+
+
+@pytest.mark.usefixtures("sigint_as_at_a_terminal")
 @pytest.mark.parametrize("target, shape", [("host", "m=16,n=16,k=16"), ("cortex-m55", "m=8,n=8,k=16")])
 def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path, target, shape):
     """SIGINT to the whole process group, as a terminal's Ctrl-C sends it: the compilers and
@@ -107,15 +130,8 @@ def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path, targ
     db, cache = tmp_path / "int.db", tmp_path / "cache"
     args = ["tune", "matmul_s8", "--target", target, "--shape", shape, "--jobs", "2", "--db", str(db)]
     env = {**os.environ, "EDGETUNE_CACHE": str(cache)}
-    proc = subprocess.Popen([EDGETUNE, *args, "--budget", "2000"], cwd=tmp_path, env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while len(_stored(db)) < 3 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, (out, err)
+    status, out, err = ctrl_c_once_stored([EDGETUNE, *args, "--budget", "2000"], db, 3, cwd=tmp_path, env=env)
+    assert status == 130, (out, err)
     assert "Aborted!" not in err and "Traceback" not in err, err
     assert "stopped: interrupted" in out, out
     kept = _stored(db)
@@ -134,23 +150,18 @@ def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path, targ
         assert after[key] == (outcome, values) if outcome == "ok" else after[key][0] not in lost
 
 
+@pytest.mark.usefixtures("sigint_as_at_a_terminal")
 def test_ctrl_c_during_npu_tuning_keeps_the_trials_and_exits_130(tmp_path):
     db = tmp_path / "npu.db"
     args = ["tune", "conv2d_s8", "--device", "ethos-u55", "--target", "cortex-m55", "--shape",
             "h=16,w=16,cin=16,cout=32,kh=3,kw=3,stride=1,pad=1,dilation=1", "--jobs", "2", "--db", str(db)]
-    proc = subprocess.Popen([EDGETUNE, *args, "--budget", "2000"], cwd=tmp_path, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while len(_stored(db)) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    status, out, err = ctrl_c_once_stored([EDGETUNE, *args, "--budget", "2000"], db, 2, cwd=tmp_path)
     kept = _stored(db)
-    assert proc.returncode == 130 and "Traceback" not in err and "Aborted!" not in err, (out, err)
+    assert status == 130 and "Traceback" not in err and "Aborted!" not in err, (out, err)
     assert "stopped: interrupted" in out and f"{len(kept)} trials stored ({len(kept)} new)" in out, out
 
 
+@pytest.mark.usefixtures("sigint_as_at_a_terminal")
 def test_a_build_tool_killed_from_outside_is_a_lost_trial_never_cached(tmp_path, monkeypatch):
     from edgetune.targets.buildcache import ArtifactStore
     from edgetune.targets.toolchain import ToolKilled, run_tool
@@ -171,3 +182,21 @@ def test_a_build_tool_killed_from_outside_is_a_lost_trial_never_cached(tmp_path,
     assert calls == [1, 1]  # built again, not replayed from the cache
     with pytest.raises(Exception, match=r"exit 3"):  # an ordinary failure is still the variant's
         run_tool(["sh", "-c", "exit 3"], cwd=tmp_path)
+
+
+CTRL_C_TESTS = ("test_a_build_tool_killed_from_outside_is_a_lost_trial_never_cached",
+                "test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130[host-m=16,n=16,k=16]")
+
+
+def test_the_ctrl_c_tests_pass_when_the_suite_starts_with_sigint_ignored(tmp_path):
+    """As under `nohup pytest &` or a CI runner that ignores SIGINT: the ignoring reaches the
+    xdist worker and everything it starts, and the Ctrl-C tests still pass because they set
+    the handling they rely on (without it the first does not raise, the second tunes on)."""
+    def ignoring_sigint():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    ids = [f"{Path(__file__).resolve()}::{name}" for name in CTRL_C_TESTS]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1", "-q",
+                           "--basetemp", str(tmp_path / "inner"), *ids], cwd=tmp_path, preexec_fn=ignoring_sigint,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and f"{len(CTRL_C_TESTS)} passed" in proc.stdout, proc.stdout + proc.stderr

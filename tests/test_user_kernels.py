@@ -239,7 +239,9 @@ def kernel_text(source="k.c", params="{'u': [1, 2]}", restrictions="[]",
     (kernel_text(restrictions="['__import__(\"os\").system(\"true\")']"), None, "only min, max, abs may be called"),
     (kernel_text(restrictions="['tile > 1']"), None, "unknown name 'tile'"),
     (kernel_text(restrictions="'u > 1'"), None, "restrictions: give a list of expressions or functions, e.g. ['u > 1']"),
-    (kernel_text(restrictions="['u > 2']"), None, "no configuration meets its restrictions on host"),
+    (kernel_text(restrictions="['u > 2']"), None, "no configuration meets its restrictions on host: 'u > 2' holds for none (u in [1, 2]"),
+    (kernel_text(restrictions="['u > 1', 'u < 2', 'u >= 1']"), None,
+     ": 'u > 1', 'u < 2' exclude every configuration together (u in [1, 2]"),
     (kernel_text(restrictions="[lambda p: p['u']]"), None, "gave 1, not True or False"),
     (kernel_text(reference="lambda shape, i: i['x'].astype('int16')"), None,
      "reference output 'y' is int16[16], expected int8[16]"),
@@ -274,15 +276,25 @@ def test_a_reference_that_raises_is_named_with_the_line_that_raised(tmp_path):
     assert line.endswith(f"reference raised ZeroDivisionError: division by zero (at {folder / 'kernel.py'}:4)"), line
 
 
-def test_a_source_that_does_not_compile_is_a_failed_trial_with_the_first_error_and_its_configuration(tmp_path):
+def test_a_source_that_compiles_for_no_configuration_is_refused_before_any_trial(tmp_path):
     folder = bad_kernel(tmp_path, kernel_text(params="{'u': [1]}"),
                         {"k.c": "void k(int8_t *y, const int8_t *x, int n) { y[0] = x[0] + undeclared; }\n"})
+    line = one_error_line(edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16",
+                                       "--target", "host", "--budget", "2"))
+    assert "kernel k: its source does not compile on host" in line and "k.c:1" in line and "undeclared" in line, line
+    assert not (tmp_path / "edgetune.db").exists() or trial_count(tmp_path / "edgetune.db") == 0
+
+
+def test_a_source_that_does_not_compile_for_one_configuration_is_a_failed_trial_with_the_first_error(tmp_path):
+    folder = bad_kernel(tmp_path, kernel_text(params="{'u': [1, 2]}"),
+                        {"k.c": "#if u == 2\nint broken = undeclared;\n#endif\n"
+                                "void k(int8_t *y, const int8_t *x, int n) { (void)n; y[0] = x[0]; }\n"})
     result = edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16", "--target", "host",
-                          "--budget", "2")
+                          "--budget", "100")
     assert result.returncode == 0, result.stderr
-    assert "failures: compile 2" in result.stdout
+    assert "failures: compile" in result.stdout
     failure = next(line for line in result.stdout.splitlines() if "first failure" in line)
-    assert "compiler=" in failure and "u=1" in failure and "k.c:1" in failure and "undeclared" in failure
+    assert "compiler=" in failure and "u=2" in failure and "k.c:2" in failure and "undeclared" in failure
 
 
 def test_installed_kernel_packages_are_listed_and_tuned_by_name(tmp_path):
@@ -443,3 +455,68 @@ def test_what_a_definition_says_reaches_c_only_as_checked_tokens(tmp_path):
     assert "*/ int injected" not in source and "#define u (-3)" in source
     assert "#define k et_k_size8_kernel" in source and "(void)k((int8_t *)y, (int8_t *)x, n);" in source
     assert isinstance(space.make({"u": "FAST", "compiler": "gcc", "opt": "O2"}), Config)
+
+
+def _doc_python_blocks() -> list[str]:
+    import re
+    page = (ROOT / "docs" / "own-kernel.md").read_text()
+    return [body for lang, body in re.findall(r"^```(\w+)\n(.*?)^```$", page, re.S | re.M) if lang == "python"]
+
+
+def test_the_pages_tune_kernel_example_runs_verbatim_and_finds_a_best(tmp_path, monkeypatch):
+    """docs/own-kernel.md's tune_kernel block, run as written: every trial succeeds (it once
+    failed every one as `compile: gcc failed (exit 1):`, exit 0), and nothing is written to
+    the working folder."""
+    block = next(b for b in _doc_python_blocks() if "tune_kernel(" in b)
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(block, "own-kernel.md", "exec"), scope)  # noqa: S102 - the documentation's own example
+    results, env = scope["results"], scope["env"]
+    assert env["best_config"] is not None and not any("error" in r for r in results), results
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tune_kernel_refuses_a_kernel_name_that_is_not_the_c_function(tmp_path):
+    a = np.zeros(8, dtype=np.float32)
+    with pytest.raises(KernelError, match=r"source 'vadd_kt.c' has no function 'vadd_kt' \(it defines vadd\)"):
+        edgetune.tune_kernel("vadd_kt", VADD, 8, [a, a, a, np.int32(8)], {"block": [1, 2]},
+                             answer=[a, None, None, None], target="host", db=tmp_path / "kt.db")
+    assert not (tmp_path / "kt.db").exists() or trial_count(tmp_path / "kt.db") == 0
+
+
+def test_a_source_that_compiles_for_no_configuration_is_refused_with_the_compilers_first_error(tmp_path):
+    a = np.zeros(8, dtype=np.float32)
+    broken = VADD.replace("a[i + j] + b[i + j]", "a[i + j] + bb[i + j]")
+    with pytest.raises(KernelError, match=r"kernel vadd: its source does not compile on host \(tried .* and .*\): "
+                                          r"\w+ failed \(exit 1\): vadd.c:\d+:\d+: error: .*bb"):
+        edgetune.tune_kernel("vadd", broken, 8, [a, a, a, np.int32(8)], {"block": [1, 2]},
+                             answer=[a, None, None, None], target="host", db=tmp_path / "kt.db")
+    assert trial_count(tmp_path / "kt.db") == 0
+
+
+def test_a_compile_failure_of_one_configuration_keeps_the_compilers_first_error(tmp_path):
+    """Only block=2 fails: the search runs, and that trial's error starts with the error line."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(8).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    source = "#if block == 2\nint broken = undeclared_name;\n#endif\n" + VADD
+    results, _ = edgetune.tune_kernel("vadd", source, 8, [np.zeros_like(a), a, b, np.int32(8)], {"block": [1, 2, 4]},
+                                      answer=[a + b, None, None, None], target="host", budget=9,
+                                      db=tmp_path / "kt.db")
+    failed = [r for r in results if "error" in r]
+    assert failed and all(r["block"] == 2 for r in failed)
+    assert all(r["error"].startswith("compile: ") and "error:" in r["error"] and "undeclared_name" in r["error"]
+               for r in failed), failed
+
+
+@pytest.mark.parametrize("target", ["host", pytest.param("cortex-m55", marks=pytest.mark.qemu)])
+def test_tune_kernel_passes_in_out_buffers_with_their_contents(tmp_path, target):
+    """An in-place kernel: y arrives as given (not zeros), as Kernel Tuner passes it."""
+    source = "void accumulate(int16_t *y, const int16_t *x, int n)\n{\n" \
+             "    for (int i = 0; i < n; i++) y[i] = y[i] + (x[i] >> SHIFT);\n}\n"
+    rng = np.random.default_rng(4)
+    y = rng.integers(-2000, 2000, 32).astype(np.int16)
+    x = rng.integers(-2000, 2000, 32).astype(np.int16)
+    results, env = edgetune.tune_kernel("accumulate", source, 32, [y, x, np.int32(32)], {"SHIFT": [2]},
+                                        answer=[(y + (x >> 2)).astype(np.int16), None, None], target=target,
+                                        budget=1, db=tmp_path / "kt.db")
+    assert env["best_config"] is not None and "error" not in results[0], results

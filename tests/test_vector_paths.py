@@ -19,7 +19,8 @@ from edgetune.codegen import KERNELS
 from edgetune.codegen.kernels import path_cflags
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, OPT_LEVELS
 from edgetune.codegen.render import TEMPLATES_DIR
-from edgetune.targets import get_target
+from edgetune.hal import load_target
+from edgetune.targets import get_target, target_file
 
 from kernel_checks import compile_only
 from kernel_runs import assert_ok, check_drawn_variants
@@ -68,6 +69,25 @@ def first_shape(kernel_name: str) -> dict:
     return KERNELS[kernel_name].parse_shape(SHAPES[kernel_name][1])
 
 
+def tiered(cases: list[tuple[str, str, str]]) -> list:
+    """The cases with those past the default tier marked slow (docs/testing.md). The default
+    tier keeps each (kernel, path) on the first target that offers it, and a target none of
+    those is on with its first case, so every path and every target is built and run there;
+    the slow tier holds the rest of the matrix. Cases a target does not offer cost nothing."""
+    targets = {name: get_target(name) for name in TARGETS}
+    live = [case for case in cases if offered(case[0], case[1], targets[case[2]])]
+    first_target = {(kernel, path): target for kernel, path, target in reversed(live)}
+    default = {(*key, target) for key, target in first_target.items()}
+    covered = {target for *_, target in default}
+    first_case = {case[2]: case for case in reversed(live)}
+    default |= {case for target, case in first_case.items() if target not in covered}
+    return [pytest.param(case, id=case_id(case), marks=() if case in default or case not in live else pytest.mark.slow)
+            for case in cases]
+
+
+TIERED_CASES = tiered(CASES)
+
+
 def test_every_kernel_has_shapes_here_and_a_plain_c_path_first():
     assert set(SHAPES) == set(KERNELS)
     for kernel in KERNELS.values():
@@ -75,11 +95,20 @@ def test_every_kernel_has_shapes_here_and_a_plain_c_path_first():
         assert names[0] == "c" and len(set(names)) == len(names), kernel.name
 
 
+def host_with_every_unit(monkeypatch):
+    """The host target as detected on a CPU with every vector unit edgetune knows: a path for
+    a unit this machine lacks (AVX-VNNI on a Zen 4) is offered on the hosts that have it."""
+    from edgetune.hal import host as detection
+    flags = set().union(*(needed for _, needed, *_ in detection._X86_VECTOR_UNITS))
+    monkeypatch.setattr(detection, "_cpuinfo", lambda *_: {"flags": " ".join(sorted(flags))})
+    return load_target(target_file("host"), overrides=detection.detect_host())
+
+
 @pytest.mark.parametrize("kernel_name", sorted(KERNELS))
-def test_every_path_is_offered_on_some_shipped_target(kernel_name, targets):
-    kernel = KERNELS[kernel_name]
+def test_every_path_is_offered_on_some_shipped_target(kernel_name, targets, monkeypatch):
+    kernel, shipped = KERNELS[kernel_name], [*targets.values(), host_with_every_unit(monkeypatch)]
     for path in kernel.paths:
-        assert any(offered(kernel_name, path.name, target) for target in targets.values()), \
+        assert any(offered(kernel_name, path.name, target) for target in shipped), \
             f"{kernel_name}: no shipped target offers vector={path.name}"
 
 
@@ -95,7 +124,7 @@ def test_a_path_is_offered_exactly_where_the_hal_has_its_unit(case, targets):
     assert offered(kernel_name, path_name, bare) == (path_name == "c")
 
 
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("case", TIERED_CASES)
 def test_a_paths_variants_render_from_existing_templates_with_allowed_flags(case, targets):
     kernel_name, path_name, target_name = case
     kernel, target = KERNELS[kernel_name], targets[target_name]
@@ -116,7 +145,7 @@ def test_a_paths_variants_render_from_existing_templates_with_allowed_flags(case
             assert set(kernel.path(config).cflags) <= set(rendered.cflags)
 
 
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("case", TIERED_CASES)
 def test_a_paths_variants_compile_warning_free_with_every_compiler(case, targets, tmp_path):
     """The first and last legal configuration of the path per compiler (smallest and
     largest tiles), -Wall -Wextra -Werror."""
@@ -135,7 +164,7 @@ def test_a_paths_variants_compile_warning_free_with_every_compiler(case, targets
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("case", TIERED_CASES)
 def test_drawn_variants_of_a_path_match_the_reference_on_the_target(case, targets, tmp_path):
     kernel_name, path_name, target_name = case
     kernel, target = KERNELS[kernel_name], targets[target_name]

@@ -3,6 +3,7 @@ kernel after its arithmetic is corrupted or it is replaced by a slower variant, 
 damaged manifest; the documented CI jobs run for real; --from-export re-tunes an export."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -100,6 +101,50 @@ def test_slower_variant_fails_naming_the_kernel(export_copy, exported):
     assert [k["function"] for k in bad] == [victim["function"]]
     assert any(p.startswith("slower:") for p in bad[0]["problems"])
     assert bad[0]["measured"] > bad[0]["recorded"]
+
+
+def _slowed_with_its_manifest_rewritten(folder: Path) -> dict:
+    """The issue-27 forgery: a kernel slowed (a busy loop at its start, still correct), its
+    exported_value raised to the slow count, the file checksums and manifest_sha256
+    recomputed: every check of the folder alone holds. The victim's manifest entry."""
+    from edgetune.codegen.manifest import write_manifest
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    victim = manifest["kernels"][1]
+    source = folder / victim["source"]
+    text = source.read_text()
+    body = text.index("{", text.index(victim["function"] + "(")) + 1
+    source.write_text(text[:body] + "\n    for (volatile int spin = 0; spin < 64; spin++) { }" + text[body:])
+    code, report = verify_json(folder)
+    slow = next(k for k in report["kernels"] if k["function"] == victim["function"])["measured"]
+    assert code == 1 and slow > victim["exported_value"]
+    victim["exported_value"] = slow
+    victim["exported_values"][victim["objective"]] = slow
+    manifest["files"][victim["source"]] = hashlib.sha256((folder / victim["source"]).read_bytes()).hexdigest()
+    write_manifest(folder, manifest)  # recomputes manifest_sha256, as anyone can
+    return victim
+
+
+def test_a_slowed_kernel_with_a_rewritten_manifest_fails_against_the_database(export_copy, exported, tmp_path):
+    victim = _slowed_with_its_manifest_rewritten(export_copy)
+    code, report = verify_json(export_copy)
+    assert code == 0, report  # the folder alone cannot tell: its checksum guards against accidents only
+    code, report = verify_json(export_copy, "--db", exported / "t.db")
+    assert code == 1, report
+    bad = [k for k in report["kernels"] if not k["ok"]]
+    assert [k["function"] for k in bad] == [victim["function"]]
+    assert any(p.startswith("slower than the database's best") for p in bad[0]["problems"]), bad
+    code, out = cli("verify", export_copy, "--target", "cortex-m55", "--db", exported / "t.db")
+    assert code == 1 and victim["function"] in out.splitlines()[-1]
+
+
+def test_verify_with_a_database_that_holds_no_trials_of_a_kernel_fails_naming_it(export_copy, tmp_path):
+    from edgetune.tuner import TuningDatabase
+
+    TuningDatabase(tmp_path / "empty.db").close()
+    code, report = verify_json(export_copy, "--db", tmp_path / "empty.db")
+    assert code == 1 and not any(k["ok"] for k in report["kernels"])
+    assert all(any("holds no trials" in p for p in k["problems"]) for k in report["kernels"])
 
 
 @pytest.mark.parametrize("damage", ["edit_value", "truncate", "delete", "wrong_target"])

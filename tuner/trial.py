@@ -21,6 +21,7 @@ class Outcome(enum.Enum):
     RUNTIME_ERROR = "runtime"      # the harness or runner failed in another way
     EMULATOR_LOST = "emulator_lost"  # the emulator (or a build tool) was killed from outside (SIGKILL, SIGTERM, Ctrl-C, OOM)
     DEVICE_LOST = "device_lost"    # the board went away: its port closed or vanished
+    OVERRUN = "overrun"            # ran, but wrote outside its output buffers (the harness's guard bytes)
 
     @property
     def failed(self) -> bool:

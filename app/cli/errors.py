@@ -87,6 +87,15 @@ class OneLineErrors(click.Group):
     """Click's own usage errors (an unknown option, a missing argument, a bad number) in
     edgetune's convention too: one line naming the culprit, exit status 2."""
 
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # The reader went away (`edgetune kernels | head -1`): it read what it wanted, so this
+            # is success; what is left unwritten goes to /dev/null, not into a second error.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise click.exceptions.Exit(0) from None
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)

@@ -51,7 +51,7 @@ def export_cmd(target_name, out_dir, db_path, objective, constraints, kernel_fil
 @click.command("verify")
 @click.argument("folder", metavar="DIR")
 @options.export_target
-@options.db
+@options.check_db
 @click.option("--tolerance", "tolerance_pct", type=click.FloatRange(min=0), default=None,
               help="Allowed slow-down in percent [default: 0 on emulated targets, 15 on the host, "
                    "2 on a real board].")
@@ -64,10 +64,9 @@ def verify_cmd(folder, target_name, db_path, tolerance_pct, seed, objective, con
     """Check an export in the target's emulator: still correct, still as fast as recorded.
 
     Exit 0 when every kernel holds, 1 naming each kernel that is wrong or slower, 2 on bad
-    input (a missing, damaged or foreign export). With a database (edgetune.db when present),
-    also say where it holds a better configuration than the one exported."""
+    input (a missing, damaged or foreign export)."""
     target = get_target(target_name) if target_name else manifest_target(Path(folder))
-    db = options.open_db_if_present(db_path)
+    db = options.open_existing_db(db_path) if db_path is not None else None
     report = verify_export(Path(folder), target, tolerance_pct=tolerance_pct, seed=seed, db=db, objective=objective,
                            bounds=options.bounds_of(constraints))
     if as_json:

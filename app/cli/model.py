@@ -13,8 +13,9 @@ import numpy as np
 from edgetune.codegen.model import Model, ModelLayer, check_fits, load_model
 from edgetune.targets import get_target
 
+from ..tune_options import compiler_option
 from . import options
-from .model_report import model_report_cmd
+from .model_report import model_compare_cmd, model_report_cmd
 from .model_tune import model_tune_cmd
 
 
@@ -81,6 +82,7 @@ def model_group():
 
 model_group.add_command(model_tune_cmd)
 model_group.add_command(model_report_cmd)
+model_group.add_command(model_compare_cmd)
 
 
 @model_group.command("show")
@@ -136,8 +138,10 @@ def _print_export(result, target) -> None:
 @options.objective
 @options.constraints
 @options.as_json
+@compiler_option
 @options.kernel_file
-def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files):
+def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files,
+                     compilers):
     """MODEL.tflite as one ahead-of-time C module for a target: each tuned layer's best trial
     (or the kernel's default configuration), the library operators, weights as const
     arrays, one arena by a memory plan (docs/model-export.md).
@@ -153,7 +157,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         check_model_name(name)
     db = options.open_db_if_present(db_path)
     bounds = options.bounds_of(constraints)
-    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds)
+    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers)
     if as_json:
         m = result.rendered.manifest.model
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,
@@ -173,9 +177,15 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
               help="Random inputs (a saturating one is always added).")
 @click.option("--layers", is_flag=True, help="Also compare every operator's output with TFLite Micro's.")
 @options.seed
+@click.option("--input", "input_files", multiple=True, metavar="FILE",
+              help="Run on this input instead of random ones: the model's inputs in order as int8, raw bytes or a "
+                   ".npy array (repeatable).")
+@click.option("--save-vectors", "save_to", metavar="DIR", default=None,
+              help="Write the inputs and TFLite Micro's outputs into DIR, as files and C arrays "
+                   "(edgetune_vectors.h), for your firmware's own test.")
 @options.as_json
 @options.kernel_file
-def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kernel_files):
+def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kernel_files, input_files, save_to):
     """Build a model export as firmware would, run whole inferences in the target's emulator
     and compare each output bit for bit with TFLite Micro (exit 1 naming what differs)."""
     from ..model_verify import verify_model
@@ -193,7 +203,11 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
         value = dict(i.values).get(unit, i.instructions)
         click.echo(f"  {i.label}: {value:,.0f} {unit}" + (f"  DIFFERS: {i.problem}" if i.problem else ""))
 
-    outcome = verify_model(Path(folder), target, n_inputs, layers, seed, None if as_json else echo)
+    outcome = verify_model(Path(folder), target, n_inputs, layers, seed, None if as_json else echo, input_files,
+                           Path(save_to) if save_to else None)
+    if save_to and not as_json:
+        click.echo(f"inputs and TFLite Micro's outputs written to {save_to}/ (vectors.json, *.bin, "
+                   "edgetune_vectors.h)")
     # The first operator that differs names the fault; without --layers, the first output.
     problems = ([outcome.layer_problem] if outcome.layer_problem else []) + [i.problem for i in outcome.inferences
                                                                              if i.problem]

@@ -1,4 +1,5 @@
-"""`edgetune model report`: a model's per-layer breakdown (edgetune.model_report)."""
+"""`edgetune model report`: a model's per-layer breakdown (edgetune.model_report); `edgetune model
+compare`: models x targets x compilers in one table (edgetune.model_compare)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ import click
 from edgetune.codegen.model import load_model
 from edgetune.targets import get_target
 
+from ..model_compare import compare_rows, compare_table
 from ..session import choose_objective
 from . import options
 
@@ -40,3 +42,24 @@ def model_report_cmd(model_file, target_name, db_path, out_dir, objective, as_js
                               indent=2))
     else:
         click.echo(f"report: {index} ({plot.name})")
+
+
+@click.command("compare")
+@click.argument("model_files", metavar="MODEL.tflite...", nargs=-1, required=True)
+@options.db
+@options.as_json
+@options.kernel_file
+def model_compare_cmd(model_files, db_path, as_json, kernel_files):
+    """One table of MODEL x target x compiler from the database: the model's instructions,
+    estimated cycles and energy, kernel code and RAM, per compiler and for any (docs/models.md)."""
+    db = options.open_existing_db(db_path)
+    rows = compare_rows([load_model(Path(f)) for f in model_files], db)
+    if as_json:
+        click.echo(json.dumps([{"model": r.model, "target": r.target, "compiler": r.compiler,
+                                "workloads": r.workloads, "solved": r.solved, "totals": dict(r.totals),
+                                "code_bytes": r.code_bytes, "ram_bytes": r.ram_bytes} for r in rows], indent=2))
+    elif not rows:
+        click.echo(f"{db_path} holds no trial of {', '.join(model_files)}'s layers")
+    else:
+        for line in compare_table(rows):
+            click.echo(line)

@@ -19,6 +19,7 @@ from edgetune.tuner.scheduler import SCHEDULERS
 from ..model_check import LayerCheck, check_model
 from ..model_session import ModelRound, ModelSummary, progress_line, tune_model
 from ..session import choose_objective
+from ..tune_options import compiler_option
 from . import options
 
 TRIALS_PER_WORKLOAD = options.MODEL_TRIALS_PER_WORKLOAD
@@ -52,7 +53,7 @@ def print_model_summary(summary: ModelSummary) -> None:
 
 def _check_line(check: LayerCheck) -> str:
     if check.ok:
-        verdict = f"bit-exact with {check.oracle} on {check.inputs} inputs"
+        verdict = f"bit-exact with {check.oracle} on {check.inputs} inputs" + (" (remembered)" if check.remembered else "")
     else:
         verdict = f"{'DIFFERS' if check.checked else 'not checked'}: {check.problem}"
     return f"  layer {check.index:>3} {check.op:<18} {check.kernel:<12} {verdict}"
@@ -67,7 +68,8 @@ def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path
                        "trials": l.trials, "best": l.value, "plain": l.baseline,
                        "config": l.best.trial.config.as_dict() if l.best else None} for l in summary.layers],
         "checks": [{"layer": c.index, "op": c.op, "kernel": c.kernel, "ok": c.ok, "checked": c.checked, "inputs": c.inputs,
-                    "problem": c.problem, "oracle": c.oracle} for c in checks],
+                    "problem": c.problem, "oracle": c.oracle, "config": c.config, "remembered": c.remembered}
+                   for c in checks],
     }
 
 
@@ -84,10 +86,13 @@ def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path
 @options.constraints
 @options.db
 @click.option("--no-check", "no_check", is_flag=True, help="Skip the check of every tuned layer against TFLite Micro.")
+@click.option("--recheck", is_flag=True, help="Check every layer again, also a variant found bit-exact before with the "
+              "same model, target, toolchain and seed (remembered by content).")
 @options.as_json
+@compiler_option
 @options.kernel_file
 def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, seed, objective, constraints, db_path,
-                   no_check, as_json, kernel_files):
+                   no_check, as_json, kernel_files, compilers, recheck):
     """Tune every layer of MODEL.tflite on a target: identical layers once, the budget spent
     where it lowers the model's total most; then check each tuned layer against TFLite Micro."""
     model = load_model(model_file)
@@ -115,8 +120,9 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
     db = options.open_db(db_path)
     summary = tune_model(model.layers, target, db, budget=budget, strategy=strategy, seed=seed, jobs=jobs,
                          objective=objective, bounds=bounds, progress=progress, scheduler=scheduler,
-                         round_trials=round_trials)
-    checks = () if no_check else check_model(model, target, db, objective, bounds, seed)
+                         round_trials=round_trials, compilers=compilers)
+    checks = () if no_check else check_model(model, target, db, objective, bounds, seed, compilers=compilers,
+                                             recheck=recheck)
     if as_json:
         click.echo(json.dumps(_summary_json(summary, checks, db_path), indent=2))
     else:
@@ -124,7 +130,10 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
         if checks:
             judges = "TFLite Micro" + ("" if all(c.oracle == "TFLite Micro" for c in checks) else
                                        " (CUSTOM operators: their kernel's reference)")
-            click.echo(f"checked against {judges} ({len(checks)} tuned layers, the model's own weights):")
+            remembered = sum(c.remembered for c in checks)
+            again = (f"; {remembered} remembered from an earlier check of the same model, variants, target and "
+                     "toolchain, not run again (--recheck runs them)") if remembered else ""
+            click.echo(f"checked against {judges} ({len(checks)} tuned layers, the model's own weights{again}):")
             for check in checks:
                 click.echo(_check_line(check))
     if summary.unsolved or any(not c.ok for c in checks):

@@ -56,8 +56,13 @@ import_targets = _shared("import_targets", "--target", "target_files", multiple=
 
 # --- the database ------------------------------------------------------------------------
 db = _shared("db", "--db", "db_path", default=DEFAULT_DB, show_default=True, metavar="FILE",
-             help="Tuning database (SQLite). Commands that tune create it; `model export` (saying so) and `verify` go "
-                  f"on without it when {DEFAULT_DB} is absent; every other reader refuses a missing file.")
+             help="Tuning database (SQLite). Commands that tune create it; `model export` goes on without it when "
+                  f"{DEFAULT_DB} is absent (saying so); every other reader refuses a missing file.")
+# verify's --db adds a check that can fail (a kernel slower than the database's best, or one
+# it holds no trial of), so it is asked for, never taken from a file lying in the folder.
+check_db = _shared("check_db", "--db", "db_path", default=None, metavar="FILE",
+                   help="Also check each kernel against the best trial this database holds for it (fails when "
+                        "slower, or when it holds none), and say when it holds a better configuration.")
 
 # --- what is minimised or chosen by --------------------------------------------------------
 objective = _shared("objective", "--objective", default="", metavar="NAME",
@@ -138,7 +143,7 @@ def open_existing_db(path: str) -> TuningDatabase:
 
 
 def open_db_if_present(path: str) -> TuningDatabase | None:
-    """The database a command can go without (`model export`, `verify`): None when the default
+    """The database a command can go without (`model export`): None when the default
     file is absent; a database named with --db must exist (a mistyped name is not silence)."""
     source = click.get_current_context().get_parameter_source("db_path")
     if source is ParameterSource.DEFAULT and not Path(path).exists():

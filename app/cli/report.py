@@ -97,14 +97,16 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_fi
 @options.out_folder("the PNG plots and index.html")
 @options.objective
 @options.pricing_targets
-def report_cmd(db_path, out_dir, objective, board_names):
+@click.option("--model", "models", multiple=True, metavar="MODEL.tflite",
+              help="Name, for each workload, the layers of this model it serves (repeatable).")
+def report_cmd(db_path, out_dir, objective, board_names, models):
     """Plots (convergence, Pareto front, parameter effects), tables and one HTML page."""
     from ..report import check_objective, write_report  # matplotlib: imported to plot, not to start
 
     db = options.open_existing_db(db_path)
     _price_with_current_tables(db, board_names)
     check_objective(db, objective)  # before the output folder is created
-    result = write_report(db, writable_folder(out_dir, "--out"), objective)
+    result = write_report(db, writable_folder(out_dir, "--out"), objective, models)
     click.echo(f"report: {result.index} ({len(result.images)} plots)")
 
 

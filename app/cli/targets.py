@@ -111,9 +111,10 @@ def kernels(as_json, target_name, kernel_files):
     if as_json:
         click.echo(json.dumps(items, indent=2))
         return
+    width = max((len(name) for item in items for name in item["parameters"]), default=0)  # one column for all
     for item in items:
         click.echo(f"{item['name']} (shape {','.join(item['shape'])}): {item['description']}")
         for name, p in item["parameters"].items():
-            click.echo(f"  {name:10} {', '.join(map(str, p['values']))}")
+            click.echo(f"  {name:{width}}  {', '.join(map(str, p['values']))}")
 
 

@@ -19,6 +19,7 @@ from ..cluster import connect
 from ..identity import recompute_estimates
 from ..progress import ProgressDisplay
 from ..session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
+from ..tune_options import compiler_option
 from ..user_kernels import first_failure, only_kernel
 from . import options
 from .errors import INTERRUPTED_EXIT, UserError, printable
@@ -53,8 +54,9 @@ from .summary import print_summary, summary_json
               help="Variants per image and emulator boot (default: as many as the target's memory holds, "
                    "at most 16); 1: one at a time (docs/throughput.md).")
 @options.as_json
+@compiler_option
 def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, initial, objective, constraints,
-             time_budget, patience, db_path, kernel_files, cluster, device, batch, as_json):
+             time_budget, patience, db_path, kernel_files, cluster, device, batch, as_json, compilers):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
     With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
@@ -73,6 +75,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             raise UserError("--objective and --constraint apply to CPU tuning; NPU tuning minimises Vela's total_cycles")
         if cluster:
             raise UserError("--cluster runs CPU kernels; Vela runs on this machine")
+        if compilers:
+            raise UserError("--compiler applies to CPU tuning; Vela compiles for the NPU")
         summary = run_npu_tune(kernel_name, target, device, shape, lambda: options.open_db(db_path),
                                show_progress=not as_json and sys.stderr.isatty(), initial=initial, **search)
         if as_json:
@@ -88,9 +92,9 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     if from_export:
         if kernel_name or shape or initial:
             raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL, --shape or --initial")
-        requests = _export_requests(Path(from_export), target, objective, bounds, batch, search)
+        requests = _export_requests(Path(from_export), target, objective, bounds, batch, compilers, search)
     else:
-        requests = [_kernel_request(kernel_name, shape, target, objective, bounds, initial, batch, search)]
+        requests = [_kernel_request(kernel_name, shape, target, objective, bounds, initial, batch, compilers, search)]
     summaries, interrupted = _run(requests, db_path, cluster, target,
                                   show_progress=not as_json and sys.stderr.isatty())
     _print_summaries(summaries, db_path, as_json, one=not from_export)
@@ -100,8 +104,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         sys.exit(INTERRUPTED_EXIT)
 
 
-def _export_requests(folder: Path, target: Target, objective: str, bounds: tuple, batch, search: dict
-                     ) -> list[TuneRequest]:
+def _export_requests(folder: Path, target: Target, objective: str, bounds: tuple, batch, compilers: tuple[str, ...],
+                     search: dict) -> list[TuneRequest]:
     """One request per workload of an earlier export: each re-tuned for what its kernel was
     exported by (unless told otherwise), its exported configuration measured first."""
     manifest = read_manifest(folder)
@@ -111,12 +115,12 @@ def _export_requests(folder: Path, target: Target, objective: str, bounds: tuple
                         search["strategy"], search["budget"], search["jobs"], search["seed"],
                         *((objective, bounds) if objective or bounds else (entry.objective, entry.bounds)),
                         initial=(entry.config_dict,), time_budget=search["time_budget"],
-                        patience=search["patience"], batch=batch)
+                        patience=search["patience"], batch=batch, compilers=compilers)
             for entry in manifest.kernels]
 
 
 def _kernel_request(kernel_name: str | None, shape: str | None, target: Target, objective: str, bounds: tuple,
-                    initial: tuple[str, ...], batch, search: dict) -> TuneRequest:
+                    initial: tuple[str, ...], batch, compilers: tuple[str, ...], search: dict) -> TuneRequest:
     if not kernel_name or not shape:
         missing = "--shape" if kernel_name else "KERNEL and --shape"
         raise UserError(f"give {missing} (or --from-export DIR)"
@@ -127,7 +131,7 @@ def _kernel_request(kernel_name: str | None, shape: str | None, target: Target, 
     space = kernel.tuning_space(target, shape_dict)
     return TuneRequest(kernel, target, shape_dict, search["strategy"], search["budget"], search["jobs"], search["seed"],
                        objective, bounds, time_budget=search["time_budget"], patience=search["patience"], batch=batch,
-                       initial=tuple(parse_config(space, text) for text in initial))
+                       compilers=compilers, initial=tuple(parse_config(space, text) for text in initial))
 
 
 def _run(requests: list[TuneRequest], db_path: str, cluster: str | None, target: Target, show_progress: bool
@@ -219,6 +223,11 @@ def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, d
         summary = summarize(db, workload, goal.objective, bounds=goal.bounds)
     if as_json:
         click.echo(json.dumps(summary_json(summary, db_path), indent=2))
+    elif not summary.trials:  # not "0 trials stored (0 new)": say what is missing and how to get it
+        w = summary.workload
+        shape_text = ",".join(f"{k}={v}" for k, v in w.shape)
+        click.echo(f"{w.kernel} {shape_text} on {w.target}: not tuned ({db_path} holds no trial of it); "
+                   f"tune it first: edgetune tune {w.kernel} --shape {shape_text} --target {w.target} --db {db_path}")
     else:
         print_summary(summary)
     if summary.best is None:

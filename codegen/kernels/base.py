@@ -2,6 +2,7 @@
 reference, and C source for a configuration."""
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Mapping
@@ -74,6 +75,27 @@ class RenderedKernel:
 # element count far from its limit. No single shape value may exceed it either: every key
 # is a tensor dimension, a padding or a step, and none is sensible beyond that, while a
 # value like 2**70 would otherwise reach numpy (or a C `int`) and fail without naming the key.
+# A kernel's function name for a shape is also its file's name and the stem of the export's
+# identifiers and macros: the variant's own (`<fn>_kernel` for plain C, a batch member's
+# `<fn>_v<digest>`) stay within the 63 significant characters MISRA C and every toolchain
+# keep, and the file name within any file system's.
+MAX_FUNCTION_NAME = 40
+NAME_DIGEST_CHARS = 8
+
+
+def short_identifier(name: str, limit: int = MAX_FUNCTION_NAME) -> str:
+    """`name` itself when it fits `limit`; else its start, cut after a `_` where one is near,
+    and `_` plus a digest of the whole name, `limit` characters in all (names differing
+    anywhere stay distinct)."""
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:NAME_DIGEST_CHARS]
+    start = name[:limit - NAME_DIGEST_CHARS - 1]
+    cut = start.rfind("_")
+    start = start[:cut] if cut >= len(start) // 2 else start
+    return f"{start}_{digest}"
+
+
 MAX_ELEMENTS = 1 << 24
 MAX_SHAPE_VALUE = MAX_ELEMENTS
 
@@ -173,8 +195,11 @@ class Kernel:
             raise KernelError(problem)
 
     def function_name(self, shape: Mapping[str, int]) -> str:
+        """The C function (and file) name of the kernel for a shape: et_<kernel>_<key><value>...,
+        readable and unchanged while it fits MAX_FUNCTION_NAME; a longer one (a convolution's
+        twelve shape keys) keeps its readable start and ends in a digest of the whole name."""
         # Only validated integers and the kernel's own name go into the identifier.
-        return "et_" + self.name + "_" + "_".join(f"{k}{int(v)}" for k, v in shape.items())
+        return short_identifier("et_" + self.name + "_" + "_".join(f"{k}{int(v)}" for k, v in shape.items()))
 
     # --- to be provided by each kernel ---------------------------------------------------
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:

@@ -439,9 +439,9 @@ class UserKernel(Kernel):
 
     def _data(self, arg: Arg, shape: Mapping[str, int], rng: np.random.Generator, edge: str) -> np.ndarray:
         dims, dtype = self._dims[arg.name](shape), np.dtype(DTYPES[arg.dtype])
-        if arg.role == "output":
+        if arg.role == "output" and arg.fill is None:
             return np.zeros(dims, dtype=dtype)
-        if arg.fill is not None:
+        if arg.fill is not None:  # an output with a fill is an in/out buffer: it starts with the fill's values
             data = self._call(f"buffer {arg.name!r} fill", arg.fill, dict(shape), rng)
             return self._checked(np.asarray(data), dims, dtype, f"fill of buffer {arg.name!r}")
         integer = np.issubdtype(dtype, np.integer)
@@ -452,6 +452,10 @@ class UserKernel(Kernel):
         if integer:
             return rng.integers(int(low), int(high), size=dims, dtype=dtype, endpoint=True)
         return rng.uniform(float(low), float(high), size=dims).astype(dtype)
+
+    def _in_out(self, name: str) -> bool:
+        """Whether buffer `name` is an in/out buffer: an output starting with its fill's values."""
+        return any(a.name == name and a.role == "output" and a.fill is not None for a in self.buffers)
 
     def _scalar(self, scalar: Scalar, shape: Mapping[str, int]) -> int:
         value = scalar.value
@@ -482,7 +486,7 @@ class UserKernel(Kernel):
         return data
 
     def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
-        inputs = {b.name: b.data.copy() for b in io.buffers if not b.is_output}
+        inputs = {b.name: b.data.copy() for b in io.buffers if not b.is_output or self._in_out(b.name)}
         inputs.update(io.params)
         got = self._call("reference", self.spec.reference, dict(shape), inputs)
         outputs = io.outputs()
@@ -507,10 +511,28 @@ class UserKernel(Kernel):
         before their trials, never per trial, and some more than once (tune: the CLI, then
         the session)."""
         self.warn_unknown_units(target)
+        self.check_function()
         super().check_fits(target, shape)
-        if not len(self.space(target, shape).legal_indices()):
-            raise KernelError(f"kernel {self.name}: no configuration meets its restrictions on {target.name}")
+        space = self.space(target, shape)
+        if not len(space.legal_indices()):
+            raise KernelError(f"kernel {self.name}: no configuration meets its restrictions on {target.name}: "
+                              f"{unmet_restrictions(space, shape)}")
         self.reference(shape, self.make_io(shape, np.random.default_rng(0)))
+
+    def check_function(self) -> None:
+        """Plain C: the source defines the function the definition names (`function`, else
+        `name`; tune_kernel's `kernel_name`), or every variant fails to compile calling it."""
+        if any(t.endswith(".j2") for t in (self.template, *(p.template for p in self.paths))):
+            return  # a template defines {{ signature }}, whatever its C names
+        function = self.spec.function or self.name
+        text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", self.source_text(self.template), flags=re.S)
+        if re.search(rf"\b{function}\s*\(", text):
+            return
+        defined = [m for m in re.findall(r"^[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{", text, re.M)
+                   if m not in C_KEYWORDS]
+        found = f" (it defines {', '.join(dict.fromkeys(defined))})" if defined else ""
+        raise KernelError(f"kernel {self.name}: source {self.template!r} has no function {function!r}{found}: "
+                          "name the C function (KernelDef's function=, or tune_kernel's kernel_name)")
 
     def unknown_units(self, target: Target) -> list[tuple[str, str]]:
         """(path, unit) for each vector path requiring a unit that neither a shipped target
@@ -598,6 +620,20 @@ class UserKernel(Kernel):
 
 DTYPE_C = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "float32": "float"}
 
+
+
+def unmet_restrictions(space: Space, shape: Mapping[str, int]) -> str:
+    """Which restrictions leave a space empty: those no configuration meets on its own, or
+    (each met by some) the ones that exclude some configuration, which together exclude
+    all; with the values they were asked about."""
+    configs = [space.config_at(i).as_dict() for i in range(space.cartesian_size)]
+    never = [c.reason for c in space.constraints if not any(c.check(values) for values in configs)]
+    values = "; ".join(f"{p.name} in {list(p.values)}" for p in space.params)
+    where = f" ({values}; shape {', '.join(f'{k}={v}' for k, v in shape.items())})"
+    if never:
+        return f"{', '.join(repr(r) for r in never)} {'holds' if len(never) == 1 else 'hold'} for none{where}"
+    narrowing = [c.reason for c in space.constraints if not all(c.check(values) for values in configs)]
+    return f"{', '.join(repr(r) for r in narrowing)} exclude every configuration together{where}"
 
 
 def known_builtins() -> frozenset[str] | None:

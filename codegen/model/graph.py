@@ -3,7 +3,8 @@ data) and operators (builtin name, inputs, outputs, options), read from the flat
 through the schema bindings (schema.py), never by hand.
 
 Only what the file says is checked here (that it is a TFLite flatbuffer, that its indices
-point somewhere, that it has one subgraph); what edgetune can run is layers.py's question.
+point somewhere, that it has one subgraph, that its operators run in the order they are
+stored); what edgetune can run is layers.py's question.
 """
 from __future__ import annotations
 
@@ -113,9 +114,11 @@ def read_graph(path: str | Path) -> Graph:
         raise ModelError(f"{path}: not a TFLite model (file identifier {data[4:8]!r}, expected {FILE_IDENTIFIER!r})")
     try:
         model = schema().ModelT.InitFromPackedBuf(data, 0)
-        return _graph(path, model, data)
+        graph = _graph(path, model, data)
     except _DECODE_ERRORS as exc:
         raise ModelError(f"{path}: truncated or corrupt TFLite flatbuffer ({type(exc).__name__}: {exc})") from None
+    _check_execution_order(path, graph.operators)
+    return graph
 
 
 def _graph(path: Path, model, data: bytes) -> Graph:
@@ -231,3 +234,55 @@ def _operator(path: Path, index: int, op, codes, n_tensors: int) -> Operator:
 def _custom_options(op) -> bytes:
     values = op.customOptions
     return b"" if values is None else np.asarray(values, dtype=np.uint8).tobytes()
+
+
+def _check_execution_order(path: Path, operators: tuple[Operator, ...]) -> None:
+    """TFLite runs a subgraph's operators in the order they are stored, each once, so every
+    tensor an operator reads that some operator writes must be written by an earlier one.
+    An operator reading its own output, a cycle, or a reader stored before its writer would
+    be run (and exported as C) reading a tensor nothing wrote yet: refused, naming them."""
+    writers: dict[int, list[int]] = {}
+    for op in operators:
+        for tensor in op.outputs:
+            if tensor >= 0:
+                writers.setdefault(tensor, []).append(op.index)
+    for op in operators:
+        for tensor in op.inputs:
+            late = [w for w in writers.get(tensor, ()) if w >= op.index]
+            if not late:
+                continue
+            if late[0] == op.index:
+                raise ModelError(f"{path}: operator {op.index} ({op.op}) reads tensor {tensor}, its own output: "
+                                 "an operator cannot run before itself")
+            writer = operators[late[0]]
+            cycle = _cycle_through(operators, writers, op.index)
+            if cycle:
+                ring = " -> ".join(f"operator {i} ({operators[i].op})" for i in (*cycle, cycle[0]))
+                raise ModelError(f"{path}: the operators form a cycle ({ring}: each reads an output of the next): "
+                                 "a graph runs each operator once, in order")
+            raise ModelError(f"{path}: operator {op.index} ({op.op}) reads tensor {tensor}, written by operator "
+                             f"{writer.index} ({writer.op}), which is stored after it: the operators are out of "
+                             "execution order (TFLite runs them as stored)")
+
+
+def _cycle_through(operators: tuple[Operator, ...], writers: dict[int, list[int]], start: int) -> tuple[int, ...]:
+    """Operators (start, a, b, ...) where each reads an output of the next and the last an
+    output of start, or () when start lies on no cycle: a depth-first walk from start
+    along "reads an output of"."""
+    def feeding(index: int):
+        return iter(sorted({w for t in operators[index].inputs for w in writers.get(t, ())}))
+
+    path, seen, stack = [start], {start}, [feeding(start)]
+    while stack:
+        step = next(stack[-1], None)
+        if step is None:
+            stack.pop()
+            path.pop()
+            continue
+        if step == start:
+            return tuple(path)
+        if step not in seen:  # an operator already walked leads back to start through no new path
+            seen.add(step)
+            path.append(step)
+            stack.append(feeding(step))
+    return ()

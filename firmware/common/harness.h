@@ -8,6 +8,8 @@
      n_buffers x {segment, offset from the segment's start, size in bytes, is_output},
      n_params x int32 parameter,
      the bytes of the buffers of segment 0 (each at its offset, 16-byte aligned);
+   every buffer has ET_GUARD_BYTES of ET_GUARD_BYTE before it and from its end to
+   ET_GUARD_BYTES past its 16-byte aligned end, checked after each run (et_guards_intact);
    segment 1 at ET_IO_BASE1 (built only when the host placed the kernel's weights in
    another region than its activations: buffer placement, codegen/placement.py) holds the
    bytes of the buffers of segment 1.
@@ -40,6 +42,25 @@ typedef struct {
 #define ET_EXIT_BAD_IO 3
 #define ET_EXIT_OUTPUT_FAILED 4
 #define ET_EXIT_FAULT 5
+#define ET_EXIT_OVERRUN 6 /* the kernel wrote outside its output buffers: a guard byte changed */
+
+/* The guard bytes around every buffer (targets/iobuf.py lays them out, codegen/placement.py
+   GUARD_BYTES and GUARD_BYTE). Checked after the stop marker: never counted or timed. */
+#define ET_GUARD_BYTES 16u
+#define ET_GUARD_BYTE 0xA5u
+
+static inline int et_guards_intact(uint8_t *const *segments, const et_io_buffer_t *bufs, uint32_t n_buffers)
+{
+    for (uint32_t i = 0; i < n_buffers; i++) {
+        const uint8_t *base = segments[bufs[i].segment];
+        const uint32_t end = ((bufs[i].offset + bufs[i].size + 15u) & ~15u) + ET_GUARD_BYTES;
+        for (uint32_t at = bufs[i].offset - ET_GUARD_BYTES; at < end; at++) {
+            if (at == bufs[i].offset) at += bufs[i].size;
+            if (at < end && base[at] != ET_GUARD_BYTE) return 0;
+        }
+    }
+    return 1;
+}
 
 /* Implemented by the generated glue: checks the block matches the compiled workload and
    returns 0, or returns nonzero; then runs the kernel once. The harness checks every

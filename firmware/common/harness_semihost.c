@@ -92,6 +92,8 @@ int main(void)
         const et_io_header_t *hdr = (const et_io_header_t *)segments[0];
         const et_io_buffer_t *bufs = (const et_io_buffer_t *)(segments[0] + sizeof *hdr);
         et_measure(et_variants[v].run, segments, bufs, (const int32_t *)(bufs + hdr->n_buffers));
+        /* After the stop marker, before its outputs: an overrun ends the run at variant v. */
+        if (!et_guards_intact(segments, bufs, hdr->n_buffers)) return ET_EXIT_OVERRUN;
         for (uint32_t i = 0; i < hdr->n_buffers; i++) {
             if (!bufs[i].is_output) continue;
             if (et_sh_write(fd, segments[bufs[i].segment] + bufs[i].offset, bufs[i].size) != 0) return ET_EXIT_OUTPUT_FAILED;

@@ -73,6 +73,10 @@ static int run_variant(uint32_t v, const char *in_path, const char *out_path, in
     uint8_t *const segments[1] = {block};
 
     variant->run(segments, bufs, params);
+    if (!et_guards_intact(segments, bufs, hdr->n_buffers)) {
+        fprintf(stderr, "the kernel wrote outside its output buffers (a guard byte changed)\n");
+        return ET_EXIT_OVERRUN;
+    }
     FILE *out = fopen(out_path, "wb");
     if (!out) return ET_EXIT_OUTPUT_FAILED;
     for (uint32_t i = 0; i < hdr->n_buffers; i++)

@@ -1,0 +1,52 @@
+"""The command line's manners with a new user (issue 31 item 8): output piped into `head`
+ends quietly, columns line up, and `best` on a workload never tuned says so and how."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from edgetune.cli import main
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_success():
+    """`edgetune kernels | head -1`: the pipe closes before edgetune writes (it exited 1)."""
+    proc = subprocess.Popen([sys.executable, "-m", "edgetune.cli", "kernels"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line is written
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0 and stderr == b"", stderr
+
+
+def test_kernels_lists_every_parameters_values_in_one_column():
+    result = CliRunner().invoke(main, ["kernels", "--target", "cortex-m55"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("  ")]
+    assert any(line.lstrip().startswith("activations_in") for line in rows)
+    columns = {re.match(r"  \S+\s+", line).end() for line in rows}
+    assert len(columns) == 1, columns
+
+
+def test_best_on_a_workload_never_tuned_says_so_and_how_to_tune_it(tmp_path):
+    db = tmp_path / "t.db"
+    runner = CliRunner()
+    tuned = runner.invoke(main, ["tune", "matmul_s8", "--shape", "m=4,n=4,k=4", "--target", "host", "--budget", "1",
+                                 "--db", str(db)])
+    assert tuned.exit_code == 0, tuned.output
+    result = runner.invoke(main, ["best", "matmul_s8", "--shape", "m=8,n=4,k=4", "--target", "host", "--db", str(db)])
+    assert result.exit_code == 1
+    assert "0 trials stored" not in result.output
+    assert f"matmul_s8 m=8,n=4,k=4 on host: not tuned ({db} holds no trial of it); tune it first: edgetune tune " \
+           f"matmul_s8 --shape m=8,n=4,k=4 --target host --db {db}" in result.output
+
+
+def test_the_readmes_command_table_lists_every_model_command():
+    """`model report` was missing from the README's table (issue 31 item 14)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = [line for line in readme.splitlines() if line.startswith("| `edgetune ")]
+    for name in main.commands["model"].commands:
+        assert any(line.startswith(f"| `edgetune model {name} ") for line in table), name

@@ -1,0 +1,33 @@
+"""`edgetune model compare` (issue 31 item 13): one table of model x target x compiler from
+the database, totals counted as `model tune` counts them."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from click.testing import CliRunner
+
+from edgetune.cli import main
+
+from model_files import fc_model, write
+
+
+def test_the_comparison_holds_a_row_per_compiler_and_any_with_model_tunes_totals(tmp_path):
+    model = write(tmp_path, "fc.tflite", fc_model(np.random.default_rng(41), (1, 16), 8))
+    db = tmp_path / "m.db"
+    tuned = CliRunner().invoke(main, ["model", "tune", str(model), "--target", "host", "--budget", "8", "--db",
+                                      str(db), "--no-check", "--json"])
+    assert tuned.exit_code == 0, tuned.output
+    summary = json.loads(tuned.output)
+    result = CliRunner().invoke(main, ["model", "compare", str(model), "--db", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {(r["target"], r["compiler"]): r for r in json.loads(result.output)}
+    assert set(rows) == {("host", "any"), ("host", "gcc"), ("host", "clang")}
+    best = rows[("host", "any")]
+    assert best["totals"]["time_ns"] == summary["total"] and best["solved"] == best["workloads"] == 1
+    used = summary["workloads"][0]["config"]["compiler"]
+    assert rows[("host", used)]["totals"] == best["totals"]  # the best of any is its compiler's best
+    assert all(r["totals"].get("time_ns", float("inf")) >= best["totals"]["time_ns"] for r in rows.values())
+    text = CliRunner().invoke(main, ["model", "compare", str(model), "--db", str(db)]).output.splitlines()
+    assert text[0].split()[:4] == ["model", "target", "compiler", "time_ns"] and len(text) == 4
+    assert len({line.index("host") for line in text[1:]}) == 1  # columns line up
