@@ -41,8 +41,7 @@ __all__ = ["tune", "best", "export", "verify", "tune_kernel", "register", "Kerne
            "Scalar", "Vector", "UnknownUnitWarning"]
 
 # The definition's types, as the API's own: subclasses adding nothing, so that the reference
-# page (mkdocstrings, which cannot follow pyproject's package-dir layout into
-# edgetune.codegen in an editable install) documents them where users import them from.
+# page (docs/api.md, scripts/reference_pages.py) documents them where users import them from.
 class KernelDef(user.KernelDef):
     __doc__ = user.KernelDef.__doc__
 

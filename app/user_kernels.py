@@ -1,11 +1,9 @@
-"""Kernels of the user's own in the command line: `--kernel-file PATH` on the commands that
-name kernels, and the kernels installed packages declare (codegen/kernels/user_loader.py)."""
+"""Kernels of the user's own in the command line: those `--kernel-file PATH` names
+(edgetune.cli.options), and the kernels installed packages declare (codegen/kernels/user_loader.py)."""
 from __future__ import annotations
 
 import warnings
 from typing import Callable
-
-import click
 
 from edgetune.tuner import TuningDatabase, Workload
 
@@ -52,15 +50,6 @@ def show_kernel_warnings(echo: Callable[[str], None]) -> None:
 def register_files(paths) -> tuple[str, ...]:
     """Load and register the kernels of these folders or .py files; their names."""
     return tuple(register_kernel(load_kernel_file(path)).name for path in paths)
-
-
-def _register(ctx, param, paths) -> tuple[str, ...]:
-    return register_files(paths)
-
-
-kernel_file_option = click.option(
-    "--kernel-file", "kernel_files", multiple=True, metavar="PATH", callback=_register, is_eager=True,
-    help="A kernel of your own: a folder holding kernel.py, or a .py file (repeatable; docs/own-kernel.md).")
 
 
 def only_kernel(names: tuple[str, ...], from_export: str | None = None) -> str | None:

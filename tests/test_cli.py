@@ -199,7 +199,7 @@ def test_initial_configuration_is_measured_first(tmp_path):
 
 def _break_target_loading(monkeypatch, exc: Exception):
     """A deliberately injected bug: loading a target raises what no input could cause."""
-    import edgetune.cli as cli_module
+    import edgetune.cli.targets as cli_module
 
     def broken(name):
         raise exc
@@ -241,7 +241,7 @@ def test_a_user_error_is_still_one_line_and_status_2(monkeypatch):
 
 def test_every_user_facing_error_class_derives_from_the_root():
     """The classes the CLI used to list one by one (and the new ones): each is an EdgetuneError."""
-    from edgetune.cli import UserError
+    from edgetune.cli.errors import UserError
     from edgetune.cluster import ClusterError
     from edgetune.codegen import KernelError
     from edgetune.codegen.export import ExportError
@@ -300,7 +300,7 @@ def test_the_python_api_refuses_run_limits_naming_the_option(limits, culprit, tm
 def test_ctrl_c_in_a_model_run_exits_130_saying_what_is_kept(monkeypatch, tmp_path):
     """`tune` prints its own summary on Ctrl-C; every other command (here `model tune`) says
     it was interrupted and that the stored trials stay, with the shell's status for SIGINT."""
-    from edgetune import model_tune_cli
+    from edgetune.cli import model_tune as model_tune_cli
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from edgetune.cli import error_line, main
+from edgetune.cli import main
+from edgetune.cli.errors import error_line
 from edgetune.codegen import KERNELS, KernelError
 from edgetune.codegen.kernels.base import MAX_SHAPE_VALUE
 from edgetune.npu import NPU_OPERATORS, NpuOperatorError

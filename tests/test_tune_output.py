@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from edgetune.cli import STOP_REASONS, main
+from edgetune.cli import main
+from edgetune.cli.summary import STOP_REASONS
 from edgetune.progress import ProgressDisplay
 from edgetune.tuner import Bound, Config, Outcome, Trial, TuningDatabase
 
@@ -69,7 +70,7 @@ def test_progress_ignores_a_best_that_breaks_a_constraint():
 
 def test_resumed_run_shows_the_stored_best(tmp_path, monkeypatch, matmul, host):
     """Through the command's own loop: the display of a resumed run starts from the database's best."""
-    from edgetune.cli import _tune_all
+    from edgetune.cli.tune import _tune_all
     from edgetune.session import TuneRequest
 
     db = tmp_path / "t.db"
@@ -78,7 +79,7 @@ def test_resumed_run_shows_the_stored_best(tmp_path, monkeypatch, matmul, host):
     (workload,) = stored.workloads()
     best = stored.best(workload, "time_ns").trial.values["time_ns"]
     made = []
-    monkeypatch.setattr("edgetune.cli.ProgressDisplay",
+    monkeypatch.setattr("edgetune.cli.tune.ProgressDisplay",
                         lambda *a, **k: made.append(k) or ProgressDisplay(*a, stream=io.StringIO(), **k))
     request = TuneRequest(matmul, host, {"m": 2, "n": 2, "k": 2}, budget=5, objective="time_ns")
     summaries, interrupted = _tune_all([request], stored, None, show_progress=True)

@@ -18,7 +18,7 @@ import pytest
 
 import edgetune
 from edgetune import api
-from edgetune.cli import tune_cmd
+from edgetune.cli.tune import tune_cmd
 from edgetune.codegen.kernels import KERNELS, SHIPPED, KernelError, unregister_kernel
 from edgetune.codegen.kernels.restrictions import ExpressionError, compiled
 from edgetune.codegen.kernels.user_loader import load_kernel_file

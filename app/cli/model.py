@@ -1,6 +1,6 @@
 """`edgetune model ...`: TFLite models (docs/models.md). `model show` lists a model's layers,
-which kernel serves each and the distinct workloads tuning would measure. cli.py registers
-the group behind its guard (edgetune's errors become one line and exit status 2)."""
+which kernel serves each and the distinct workloads tuning would measure; `model tune`
+(model_tune.py) and `model report` (model_report.py) join the group here."""
 from __future__ import annotations
 
 import json
@@ -14,9 +14,10 @@ from edgetune.model import Model, ModelLayer, check_fits, load_model
 from edgetune.model.operators import untuned_as
 from edgetune.targets import get_target
 
-from .session import MAX_SEED
-from .tune_options import compiler_option
-from .user_kernels import kernel_file_option
+from ..tune_options import compiler_option
+from . import options
+from .model_report import model_compare_cmd, model_report_cmd
+from .model_tune import model_tune_cmd
 
 
 def _dims(shape: tuple[int, ...]) -> str:
@@ -80,12 +81,16 @@ def model_group():
     """TFLite models: their layers and which kernels serve them (docs/models.md)."""
 
 
+model_group.add_command(model_tune_cmd)
+model_group.add_command(model_report_cmd)
+model_group.add_command(model_compare_cmd)
+
+
 @model_group.command("show")
 @click.argument("model_file", metavar="MODEL.tflite")
-@click.option("--target", "target_name", default=None,
-              help="Also check that the model's tensors fit this target's memory (a name or .toml file).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@kernel_file_option
+@options.fit_target
+@options.as_json
+@options.kernel_file
 def model_show_cmd(model_file, target_name, as_json, kernel_files):
     """The layers of MODEL.tflite: operator, shapes, MACs, the kernel serving each and the
     distinct workloads (identical layers are tuned once)."""
@@ -99,21 +104,6 @@ def model_show_cmd(model_file, target_name, as_json, kernel_files):
         print_model(model, target.name if target else None)
 
 
-# --- model export / model verify (app/model/export.py, app/model/verify.py) -----------------
-def _open_model_db(db_path: str | None):
-    from edgetune.tuner import TuningDatabase
-
-    from .errors import EdgetuneError
-
-    if db_path is None:
-        return None
-    if Path(db_path).is_dir():
-        raise EdgetuneError(f"--db {db_path}: a folder, not a database file")
-    if not Path(db_path).is_file():
-        raise EdgetuneError(f"--db {db_path}: no such database (run `edgetune model tune` or `edgetune tune` first)")
-    return TuningDatabase(db_path)
-
-
 def _print_export(result, target) -> None:
     r, m = result.rendered, result.rendered.manifest.model
     click.echo(f"{m.name} for {target.name}: the operators edgetune's kernels run, and their functions:")
@@ -122,8 +112,8 @@ def _print_export(result, target) -> None:
             note = "tuned" if layer.source == "tuned" else "not tuned: the kernel's default configuration"
             click.echo(f"  {layer.index:>4} {layer.op:<18} {layer.function}  ({note})")
     if result.rendered.manifest.database == "" and result.untuned:
-        click.echo(f"  no --db: all {len(result.untuned)} workloads exported with the kernel's default configuration",
-                   err=True)
+        click.echo(f"  {options.DEFAULT_DB} does not exist: all {len(result.untuned)} workloads exported with the "
+                   "kernel's default configuration (tune first: `edgetune model tune`)", err=True)
     else:
         for workload in result.untuned:
             click.echo(f"  no trial in the database for {workload}: exported with the kernel's default configuration",
@@ -142,30 +132,32 @@ def _print_export(result, target) -> None:
 
 @model_group.command("export")
 @click.argument("model_file", metavar="MODEL.tflite")
-@click.option("--target", "target_name", required=True, help="Target name or .toml file.")
-@click.option("--db", "db_path", default=None,
-              help="Tuning database with the layers' trials (without: every layer the kernel's default configuration).")
-@click.option("--out", "out_dir", required=True, help="Folder for the module (replaced whole, atomically).")
+@options.target
+@options.db
+@options.out_folder("the module (replaced whole, atomically)")
 @click.option("--name", default="", help="The module's C name (default: from the file name).")
-@click.option("--objective", default="", help="Choose every layer's variant by this value instead of its tuned goal.")
-@click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE", help="Bound on a measured value.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@options.objective
+@options.constraints
+@options.as_json
 @compiler_option
-@kernel_file_option
+@options.kernel_file
 def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files,
                      compilers):
     """MODEL.tflite as one ahead-of-time C module for a target: each tuned layer's best trial
     (or the kernel's default configuration), the library operators, weights as const
-    arrays, one arena by a memory plan (docs/model-export.md)."""
-    from edgetune.tuner import parse_bound
+    arrays, one arena by a memory plan (docs/model-export.md).
 
+    The layers' trials come from --db, the database `model tune` wrote (edgetune.db by
+    default, as for `model tune`). When edgetune.db does not exist, every layer gets its
+    kernel's default configuration, and the command says so; a database named with --db
+    must exist."""
     from edgetune.model.export import check_model_name, export_model
 
     target = get_target(target_name)
     if name:
         check_model_name(name)
-    db = _open_model_db(db_path)
-    bounds = tuple(parse_bound(text) for text in constraints)
+    db = options.open_db_if_present(db_path)
+    bounds = options.bounds_of(constraints)
     result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers)
     if as_json:
         m = result.rendered.manifest.model
@@ -181,25 +173,25 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
 
 @model_group.command("verify")
 @click.argument("folder", metavar="DIR")
-@click.option("--target", "target_name", default=None,
-              help="Target name or .toml file [default: the one the export names].")
+@options.export_target
 @click.option("--inputs", "n_inputs", default=10, show_default=True, type=click.IntRange(min=1, max=1000),
               help="Random inputs (a saturating one is always added).")
 @click.option("--layers", is_flag=True, help="Also compare every operator's output with TFLite Micro's.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the random inputs.")
+@options.seed
 @click.option("--input", "input_files", multiple=True, metavar="FILE",
               help="Run on this input instead of random ones: the model's inputs in order as int8, raw bytes or a "
                    ".npy array (repeatable).")
 @click.option("--save-vectors", "save_to", metavar="DIR", default=None,
               help="Write the inputs and TFLite Micro's outputs into DIR, as files and C arrays "
                    "(edgetune_vectors.h), for your firmware's own test.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@kernel_file_option
+@options.as_json
+@options.kernel_file
 def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kernel_files, input_files, save_to):
     """Build a model export as firmware would, run whole inferences in the target's emulator
     and compare each output bit for bit with TFLite Micro (exit 1 naming what differs)."""
     from edgetune.model.verify import verify_model
-    from .verify import manifest_target
+
+    from ..verify import manifest_target
 
     target = get_target(target_name) if target_name else manifest_target(Path(folder))
     unit = target.measures  # instructions in an emulator, time_ns on the host

@@ -1,4 +1,5 @@
-"""`edgetune model report`: a model's per-layer breakdown (edgetune.model.report)."""
+"""`edgetune model report`: a model's per-layer breakdown (edgetune.model.report); `edgetune model
+compare`: models x targets x compilers in one table (edgetune.model.compare)."""
 from __future__ import annotations
 
 import json
@@ -8,33 +9,30 @@ import click
 
 from edgetune.model import load_model
 from edgetune.targets import get_target
-from edgetune.tuner import TuningDatabase
 
-from .model_cli import model_group
-from edgetune.model.report import model_report, write_model_report
 from edgetune.model.compare import compare_rows, compare_table
-from .report import ReportError
-from .session import choose_objective
-from .user_kernels import kernel_file_option
+
+from ..session import choose_objective
+from . import options
 
 
-@model_group.command("report")
+@click.command("report")
 @click.argument("model_file", metavar="MODEL.tflite")
-@click.option("--target", "target_name", required=True, help="Target name or .toml file.")
-@click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database with the layers' trials.")
-@click.option("--out", "out_dir", required=True, help="Folder for index.html and layers.png.")
-@click.option("--objective", default="", help="Value to compare (default: the target's own unit).")
-@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
-@kernel_file_option
+@options.target
+@options.db
+@options.out_folder("index.html and layers.png")
+@options.objective
+@options.as_json
+@options.kernel_file
 def model_report_cmd(model_file, target_name, db_path, out_dir, objective, as_json, kernel_files):
     """Per tuned layer of MODEL.tflite: its best trial against its plain C loop nest and its
     share of the model's total, as a bar chart and a table (docs/models.md)."""
+    from edgetune.model.report import model_report, write_model_report  # matplotlib: imported to plot, not to start
+
     target = get_target(target_name)
     objective = choose_objective(target, objective)
     model = load_model(Path(model_file))
-    if not Path(db_path).is_file():
-        raise ReportError(f"--db {db_path}: no such database")
-    db = TuningDatabase(Path(db_path))
+    db = options.open_existing_db(db_path)
     report = model_report(model, target, db, objective)
     index, plot = write_model_report(report, db, Path(out_dir))
     if as_json:
@@ -47,17 +45,15 @@ def model_report_cmd(model_file, target_name, db_path, out_dir, objective, as_js
         click.echo(f"report: {index} ({plot.name})")
 
 
-@model_group.command("compare")
+@click.command("compare")
 @click.argument("model_files", metavar="MODEL.tflite...", nargs=-1, required=True)
-@click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database with the layers' trials.")
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
-@kernel_file_option
+@options.db
+@options.as_json
+@options.kernel_file
 def model_compare_cmd(model_files, db_path, as_json, kernel_files):
     """One table of MODEL x target x compiler from the database: the model's instructions,
     estimated cycles and energy, kernel code and RAM, per compiler and for any (docs/models.md)."""
-    if not Path(db_path).is_file():
-        raise ReportError(f"--db {db_path}: no such database")
-    db = TuningDatabase(Path(db_path))
+    db = options.open_existing_db(db_path)
     rows = compare_rows([load_model(Path(f)) for f in model_files], db)
     if as_json:
         click.echo(json.dumps([{"model": r.model, "target": r.target, "compiler": r.compiler,

@@ -3,29 +3,27 @@
 app/model/session.py, docs/models-tuning.md), then check each tuned layer's best variant,
 run on the target with the model's own weights and quantisation, against TFLite Micro
 (app/model/check.py). Exit 1 when a layer differs from TFLite Micro or has no feasible
-variant; bad input exits 2 through cli.py's guard, like every `model` command."""
+variant; bad input exits 2 (errors.py), like every command."""
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import click
 
 from edgetune.model import ModelError, check_fits, load_model
 from edgetune.targets import get_target
-from edgetune.tuner import STRATEGIES, TuningDatabase, check_strategy, parse_bound
+from edgetune.tuner import check_strategy
 from edgetune.tuner.scheduler import SCHEDULERS
-from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
 from edgetune.model.check import LayerCheck, check_model
-from .model_cli import model_group
 from edgetune.model.session import ModelRound, ModelSummary, progress_line, tune_model
-from .session import MAX_SEED, choose_objective
-from .tune_options import compiler_option
-from .user_kernels import kernel_file_option
 
-TRIALS_PER_WORKLOAD = 8  # the default budget: this many trials per distinct workload
+from ..session import choose_objective
+from ..tune_options import compiler_option
+from . import options
+
+TRIALS_PER_WORKLOAD = options.MODEL_TRIALS_PER_WORKLOAD
 ROUND_TRIALS = 4  # trials per scheduler round, when the budget allows
 
 
@@ -76,27 +74,24 @@ def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path
     }
 
 
-@model_group.command("tune")
+@click.command("tune")
 @click.argument("model_file", metavar="MODEL.tflite")
-@click.option("--target", "target_name", default="cortex-m55", show_default=True,
-              help="Target name or path to a target .toml file.")
-@click.option("--budget", type=click.IntRange(min=0), default=None,
-              help=f"Trials for the whole model (default: {TRIALS_PER_WORKLOAD} per distinct workload). "
-                   "Counts stored trials: a rerun with a larger budget goes on.")
+@options.target
+@options.model_budget
 @click.option("--scheduler", type=click.Choice(SCHEDULERS), default="gradient", show_default=True,
               help="How the budget is split across layers: Ansor's gradient scheduler, or evenly.")
-@click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
-@click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Trials built and run at once.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the search and the checks' inputs.")
-@click.option("--objective", default="", help="Measured value to minimise (default: the target's own unit).")
-@click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE", help="A bound every chosen variant keeps.")
-@click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")
+@options.strategy
+@options.jobs
+@options.seed
+@options.objective
+@options.constraints
+@options.db
 @click.option("--no-check", "no_check", is_flag=True, help="Skip the check of every tuned layer against TFLite Micro.")
 @click.option("--recheck", is_flag=True, help="Check every layer again, also a variant found bit-exact before with the "
               "same model, target, toolchain and seed (remembered by content).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress.")
+@options.as_json
 @compiler_option
-@kernel_file_option
+@options.kernel_file
 def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, seed, objective, constraints, db_path,
                    no_check, as_json, kernel_files, compilers, recheck):
     """Tune every layer of MODEL.tflite on a target: identical layers once, the budget spent
@@ -105,7 +100,7 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
     target = get_target(target_name)
     check_fits(model, target)
     check_strategy(strategy)
-    bounds = tuple(parse_bound(text) for text in constraints)
+    bounds = options.bounds_of(constraints)
     objective = choose_objective(target, objective, bounds)
     distinct = len(model.workloads())
     if budget is None:
@@ -123,7 +118,7 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
         if show:
             click.echo(progress_line(state, objective), err=True)
 
-    db = TuningDatabase(Path(db_path))
+    db = options.open_db(db_path)
     summary = tune_model(model.layers, target, db, budget=budget, strategy=strategy, seed=seed, jobs=jobs,
                          objective=objective, bounds=bounds, progress=progress, scheduler=scheduler,
                          round_trials=round_trials, compilers=compilers)

@@ -1,5 +1,5 @@
-"""Command-line pieces for the Ethos-U NPU: `tune/best --device NPU` and `place`.
-Kept apart from cli.py, which only routes to them."""
+"""Command-line pieces for the Ethos-U NPU: `tune/best --device NPU` (tune.py routes to
+them) and `place`."""
 from __future__ import annotations
 
 import sys
@@ -14,27 +14,28 @@ from edgetune.model import load_model
 from edgetune.npu import get_npu_operator, npu_space
 from edgetune.hal import Target
 from edgetune.targets import get_target
-from edgetune.tuner import STRATEGIES, TuningDatabase, check_names, check_strategy, parse_bound
+from edgetune.tuner import TuningDatabase, check_names, check_strategy
 
-from .progress import ProgressDisplay
-from edgetune.npu.session import NPU_OBJECTIVE, npu_workload, resolve_npu
-from edgetune.npu.layer_plan import Plan, PlanError, export_plan, load_network, plan_network
 from edgetune.model.plan import figures_line, plan_model, write_model_plan
-from .session import MAX_SEED, TuneRequest, TuneSummary, parse_config, summarize, tune
-from .user_kernels import kernel_file_option
+from edgetune.npu.layer_plan import Plan, PlanError, export_plan, load_network, plan_network
+from edgetune.npu.session import NPU_OBJECTIVE, npu_workload, resolve_npu
+
+from ..progress import ProgressDisplay
+from ..session import TuneRequest, TuneSummary, parse_config, summarize, tune
+from . import options
 
 
 def run_npu_tune(kernel_name: str, target: Target, device: str, shape: str, open_db: Callable[[], TuningDatabase],
-                 show_progress: bool = False, **options) -> TuneSummary:
-    """Validate everything first: bad input must not create a database. `options`: the
+                 show_progress: bool = False, **search) -> TuneSummary:
+    """Validate everything first: bad input must not create a database. `search`: the
     TuneRequest's search fields (strategy, budget, jobs, seed, time_budget, patience), and
     `initial`, configurations as NAME=VALUE,... texts of the operator's space."""
     npu = resolve_npu(target, device)
     operator = get_npu_operator(kernel_name)
     shape_dict = operator.parse_shape(shape)
     space = npu_space(target, npu, operator, shape_dict)
-    initial = tuple(parse_config(space, text) for text in options.pop("initial", ()))
-    request = TuneRequest(operator, target, shape_dict, initial=initial, device=npu.name, **options)
+    initial = tuple(parse_config(space, text) for text in search.pop("initial", ()))
+    request = TuneRequest(operator, target, shape_dict, initial=initial, device=npu.name, **search)
     db = open_db()
     workload = npu_workload(operator, target, npu, request.shape)
     before = summarize(db, workload, NPU_OBJECTIVE)
@@ -57,21 +58,20 @@ def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: Tuni
 
 @click.command("place")
 @click.argument("network_file", metavar="NETWORK_FILE")
-@click.option("--target", "target_name", default="cortex-m55", show_default=True, help="Target name or .toml file.")
-@click.option("--device", default="ethos-u55", show_default=True, help="The NPU of the target to offload to (none: all on the CPU; a .tflite on a board without an NPU is all CPU).")
+@options.target
+@options.npu_device
 @click.option("--macs", type=int, default=None, help="The board's NPU MAC configuration [default: the largest offered].")
-@click.option("--db", "db_path", default="edgetune.db", show_default=True, help="Tuning database (SQLite).")
-@click.option("--out", "out_dir", required=True, help="Folder for the plan header, NPU models and CPU kernels.")
+@options.db
+@options.out_folder("the plan header, NPU models and CPU kernels")
 @click.option("--npu-budget", default=12, show_default=True, type=click.IntRange(min=1),
               help="Vela configurations per layer to have measured (untuned layers are tuned first).")
-@click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1), help="Vela runs at once.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="Seed of the NPU search.")
-@click.option("--strategy", default="random", show_default=True, help=f"One of: {', '.join(sorted(STRATEGIES))}.")
-@click.option("--objective", default="", help="Choose the CPU kernels by this value instead of what each was tuned for.")
-@click.option("--constraint", "constraints", multiple=True, metavar="NAME<=VALUE",
-              help="Bound the CPU kernels' other measured values instead of their tuned bounds (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print plan.json instead of the explanation.")
-@kernel_file_option
+@options.jobs
+@options.seed
+@options.random_strategy
+@options.objective
+@options.constraints
+@options.as_json
+@options.kernel_file
 def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_budget, jobs, seed, strategy,
               objective, constraints, as_json, kernel_files=()):
     """Place each layer of NETWORK_FILE (a network .toml, or a .tflite model) on the CPU or the NPU and export the plan.
@@ -79,9 +79,8 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
     Per layer: the best tuned CPU kernel (from --db) against the best Vela configuration
     (tuned here if the database has none), counting NPU invocations and the copies between
     CPU and NPU memory. Writes DIR/edgetune_plan.h, DIR/plan.json, DIR/npu/*_vela.tflite and
-    the CPU kernels in DIR/cpu/."""
-    # Bad input raises edgetune's own errors; cli.py registers this command behind its
-    # guard, which turns them into one line and exit status 2.
+    the CPU kernels in DIR/cpu/. --objective and --constraint choose the CPU kernels instead
+    of what each was tuned for."""
     target = get_target(target_name)
     asked = click.get_current_context().get_parameter_source("device") is not ParameterSource.DEFAULT
     if asked and device != "none" and not target.npus:  # not in silence all on the CPU: the NPU asked for is not there
@@ -97,10 +96,10 @@ def place_cmd(network_file, target_name, device, macs, db_path, out_dir, npu_bud
         raise PlanError("--strategy: place tunes the NPU with random search")
     if macs is not None and macs not in npu.macs_per_cycle:
         raise PlanError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
-    bounds = tuple(parse_bound(text) for text in constraints)
+    bounds = options.bounds_of(constraints)
     if objective or bounds:
         check_names(objective or target.measures, bounds, target.measured_values, target.name)
-    db = TuningDatabase(Path(db_path))
+    db = options.open_db(db_path)
     plan = plan_network(network, target, npu, db, macs=macs, npu_budget=npu_budget, seed=seed, jobs=jobs,
                         objective=objective, bounds=bounds)
     exported = export_plan(plan, db, Path(out_dir))
@@ -137,10 +136,10 @@ def _place_model(path: Path, target: Target, device: str, macs, db_path, out_dir
     model = load_model(path)
     if npu is not None and macs is not None and macs not in npu.macs_per_cycle:  # before a database is made
         raise PlanError(f"--macs: {npu.name} comes with {', '.join(map(str, npu.macs_per_cycle))} MACs per cycle")
-    bounds = tuple(parse_bound(text) for text in constraints)
+    bounds = options.bounds_of(constraints)
     if objective or bounds:
         check_names(objective or target.measures, bounds, target.measured_values, target.name)
-    plan = plan_model(model, target, npu, TuningDatabase(Path(db_path)), macs, objective, bounds)
+    plan = plan_model(model, target, npu, options.open_db(db_path), macs, objective, bounds)
     plan_json, models = write_model_plan(plan, Path(out_dir))
     if as_json:
         click.echo(plan_json.read_text(encoding="utf-8"), nl=False)
