@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -52,7 +52,11 @@ def export_best(db: TuningDatabase, target: Target, out_dir: Path, objective: st
     publish(out_dir, rendered.files, rendered.manifest, measure)
     # `measure` may have rewritten the manifest (the values measured as exported): the
     # entries returned are the ones the folder holds, never the ones rendered before it.
-    kernels = read_manifest(out_dir).kernels if measure is not None else rendered.manifest.kernels
+    kernels = rendered.manifest.kernels
+    if measure is not None:
+        # `scratch` is known at export only (the manifest does not store it): carried over.
+        had_scratch = {k.function: k.scratch for k in kernels}
+        kernels = tuple(replace(k, scratch=had_scratch.get(k.function, False)) for k in read_manifest(out_dir).kernels)
     return ExportResult(folder=out_dir, header=out_dir / HEADER, dispatch=out_dir / DISPATCH,
                         sources=tuple(out_dir / k.source for k in kernels), manifest=out_dir / MANIFEST,
                         entries=kernels, skipped=selection.skipped)

@@ -34,8 +34,11 @@ QEMU = {
     "-display": "none", "-monitor": "none", "-nic": "none", "-nographic": None, "-nodefaults": None,
     "-no-reboot": None, "-no-shutdown": None,
     "-icount": r"shift=([0-9]{1,2}|auto)(,align=(on|off))?(,sleep=(on|off))?",
-    # UART on a loopback TCP port edgetune picked, or nowhere; never a file, pipe or pty.
-    "-serial": r"tcp:127\.0\.0\.1:\{port\}(,(server|wait|nodelay)=(on|off))*|null|none",
+    # UART on a loopback TCP port (the one edgetune picked, or the fixed one the target file's
+    # `port` names, as a board that keeps running after its flasher exits has), or nowhere;
+    # never a file, pipe or pty.
+    "-serial": r"tcp:127\.0\.0\.1:(\{port\}|[0-9]{1,5})(,(server|wait|nodelay)=(on|off))*|null|none",
+    "-daemonize": None,
     "-kernel": re.escape(IMAGE),
 }
 # Bare words: a regular expression (subcommands, an address).
