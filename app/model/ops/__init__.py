@@ -5,23 +5,25 @@ C template (templates/ops/). The shape arithmetic converters emit (SHAPE, STRIDE
 feeding a RESHAPE) is folded at export (fold.py). docs/operators.md."""
 from __future__ import annotations
 
-from .add import AddParams, add_params, squared_difference_params
-from .base import StaticOp
-from .concatenation import ConcatenationParams, concatenation_params
+from .add import AddParams, SquaredDifferenceParams, SubParams
+from .base import ElementWise, StaticOp
+from .concatenation import ConcatenationParams
 from .fold import FOLDABLE, constant_value, folded_operators
-from .index_map import gather_params, resize_nearest_params, transpose_params
-from .lookup import (HardSwishParams, LeakyReluParams, LogisticParams, RsqrtParams, TanhParams, hard_swish_params,
-                     leaky_relu_params, logistic_params, rsqrt_params, tanh_params)
-from .mean import MeanParams, mean_params
-from .mul import MulParams, mul_params
-from .pad import PadParams, pad_params
-from .pooling import AveragePoolParams, MaxPoolParams, pool_params
-from .quantize import QuantizeParams, quantize_params
-from .relu import Relu6Params, ReluParams, relu_params
-from .resize_bilinear import ResizeBilinearParams, resize_bilinear_params
-from .reshape import ReshapeParams, reshape_params, same_bytes_params
-from .softmax import SoftmaxParams, softmax_params
+from .index_map import GatherParams, IndexMapParams, ResizeNearestParams, TransposeParams
+from .lookup import HardSwishParams, LeakyReluParams, LogisticParams, LookupOp, RsqrtParams, TanhParams
+from .mean import MeanParams
+from .mul import MulParams
+from .pad import PadParams
+from .pooling import AveragePoolParams, MaxPoolParams
+from .quantize import QuantizeParams
+from .relu import Relu6Params, ReluParams
+from .resize_bilinear import ResizeBilinearParams
+from .reshape import ExpandDimsParams, ReshapeParams, SqueezeParams
+from .softmax import SoftmaxParams
 
-__all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "FOLDABLE", "HardSwishParams", "LeakyReluParams",
-           "LogisticParams", "MaxPoolParams", "MeanParams", "MulParams", "PadParams", "QuantizeParams", "Relu6Params",
-           "ReluParams", "ResizeBilinearParams", "ReshapeParams", "RsqrtParams", "SoftmaxParams", "StaticOp", "TanhParams", "constant_value", "folded_operators"]
+__all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "ElementWise", "ExpandDimsParams", "FOLDABLE",
+           "GatherParams", "HardSwishParams", "IndexMapParams", "LeakyReluParams", "LogisticParams", "LookupOp",
+           "MaxPoolParams", "MeanParams", "MulParams", "PadParams", "QuantizeParams", "Relu6Params", "ReluParams",
+           "ResizeBilinearParams", "ReshapeParams", "ResizeNearestParams", "RsqrtParams", "SoftmaxParams",
+           "SqueezeParams", "SquaredDifferenceParams", "StaticOp", "SubParams", "TanhParams", "TransposeParams",
+           "constant_value", "folded_operators"]

@@ -168,3 +168,31 @@ class StaticOp(ABC):
     def declaration(self, fn: str) -> str:
         inputs = [f"const int8_t *input{i}" for i in range(self.n_inputs)]
         return f"void {fn}({', '.join([*inputs, 'int8_t *output'])})"
+
+
+@dataclass(frozen=True)
+class ElementWise(StaticOp):
+    """An operator of one input and one output of as many values, element i read before it
+    is written at i (so the two may share an address)."""
+
+    elements: int
+
+    @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return ((self.elements,),)
+
+    @property
+    def in_place(self) -> tuple[int, ...]:
+        return (0,)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.elements,)
+
+
+def one_to_one(r: OperatorReader) -> tuple[Tensor, Tensor]:
+    """The int8 input and output of an element-wise operator, checked to hold as many values."""
+    x, y = r.int8(0), r.int8(0, output=True)
+    if x.elements != y.elements:
+        raise r.fail(f"output tensor {y.index} ({y.name}) has {y.elements} values, the input {x.elements}")
+    return x, y

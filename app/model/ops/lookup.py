@@ -32,7 +32,7 @@ import numpy as np
 
 from ..arithmetic import quantize_multiplier, round_half_away
 from ..graph import Graph, Operator
-from .base import OperatorReader, StaticOp, int8_input, scale, zero_point
+from .base import ElementWise, OperatorReader, int8_input, one_to_one, scale, zero_point
 from .fixedpoint import INT32_MAX, c_divide, multiply_by_quantized_multiplier, rounding_divide_by_pot, sat_rdmulh, wrap32
 from .softmax import exp_on_negative_values, one_over_one_plus_x, rescale
 
@@ -42,24 +42,10 @@ INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 
 
 @dataclass(frozen=True)
-class LookupOp(StaticOp):
+class LookupOp(ElementWise):
     """An element-wise operator as a table of its 256 results."""
 
-    elements: int
-
     template = "lookup.c.j2"
-
-    @property
-    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
-        return ((self.elements,),)
-
-    @property
-    def output_shape(self) -> tuple[int, ...]:
-        return (self.elements,)
-
-    @property
-    def in_place(self) -> tuple[int, ...]:
-        return (0,)  # element i is read, then written at i
 
     @abstractmethod
     def values(self, x: np.ndarray) -> np.ndarray:
@@ -141,9 +127,7 @@ class TanhParams(SigmoidLike):
 
 def _sigmoid_like(kind: type[SigmoidLike], graph: Graph, op: Operator, out_scale: float, out_zero: int) -> SigmoidLike:
     r = OperatorReader(graph, op)
-    x, y = r.int8(0), r.int8(0, output=True)
-    if x.elements != y.elements:
-        raise r.fail(f"output tensor {y.index} has {y.elements} values, the input {x.elements}")
+    x, y = one_to_one(r)
     if not (math.isclose(scale(y), out_scale, rel_tol=1e-6) and zero_point(y) == out_zero):
         raise r.fail(f"output tensor {y.index} ({y.name}) has scale {scale(y):g} and zero point {zero_point(y)}; "
                      f"TFLite's int8 {op.op} needs {out_scale:g} and {out_zero}")
@@ -224,9 +208,7 @@ class HardSwishParams(LookupOp):
 
 def hard_swish_params(graph: Graph, op: Operator) -> HardSwishParams:
     r = OperatorReader(graph, op)
-    x, y = r.int8(0), r.int8(0, output=True)
-    if x.elements != y.elements:
-        raise r.fail(f"output tensor {y.index} has {y.elements} values, the input {x.elements}")
+    x, y = one_to_one(r)
     # TFLite computes these two in float32.
     hires_scale = np.float32(1.0 / 128.0) * np.float32(scale(x))
     output_multiplier, output_exponent = _int16_multiplier(float(hires_scale / np.float32(scale(y))))
@@ -261,9 +243,7 @@ class LeakyReluParams(LookupOp):
 
 def leaky_relu_params(graph: Graph, op: Operator) -> LeakyReluParams:
     r = OperatorReader(graph, op)
-    x, y = r.int8(0), r.int8(0, output=True)
-    if x.elements != y.elements:
-        raise r.fail(f"output tensor {y.index} has {y.elements} values, the input {x.elements}")
+    x, y = one_to_one(r)
     alpha = float(op.option("alpha", 0.0))
     # TFLite Micro: the alpha factor in float32, the identity factor in float32, both then as double.
     alpha_real = float(np.float32(scale(x)) * np.float32(alpha) / np.float32(scale(y)))
@@ -344,9 +324,7 @@ class RsqrtParams(LookupOp):
 
 def rsqrt_params(graph: Graph, op: Operator) -> RsqrtParams:
     r = OperatorReader(graph, op)
-    x, y = r.int8(0), r.int8(0, output=True)
-    if x.elements != y.elements:
-        raise r.fail(f"output tensor {y.index} has {y.elements} values, the input {x.elements}")
+    x, y = one_to_one(r)
     # TFLite Micro: sqrt and the product in float32, the reciprocal in double.
     real = 1.0 / float(np.sqrt(np.float32(scale(x))) * np.float32(scale(y)))
     multiplier, shift = quantize_multiplier(real)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..arithmetic import MAX_SHIFT, quantize_multiplier
 from ..graph import Graph, Operator, Tensor
-from .base import OperatorReader, StaticOp, int8_input, scale, zero_point
+from .base import ElementWise, OperatorReader, int8_input, one_to_one, scale, zero_point
 from .fixedpoint import multiply_by_quantized_multiplier
 
 
@@ -40,24 +40,11 @@ def requantization(r: OperatorReader, x: Tensor, y: Tensor) -> Requantization:
 
 
 @dataclass(frozen=True)
-class QuantizeParams(StaticOp):
-    elements: int
+class QuantizeParams(ElementWise):
     requant: Requantization
 
     template = "quantize.c.j2"
     op = "QUANTIZE"
-
-    @property
-    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
-        return ((self.elements,),)
-
-    @property
-    def in_place(self) -> tuple[int, ...]:
-        return (0,)  # element i is read, then written at i
-
-    @property
-    def output_shape(self) -> tuple[int, ...]:
-        return (self.elements,)
 
     def reference(self, x) -> np.ndarray:
         return self.requant.apply(int8_input(x, (self.elements,), "input"))
@@ -69,7 +56,5 @@ def quantize_params(graph: Graph, op: Operator) -> QuantizeParams:
     if source.dtype != "int8":
         raise r.fail(f"input tensor {source.index} ({source.name}) is {source.dtype}; edgetune runs QUANTIZE from "
                      "int8 to int8 only (quantise float inputs before calling the model)")
-    x, y = r.int8(0), r.int8(0, output=True)
-    if x.elements != y.elements:
-        raise r.fail(f"output tensor {y.index} has {y.elements} values, the input {x.elements}")
+    x, y = one_to_one(r)
     return QuantizeParams(op.index, x.elements, requantization(r, x, y))

@@ -15,31 +15,18 @@ import numpy as np
 
 from ..arithmetic import round_half_away
 from ..graph import Graph, Operator
-from .base import OperatorReader, StaticOp, int8_input, same_quantization, scale, zero_point
+from .base import ElementWise, OperatorReader, int8_input, one_to_one, same_quantization, scale, zero_point
 from .quantize import Requantization, requantization
 
 
 @dataclass(frozen=True)
-class ReluParams(StaticOp):
-    elements: int
+class ReluParams(ElementWise):
     requant: Requantization | None  # RELU6 clamps without rescaling
     lower: int
     upper: int
 
     template = "relu.c.j2"
     op = "RELU"
-
-    @property
-    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
-        return ((self.elements,),)
-
-    @property
-    def in_place(self) -> tuple[int, ...]:
-        return (0,)  # element i is read, then written at i
-
-    @property
-    def output_shape(self) -> tuple[int, ...]:
-        return (self.elements,)
 
     def reference(self, x) -> np.ndarray:
         x = int8_input(x, (self.elements,), "input")
@@ -54,9 +41,7 @@ class Relu6Params(ReluParams):
 
 def relu_params(graph: Graph, op: Operator) -> ReluParams:
     r = OperatorReader(graph, op)
-    x, y = r.int8(0), r.int8(0, output=True)
-    if x.elements != y.elements:
-        raise r.fail(f"output tensor {y.index} has {y.elements} values, the input {x.elements}")
+    x, y = one_to_one(r)
     if op.op == "RELU":
         return ReluParams(op.index, x.elements, requantization(r, x, y), max(-128, zero_point(y)), 127)
     if not same_quantization(x, y):

@@ -14,25 +14,16 @@ from typing import ClassVar
 import numpy as np
 
 from ..graph import Graph, Operator
-from .base import OperatorReader, StaticOp, int8_input
+from .base import ElementWise, OperatorReader, int8_input, one_to_one
 from .fold import constant_value
 
 
 @dataclass(frozen=True)
-class ReshapeParams(StaticOp):
-    elements: int
+class ReshapeParams(ElementWise):
     out_shape: tuple[int, ...]
 
     template = "reshape.c.j2"
     op = "RESHAPE"
-
-    @property
-    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
-        return ((self.elements,),)
-
-    @property
-    def in_place(self) -> tuple[int, ...]:
-        return (0,)  # element i is read, then written at i
 
     @property
     def output_shape(self) -> tuple[int, ...]:
@@ -71,8 +62,7 @@ def reshape_params(graph: Graph, op: Operator) -> ReshapeParams:
     shape = _new_shape(r, x.elements)
     if shape is not None and shape != tuple(y.shape):
         raise r.fail(f"the new shape {list(shape)} is not the output tensor's {list(y.shape)}")
-    if x.elements != y.elements:
-        raise r.fail(f"output tensor {y.index} ({y.name}) has {y.elements} values, the input {x.elements}")
+    one_to_one(r)
     return ReshapeParams(op.index, x.elements, tuple(y.shape))
 
 
@@ -90,8 +80,6 @@ def same_bytes_params(graph: Graph, op: Operator) -> ReshapeParams:
     """EXPAND_DIMS or SQUEEZE: the output tensor's shape holds what the axes did; the values
     must be as many."""
     r = OperatorReader(graph, op)
-    x, y = r.int8(0), r.int8(0, output=True)
-    if x.elements != y.elements:
-        raise r.fail(f"output tensor {y.index} ({y.name}) has {y.elements} values, the input {x.elements}")
+    x, y = one_to_one(r)
     kind = ExpandDimsParams if op.op == "EXPAND_DIMS" else SqueezeParams
     return kind(op.index, x.elements, tuple(y.shape))
