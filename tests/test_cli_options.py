@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from edgetune.cli import main, options
 
 DS_CNN = Path(__file__).parent / "data" / "models" / "ds_cnn_kws.tflite"  # the smallest committed model
-SHARED = {"--target", "--db", "--objective", "--constraint", "--seed", "--jobs", "--budget", "--strategy", "--out",
+SHARED = {"--compiler", "--target", "--db", "--objective", "--constraint", "--seed", "--jobs", "--budget", "--strategy", "--out",
           "--json", "--shape", "--device", "--kernel-file", "--workload"}
 
 

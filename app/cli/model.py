@@ -14,7 +14,6 @@ from edgetune.model import Model, ModelLayer, check_fits, load_model
 from edgetune.model.operators import untuned_as
 from edgetune.targets import get_target
 
-from ..tune_options import compiler_option
 from . import options
 from .model_report import model_compare_cmd, model_report_cmd
 from .model_tune import model_tune_cmd
@@ -139,7 +138,7 @@ def _print_export(result, target) -> None:
 @options.objective
 @options.constraints
 @options.as_json
-@compiler_option
+@options.compilers
 @options.kernel_file
 def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files,
                      compilers):

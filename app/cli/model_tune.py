@@ -20,7 +20,6 @@ from edgetune.model.check import LayerCheck, check_model
 from edgetune.model.session import ModelRound, ModelSummary, progress_line, tune_model
 
 from ..session import choose_objective
-from ..tune_options import compiler_option
 from . import options
 
 TRIALS_PER_WORKLOAD = options.MODEL_TRIALS_PER_WORKLOAD
@@ -90,7 +89,7 @@ def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path
 @click.option("--recheck", is_flag=True, help="Check every layer again, also a variant found bit-exact before with the "
               "same model, target, toolchain and seed (remembered by content).")
 @options.as_json
-@compiler_option
+@options.compilers
 @options.kernel_file
 def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, seed, objective, constraints, db_path,
                    no_check, as_json, kernel_files, compilers, recheck):

@@ -114,6 +114,10 @@ workload = _shared("workload", "--workload", "workload_text", default=None, meta
                         "definition of a kernel of your own).")
 
 # --- what is written -------------------------------------------------------------------------
+compilers = _shared("compilers", "--compiler", "compilers", multiple=True, metavar="NAME",
+                    help="Only variants built by this compiler of the target (repeatable; default: every one): "
+                         "measured by a tune, counted as best, taken by an export; a firmware built with one "
+                         "toolchain gets no object of another.")
 as_json = _shared("as_json", "--json", "as_json", is_flag=True, help="Print JSON instead of text (and no progress).")
 
 

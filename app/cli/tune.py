@@ -19,7 +19,6 @@ from ..cluster import connect
 from ..identity import recompute_estimates
 from ..progress import ProgressDisplay
 from ..session import TuneRequest, TuneSummary, choose_objective, goal_of, parse_config, summarize, tune, workload_of
-from ..tune_options import compiler_option
 from ..user_kernels import first_failure, only_kernel
 from . import options
 from .errors import INTERRUPTED_EXIT, UserError, printable
@@ -54,7 +53,7 @@ from .summary import print_summary, summary_json
               help="Variants per image and emulator boot (default: as many as the target's memory holds, "
                    "at most 16); 1: one at a time (docs/throughput.md).")
 @options.as_json
-@compiler_option
+@options.compilers
 def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, initial, objective, constraints,
              time_budget, patience, db_path, kernel_files, cluster, device, batch, as_json, compilers):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
