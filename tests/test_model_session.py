@@ -143,28 +143,31 @@ def test_the_budget_is_spent_across_layers_and_the_total_is_weight_times_best(m5
 
 
 @pytest.mark.qemu
-def test_each_layer_s_search_is_opened_once_however_many_rounds_it_has(m55, tmp_path, monkeypatch):
+def test_each_round_opens_one_search_that_learns_from_every_other_layers_trials_so_far(m55, tmp_path, monkeypatch):
+    """A layer's search is opened once per round it measures (the round's wait reuses it) and
+    learns from every trial the other layers have stored by then, so the layers teach each
+    other as the rounds go (a search kept from its first round learnt from what few trials
+    were stored then: DS-CNN's default tune ended 22% slower, 1,676,741 against 1,374,925
+    instructions in its tuned layers)."""
     import edgetune.session as session
 
-    opened, spaces = [], []
-    real_open, real_space = session.LiveSearch._open, session.search_space
+    opened = []
+    real_open = session.LiveSearch._open
 
     def counted_open(search, *args):
-        opened.append(search.workload)
+        opened.append((str(search.workload), sum(len(p.trials) for p in search.prior)))
         return real_open(search, *args)
 
-    def counted_space(*args, **kwargs):
-        spaces.append(args[0].name)
-        return real_space(*args, **kwargs)
-
     monkeypatch.setattr(session.LiveSearch, "_open", counted_open)
-    monkeypatch.setattr(session, "search_space", counted_space)
     summary = tune_model(small_model(), m55, TuningDatabase(tmp_path / "m.db"), budget=12, round_trials=2,
                          baselines=False)
     assert len(summary.rounds) == 6 and summary.spent == 12
-    # Three distinct layers, six rounds: each layer's space, strategy and replay made once.
-    assert sorted(map(str, opened)) == sorted(str(r.workload) for r in summary.layers)
-    assert len(spaces) == len(opened) == 3
+    assert len(opened) == len(summary.rounds)  # one search a round
+    kernels = {str(r.workload): r.workload.kernel for r in summary.layers}
+    for n, (workload, priors) in enumerate(opened):
+        # every trial stored so far of the other layers of the same kernel (each round adds 2)
+        same_kernel = [w for w, _ in opened[:n] if w != workload and kernels[w] == kernels[workload]]
+        assert priors == 2 * len(same_kernel), (n, workload, priors)
 
 
 @pytest.mark.qemu
