@@ -123,3 +123,14 @@ def operator_model(graph, op, folded: dict | None = None) -> bytes:
                       op.options_type, op.options)
     inputs = [renumber[i] for i in dict.fromkeys(op.inputs) if i >= 0 and not tensors[renumber[i]].constant]
     return build_model(tensors, [single], inputs, list(single.outputs))
+
+
+def assert_one_input_everywhere(params, data: bytes, x: np.ndarray, target, work: Path) -> None:
+    """A one-input operator that runs in place: its reference, its C on the host (apart and in
+    place) and on `target` in the tuning harness all give TFLite Micro's output."""
+    want = tflm(data, [x])
+    assert_same("reference", params.reference(x), want)
+    assert_same("C on the host", run_host(params, [x], want.size, work / "host"), want)
+    assert params.in_place == (0,)
+    assert_same("C on the host, in place", run_host(params, [x], want.size, work / "alias", alias=0), want)
+    assert_same(f"C on the {target.name}", run_target(params, target, [x], want.shape, work / target.name), want)

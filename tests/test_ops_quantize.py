@@ -9,7 +9,7 @@ import pytest
 from edgetune.model import ModelError
 from edgetune.model.graph import Tensor
 from edgetune.model.ops.quantize import quantize_params
-from op_checks import activation_tensor, assert_same, draw_int8, one_op_graph, run_host, run_target, tflm
+from op_checks import activation_tensor, assert_one_input_everywhere, assert_same, draw_int8, one_op_graph, tflm
 
 
 def _model(tmp_path, shape, q_in, q_out):
@@ -38,13 +38,7 @@ def test_c_on_host_and_m55_is_tflite_micro(tmp_path, m55):
     rng = np.random.default_rng(4)
     data, graph = _model(tmp_path, (3, 50), (0.02, 5), (0.07, -100))
     params = quantize_params(graph, graph.operators[0])
-    x = draw_int8(rng, (3, 50), "random")
-    want = tflm(data, [x])
-    assert_same("reference", params.reference(x), want)
-    assert_same("C on the host", run_host(params, [x], want.size, tmp_path / "host"), want)
-    assert params.in_place == (0,)
-    assert_same("C on the host, in place", run_host(params, [x], want.size, tmp_path / "alias", alias=0), want)
-    assert_same("C on the M55", run_target(params, m55, [x], want.shape, tmp_path / "m55"), want)
+    assert_one_input_everywhere(params, data, draw_int8(rng, (3, 50), "random"), m55, tmp_path)
 
 
 def test_float_input_is_refused_naming_the_operator(tmp_path):

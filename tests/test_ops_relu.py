@@ -14,7 +14,7 @@ from edgetune.model.graph import Operator, Quantization, Tensor
 from edgetune.model.operators import operator_params
 from edgetune.model.verify import verify_model
 from model_files import write
-from op_checks import activation_tensor, assert_same, draw_int8, one_op_graph, run_host, run_target, tflm
+from op_checks import activation_tensor, assert_one_input_everywhere, assert_same, draw_int8, one_op_graph, tflm
 
 
 def _model(tmp_path, op, shape, q_in, q_out):
@@ -60,13 +60,7 @@ def test_c_on_host_and_m55_is_tflite_micro(tmp_path, m55, op):
     q_out = (0.03, -20) if op == "RELU" else (0.04, 9)
     data, graph = _model(tmp_path, op, (3, 50), (0.04, 9), q_out)
     params = operator_params(graph, graph.operators[0])
-    x = draw_int8(rng, (3, 50), "random")
-    want = tflm(data, [x])
-    assert_same("reference", params.reference(x), want)
-    assert_same("C on the host", run_host(params, [x], want.size, tmp_path / "host"), want)
-    assert params.in_place == (0,)
-    assert_same("C on the host, in place", run_host(params, [x], want.size, tmp_path / "alias", alias=0), want)
-    assert_same("C on the M55", run_target(params, m55, [x], want.shape, tmp_path / "m55"), want)
+    assert_one_input_everywhere(params, data, draw_int8(rng, (3, 50), "random"), m55, tmp_path)
 
 
 def test_relu6_between_two_quantisations_is_refused_naming_the_operator(tmp_path):
