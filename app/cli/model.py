@@ -123,9 +123,18 @@ def _print_export(result, target) -> None:
     click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "
                f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); with the {io_words} "
                f"{m.arena_bytes + io_bytes:,}; TFLite Micro's arena for this model: {tflm}")
+    if r.arena_scratch.nbytes:
+        click.echo(f"scratch in the arena: {len(r.plan.scratch)} layers' scratch planned by lifetime, at most "
+                   f"{r.arena_scratch.nbytes:,} bytes ({r.arena_scratch.largest}); {r.arena_scratch.unshared:,} bytes "
+                   f"as the variants' own arrays")
+    over = [s for s in r.steps if s.in_place and r.plan.by_tensor().get(s.output) is not None
+            and r.plan.by_tensor()[s.output].shares is not None]
+    if over:
+        click.echo(f"in place: {len(over)} operators write their output over their input "
+                   f"({', '.join(f'{s.index} {s.op}' for s in over[:6])}{', ...' if len(over) > 6 else ''})")
     if r.scratch.nbytes:
-        click.echo(f"scratch: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} variants (the largest need: "
-                   f"{r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
+        click.echo(f"static scratch beside the arena: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} "
+                   f"variants (the largest need: {r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
     click.echo(f"module: {result.folder / (m.name + '.h')} ({m.name}_invoke)")
 
 
@@ -163,6 +172,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,
                                "arena_region": m.arena_region, "tflm_arena_bytes": result.tflm_arena,
                                "scratch_bytes": result.rendered.scratch.nbytes,
+                               "arena_scratch_bytes": result.rendered.arena_scratch.nbytes,
                                "input_shapes": [list(s) for s in m.input_shapes],
                                "output_shapes": [list(s) for s in m.output_shapes],
                                "untuned": list(result.untuned), "layers": [l.to_json() for l in m.layers]}, indent=2))

@@ -11,6 +11,12 @@ arena size are multiples of 16.
 
 Lifetimes are positions in the schedule (the order the module runs its operators): a
 tensor is alive from the step that writes it to the last step that reads it, inclusive.
+
+A tuned layer's scratch (im2col rows, padded copies, unfused accumulators: codegen/scratch.py)
+is planned the same way, as a buffer alive during its own step only (TFLite Micro's scratch
+buffers, requested by an operator and placed in its arena, live as long): it takes bytes
+free while that layer runs, beside its input and output, and no memory beside the arena.
+Its entry has a negative id (scratch_id), so tensor indexes and scratch never collide.
 """
 from __future__ import annotations
 
@@ -62,9 +68,24 @@ class MemoryPlan:
         return {a.tensor: a for a in self.allocations}
 
     @property
+    def tensors(self) -> tuple[Allocation, ...]:
+        """The model's tensors (the layers' scratch left out)."""
+        return tuple(a for a in self.allocations if a.tensor >= 0)
+
+    @property
+    def scratch(self) -> dict[int, Allocation]:
+        """step position -> the scratch planned for it."""
+        return {-1 - a.tensor: a for a in self.allocations if a.tensor < 0}
+
+    @property
     def total_bytes(self) -> int:
         """What the tensors would take without sharing (each aligned)."""
         return sum(aligned(a.nbytes) for a in self.allocations)
+
+
+def scratch_id(step: int) -> int:
+    """The plan's id of the scratch of the step at position `step` of the schedule."""
+    return -1 - step
 
 
 def aligned(n: int, alignment: int = ALIGN) -> int:
@@ -80,9 +101,11 @@ class _Group:
     last: int
 
 
-def _groups(lives: dict[int, TensorLife], in_place: Mapping[int, int]) -> dict[int, _Group]:
+def _groups(lives: dict[int, TensorLife], in_place: Mapping[int, int], grows: frozenset[int] = frozenset()) -> dict[int, _Group]:
     """Merge each in-place output into its input's group when the input dies at the step
-    that writes the output (a later read would see overwritten bytes otherwise)."""
+    that writes the output (a later read would see overwritten bytes otherwise). An output
+    larger than its input joins only when it is in `grows` (its operator reads the whole
+    input before writing), and the group grows to it."""
     group_of = {t: t for t in lives}
     groups = {t: _Group([t], life.nbytes, life.first, life.last) for t, life in lives.items()}
     for out in sorted(in_place, key=lambda t: lives[t].first if t in lives else -1):
@@ -91,8 +114,10 @@ def _groups(lives: dict[int, TensorLife], in_place: Mapping[int, int]) -> dict[i
             continue
         home = group_of[source]
         g = groups[home]
-        if g.last != lives[out].first or lives[source].last != lives[out].first or lives[out].nbytes > g.nbytes:
+        if g.last != lives[out].first or lives[source].last != lives[out].first or \
+                (lives[out].nbytes > g.nbytes and out not in grows):
             continue  # the input is read later, or the output would not fit where it is
+        g.nbytes = max(g.nbytes, lives[out].nbytes)
         g.members.append(out)
         g.last = max(g.last, lives[out].last)
         group_of[out] = home
@@ -100,19 +125,20 @@ def _groups(lives: dict[int, TensorLife], in_place: Mapping[int, int]) -> dict[i
     return groups
 
 
-def plan_memory(lives: Iterable[TensorLife], in_place: Mapping[int, int] | None = None,
-                alignment: int = ALIGN) -> MemoryPlan:
-    """Offsets for `lives` in one arena. `in_place` maps an output tensor to the input it may
-    be written over (the operator allows it); it is honoured only when that input is not read
-    after the output is written and the output is no larger."""
-    lives = {life.tensor: life for life in lives}
-    for life in lives.values():
-        if life.nbytes < 0 or life.last < life.first:
-            raise PlanError(f"tensor {life.tensor}: {life.nbytes} bytes alive from step {life.first} to {life.last}")
-    groups = _groups(lives, in_place or {})
+# The orders buffers are placed in, each tried, the lowest peak kept (the first on a tie):
+# greedy by size, then by first use (the schedule's order: what a layer's scratch, large and
+# alive for one step, needs when the size order puts all of it first and pushes the tensors
+# alive beside it above it), then by size times lifetime.
+_ORDERS = (lambda g: (-g.nbytes, g.first), lambda g: (g.first, -g.nbytes),
+           lambda g: (-g.nbytes * (g.last - g.first + 1), g.first))
+
+
+def _place(groups: dict[int, _Group], order, alignment: int) -> tuple[dict[int, int], int]:
+    """Each group at the lowest aligned offset where it overlaps no group placed before it
+    (in `order`) that is alive at the same time; the offsets and the peak."""
     placed: list[tuple[int, int, _Group]] = []  # (offset, size, group)
     offsets: dict[int, int] = {}
-    for home, g in sorted(groups.items(), key=lambda item: (-item[1].nbytes, item[1].first, item[0])):
+    for home, g in sorted(groups.items(), key=lambda item: (*order(item[1]), item[0])):
         size = aligned(g.nbytes, alignment)
         offset = 0
         for start, length, other in sorted(((o, s, og) for o, s, og in placed
@@ -122,13 +148,27 @@ def plan_memory(lives: Iterable[TensorLife], in_place: Mapping[int, int] | None 
             offset = max(offset, aligned(start + length, alignment))
         placed.append((offset, size, g))
         offsets[home] = offset
+    return offsets, max((o + s for o, s, _ in placed), default=0)
+
+
+def plan_memory(lives: Iterable[TensorLife], in_place: Mapping[int, int] | None = None,
+                alignment: int = ALIGN, grows: Iterable[int] = ()) -> MemoryPlan:
+    """Offsets for `lives` in one arena. `in_place` maps an output tensor to the input it may
+    be written over (the operator allows it); it is honoured only when that input is not read
+    after the output is written and the output is no larger (or in `grows`: its operator
+    reads the whole input before it writes)."""
+    lives = {life.tensor: life for life in lives}
+    for life in lives.values():
+        if life.nbytes < 0 or life.last < life.first:
+            raise PlanError(f"tensor {life.tensor}: {life.nbytes} bytes alive from step {life.first} to {life.last}")
+    groups = _groups(lives, in_place or {}, frozenset(grows))
+    offsets, peak = min((_place(groups, order, alignment) for order in _ORDERS), key=lambda placed: placed[1])
     allocations = []
     for home, g in groups.items():
         for member in g.members:
             life = lives[member]
             allocations.append(Allocation(member, offsets[home], life.nbytes, life.first, life.last,
                                           None if member == home else g.members[g.members.index(member) - 1]))
-    peak = max((o + s for o, s, _ in placed), default=0)
     return MemoryPlan(tuple(sorted(allocations, key=lambda a: a.tensor)), aligned(peak, alignment), alignment)
 
 

@@ -208,6 +208,22 @@ class Conv2dS8(Kernel):
         weights, bias = io.buffers[1], io.buffers[2]
         return with_packed_weights(io, *pack_weights(weights.data, bias.data, dict(io.params)["in_zero"], config))
 
+    def writes_over_input(self, shape: Mapping[str, int], config: Config) -> bool:
+        """Helium variants (conv2d_s8.c.j2, conv2d_s8_packed.c.j2 on the driver) write each
+        result to the driver's sink. Unfused: the first pass reads the whole input into raw
+        int32 accumulators, the second writes the output from them alone, so the output may
+        start where the input does, whatever their sizes. Fused, on a pointwise layer (1x1,
+        stride 1, no padding) with cout <= cin: a pixel's (or an im2col chunk's) output is
+        written after its input is read, and covers only input bytes of pixels already read
+        (pixel p's output ends at (p + 1) * cout <= (p + 1) * cin)."""
+        if config["vector"] != "mve":
+            return False
+        if config["fusion"] == "unfused":
+            return True
+        geo = geometry_of(shape)
+        pointwise = (geo.kh, geo.kw, geo.stride_h, geo.stride_w) == (1, 1, 1, 1) and not geo.padded
+        return pointwise and shape["cout"] <= shape["cin"]
+
     def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
         return [pack_declaration(fn)] if config["layout"] == "packed" else []
 
