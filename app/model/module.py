@@ -68,6 +68,7 @@ class RenderedModel:
     steps: tuple[Step, ...]
     scratch: SharedScratch = SharedScratch()  # the tuned layers' static scratch area (beside the arena)
     arena_scratch: SharedScratch = SharedScratch()  # their scratch planned in the arena: the needs
+    scratch_needs: tuple[tuple[str, int, int], ...] = ()  # (function, bytes in the arena, static bytes)
 
 
 def model_name(path: str) -> str:
@@ -559,4 +560,6 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
         kernels=r.kernels, edgetune_version=version,
         files=tuple(sorted([*((f, _sha256(t)) for f, t in files.items()), (entry.file, entry.sha256)])),
         exported=date, database=database, model=entry)
-    return RenderedModel(files, manifest, plan, steps, scratch, shared_scratch(r.arena_scratch))
+    needs = tuple((fn, r.arena_scratch.get(fn, (0, 0))[0], r.scratch.get(fn, (0, 0))[0])
+                  for fn in dict.fromkeys((*r.arena_scratch, *r.scratch)))
+    return RenderedModel(files, manifest, plan, steps, scratch, shared_scratch(r.arena_scratch), needs)
