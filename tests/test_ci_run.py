@@ -113,7 +113,7 @@ def test_without_arguments_the_suite_runs_the_default_tier_then_the_slow_one_eac
     stub(repo / ".venv" / "bin" / "python", log, then=f'case "$*" in *slow*) ;; *) exit {default_status};; esac')
     proc = subprocess.run(["bash", str(repo / "scripts" / "test.sh")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == default_status
-    assert calls(log) == ["setup.sh ", "python -m pytest", "python -m pytest -m slow"]
+    assert calls(log) == ["setup.sh ", "python -m pytest --durations=40", "python -m pytest -m slow --durations=15"]
     said = [line for line in proc.stdout.splitlines() if line.startswith("test.sh: ")]
     assert [line.split(":")[1].strip() for line in said] == ["default tier", "slow tier"], proc.stdout
     assert said[0].endswith(f"exit {default_status}") and said[1].endswith("exit 0")
