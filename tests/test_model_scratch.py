@@ -322,10 +322,10 @@ def test_layers_that_write_over_their_input_are_bit_exact_on_the_m55(tmp_path, c
     result = export_model(DS_CNN, m55, db, tmp_path / "m")
     plan, steps = result.rendered.plan, result.rendered.steps
     by = plan.by_tensor()  # the model's input and output are the caller's buffers, not the arena's
-    over = [s for s in steps if s.kernel is not None and s.in_place and s.inputs[0] in by and s.output in by]
+    over = [s for s in steps if s.kernel is not None and s.in_place and s.inputs[0] in by and s.outputs[0] in by]
     ops = {s.op for s in over}
     assert {"DEPTHWISE_CONV_2D", "CONV_2D"} <= ops  # both families of the case take part
     for s in over:
-        assert plan.offset(s.output) == plan.offset(s.inputs[0]), s
+        assert plan.offset(s.outputs[0]) == plan.offset(s.inputs[0]), s
     outcome = verify_model(tmp_path / "m", m55, 2, layers=True)
     assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])

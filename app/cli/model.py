@@ -127,8 +127,8 @@ def _print_export(result, target) -> None:
         click.echo(f"scratch in the arena: {len(r.plan.scratch)} layers' scratch planned by lifetime, at most "
                    f"{r.arena_scratch.nbytes:,} bytes ({r.arena_scratch.largest}); {r.arena_scratch.unshared:,} bytes "
                    f"as the variants' own arrays")
-    over = [s for s in r.steps if s.in_place and r.plan.by_tensor().get(s.output) is not None
-            and r.plan.by_tensor()[s.output].shares is not None]
+    over = [s for s in r.steps if s.in_place and r.plan.by_tensor().get(s.outputs[0]) is not None
+            and r.plan.by_tensor()[s.outputs[0]].shares is not None]
     if over:
         click.echo(f"in place: {len(over)} operators write their output over their input "
                    f"({', '.join(f'{s.index} {s.op}' for s in over[:6])}{', ...' if len(over) > 6 else ''})")
