@@ -155,3 +155,18 @@ def test_an_output_larger_than_its_input_joins_it_only_when_its_operator_reads_a
     assert plan.by_tensor()[2].shares == 1 and plan.offset(2) == plan.offset(1)
     assert plan.arena_bytes == aligned(300) + aligned(50)
     assert check_plan(plan, lives, {2: 1}) == []
+
+
+def test_an_output_that_ends_where_its_input_ends_overlaps_its_tail():
+    """MobileNet's first blocks: an 18 KB tensor, a depthwise layer over it in place, then a
+    pointwise layer widening to 36 KB written to end where its input ends: the step needs the
+    output's bytes only, not both."""
+    lives = [TensorLife(1, 18432, 0, 1), TensorLife(2, 18432, 1, 2), TensorLife(3, 36864, 2, 3), TensorLife(4, 9216, 3, 4)]
+    in_place = {2: 1, 3: 2}
+    plan = plan_memory(lives, in_place, ends={3})
+    by = plan.by_tensor()
+    assert by[3].shares == 2 and by[3].end == by[2].end and by[3].offset < by[2].offset
+    assert plan.arena_bytes == 36864 + 9216
+    assert check_plan(plan, lives, in_place) == []
+    without = plan_memory(lives, in_place)  # no end placement: the two live side by side at step 2
+    assert without.arena_bytes == 18432 + 36864

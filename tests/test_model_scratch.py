@@ -31,6 +31,7 @@ from edgetune.tuner import TuningDatabase
 
 MODELS = Path(__file__).parent / "data" / "models"
 DS_CNN = MODELS / "ds_cnn_kws.tflite"
+MOBILENET = MODELS / "mobilenet_v1_025_vww.tflite"
 # A static array of a variant's own (not a const table): what a shared module must not keep.
 OWN_ARRAY = re.compile(r"^static (?:int8_t|int32_t|float) \w+\[", re.M)
 
@@ -308,8 +309,8 @@ IN_PLACE_CASES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("case", IN_PLACE_CASES)
 def test_layers_that_write_over_their_input_are_bit_exact_on_the_m55(tmp_path, case):
-    """The oracle's proof of each in-place family (KernelBase.writes_over_input): DS-CNN on
-    the M55 with every layer of the family at its input's offset, each operator's output
+    """The oracle's proof of each in-place family (KernelBase.in_place_mode): DS-CNN on the
+    M55 with every layer of the family at its input's offset, each operator's output
     compared with TFLite Micro's, on random and saturating inputs."""
     m55 = get_target("cortex-m55")
     model = load_model(DS_CNN)
@@ -328,4 +329,32 @@ def test_layers_that_write_over_their_input_are_bit_exact_on_the_m55(tmp_path, c
     for s in over:
         assert plan.offset(s.outputs[0]) == plan.offset(s.inputs[0]), s
     outcome = verify_model(tmp_path / "m", m55, 2, layers=True)
+    assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])
+
+
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_pointwise_layers_that_grow_end_where_their_input_ends_bit_exact_on_the_m55(tmp_path):
+    """MobileNet's fused Helium pointwise layers that widen (8 -> 16 channels...) are written
+    in pixel order ending where their input ends; with its depthwise layers in place, every
+    operator compared with TFLite Micro's."""
+    m55 = get_target("cortex-m55")
+    model = load_model(MOBILENET)
+    wanted = {"conv2d_s8": {"vector": "mve", "fusion": "fused", "algo": "im2col"}, "dwconv2d_s8": {"vector": "mve_pixels"}}
+    db = TuningDatabase(tmp_path / "t.db")
+    for w in model.workloads():
+        kernel = KERNELS[w.kernel]
+        shape = kernel.parse_shape(dict(w.shape))
+        tune(TuneRequest(kernel, m55, shape, "random", 1, 1, 0,
+                         initial=(_first(kernel, m55, shape, wanted[w.kernel]).as_dict(),)), db)
+    result = export_model(MOBILENET, m55, db, tmp_path / "m")
+    plan, steps = result.rendered.plan, result.rendered.steps
+    by = plan.by_tensor()
+    grown = [s for s in steps if s.op == "CONV_2D" and s.inputs[0] in by and s.outputs[0] in by
+             and by[s.outputs[0]].nbytes > by[s.inputs[0]].nbytes and by[s.outputs[0]].shares == s.inputs[0]]
+    assert grown  # the 48x48 8 -> 16 layer among them
+    for s in grown:
+        out, source = by[s.outputs[0]], by[s.inputs[0]]
+        assert out.offset < source.offset and 0 <= source.end - out.end < 16, s
+    outcome = verify_model(tmp_path / "m", m55, 1, layers=True)
     assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])

@@ -95,18 +95,36 @@ def aligned(n: int, alignment: int = ALIGN) -> int:
 
 @dataclass
 class _Group:
-    """Tensors that share one offset (an in-place chain): its span and size."""
+    """Tensors that share bytes (an in-place chain): its span and size; each member at its
+    shift from the group's offset (0 but for outputs that end where their input ends)."""
     members: list[int]
     nbytes: int
     first: int
     last: int
+    shifts: dict[int, int] | None = None
+    rects: list[tuple[int, int, int, int]] | None = None  # (shift, aligned size, first, last) per member
+
+    def shift(self, member: int) -> int:
+        return (self.shifts or {}).get(member, 0)
+
+    def add_at_end(self, out: int, nbytes: int, source: int, source_bytes: int, alignment: int) -> None:
+        """`out` ending where `source` ends (on an aligned shift at or before that), the group
+        grown at its front when it does not fit."""
+        shifts = {m: self.shift(m) for m in self.members}
+        shift = (shifts[source] + source_bytes - nbytes) // alignment * alignment
+        bump = max(0, -shift)
+        self.shifts = {m: v + bump for m, v in shifts.items()}
+        self.shifts[out] = shift + bump
+        self.nbytes = max(self.nbytes + bump, shift + bump + nbytes)
 
 
-def _groups(lives: dict[int, TensorLife], in_place: Mapping[int, int], grows: frozenset[int] = frozenset()) -> dict[int, _Group]:
+def _groups(lives: dict[int, TensorLife], in_place: Mapping[int, int], grows: frozenset[int] = frozenset(),
+            ends: frozenset[int] = frozenset(), alignment: int = ALIGN, bump: int = 1 << 30) -> dict[int, _Group]:
     """Merge each in-place output into its input's group when the input dies at the step
     that writes the output (a later read would see overwritten bytes otherwise). An output
     larger than its input joins only when it is in `grows` (its operator reads the whole
-    input before writing), and the group grows to it."""
+    input before writing) or `ends` (it is written in order, so that ending where its input
+    ends keeps every write behind the reads), and the group grows to it."""
     group_of = {t: t for t in lives}
     groups = {t: _Group([t], life.nbytes, life.first, life.last) for t, life in lives.items()}
     for out in sorted(in_place, key=lambda t: lives[t].first if t in lives else -1):
@@ -116,9 +134,16 @@ def _groups(lives: dict[int, TensorLife], in_place: Mapping[int, int], grows: fr
         home = group_of[source]
         g = groups[home]
         if g.last != lives[out].first or lives[source].last != lives[out].first or \
-                (lives[out].nbytes > g.nbytes and out not in grows):
+                (lives[out].nbytes > g.nbytes and out not in grows and out not in ends):
             continue  # the input is read later, or the output would not fit where it is
-        g.nbytes = max(g.nbytes, lives[out].nbytes)
+        if out in ends and lives[out].nbytes > lives[source].nbytes:
+            if len(g.members) > bump and g.shift(source) + lives[source].nbytes < lives[out].nbytes:
+                continue
+            g.add_at_end(out, lives[out].nbytes, source, lives[source].nbytes, alignment)
+        else:
+            g.nbytes = max(g.nbytes, g.shift(source) + lives[out].nbytes)
+            if g.shift(source):
+                g.shifts[out] = g.shift(source)
         g.members.append(out)
         g.last = max(g.last, lives[out].last)
         group_of[out] = home
@@ -150,41 +175,59 @@ def _orders(groups: dict[int, _Group]):
         yield lambda g, position=position: (position[id(g)],)
 
 
+def _lowest(rects: list[tuple[int, int, int, int]], placed: list[tuple[int, int, int, int]]) -> int:
+    """The lowest offset (aligned, as every shift and placed end is) at which none of the
+    group's (shift, size, first, last) rectangles overlaps a placed (start, end, first, last)
+    one alive at the same time: each member checked at its own size and lifetime, so a
+    long in-place chain does not hold its largest member's bytes for its whole span."""
+    pairs = [(sh, n, a, b) for sh, n, f, l in rects for a, b, pf, pl in placed if pf <= l and f <= pl]
+    for offset in sorted({0, *(b - sh for sh, _, _, b in pairs if b - sh > 0)}):
+        if all(offset + sh + n <= a or b <= offset + sh for sh, n, a, b in pairs):
+            return offset
+    raise PlanError("no offset found")  # unreachable: past every placed end nothing overlaps
+
+
 def _place(groups: dict[int, _Group], order, alignment: int) -> tuple[dict[int, int], int]:
-    """Each group at the lowest aligned offset where it overlaps no group placed before it
-    (in `order`) that is alive at the same time; the offsets and the peak."""
-    placed: list[tuple[int, int, _Group]] = []  # (offset, size, group)
+    """Each group at the lowest aligned offset where none of its members overlaps a member of
+    a group placed before it (in `order`) alive at the same time; the offsets and the peak."""
+    placed: list[tuple[int, int, int, int]] = []  # (start, end, first, last) of every placed member
     offsets: dict[int, int] = {}
     for home, g in sorted(groups.items(), key=lambda item: (*order(item[1]), item[0])):
-        size = aligned(g.nbytes, alignment)
-        offset = 0
-        for start, length, other in sorted(((o, s, og) for o, s, og in placed
-                                             if og.first <= g.last and g.first <= og.last), key=lambda p: p[0]):
-            if offset + size <= start:
-                break
-            offset = max(offset, aligned(start + length, alignment))
-        placed.append((offset, size, g))
+        offset = _lowest(g.rects, placed)
+        placed += [(offset + sh, offset + sh + n, f, l) for sh, n, f, l in g.rects]
         offsets[home] = offset
-    return offsets, max((o + s for o, s, _ in placed), default=0)
+    return offsets, max((end for _, end, _, _ in placed), default=0)
 
 
 def plan_memory(lives: Iterable[TensorLife], in_place: Mapping[int, int] | None = None,
-                alignment: int = ALIGN, grows: Iterable[int] = ()) -> MemoryPlan:
+                alignment: int = ALIGN, grows: Iterable[int] = (), ends: Iterable[int] = ()) -> MemoryPlan:
     """Offsets for `lives` in one arena. `in_place` maps an output tensor to the input it may
     be written over (the operator allows it); it is honoured only when that input is not read
     after the output is written and the output is no larger (or in `grows`: its operator
-    reads the whole input before it writes)."""
+    reads the whole input before it writes; or in `ends`: placed to end where its input ends)."""
     lives = {life.tensor: life for life in lives}
     for life in lives.values():
         if life.nbytes < 0 or life.last < life.first:
             raise PlanError(f"tensor {life.tensor}: {life.nbytes} bytes alive from step {life.first} to {life.last}")
-    groups = _groups(lives, in_place or {}, frozenset(grows))
-    offsets, peak = min((_place(groups, order, alignment) for order in _orders(groups)), key=lambda placed: placed[1])
+    best = None
+    # Outputs ending where their input ends make rigid chains: tried with the chains grown at
+    # their front, only while short (two members: a depthwise layer in place and the
+    # pointwise one after it), never, and without them; the lowest peak kept (the first on a tie).
+    for chains in ((frozenset(ends), 1 << 30), (frozenset(ends), 2), (frozenset(ends), 0),
+                   (frozenset(), 0))[:4 if ends else 1]:
+        groups = _groups(lives, in_place or {}, frozenset(grows), *chains[:1], alignment, chains[1])
+        for g in groups.values():
+            g.rects = [(g.shift(m), aligned(lives[m].nbytes, alignment), lives[m].first, lives[m].last)
+                       for m in g.members]
+        offsets, peak = min((_place(groups, order, alignment) for order in _orders(groups)), key=lambda p: p[1])
+        if best is None or peak < best[2]:
+            best = (groups, offsets, peak)
+    groups, offsets, peak = best
     allocations = []
     for home, g in groups.items():
         for member in g.members:
             life = lives[member]
-            allocations.append(Allocation(member, offsets[home], life.nbytes, life.first, life.last,
+            allocations.append(Allocation(member, offsets[home] + g.shift(member), life.nbytes, life.first, life.last,
                                           None if member == home else g.members[g.members.index(member) - 1]))
     return MemoryPlan(tuple(sorted(allocations, key=lambda a: a.tensor)), aligned(peak, alignment), alignment)
 

@@ -135,10 +135,11 @@ def arena_tensors(model: Model, steps: Sequence[Step]) -> set[int]:
     return {t for s in steps for t in s.outputs} - set(model.graph.outputs) - set(model.graph.inputs)
 
 
-def memory_plan(model: Model, steps: Sequence[Step], scratch: Mapping[int, int] | None = None) -> MemoryPlan:
+def memory_plan(model: Model, steps: Sequence[Step], scratch: Mapping[int, int] | None = None,
+                ends: frozenset[int] | set[int] = frozenset()) -> MemoryPlan:
     """Lifetimes over the steps, in-place pairs where an operator allows them, one arena;
     `scratch` (step position -> bytes) plans each such step's scratch into the arena too,
-    alive during that step only."""
+    alive during that step only; `ends`: in-place outputs that end where their input ends."""
     tensors = model.graph.tensors
     inside = arena_tensors(model, steps)
     first = {t: n for n, s in enumerate(steps) for t in s.outputs if t in inside}
@@ -155,8 +156,8 @@ def memory_plan(model: Model, steps: Sequence[Step], scratch: Mapping[int, int] 
         if s.outputs[0] in inside and dying:
             in_place[s.outputs[0]] = dying[0]
     # A tuned layer's variant that writes over its input reads all of it first: any size.
-    grows = {s.outputs[0] for s in steps if s.kernel is not None and s.in_place}
-    return plan_memory(lives, in_place, grows=grows)
+    grows = {s.outputs[0] for s in steps if s.kernel is not None and s.in_place} - set(ends)
+    return plan_memory(lives, in_place, grows=grows, ends=ends)
 
 
 def _c_values(values: np.ndarray, per_line: int = 24) -> str:
@@ -266,7 +267,7 @@ class _Variant:
     entry: KernelEntry
     config: object
     declarations: tuple[str, ...]
-    writes_over_input: bool = False  # KernelBase.writes_over_input
+    in_place_mode: str = ""  # KernelBase.in_place_mode
 
 
 def _render_variants(model: Model, target: Target, steps: Sequence[Step], chosen: Mapping[tuple, ExportEntry],
@@ -293,7 +294,7 @@ def _render_variants(model: Model, target: Target, steps: Sequence[Step], chosen
         variants[step.function] = _Variant(rendered, _kernel_entry(target, entry, rendered, config), config,
                                            (rendered.declaration, *setter,
                                             *kernel.extra_declarations(shape, config, step.function)),
-                                           kernel.writes_over_input(shape, config))
+                                           kernel.in_place_mode(shape, config))
     return variants
 
 
@@ -524,9 +525,10 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     check_outputs_computed(model, steps)
     db_name = Path(database).name if database else "no database"
     variants = _render_variants(model, target, steps, chosen, name, comment_safe(db_name))
-    steps = tuple(replace(s, in_place=s.inputs[:1]) if s.kernel is not None and variants[s.function].writes_over_input
+    steps = tuple(replace(s, in_place=s.inputs[:1]) if s.kernel is not None and variants[s.function].in_place_mode
                   else s for s in steps)
-    plan = memory_plan(model, steps, scratch_needs(steps, variants))
+    ends = {s.outputs[0] for s in steps if s.kernel is not None and variants[s.function].in_place_mode == "end"}
+    plan = memory_plan(model, steps, scratch_needs(steps, variants), ends)
     r = _render_steps(model, target, plan, steps, variants, name)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)

@@ -254,12 +254,15 @@ class Kernel:
         """Other public functions of a variant's source (e.g. a weight packing helper)."""
         return []
 
-    def writes_over_input(self, shape: Mapping[str, int], config: Config) -> bool:
-        """The variant may be called with its output over its input (same start): it reads
-        every input byte before it writes the output byte at that address. A model's memory
-        plan then puts the two at one offset (TinyEngine's in-place depthwise). False unless
-        a kernel shows it from its loops (and a module test checks it against the oracle)."""
-        return False
+    def in_place_mode(self, shape: Mapping[str, int], config: Config) -> str:
+        """How the variant may be called with its output over its input: "start" (the output
+        starts where the input does: every input byte is read before the output byte at its
+        address is written), "end" (the output ends where the input ends: it is written in
+        order, each write behind the reads still to come), or "" (not at all). A model's
+        memory plan then lays the two over each other (TinyEngine's in-place depthwise).
+        "" unless a kernel shows it from its loops (and a module test checks it against the
+        oracle)."""
+        return ""
 
     def compare(self, shape: Mapping[str, int], io: KernelIO, name: str, got: np.ndarray,
                 want: np.ndarray) -> str | None:
