@@ -14,7 +14,8 @@ two forms chosen by the layout: where both operands run along k (adj_x=0, adj_y=
 VMLADAVA.S8 sixteen products per instruction on the raw values with the zero points folded
 (sum a*b - rhs_zero sum a - lhs_zero sum b + k lhs_zero rhs_zero, the sums by VADDVA.S8;
 tile_n <= 4); otherwise four columns per int32 vector, VMLA by the scalar (a - lhs_zero)
-(tile_n a multiple of 4); `compiler`, `opt`."""
+(tile_n a multiple of 4); with adj_x=1 and adj_y=1 neither form applies and only
+plain C is offered; `compiler`, `opt`."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -42,6 +43,9 @@ def mve_rules(target: Target, shape: Mapping[str, int]) -> list[Rule]:
     if dot_form(shape):
         return [("the Helium dot form keeps two scalar sums per column in even registers: tile_n at most 4",
                  lambda cfg: cfg["tile_n"] <= 4, ("tile_n",))]
+    if shape["adj_y"]:  # B runs along k but A does not: neither form's loads are contiguous
+        return [("the Helium path needs adj_x=0 where adj_y=1 (the dot form) or adj_y=0 (the column form)",
+                 lambda cfg: False, ("tile_n",))]
     lanes = target.vector_unit("mve").lanes_for("int32")
     return [(f"the Helium column form takes {lanes} columns per vector: tile_n a multiple of {lanes}",
              lambda cfg: cfg["tile_n"] % lanes == 0, ("tile_n",))]
@@ -127,6 +131,28 @@ class BmmS8(Kernel):
 
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         return dict(**shape, tn=int(config["tile_n"]), vector=config["vector"], dot=dot_form(shape))
+
+    def argument_docs(self, shape: Mapping[str, int]) -> dict[str, tuple[str, str]]:
+        """The export header's text for each argument (codegen/calling.py asks the kernel)."""
+        from ..calling import MULTIPLIER, REQUANT, SHIFT, ZERO_POINT
+
+        s = shape
+        a = f"[k={s['k']}][m={s['m']}] (adj_x)" if s["adj_x"] else f"[m={s['m']}][k={s['k']}]"
+        b = f"[n={s['n']}][k={s['k']}] (adj_y)" if s["adj_y"] else f"[k={s['k']}][n={s['n']}]"
+        return {
+            "lhs": ("in", f"left operand, int8, {s['lhs_batches']} matrices {a}, one after another."),
+            "rhs": ("in", f"right operand, int8, {s['rhs_batches']} matrices {b}, one after another."),
+            "lhs_offsets": ("in", f"int32 [{s['batch']}]: where each output batch's left matrix starts in lhs "
+                                  "(broadcast batches repeat an offset)."),
+            "rhs_offsets": ("in", f"int32 [{s['batch']}]: where each output batch's right matrix starts in rhs."),
+            "output": ("out", f"int8, {s['batch']} matrices [m={s['m']}][n={s['n']}]: "
+                              + REQUANT.format(zero="out_zero", lo="-128", hi="127") + "."),
+            "lhs_zero": ("in", f"zero point of lhs, in [-128, 127]: {ZERO_POINT}."),
+            "rhs_zero": ("in", f"zero point of rhs, in [-128, 127]: {ZERO_POINT}."),
+            "out_zero": ("in", "zero point of the output, in [-128, 127], added after requantisation."),
+            "multiplier": ("in", MULTIPLIER + " (one for the tensor)."),
+            "shift": ("in", SHIFT + " (one for the tensor)."),
+        }
 
     def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
         """The plain triple loop per batch: what tuned variants are compared against."""

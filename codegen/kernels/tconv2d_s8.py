@@ -114,6 +114,27 @@ class TConv2dS8(Kernel):
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         return dict(**shape, tc=int(config["tile_c"]), vector=config["vector"])
 
+    def argument_docs(self, shape: Mapping[str, int]) -> dict[str, tuple[str, str]]:
+        """The export header's text for each argument (codegen/calling.py asks the kernel)."""
+        from ..calling import MULTIPLIER, REQUANT, SHIFT, ZERO_POINT
+
+        s, c = shape, shape["cout"]
+        return {
+            "input": ("in", f"input activations, int8, NHWC with batch 1: [h={s['h']}][w={s['w']}][c={s['cin']}]."),
+            "weights": ("in", f"weights, int8, OHWI [cout={c}][kh={s['kh']}][kw={s['kw']}][cin={s['cin']}] "
+                              "(TRANSPOSE_CONV's filter as TFLite stores it)."),
+            "bias": ("in", f"bias, int32, one per output channel [{c}] (zeros for a layer without one)."),
+            "multiplier": ("in", MULTIPLIER + f", one per output channel [{c}] (int32 array)."),
+            "shift": ("in", SHIFT + f", one per output channel [{c}] (int32 array)."),
+            "output": ("out", f"output activations, int8, NHWC [oh={s['oh']}][ow={s['ow']}][c={c}]; input pixel "
+                              f"(iy, ix) reaches outputs (iy*{s['stride_h']} - {s['pad_top']} + ky, ix*{s['stride_w']} - "
+                              f"{s['pad_left']} + kx): " + REQUANT.format(zero="out_zero", lo="act_min", hi="act_max") + "."),
+            "in_zero": ("in", f"zero point of the input, in [-128, 127]: {ZERO_POINT}."),
+            "out_zero": ("in", "zero point of the output, in [-128, 127], added after requantisation."),
+            "act_min": ("in", "lower clamp of the output, in [-128, act_max] (a fused ReLU: out_zero)."),
+            "act_max": ("in", "upper clamp of the output, in [act_min, 127]."),
+        }
+
     def render_naive(self, target: Target, shape: Mapping[str, int], compiler: str, cflags: tuple[str, ...]) -> RenderedKernel:
         """TFLite Micro's loop as a programmer would port it (scatter into an int32 image, then
         requantise): what tuned variants are compared against."""
