@@ -15,7 +15,7 @@ from edgetune.model import ModelError, load_model
 from edgetune.model.builder import build_model, constant
 from edgetune.model.export import export_model
 from edgetune.model.graph import Operator, Quantization, Tensor
-from edgetune.model.oracle import run_tflm
+from edgetune.model.oracle import oracle_output, run_tflm
 from edgetune.model.verify import verify_model
 from edgetune.targets import get_target
 from edgetune.tuner import Outcome
@@ -148,3 +148,28 @@ def test_a_decoder_exports_and_verifies_bit_exact(tmp_path, target_name, request
     export_model(model, target, None, tmp_path / "m")
     outcome = verify_model(tmp_path / "m", target, 3, layers=True)
     assert outcome.ok, [i.problem for i in outcome.inferences]
+
+
+ZOO = Path(__file__).parent / "data" / "models" / "zoo"
+
+
+@pytest.mark.parametrize("target_name", ["host", "cortex-m55"])
+@pytest.mark.parametrize("name", ["tconv_decoder", "op_batch_matmul"])
+def test_the_zoos_converter_made_models_verify_bit_exact(tmp_path, name, target_name, request):
+    """TensorFlow's converter writes TRANSPOSE_CONV's output_shape through SHAPE/STRIDED_SLICE/
+    PACK (a dynamic batch) and BATCH_MATMUL between two dense layers' outputs: both run tuned."""
+    if target_name != "host":
+        request.getfixturevalue("m55")
+    model = ZOO / f"{name}.tflite"
+    kernels = {layer.op: layer.kernel for layer in load_model(model).layers if layer.kernel}
+    assert kernels.get("TRANSPOSE_CONV", kernels.get("BATCH_MATMUL")) in ("tconv2d_s8", "bmm_s8")
+    export_model(model, get_target(target_name), None, tmp_path / "m")
+    outcome = verify_model(tmp_path / "m", get_target(target_name), 3, layers=True)
+    assert outcome.ok, [i.problem for i in outcome.inferences]
+
+
+def test_a_computed_output_shape_is_a_constant_in_the_layers_oracle_model(tmp_path):
+    layer = next(layer for layer in load_model(ZOO / "tconv_decoder.tflite").layers if layer.kernel == "tconv2d_s8")
+    assert layer.tensors[0].constant and list(layer.tensors[0].array()) == list(layer.output_shape)
+    x = int8_input(np.random.default_rng(0), layer.input_shape)
+    assert np.array_equal(oracle_output(layer, x), KERNEL.reference(layer.shape_dict, layer.io(x))[0])

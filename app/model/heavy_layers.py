@@ -17,12 +17,15 @@ kernels with a search space, not as library code).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from edgetune.codegen.kernels.base import Buffer
 from edgetune.codegen.kernels.bmm_s8 import SHAPE_KEYS as BMM_KEYS
 from edgetune.codegen.kernels.tconv2d_s8 import SHAPE_KEYS as TCONV_KEYS
 
+from .builder import constant
 from .arithmetic import MAX_SHIFT, output_size, quantize_multiplier
 from .graph import Graph, Operator
 from .layers import ModelLayer, _check_reduction, _Reader, schema
@@ -59,8 +62,20 @@ def transpose_conv_layer(graph: Graph, op: Operator) -> ModelLayer:
     constants = (Buffer("weights", w.array().copy(), weight=True), bias, *quant)
     macs = x.shape[1] * x.shape[2] * cin * kh * kw * cout
     return ModelLayer(op.index, op.op, "tconv2d_s8", tuple((k, int(shape[k])) for k in TCONV_KEYS), macs, x.shape,
-                      y.shape, op, r.operator_tensors(), constants, params, (y.shape[1], y.shape[2], cout),
+                      y.shape, op, _constant_output_shape(r, y), constants, params, (y.shape[1], y.shape[2], cout),
                       input_dims=(x.shape[1], x.shape[2], cin), input_position=2)
+
+
+def _constant_output_shape(r: _Reader, y) -> tuple:
+    """The operator's tensors with its output_shape operand as a constant holding the output
+    tensor's shape: the converter computes it with SHAPE/STRIDED_SLICE/PACK when the batch is
+    dynamic, and the one-operator oracle (oracle.layer_model) must not take it as an input.
+    TFLite Micro reads the output tensor's shape, not this operand's value."""
+    tensors = list(r.operator_tensors())
+    given = tensors[0]
+    if given is not None and not given.constant:
+        tensors[0] = replace(constant(given.index, given.name, np.array(y.shape, dtype=np.int32)), index=given.index)
+    return tuple(tensors)
 
 
 def _tconv_bias(r: _Reader, channels: int) -> Buffer:
