@@ -92,11 +92,11 @@ def run_variants(tmp_path: Path, target, cases: int, vector: str, seed: int) -> 
 
 
 def test_plain_c_on_the_host_is_tflite_micro(tmp_path, host):
-    assert run_variants(tmp_path, host, 3, "c", seed=1) >= 3
+    assert run_variants(tmp_path, host, 2, "c", seed=1) >= 2
 
 
 def test_helium_on_the_m55_is_tflite_micro(tmp_path, m55):
-    assert run_variants(tmp_path, m55, 4, "mve", seed=2) >= 4
+    assert run_variants(tmp_path, m55, 2, "mve", seed=2) >= 2
 
 
 @pytest.mark.slow
@@ -165,7 +165,7 @@ def attention(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("target_name", ["host", "cortex-m55"])
+@pytest.mark.parametrize("target_name", [pytest.param("host", marks=pytest.mark.slow), "cortex-m55"])
 def test_an_attention_block_exports_and_verifies_bit_exact(tmp_path, target_name, request):
     if target_name != "host":
         request.getfixturevalue("m55")  # the emulator and the Arm compilers

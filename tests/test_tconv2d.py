@@ -138,7 +138,7 @@ def decoder(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("target_name", ["host", "cortex-m55"])
+@pytest.mark.parametrize("target_name", [pytest.param("host", marks=pytest.mark.slow), "cortex-m55"])
 def test_a_decoder_exports_and_verifies_bit_exact(tmp_path, target_name, request):
     if target_name != "host":
         request.getfixturevalue("m55")  # the emulator and the Arm compilers
@@ -153,7 +153,7 @@ def test_a_decoder_exports_and_verifies_bit_exact(tmp_path, target_name, request
 ZOO = Path(__file__).parent / "data" / "models" / "zoo"
 
 
-@pytest.mark.parametrize("target_name", ["host", "cortex-m55"])
+@pytest.mark.parametrize("target_name", [pytest.param("host", marks=pytest.mark.slow), "cortex-m55"])
 @pytest.mark.parametrize("name", ["tconv_decoder", "op_batch_matmul"])
 def test_the_zoos_converter_made_models_verify_bit_exact(tmp_path, name, target_name, request):
     """TensorFlow's converter writes TRANSPOSE_CONV's output_shape through SHAPE/STRIDED_SLICE/
