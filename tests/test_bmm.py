@@ -71,6 +71,7 @@ def run_variants(tmp_path: Path, target, cases: int, vector: str, seed: int) -> 
     """Every tile_n of the `vector` path (compilers taking turns) on drawn layers, each output
     compared with TFLite Micro's. Returns how many variants ran."""
     rng, ran = np.random.default_rng(seed), 0
+    tmp_path.mkdir(parents=True, exist_ok=True)
     for index in range(cases):
         layer, io, want = layer_case(tmp_path, rng, drawn_case(rng, index * 5 + seed))
         shape = KERNEL.parse_shape(layer.shape_dict)
@@ -101,7 +102,7 @@ def test_helium_on_the_m55_is_tflite_micro(tmp_path, m55):
 
 @pytest.mark.slow
 def test_plain_c_and_helium_on_the_m55_over_more_layers(tmp_path, m55):
-    assert run_variants(tmp_path, m55, 12, "mve", seed=3) + run_variants(tmp_path, m55, 4, "c", seed=4) >= 16
+    assert run_variants(tmp_path / "mve", m55, 12, "mve", seed=3) + run_variants(tmp_path / "c", m55, 4, "c", seed=4) >= 16
 
 
 def test_helium_takes_the_dot_form_where_both_operands_run_along_k(m55):
