@@ -189,10 +189,11 @@ def operator_params(graph: Graph, op: Operator) -> StaticOp:
     return entry.params(graph, op)
 
 
-def untuned_as(op: str) -> str:
-    """How `model show` says a layer no kernel serves runs, as the registry has it."""
+def untuned_as(op: str, folded: bool = False) -> str:
+    """How `model show` says a layer no kernel serves runs, as the registry has it (`folded`:
+    this one is folded at export, as a PACK of constants is though the library runs PACK)."""
     entry = REGISTRY.get(op)
-    return "- (folded at export)" if entry is not None and entry.how == FOLDED else "- (library, not tuned)"
+    return "- (folded at export)" if folded or (entry is not None and entry.how == FOLDED) else "- (library, not tuned)"
 
 
 # --- the refusal ---------------------------------------------------------------------------
