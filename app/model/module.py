@@ -90,13 +90,17 @@ def check_model_name(name: str) -> str:
     return name
 
 
-def default_config(kernel, target: Target, shape: Mapping[str, int]):
+def default_config(kernel, target: Target, shape: Mapping[str, int], compilers: Sequence[str] = ()):
     """A kernel's default configuration: the first legal point of its tuning space (the
-    plain C direct loop, the target's first compiler), what a layer without a tuned trial runs."""
+    plain C direct loop, the target's first compiler), what a layer without a tuned trial
+    runs; with `compilers`, the first legal point one of them builds (a firmware built with
+    one toolchain)."""
     space = kernel.tuning_space(target, shape)
     for index in range(space.cartesian_size):
         config = space.config_at(index)
         if space.is_legal(config):
+            if compilers and config["compiler"] not in compilers:
+                return next((c for c in space if c["compiler"] in compilers), config)
             return config
     raise ExportError(f"{kernel.name} {shape}: no legal configuration on {target.name}")
 
