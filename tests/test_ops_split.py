@@ -376,3 +376,25 @@ def test_an_operator_of_several_outputs_is_measured_alone_for_place(tmp_path, m5
     count = measure_library_op(model, layer, m55)
     assert count.value is not None and count.value > 0 and not count.cached, count.why
     assert measure_library_op(model, layer, m55).cached
+
+
+# --- the converter's models (tests/data/models/zoo, scripts/make_model_zoo.py) ---------------
+ZOO = Path(__file__).resolve().parent / "data" / "models" / "zoo"
+QUICK = ("op_split", "op_split_v", "op_pack")  # a few operators each
+RECURRENT = ("lstm_unrolled", "gru_unrolled")  # over 100 operators each: slow
+
+
+@pytest.mark.parametrize("name, target_name", [
+    ("op_split", "host"), *(pytest.param(name, "host", marks=pytest.mark.slow) for name in QUICK[1:]),  # 6 s each
+    *(pytest.param(name, "cortex-m55", marks=pytest.mark.slow) for name in QUICK),  # about 20 s each
+    *(pytest.param(name, t, marks=pytest.mark.slow) for name in RECURRENT for t in ("host", "cortex-m55"))])
+def test_the_zoos_models_with_them_verify_bit_exact(tmp_path, name, target_name, request):
+    """The converter's SPLIT, SPLIT_V and PACK models and its unrolled LSTM and GRU (UNPACK,
+    SPLIT into gates; the GRU's STRIDED_SLICEs: test_ops_strided_slice.py) export and verify,
+    every operator checked."""
+    if target_name != "host":
+        request.getfixturevalue("m55")
+    target = get_target(target_name)
+    export_model(ZOO / f"{name}.tflite", target, None, tmp_path / "m")
+    outcome = verify_model(tmp_path / "m", target, 1, layers=True)
+    assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])

@@ -36,6 +36,7 @@ from .ops.resize_bilinear import resize_bilinear_params
 from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
 from .ops.split import pack_params, split_params
+from .ops.strided_slice import strided_slice_params
 from .user_layers import declared_operators, servers, user_layer
 
 TUNED_HOW, LIBRARY, FOLDED = "tuned", "library", "folded"  # how an operator runs
@@ -153,8 +154,12 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "int8 and int16 values moved (TFLite Micro copies the bytes whatever the quantisation): each row of the "
             "output one run of every input in turn, any axis (negative too); a PACK of constants is folded at "
             "export (below)", "inputs of different shapes or types, `values_count` not the inputs' count"),
+    library("STRIDED_SLICE", strided_slice_params,
+            "int8 values moved (an index map, as TRANSPOSE): TFLite's begin, end and stride per axis with its begin, "
+            "end and shrink-axis masks, negative indices and clamping (a GRU's gates); over constants it is folded at "
+            "export (below)", "masks for ellipsis or new axes, offsets, non-constant bounds, an empty slice"),
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
-      for name in FOLDABLE if name != "PACK"),  # PACK runs as a library operator unless folded
+      for name in FOLDABLE if name not in ("PACK", "STRIDED_SLICE")),  # the library runs these unless folded
 )
 REGISTRY: dict[str, OperatorSupport] = {op.name: op for op in OPERATORS}
 SUPPORTED = tuple(REGISTRY)
