@@ -75,7 +75,7 @@ INDEX_MAP = ("values moved, not changed (TFLite Micro copies the bytes): each ou
              "as a run", "a non-constant permutation, index or size; an index out of range; more than 5 axes")
 SPLITS = ("int8 and int16 values moved, not changed (TFLite Micro copies the bytes whatever the outputs' "
           "quantisation): each row before the axis cut into one run per output; any axis (negative too), any "
-          "rank, one output or many", "a non-constant axis, outputs that are not parts of the input along it, "
+          "rank, one output or many; Helium copies 16 bytes a step", "a non-constant axis, outputs that are not parts of the input along it, "
           "`num_splits` (UNPACK's `num`) not the outputs' count, tensors of two types")
 
 OPERATORS: tuple[OperatorSupport, ...] = (
@@ -152,8 +152,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("UNPACK", split_params, *SPLITS),
     library("PACK", pack_params,
             "int8 and int16 values moved (TFLite Micro copies the bytes whatever the quantisation): each row of the "
-            "output one run of every input in turn, any axis (negative too); a PACK of constants is folded at "
-            "export (below)", "inputs of different shapes or types, `values_count` not the inputs' count"),
+            "output one run of every input in turn, any axis (negative too), Helium as SPLIT; a PACK of constants "
+            "is folded at export (below)", "inputs of different shapes or types, `values_count` not the inputs' count"),
     library("STRIDED_SLICE", strided_slice_params,
             "int8 values moved (an index map, as TRANSPOSE): TFLite's begin, end and stride per axis with its begin, "
             "end and shrink-axis masks, negative indices and clamping (a GRU's gates); over constants it is folded at "
