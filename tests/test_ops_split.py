@@ -146,7 +146,8 @@ def test_the_references_move_values():
 
 
 def test_c_on_the_m55_is_tflite_micro(tmp_path, m55):
-    """One of each operator (and an int16 SPLIT_V), built with the M55's compiler and run in QEMU."""
+    """One of each operator (and an int16 SPLIT_V), Helium copies of runs shorter and longer
+    than 16 bytes, built with the M55's compiler and run in QEMU."""
     rng = np.random.default_rng(28)
     for part in "abcd":
         (tmp_path / part).mkdir()
@@ -159,8 +160,23 @@ def test_c_on_the_m55_is_tflite_micro(tmp_path, m55):
         xs = [_draw(rng, shape if dtype == "int8" else shape[:-1], dtype, "extreme" if n % 2 else "random")
               for shape in params.input_shapes]
         want = run_tflm(data, xs, n_outputs=params.n_outputs)
+        assert "vstrbq_p_s8" in params.render("et_op", target=m55)  # the Helium copy is what runs
         got = run_target_outputs(params, m55, xs, tmp_path / f"m55-{n}")
         assert_all_same(f"{params.op} C on the M55", got, want)
+
+
+def test_plain_c_on_the_m4_is_tflite_micro(tmp_path, m4):
+    """The plain C (no Helium there) of a SPLIT_V and a PACK, built for the M4 and run in QEMU."""
+    rng = np.random.default_rng(4)
+    for part in "ab":
+        (tmp_path / part).mkdir()
+    for n, (data, graph) in enumerate((split_case(tmp_path / "a", "SPLIT_V", (3, 5, 7), -2, (2, 3)),
+                                       pack_case(tmp_path / "b", (3, 5), 3, 1))):
+        params = operator_params(graph, graph.operators[0])
+        xs = [_draw(rng, shape, "int8", "random") for shape in params.input_shapes]
+        want = run_tflm(data, xs, n_outputs=params.n_outputs)
+        assert "arm_mve" not in params.render("et_op", target=m4)
+        assert_all_same(f"{params.op} C on the M4", run_target_outputs(params, m4, xs, tmp_path / f"m4-{n}"), want)
 
 
 @pytest.mark.parametrize("make, culprit", [
