@@ -99,6 +99,7 @@ def _split_id(case):
     return f"{case[0]}-{'x'.join(map(str, case[1]))}-axis{case[2]}-{len(case[3])}"
 
 
+@pytest.mark.matrix  # the default tier: each case and each type once (docs/testing.md)
 @pytest.mark.parametrize("dtype", ["int8", "int16"])
 @pytest.mark.parametrize("case", SPLITS, ids=_split_id)
 def test_split_reference_and_host_c_are_tflite_micro(tmp_path, case, dtype):
@@ -117,6 +118,7 @@ def test_split_reference_and_host_c_are_tflite_micro(tmp_path, case, dtype):
             assert_all_same(f"{op} C on the host", run_host_outputs(params, [x], tmp_path / "c"), want)
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("dtype", ["int8", "int16"])
 @pytest.mark.parametrize("shape, count, axis", PACKS, ids=lambda v: str(v).replace(" ", ""))
 def test_pack_reference_and_host_c_are_tflite_micro(tmp_path, shape, count, axis, dtype):
@@ -369,8 +371,8 @@ def test_the_module_plans_every_output(tmp_path):
 
 @pytest.mark.parametrize("name, target_name", [
     *(pytest.param("lstm_like", t, marks=pytest.mark.slow) for t in ("host", "cortex-m55")),  # 12 s and 20 s
-    ("split_outputs", "host"), ("split_outputs", "cortex-m55"), ("unpack_gate_pack", "host"),
-    ("unpack_gate_pack", "cortex-m55")])
+    ("split_outputs", "host"), pytest.param("split_outputs", "cortex-m55", marks=pytest.mark.slow),
+    ("unpack_gate_pack", "host"), ("unpack_gate_pack", "cortex-m55")])
 def test_model_exports_and_verifies_bit_exact(tmp_path, name, target_name, request):
     if target_name != "host":
         request.getfixturevalue("m55")  # the emulator and the Arm compilers
