@@ -21,7 +21,7 @@ from edgetune.codegen.tflite_schema import ModelError
 
 from .graph import Graph, Operator
 from .layers import ModelLayer, conv_layer, dwconv_layer, fully_connected_layer, untuned_layer
-from .ops import FOLDABLE, StaticOp
+from .ops import FOLDABLE, StaticOp, folded_operators
 from .ops.add import add_params, squared_difference_params
 from .ops.concatenation import concatenation_params
 from .ops.index_map import gather_params, resize_nearest_params, transpose_params
@@ -171,7 +171,11 @@ def operator_params(graph: Graph, op: Operator) -> StaticOp:
     its index for one the library does not run (tuned and folded operators included)."""
     entry = REGISTRY.get(op.op)
     if entry is None or entry.params is None:
-        what = "is folded at export" if entry is not None and entry.how == FOLDED else "is not in the operator library"
+        what = "is not in the operator library"
+        if entry is not None and entry.how == FOLDED:
+            what = ("is folded at export" if op.index in folded_operators(graph) else  # else: a PACK of activations
+                    "reads tensors computed at run time; edgetune runs it only folded at export, over constants "
+                    "(shape arithmetic)")
         raise ModelError(f"{graph.path}: operator {op.index} ({op.op}) {what} (the library runs "
                          f"{', '.join(names(LIBRARY))})")
     return entry.params(graph, op)
@@ -192,9 +196,14 @@ def missing_operators(graph: Graph) -> dict[str, list[int]]:
     """The operators that neither the registry nor a kernel of the user's own serves: name ->
     their indices, in order of first appearance."""
     missing: dict[str, list[int]] = {}
+    folded = folded_operators(graph) if any(op.op in FOLDABLE for op in graph.operators) else set()
     for op in graph.operators:
-        if (op.op == "CUSTOM" or op.op not in REGISTRY) and not servers(graph, op):
-            missing.setdefault(_missing_name(op), []).append(op.index)
+        entry = None if op.op == "CUSTOM" else REGISTRY.get(op.op)
+        unfoldable = entry is not None and entry.how == FOLDED and op.index not in folded  # a PACK of activations
+        if (entry is not None and not unfoldable) or servers(graph, op):
+            continue
+        name = f"{op.op} of tensors computed at run time (folded only over constants)" if unfoldable else _missing_name(op)
+        missing.setdefault(name, []).append(op.index)
     return missing
 
 
