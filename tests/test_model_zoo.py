@@ -160,6 +160,20 @@ def test_model_verify_names_the_input_tflite_micro_aborted_on_and_checks_the_oth
     assert "4 inferences bit-exact with TFLite Micro; 1 input(s) not checked" in result.output
 
 
+def test_model_verify_with_no_input_tflite_micro_runs_checks_nothing_and_fails(tmp_path, monkeypatch):
+    """TFLite Micro failing on every input: nothing is built or run, exit 1 naming the failure."""
+    from edgetune.model import verify
+    from edgetune.model.oracle import OracleCase
+
+    monkeypatch.setattr(verify, "run_tflm_isolated",
+                        lambda data, cases, n: [OracleCase(None, "its interpreter aborted (SIGABRT)")] * len(cases))
+    export_model(ZOO / "softmax_600.tflite", get_target("host"), None, tmp_path / "m")
+    result = CliRunner().invoke(main, ["model", "verify", str(tmp_path / "m"), "--target", "host", "--inputs", "2"])
+    assert result.exit_code == 1, result.output
+    assert ("no input checked: random 0: TFLite Micro failed on it: its interpreter aborted (SIGABRT) (it failed on "
+            "all 3 inputs)") in result.output
+
+
 SUPPORTED_NOW = [name for name in NAMES if verdict(name)[0] is not None]
 
 
