@@ -116,11 +116,12 @@ def module_reference(model: Model, xs: list[np.ndarray]) -> list[np.ndarray]:
         return values[t]
 
     for step in schedule(model, "reference"):
-        out = graph.tensors[step.output]
         layer = model.layers[step.index]
         if step.kernel is not None:
-            got = reference_output(layer, value(step.inputs[0]))  # the kernel's reference on the layer's buffers
+            got = (reference_output(layer, value(step.inputs[0])),)  # the kernel's reference on the layer's buffers
         else:
             got = operator_params(graph, layer.operator).reference(*[value(t) for t in step.inputs])
-        values[step.output] = np.asarray(got).reshape(out.shape)
+            got = tuple(got) if isinstance(got, tuple) else (got,)  # SPLIT, UNPACK: one array per output
+        for t, array in zip(step.outputs, got):
+            values[t] = np.asarray(array).reshape(graph.tensors[t].shape)
     return [value(t) for t in graph.outputs]
