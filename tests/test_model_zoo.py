@@ -174,6 +174,15 @@ def test_model_verify_with_no_input_tflite_micro_runs_checks_nothing_and_fails(t
             "all 3 inputs)") in result.output
 
 
+def test_a_constant_several_operators_read_is_defined_once_in_the_module(tmp_path):
+    """MobileNetV3-small's squeeze-excite gates all multiply by one scalar constant (tensor 55,
+    read by four MULs): the module defines it once (four definitions did not compile)."""
+    export_model(ZOO / "mobilenet_v3_small.tflite", get_target("host"), None, tmp_path / "m")
+    source = (tmp_path / "m" / "mobilenet_v3_small.c").read_text(encoding="utf-8")
+    assert source.count("static const int8_t mobilenet_v3_small_t55[1]") == 1
+    assert source.count("mobilenet_v3_small_t55, ") == 4
+
+
 SUPPORTED_NOW = [name for name in NAMES if verdict(name)[0] is not None]
 
 
