@@ -286,9 +286,7 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
             sources[f"{step.function}.c"] = rendered.source
             prototypes.append(rendered.declaration)
             prototypes += kernel.extra_declarations(shape, config, step.function)
-    # A constant several library operators read (MobileNetV3's gate scale in every MUL) is defined once.
-    unique = tuple({c["name"]: c for c in constants}.values())
-    return _Rendered(tuple(calls), unique, tuple(dict.fromkeys(prototypes)), sources,
+    return _Rendered(tuple(calls), tuple(constants), tuple(dict.fromkeys(prototypes)), sources,
                      tuple(kernels.values()), tuple(op_units), scratch)
 
 
