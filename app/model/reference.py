@@ -118,10 +118,26 @@ def module_reference(model: Model, xs: list[np.ndarray]) -> list[np.ndarray]:
     for step in schedule(model, "reference"):
         layer = model.layers[step.index]
         if step.kernel is not None:
-            got = (reference_output(layer, value(step.inputs[0])),)  # the kernel's reference on the layer's buffers
+            got = (_kernel_reference(layer, [value(t) for t in step.inputs]),)
         else:
             got = operator_params(graph, layer.operator).reference(*[value(t) for t in step.inputs])
             got = tuple(got) if isinstance(got, tuple) else (got,)  # SPLIT, UNPACK: one array per output
         for t, array in zip(step.outputs, got):
             values[t] = np.asarray(array).reshape(graph.tensors[t].shape)
     return [value(t) for t in graph.outputs]
+
+
+def _kernel_reference(layer, xs: list[np.ndarray]) -> np.ndarray:
+    """A tuned layer's kernel reference on its buffers, its run-time inputs `xs` (the first,
+    then the ones of `extra_inputs`, e.g. BATCH_MATMUL's right operand, in place of their
+    stand-ins), in the shape of the kernel's output buffer."""
+    if not layer.extra_inputs:
+        return reference_output(layer, xs[0])
+    from edgetune.codegen.kernels import get_kernel
+
+    io = layer.io(np.asarray(xs[0], dtype=np.int8))
+    real = {name: np.asarray(x) for (name, _), x in zip(layer.extra_inputs, xs[1:])}
+    io = replace(io, buffers=tuple(replace(b, data=real[b.name].astype(b.data.dtype).reshape(b.data.shape))
+                                   if b.name in real else b for b in io.buffers))
+    outputs = get_kernel(layer.kernel).reference(layer.shape_dict, io)
+    return outputs[[b.name for b in io.outputs()].index(layer.output_name)].reshape(layer.kernel_output)
