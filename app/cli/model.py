@@ -224,9 +224,15 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
     # The first operator that differs names the fault; without --layers, the first output.
     problems = ([outcome.layer_problem] if outcome.layer_problem else []) + [i.problem for i in outcome.inferences
                                                                              if i.problem]
+    if not problems and not outcome.inferences and outcome.unchecked:  # the oracle failed on every input
+        problems = [f"no input checked: {outcome.unchecked[0]}" + (f" (it failed on all {len(outcome.unchecked)} inputs)"
+                                                                  if len(outcome.unchecked) > 1 else "")]
+    if not as_json:
+        for line in outcome.unchecked:  # said before the verdict, which counts only the inputs checked
+            click.echo(f"  {line}: not run, not checked")
     if as_json:
         size = outcome.size
-        click.echo(json.dumps({"ok": outcome.ok, "problems": problems,
+        click.echo(json.dumps({"ok": outcome.ok, "problems": problems, "unchecked": list(outcome.unchecked),
                                "size": None if size is None else {"code_bytes": size.code_bytes,
                                                                   "flash_bytes": size.flash_bytes,
                                                                   "ram_bytes": size.ram_bytes},
@@ -234,7 +240,9 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
                                               for i in outcome.inferences]}, indent=2))
     elif outcome.ok:
         click.echo(f"{outcome.manifest.model.name} on {target.name}: {len(outcome.inferences)} inferences bit-exact "
-                   f"with {outcome.oracle}" + (", every operator too" if layers else ""))
+                   f"with {outcome.oracle}" + (", every operator too" if layers else "")
+                   + (f"; {len(outcome.unchecked)} input(s) not checked, the oracle failed on them (above)"
+                      if outcome.unchecked else ""))
         size = outcome.size
         click.echo(f"module: {size.flash_bytes:,} bytes of flash ({size.code_bytes:,} of code), {size.ram_bytes:,} "
                    "bytes of RAM (arena, inputs, outputs, static scratch)")

@@ -22,7 +22,7 @@ from edgetune.codegen.tflite_schema import ModelError
 from .graph import Graph, Operator
 from .heavy_layers import batch_matmul_layer, transpose_conv_layer
 from .layers import ModelLayer, conv_layer, dwconv_layer, fully_connected_layer, untuned_layer
-from .ops import FOLDABLE, StaticOp
+from .ops import FOLDABLE, StaticOp, folded_operators
 from .ops.add import add_params, squared_difference_params
 from .ops.concatenation import concatenation_params
 from .ops.index_map import gather_params, resize_nearest_params, transpose_params
@@ -121,8 +121,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "a factor out of range; inputs below the zero point are undefined (TFLite Micro fails on them)"),
     library("RELU", relu_params, "int8, requantised to the output's quantisation, then clamped at its zero",
             "input and output of different sizes"),
-    library("RELU6", relu_params, "int8, clamped to [0, 6] in the input's quantisation, not rescaled",
-            "an output quantised unlike the input"),
+    library("RELU6", relu_params, "int8, clamped to [0, 6] in the input's quantisation, not rescaled (also when "
+            "the output is quantised otherwise, as TFLite Micro)", "input and output of different sizes"),
     library("EXPAND_DIMS", same_bytes_params, *SAME_BYTES),
     library("SQUEEZE", same_bytes_params, *SAME_BYTES),
     library("TRANSPOSE", transpose_params, *INDEX_MAP),
@@ -191,7 +191,11 @@ def operator_params(graph: Graph, op: Operator) -> StaticOp:
     its index for one the library does not run (tuned and folded operators included)."""
     entry = REGISTRY.get(op.op)
     if entry is None or entry.params is None:
-        what = "is folded at export" if entry is not None and entry.how == FOLDED else "is not in the operator library"
+        what = "is not in the operator library"
+        if entry is not None and entry.how == FOLDED:
+            what = ("is folded at export" if op.index in folded_operators(graph) else  # else: a PACK of activations
+                    "reads tensors computed at run time; edgetune runs it only folded at export, over constants "
+                    "(shape arithmetic)")
         raise ModelError(f"{graph.path}: operator {op.index} ({op.op}) {what} (the library runs "
                          f"{', '.join(names(LIBRARY))})")
     return entry.params(graph, op)
@@ -209,29 +213,46 @@ def _missing_name(op: Operator) -> str:
     return f"CUSTOM ({op.custom_code})" if op.op == "CUSTOM" else op.op
 
 
+def missing_operators(graph: Graph) -> dict[str, list[int]]:
+    """The operators that neither the registry nor a kernel of the user's own serves: name ->
+    their indices, in order of first appearance."""
+    missing: dict[str, list[int]] = {}
+    folded = folded_operators(graph) if any(op.op in FOLDABLE for op in graph.operators) else set()
+    for op in graph.operators:
+        entry = None if op.op == "CUSTOM" else REGISTRY.get(op.op)
+        unfoldable = entry is not None and entry.how == FOLDED and op.index not in folded  # a PACK of activations
+        if (entry is not None and not unfoldable) or servers(graph, op):
+            continue
+        name = f"{op.op} of tensors computed at run time (folded only over constants)" if unfoldable else _missing_name(op)
+        missing.setdefault(name, []).append(op.index)
+    return missing
+
+
 def check_operators(graph: Graph) -> None:
     """Refuse, in one message, a model with operators that neither the registry nor a kernel
     of the user's own serves: every such operator, with its indices and count."""
-    missing: dict[str, list[int]] = {}
-    for op in graph.operators:
-        if (op.op == "CUSTOM" or op.op not in REGISTRY) and not servers(graph, op):
-            missing.setdefault(_missing_name(op), []).append(op.index)
+    missing = missing_operators(graph)
     if missing:
         raise _refusal(graph, missing)
 
 
-def _refusal(graph: Graph, missing: dict[str, list[int]]) -> ModelError:
+def missing_text(missing: dict[str, list[int]]) -> str:
+    """`NAME (2x: operators 3, 7); OTHER (1x: operator 1)`: each missing operator, its count and indices."""
     def one(name: str, indices: list[int]) -> str:
         where = f"operator {indices[0]}" if len(indices) == 1 else f"operators {', '.join(map(str, indices))}"
         return f"{name} ({len(indices)}x: {where})"
 
+    return "; ".join(one(name, indices) for name, indices in missing.items())
+
+
+def _refusal(graph: Graph, missing: dict[str, list[int]]) -> ModelError:
     kinds, total = len(missing), sum(map(len, missing.values()))
     custom = [name[len("CUSTOM ("):-1] for name in missing if name.startswith("CUSTOM (")]
     hint = (f"; a kernel of your own can serve one (docs/own-kernel.md), for a custom operator declaring "
             f"operators={{'CUSTOM:{custom[0]}': adapter}} (--kernel-file)" if custom
             else "; a kernel of your own can serve one (docs/own-kernel.md)")
     return ModelError(f"{graph.path}: edgetune cannot run {total} of this model's {len(graph.operators)} operators: "
-                      f"{'; '.join(one(name, indices) for name, indices in missing.items())} (it runs "
+                      f"{missing_text(missing)} (it runs "
                       f"{', '.join(SUPPORTED)}, and no kernel loaded serves {'them' if kinds > 1 else 'it'}"
                       f"{hint}){declared_operators()}")
 
