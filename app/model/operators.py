@@ -35,6 +35,7 @@ from .ops.relu import relu_params
 from .ops.resize_bilinear import resize_bilinear_params
 from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
+from .ops.space_batch import batch_to_space_params, space_to_batch_params
 from .user_layers import declared_operators, servers, user_layer
 
 TUNED_HOW, LIBRARY, FOLDED = "tuned", "library", "folded"  # how an operator runs
@@ -141,6 +142,14 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("QUANTIZE", quantize_params, "int8 → int8 requantisation", "a float (or other) input"),
     library("RESHAPE", reshape_params, "a copy (nothing when input and output share an address)",
             "a new shape that is not the output's, a shape computed at run time"),
+    library("SPACE_TO_BATCH_ND", space_to_batch_params,
+            "3-D or 4-D, a block of one or two spatial axes: the padded spatial axes (padding holds the output's zero "
+            "point, as TFLite Micro pads) moved into the batch, each pixel's channels copied as a run; with CONV_2D "
+            "or DEPTHWISE_CONV_2D and BATCH_TO_SPACE_ND (the converter's dilated convolution) one dilated convolution "
+            "(below)", "a non-constant block or paddings, negative paddings, a padded size not a multiple of the block"),
+    library("BATCH_TO_SPACE_ND", batch_to_space_params,
+            "the inverse, then the crops: an index map (values moved, TFLite Micro copies the bytes)",
+            "a non-constant block or crops, a batch not a multiple of the block, crops leaving no output"),
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
       for name in FOLDABLE),
 )

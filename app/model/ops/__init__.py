@@ -20,10 +20,11 @@ from .relu import Relu6Params, ReluParams
 from .resize_bilinear import ResizeBilinearParams
 from .reshape import ExpandDimsParams, ReshapeParams, SqueezeParams
 from .softmax import SoftmaxParams
+from .space_batch import BatchToSpaceParams, SpaceToBatchParams
 
-__all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "ElementWise", "ExpandDimsParams", "FOLDABLE",
+__all__ = ["AddParams", "AveragePoolParams", "BatchToSpaceParams", "ConcatenationParams", "ElementWise", "ExpandDimsParams", "FOLDABLE",
            "GatherParams", "HardSwishParams", "IndexMapParams", "LeakyReluParams", "LogisticParams", "LookupOp",
            "MaxPoolParams", "MeanParams", "MulParams", "PadParams", "QuantizeParams", "Relu6Params", "ReluParams",
-           "ResizeBilinearParams", "ReshapeParams", "ResizeNearestParams", "RsqrtParams", "SoftmaxParams",
+           "ResizeBilinearParams", "ReshapeParams", "ResizeNearestParams", "RsqrtParams", "SoftmaxParams", "SpaceToBatchParams",
            "SqueezeParams", "SquaredDifferenceParams", "StaticOp", "SubParams", "TanhParams", "TransposeParams",
            "constant_value", "folded_operators"]
