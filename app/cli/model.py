@@ -49,9 +49,11 @@ def model_json(model: Model, target: str | None) -> dict:
     }
 
 
-def _layer_line(layer: ModelLayer, workload: str | None) -> str:
+def _layer_line(layer: ModelLayer, workload: str | None, into: int | None = None) -> str:
     shapes = f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}"
     served = f"{layer.kernel} ({workload})" if layer.kernel else untuned_as(layer.op)
+    if into is not None:  # a copy a rewrite absorbed (dilation.py)
+        served = f"- (in operator {into}'s dilated convolution)"
     if layer.arguments:  # a kernel of the user's own (user_layers.py)
         served += ", yours" + (": its reference is the oracle" if layer.oracle == "reference" else "")
     return f"{layer.index:>4}  {layer.op:<18} {shapes:<28} {layer.macs:>12,}  {served}"
@@ -65,8 +67,9 @@ def print_model(model: Model, target: str | None) -> None:
                + (f"; fits {target}" if target else ""))
     click.echo(f"{'#':>4}  {'operator':<18} {'input -> output':<28} {'MACs':>12}  kernel (workload)")
     names = _workload_names(model)
+    absorbed = dict(model.graph.absorbed)
     for layer in model.layers:
-        click.echo(_layer_line(layer, names.get(layer.index)))
+        click.echo(_layer_line(layer, names.get(layer.index), absorbed.get(layer.index)))
     click.echo("workloads (identical layers are tuned once):")
     for n, w in enumerate(workloads):
         served = ", ".join(map(str, w.layers))

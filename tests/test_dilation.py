@@ -1,0 +1,126 @@
+"""A dilated convolution as TensorFlow's converter writes it (SPACE_TO_BATCH_ND -> CONV_2D or
+DEPTHWISE_CONV_2D -> BATCH_TO_SPACE_ND) runs as one dilated convolution on the tuned kernels
+(app/model/dilation.py): the rewritten model's layers, run through their references (the
+kernels' and the library's), give TFLite Micro's output of the original three operators bit for
+bit, over kernel sizes, dilations, SAME and VALID, odd sizes, depth multipliers, fused
+activations, zero points (0: the copies absorbed; not 0: one padding copy kept) and saturating
+inputs; a chain that is not a dilated convolution's is left to the operators on their own; a
+whole network exports and verifies on the host and the M55."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgetune.codegen.kernels import get_kernel
+from edgetune.model import load_model
+from edgetune.model.builder import build_model
+from edgetune.model.export import export_model
+from edgetune.model.graph import read_graph
+from edgetune.model.oracle import oracle_output, run_tflm
+from edgetune.model.operators import operator_params
+from edgetune.model.verify import verify_model
+from edgetune.targets import get_target
+from dilated_models import Dilated, dilated_model
+from op_checks import assert_same, draw_int8
+
+
+def reference_run(model, x: np.ndarray) -> np.ndarray:
+    """The rewritten model's output through each layer's reference (a tuned layer: its kernel's
+    on the layer's buffers; a library operator: its numpy reference), absorbed copies skipped."""
+    graph, absorbed = model.graph, dict(model.graph.absorbed)
+    values = {graph.inputs[0]: x}
+    for layer in model.layers:
+        op = layer.operator
+        if op.index in absorbed:
+            continue
+        if layer.kernel is not None:
+            io = layer.io(values[layer.input_tensor])
+            outputs = get_kernel(layer.kernel).reference(layer.shape_dict, io)
+            out = outputs[[b.name for b in io.outputs()].index(layer.output_name)]
+        else:
+            params = operator_params(graph, op)
+            out = params.reference(*(values[t] for t in op.inputs[:params.n_inputs]))
+        values[op.outputs[0]] = np.asarray(out).reshape(graph.tensors[op.outputs[0]].shape)
+    return values[graph.outputs[0]]
+
+
+NETWORKS = {
+    "conv-same-zero0": [Dilated(9, 7, 3, 8, in_zero=0)],
+    "conv-same": [Dilated(9, 7, 3, 8, in_zero=-128, activation="RELU")],
+    "conv-valid": [Dilated(11, 10, 4, 5, k=(3, 2), d=(3, 2), padding="VALID", in_zero=17)],
+    "conv-5x5-d4": [Dilated(13, 6, 2, 4, k=(5, 3), d=(4, 1), in_zero=-3, activation="RELU6")],
+    "dw-same": [Dilated(8, 8, 6, 12, depthwise=True, d=(2, 3), in_zero=127)],
+    "dw-same-zero0": [Dilated(7, 5, 4, 4, depthwise=True, d=(3, 3), in_zero=0)],
+    "dw-valid": [Dilated(10, 9, 3, 3, k=(2, 3), depthwise=True, padding="VALID", in_zero=-100)],
+    "conv-then-dw": [Dilated(9, 9, 3, 8, in_zero=-128, activation="RELU"), Dilated(9, 9, 8, 8, depthwise=True)],
+}
+
+
+@pytest.mark.parametrize("name", list(NETWORKS))
+def test_the_rewrite_is_tflite_micro_running_the_three_operators(tmp_path, name):
+    rng = np.random.default_rng(sum(map(ord, name)))
+    layers = NETWORKS[name]
+    for edge in ("random", "extreme"):
+        data = dilated_model(rng, layers, edge)
+        path = tmp_path / f"{name}-{edge}.tflite"
+        path.write_bytes(data)
+        model = load_model(path)
+        dilated = [layer for layer in model.layers if layer.kernel is not None]
+        assert len(dilated) == len(layers)
+        for layer, spec in zip(dilated, layers):
+            assert (layer.shape_dict["dilation_h"], layer.shape_dict["dilation_w"]) == spec.d
+        # the copies a zero point of 0 (or VALID) lets the kernel's own padding stand for are absorbed
+        zero = model.graph.tensors[0].quantization.zero_points[0]
+        first_copies = 2 if zero == 0 or layers[0].padding == "VALID" else 1
+        assert sum(1 for _, into in model.graph.absorbed if into == dilated[0].index) == first_copies
+        for n in range(3):
+            x = draw_int8(rng, (1, layers[0].h, layers[0].w, layers[0].c), edge if n == 0 else "random")
+            (want,) = run_tflm(data, [x])
+            assert_same(f"{name} {edge} {n}", reference_run(model, x), want)
+
+
+def test_each_rewritten_layer_is_tflite_micros_dilated_convolution(tmp_path):
+    """The per-layer oracle of `model verify` runs the rewritten operator alone: TFLite Micro's
+    own dilated convolution agrees with the kernel's reference on it."""
+    rng = np.random.default_rng(3)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(dilated_model(rng, NETWORKS["conv-then-dw"]))
+    model = load_model(path)
+    for layer in model.tuned:
+        x = draw_int8(rng, layer.input_shape, "random")
+        io = layer.io(x)
+        got = get_kernel(layer.kernel).reference(layer.shape_dict, io)[0]
+        assert_same(f"operator {layer.index}", got, oracle_output(layer, x))
+
+
+def test_chains_that_are_no_dilated_convolution_are_left_alone(tmp_path):
+    """A tensor between the three read by another operator, or the middle convolution strided:
+    the operators stay as the file has them (and the batch of blocks is then refused by the
+    convolution, naming it)."""
+    rng = np.random.default_rng(4)
+    path = tmp_path / "m.tflite"
+    data = dilated_model(rng, [Dilated(9, 7, 3, 8, in_zero=0)])
+    graph = read_graph(_write(tmp_path / "m.tflite", data))
+    tensors, ops = list(graph.tensors), list(graph.operators)
+    # the padded blocks are also a model output: no longer the convolution's alone
+    path.write_bytes(build_model(tensors, ops, list(graph.inputs), [*graph.outputs, ops[0].outputs[0]]))
+    with pytest.raises(Exception, match=r"operator 1 \(CONV_2D\).*batch 1"):
+        load_model(path)
+
+
+def _write(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target_name", ["host", "cortex-m55"])
+def test_a_dilated_network_exports_and_verifies_bit_exact(tmp_path, target_name, request):
+    if target_name != "host":
+        request.getfixturevalue("m55")  # the emulator and the Arm compilers
+    rng = np.random.default_rng(7)
+    path = _write(tmp_path / "dilated.tflite", dilated_model(rng, NETWORKS["conv-then-dw"]))
+    target = get_target(target_name)
+    export_model(path, target, None, tmp_path / "m")
+    outcome = verify_model(tmp_path / "m", target, 3, layers=True)
+    assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])
