@@ -143,10 +143,11 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("RESHAPE", reshape_params, "a copy (nothing when input and output share an address)",
             "a new shape that is not the output's, a shape computed at run time"),
     library("SPACE_TO_BATCH_ND", space_to_batch_params,
-            "3-D or 4-D, a block of one or two spatial axes: the padded spatial axes (padding holds the output's zero "
-            "point, as TFLite Micro pads) moved into the batch, each pixel's channels copied as a run; with CONV_2D "
-            "or DEPTHWISE_CONV_2D and BATCH_TO_SPACE_ND (the converter's dilated convolution) one dilated convolution "
-            "(below)", "a non-constant block or paddings, negative paddings, a padded size not a multiple of the block"),
+            "3-D or 4-D, a block of one or two spatial axes: the spatial axes padded with 0 (TFLite Micro's value: "
+            "its kernel never sets the zero point, below) and moved into the batch, each pixel's channels copied as a "
+            "run; with the convolution and BATCH_TO_SPACE_ND after it (the converter's dilated convolution) one "
+            "dilated convolution, below", "a non-constant block or paddings, negative paddings, a padded size not a "
+            "multiple of the block"),
     library("BATCH_TO_SPACE_ND", batch_to_space_params,
             "the inverse, then the crops: an index map (values moved, TFLite Micro copies the bytes)",
             "a non-constant block or crops, a batch not a multiple of the block, crops leaving no output"),
