@@ -40,12 +40,16 @@ class Dilated:
         return (total // 2, total - total // 2 + extra), (0, extra), out
 
 
-def _act(index: int, name: str, shape, scale: float, zero: int) -> Tensor:
-    return Tensor(index, name, tuple(shape), "int8", Quantization((f32(scale),), (int(zero),)))
+def _act(index: int, name: str, shape, scale: float, zero: int, dynamic: bool = False) -> Tensor:
+    """An activation; `dynamic`: as a converter writes it for a dynamic batch, batch 1 stored
+    and -1 in the shape signature."""
+    shape = (1, *shape[1:]) if dynamic else tuple(shape)
+    return Tensor(index, name, shape, "int8", Quantization((f32(scale),), (int(zero),)),
+                  signature=(-1, *shape[1:]) if dynamic else None)
 
 
 def chain(rng: np.random.Generator, layer: Dilated, tensors: list[Tensor], ops: list[Operator], source: int,
-          edge: str = "random") -> int:
+          edge: str = "random", dynamic: bool = False) -> int:
     """Append one dilated layer's three operators reading tensor `source`; its output tensor."""
     pads, crops, outs = zip(*(layer.axis(n) for n in range(2)))
     x = tensors[source]
@@ -61,11 +65,11 @@ def chain(rng: np.random.Generator, layer: Dilated, tensors: list[Tensor], ops: 
     tensors += [
         constant(base, f"block{base}", np.array(layer.d, dtype=np.int32)),
         constant(base + 1, f"paddings{base}", np.array(pads, dtype=np.int32)),
-        _act(base + 2, f"to_batch{base}", (batches, *blocked, layer.c), scale, zero),
+        _act(base + 2, f"to_batch{base}", (batches, *blocked, layer.c), scale, zero, dynamic),
         constant(base + 3, f"weights{base}", weights, Quantization(q.w_scales, (0,) * layer.cout, axis)),
         constant(base + 4, f"bias{base}", q.bias, Quantization(tuple(f32(scale * s) for s in q.w_scales),
                                                                (0,) * layer.cout, 0)),
-        _act(base + 5, f"conv{base}", (batches, *inner, layer.cout), q.out_scale, q.out_zero),
+        _act(base + 5, f"conv{base}", (batches, *inner, layer.cout), q.out_scale, q.out_zero, dynamic),
         constant(base + 6, f"crops{base}", np.array(crops, dtype=np.int32)),
         _act(base + 7, f"output{base}", (1, *outs, layer.cout), q.out_scale, q.out_zero)]
     options = (("padding", PADDINGS["VALID"]), ("strideH", 1), ("strideW", 1),
@@ -79,14 +83,15 @@ def chain(rng: np.random.Generator, layer: Dilated, tensors: list[Tensor], ops: 
     return base + 7
 
 
-def dilated_model(rng: np.random.Generator, layers: list[Dilated], edge: str = "random") -> bytes:
+def dilated_model(rng: np.random.Generator, layers: list[Dilated], edge: str = "random", dynamic: bool = False) -> bytes:
     """The layers one after another on one input (each layer's input quantisation is the
-    previous layer's output; the first one's input zero point is its `in_zero`, or drawn)."""
+    previous layer's output; the first one's input zero point is its `in_zero`, or drawn);
+    `dynamic`: the blocks' tensors as converted with a dynamic batch (batch 1 stored)."""
     first = layers[0]
     zero = first.in_zero if first.in_zero is not None else int(rng.integers(-128, 128))
     tensors: list[Tensor] = [_act(0, "input", (1, first.h, first.w, first.c), 0.05, zero)]
     ops: list[Operator] = []
     source = 0
     for layer in layers:
-        source = chain(rng, layer, tensors, ops, source, edge)
+        source = chain(rng, layer, tensors, ops, source, edge, dynamic)
     return build_model(tensors, ops, [0], [source])

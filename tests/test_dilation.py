@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from edgetune.codegen.kernels import get_kernel
-from edgetune.model import load_model
+from edgetune.model import ModelError, load_model
 from edgetune.model.builder import build_model
 from edgetune.model.export import export_model
 from edgetune.model.graph import read_graph
@@ -104,8 +104,23 @@ def test_chains_that_are_no_dilated_convolution_are_left_alone(tmp_path):
     tensors, ops = list(graph.tensors), list(graph.operators)
     # the padded blocks are also a model output: no longer the convolution's alone
     path.write_bytes(build_model(tensors, ops, list(graph.inputs), [*graph.outputs, ops[0].outputs[0]]))
-    with pytest.raises(Exception, match=r"operator 1 \(CONV_2D\).*batch 1"):
+    with pytest.raises(ModelError, match=r"operator 1 \(CONV_2D\).*batch 1"):
         load_model(path)
+
+
+def test_a_dynamic_batch_chain_is_refused_as_tflite_micro_miscomputes_it(tmp_path):
+    """Converted with a dynamic batch, the blocks' tensors store batch 1: TFLite Micro then
+    computes another output than the same model with the true batch stored (which edgetune's
+    rewrite equals), so there is nothing to be bit-exact with: refused, naming the operators."""
+    layers = [Dilated(9, 7, 3, 8, in_zero=-128)]
+    static, dynamic = (dilated_model(np.random.default_rng(8), layers, dynamic=d) for d in (False, True))
+    x = draw_int8(np.random.default_rng(9), (1, 9, 7, 3), "random")
+    (right,), (wrong,) = run_tflm(static, [x]), run_tflm(dynamic, [x])
+    assert not np.array_equal(right, wrong)
+    assert_same("static", reference_run(load_model(_write(tmp_path / "s.tflite", static)), x), right)
+    with pytest.raises(ModelError, match=r"1 dilated convolution converted with a dynamic batch: operators 0, 1, 2 "
+                                         r"\(SPACE_TO_BATCH_ND, CONV_2D, BATCH_TO_SPACE_ND\).*fixed batch of 1"):
+        load_model(_write(tmp_path / "d.tflite", dynamic))
 
 
 def _write(path, data: bytes):

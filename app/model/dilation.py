@@ -23,6 +23,12 @@ SPACE_TO_BATCH_ND pads with TFLite Micro's raw 0 (ops/space_batch.py), which add
 - anything else (a strided or dilated middle convolution, a batch, a 3-D chain, tensors read
   elsewhere, quantisation changed along the chain) is left as it is: the operators on their own.
 
+A chain converted with a dynamic batch stores batch 1 for the blocks (the converter's shapes
+before the batch is known). TFLite Micro sizes every tensor by its stored shape, so it computes
+one block of bh x bw and leaves the rest of the output as its arena held it: no output to be
+bit-exact with, and not the model's meaning. Such a model is refused, naming the chain and
+how to convert it (with a fixed batch of 1 the converter writes one dilated CONV_2D).
+
 The graph keeps every operator at its index (messages name operators as the file has them):
 the convolution's index holds the dilated convolution, and `Graph.absorbed` names the copies
 whose work it does (no layer runs them, no C). Tensors it adds are appended after the file's.
@@ -33,7 +39,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from edgetune.codegen.tflite_schema import schema
+from edgetune.codegen.tflite_schema import ModelError, schema
 
 from .arithmetic import output_size
 from .builder import constant
@@ -150,7 +156,7 @@ def _axes(graph: Graph, to_batch: Operator, conv: Operator, to_space: Operator) 
 def chains(graph: Graph) -> tuple[Chain, ...]:
     """Every SPACE_TO_BATCH_ND -> convolution -> BATCH_TO_SPACE_ND of the graph whose tensors
     between are read by the next operator only and keep one quantisation."""
-    readers, found = _readers(graph), []
+    readers, found, dynamic = _readers(graph), [], []
     for to_batch in (op for op in graph.operators if op.op == "SPACE_TO_BATCH_ND"):
         conv = _only_reader(graph, readers, to_batch.outputs[0], CONVOLUTIONS)
         to_space = conv and _only_reader(graph, readers, conv.outputs[0], ("BATCH_TO_SPACE_ND",))
@@ -161,9 +167,27 @@ def chains(graph: Graph) -> tuple[Chain, ...]:
         if not (_same_quantization(x, s) and _same_quantization(c, y)):
             continue
         axes = _axes(graph, to_batch, conv, to_space)
-        if axes is not None:
+        if axes is not None and s.shape[0] == c.shape[0] == axes[0].d * axes[1].d:
             found.append(Chain(to_batch, conv, to_space, axes))
+        elif axes is not None and s.shape[0] == c.shape[0] == 1:
+            dynamic.append(Chain(to_batch, conv, to_space, axes))
+    if dynamic:
+        raise _dynamic_batch(graph, dynamic)
     return tuple(found)
+
+
+def _dynamic_batch(graph: Graph, dynamic: list[Chain]) -> ModelError:
+    first = dynamic[0]
+    blocks = first.axes[0].d * first.axes[1].d
+    named = "; ".join(f"operators {c.to_batch.index}, {c.conv.index}, {c.to_space.index} (SPACE_TO_BATCH_ND, {c.conv.op}, "
+                      "BATCH_TO_SPACE_ND)" for c in dynamic)
+    s = first.to_batch.outputs[0]
+    return ModelError(
+        f"{graph.path}: {len(dynamic)} dilated convolution{'s' if len(dynamic) > 1 else ''} converted with a dynamic "
+        f"batch: {named}; tensor {s} ({graph.tensors[s].name}) stores batch 1 where the operator gives {blocks}, and "
+        f"TFLite Micro, which sizes tensors by their stored shape, computes 1 of the {blocks} blocks and leaves the "
+        "rest of the output as its arena held it; convert the model with a fixed batch of 1 (keras.Input(..., "
+        "batch_size=1)): the converter then writes each dilated convolution as one CONV_2D, which edgetune runs")
 
 
 def _dilated(conv: Operator, source: int, output: int, padding: str, axes: tuple[Axis, Axis]) -> Operator:

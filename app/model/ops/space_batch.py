@@ -106,10 +106,15 @@ def _blocked(graph: Graph, op: Operator, what: str):
 
 
 def _check_output(r: OperatorReader, y: Tensor, shape: tuple[int, int, int, int]) -> None:
+    """The output tensor's stored shape is the operator's (TFLite Micro sizes it by the stored
+    one: a model converted with a dynamic batch stores batch 1 for SPACE_TO_BATCH_ND's blocks,
+    and TFLite Micro then moves one block only)."""
     if _as_4d(tuple(y.shape)) != shape:
         given = list(y.shape)
+        dynamic = (" (the model was converted with a dynamic batch; TFLite Micro sizes tensors by the stored shape: "
+                   "convert it with a fixed batch of 1)" if y.signature and y.signature[0] < 0 else "")
         raise r.fail(f"output tensor {y.index} ({y.name}) has shape {given}, but the operator gives "
-                     f"{list(shape if len(given) == 4 else (shape[0], shape[1], shape[3]))}")
+                     f"{list(shape if len(given) == 4 else (shape[0], shape[1], shape[3]))}{dynamic}")
 
 
 def space_to_batch_params(graph: Graph, op: Operator) -> SpaceToBatchParams:
