@@ -139,3 +139,16 @@ def test_a_dilated_network_exports_and_verifies_bit_exact(tmp_path, target_name,
     export_model(path, target, None, tmp_path / "m")
     outcome = verify_model(tmp_path / "m", target, 3, layers=True)
     assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])
+
+
+def test_absorbed_copies_cost_nothing_in_the_plan_and_no_c(tmp_path):
+    """The copies a dilated convolution absorbed have no step in the module and cost 0 in the
+    placement plan, which names the convolution doing their work."""
+    from edgetune.model.module import schedule
+    from edgetune.model.plan import library_option
+
+    path = _write(tmp_path / "m.tflite", dilated_model(np.random.default_rng(2), NETWORKS["conv-same-zero0"]))
+    model = load_model(path)
+    assert [step.index for step in schedule(model, "m")] == [1]
+    option = library_option(model, model.layers[2], get_target("cortex-m55"), "sram")
+    assert option.cycles == 0 and "inside operator 1's dilated convolution" in option.note
