@@ -6,7 +6,7 @@ feeding a RESHAPE) is folded at export (fold.py). docs/operators.md."""
 from __future__ import annotations
 
 from .add import AddParams, SquaredDifferenceParams, SubParams
-from .base import ElementWise, StaticOp
+from .base import ElementWise, MultiOutput, StaticOp
 from .concatenation import ConcatenationParams
 from .fold import FOLDABLE, constant_value, folded_operators
 from .index_map import GatherParams, IndexMapParams, ResizeNearestParams, TransposeParams
@@ -21,10 +21,13 @@ from .resize_bilinear import ResizeBilinearParams
 from .reshape import ExpandDimsParams, ReshapeParams, SqueezeParams
 from .softmax import SoftmaxParams
 from .space_batch import BatchToSpaceParams, SpaceToBatchParams
+from .split import PackParams, SplitParams, SplitVParams, UnpackParams
 
-__all__ = ["AddParams", "AveragePoolParams", "BatchToSpaceParams", "ConcatenationParams", "ElementWise", "ExpandDimsParams", "FOLDABLE",
+__all__ = ["AddParams", "AveragePoolParams", "BatchToSpaceParams", "ConcatenationParams", "ElementWise",
+           "ExpandDimsParams", "FOLDABLE",
            "GatherParams", "HardSwishParams", "IndexMapParams", "LeakyReluParams", "LogisticParams", "LookupOp",
-           "MaxPoolParams", "MeanParams", "MulParams", "PadParams", "QuantizeParams", "Relu6Params", "ReluParams",
-           "ResizeBilinearParams", "ReshapeParams", "ResizeNearestParams", "RsqrtParams", "SoftmaxParams", "SpaceToBatchParams",
-           "SqueezeParams", "SquaredDifferenceParams", "StaticOp", "SubParams", "TanhParams", "TransposeParams",
+           "MaxPoolParams", "MeanParams", "MulParams", "MultiOutput", "PackParams", "PadParams", "QuantizeParams",
+           "Relu6Params", "ReluParams", "ResizeBilinearParams", "ReshapeParams", "ResizeNearestParams", "RsqrtParams",
+           "SoftmaxParams", "SpaceToBatchParams", "SplitParams", "SplitVParams", "SqueezeParams", "SquaredDifferenceParams",
+           "StaticOp", "SubParams", "TanhParams", "TransposeParams", "UnpackParams",
            "constant_value", "folded_operators"]
