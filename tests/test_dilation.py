@@ -169,12 +169,12 @@ def _write(path, data: bytes):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target_name", ["host", "cortex-m55"])
+@pytest.mark.parametrize("target_name", ["host", "cortex-m55", "cortex-m4"])
 @pytest.mark.parametrize("source", ["writer", "zoo"])
 def test_a_dilated_network_exports_and_verifies_bit_exact(tmp_path, target_name, source, request):
     """Ours (written), and the converter's dilated_same with its blocks' batch stored."""
     if target_name != "host":
-        request.getfixturevalue("m55")  # the emulator and the Arm compilers
+        request.getfixturevalue({"cortex-m55": "m55", "cortex-m4": "m4"}[target_name])  # emulator, Arm compilers
     rng = np.random.default_rng(7)
     data = dilated_model(rng, NETWORKS["conv-then-dw"]) if source == "writer" else true_batch(ZOO / "dilated_same.tflite")
     path = _write(tmp_path / "dilated.tflite", data)

@@ -1,7 +1,7 @@
 """SPACE_TO_BATCH_ND and BATCH_TO_SPACE_ND on their own (app/model/ops/space_batch.py): the
 numpy reference is TFLite Micro's output bit for bit over blocks, paddings, crops, 3-D and 4-D
-tensors, batches and odd sizes, on random and saturating inputs; the generated C on the host
-and on the M55 is too; bad constants are refused naming the operator."""
+tensors, batches and odd sizes, on random and saturating inputs; the generated C on the host,
+the M55 and the M4 is too; bad constants are refused naming the operator."""
 from __future__ import annotations
 
 import numpy as np
@@ -74,13 +74,15 @@ def test_c_on_host_is_tflite_micro(tmp_path, case):
 
 
 @pytest.mark.parametrize("case", [CASES[2], CASES[7]], ids=_id)
-def test_c_on_m55_is_tflite_micro(tmp_path, case, m55):
+@pytest.mark.parametrize("target", ["m55", "m4"])
+def test_c_on_m55_and_m4_is_tflite_micro(tmp_path, case, target, request):
     rng = np.random.default_rng(6)
     data, graph = _graph(tmp_path, case, (0.05, 17), (0.05, 17))
     params = operator_params(graph, graph.operators[0])
     x = draw_int8(rng, case[1], "random")
     want = tflm(data, [x])
-    assert_same("C on the M55", run_target(params, m55, [x], want.shape, tmp_path / "m55"), want)
+    core = request.getfixturevalue(target)
+    assert_same(f"C on the {core.name}", run_target(params, core, [x], want.shape, tmp_path / target), want)
 
 
 @pytest.mark.parametrize("case, culprit", [
