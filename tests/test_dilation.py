@@ -113,6 +113,20 @@ def test_chains_that_are_no_dilated_convolution_are_left_alone(tmp_path):
         load_model(path)
 
 
+def test_a_malformed_chain_is_left_to_the_operators_refusals(tmp_path):
+    """SPACE_TO_BATCH_ND without its paddings: not rewritten (no crash); the convolution's batch
+    of blocks and the operator itself are refused by name."""
+    graph = read_graph(_write(tmp_path / "m.tflite", dilated_model(np.random.default_rng(5), NETWORKS["conv-same"])))
+    ops = list(graph.operators)
+    ops[0] = replace(ops[0], inputs=ops[0].inputs[:2])
+    path = _write(tmp_path / "bad.tflite", build_model(list(graph.tensors), ops, list(graph.inputs), list(graph.outputs)))
+    with pytest.raises(ModelError, match=r"operator 1 \(CONV_2D\).*batch 1"):
+        load_model(path)
+    bad = read_graph(path)
+    with pytest.raises(ModelError, match=r"operator 0 \(SPACE_TO_BATCH_ND\): has no input 2"):
+        operator_params(bad, bad.operators[0])
+
+
 def test_a_dynamic_batch_chain_is_refused_as_tflite_micro_miscomputes_it(tmp_path):
     """Converted with a dynamic batch, the blocks' tensors store batch 1: TFLite Micro then
     computes another output than the same model with the true batch stored (which edgetune's

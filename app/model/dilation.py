@@ -114,6 +114,12 @@ def _only_reader(graph: Graph, readers, tensor: int, kinds: tuple[str, ...]) -> 
     return ops[0] if list(ops[0].inputs).count(tensor) == 1 else None
 
 
+def _wired(op: Operator, inputs: int) -> bool:
+    """The operator has its first `inputs` inputs and an output (a malformed one is left to its
+    own refusal)."""
+    return len(op.inputs) >= inputs and min(op.inputs[:inputs]) >= 0 and bool(op.outputs) and op.outputs[0] >= 0
+
+
 def _ints(graph: Graph, op: Operator, position: int) -> np.ndarray | None:
     value = constant_value(graph, op.inputs[position]) if len(op.inputs) > position else None
     return None if value is None else np.asarray(value).astype(np.int64)
@@ -157,10 +163,11 @@ def chains(graph: Graph) -> tuple[Chain, ...]:
     """Every SPACE_TO_BATCH_ND -> convolution -> BATCH_TO_SPACE_ND of the graph whose tensors
     between are read by the next operator only and keep one quantisation."""
     readers, found, dynamic = _readers(graph), [], []
-    for to_batch in (op for op in graph.operators if op.op == "SPACE_TO_BATCH_ND"):
+    for to_batch in (op for op in graph.operators if op.op == "SPACE_TO_BATCH_ND" and _wired(op, 3)):
         conv = _only_reader(graph, readers, to_batch.outputs[0], CONVOLUTIONS)
+        conv = conv if conv is not None and _wired(conv, 2) else None
         to_space = conv and _only_reader(graph, readers, conv.outputs[0], ("BATCH_TO_SPACE_ND",))
-        if not to_space:
+        if not to_space or not _wired(to_space, 3):
             continue
         x, s = graph.tensors[to_batch.inputs[0]], graph.tensors[to_batch.outputs[0]]
         c, y = graph.tensors[conv.outputs[0]], graph.tensors[to_space.outputs[0]]
