@@ -19,10 +19,12 @@ CASES = [
     ("SPACE_TO_BATCH_ND", (1, 9, 9, 5), [2, 2], [[2, 3], [2, 3]], (4, 7, 7, 5)),  # a dilated 3x3 SAME conv's
     ("SPACE_TO_BATCH_ND", (1, 6, 4, 1), [3, 1], [[0, 0], [0, 0]], (3, 2, 4, 1)),
     ("SPACE_TO_BATCH_ND", (2, 7, 5), [3], [[1, 1]], (6, 3, 5)),
+    ("SPACE_TO_BATCH_ND", (1, 3, 2, 2), [2, 4], [[1, 0], [3, 3]], (8, 2, 2, 2)),  # a block column with no input
     ("BATCH_TO_SPACE_ND", (6, 4, 4, 3), [2, 3], [[1, 2], [3, 2]], (1, 5, 7, 3)),
     ("BATCH_TO_SPACE_ND", (12, 4, 4, 3), [2, 3], [[0, 1], [1, 0]], (2, 7, 11, 3)),
     ("BATCH_TO_SPACE_ND", (4, 5, 5, 7), [2, 2], [[0, 1], [0, 1]], (1, 9, 9, 7)),
     ("BATCH_TO_SPACE_ND", (6, 3, 5), [3], [[1, 1]], (2, 7, 5)),
+    ("SPACE_TO_BATCH_ND", (1, 5, 4, 3), [1, 1], [[2, 1], [0, 3]], (1, 8, 7, 3)),  # the rewrite's padding copy
 ]
 OPTIONS = {"SPACE_TO_BATCH_ND": "SpaceToBatchNDOptions", "BATCH_TO_SPACE_ND": "BatchToSpaceNDOptions"}
 
@@ -63,7 +65,7 @@ def test_space_to_batch_moves_strided_pixels():
             assert np.array_equal(moved[sh * 3 + sw], x[0, sh::2, sw::3])
 
 
-@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[4], CASES[6], CASES[8]], ids=_id)
+@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[3], CASES[4], CASES[5], CASES[7], CASES[9], CASES[10]], ids=_id)
 def test_c_on_host_is_tflite_micro(tmp_path, case):
     rng = np.random.default_rng(5)
     data, graph = _graph(tmp_path, case, (0.05, -128), (0.05, -128))
@@ -73,7 +75,7 @@ def test_c_on_host_is_tflite_micro(tmp_path, case):
     assert_same("C on the host", run_host(params, [x], want.size, tmp_path / "c"), want)
 
 
-@pytest.mark.parametrize("case", [CASES[2], CASES[7]], ids=_id)
+@pytest.mark.parametrize("case", [CASES[2], CASES[8], CASES[10]], ids=_id)
 @pytest.mark.parametrize("target", ["m55", "m4"])
 def test_c_on_m55_and_m4_is_tflite_micro(tmp_path, case, target, request):
     rng = np.random.default_rng(6)

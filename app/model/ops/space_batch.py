@@ -58,8 +58,19 @@ class SpaceToBatchParams(StaticOp):
         (bh, bw), ((top, bottom), (left, right)) = self.block, self.pads
         return n * bh * bw, (h + top + bottom) // bh, (w + left + right) // bw, c
 
+    def columns(self) -> tuple[tuple[int, int], ...]:
+        """Per column offset sw in the block, the output columns [first, end) that read the
+        input (ow * bw + sw - left inside it): the rest of a row is padding."""
+        _, _, w, _ = self.shape
+        bw, left, out = self.block[1], self.pads[1][0], self.out_shape[2]
+        spans = []
+        for sw in range(bw):
+            inside = [ow for ow in range(out) if 0 <= ow * bw + sw - left < w]
+            spans.append((inside[0], inside[-1] + 1) if inside else (0, 0))
+        return tuple(spans)
+
     def variables(self) -> dict:
-        return dict(super().variables(), out_shape=self.out_shape)
+        return dict(super().variables(), out_shape=self.out_shape, columns=self.columns())
 
     def reference(self, x) -> np.ndarray:
         x = int8_input(x, self.shape, "input")
