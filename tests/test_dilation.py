@@ -209,3 +209,16 @@ def test_absorbed_copies_cost_nothing_in_the_plan_and_no_c(tmp_path):
     assert [step.index for step in schedule(model, "m")] == [1]
     option = library_option(model, model.layers[2], get_target("cortex-m55"), "sram")
     assert option.cycles == 0 and "inside operator 1's dilated convolution" in option.note
+
+
+def test_model_show_names_the_convolution_doing_the_copies_work(tmp_path):
+    from click.testing import CliRunner
+    from edgetune.cli import main
+
+    path = _write(tmp_path / "m.tflite", dilated_model(np.random.default_rng(6), NETWORKS["conv-same"]))
+    result = CliRunner().invoke(main, ["model", "show", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any("BATCH_TO_SPACE_ND" in line and "in operator 1's dilated convolution" in line for line in lines)
+    assert any("CONV_2D" in line and "conv2d_s8 (w0)" in line for line in lines)
+    assert "dilation_h=2,dilation_w=2" in result.output
