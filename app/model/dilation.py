@@ -24,10 +24,11 @@ SPACE_TO_BATCH_ND pads with TFLite Micro's raw 0 (ops/space_batch.py), which add
   elsewhere, quantisation changed along the chain) is left as it is: the operators on their own.
 
 A chain converted with a dynamic batch stores batch 1 for the blocks (the converter's shapes
-before the batch is known). TFLite Micro sizes every tensor by its stored shape, so it computes
+before the batch is known). TFLite Micro sizes every tensor by its stored shape, so it moves
 one block of bh x bw and leaves the rest of the output as its arena held it: no output to be
-bit-exact with, and not the model's meaning. Such a model is refused, naming the chain and
-how to convert it (with a fixed batch of 1 the converter writes one dilated CONV_2D).
+bit-exact with, and not the model's meaning. Such a model (a 3-D chain of a Conv1D too) is
+refused at load, naming every such operator and how to convert it (with a fixed batch of 1 the
+converter writes each dilated convolution as one convolution with dilation).
 
 The graph keeps every operator at its index (messages name operators as the file has them):
 the convolution's index holds the dilated convolution, and `Graph.absorbed` names the copies
@@ -162,7 +163,7 @@ def _axes(graph: Graph, to_batch: Operator, conv: Operator, to_space: Operator) 
 def chains(graph: Graph) -> tuple[Chain, ...]:
     """Every SPACE_TO_BATCH_ND -> convolution -> BATCH_TO_SPACE_ND of the graph whose tensors
     between are read by the next operator only and keep one quantisation."""
-    readers, found, dynamic = _readers(graph), [], []
+    readers, found = _readers(graph), []
     for to_batch in (op for op in graph.operators if op.op == "SPACE_TO_BATCH_ND" and _wired(op, 3)):
         conv = _only_reader(graph, readers, to_batch.outputs[0], CONVOLUTIONS)
         conv = conv if conv is not None and _wired(conv, 2) else None
@@ -176,25 +177,42 @@ def chains(graph: Graph) -> tuple[Chain, ...]:
         axes = _axes(graph, to_batch, conv, to_space)
         if axes is not None and s.shape[0] == c.shape[0] == axes[0].d * axes[1].d:
             found.append(Chain(to_batch, conv, to_space, axes))
-        elif axes is not None and s.shape[0] == c.shape[0] == 1:
-            dynamic.append(Chain(to_batch, conv, to_space, axes))
-    if dynamic:
-        raise _dynamic_batch(graph, dynamic)
     return tuple(found)
 
 
-def _dynamic_batch(graph: Graph, dynamic: list[Chain]) -> ModelError:
-    first = dynamic[0]
-    blocks = first.axes[0].d * first.axes[1].d
-    named = "; ".join(f"operators {c.to_batch.index}, {c.conv.index}, {c.to_space.index} (SPACE_TO_BATCH_ND, {c.conv.op}, "
-                      "BATCH_TO_SPACE_ND)" for c in dynamic)
-    s = first.to_batch.outputs[0]
-    return ModelError(
-        f"{graph.path}: {len(dynamic)} dilated convolution{'s' if len(dynamic) > 1 else ''} converted with a dynamic "
-        f"batch: {named}; tensor {s} ({graph.tensors[s].name}) stores batch 1 where the operator gives {blocks}, and "
-        f"TFLite Micro, which sizes tensors by their stored shape, computes 1 of the {blocks} blocks and leaves the "
-        "rest of the output as its arena held it; convert the model with a fixed batch of 1 (keras.Input(..., "
-        "batch_size=1)): the converter then writes each dilated convolution as one CONV_2D, which edgetune runs")
+def _short_blocks(graph: Graph) -> list[tuple[Operator, int, int]]:
+    """(operator, blocks tensor, bh * bw) of every SPACE_TO_BATCH_ND and BATCH_TO_SPACE_ND whose
+    blocks' tensor (the output, the input) stores a batch its constant block does not give."""
+    found = []
+    for op in graph.operators:
+        if op.op not in ("SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND") or not _wired(op, 2):
+            continue
+        block = _ints(graph, op, 1)
+        if block is None or block.size == 0 or block.min() < 1 or int(np.prod(block)) == 1:
+            continue
+        blocks, other = (op.outputs[0], op.inputs[0]) if op.op == "SPACE_TO_BATCH_ND" else (op.inputs[0], op.outputs[0])
+        stored, batch = graph.tensors[blocks].shape[:1], graph.tensors[other].shape[:1]
+        if stored and batch and stored[0] != batch[0] * int(np.prod(block)):
+            found.append((op, blocks, int(np.prod(block))))
+    return found
+
+
+def check_blocks(graph: Graph) -> None:
+    """Refuse, in one line naming them all, the block moves converted with a dynamic batch:
+    their blocks' tensor stores batch 1, and TFLite Micro, which sizes tensors by their stored
+    shape, moves 1 of the bh x bw blocks and leaves the rest of its output as the arena held it."""
+    short = _short_blocks(graph)
+    if not short:
+        return
+    op, tensor, blocks = short[0]
+    named = ", ".join(f"{o.index} ({o.op})" for o, _, _ in short)
+    t = graph.tensors[tensor]
+    raise ModelError(
+        f"{graph.path}: operator{'s' if len(short) > 1 else ''} {named} converted with a dynamic batch: tensor "
+        f"{t.index} ({t.name}) stores batch {t.shape[0]} where operator {op.index} gives {blocks} blocks, and TFLite "
+        f"Micro, which sizes tensors by their stored shape, moves 1 of the {blocks} blocks and leaves the rest as its "
+        "arena held it; convert the model with a fixed batch of 1 (keras.Input(..., batch_size=1)): the converter then "
+        "writes each dilated convolution as one convolution with dilation, which edgetune runs")
 
 
 def _dilated(conv: Operator, source: int, output: int, padding: str, axes: tuple[Axis, Axis]) -> Operator:
@@ -231,7 +249,9 @@ def _padded_copy(graph: Graph, chain: Chain, tensors: list[Tensor]) -> tuple[Ope
 
 
 def rewrite_dilated(graph: Graph) -> Graph:
-    """The graph with each dilated convolution's chain run as one dilated convolution."""
+    """The graph with each dilated convolution's chain run as one dilated convolution (a chain
+    converted with a dynamic batch refused: check_blocks)."""
+    check_blocks(graph)
     operators, tensors, absorbed = list(graph.operators), list(graph.tensors), list(graph.absorbed)
     for chain in chains(graph):
         x = graph.tensors[chain.to_batch.inputs[0]]
