@@ -113,7 +113,8 @@ def models(case: Case) -> dict[str, bytes]:
     return {
         "chain": build_model(tensors, [to_batch, Operator(1, *_fields(conv)), to_space], [0], [8]),
         "to_batch": build_model([x, block, paddings, s], [to_batch], [0], [3]),
-        "block conv": build_model(one, [Operator(0, conv.op, (0, 1, 2), (3,), conv.options_type, conv.options)], [0], [3]),
+        "block conv": build_model(one, [Operator(0, conv.op, (0, 1, 2), (3,), conv.options_type, conv.options)],
+                                  [0], [3]),
         "to_space": build_model([_act(0, inner, 0.1, -3), *_renumbered([block, crops], 1), _act(3, y.shape, 0.1, -3)],
                                 [Operator(0, to_space.op, (0, 1, 2), (3,), to_space.options_type, ())], [0], [3]),
     }

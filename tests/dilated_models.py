@@ -74,16 +74,19 @@ def chain(rng: np.random.Generator, layer: Dilated, tensors: list[Tensor], ops: 
         _act(base + 7, f"output{base}", (1, *outs, layer.cout), q.out_scale, q.out_zero)]
     options = (("padding", PADDINGS["VALID"]), ("strideH", 1), ("strideW", 1),
                *((("depthMultiplier", layer.cout // layer.c),) if layer.depthwise else ()),
-               ("dilationHFactor", 1), ("dilationWFactor", 1), ("fusedActivationFunction", ACTIVATIONS[layer.activation]))
+               ("dilationHFactor", 1), ("dilationWFactor", 1),
+               ("fusedActivationFunction", ACTIVATIONS[layer.activation]))
     n = len(ops)
     ops += [Operator(n, "SPACE_TO_BATCH_ND", (source, base, base + 1), (base + 2,), "SpaceToBatchNDOptions", ()),
             Operator(n + 1, "DEPTHWISE_CONV_2D" if layer.depthwise else "CONV_2D", (base + 2, base + 3, base + 4),
                      (base + 5,), "DepthwiseConv2DOptions" if layer.depthwise else "Conv2DOptions", options),
-            Operator(n + 2, "BATCH_TO_SPACE_ND", (base + 5, base + 0, base + 6), (base + 7,), "BatchToSpaceNDOptions", ())]
+            Operator(n + 2, "BATCH_TO_SPACE_ND", (base + 5, base + 0, base + 6), (base + 7,),
+                     "BatchToSpaceNDOptions", ())]
     return base + 7
 
 
-def dilated_model(rng: np.random.Generator, layers: list[Dilated], edge: str = "random", dynamic: bool = False) -> bytes:
+def dilated_model(rng: np.random.Generator, layers: list[Dilated], edge: str = "random",
+                  dynamic: bool = False) -> bytes:
     """The layers one after another on one input (each layer's input quantisation is the
     previous layer's output; the first one's input zero point is its `in_zero`, or drawn);
     `dynamic`: the blocks' tensors as converted with a dynamic batch (batch 1 stored)."""

@@ -119,7 +119,8 @@ def test_a_malformed_chain_is_left_to_the_operators_refusals(tmp_path):
     graph = read_graph(_write(tmp_path / "m.tflite", dilated_model(np.random.default_rng(5), NETWORKS["conv-same"])))
     ops = list(graph.operators)
     ops[0] = replace(ops[0], inputs=ops[0].inputs[:2])
-    path = _write(tmp_path / "bad.tflite", build_model(list(graph.tensors), ops, list(graph.inputs), list(graph.outputs)))
+    bad_model = build_model(list(graph.tensors), ops, list(graph.inputs), list(graph.outputs))
+    path = _write(tmp_path / "bad.tflite", bad_model)
     with pytest.raises(ModelError, match=r"operator 1 \(CONV_2D\).*batch 1"):
         load_model(path)
     bad = read_graph(path)
@@ -138,7 +139,8 @@ def test_a_dynamic_batch_chain_is_refused_as_tflite_micro_miscomputes_it(tmp_pat
     assert not np.array_equal(right, wrong)
     assert_same("static", reference_run(load_model(_write(tmp_path / "s.tflite", static)), x), right)
     with pytest.raises(ModelError, match=r"operators 0 \(SPACE_TO_BATCH_ND\), 2 \(BATCH_TO_SPACE_ND\) converted "
-                                         r"with a dynamic batch: tensor 3 \(to_batch1\) stores batch 1 where operator 0 "
+                                         r"with a dynamic batch: tensor 3 \(to_batch1\) stores batch 1 where "
+                                         r"operator 0 "
                                          r"gives 4 blocks.*fixed batch of 1"):
         load_model(_write(tmp_path / "d.tflite", dynamic))
 
@@ -191,7 +193,8 @@ def test_a_dilated_network_exports_and_verifies_bit_exact(tmp_path, target_name,
     if target_name != "host":
         request.getfixturevalue({"cortex-m55": "m55", "cortex-m4": "m4"}[target_name])  # emulator, Arm compilers
     rng = np.random.default_rng(7)
-    data = dilated_model(rng, NETWORKS["conv-then-dw"]) if source == "writer" else true_batch(ZOO / "dilated_same.tflite")
+    data = (dilated_model(rng, NETWORKS["conv-then-dw"]) if source == "writer"
+            else true_batch(ZOO / "dilated_same.tflite"))
     path = _write(tmp_path / "dilated.tflite", data)
     target = get_target(target_name)
     export_model(path, target, None, tmp_path / "m")

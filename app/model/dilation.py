@@ -81,7 +81,8 @@ class Axis:
         run from `first` to `last` without a gap: consecutive outputs, one step apart)."""
         first, last = -self.before, self.out - 1 - self.before + (self.k - 1) * self.d
         top, bottom = self.pads
-        return (top > 0 and first < 0 and last >= -top) or (bottom > 0 and last >= self.size and first < self.size + bottom)
+        reads_top = top > 0 and first < 0 and last >= -top
+        return reads_top or (bottom > 0 and last >= self.size and first < self.size + bottom)
 
     def tflite_paddings(self) -> tuple[str, ...]:
         """SAME and/or VALID: those paddings of a dilation-d convolution that are this one."""
@@ -147,7 +148,8 @@ def _axes(graph: Graph, to_batch: Operator, conv: Operator, to_space: Operator) 
         return None
     if pads.shape != (2, 2) or crops.shape != (2, 2) or len(w.shape) != 4 or len(y.shape) != 4 or y.shape[0] != 1:
         return None
-    strides = [int(conv.option(f"stride{a}", 1)) for a in "HW"] + [int(conv.option(f"dilation{a}Factor", 1)) for a in "HW"]
+    strides = [int(conv.option(f"{name}{a}{end}", 1)) for name, end in (("stride", ""), ("dilation", "Factor"))
+               for a in "HW"]
     padding = _padding_name(conv)
     if strides != [1, 1, 1, 1] or padding not in ("SAME", "VALID") or block.min() < 1:
         return None
