@@ -1,7 +1,7 @@
 """SPACE_TO_BATCH_ND and BATCH_TO_SPACE_ND on their own (app/model/ops/space_batch.py): the
 numpy reference is TFLite Micro's output bit for bit over blocks, paddings, crops, 3-D and 4-D
 tensors, batches and odd sizes, on random and saturating inputs; the generated C on the host,
-the M55 and the M4 is too; bad constants are refused naming the operator."""
+the M55, the M4 and the A53 is too; bad constants are refused naming the operator."""
 from __future__ import annotations
 
 import numpy as np
@@ -77,8 +77,8 @@ def test_c_on_host_is_tflite_micro(tmp_path, case):
 
 
 @pytest.mark.parametrize("case", [CASES[2], CASES[8], CASES[10]], ids=_id)
-@pytest.mark.parametrize("target", ["m55", "m4"])
-def test_c_on_m55_and_m4_is_tflite_micro(tmp_path, case, target, request):
+@pytest.mark.parametrize("target", ["m55", "m4", "a53"])
+def test_c_on_m55_m4_and_a53_is_tflite_micro(tmp_path, case, target, request):
     rng = np.random.default_rng(6)
     data, graph = _graph(tmp_path, case, (0.05, 17), (0.05, 17))
     params = operator_params(graph, graph.operators[0])
