@@ -76,8 +76,12 @@ def test_c_on_host_is_tflite_micro(tmp_path, case):
     assert_same("C on the host", run_host(params, [x], want.size, tmp_path / "c"), want)
 
 
-@pytest.mark.parametrize("case", [CASES[2], CASES[8], CASES[10]], ids=_id)
-@pytest.mark.parametrize("target", ["m55", "m4", "a53"])
+ON_TARGETS = [pytest.param(case, target, id=f"{target}-{_id(case)}",
+                            marks=() if (n, target) == (0, "m55") else pytest.mark.slow)  # one in the default tier
+              for n, case in enumerate([CASES[2], CASES[8], CASES[10]]) for target in ("m55", "m4", "a53")]
+
+
+@pytest.mark.parametrize("case, target", ON_TARGETS)
 def test_c_on_m55_m4_and_a53_is_tflite_micro(tmp_path, case, target, request):
     rng = np.random.default_rng(6)
     data, graph = _graph(tmp_path, case, (0.05, 17), (0.05, 17))
