@@ -50,10 +50,12 @@ def model_json(model: Model, target: str | None) -> dict:
     }
 
 
-def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False) -> str:
+def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False, into: int | None = None) -> str:
     outputs = len(layer.operator.outputs)  # SPLIT, UNPACK: the first output's shape, and how many
     shapes = f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}{f' (x{outputs})' if outputs > 1 else ''}"
     served = f"{layer.kernel} ({workload})" if layer.kernel else untuned_as(layer.op, folded)
+    if into is not None:  # a copy a rewrite absorbed (dilation.py)
+        served = f"- (in operator {into}'s dilated convolution)"
     if layer.arguments:  # a kernel of the user's own (user_layers.py)
         served += ", yours" + (": its reference is the oracle" if layer.oracle == "reference" else "")
     return f"{layer.index:>4}  {layer.op:<18} {shapes:<28} {layer.macs:>12,}  {served}"
@@ -67,8 +69,9 @@ def print_model(model: Model, target: str | None) -> None:
                + (f"; fits {target}" if target else ""))
     click.echo(f"{'#':>4}  {'operator':<18} {'input -> output':<28} {'MACs':>12}  kernel (workload)")
     names, folded = _workload_names(model), folded_operators(model.graph)
+    absorbed = dict(model.graph.absorbed)
     for layer in model.layers:
-        click.echo(_layer_line(layer, names.get(layer.index), layer.index in folded))
+        click.echo(_layer_line(layer, names.get(layer.index), layer.index in folded, absorbed.get(layer.index)))
     click.echo("workloads (identical layers are tuned once):")
     for n, w in enumerate(workloads):
         served = ", ".join(map(str, w.layers))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .graph import Graph, Operator, Tensor, read_graph
 from .layers import ModelLayer
+from .dilation import rewrite_dilated
 from .operators import check_operators, layer_of, missing_operators, missing_text
 from edgetune.codegen.tflite_schema import ModelError
 
@@ -128,9 +129,11 @@ def _check_static(graph: Graph) -> None:
 
 
 def load_model(path: str | Path) -> Model:
-    """Read a .tflite file: its graph and one ModelLayer per operator of subgraph 0."""
+    """Read a .tflite file: its graph and one ModelLayer per operator of subgraph 0 (a
+    dilated convolution's three operators as one: dilation.py)."""
     graph = read_graph(path)
     _check_types(graph)
     _check_static(graph)
+    graph = rewrite_dilated(graph)
     check_operators(graph)
     return Model(graph.path, tuple(layer_of(graph, op) for op in graph.operators), graph)

@@ -36,6 +36,7 @@ from .ops.relu import relu_params
 from .ops.resize_bilinear import resize_bilinear_params
 from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
+from .ops.space_batch import batch_to_space_params, space_to_batch_params
 from .ops.split import pack_params, split_params
 from .ops.strided_slice import strided_slice_params
 from .user_layers import declared_operators, servers, user_layer
@@ -161,6 +162,13 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "int8 values moved (an index map, as TRANSPOSE): TFLite's begin, end and stride per axis with its begin, "
             "end and shrink-axis masks, negative indices and clamping (a GRU's gates); over constants it is folded at "
             "export (below)", "masks for ellipsis or new axes, offsets, non-constant bounds, an empty slice"),
+    library("SPACE_TO_BATCH_ND", space_to_batch_params,
+            "3-D or 4-D, one or two spatial axes padded with 0 (TFLite Micro's value, below) and moved into the "
+            "batch; with the convolution and BATCH_TO_SPACE_ND after it, one dilated convolution (below)",
+            "a non-constant block or paddings, negative paddings, a padded size not a multiple of the block"),
+    library("BATCH_TO_SPACE_ND", batch_to_space_params,
+            "the inverse, then the crops: an index map",
+            "a non-constant block or crops, a batch not a multiple of the block, crops leaving no output"),
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
       for name in FOLDABLE if name not in ("PACK", "STRIDED_SLICE")),  # the library runs these unless folded
 )

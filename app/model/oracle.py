@@ -30,6 +30,12 @@ from edgetune.codegen.tflite_schema import EXTRA_HINT, ModelError
 from .user_layers import REFERENCE
 
 ARENA_MARGIN = 1 << 20  # bytes beyond the tensors for the interpreter's own allocations
+# The smallest arena asked for: above glibc's largest mmap threshold (32 MiB), so every arena is
+# fresh zeroed pages. TFLite Micro reads memory it never wrote (SPACE_TO_BATCH_ND's pad value,
+# ops/space_batch.py), which in a heap block reused from an earlier interpreter is whatever that
+# one left; zeroed, it reads 0 as a firmware whose arena is zeroed at start does. Pages the
+# interpreter never touches cost nothing.
+FRESH_ARENA = 33 << 20
 
 
 def layer_model(layer: ModelLayer) -> bytes:
@@ -61,7 +67,7 @@ def _runtime():
 def run_tflm(model: bytes, inputs: list[np.ndarray], n_outputs: int = 1, arena_size: int | None = None) -> list[np.ndarray]:
     """Run a model in TFLite Micro's host interpreter; its first n_outputs outputs."""
     runtime = _runtime()
-    arena = arena_size or len(model) + 4 * sum(x.nbytes for x in inputs) + ARENA_MARGIN
+    arena = max(arena_size or len(model) + 4 * sum(x.nbytes for x in inputs) + ARENA_MARGIN, FRESH_ARENA)
     interpreter = runtime.Interpreter.from_bytes(model, arena_size=arena)
     for index, x in enumerate(inputs):
         interpreter.set_input(x, index)

@@ -87,6 +87,10 @@ def in_cycles(value: float, unit: str, target: Target) -> tuple[int, str]:
 def library_option(model: Model, layer: ModelLayer, target: Target, region: str, unit: str = "") -> Option:
     """A library operator on the CPU: folded (nothing runs), else measured alone on the
     target, else the element estimate of the module's docstring, saying why."""
+    into = dict(model.graph.absorbed).get(layer.index)
+    if into is not None:
+        return Option(0, f"runs inside operator {into}'s dilated convolution: no code of its own", region,
+                      basis="folded")
     if layer.index in folded_operators(model.graph):
         return Option(0, "folded into a constant at export: no code runs", region, basis="folded")
     unit = unit or target.measures

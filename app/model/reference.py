@@ -32,7 +32,8 @@ def has_reference_layers(model: Model) -> bool:
 def segments(model: Model) -> list[tuple[str, list[Operator]]]:
     """The operators in order, as ("tflm", a run of builtin ones) and ("reference", [one custom])."""
     parts: list[tuple[str, list[Operator]]] = []
-    for layer in model.layers:
+    absorbed = dict(model.graph.absorbed)
+    for layer in (layer for layer in model.layers if layer.index not in absorbed):
         kind = REFERENCE if layer.oracle == REFERENCE else "tflm"
         if kind == "tflm" and parts and parts[-1][0] == "tflm":
             parts[-1][1].append(layer.operator)
