@@ -10,6 +10,7 @@ from edgetune.tuner.strategies import (GeneticAlgorithm, LocalSearch, ModelGuide
                                        make_strategy)
 from edgetune.tuner.strategies import transfer
 from edgetune.tuner.strategies.annealing import UNKNOWN_BUDGET_DESIGN
+from edgetune.tuner.strategies.model import forget_fits
 
 OBJECTIVE = "time"
 
@@ -185,20 +186,26 @@ def test_transfer_fits_its_prior_on_first_use_and_shares_it_across_seeds(monkeyp
     assert not second._prior_score.flags.writeable  # shared, so nobody may change it
 
 
-def test_transfer_prior_cache_misses_on_another_prior_set_or_space():
+def test_transfer_prior_cache_misses_on_another_prior_set_or_space(monkeypatch):
     space = bowl_space()
     transfer._PRIOR_CACHE.clear()
     prior = bowl_prior(space, 60)
     base = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior)._prior_score
-    # Equal content in new objects, other content, another space: each is scored afresh.
+    # Equal content in new objects, other content, another space: each is mapped afresh;
+    # equal rows asked about equal points are not fitted again (model.fitted_predictions).
+    mapped = []
+    real = transfer.map_prior
+    monkeypatch.setattr(transfer, "map_prior", lambda *args: mapped.append(args) or real(*args))
     same_content = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=bowl_prior(space, 60))
-    assert same_content._prior_score is not base
     assert np.array_equal(same_content._prior_score, base)  # deterministic: the same data, the same score
+    assert len(mapped) == 1
     other = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=bowl_prior(space, 60, seed=2))
     assert other._prior_score is not base and not np.array_equal(other._prior_score, base)
     more = prior + bowl_prior(space, 30, source="third")
     assert TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=more).prior_size == 90
-    assert TransferLearning(bowl_space(), np.random.default_rng(0), OBJECTIVE, prior=prior)._prior_score is not base
+    assert np.array_equal(TransferLearning(bowl_space(), np.random.default_rng(0), OBJECTIVE, prior=prior)._prior_score,
+                          base)
+    assert len(mapped) == 4
 
 
 def test_transfer_prior_rows_follow_the_budget():
@@ -238,6 +245,7 @@ def test_transfer_fits_large_priors_on_histograms(monkeypatch):
     real = transfer.HistogramTrees.fit
     monkeypatch.setattr(transfer.HistogramTrees, "fit", lambda self, *a: used.append(len(a[1])) or real(self, *a))
     transfer._PRIOR_CACHE.clear()
+    forget_fits()  # an earlier test may have fitted the same rows
     strategy = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior)
     first = strategy.ask(4)
     assert used == [2 * transfer.PRIOR_ROWS]  # each source gives at most PRIOR_ROWS
