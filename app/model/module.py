@@ -93,11 +93,12 @@ def default_config(kernel, target: Target, shape: Mapping[str, int]):
     """A kernel's default configuration: the first legal point of its tuning space (the
     plain C direct loop, the target's first compiler), what a layer without a tuned trial runs."""
     space = kernel.tuning_space(target, shape)
-    for index in range(space.cartesian_size):
-        config = space.config_at(index)
-        if space.is_legal(config):
-            return config
-    raise ExportError(f"{kernel.name} {shape}: no legal configuration on {target.name}")
+    # The legal points, walked in ascending index order without listing the product
+    # (tuner/legal.py): the first is the one a scan from index 0 would stop at.
+    legal = space.legal_indices()
+    if not len(legal):
+        raise ExportError(f"{kernel.name} {shape}: no legal configuration on {target.name}")
+    return space.config_at(int(legal[0]))
 
 
 def schedule(model: Model, name: str) -> tuple[Step, ...]:
