@@ -9,12 +9,13 @@ program it ran and waited for). CPU time, not wall time: on a shared machine the
 holds where the wall clock does not. --profile FILE also writes a cProfile of the (first)
 model's run, sorted by cumulative time with `python -m pstats FILE`.
 
-edgetune's modules are first compiled to bytecode, as `pip install` leaves them (a checkout
-run with PYTHONDONTWRITEBYTECODE set compiles every module again in each process: about
-0.4 s more of its own CPU; --no-compile measures that). --repeat N runs each model N times
-and reports every run and the median share.
+edgetune's modules are first compiled to bytecode next to their sources, as `pip install`
+leaves an installed package (a checkout used with PYTHONDONTWRITEBYTECODE set compiles every
+module of edgetune again in each process: about 0.4 s more of its own CPU). --repeat N runs
+each model N times and reports every run and the median share. Each run's result line (the
+tuned layers' total) is kept in the --json file, to show a change left the tune alone.
 
-usage: .venv/bin/python bench/profile_tune.py [MODEL ...] [--target T] [--warm] [--repeat N] [--no-compile]
+usage: .venv/bin/python bench/profile_tune.py [MODEL ...] [--target T] [--warm] [--repeat N]
                                               [--profile FILE] [--json FILE]
        (default models: every tests/data/models/*.tflite)
 """
@@ -84,13 +85,11 @@ def main(argv=None) -> None:
     parser.add_argument("--target", default="cortex-m55")
     parser.add_argument("--warm", action="store_true", help="one build cache for every model, filled by a first run")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each model (median share reported)")
-    parser.add_argument("--no-compile", action="store_true", help="do not compile edgetune's modules first")
     parser.add_argument("--profile", default="", help="write the first model's cProfile here")
     parser.add_argument("--json", default="", help="write the figures here too")
     options = parser.parse_args(argv)
     models = options.models or sorted(MODELS.glob("*.tflite"))
-    if not options.no_compile:
-        compile_bytecode()
+    compile_bytecode()
     results = {}
     print(f"{'model':32} {'own s':>8} {'children s':>11} {'own share':>10}   (CPU seconds: getrusage self / children)")
     with tempfile.TemporaryDirectory(prefix="edgetune-profile-cache-") as cache:
@@ -109,7 +108,7 @@ def main(argv=None) -> None:
                 print(f"{model.name:32} {'':8} {'':11} {results[model.name]['median_share']:10.0%}   (median)")
     if options.json:
         Path(options.json).write_text(json.dumps({"target": options.target, "warm": options.warm,
-                                                  "compiled": not options.no_compile, "models": results}, indent=1))
+                                                  "models": results}, indent=1))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ wrong model cannot trap the search.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections import OrderedDict
 
 import numpy as np
@@ -27,6 +28,7 @@ class BoostedTrees:
     def __init__(self, seed: int):
         # Imported here, not at module top: scikit-learn takes most of a second to import
         # and every `edgetune` command imports the strategy table.
+        skip_scipy_docstring_notes()
         from sklearn.ensemble import GradientBoostingRegressor
 
         # Exact (not histogram) trees: on tens to hundreds of trials a fit takes ~10 ms.
@@ -54,6 +56,7 @@ class HistogramTrees(BoostedTrees):
     on a machine already busy building and running kernels cost ten times their work."""
 
     def __init__(self, seed: int):
+        skip_scipy_docstring_notes()
         from sklearn.ensemble import HistGradientBoostingRegressor
 
         self._model = HistGradientBoostingRegressor(max_iter=40, learning_rate=0.25, max_leaf_nodes=15,
@@ -116,6 +119,39 @@ def _content_key(kind: str, seed: int, *arrays: np.ndarray | None) -> bytes:
 def forget_fits() -> None:
     """Empty the cache of fitted predictions (tests that count fits)."""
     _FITTED.clear()
+
+
+def skip_scipy_docstring_notes() -> None:
+    """scikit-learn imports scipy.stats, and SciPy (1.15 on) rewrites the docstring of each
+    of its ~470 array-API functions as it imports them, parsing each one to add a note of
+    the array libraries it supports: a third of a second of CPU, a tenth of edgetune's own
+    in a default `model tune` of a small model, for text nobody reads here. Before scipy.stats
+    is first imported, its note-adding decorator is given a document class that leaves a
+    docstring as it is; the functions, and what they compute, are untouched. A SciPy without
+    that decorator (older, or renamed) is left alone."""
+    if "scipy.stats" in sys.modules:
+        return
+    try:
+        from scipy._lib import _array_api
+    except ImportError:
+        return
+    if isinstance(getattr(_array_api, "FunctionDoc", None), type):
+        _array_api.FunctionDoc = _DocstringAsItIs
+
+
+class _DocstringAsItIs:
+    """The part of SciPy's FunctionDoc its array-API decorator uses, doing nothing: any
+    section reads as an empty list, and the text is a signature line (which the decorator
+    strips) followed by the docstring as it was."""
+
+    def __init__(self, function, *_args, **_kwargs):
+        self._doc = getattr(function, "__doc__", None) or ""
+
+    def __getitem__(self, _section: str) -> list:
+        return []
+
+    def __str__(self) -> str:
+        return "\n" + self._doc
 
 
 def quick_sklearn():
