@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -81,7 +82,10 @@ class HistogramTrees(BoostedTrees):
 # search replays the old one's asks (tuner/resume.py) and scores the same prior set again
 # while no other layer has stored trials; on fc_autoencoder_ad 15 of 34 fits were repeats.
 _FITTED: OrderedDict[bytes, np.ndarray] = OrderedDict()
-FITTED_CACHE_SIZE = 16  # predictions are one float per point asked: a few MB at most
+_FITTED_LOCK = threading.Lock()  # searches may run in threads (the fits themselves run unlocked)
+# Predictions are one float per point asked: 16 scores of the 151,250 legal points of the
+# 10^7-point space in bench/space_walk.py take 19 MB.
+FITTED_CACHE_SIZE = 16
 
 
 def fitted_predictions(kind: type[BoostedTrees], seed: int, features: np.ndarray, targets: np.ndarray,
@@ -91,16 +95,19 @@ def fitted_predictions(kind: type[BoostedTrees], seed: int, features: np.ndarray
     if weights is not None and np.all(weights == 1.0):
         weights = None  # as BoostedTrees.fit takes them: the same fit
     key = _content_key(kind.__qualname__, seed, features, targets, weights, points)
-    predicted = _FITTED.get(key)
-    if predicted is None:
-        model = kind(seed=seed)
-        model.fit(features, targets, weights)
-        predicted = model.predict(points)
-        predicted.setflags(write=False)  # shared by every caller that asks the same
+    with _FITTED_LOCK:
+        predicted = _FITTED.get(key)
+        if predicted is not None:
+            _FITTED.move_to_end(key)
+            return predicted
+    model = kind(seed=seed)
+    model.fit(features, targets, weights)
+    predicted = model.predict(points)
+    predicted.setflags(write=False)  # shared by every caller that asks the same
+    with _FITTED_LOCK:
         _FITTED[key] = predicted
         while len(_FITTED) > FITTED_CACHE_SIZE:
             _FITTED.popitem(last=False)
-    _FITTED.move_to_end(key)
     return predicted
 
 
@@ -118,13 +125,14 @@ def _content_key(kind: str, seed: int, *arrays: np.ndarray | None) -> bytes:
 
 def forget_fits() -> None:
     """Empty the cache of fitted predictions (tests that count fits)."""
-    _FITTED.clear()
+    with _FITTED_LOCK:
+        _FITTED.clear()
 
 
 def skip_scipy_docstring_notes() -> None:
     """scikit-learn imports scipy.stats, and SciPy (1.15 on) rewrites the docstring of each
     of its ~470 array-API functions as it imports them, parsing each one to add a note of
-    the array libraries it supports: a third of a second of CPU, a tenth of edgetune's own
+    the array libraries it supports: 0.15 to 0.4 s of CPU, up to a tenth of edgetune's own
     in a default `model tune` of a small model, for text nobody reads here. Before scipy.stats
     is first imported, its note-adding decorator is given a document class that leaves a
     docstring as it is; the functions, and what they compute, are untouched. A SciPy without
