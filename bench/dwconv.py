@@ -68,9 +68,10 @@ KNOWN_GOOD = {
 }
 FAMILIES = {
     "before": Constraint("the space before mve_pixels and padded3x3",
-                         lambda c: c["vector"] != "mve_pixels" and c["taps"] != "padded3x3"),
-    "padded": Constraint("taps=padded3x3 only", lambda c: c["vector"] != "mve_pixels" and c["taps"] == "padded3x3"),
-    "pixels": Constraint("vector=mve_pixels only", lambda c: c["vector"] == "mve_pixels"),
+                         lambda c: c["vector"] != "mve_pixels" and c["taps"] != "padded3x3", reads=("vector", "taps")),
+    "padded": Constraint("taps=padded3x3 only", lambda c: c["vector"] != "mve_pixels" and c["taps"] == "padded3x3",
+                         reads=("vector", "taps")),
+    "pixels": Constraint("vector=mve_pixels only", lambda c: c["vector"] == "mve_pixels", reads=("vector",)),
 }
 
 

@@ -24,4 +24,5 @@ def restricted(kernel: Kernel, constraint: Constraint) -> Kernel:
 
 def one_vector_path(kernel: Kernel, vector: str) -> Kernel:
     """Only configurations with vector=`vector`."""
-    return restricted(kernel, Constraint(f"vector={vector} only", lambda c: c["vector"] == vector))
+    return restricted(kernel, Constraint(f"vector={vector} only", lambda c: c["vector"] == vector,
+                                               reads=("vector",)))

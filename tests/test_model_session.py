@@ -228,7 +228,8 @@ def test_a_layer_whose_every_trial_fails_is_reported_and_the_others_are_tuned(m5
 @pytest.mark.qemu
 def test_an_exhausted_layer_gets_no_more_trials_and_the_budget_goes_to_the_others(m55, tmp_path):
     tiny = one_corner(get_kernel("matmul_s8"), Constraint("plain C with gcc only",
-                                                          lambda c: c["compiler"] == "gcc" and c["vector"] == "c"))
+                                                          lambda c: c["compiler"] == "gcc" and c["vector"] == "c",
+                                                          reads=("compiler", "vector")))
     model = [layer(0, "matmul_s8", "m=1,n=1,k=1"), layer(1, "conv2d_s8", PW)]
     db = TuningDatabase(tmp_path / "m.db")
     summary = tune_model(model, m55, db, budget=14, round_trials=4, jobs=2, scheduler="even", baselines=False,

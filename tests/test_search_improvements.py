@@ -4,12 +4,15 @@ annealing. Synthetic objectives, so each check takes milliseconds."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from edgetune.tuner import Outcome, PriorTrials, Space, Trial, choice, powers_of_two
 from edgetune.tuner.strategies import (GeneticAlgorithm, LocalSearch, ModelGuided, SimulatedAnnealing, TransferLearning,
                                        make_strategy)
 from edgetune.tuner.strategies import transfer
 from edgetune.tuner.strategies.annealing import UNKNOWN_BUDGET_DESIGN
+from edgetune.tuner.strategies import model as model_strategy
+from edgetune.tuner.strategies.model import forget_fits
 
 OBJECTIVE = "time"
 
@@ -185,20 +188,26 @@ def test_transfer_fits_its_prior_on_first_use_and_shares_it_across_seeds(monkeyp
     assert not second._prior_score.flags.writeable  # shared, so nobody may change it
 
 
-def test_transfer_prior_cache_misses_on_another_prior_set_or_space():
+def test_transfer_prior_cache_misses_on_another_prior_set_or_space(monkeypatch):
     space = bowl_space()
     transfer._PRIOR_CACHE.clear()
     prior = bowl_prior(space, 60)
     base = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior)._prior_score
-    # Equal content in new objects, other content, another space: each is scored afresh.
+    # Equal content in new objects, other content, another space: each is mapped afresh;
+    # equal rows asked about equal points are not fitted again (model.fitted_predictions).
+    mapped = []
+    real = transfer.map_prior
+    monkeypatch.setattr(transfer, "map_prior", lambda *args: mapped.append(args) or real(*args))
     same_content = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=bowl_prior(space, 60))
-    assert same_content._prior_score is not base
     assert np.array_equal(same_content._prior_score, base)  # deterministic: the same data, the same score
+    assert len(mapped) == 1
     other = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=bowl_prior(space, 60, seed=2))
     assert other._prior_score is not base and not np.array_equal(other._prior_score, base)
     more = prior + bowl_prior(space, 30, source="third")
     assert TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=more).prior_size == 90
-    assert TransferLearning(bowl_space(), np.random.default_rng(0), OBJECTIVE, prior=prior)._prior_score is not base
+    assert np.array_equal(TransferLearning(bowl_space(), np.random.default_rng(0), OBJECTIVE, prior=prior)._prior_score,
+                          base)
+    assert len(mapped) == 4
 
 
 def test_transfer_prior_rows_follow_the_budget():
@@ -238,7 +247,51 @@ def test_transfer_fits_large_priors_on_histograms(monkeypatch):
     real = transfer.HistogramTrees.fit
     monkeypatch.setattr(transfer.HistogramTrees, "fit", lambda self, *a: used.append(len(a[1])) or real(self, *a))
     transfer._PRIOR_CACHE.clear()
+    forget_fits()  # an earlier test may have fitted the same rows
     strategy = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior)
     first = strategy.ask(4)
     assert used == [2 * transfer.PRIOR_ROWS]  # each source gives at most PRIOR_ROWS
     assert min(bowl(c) for c in first) == min(bowl(c) for c in space)  # the prior's best is tried first
+
+
+def test_a_fit_is_made_once_per_content(monkeypatch):
+    forget_fits()
+    fits = []
+    real = model_strategy.BoostedTrees.fit
+    monkeypatch.setattr(model_strategy.BoostedTrees, "fit", lambda self, *a: fits.append(a) or real(self, *a))
+    rng = np.random.default_rng(3)
+    features, targets, points = rng.integers(0, 4, (40, 3)).astype(float), rng.random(40), rng.random((9, 3))
+    first = model_strategy.fitted_predictions(model_strategy.BoostedTrees, 5, features, targets, None, points)
+    again = model_strategy.fitted_predictions(model_strategy.BoostedTrees, 5, features.copy(), targets.copy(),
+                                              np.ones(40), points.copy())  # unit weights: the same fit
+    assert again is first and len(fits) == 1 and not first.flags.writeable
+    other_seed = model_strategy.fitted_predictions(model_strategy.BoostedTrees, 6, features, targets, None, points)
+    other_rows = model_strategy.fitted_predictions(model_strategy.BoostedTrees, 5, features, targets[::-1].copy(),
+                                                   None, points)
+    assert len(fits) == 3 and other_seed is not first and not np.array_equal(other_rows, first)
+    fresh = model_strategy.BoostedTrees(seed=5)
+    fresh.fit(features, targets)
+    assert np.array_equal(fresh.predict(points), first)  # what a fit of its own gives
+
+
+def test_scipy_docstrings_are_left_as_they_are():
+    array_api = pytest.importorskip("scipy._lib._array_api")
+    if not hasattr(array_api, "xp_capabilities"):
+        pytest.skip("this SciPy adds no array-API notes")
+
+    def documented():
+        """Add one.
+
+        Returns
+        -------
+        int
+        """
+
+    before = documented.__doc__
+    original = array_api.FunctionDoc
+    array_api.FunctionDoc = model_strategy._DocstringAsItIs
+    try:
+        array_api.xp_capabilities(capabilities_table={})(documented)
+    finally:
+        array_api.FunctionDoc = original
+    assert documented.__doc__ == before.lstrip(" \n")

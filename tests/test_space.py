@@ -20,7 +20,7 @@ def small_space(constraints=()) -> Space:
 def grid_space() -> Space:
     # 10 x 10 grid minus the anti-diagonal a + b == 5: 94 legal points.
     return Space([choice("a", range(10)), choice("b", range(10))],
-                 [Constraint("a + b must not be 5", lambda c: c["a"] + c["b"] != 5)])
+                 [Constraint("a + b must not be 5", lambda c: c["a"] + c["b"] != 5, reads=("a", "b"))])
 
 
 def drain(strategy, batch: int = 7) -> list:
@@ -102,8 +102,8 @@ def test_bad_parameters_are_refused():
 
 # --- constraints ------------------------------------------------------------------------------
 CONSTRAINTS = [
-    Constraint("a * c at most 4", lambda c: c["a"] * c["c"] <= 4),
-    Constraint("no a=3 with b=y", lambda c: not (c["a"] == 3 and c["b"] == "y")),
+    Constraint("a * c at most 4", lambda c: c["a"] * c["c"] <= 4, reads=("a", "c")),
+    Constraint("no a=3 with b=y", lambda c: not (c["a"] == 3 and c["b"] == "y"), reads=("a", "b")),
 ]
 
 

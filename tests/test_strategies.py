@@ -21,9 +21,10 @@ def tile_space(constraints=()) -> Space:
 
 def sparse_space() -> Space:
     """A constraint leaving under 5% of the Cartesian product legal."""
-    space = tile_space([Constraint("bx * by must be 128", lambda c: c["bx"] * c["by"] == 128),
-                        Constraint("unroll must divide by, and be > 1", lambda c: c["by"] % c["unroll"] == 0 < c["unroll"] - 1),
-                        Constraint("no Os", lambda c: c["opt"] != "Os")])
+    space = tile_space([Constraint("bx * by must be 128", lambda c: c["bx"] * c["by"] == 128, reads=("bx", "by")),
+                        Constraint("unroll must divide by, and be > 1", lambda c: c["by"] % c["unroll"] == 0 < c["unroll"] - 1,
+                                   reads=("by", "unroll")),
+                        Constraint("no Os", lambda c: c["opt"] != "Os", reads=("opt",))])
     assert 0 < len(space) < 0.05 * space.cartesian_size
     return space
 

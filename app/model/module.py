@@ -98,13 +98,15 @@ def default_config(kernel, target: Target, shape: Mapping[str, int], compilers: 
     runs; with `compilers`, the first legal point one of them builds (a firmware built with
     one toolchain)."""
     space = kernel.tuning_space(target, shape)
-    for index in range(space.cartesian_size):
-        config = space.config_at(index)
-        if space.is_legal(config):
-            if compilers and config["compiler"] not in compilers:
-                return next((c for c in space if c["compiler"] in compilers), config)
-            return config
-    raise ExportError(f"{kernel.name} {shape}: no legal configuration on {target.name}")
+    # The legal points, walked in ascending index order without listing the product
+    # (tuner/legal.py): the first is the one a scan from index 0 would stop at.
+    legal = space.legal_indices()
+    if not len(legal):
+        raise ExportError(f"{kernel.name} {shape}: no legal configuration on {target.name}")
+    config = space.config_at(int(legal[0]))
+    if compilers and config["compiler"] not in compilers:
+        return next((c for c in space if c["compiler"] in compilers), config)
+    return config
 
 
 def schedule(model: Model, name: str) -> tuple[Step, ...]:

@@ -12,6 +12,11 @@ wrong model cannot trap the search.
 """
 from __future__ import annotations
 
+import hashlib
+import sys
+import threading
+from collections import OrderedDict
+
 import numpy as np
 
 from ..space import Space
@@ -24,6 +29,7 @@ class BoostedTrees:
     def __init__(self, seed: int):
         # Imported here, not at module top: scikit-learn takes most of a second to import
         # and every `edgetune` command imports the strategy table.
+        skip_scipy_docstring_notes()
         from sklearn.ensemble import GradientBoostingRegressor
 
         # Exact (not histogram) trees: on tens to hundreds of trials a fit takes ~10 ms.
@@ -51,6 +57,7 @@ class HistogramTrees(BoostedTrees):
     on a machine already busy building and running kernels cost ten times their work."""
 
     def __init__(self, seed: int):
+        skip_scipy_docstring_notes()
         from sklearn.ensemble import HistGradientBoostingRegressor
 
         self._model = HistGradientBoostingRegressor(max_iter=40, learning_rate=0.25, max_leaf_nodes=15,
@@ -67,6 +74,92 @@ class HistogramTrees(BoostedTrees):
 
         with threadpool_limits(limits=1, user_api="openmp"):
             return super().predict(features)
+
+
+# Predictions of fitted models by what they were fitted on and asked about, most recent last.
+# A fit is a pure function of its model kind, seed, rows and weights, so the same inputs
+# need no second fit: `model tune` opens a layer's search again each round, and the new
+# search replays the old one's asks (tuner/resume.py) and scores the same prior set again
+# while no other layer has stored trials; on fc_autoencoder_ad 15 of 34 fits were repeats.
+_FITTED: OrderedDict[bytes, np.ndarray] = OrderedDict()
+_FITTED_LOCK = threading.Lock()  # searches may run in threads (the fits themselves run unlocked)
+# Predictions are one float per point asked: 16 scores of the 151,250 legal points of the
+# 10^7-point space in bench/space_walk.py take 19 MB.
+FITTED_CACHE_SIZE = 16
+
+
+def fitted_predictions(kind: type[BoostedTrees], seed: int, features: np.ndarray, targets: np.ndarray,
+                       weights: np.ndarray | None, points: np.ndarray) -> np.ndarray:
+    """`kind(seed)` fitted on (features, targets, weights), its predictions of `points`
+    (read-only): fitted and predicted once per distinct content."""
+    if weights is not None and np.all(weights == 1.0):
+        weights = None  # as BoostedTrees.fit takes them: the same fit
+    key = _content_key(kind.__qualname__, seed, features, targets, weights, points)
+    with _FITTED_LOCK:
+        predicted = _FITTED.get(key)
+        if predicted is not None:
+            _FITTED.move_to_end(key)
+            return predicted
+    model = kind(seed=seed)
+    model.fit(features, targets, weights)
+    predicted = model.predict(points)
+    predicted.setflags(write=False)  # shared by every caller that asks the same
+    with _FITTED_LOCK:
+        _FITTED[key] = predicted
+        while len(_FITTED) > FITTED_CACHE_SIZE:
+            _FITTED.popitem(last=False)
+    return predicted
+
+
+def _content_key(kind: str, seed: int, *arrays: np.ndarray | None) -> bytes:
+    digest = hashlib.blake2b(f"{kind}/{seed}".encode(), digest_size=20)
+    for array in arrays:
+        if array is None:
+            digest.update(b"none")
+            continue
+        array = np.ascontiguousarray(array)
+        digest.update(f"/{array.dtype.str}{array.shape}/".encode())
+        digest.update(array.data)
+    return digest.digest()
+
+
+def forget_fits() -> None:
+    """Empty the cache of fitted predictions (tests that count fits)."""
+    with _FITTED_LOCK:
+        _FITTED.clear()
+
+
+def skip_scipy_docstring_notes() -> None:
+    """scikit-learn imports scipy.stats, and SciPy (1.15 on) rewrites the docstring of each
+    of its ~470 array-API functions as it imports them, parsing each one to add a note of
+    the array libraries it supports: 0.15 to 0.4 s of CPU, up to a tenth of edgetune's own
+    in a default `model tune` of a small model, for text nobody reads here. Before scipy.stats
+    is first imported, its note-adding decorator is given a document class that leaves a
+    docstring as it is; the functions, and what they compute, are untouched. A SciPy without
+    that decorator (older, or renamed) is left alone."""
+    if "scipy.stats" in sys.modules:
+        return
+    try:
+        from scipy._lib import _array_api
+    except ImportError:
+        return
+    if isinstance(getattr(_array_api, "FunctionDoc", None), type):
+        _array_api.FunctionDoc = _DocstringAsItIs
+
+
+class _DocstringAsItIs:
+    """The part of SciPy's FunctionDoc its array-API decorator uses, doing nothing: any
+    section reads as an empty list, and the text is a signature line (which the decorator
+    strips) followed by the docstring as it was."""
+
+    def __init__(self, function, *_args, **_kwargs):
+        self._doc = getattr(function, "__doc__", None) or ""
+
+    def __getitem__(self, _section: str) -> list:
+        return []
+
+    def __str__(self) -> str:
+        return "\n" + self._doc
 
 
 def quick_sklearn():
@@ -156,9 +249,9 @@ class ModelGuided(SearchStrategy):
         for member in range(self.ensemble):
             rows = (np.arange(len(targets)) if member == 0
                     else self.rng.integers(len(targets), size=len(targets)))
-            model = BoostedTrees(seed=int(self.rng.integers(2**31)))
-            model.fit(features[rows], targets[rows], weights[rows])
-            predictions.append(model.predict(points))
+            seed = int(self.rng.integers(2**31))
+            predictions.append(fitted_predictions(BoostedTrees, seed, features[rows], targets[rows], weights[rows],
+                                                  points))
         predictions = np.array(predictions)
         return predictions.mean(axis=0) - self.optimism * predictions.std(axis=0)
 

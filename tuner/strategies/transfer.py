@@ -33,7 +33,7 @@ import numpy as np
 
 from ..space import Space
 from .base import PriorTrials, ValueRoles, translation
-from .model import BoostedTrees, HistogramTrees, ModelGuided, standardised_targets
+from .model import BoostedTrees, HistogramTrees, ModelGuided, fitted_predictions, standardised_targets
 
 # The prior model learns from at most 3,000 trials per prior workload and 9,000 in all (a
 # random subset of each; 4,000 in all lost ~0.4 on one pnpoly space at a budget of 457)...
@@ -123,10 +123,9 @@ def prior_score(space: Space, objective: str, prior: tuple[PriorTrials, ...],
         features, targets = map_prior(space, objective, prior, rows, roles)
         score = None
         if len(targets):
-            model = (HistogramTrees if len(targets) > HISTOGRAM_ROWS else BoostedTrees)(seed=0)
-            model.fit(features, targets)
-            score = model.predict(space.legal_digits().astype(float))
-            score.setflags(write=False)  # shared by every search that hits the cache
+            kind = HistogramTrees if len(targets) > HISTOGRAM_ROWS else BoostedTrees
+            # Read-only, shared by every search that hits either cache.
+            score = fitted_predictions(kind, 0, features, targets, None, space.legal_digits().astype(float))
         hit = _PRIOR_CACHE[key] = _Scored(prior, space, roles, score, len(targets))
         while len(_PRIOR_CACHE) > PRIOR_CACHE_SIZE:
             _PRIOR_CACHE.popitem(last=False)
