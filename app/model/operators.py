@@ -21,6 +21,7 @@ from edgetune.codegen.tflite_schema import ModelError
 
 from .graph import Graph, Operator
 from .layers import ModelLayer, conv_layer, dwconv_layer, fully_connected_layer, untuned_layer
+from .layers16 import by_activation, conv16_layer, dwconv16_layer, fully_connected16_layer
 from .ops import FOLDABLE, StaticOp
 from .ops.add import add_params, squared_difference_params
 from .ops.concatenation import concatenation_params
@@ -73,9 +74,10 @@ INDEX_MAP = ("values moved, not changed (TFLite Micro copies the bytes): each ou
              "as a run", "a non-constant permutation, index or size; an index out of range; more than 5 axes")
 
 OPERATORS: tuple[OperatorSupport, ...] = (
-    tuned("CONV_2D", "conv2d_s8", conv_layer),
-    tuned("DEPTHWISE_CONV_2D", "dwconv2d_s8", dwconv_layer),
-    tuned("FULLY_CONNECTED", "conv2d_s8", fully_connected_layer),
+    # int16 activations (TFLite's 16x8 scheme) run on conv2d_s16 / dwconv2d_s16 (layers16.py)
+    tuned("CONV_2D", "conv2d_s8", by_activation(conv_layer, conv16_layer)),
+    tuned("DEPTHWISE_CONV_2D", "dwconv2d_s8", by_activation(dwconv_layer, dwconv16_layer)),
+    tuned("FULLY_CONNECTED", "conv2d_s8", by_activation(fully_connected_layer, fully_connected16_layer)),
     library("ADD", add_params,
             "int8 + int8, each rescaled to twice the larger input scale, the sum requantised; broadcasting up to "
             "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),

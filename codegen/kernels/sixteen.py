@@ -7,7 +7,8 @@ Micro's reference kernels compute it (checked bit for bit in tests/test_int16_la
 - the bias is int64 or int32 (`bias_bits`, how the model stores it). With an int64 bias the
   accumulator is int64 and is requantised by TFLite's 64-bit MultiplyByQuantizedMultiplier:
   the multiplier rounded to 16 bits, (q + 2^15) >> 16 (0x7FFF from 0x7FFF0000 up), then
-  (acc * q16 + 2^(14 - shift)) >> (15 - shift), one rounding. With an int32 bias TFLite Micro
+  (acc * q16 + 2^(14 - shift)) >> (15 - shift), one rounding, returned as int32 (TFLite
+  truncates: a result beyond int32 wraps before the clamp). With an int32 bias TFLite Micro
   accumulates in int32 (it wraps) and requantises as the int8 kernels do: the saturating
   rounding doubling high multiply, then a rounding right shift (common/requantize.c.j2);
 - the result is clamped to the fused activation's range inside [-32768, 32767].
@@ -59,10 +60,12 @@ def quant16_params(channels: int, rng: np.random.Generator, edge: str,
 
 
 def multiply_64(acc: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
-    """TFLite's MultiplyByQuantizedMultiplier(int64_t x, ...): a 16-bit multiplier, one rounding."""
+    """TFLite's MultiplyByQuantizedMultiplier(int64_t x, ...): a 16-bit multiplier, one rounding,
+    the result kept in int32 as TFLite returns it (wrapped: a result beyond int32 changes sign)."""
     reduced = (multiplier + (1 << 15)) >> 16 if multiplier < 0x7FFF0000 else 0x7FFF
     total = 15 - shift
-    return (acc.astype(np.int64) * reduced + (1 << (total - 1))) >> total
+    y = (acc.astype(np.int64) * reduced + (1 << (total - 1))) >> total
+    return (y & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(np.int64)
 
 
 def multiply_32(acc: np.ndarray, multiplier: int, shift: int) -> np.ndarray:

@@ -1,0 +1,78 @@
+"""One-operator 16x8 models for the int16 tests (tests/test_int16_*.py): CONV_2D,
+DEPTHWISE_CONV_2D and FULLY_CONNECTED on int16 activations with int8 weights, their bias
+int64, int32 or absent, per-channel or per-tensor weight scales, a fused activation; the
+model's bytes and the layer edgetune reads from it. Imported by the test modules."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from edgetune.model import load_model
+from edgetune.model.arithmetic import output_size
+from edgetune.model.builder import build_model, constant
+from edgetune.model.graph import Operator, Quantization, Tensor
+
+ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+
+
+def f32(x: float) -> float:
+    return float(np.float32(x))
+
+
+def int16_tensor(index: int, shape, scale: float, name: str = "", zero: int = 0) -> Tensor:
+    return Tensor(index, name or f"t{index}", tuple(shape), "int16", Quantization((f32(scale),), (zero,)))
+
+
+def draw_int16(rng: np.random.Generator, shape, edge: str = "random") -> np.ndarray:
+    if edge == "extreme":
+        return rng.choice(np.array([-32768, 32767], dtype=np.int16), size=shape)
+    return rng.integers(-32768, 32768, size=shape, dtype=np.int16)
+
+
+def layer16_model(rng: np.random.Generator, op: str, *, h=5, w=4, cin=3, cout=4, k=3, stride=1, padding="SAME",
+                  mult=1, bias="int64", per_channel=True, activation="NONE", dilation=1, rows=1) -> tuple[bytes, int]:
+    """A drawn 16x8 layer alone in a model; (bytes, the operator's index)."""
+    depthwise, dense = op == "DEPTHWISE_CONV_2D", op == "FULLY_CONNECTED"
+    if depthwise:
+        cout = cin * mult
+    s_in = f32(2.0 ** -int(rng.integers(8, 14)) * rng.uniform(0.5, 1.0))
+    w_scales = tuple(f32(v) for v in rng.uniform(0.002, 0.02, cout if per_channel else 1))
+    reduction = cin if dense else k * k * (1 if depthwise else cin)
+    s_out = f32(s_in * max(w_scales) * 127 * np.sqrt(reduction) * 64 * rng.uniform(0.5, 2.0) / 32768)
+    if dense:
+        wshape, xshape, yshape = (cout, cin), (rows, cin), (rows, cout)
+    else:
+        wshape = (1, k, k, cout) if depthwise else (cout, k, k, cin)
+        oh, ow = (output_size(n, k, stride, dilation, padding)[0] for n in (h, w))
+        xshape, yshape = (1, h, w, cin), (1, oh, ow, cout)
+    weights = rng.integers(-127, 128, size=wshape, dtype=np.int8)
+    axis = 3 if depthwise else 0
+    tensors = [int16_tensor(0, xshape, s_in, "input"),
+               constant(1, "weights", weights, Quantization(w_scales, (0,) * len(w_scales), axis if per_channel else 0))]
+    inputs = [0, 1]
+    if bias != "none":
+        big = 1 << (34 if bias == "int64" else 24)
+        values = rng.integers(-big, big, size=cout).astype(bias)
+        tensors.append(constant(2, "bias", values, Quantization(tuple(f32(s_in * v) for v in w_scales),
+                                                                (0,) * len(w_scales))))
+        inputs.append(2)
+    else:
+        inputs.append(-1)
+    tensors.append(int16_tensor(len(tensors), yshape, s_out, "output"))
+    if dense:
+        options = ("FullyConnectedOptions", (("fusedActivationFunction", ACTIVATIONS[activation]),))
+    else:
+        geometry = (("padding", 0 if padding == "SAME" else 1), ("strideH", stride), ("strideW", stride),
+                    ("dilationHFactor", dilation), ("dilationWFactor", dilation),
+                    ("fusedActivationFunction", ACTIVATIONS[activation]))
+        options = (("DepthwiseConv2DOptions", geometry + (("depthMultiplier", mult),)) if depthwise
+                   else ("Conv2DOptions", geometry))
+    operator = Operator(0, op, tuple(inputs), (len(tensors) - 1,), *options)
+    return build_model(tensors, [operator], [0], [len(tensors) - 1]), 0
+
+
+def read_layer(data: bytes, folder: Path, index: int = 0):
+    path = folder / "layer16.tflite"
+    path.write_bytes(data)
+    return load_model(path).layers[index]
