@@ -76,3 +76,62 @@ def read_layer(data: bytes, folder: Path, index: int = 0):
     path = folder / "layer16.tflite"
     path.write_bytes(data)
     return load_model(path).layers[index]
+
+
+# --- an operator's C on the host and on a target, with typed buffers -------------------------
+def _c_array(name: str, x: np.ndarray, writable: bool = False) -> str:
+    values = ", ".join(str(int(v)) for v in x.reshape(-1)) or "0"
+    return f"static {'' if writable else 'const '}{x.dtype}_t {name}[{max(x.size, 1)}] = {{{values}}};"
+
+
+def run_host_typed(params, inputs: list[np.ndarray], out_shape, out_dtype: str, work: Path,
+                   alias: int | None = None) -> np.ndarray:
+    """A library operator's C (int8 or int16 buffers) compiled with cc and the kernels' flags
+    and run here; with `alias`, the output buffer is that input's (the operator in place)."""
+    import subprocess
+
+    from op_checks import HOST_CC
+
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "op.c").write_text(params.render("et_op"))
+    arrays = [_c_array(f"in{i}", np.asarray(x)) for i, x in enumerate(inputs) if i != alias]
+    count = int(np.prod(out_shape))
+    if alias is None:
+        arrays.append(f"static {out_dtype}_t out[{count}];")
+    else:
+        arrays.append(_c_array("out", np.asarray(inputs[alias]), writable=True))
+    args = ", ".join([*("out" if i == alias else f"in{i}" for i in range(len(inputs))), "out"])
+    (work / "main.c").write_text(
+        "#include <stdint.h>\n#include <stdio.h>\n" + f"{params.declaration('et_op')};\n" + "\n".join(arrays) +
+        f"\nint main(void)\n{{\n    et_op({args});\n"
+        f"    return fwrite(out, sizeof out[0], {count}, stdout) == {count} ? 0 : 1;\n}}\n")
+    subprocess.run([*HOST_CC, "op.c", "main.c", "-o", "op"], cwd=work, check=True, capture_output=True, text=True)
+    run = subprocess.run(["./op"], cwd=work, check=True, capture_output=True, timeout=60)
+    return np.frombuffer(run.stdout, dtype=out_dtype).copy().reshape(out_shape)
+
+
+def run_target_typed(params, target, inputs: list[np.ndarray], out_shape, out_dtype: str, work: Path,
+                     compiler: str | None = None) -> np.ndarray:
+    """A library operator's C built for `target` and run through the tuning harness."""
+    import subprocess
+
+    from edgetune.codegen import render
+    from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
+    from edgetune.targets import iobuf
+    from edgetune.targets.runners import runner_for
+
+    work.mkdir(parents=True, exist_ok=True)
+    runner = runner_for(target)
+    compiler = target.compiler(compiler) if compiler else target.compilers[0]
+    (work / "op.c").write_text(params.render("et_op", target=target))
+    subprocess.run([compiler.command, *compiler.cflags, *COMMON_CFLAGS, "-O2", "-c", "op.c", "-o", "op.o"], cwd=work,
+                   check=True, capture_output=True, text=True)
+    io = KernelIO(buffers=(*(Buffer(f"input{i}", np.ascontiguousarray(x)) for i, x in enumerate(inputs)),
+                           Buffer("output", np.zeros(out_shape, dtype=out_dtype), is_output=True)), params=())
+    buffers = [{"ctype": b.ctype, "nbytes": b.data.nbytes, "is_output": b.is_output} for b in io.buffers]
+    glue = render("harness_glue.c.j2", dict(fn="et_op", declaration=params.declaration("et_op"), buffers=buffers,
+                                            n_params=0, leading=[], checked=False))
+    build = runner.link(work, [work / "op.o"], glue, io)
+    _, raw = runner.run(build, io)
+    (out,) = iobuf.unpack_outputs(io, raw)
+    return out

@@ -36,6 +36,7 @@ from .ops.relu import relu_params
 from .ops.resize_bilinear import resize_bilinear_params
 from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
+from .ops.sixteen import by_type, pool16_params, quantize16_params, reshape16_params
 from .user_layers import declared_operators, servers, user_layer
 
 TUNED_HOW, LIBRARY, FOLDED = "tuned", "library", "folded"  # how an operator runs
@@ -116,8 +117,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "input and output of different sizes"),
     library("RELU6", relu_params, "int8, clamped to [0, 6] in the input's quantisation, not rescaled",
             "an output quantised unlike the input"),
-    library("EXPAND_DIMS", same_bytes_params, *SAME_BYTES),
-    library("SQUEEZE", same_bytes_params, *SAME_BYTES),
+    library("EXPAND_DIMS", by_type(same_bytes_params, reshape16_params), *SAME_BYTES),
+    library("SQUEEZE", by_type(same_bytes_params, reshape16_params), *SAME_BYTES),
     library("TRANSPOSE", transpose_params, *INDEX_MAP),
     library("GATHER", gather_params, *INDEX_MAP),
     library("RESIZE_NEAREST_NEIGHBOR", resize_nearest_params, *INDEX_MAP),
@@ -127,8 +128,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "rows, columns and weights as small tables",
             "a non-constant size; input and output quantised differently are taken as TFLite Micro takes them (raw "
             "values)"),
-    library("AVERAGE_POOL_2D", pool_params, *POOL),
-    library("MAX_POOL_2D", pool_params, *POOL),
+    library("AVERAGE_POOL_2D", by_type(pool_params, pool16_params), *POOL),
+    library("MAX_POOL_2D", by_type(pool_params, pool16_params), *POOL),
     library("MEAN", mean_params,
             "over any axes of a tensor up to 4-D, `keep_dims` or not, from the input's quantisation to the output's",
             "axes outside the tensor, a scale ratio below 2^-31"),
@@ -140,8 +141,10 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("CONCATENATION", concatenation_params,
             "any axis, up to 4-D, any number of inputs; an input quantised unlike the output is requantised",
             "shapes that do not concatenate, a fused activation"),
-    library("QUANTIZE", quantize_params, "int8 → int8 requantisation", "a float (or other) input"),
-    library("RESHAPE", reshape_params, "a copy (nothing when input and output share an address)",
+    library("QUANTIZE", by_type(quantize_params, quantize16_params),
+            "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts)",
+            "a float (or other) input"),
+    library("RESHAPE", by_type(reshape_params, reshape16_params), "a copy (nothing when input and output share an address)",
             "a new shape that is not the output's, a shape computed at run time"),
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
       for name in FOLDABLE),

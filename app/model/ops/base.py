@@ -165,9 +165,18 @@ class StaticOp(ABC):
             config_text=comment_safe(self.describe()), kernel_name=self.op.lower(), version=TEMPLATE_VERSION,
             build_hint=f"cc -std=c99 -O2 -c {fn}.c", n_inputs=self.n_inputs, clamped_only=True))
 
+    @property
+    def input_ctypes(self) -> tuple[str, ...]:
+        """The C types of the inputs (int8; an int16 operator names its own)."""
+        return ("int8_t",) * self.n_inputs
+
+    @property
+    def output_ctype(self) -> str:
+        return "int8_t"
+
     def declaration(self, fn: str) -> str:
-        inputs = [f"const int8_t *input{i}" for i in range(self.n_inputs)]
-        return f"void {fn}({', '.join([*inputs, 'int8_t *output'])})"
+        inputs = [f"const {ctype} *input{i}" for i, ctype in enumerate(self.input_ctypes)]
+        return f"void {fn}({', '.join([*inputs, f'{self.output_ctype} *output'])})"
 
 
 @dataclass(frozen=True)
