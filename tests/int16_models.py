@@ -135,3 +135,71 @@ def run_target_typed(params, target, inputs: list[np.ndarray], out_shape, out_dt
     _, raw = runner.run(build, io)
     (out,) = iobuf.unpack_outputs(io, raw)
     return out
+
+
+# --- a small 16x8 keyword-spotting model (DS-CNN's structure, reduced) -------------------------
+def kws16_model(rng: np.random.Generator, int8_interface: bool = False, softmax: bool = True) -> bytes:
+    """int16 input [1, 10, 6, 1] -> CONV_2D 3x3/2 (4 ch, RELU) -> DEPTHWISE_CONV_2D 3x3 (RELU)
+    -> CONV_2D 1x1 (6 ch, RELU) -> AVERAGE_POOL_2D -> RESHAPE -> FULLY_CONNECTED (5 classes)
+    [-> SOFTMAX]; with `int8_interface` the input and output are int8, QUANTIZEd to and from
+    int16 inside (the requantisation between a graph's int8 and 16x8 parts)."""
+    tensors: list[Tensor] = []
+    ops: list[Operator] = []
+
+    def add(t: Tensor) -> int:
+        tensors.append(Tensor(len(tensors), t.name, t.shape, t.dtype, t.quantization, t.data))
+        return len(tensors) - 1
+
+    def weights(shape, axis) -> tuple[int, tuple[float, ...]]:
+        scales = tuple(f32(v) for v in rng.uniform(0.004, 0.02, shape[axis]))
+        w = rng.integers(-127, 128, size=shape, dtype=np.int8)
+        return add(constant(0, f"w{len(tensors)}", w, Quantization(scales, (0,) * len(scales), axis))), scales
+
+    def bias(s_in, scales, count=None) -> int:
+        values = rng.integers(-(1 << 20), 1 << 20, size=count or len(scales)).astype(np.int64)
+        return add(constant(0, f"b{len(tensors)}", values, Quantization(tuple(f32(s_in * s) for s in scales),
+                                                                         (0,) * len(scales))))
+
+    def conv(x, s_in, kind, wshape, axis, out_shape, s_out, options):
+        w, scales = weights(wshape, axis)
+        y = add(int16_tensor(0, out_shape, s_out, f"act{len(tensors)}"))
+        ops.append(Operator(len(ops), kind, (x, w, bias(s_in, scales)), (y,), *options))
+        return y
+
+    def geometry(stride, act=1, **more):
+        return (("padding", 0), ("strideH", stride), ("strideW", stride), ("dilationHFactor", 1),
+                ("dilationWFactor", 1), ("fusedActivationFunction", act), *more.items())
+
+    s = [f32(v) for v in (1 / 4096, 1 / 2048, 1 / 1024, 1 / 512, 1 / 256)]
+    if int8_interface:
+        first = add(Tensor(0, "input", (1, 10, 6, 1), "int8", Quantization((f32(1 / 16),), (3,))))
+        x = add(int16_tensor(0, (1, 10, 6, 1), s[0], "input16"))
+        ops.append(Operator(0, "QUANTIZE", (first,), (x,)))
+    else:
+        first = x = add(int16_tensor(0, (1, 10, 6, 1), s[0], "input"))
+    x = conv(x, s[0], "CONV_2D", (4, 3, 3, 1), 0, (1, 5, 3, 4), s[1], ("Conv2DOptions", geometry(2)))
+    x = conv(x, s[1], "DEPTHWISE_CONV_2D", (1, 3, 3, 4), 3, (1, 5, 3, 4), s[2],
+             ("DepthwiseConv2DOptions", geometry(1, depthMultiplier=1)))
+    x = conv(x, s[2], "CONV_2D", (6, 1, 1, 4), 0, (1, 5, 3, 6), s[3], ("Conv2DOptions", geometry(1)))
+    pooled = add(int16_tensor(0, (1, 1, 1, 6), s[3], "pooled"))
+    ops.append(Operator(len(ops), "AVERAGE_POOL_2D", (x,), (pooled,), "Pool2DOptions",
+                        (("padding", 1), ("strideW", 1), ("strideH", 1), ("filterWidth", 3), ("filterHeight", 5),
+                         ("fusedActivationFunction", 0))))
+    shape = add(constant(0, "shape", np.array([1, 6], dtype=np.int32)))
+    flat = add(int16_tensor(0, (1, 6), s[3], "flat"))
+    ops.append(Operator(len(ops), "RESHAPE", (pooled, shape), (flat,)))
+    w, scales = weights((5, 6), 0)
+    w_scales = tuple(f32(max(scales)) for _ in range(1))
+    tensors[w] = Tensor(w, tensors[w].name, (5, 6), "int8", Quantization(w_scales, (0,)), tensors[w].data)
+    logits = add(int16_tensor(0, (1, 5), s[4], "logits"))
+    ops.append(Operator(len(ops), "FULLY_CONNECTED", (flat, w, bias(s[3], w_scales, 5)), (logits,),
+                        "FullyConnectedOptions", (("fusedActivationFunction", 0),)))
+    out = logits
+    if softmax:
+        out = add(int16_tensor(0, (1, 5), f32(1 / 32768), "probabilities"))
+        ops.append(Operator(len(ops), "SOFTMAX", (logits,), (out,), "SoftmaxOptions", (("beta", 1.0),)))
+    if int8_interface:
+        last = add(Tensor(0, "output", (1, 5), "int8", Quantization((f32(1 / 256),), (-128,))))
+        ops.append(Operator(len(ops), "QUANTIZE", (out,), (last,)))
+        out = last
+    return build_model(tensors, ops, [first], [out])
