@@ -37,6 +37,7 @@ from .ops.resize_bilinear import resize_bilinear_params
 from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
 from .ops.sixteen import by_type, pool16_params, quantize16_params, reshape16_params
+from .ops.softmax16 import softmax16_params
 from .user_layers import declared_operators, servers, user_layer
 
 TUNED_HOW, LIBRARY, FOLDED = "tuned", "library", "folded"  # how an operator runs
@@ -133,7 +134,7 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("MEAN", mean_params,
             "over any axes of a tensor up to 4-D, `keep_dims` or not, from the input's quantisation to the output's",
             "axes outside the tensor, a scale ratio below 2^-31"),
-    library("SOFTMAX", softmax_params,
+    library("SOFTMAX", by_type(softmax_params, softmax16_params),
             "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta",
             "another output quantisation, beta × scale below 2^-27"),
     library("PAD", pad_params, "up to 4-D, the added positions hold the output's zero point",
