@@ -38,6 +38,7 @@ from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
 from .ops.sixteen import by_type, pool16_params, quantize16_params, reshape16_params
 from .ops.softmax16 import softmax16_params
+from .ops.add16 import add16_params
 from .user_layers import declared_operators, servers, user_layer
 
 TUNED_HOW, LIBRARY, FOLDED = "tuned", "library", "folded"  # how an operator runs
@@ -80,10 +81,10 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     tuned("CONV_2D", "conv2d_s8", by_activation(conv_layer, conv16_layer)),
     tuned("DEPTHWISE_CONV_2D", "dwconv2d_s8", by_activation(dwconv_layer, dwconv16_layer)),
     tuned("FULLY_CONNECTED", "conv2d_s8", by_activation(fully_connected_layer, fully_connected16_layer)),
-    library("ADD", add_params,
+    library("ADD", by_type(add_params, add16_params),
             "int8 + int8, each rescaled to twice the larger input scale, the sum requantised; broadcasting up to "
             "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
-    library("SUB", add_params,
+    library("SUB", by_type(add_params, add16_params),
             "int8 - int8: ADD's arithmetic with the second input's rescaled value subtracted (TFLite Micro's SUB "
             "prepares the same multipliers); broadcasting up to 4-D; fused activations; Helium for same-shape inputs "
             "and a per-channel input",
