@@ -67,10 +67,10 @@ def library(name: str, params: Callable[[Graph, Operator], StaticOp], runs: str,
 
 
 FOLDED_RUNS = "folded at export, no C (below)"
-POOL = ("NHWC, any batch, SAME (TFLite's offsets) or VALID, strides, any window; fused activation",
+POOL = ("NHWC, any batch, SAME (TFLite's offsets) or VALID, strides, any window; fused activation; int8 or int16",
         "output shape not the pooling's, a window wholly in the padding, input and output quantised differently")
 SAME_BYTES = ("the bytes copied under the output's shape, as TFLite Micro copies them (a Keras Conv1D's wrapping); "
-              "in place when the memory plan gives both one address", "an output of another size")
+              "in place when the memory plan gives both one address; int8 or int16", "an output of another size")
 INDEX_MAP = ("values moved, not changed (TFLite Micro copies the bytes): each output value is the input value at a "
              "sum of one table entry per output axis (a permuted stride, a constant index, TFLite's nearest row and "
              "column in float32 with `align_corners` / `half_pixel_centers`); a run of consecutive channels is copied "
@@ -83,11 +83,11 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     tuned("FULLY_CONNECTED", "conv2d_s8", by_activation(fully_connected_layer, fully_connected16_layer)),
     library("ADD", by_type(add_params, add16_params),
             "int8 + int8, each rescaled to twice the larger input scale, the sum requantised; broadcasting up to "
-            "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
+            "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`; int16 + int16 (16x8) at TFLite Micro's left shift of 15", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
     library("SUB", by_type(add_params, add16_params),
             "int8 - int8: ADD's arithmetic with the second input's rescaled value subtracted (TFLite Micro's SUB "
             "prepares the same multipliers); broadcasting up to 4-D; fused activations; Helium for same-shape inputs "
-            "and a per-channel input",
+            "and a per-channel input; int16 as ADD",
             "as ADD"),
     library("MUL", mul_params,
             "(x1 - z1) * (x2 - z2) requantised by s1 * s2 / s_out (TFLite Micro's one multiplier, in double), plus "
@@ -136,7 +136,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "over any axes of a tensor up to 4-D, `keep_dims` or not, from the input's quantisation to the output's",
             "axes outside the tensor, a scale ratio below 2^-31"),
     library("SOFTMAX", by_type(softmax_params, softmax16_params),
-            "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta",
+            "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta; int16 in and out "
+            "(16x8: zero points 0, scale 1/32768 out) with TFLite Micro's tables of exp and 1/(1+x)",
             "another output quantisation, beta × scale below 2^-27"),
     library("PAD", pad_params, "up to 4-D, the added positions hold the output's zero point",
             "paddings not `[rank, 2]`, negative paddings"),
@@ -146,7 +147,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("QUANTIZE", by_type(quantize_params, quantize16_params),
             "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts)",
             "a float (or other) input"),
-    library("RESHAPE", by_type(reshape_params, reshape16_params), "a copy (nothing when input and output share an address)",
+    library("RESHAPE", by_type(reshape_params, reshape16_params),
+            "a copy (nothing when input and output share an address); int8 or int16",
             "a new shape that is not the output's, a shape computed at run time"),
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
       for name in FOLDABLE),
