@@ -47,7 +47,8 @@ def _symmetric(r: _Reader, t: Tensor, role: str) -> float:
 
 
 def _bias(r: _Reader, channels: int, default_bits: int) -> tuple[Buffer, int]:
-    """The bias as int64 and the bits the model stores it in (absent: `default_bits`)."""
+    """The bias as int64 and the bits the model stores it in (absent: `default_bits`; TFLite
+    Micro's 16x8 CONV_2D and FULLY_CONNECTED without a bias requantise in the 64-bit form)."""
     index = r.op.inputs[2] if len(r.op.inputs) > 2 else -1
     if index < 0:
         return Buffer("bias", np.zeros(channels, dtype=np.int64), weight=True), default_bits
@@ -103,7 +104,7 @@ def conv16_layer(graph: Graph, op: Operator) -> ModelLayer:
                      "are not supported)")
     _reduction(r, kh * kw * cin)
     g = _spatial(r, x, y, kh, kw, cout)
-    bias, bits = _bias(r, cout, 32)
+    bias, bits = _bias(r, cout, 64)
     quant, params = _requantisation(r, x, w, y, cout, 0, bits)
     shape = dict(h=x.shape[1], w=x.shape[2], cin=cin, cout=cout, kh=kh, kw=kw, bias_bits=bits,
                  **{k: g[k] for k in CONV_KEYS[6:]})
@@ -151,7 +152,7 @@ def fully_connected16_layer(graph: Graph, op: Operator) -> ModelLayer:
     rows = x.elements // k
     if y.elements != rows * n:
         raise r.fail(f"output tensor {y.index} ({y.name}) has shape {list(y.shape)}, expected {rows} rows of {n}")
-    bias, bits = _bias(r, n, 32)
+    bias, bits = _bias(r, n, 64)
     quant, params = _requantisation(r, x, w, y, n, 0, bits)
     shape = dict(h=1, w=rows, cin=k, cout=n, kh=1, kw=1, stride_h=1, stride_w=1, dilation_h=1, dilation_w=1,
                  pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, bias_bits=bits)
