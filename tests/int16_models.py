@@ -98,10 +98,12 @@ def run_host_typed(params, inputs: list[np.ndarray], out_shape, out_dtype: str, 
     arrays = [_c_array(f"in{i}", np.asarray(x)) for i, x in enumerate(inputs) if i != alias]
     count = int(np.prod(out_shape))
     if alias is None:
-        arrays.append(f"static {out_dtype}_t out[{count}];")
-    else:
-        arrays.append(_c_array("out", np.asarray(inputs[alias]), writable=True))
-    args = ", ".join([*("out" if i == alias else f"in{i}" for i in range(len(inputs))), "out"])
+        arrays.append(f"static {out_dtype}_t out_values[{count}];")
+    else:  # the output written over the input's buffer (of the input's type: QUANTIZE may narrow)
+        arrays.append(_c_array("out_values", np.asarray(inputs[alias]), writable=True))
+    arrays.append(f"#define out (({out_dtype}_t *)(void *)out_values)")
+    args = ", ".join([*(f"({np.asarray(x).dtype}_t *)(void *)out_values" if i == alias else f"in{i}"
+                        for i, x in enumerate(inputs)), "out"])
     (work / "main.c").write_text(
         "#include <stdint.h>\n#include <stdio.h>\n" + f"{params.declaration('et_op')};\n" + "\n".join(arrays) +
         f"\nint main(void)\n{{\n    et_op({args});\n"

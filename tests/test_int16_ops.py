@@ -1,0 +1,147 @@
+"""The int16 library operators (app/model/ops/sixteen.py, softmax16.py, add16.py) bit for bit
+with TFLite Micro: RESHAPE, the pools, QUANTIZE between int8 and int16, SOFTMAX with its
+lookup tables, ADD and SUB; the numpy reference over drawn cases (every fused activation,
+broadcast shapes, odd sizes, the int16 extremes), the C on the host (apart and in place)
+and on the M55 in QEMU."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgetune.model import ModelError
+from edgetune.model.graph import Quantization, Tensor
+from edgetune.model.operators import operator_params
+from edgetune.model.oracle import run_tflm
+from edgetune.targets import get_target
+
+from int16_models import draw_int16, f32, int16_tensor, run_host_typed, run_target_typed
+from op_checks import assert_same, int32_constant, one_op_graph
+
+ACTIVATIONS = (0, 1, 2, 3)  # NONE, RELU, RELU_N1_TO_1, RELU6
+
+
+def _everywhere(params, data, xs, work, in_place: bool = True) -> None:
+    """Reference, host C (apart, and in place when the operator allows it) and M55 C all give TFLite Micro's output."""
+    (want,) = run_tflm(data, xs)
+    dtype = str(want.dtype)
+    assert_same("reference", params.reference(*xs), want)
+    assert_same("C on the host", run_host_typed(params, xs, want.shape, dtype, work / "host"), want)
+    if in_place and params.in_place:
+        alias = params.in_place[0]
+        assert_same("C in place", run_host_typed(params, xs, want.shape, dtype, work / "alias", alias=alias), want)
+    assert_same("C on the M55", run_target_typed(params, get_target("cortex-m55"), xs, want.shape, dtype, work / "m55"),
+                want)
+
+
+def _reference_only(params, data, xs) -> np.ndarray:
+    (want,) = run_tflm(data, xs)
+    assert_same("reference", params.reference(*xs), want)
+    return want
+
+
+def test_reshape_copies_int16_values(tmp_path):
+    t = [int16_tensor(0, (1, 3, 5), 0.01), int32_constant(1, [5, -1]), int16_tensor(2, (5, 3), 0.01)]
+    data, graph = one_op_graph(tmp_path, t, "RESHAPE", (0, 1), (2,))
+    params = operator_params(graph, graph.operators[0])
+    assert params.input_ctypes == ("int16_t",) and params.output_ctype == "int16_t"
+    _everywhere(params, data, [draw_int16(np.random.default_rng(0), (1, 3, 5))], tmp_path)
+
+
+@pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D"])
+def test_pools_over_drawn_windows(tmp_path, op):
+    rng = np.random.default_rng(1)
+    for n in range(8):
+        h, w, c = (int(v) for v in rng.integers(1, 8, size=3))
+        kh, kw, sh, sw = (int(v) for v in rng.integers(1, 4, size=4))
+        padding = int(rng.integers(0, 2))
+        oh = -(-h // sh) if padding == 0 else (h - kh) // sh + 1
+        ow = -(-w // sw) if padding == 0 else (w - kw) // sw + 1
+        if oh < 1 or ow < 1:
+            continue
+        scale = f32(rng.uniform(1e-4, 1e-2))
+        t = [int16_tensor(0, (1, h, w, c), scale), int16_tensor(1, (1, oh, ow, c), scale)]
+        options = dict(padding=padding, strideH=sh, strideW=sw, filterHeight=kh, filterWidth=kw,
+                       fusedActivationFunction=ACTIVATIONS[n % 4])
+        data, graph = one_op_graph(tmp_path, t, op, (0,), (1,), "Pool2DOptions", options)
+        params = operator_params(graph, graph.operators[0])
+        for edge in ("random", "extreme"):
+            _reference_only(params, data, [draw_int16(rng, (1, h, w, c), edge)])
+    t = [int16_tensor(0, (1, 5, 7, 3), 0.001), int16_tensor(1, (1, 3, 4, 3), 0.001)]
+    data, graph = one_op_graph(tmp_path, t, op, (0,), (1,), "Pool2DOptions",
+                               dict(padding=0, strideH=2, strideW=2, filterHeight=2, filterWidth=3,
+                                    fusedActivationFunction=1))
+    _everywhere(operator_params(graph, graph.operators[0]), data, [draw_int16(rng, (1, 5, 7, 3), "extreme")], tmp_path)
+
+
+@pytest.mark.parametrize("source,target,zero_in,zero_out", [
+    ("int8", "int16", 5, 0), ("int8", "int16", -128, 0), ("int16", "int8", 0, -3), ("int16", "int8", 0, 127),
+    ("int16", "int16", 0, 0), ("int16", "int16", 7, -9)])
+def test_quantize_between_int8_and_int16(tmp_path, source, target, zero_in, zero_out):
+    rng = np.random.default_rng(2)
+    for n in range(4):
+        s_in, s_out = f32(rng.uniform(1e-3, 0.1)), f32(rng.uniform(1e-3, 0.1))
+        s_in, s_out = f32(s_in / 256) if source == "int16" else s_in, f32(s_out / 256) if target == "int16" else s_out
+        t = [Tensor(0, "x", (3, 7), source, Quantization((s_in,), (zero_in,))),
+             Tensor(1, "y", (3, 7), target, Quantization((s_out,), (zero_out,)))]
+        data, graph = one_op_graph(tmp_path, t, "QUANTIZE", (0,), (1,))
+        params = operator_params(graph, graph.operators[0])
+        info = np.iinfo(source)
+        extremes = rng.choice(np.array([info.min, info.max], dtype=source), size=(3, 7))
+        drawn = rng.integers(info.min, info.max + 1, size=(3, 7), dtype=source)
+        for x in (drawn, extremes):
+            _reference_only(params, data, [x])
+    assert params.in_place == ((0,) if np.dtype(target).itemsize <= np.dtype(source).itemsize else ())
+    _everywhere(params, data, [drawn], tmp_path)
+
+
+def _softmax_model(tmp_path, shape, s_in, beta=1.0):
+    t = [int16_tensor(0, shape, s_in), int16_tensor(1, shape, 1 / 32768)]
+    data, graph = one_op_graph(tmp_path, t, "SOFTMAX", (0,), (1,), "SoftmaxOptions", dict(beta=beta))
+    return data, operator_params(graph, graph.operators[0])
+
+
+def test_softmax_over_drawn_rows(tmp_path):
+    rng = np.random.default_rng(3)
+    for n in range(12):
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 50)))
+        data, params = _softmax_model(tmp_path, shape, f32(2.0 ** rng.uniform(-14, -5)), float(rng.choice([0.5, 1, 2])))
+        for x in (draw_int16(rng, shape), draw_int16(rng, shape, "extreme"),
+                  rng.integers(-400, 400, size=shape, dtype=np.int16)):
+            _reference_only(params, data, [x])
+    _everywhere(params, data, [draw_int16(rng, shape)], tmp_path)
+
+
+def test_softmax_tables_are_tflite_micros_float_ones(tmp_path):
+    """The reciprocal table computed in float differs from the double one at entries 160 and
+    294; rows whose sums land there tell which TFLite Micro uses."""
+    from edgetune.model.ops.softmax16 import tables
+
+    s_in = f32(2.0 ** -10)
+    rows = np.array([[0, -k] for k in range(0, 32768, 7)], dtype=np.int16)
+    data, params = _softmax_model(tmp_path, rows.shape, s_in)
+    reciprocal = np.asarray(tables()[1])
+    assert reciprocal[160] == 24966 and reciprocal[294] == 20816  # the double tables hold 24967 and 20815
+    _reference_only(params, data, [rows])
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB"])
+@pytest.mark.parametrize("shape_a,shape_b", [((2, 3, 5), (2, 3, 5)), ((1, 4, 3, 6), (1, 1, 1, 6)), ((3, 1), (1, 7))])
+def test_add_and_sub(tmp_path, op, shape_a, shape_b):
+    rng = np.random.default_rng(4)
+    out = tuple(np.broadcast_shapes(shape_a, shape_b))
+    for act in ACTIVATIONS:
+        t = [int16_tensor(0, shape_a, f32(rng.uniform(1e-4, 1e-3))), int16_tensor(1, shape_b, f32(rng.uniform(1e-4, 1e-3))),
+             int16_tensor(2, out, f32(rng.uniform(1e-4, 2e-3)))]
+        data, graph = one_op_graph(tmp_path, t, op, (0, 1), (2,), "AddOptions" if op == "ADD" else "SubOptions",
+                                   dict(fusedActivationFunction=act))
+        params = operator_params(graph, graph.operators[0])
+        for edge in ("random", "extreme"):
+            _reference_only(params, data, [draw_int16(rng, shape_a, edge), draw_int16(rng, shape_b, edge)])
+    _everywhere(params, data, [draw_int16(rng, shape_a), draw_int16(rng, shape_b)], tmp_path)
+
+
+def test_an_int16_softmax_quantised_otherwise_is_refused(tmp_path):
+    t = [int16_tensor(0, (1, 4), 0.01), int16_tensor(1, (1, 4), 1 / 256)]
+    _, graph = one_op_graph(tmp_path, t, "SOFTMAX", (0,), (1,), "SoftmaxOptions", dict(beta=1.0))
+    with pytest.raises(ModelError, match=r"operator 0 \(SOFTMAX\): .*writes scale 1/32768"):
+        operator_params(graph, graph.operators[0])
