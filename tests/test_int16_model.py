@@ -1,0 +1,71 @@
+"""A whole 16x8 keyword-spotting model (DS-CNN's structure, reduced: tests/int16_models.py)
+through export and `model verify`: bit for bit with TFLite Micro on the host and on the M55,
+layer by layer; with an int16 interface, and with an int8 one QUANTIZEd to and from the
+16x8 part inside the graph; tuned layers keep it exact. Its C module takes int16 pointers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgetune.model import load_model
+from edgetune.model.export import export_model
+from edgetune.model.session import tune_model
+from edgetune.model.verify import verify_model
+from edgetune.targets import get_target
+from edgetune.tuner import TuningDatabase
+
+from int16_models import kws16_model
+
+
+def _model(tmp_path, int8_interface: bool):
+    path = tmp_path / f"kws16_{'int8' if int8_interface else 'int16'}.tflite"
+    path.write_bytes(kws16_model(np.random.default_rng(4), int8_interface=int8_interface))
+    return path
+
+
+def test_the_model_reads_as_16x8_layers_and_library_operators(tmp_path):
+    model = load_model(_model(tmp_path, True))
+    kinds = [(layer.op, layer.kernel) for layer in model.layers]
+    assert kinds == [("QUANTIZE", None), ("CONV_2D", "conv2d_s16"), ("DEPTHWISE_CONV_2D", "dwconv2d_s16"),
+                     ("CONV_2D", "conv2d_s16"), ("AVERAGE_POOL_2D", None), ("RESHAPE", None),
+                     ("FULLY_CONNECTED", "conv2d_s16"), ("SOFTMAX", None), ("QUANTIZE", None)]
+
+
+def test_the_export_takes_int16_pointers(tmp_path):
+    export_model(_model(tmp_path, False), get_target("host"), None, tmp_path / "module")
+    header = (tmp_path / "module" / "kws16_int16.h").read_text()
+    assert "int kws16_int16_run(uint8_t *arena, const int16_t *input, int16_t *output);" in header
+    assert "int16 [1][10][6][1]" in header
+
+
+@pytest.mark.parametrize("int8_interface", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_the_model_verifies_on_the_host_layer_by_layer(tmp_path, int8_interface):
+    host = get_target("host")
+    export_model(_model(tmp_path, int8_interface), host, None, tmp_path / "module")
+    outcome = verify_model(tmp_path / "module", host, 1, layers=True)
+    assert outcome.ok, outcome.layer_problem or [i.problem for i in outcome.inferences]
+    assert [i.label for i in outcome.inferences] == ["random 0", "saturating"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("int8_interface", [False, True])
+def test_the_model_verifies_on_the_m55_layer_by_layer(tmp_path, int8_interface):
+    m55 = get_target("cortex-m55")
+    export_model(_model(tmp_path, int8_interface), m55, None, tmp_path / "module")
+    outcome = verify_model(tmp_path / "module", m55, 3, layers=True)
+    assert outcome.ok, outcome.layer_problem or [i.problem for i in outcome.inferences]
+    assert all(i.instructions > 0 for i in outcome.inferences)
+
+
+@pytest.mark.slow
+def test_a_tuned_model_stays_exact_and_runs_faster_on_the_m55(tmp_path):
+    m55 = get_target("cortex-m55")
+    path = _model(tmp_path, True)
+    export_model(path, m55, None, tmp_path / "plain")
+    plain = verify_model(tmp_path / "plain", m55, 1).inferences[0].instructions
+    db = TuningDatabase(tmp_path / "db.sqlite")
+    tune_model(load_model(path).layers, m55, db, budget=16, seed=1)
+    export_model(path, m55, db, tmp_path / "tuned")
+    tuned = verify_model(tmp_path / "tuned", m55, 2, layers=True)
+    assert tuned.ok, tuned.layer_problem or [i.problem for i in tuned.inferences]
+    assert tuned.inferences[0].instructions < plain
