@@ -29,7 +29,7 @@ from edgetune.targets.batch import MAX_BATCH, fit_by_data
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Constraint, Outcome, Owner, PriorTrials, Record, Space, SpaceError,
-                            Trial, TuningDatabase, Workload, check_names, check_strategy, feasible, make_strategy,
+                            Trial, TuningDatabase, Workload, canonical_strategy, check_names, check_strategy, feasible, make_strategy,
                             replaceable)
 from edgetune.tuner import Goal, resolve_goal
 from edgetune.tuner.resume import Resumed, rebuild
@@ -226,6 +226,8 @@ class LiveSearch:
     def __init__(self, request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None = None,
                  executor: Executor | None = None, prior_before: int | None = None, plan: int | None = None):
         check_strategy(request.strategy)
+        # An old strategy name runs and is stored as the one it stands for (tuner ALIASES).
+        request = replace(request, strategy=canonical_strategy(request.strategy))
         check_run_limits(request)
         task = task_of(request)
         self.db, self.task, self.workload = db, task, task.workload

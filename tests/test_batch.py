@@ -338,7 +338,7 @@ def test_a_round_asks_no_more_than_a_model_guided_strategy_plans_at_once():
 
     space = get_kernel("matmul_s8").space(get_target("cortex-m55"), get_kernel("matmul_s8").parse_shape(SHAPE))
     rng = np.random.default_rng(0)
-    model, plain = make_strategy("model", space, rng, "instructions"), make_strategy("random", space, rng, "instructions")
+    model, plain = make_strategy("transfer", space, rng, "instructions"), make_strategy("random", space, rng, "instructions")
     assert model.batch == 8 and within_plan(16, 2, model) == 4  # rounds of 2 x 4 = its plan of 8
     assert within_plan(16, 1, model) == 8 and within_plan(2, 2, model) == 2
     assert within_plan(16, 2, plain) == 16  # the random search learns nothing between rounds

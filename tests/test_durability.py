@@ -165,7 +165,7 @@ def swap_ids(path, first, second):
     conn.close()
 
 
-STRATEGY_NAMES = ["transfer", "model", "annealing", "genetic", "bandit"]
+STRATEGY_NAMES = ["transfer", "annealing", "genetic", "bandit"]
 
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)

@@ -107,7 +107,7 @@ def test_our_format_round_trips_through_record_and_replay(matmul, m55, tmp_path)
     code, text = cli("record", "matmul_s8", "--target", "cortex-m55", "--shape", "m=1,n=1,k=1",
                      "--db", str(tmp_path / "t.db"), "--out", str(out), "--json")
     assert code == 0 and json.loads(text)["new_trials"] == 0
-    code, text = cli("replay", str(out), "--strategy", "model", "--budget", str(size), "--json")
+    code, text = cli("replay", str(out), "--strategy", "transfer", "--budget", str(size), "--json")
     assert code == 0 and json.loads(text)["repeats"][0]["best"] == min(stored.values())
 
 
@@ -171,6 +171,19 @@ def test_replay_json_shape_and_reproducibility(tmp_path):
     again = json.loads(cli("replay", path, "--strategy", "genetic", "--budget", "5", "--seed", "10", "--repeats",
                            "3", "--json")[1])
     assert without_timing(again) == without_timing(data)
+
+
+def test_replay_with_the_old_name_model_runs_transfer_and_says_so(tmp_path):
+    path = str(kt_cache(tmp_path, TOY))
+    args = ["--budget", "5", "--seed", "3", "--json"]
+    old = CliRunner().invoke(main, ["replay", path, "--strategy", "model", *args])
+    new = CliRunner().invoke(main, ["replay", path, "--strategy", "transfer", *args])
+    assert old.exit_code == new.exit_code == 0, old.output
+    assert old.stderr.strip() == ("edgetune: strategy 'model' is deprecated: it is 'transfer' (the same proposals "
+                                  "when no trials of the kernel on other workloads are stored); use --strategy transfer")
+    assert new.stderr == ""
+    assert without_timing(json.loads(old.stdout)) == without_timing(json.loads(new.stdout))
+    assert json.loads(old.stdout)["strategy"] == "transfer"
 
 
 def without_timing(result: dict) -> dict:

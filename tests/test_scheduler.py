@@ -84,6 +84,23 @@ def test_a_task_without_success_goes_first_then_is_given_up_after_its_patience()
     assert state["broken"].current is None and model_cost(tasks, state) is None
 
 
+def test_a_task_behind_its_baseline_gets_rounds_until_it_beats_it_or_its_patience_ends():
+    # The FC autoencoder's case: a small layer (little to win by the gradient) whose best is
+    # still slower than its plain loop gets rounds ahead of a big one that is improving.
+    tasks = [SchedTask("big", weight=6), SchedTask("small", baseline=50.0)]
+    catches_up = {"big": lambda n: 1000.0 / n, "small": lambda n: 80.0 if n < 3 else 40.0}
+    order, state = simulate(GradientScheduler(epsilon=0.0, patience=3), tasks, catches_up, 8)
+    assert order[:4] == ["big", "small", "small", "small"] and state["small"].current == 40.0
+    assert order[4:] == ["big"] * 4  # caught up: back to the gradient
+    never = {"big": lambda n: 1000.0 / n, "small": lambda n: 80.0}
+    order, state = simulate(GradientScheduler(epsilon=0.0, patience=3), tasks, never, 10)
+    assert order[:5] == ["big", "small", "small", "small", "small"] and order.count("small") == 4
+    assert state["small"].current == 80.0 > tasks[1].baseline  # given up after 1 + patience rounds
+    without = [SchedTask("big", weight=6), SchedTask("small")]
+    order, _ = simulate(GradientScheduler(epsilon=0.0, patience=3), without, never, 8)
+    assert order.count("small") == 1  # without the baseline the gradient never comes back to it
+
+
 def test_a_late_first_success_brings_the_task_into_the_competition():
     tasks = [SchedTask("late"), SchedTask("other")]
     curves = {"late": lambda n: None if n < 2 else 500.0 / n, "other": lambda n: 10.0}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgetune.tuner import (STRATEGIES, Constraint, Outcome, PriorTrials, Space, Trial, choice, make_strategy,
-                            powers_of_two)
+from edgetune.tuner import (STRATEGIES, Constraint, Outcome, PriorTrials, Space, Trial, canonical_strategy,
+                            check_strategy, choice, deprecation_note, make_strategy, powers_of_two)
 from edgetune.tuner.strategies import Bandit, DifferentialEvolution, GeneticAlgorithm, LocalSearch, ModelGuided, TransferLearning
 
 NAMES = sorted(STRATEGIES)
@@ -140,7 +140,7 @@ def best_after(name: str, space: Space, budget: int, seed: int) -> float:
     return strategy.best_value
 
 
-@pytest.mark.parametrize("name", ["genetic", "annealing", "local", "gradient", "model", "transfer", "bandit",
+@pytest.mark.parametrize("name", ["genetic", "annealing", "local", "gradient", "transfer", "bandit",
                                   "differential"])
 def test_learning_strategies_beat_random_on_a_smooth_space(name):
     # Medians over seeds, so one lucky random run cannot decide it; the margin is the
@@ -150,6 +150,33 @@ def test_learning_strategies_beat_random_on_a_smooth_space(name):
     ours = np.median([best_after(name, space, 60, s) for s in seeds])
     random = np.median([best_after("random", space, 60, s) for s in seeds])
     assert ours < random
+
+
+def asked_trace(strategy, budget: int) -> list:
+    """What the strategy proposes, batch by batch, told each batch's results."""
+    trace = []
+    while len(trace) < budget:
+        batch = strategy.ask(min(4, budget - len(trace)))
+        if not batch:
+            break
+        trace.extend(c.key() for c in batch)
+        strategy.tell([evaluate(c) for c in batch])
+    return trace
+
+
+def test_the_old_name_model_is_transfer_whose_trace_without_priors_is_the_cost_models():
+    # Why the two names were folded (issue 30): without priors `transfer` is the cost model,
+    # proposal for proposal; with priors only `transfer` learns from them.
+    space = tile_space()
+    assert STRATEGIES.get("model") is None and check_strategy("model") is TransferLearning
+    assert canonical_strategy("model") == "transfer" and canonical_strategy("annealing") == "annealing"
+    assert "deprecated" in deprecation_note("model") and "--strategy transfer" in deprecation_note("model")
+    assert deprecation_note("transfer") == ""
+    cold = asked_trace(ModelGuided(space, np.random.default_rng(5), OBJECTIVE), 40)
+    bare = asked_trace(make_strategy("model", space, np.random.default_rng(5), OBJECTIVE), 40)
+    assert bare == cold and len(cold) == 40
+    warm = asked_trace(make_strategy("model", space, np.random.default_rng(5), OBJECTIVE, prior=prior_for(space)), 40)
+    assert warm != cold
 
 
 def test_transfer_starts_from_the_prior_best_region():

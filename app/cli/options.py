@@ -14,8 +14,8 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from edgetune.tuner import STRATEGIES, TuningDatabase, parse_bound
-from edgetune.tuner.strategies import DEFAULT_STRATEGY
+from edgetune.tuner import STRATEGIES, TuningDatabase, canonical_strategy, deprecation_note, parse_bound
+from edgetune.tuner.strategies import ALIASES, DEFAULT_STRATEGY
 
 from ..session import MAX_SEED
 from ..user_kernels import register_files
@@ -75,8 +75,16 @@ constraints = _shared("constraints", "--constraint", "constraints", multiple=Tru
                       help="Bound on another measured value, e.g. energy_uj<=2.5 (repeatable).")
 
 # --- the search ----------------------------------------------------------------------------
-strategy = _shared("strategy", "--strategy", default=DEFAULT_STRATEGY, show_default=True,
-                   help=f"One of: {', '.join(sorted(STRATEGIES))}.")
+def _strategy_name(ctx, param, name: str) -> str:
+    """An old strategy name (tuner ALIASES) runs as the name it stands for, said in one line."""
+    note = deprecation_note(name)
+    if note:
+        click.echo(f"edgetune: {note}", err=True)
+    return canonical_strategy(name)
+
+
+strategy = _shared("strategy", "--strategy", default=DEFAULT_STRATEGY, show_default=True, callback=_strategy_name,
+                   help=f"One of: {', '.join(sorted(STRATEGIES))} ({', '.join(f'{old}: an old name of {new}' for old, new in sorted(ALIASES.items()))}).")
 random_strategy = _shared("random_strategy", "--strategy", default="random", show_default=True,
                           help="How Vela's options are searched (random search only).")
 budget = _shared("budget", "--budget", default=20, show_default=True, type=click.IntRange(min=1),

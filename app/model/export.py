@@ -44,10 +44,7 @@ class ModelExport:
 
 
 def _default_entry(kernel, target: Target, shape: dict, objective: str, compilers: tuple[str, ...] = ()) -> ExportEntry:
-    config = default_config(kernel, target, shape)
-    if compilers and config["compiler"] not in compilers:  # the first legal point one of them builds
-        space = kernel.tuning_space(target, shape)
-        config = next((c for c in space if c["compiler"] in compilers), config)
+    config = default_config(kernel, target, shape, compilers)
     return ExportEntry(kernel=kernel.name, kernel_version=kernel.version, shape=tuple(shape.items()),
                        config=config.items, objective=objective, value=0.0, values=(), trial_id=0, created="",
                        trials=0, chosen_by="untuned")

@@ -56,15 +56,16 @@ def tensor_ctype(tensor: Tensor) -> str:
 
 @dataclass(frozen=True)
 class Step:
-    """One operator of the module, as it runs: its C function, the tensors it reads (in the
-    function's argument order) and the one it writes."""
+    """One operator of the module, as it runs: its C function, the tensors it reads and the
+    ones it writes (each in the function's argument order; a tuned layer and most library
+    operators write one, SPLIT and UNPACK several)."""
     index: int
     op: str
     function: str
     inputs: tuple[int, ...]
-    output: int
+    outputs: tuple[int, ...]
     kernel: str | None = None  # a tuned layer's kernel
-    in_place: tuple[int, ...] = ()  # tensors of `inputs` the output may be written over
+    in_place: tuple[int, ...] = ()  # tensors of `inputs` the first output may be written over
 
 
 @dataclass(frozen=True)
@@ -96,13 +97,17 @@ def check_model_name(name: str) -> str:
     return name
 
 
-def default_config(kernel, target: Target, shape: Mapping[str, int]):
+def default_config(kernel, target: Target, shape: Mapping[str, int], compilers: Sequence[str] = ()):
     """A kernel's default configuration: the first legal point of its tuning space (the
-    plain C direct loop, the target's first compiler), what a layer without a tuned trial runs."""
+    plain C direct loop, the target's first compiler), what a layer without a tuned trial
+    runs; with `compilers`, the first legal point one of them builds (a firmware built with
+    one toolchain)."""
     space = kernel.tuning_space(target, shape)
     for index in range(space.cartesian_size):
         config = space.config_at(index)
         if space.is_legal(config):
+            if compilers and config["compiler"] not in compilers:
+                return next((c for c in space if c["compiler"] in compilers), config)
             return config
     raise ExportError(f"{kernel.name} {shape}: no legal configuration on {target.name}")
 
@@ -120,25 +125,26 @@ def schedule(model: Model, name: str) -> tuple[Step, ...]:
             # One function per distinct workload, named after the first layer it serves (the
             # kernel export's names spell out every shape key: too long for a module of 30).
             fn = functions.setdefault((layer.kernel, layer.shape), f"{name}_{layer.kernel}_l{op.index}")
-            steps.append(Step(op.index, op.op, fn, (layer.input_tensor,), op.outputs[0], layer.kernel))
+            steps.append(Step(op.index, op.op, fn, (layer.input_tensor,), (op.outputs[0],), layer.kernel))
             continue
         params = operator_params(graph, op)
-        inputs = tuple(op.inputs[:params.n_inputs])
-        steps.append(Step(op.index, op.op, f"{name}_op{op.index}_{op.op.lower()}", inputs, op.outputs[0],
+        inputs = tuple(op.inputs[i] for i in params.input_positions)
+        outputs = tuple(op.outputs[:params.n_outputs])
+        steps.append(Step(op.index, op.op, f"{name}_op{op.index}_{op.op.lower()}", inputs, outputs,
                           None, tuple(inputs[i] for i in params.in_place)))
     return tuple(steps)
 
 
 def arena_tensors(model: Model, steps: Sequence[Step]) -> set[int]:
-    """The tensors the arena holds: every one a step writes, but the model's output."""
-    return {s.output for s in steps} - set(model.graph.outputs) - set(model.graph.inputs)
+    """The tensors the arena holds: every one a step writes, but the model's outputs."""
+    return {t for s in steps for t in s.outputs} - set(model.graph.outputs) - set(model.graph.inputs)
 
 
 def memory_plan(model: Model, steps: Sequence[Step]) -> MemoryPlan:
     """Lifetimes over the steps, in-place pairs where an operator allows them, one arena."""
     tensors = model.graph.tensors
     inside = arena_tensors(model, steps)
-    first = {s.output: n for n, s in enumerate(steps) if s.output in inside}
+    first = {t: n for n, s in enumerate(steps) for t in s.outputs if t in inside}
     last = dict(first)
     for n, s in enumerate(steps):
         for t in s.inputs:
@@ -148,8 +154,8 @@ def memory_plan(model: Model, steps: Sequence[Step]) -> MemoryPlan:
     in_place = {}
     for n, s in enumerate(steps):
         dying = [t for t in s.in_place if t in inside and last[t] == n]
-        if s.output in inside and dying:
-            in_place[s.output] = dying[0]
+        if s.outputs[0] in inside and dying:
+            in_place[s.outputs[0]] = dying[0]
     return plan_memory(lives, in_place)
 
 
@@ -199,6 +205,14 @@ class _Rendered:
     scratch: dict[str, tuple[int, int]]  # variant -> (bytes, alignment) of the shared scratch it uses
 
 
+def _as_declared(pointer: str, tensor: Tensor, ctype: str, writable: bool) -> str:
+    """A pointer to a tensor as a function declared with `ctype` takes it: cast where the two
+    types differ (an operator that moves int16 values as bytes, SPLIT or PACK, takes int8_t)."""
+    if tensor.constant or tensor_ctype(tensor) == ctype:
+        return pointer
+    return f"({ctype} *)(void *){pointer}" if writable else f"(const {ctype} *)(const void *){pointer}"
+
+
 def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, name: str) -> tuple[dict, list[dict], str, str]:
     graph = model.graph
     op = graph.operators[step.index]
@@ -208,8 +222,11 @@ def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, na
         if graph.tensors[t].constant:
             constants[t] = f"{name}_t{t}"
             arrays.append(_constant(constants[t], graph.tensors[t].array()))
-    args = [_pointer(model, plan, t, constants, False) for t in step.inputs]
-    args.append(_pointer(model, plan, step.output, constants, True))
+    declared = (*params.input_ctypes, *(params.output_ctype,) * len(step.outputs))
+    args = [_as_declared(_pointer(model, plan, t, constants, False), graph.tensors[t], declared[k], False)
+            for k, t in enumerate(step.inputs)]
+    args += [_as_declared(_pointer(model, plan, t, constants, True), graph.tensors[t], declared[len(step.inputs) + k], True)
+             for k, t in enumerate(step.outputs)]
     source = params.render(step.function, (f"of {Path(model.path).name}, in the module {name}.c",), target)
     return dict(step=step, args=args), arrays, params.declaration(step.function), source
 
@@ -274,9 +291,9 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
         arrays, order, scalars = _tuned_arrays(model, step, name, config)
         constants += arrays
         pointers = {"layer_input": _pointer(model, plan, step.inputs[0], {}, False),
-                    "layer_output": _pointer(model, plan, step.output, {}, True)}
+                    "layer_output": _pointer(model, plan, step.outputs[0], {}, True)}
         args = [pointers.get(a, a) for a in order] + [str(v) for v in scalars]
-        calls.append(dict(step=step, args=args, out=pointers["layer_output"]))
+        calls.append(dict(step=step, args=args, outs=[pointers["layer_output"]]))
         if step.function not in kernels:
             rendered = kernel.render(target, shape, config, header=f"{name}.h", fn=step.function,
                                      provenance=_provenance(target, entry, database),
@@ -376,7 +393,7 @@ def check_outputs_computed(model: Model, steps: Sequence[Step]) -> None:
     """Every model output is written by an operator the module runs (not an input, a
     constant or a value folded at export): the module has nothing else to write it."""
     graph = model.graph
-    written = {s.output for s in steps}
+    written = {t for s in steps for t in s.outputs}
     for k, t in enumerate(graph.outputs):
         if t not in written:
             tensor = graph.tensors[t]
@@ -420,10 +437,12 @@ def _calls_view(model: Model, r: _Rendered) -> list[dict]:
     view = []
     for call in r.calls:
         step = call["step"]
-        out = call.get("out", call["args"][-1])  # a library operator's output is its last argument
-        if tensors[step.output].dtype != "int8":  # the trace hook takes bytes
-            out = f"(const int8_t *)(const void *){out}"
-        view.append(dict(step=step, args=call["args"], out=out, out_bytes=tensors[step.output].nbytes))
+        # A library operator's outputs are its last arguments; each is traced (as bytes: the
+        # trace hook takes int8_t, and an int16 output is cast).
+        outs = call.get("outs", call["args"][len(call["args"]) - len(step.outputs):])
+        view.append(dict(step=step, args=call["args"],
+                         traced=[(out if tensors[t].dtype == "int8" else f"(const int8_t *)(const void *){out}",
+                                  tensors[t].nbytes) for out, t in zip(outs, step.outputs)]))
     return view
 
 

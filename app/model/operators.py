@@ -39,6 +39,7 @@ from .ops.softmax import softmax_params
 from .ops.sixteen import by_type, pool16_params, quantize16_params, reshape16_params
 from .ops.softmax16 import softmax16_params
 from .ops.add16 import add16_params
+from .ops.split import pack_params, split_params
 from .user_layers import declared_operators, servers, user_layer
 
 TUNED_HOW, LIBRARY, FOLDED = "tuned", "library", "folded"  # how an operator runs
@@ -75,6 +76,10 @@ INDEX_MAP = ("values moved, not changed (TFLite Micro copies the bytes): each ou
              "sum of one table entry per output axis (a permuted stride, a constant index, TFLite's nearest row and "
              "column in float32 with `align_corners` / `half_pixel_centers`); a run of consecutive channels is copied "
              "as a run", "a non-constant permutation, index or size; an index out of range; more than 5 axes")
+SPLITS = ("int8 and int16 values moved, not changed (TFLite Micro copies the bytes whatever the outputs' "
+          "quantisation): each row before the axis cut into one run per output; any axis (negative too), any "
+          "rank, one output or many", "a non-constant axis, outputs that are not parts of the input along it, "
+          "`num_splits` (UNPACK's `num`) not the outputs' count, tensors of two types")
 
 OPERATORS: tuple[OperatorSupport, ...] = (
     # int16 activations (TFLite's 16x8 scheme) run on conv2d_s16 / dwconv2d_s16 (layers16.py)
@@ -150,8 +155,15 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("RESHAPE", by_type(reshape_params, reshape16_params),
             "a copy (nothing when input and output share an address); int8 or int16",
             "a new shape that is not the output's, a shape computed at run time"),
+    library("SPLIT", split_params, *SPLITS),
+    library("SPLIT_V", split_params, *SPLITS),
+    library("UNPACK", split_params, *SPLITS),
+    library("PACK", pack_params,
+            "int8 and int16 values moved (TFLite Micro copies the bytes whatever the quantisation): each row of the "
+            "output one run of every input in turn, any axis (negative too); a PACK of constants is folded at "
+            "export (below)", "inputs of different shapes or types, `values_count` not the inputs' count"),
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
-      for name in FOLDABLE),
+      for name in FOLDABLE if name != "PACK"),  # PACK runs as a library operator unless folded
 )
 REGISTRY: dict[str, OperatorSupport] = {op.name: op for op in OPERATORS}
 SUPPORTED = tuple(REGISTRY)

@@ -34,6 +34,7 @@ from edgetune.tuner.strategies import DEFAULT_STRATEGY
 from edgetune.evaluate import measure_source
 from edgetune.session import (LiveSearch, ProgressFn, TuneRequest, check_compilers, choose_objective, compiled_by,
                               workload_inputs, workload_of)
+from .module import default_config
 from .shared_rounds import SharedRounds, model_key, wait_for_round
 
 
@@ -153,7 +154,10 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     # What every round's tuning session shares; the layer and its budget change per round.
     template = TuneRequest(workloads[0].kernel, target, workloads[0].shape, strategy, 0, max(1, jobs), seed,
                            objective, bounds, batch=batch, compilers=compilers)
-    tasks = [SchedTask(lw.workload.key(), lw.weight, similarity_group(lw), lw.macs) for lw in workloads]
+    # The plain loops first: a layer still slower than its own is given rounds to catch up.
+    plain = {lw.workload.key(): measure_baseline(lw, target, objective) if baselines else None for lw in workloads}
+    tasks = [SchedTask(lw.workload.key(), lw.weight, similarity_group(lw), lw.macs, plain[lw.workload.key()])
+             for lw in workloads]
     log: list[ModelRound] = []
     with RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress) as rounds:
         # Processes sharing the database follow one sequence of rounds (edgetune.model.shared_rounds).
@@ -171,8 +175,7 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
             log.append(state)
             if progress is not None:
                 progress(state)
-    results = tuple(rounds.result(lw, measure_baseline(lw, target, objective) if baselines else None)
-                    for lw in workloads)
+    results = tuple(rounds.result(lw, plain[lw.workload.key()]) for lw in workloads)
     untuned = tuple(layer.index for layer in layers if layer.kernel is None)
     return ModelSummary(target.name, objective, chooser.name, budget, rounds.spent, results, untuned, tuple(log),
                         bounds)
@@ -282,8 +285,9 @@ class RoundRunner:
         if key not in self.searches:
             for old in [k for k in self.searches if k[0] == key[0]]:
                 self.searches.pop(old).close()
-            self.searches[key] = LiveSearch(replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget),
-                                            self.db, self.trial_progress)
+            request = replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget,
+                              initial=(default_seed(lw, self.template.target, self.template.compilers),))
+            self.searches[key] = LiveSearch(request, self.db, self.trial_progress)
         return self.searches[key]
 
     def result(self, lw: LayerWorkload, baseline: float | None) -> LayerResult:
@@ -315,6 +319,13 @@ class RoundRunner:
     def _best_value(self, records: Sequence[Record]) -> float | None:
         best = self._best(records)
         return None if best is None else best.trial.value(self.objective)
+
+
+def default_seed(lw: LayerWorkload, target: Target, compilers: tuple[str, ...]) -> dict:
+    """The layer's first trial: the configuration `model export` runs when nothing better is
+    stored (the kernel's default, built by a compiler this run may use), so the best trial
+    exported is never slower than it."""
+    return default_config(lw.kernel, target, lw.shape, compilers).as_dict()
 
 
 def baseline_values(lw: LayerWorkload, target: Target) -> dict | None:

@@ -27,8 +27,14 @@ from .transfer import TransferLearning
 
 STRATEGIES: dict[str, type[SearchStrategy]] = {
     cls.name: cls for cls in (RandomSearch, Exhaustive, GeneticAlgorithm, SimulatedAnnealing, LocalSearch,
-                              GradientSearch, ModelGuided, TransferLearning, Bandit, DifferentialEvolution)
+                              GradientSearch, TransferLearning, Bandit, DifferentialEvolution)
 }
+
+# Old names kept working, each with the name it now stands for. `model` was the cost model
+# without priors: `transfer` with no stored trials of the kernel on other workloads is that
+# model, proposal for proposal (the same traces in all 120 runs of the GPU spaces, issue 30),
+# so one name serves both; the cost model stays the bandit's arm (ModelGuided).
+ALIASES: dict[str, str] = {"model": "transfer"}
 
 # What `edgetune tune` uses unless told otherwise: the best mean score in bench/search.py,
 # on every family including the held-out one (docs/search.md): the cost model warm-started
@@ -40,11 +46,25 @@ class StrategyError(EdgetuneError, ValueError):
     """A strategy name that names no strategy."""
 
 
+def canonical_strategy(name: str) -> str:
+    """The strategy's one name: an old name (ALIASES) as the name it stands for, any other
+    name as given (checked by check_strategy)."""
+    return ALIASES.get(name, name)
+
+
+def deprecation_note(name: str) -> str:
+    """One line for a user who gave an old name, or "" for a current one."""
+    if name not in ALIASES:
+        return ""
+    return (f"strategy {name!r} is deprecated: it is {ALIASES[name]!r} (the same proposals when no trials of "
+            f"the kernel on other workloads are stored); use --strategy {ALIASES[name]}")
+
+
 def check_strategy(name: str) -> type[SearchStrategy]:
     """The one check of a strategy name (the CLI, the session, replay and NPU tuning all use
-    it): the strategy's class, or StrategyError naming the known ones."""
+    it): the strategy's class (an old name's: ALIASES), or StrategyError naming the known ones."""
     try:
-        return STRATEGIES[name]
+        return STRATEGIES[canonical_strategy(name)]
     except KeyError:
         raise StrategyError(f"unknown strategy {name!r} (known: {', '.join(sorted(STRATEGIES))})") from None
 
@@ -70,6 +90,7 @@ def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: 
     return cls(space, rng, objective, **options)
 
 
-__all__ = ["Bandit", "DEFAULT_STRATEGY", "DifferentialEvolution", "Exhaustive", "GeneticAlgorithm", "GradientSearch",
+__all__ = ["ALIASES", "Bandit", "DEFAULT_STRATEGY", "DifferentialEvolution", "Exhaustive", "GeneticAlgorithm", "GradientSearch",
            "LocalSearch", "ModelGuided", "PriorTrials", "RandomSearch", "STRATEGIES", "SearchStrategy", "SimulatedAnnealing", "Strategy",
-           "TransferLearning", "ValueRoles", "check_strategy", "make_strategy"]
+           "TransferLearning", "ValueRoles", "canonical_strategy", "check_strategy", "deprecation_note",
+           "make_strategy"]
