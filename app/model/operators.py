@@ -39,6 +39,7 @@ from .ops.softmax import softmax_params
 from .ops.sixteen import by_type, pool16_params, quantize16_params, reshape16_params
 from .ops.softmax16 import softmax16_params
 from .ops.add16 import add16_params
+from .ops.mean16 import mean16_params
 from .ops.split import pack_params, split_params
 from .user_layers import declared_operators, servers, user_layer
 
@@ -137,7 +138,7 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "values)"),
     library("AVERAGE_POOL_2D", by_type(pool_params, pool16_params), *POOL),
     library("MAX_POOL_2D", by_type(pool_params, pool16_params), *POOL),
-    library("MEAN", mean_params,
+    library("MEAN", by_type(mean_params, mean16_params),
             "over any axes of a tensor up to 4-D, `keep_dims` or not, from the input's quantisation to the output's",
             "axes outside the tensor, a scale ratio below 2^-31"),
     library("SOFTMAX", by_type(softmax_params, softmax16_params),
