@@ -4,6 +4,8 @@ layer by layer; with an int16 interface, and with an int8 one QUANTIZEd to and f
 16x8 part inside the graph; tuned layers keep it exact. Its C module takes int16 pointers."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,33 @@ def test_a_tuned_model_stays_exact_and_runs_faster_on_the_m55(tmp_path):
     tuned = verify_model(tmp_path / "tuned", m55, 2, layers=True)
     assert tuned.ok, tuned.layer_problem or [i.problem for i in tuned.inferences]
     assert tuned.inferences[0].instructions < plain
+
+
+ZOO_KWS = Path(__file__).parent / "data" / "models" / "zoo" / "kws_int16x8.tflite"
+
+
+def _zoo_inputs(tmp_path) -> list[Path]:
+    """The zoo's saved inputs of kws_int16x8 (three random, the extremes, zeros) as .npy files."""
+    saved = np.load(ZOO_KWS.with_suffix(".npz"))
+    files = []
+    for k, x in enumerate(saved["input0"]):
+        files.append(tmp_path / f"case{k}.npy")
+        np.save(files[-1], x.reshape(-1))
+    return files
+
+
+def test_the_zoos_16x8_kws_model_reads_as_tuned_16x8_layers():
+    model = load_model(ZOO_KWS)
+    assert [layer.kernel for layer in model.layers if layer.kernel] == ["conv2d_s16", "dwconv2d_s16", "conv2d_s16",
+                                                                         "dwconv2d_s16", "conv2d_s16", "conv2d_s16"]
+    assert {layer.dtype for layer in model.tuned} == {"int16"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target_name", ["host", "cortex-m55"])
+def test_the_zoos_16x8_kws_model_verifies_bit_exact(tmp_path, target_name):
+    target = get_target(target_name)
+    export_model(ZOO_KWS, target, None, tmp_path / "module")
+    outcome = verify_model(tmp_path / "module", target, layers=True, input_files=_zoo_inputs(tmp_path))
+    assert outcome.ok, outcome.layer_problem or [i.problem for i in outcome.inferences]
+    assert len(outcome.inferences) == 5
