@@ -94,7 +94,7 @@ def test_the_zoos_16x8_kws_model_reads_as_tuned_16x8_layers():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target_name", ["host", "cortex-m55"])
+@pytest.mark.parametrize("target_name", ["host", "cortex-m55", "cortex-m4"])
 def test_the_zoos_16x8_kws_model_verifies_bit_exact(tmp_path, target_name):
     target = get_target(target_name)
     export_model(ZOO_KWS, target, None, tmp_path / "module")
