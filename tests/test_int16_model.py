@@ -44,9 +44,13 @@ def test_the_export_takes_int16_pointers(tmp_path):
 def test_the_model_verifies_on_the_host_layer_by_layer(tmp_path, int8_interface):
     host = get_target("host")
     export_model(_model(tmp_path, int8_interface), host, None, tmp_path / "module")
-    outcome = verify_model(tmp_path / "module", host, 1, layers=True)
+    outcome = verify_model(tmp_path / "module", host, 1, layers=True, save_to=tmp_path / "vectors")
     assert outcome.ok, outcome.layer_problem or [i.problem for i in outcome.inferences]
     assert [i.label for i in outcome.inferences] == ["random 0", "saturating"]
+    kind = "int8" if int8_interface else "int16"  # the test vectors keep the interface's type
+    header = (tmp_path / "vectors" / "edgetune_vectors.h").read_text()
+    assert f"static const {kind}_t et_case0_input0[60]" in header
+    assert (tmp_path / "vectors" / "case0_input0.bin").stat().st_size == 60 * np.dtype(kind).itemsize
 
 
 @pytest.mark.slow

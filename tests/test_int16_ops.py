@@ -145,3 +145,20 @@ def test_an_int16_softmax_quantised_otherwise_is_refused(tmp_path):
     _, graph = one_op_graph(tmp_path, t, "SOFTMAX", (0,), (1,), "SoftmaxOptions", dict(beta=1.0))
     with pytest.raises(ModelError, match=r"operator 0 \(SOFTMAX\): .*writes scale 1/32768"):
         operator_params(graph, graph.operators[0])
+
+
+@pytest.mark.parametrize("shape_a,shape_b", [((2, 3, 5), (2, 3, 5)), ((1, 4, 3, 6), (1, 1, 1, 6)), ((3, 1), (1, 7))])
+def test_mul(tmp_path, shape_a, shape_b):
+    rng = np.random.default_rng(5)
+    out = tuple(np.broadcast_shapes(shape_a, shape_b))
+    for act in ACTIVATIONS:
+        s_a, s_b = f32(rng.uniform(1e-4, 1e-3)), f32(rng.uniform(1e-4, 1e-3))
+        t = [int16_tensor(0, shape_a, s_a), int16_tensor(1, shape_b, s_b),
+             int16_tensor(2, out, f32(s_a * s_b * 32768 * rng.uniform(0.2, 2)))]
+        data, graph = one_op_graph(tmp_path, t, "MUL", (0, 1), (2,), "MulOptions", dict(fusedActivationFunction=act))
+        params = operator_params(graph, graph.operators[0])
+        for edge in ("random", "extreme"):
+            want = _reference_only(params, data, [draw_int16(rng, shape_a, edge), draw_int16(rng, shape_b, edge)])
+            if edge == "random" and act == 0:
+                assert len(np.unique(want)) > 2
+    _everywhere(params, data, [draw_int16(rng, shape_a), draw_int16(rng, shape_b)], tmp_path)

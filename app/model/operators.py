@@ -40,6 +40,7 @@ from .ops.sixteen import by_type, pool16_params, quantize16_params, reshape16_pa
 from .ops.softmax16 import softmax16_params
 from .ops.add16 import add16_params
 from .ops.mean16 import mean16_params
+from .ops.mul16 import mul16_params
 from .ops.split import pack_params, split_params
 from .user_layers import declared_operators, servers, user_layer
 
@@ -95,10 +96,10 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "prepares the same multipliers); broadcasting up to 4-D; fused activations; Helium for same-shape inputs "
             "and a per-channel input; int16 as ADD",
             "as ADD"),
-    library("MUL", mul_params,
+    library("MUL", by_type(mul_params, mul16_params),
             "(x1 - z1) * (x2 - z2) requantised by s1 * s2 / s_out (TFLite Micro's one multiplier, in double), plus "
             "z_out; broadcasting up to 4-D (a squeeze-excite gate); fused activations; Helium for same-shape inputs "
-            "and a per-channel input (VMUL, VQRDMULH)", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
+            "and a per-channel input (VMUL, VQRDMULH); int16 (16x8: zero points 0)", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
     library("SQUARED_DIFFERENCE", squared_difference_params,
             "SUB's rescaling at TFLite Micro's left shift of 7, the difference squared, requantised by "
             "(2 max(s1, s2))^2 / (2^14 s_out); broadcasting; Helium for same-shape inputs (LayerNorm's variance)",
