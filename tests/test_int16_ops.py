@@ -162,3 +162,34 @@ def test_mul(tmp_path, shape_a, shape_b):
             if edge == "random" and act == 0:
                 assert len(np.unique(want)) > 2
     _everywhere(params, data, [draw_int16(rng, shape_a), draw_int16(rng, shape_b)], tmp_path)
+
+
+@pytest.mark.parametrize("op", ["LOGISTIC", "TANH"])
+def test_logistic_and_tanh_over_power_of_two_and_other_scales(tmp_path, op):
+    rng = np.random.default_rng(6)
+    scales = (2.0 ** -12, 2.0 ** -11, 2.0 ** -13, 2.0 ** -15, 1 / 3000, 1 / 20000, 0.001, 0.01)
+    for s_in in scales:
+        t = [int16_tensor(0, (4, 33), f32(s_in)), int16_tensor(1, (4, 33), 1 / 32768)]
+        data, graph = one_op_graph(tmp_path, t, op, (0,), (1,))
+        params = operator_params(graph, graph.operators[0])
+        for edge in ("random", "extreme"):
+            _reference_only(params, data, [draw_int16(rng, (4, 33), edge)])
+    _everywhere(params, data, [draw_int16(rng, (4, 33))], tmp_path)
+    t = [int16_tensor(0, (4, 33), f32(2.0 ** -12)), int16_tensor(1, (4, 33), 1 / 32768)]
+    data, graph = one_op_graph(tmp_path, t, op, (0,), (1,))
+    _everywhere(operator_params(graph, graph.operators[0]), data, [draw_int16(rng, (4, 33))], tmp_path)
+
+
+def test_the_sigmoid_table_is_tflite_micros(tmp_path):
+    """An input scale of 2 / (3 * 4096) makes TANH read entry i exactly at x = 128 i: its
+    output there is the entry less 32768, for every entry but the saturated last."""
+    from edgetune.model.ops.sigmoid16 import sigmoid_table
+
+    s_in = np.float32(2 / 12288)
+    while float(s_in) * 12288 < 2:
+        s_in = np.nextafter(s_in, np.float32(1))
+    t = [int16_tensor(0, (1, 255), float(s_in)), int16_tensor(1, (1, 255), 1 / 32768)]
+    data, graph = one_op_graph(tmp_path, t, "TANH", (0,), (1,))
+    x = np.array([[min(128 * i, 32767) for i in range(255)]], dtype=np.int16)
+    (want,) = run_tflm(data, [x])
+    assert np.array_equal(want.reshape(-1)[:255].astype(np.int64) + 32768, np.asarray(sigmoid_table()[:255]))

@@ -41,6 +41,7 @@ from .ops.softmax16 import softmax16_params
 from .ops.add16 import add16_params
 from .ops.mean16 import mean16_params
 from .ops.mul16 import mul16_params
+from .ops.sigmoid16 import sigmoid16_params
 from .ops.split import pack_params, split_params
 from .user_layers import declared_operators, servers, user_layer
 
@@ -104,13 +105,14 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "SUB's rescaling at TFLite Micro's left shift of 7, the difference squared, requantised by "
             "(2 max(s1, s2))^2 / (2^14 s_out); broadcasting; Helium for same-shape inputs (LayerNorm's variance)",
             "an output factor of 1 or more"),
-    library("LOGISTIC", logistic_params,
+    library("LOGISTIC", by_type(logistic_params, sigmoid16_params),
             "TFLite Micro's fixed-point sigmoid (input to Q4.27, gemmlowp's exp and Newton-Raphson reciprocal), as a "
-            "table of the 256 results; Helium: one gather load per 16 values",
+            "table of the 256 results; Helium: one gather load per 16 values; int16 (16x8) with TFLite's table of "
+            "sigmoid(i / 24), interpolated",
             "an output not at scale 1/256 and zero point -128 (TFLite's requirement)"),
-    library("TANH", tanh_params,
+    library("TANH", by_type(tanh_params, sigmoid16_params),
             "the same scheme, (1 - exp(-2x)) / (1 + exp(-2x)), output at scale 1/128, zero point 0; a table of 256, "
-            "Helium gather", "an output quantised otherwise"),
+            "Helium gather; int16 as LOGISTIC", "an output quantised otherwise"),
     library("HARD_SWISH", hard_swish_params,
             "x * relu6(x + 3) / 6 in TFLite's int16 fixed point (the hi-res input scale, the relu-ish and output "
             "multipliers as Q15); a table of 256, Helium gather", "an output scale below the input's / 128"),
