@@ -193,3 +193,19 @@ def test_the_sigmoid_table_is_tflite_micros(tmp_path):
     x = np.array([[min(128 * i, 32767) for i in range(255)]], dtype=np.int16)
     (want,) = run_tflm(data, [x])
     assert np.array_equal(want.reshape(-1)[:255].astype(np.int64) + 32768, np.asarray(sigmoid_table()[:255]))
+
+
+@pytest.mark.parametrize("shapes,axis", [(((2, 3), (2, 5)), 1), (((1, 2, 3, 4), (1, 1, 3, 4), (1, 3, 3, 4)), 1),
+                                         (((3, 2), (1, 2)), -2)])
+def test_concatenation_copies_int16_values_whatever_their_scales(tmp_path, shapes, axis):
+    rng = np.random.default_rng(7)
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    t = [int16_tensor(i, s, f32(rng.uniform(1e-4, 1e-3))) for i, s in enumerate(shapes)]
+    t.append(int16_tensor(len(shapes), out, f32(rng.uniform(1e-4, 1e-3))))
+    data, graph = one_op_graph(tmp_path, t, "CONCATENATION", tuple(range(len(shapes))), (len(shapes),),
+                               "ConcatenationOptions", dict(axis=axis))
+    params = operator_params(graph, graph.operators[0])
+    xs = [draw_int16(rng, s) for s in shapes]
+    _reference_only(params, data, [draw_int16(rng, s, "extreme") for s in shapes])
+    _everywhere(params, data, xs, tmp_path)

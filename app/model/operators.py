@@ -42,6 +42,7 @@ from .ops.add16 import add16_params
 from .ops.mean16 import mean16_params
 from .ops.mul16 import mul16_params
 from .ops.sigmoid16 import sigmoid16_params
+from .ops.concatenation16 import concatenation16_params
 from .ops.split import pack_params, split_params
 from .user_layers import declared_operators, servers, user_layer
 
@@ -150,8 +151,9 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "another output quantisation, beta × scale below 2^-27"),
     library("PAD", pad_params, "up to 4-D, the added positions hold the output's zero point",
             "paddings not `[rank, 2]`, negative paddings"),
-    library("CONCATENATION", concatenation_params,
-            "any axis, up to 4-D, any number of inputs; an input quantised unlike the output is requantised",
+    library("CONCATENATION", by_type(concatenation_params, concatenation16_params),
+            "any axis, up to 4-D, any number of inputs; an input quantised unlike the output is requantised; int16 "
+            "values copied as they are (TFLite Micro's)",
             "shapes that do not concatenate, a fused activation"),
     library("QUANTIZE", by_type(quantize_params, quantize16_params),
             "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts)",
