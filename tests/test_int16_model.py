@@ -108,21 +108,19 @@ def test_the_zoos_16x8_kws_model_verifies_bit_exact(tmp_path, target_name):
 
 
 def test_an_int16_operator_the_library_lacks_is_refused_at_export_in_one_line(tmp_path):
-    """PAD has no int16 form yet: the export names the operator and its int16 tensor, exit 2."""
+    """RELU has no int16 form yet: the export names the operator and its int16 tensor, exit 2."""
     from click.testing import CliRunner
 
     from edgetune.cli import main
-    from edgetune.model.builder import build_model, constant
+    from edgetune.model.builder import build_model
     from edgetune.model.graph import Operator
 
     from int16_models import int16_tensor
 
-    tensors = [int16_tensor(0, (1, 4, 4, 2), 0.001, "x"),
-               constant(1, "paddings", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], dtype=np.int32)),
-               int16_tensor(2, (1, 6, 6, 2), 0.001, "padded")]
-    path = tmp_path / "pad16.tflite"
-    path.write_bytes(build_model(tensors, [Operator(0, "PAD", (0, 1), (2,), "PadOptions", ())], [0], [2]))
+    tensors = [int16_tensor(0, (1, 4, 4, 2), 0.001, "x"), int16_tensor(1, (1, 4, 4, 2), 0.001, "rectified")]
+    path = tmp_path / "relu16.tflite"
+    path.write_bytes(build_model(tensors, [Operator(0, "RELU", (0,), (1,))], [0], [1]))
     result = CliRunner().invoke(main, ["model", "export", str(path), "--target", "host", "--out", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
-    assert "operator 0 (PAD)" in result.output and "is int16" in result.output
+    assert "operator 0 (RELU)" in result.output and "is int16" in result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()

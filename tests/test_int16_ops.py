@@ -209,3 +209,15 @@ def test_concatenation_copies_int16_values_whatever_their_scales(tmp_path, shape
     xs = [draw_int16(rng, s) for s in shapes]
     _reference_only(params, data, [draw_int16(rng, s, "extreme") for s in shapes])
     _everywhere(params, data, xs, tmp_path)
+
+
+def test_pad_fills_int16_with_zero_whatever_the_zero_point(tmp_path):
+    rng = np.random.default_rng(8)
+    paddings = np.array([[0, 0], [1, 2], [0, 3], [2, 0]], dtype=np.int32)
+    for zero in (0, -7):
+        t = [int16_tensor(0, (1, 3, 4, 2), 0.001, zero=zero), int32_constant(1, paddings),
+             int16_tensor(2, (1, 6, 7, 4), 0.001, zero=zero)]
+        data, graph = one_op_graph(tmp_path, t, "PAD", (0, 1), (2,), "PadOptions", {})
+        params = operator_params(graph, graph.operators[0])
+        _reference_only(params, data, [draw_int16(rng, (1, 3, 4, 2), "extreme")])
+    _everywhere(params, data, [draw_int16(rng, (1, 3, 4, 2))], tmp_path)

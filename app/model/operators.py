@@ -36,7 +36,7 @@ from .ops.relu import relu_params
 from .ops.resize_bilinear import resize_bilinear_params
 from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
-from .ops.sixteen import by_type, pool16_params, quantize16_params, reshape16_params
+from .ops.sixteen import by_type, pad16_params, pool16_params, quantize16_params, reshape16_params
 from .ops.softmax16 import softmax16_params
 from .ops.add16 import add16_params
 from .ops.mean16 import mean16_params
@@ -149,7 +149,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta; int16 in and out "
             "(16x8: zero points 0, scale 1/32768 out) with TFLite Micro's tables of exp and 1/(1+x)",
             "another output quantisation, beta × scale below 2^-27"),
-    library("PAD", pad_params, "up to 4-D, the added positions hold the output's zero point",
+    library("PAD", by_type(pad_params, pad16_params), "up to 4-D, the added positions hold the output's zero point; "
+            "int16: they hold 0 (TFLite Micro's)",
             "paddings not `[rank, 2]`, negative paddings"),
     library("CONCATENATION", by_type(concatenation_params, concatenation16_params),
             "any axis, up to 4-D, any number of inputs; an input quantised unlike the output is requantised; int16 "

@@ -5,6 +5,8 @@ reference kernels compute them (checked bit for bit in tests/test_int16_ops.py):
 - AVERAGE_POOL_2D, MAX_POOL_2D: the int8 pooling's arithmetic (ops/pooling.py) on int16
   values, the int32 sum divided by the window's count with halves away from zero, clamped to
   the fused activation's range in int16;
+- PAD: the input copied into a larger tensor, the added positions holding 0 (TFLite Micro's
+  int16 pad, whatever the output's zero point: the int8 one pads with the zero point);
 - QUANTIZE between int8 and int16 (either way) and int16 to int16, the requantisation
   between the parts of a graph: (x - z_in) by the multiplier of s_in / s_out (TFLite's
   32-bit MultiplyByQuantizedMultiplier, two roundings), plus z_out, saturated to the output's type.
@@ -23,6 +25,7 @@ from ..arithmetic import MAX_SHIFT, activation_range, output_size, quantize_mult
 from ..graph import Graph, Operator, Tensor
 from .base import OperatorReader, StaticOp, scale, zero_point
 from .fixedpoint import c_divide, multiply_by_quantized_multiplier
+from .pad import PadParams, pad_params
 from .pooling import SCALE_TOLERANCE, AveragePoolParams, MaxPoolParams, PoolParams
 from .reshape import ExpandDimsParams, ReshapeParams, SqueezeParams, _new_shape
 
@@ -165,6 +168,22 @@ def pool16_params(graph: Graph, op: Operator) -> PoolParams:
         if rows.stop <= rows.start or cols.stop <= cols.start:
             raise r.fail(f"the window of output ({oy}, {ox}) lies wholly in the padding")
     return params
+
+
+# --- PAD -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Pad16Params(Int16Types, PadParams):
+    template = "pad16.c.j2"
+
+    def reference(self, x) -> np.ndarray:
+        return np.pad(typed_input(x, "int16", self.shape, "input"), self.pads, constant_values=self.value)
+
+
+def pad16_params(graph: Graph, op: Operator) -> Pad16Params:
+    r = OperatorReader(graph, op)
+    activation_of(r, 0), activation_of(r, 0, output=True)
+    p = pad_params(graph, op, reader=r)
+    return Pad16Params(p.index, p.shape, p.pads, 0)  # TFLite Micro pads int16 with 0, whatever the zero point
 
 
 # --- QUANTIZE between int8 and int16 ------------------------------------------------------------
