@@ -108,7 +108,7 @@ def test_the_zoos_16x8_kws_model_verifies_bit_exact(tmp_path, target_name):
 
 
 def test_an_int16_operator_the_library_lacks_is_refused_at_export_in_one_line(tmp_path):
-    """RELU has no int16 form yet: the export names the operator and its int16 tensor, exit 2."""
+    """HARD_SWISH has no int16 form yet: the export names the operator and its int16 tensor, exit 2."""
     from click.testing import CliRunner
 
     from edgetune.cli import main
@@ -117,10 +117,10 @@ def test_an_int16_operator_the_library_lacks_is_refused_at_export_in_one_line(tm
 
     from int16_models import int16_tensor
 
-    tensors = [int16_tensor(0, (1, 4, 4, 2), 0.001, "x"), int16_tensor(1, (1, 4, 4, 2), 0.001, "rectified")]
-    path = tmp_path / "relu16.tflite"
-    path.write_bytes(build_model(tensors, [Operator(0, "RELU", (0,), (1,))], [0], [1]))
+    tensors = [int16_tensor(0, (1, 4, 4, 2), 0.001, "x"), int16_tensor(1, (1, 4, 4, 2), 0.001, "swished")]
+    path = tmp_path / "swish16.tflite"
+    path.write_bytes(build_model(tensors, [Operator(0, "HARD_SWISH", (0,), (1,))], [0], [1]))
     result = CliRunner().invoke(main, ["model", "export", str(path), "--target", "host", "--out", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
-    assert "operator 0 (RELU)" in result.output and "is int16" in result.output
+    assert "operator 0 (HARD_SWISH)" in result.output and "is int16" in result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()

@@ -221,3 +221,24 @@ def test_pad_fills_int16_with_zero_whatever_the_zero_point(tmp_path):
         params = operator_params(graph, graph.operators[0])
         _reference_only(params, data, [draw_int16(rng, (1, 3, 4, 2), "extreme")])
     _everywhere(params, data, [draw_int16(rng, (1, 3, 4, 2))], tmp_path)
+
+
+@pytest.mark.parametrize("op", ["RELU", "RELU6"])
+def test_relu_and_relu6(tmp_path, op):
+    rng = np.random.default_rng(9)
+    for zero_in, zero_out in ((0, 0), (0, 0) if op == "RELU" else (-100, -100)):
+        s_in = f32(rng.uniform(1e-4, 1e-3))
+        s_out = s_in if op == "RELU6" else f32(rng.uniform(1e-4, 1e-3))
+        t = [int16_tensor(0, (3, 11), s_in, zero=zero_in), int16_tensor(1, (3, 11), s_out, zero=zero_out)]
+        data, graph = one_op_graph(tmp_path, t, op, (0,), (1,))
+        params = operator_params(graph, graph.operators[0])
+        for edge in ("random", "extreme"):
+            _reference_only(params, data, [draw_int16(rng, (3, 11), edge)])
+    _everywhere(params, data, [draw_int16(rng, (3, 11))], tmp_path)
+
+
+def test_an_int16_relu_with_a_zero_point_is_refused_as_tflite_micro_refuses_it(tmp_path):
+    t = [int16_tensor(0, (3, 11), 0.001, zero=5), int16_tensor(1, (3, 11), 0.001)]
+    _, graph = one_op_graph(tmp_path, t, "RELU", (0,), (1,))
+    with pytest.raises(ModelError, match=r"operator 0 \(RELU\): zero points 5 and 0"):
+        operator_params(graph, graph.operators[0])

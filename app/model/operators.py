@@ -43,6 +43,7 @@ from .ops.mean16 import mean16_params
 from .ops.mul16 import mul16_params
 from .ops.sigmoid16 import sigmoid16_params
 from .ops.concatenation16 import concatenation16_params
+from .ops.relu16 import relu16_params
 from .ops.split import pack_params, split_params
 from .user_layers import declared_operators, servers, user_layer
 
@@ -125,9 +126,11 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "on the value normalised by pairs of bits) at 2^20, requantised by 1 / (sqrt(s_in) s_out); a table of "
             "256, Helium gather (LayerNorm)",
             "a factor out of range; inputs below the zero point are undefined (TFLite Micro fails on them)"),
-    library("RELU", relu_params, "int8, requantised to the output's quantisation, then clamped at its zero",
+    library("RELU", by_type(relu_params, relu16_params),
+            "int8 or int16, requantised to the output's quantisation, then clamped at its zero",
             "input and output of different sizes"),
-    library("RELU6", relu_params, "int8, clamped to [0, 6] in the input's quantisation, not rescaled",
+    library("RELU6", by_type(relu_params, relu16_params),
+            "int8 or int16, clamped to [0, 6] in the input's quantisation, not rescaled",
             "an output quantised unlike the input"),
     library("EXPAND_DIMS", by_type(same_bytes_params, reshape16_params), *SAME_BYTES),
     library("SQUEEZE", by_type(same_bytes_params, reshape16_params), *SAME_BYTES),
