@@ -242,3 +242,15 @@ def test_an_int16_relu_with_a_zero_point_is_refused_as_tflite_micro_refuses_it(t
     _, graph = one_op_graph(tmp_path, t, "RELU", (0,), (1,))
     with pytest.raises(ModelError, match=r"operator 0 \(RELU\): zero points 5 and 0"):
         operator_params(graph, graph.operators[0])
+
+
+def test_leaky_relu(tmp_path):
+    rng = np.random.default_rng(10)
+    for alpha, zero_in, zero_out in ((0.2, 0, 0), (0.01, 0, 0), (0.5, -50, 20)):
+        t = [int16_tensor(0, (2, 17), f32(rng.uniform(1e-4, 1e-3)), zero=zero_in),
+             int16_tensor(1, (2, 17), f32(rng.uniform(1e-4, 1e-3)), zero=zero_out)]
+        data, graph = one_op_graph(tmp_path, t, "LEAKY_RELU", (0,), (1,), "LeakyReluOptions", dict(alpha=alpha))
+        params = operator_params(graph, graph.operators[0])
+        for edge in ("random", "extreme"):
+            _reference_only(params, data, [draw_int16(rng, (2, 17), edge)])
+    _everywhere(params, data, [draw_int16(rng, (2, 17))], tmp_path)

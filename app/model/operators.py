@@ -44,6 +44,7 @@ from .ops.mul16 import mul16_params
 from .ops.sigmoid16 import sigmoid16_params
 from .ops.concatenation16 import concatenation16_params
 from .ops.relu16 import relu16_params
+from .ops.leaky_relu16 import leaky_relu16_params
 from .ops.split import pack_params, split_params
 from .user_layers import declared_operators, servers, user_layer
 
@@ -118,9 +119,9 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("HARD_SWISH", hard_swish_params,
             "x * relu6(x + 3) / 6 in TFLite's int16 fixed point (the hi-res input scale, the relu-ish and output "
             "multipliers as Q15); a table of 256, Helium gather", "an output scale below the input's / 128"),
-    library("LEAKY_RELU", leaky_relu_params,
+    library("LEAKY_RELU", by_type(leaky_relu_params, leaky_relu16_params),
             "x - z_in scaled by s_in / s_out where >= 0, by s_in * alpha / s_out below, plus z_out; a table of 256, "
-            "Helium gather", "a negative alpha"),
+            "Helium gather; int16 computed per value", "a negative alpha"),
     library("RSQRT", rsqrt_params,
             "TFLite Micro's quantised 1/sqrt: its inverse-square-root multiplier (five Newton-Raphson steps in Q3.28 "
             "on the value normalised by pairs of bits) at 2^20, requantised by 1 / (sqrt(s_in) s_out); a table of "
