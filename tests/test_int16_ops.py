@@ -20,8 +20,9 @@ from op_checks import assert_same, int32_constant, one_op_graph
 ACTIVATIONS = (0, 1, 2, 3)  # NONE, RELU, RELU_N1_TO_1, RELU6
 
 
-def _everywhere(params, data, xs, work, in_place: bool = True) -> None:
-    """Reference, host C (apart, and in place when the operator allows it) and M55 C all give TFLite Micro's output."""
+def _everywhere(params, data, xs, work, in_place: bool = True, m55: bool = True) -> None:
+    """Reference, host C (apart, and in place when the operator allows it) and M55 C (unless
+    `m55` is False: a variant of a case another test runs there) give TFLite Micro's output."""
     (want,) = run_tflm(data, xs)
     dtype = str(want.dtype)
     assert_same("reference", params.reference(*xs), want)
@@ -29,8 +30,9 @@ def _everywhere(params, data, xs, work, in_place: bool = True) -> None:
     if in_place and params.in_place:
         alias = params.in_place[0]
         assert_same("C in place", run_host_typed(params, xs, want.shape, dtype, work / "alias", alias=alias), want)
-    assert_same("C on the M55", run_target_typed(params, get_target("cortex-m55"), xs, want.shape, dtype, work / "m55"),
-                want)
+    if m55:
+        assert_same("C on the M55", run_target_typed(params, get_target("cortex-m55"), xs, want.shape, dtype,
+                                                     work / "m55"), want)
 
 
 def _reference_only(params, data, xs) -> np.ndarray:
@@ -137,7 +139,7 @@ def test_add_and_sub(tmp_path, op, shape_a, shape_b):
         params = operator_params(graph, graph.operators[0])
         for edge in ("random", "extreme"):
             _reference_only(params, data, [draw_int16(rng, shape_a, edge), draw_int16(rng, shape_b, edge)])
-    _everywhere(params, data, [draw_int16(rng, shape_a), draw_int16(rng, shape_b)], tmp_path)
+    _everywhere(params, data, [draw_int16(rng, shape_a), draw_int16(rng, shape_b)], tmp_path, m55=shape_a == (2, 3, 5))
 
 
 def test_an_int16_softmax_quantised_otherwise_is_refused(tmp_path):
@@ -161,7 +163,7 @@ def test_mul(tmp_path, shape_a, shape_b):
             want = _reference_only(params, data, [draw_int16(rng, shape_a, edge), draw_int16(rng, shape_b, edge)])
             if edge == "random" and act == 0:
                 assert len(np.unique(want)) > 2
-    _everywhere(params, data, [draw_int16(rng, shape_a), draw_int16(rng, shape_b)], tmp_path)
+    _everywhere(params, data, [draw_int16(rng, shape_a), draw_int16(rng, shape_b)], tmp_path, m55=shape_a == (2, 3, 5))
 
 
 @pytest.mark.parametrize("op", ["LOGISTIC", "TANH"])
