@@ -256,3 +256,28 @@ def test_leaky_relu(tmp_path):
         for edge in ("random", "extreme"):
             _reference_only(params, data, [draw_int16(rng, (2, 17), edge)])
     _everywhere(params, data, [draw_int16(rng, (2, 17))], tmp_path)
+
+
+def test_transpose_and_resize_nearest_move_int16_values(tmp_path):
+    rng = np.random.default_rng(11)
+    x = draw_int16(rng, (1, 3, 4, 5))
+    cases = [
+        ("TRANSPOSE", [int16_tensor(0, (1, 3, 4, 5), 0.001), int32_constant(1, [0, 3, 1, 2]),
+                       int16_tensor(2, (1, 5, 3, 4), 0.001)], (0, 1), "TransposeOptions", {}),
+        ("RESIZE_NEAREST_NEIGHBOR", [int16_tensor(0, (1, 3, 4, 5), 0.001), int32_constant(1, [5, 7]),
+                                     int16_tensor(2, (1, 5, 7, 5), 0.001)], (0, 1), "ResizeNearestNeighborOptions", {}),
+    ]
+    for n, (op, tensors, inputs, options_type, options) in enumerate(cases):
+        data, graph = one_op_graph(tmp_path, tensors, op, inputs, (2,), options_type, options)
+        params = operator_params(graph, graph.operators[0])
+        assert params.input_ctypes == ("int16_t",)
+        _everywhere(params, data, [x], tmp_path / op, m55=n == 0)
+
+
+def test_an_int16_gather_is_refused_as_tflite_micro_cannot_prepare_it(tmp_path):
+    t = [int16_tensor(0, (1, 3, 4, 5), 0.001), int32_constant(1, [4, 0, 2]), int16_tensor(2, (1, 3, 4, 3), 0.001)]
+    data, graph = one_op_graph(tmp_path, t, "GATHER", (0, 1), (2,), "GatherOptions", dict(axis=3))
+    with pytest.raises(RuntimeError, match="failed to allocate"):  # the spec has no int16 GATHER
+        run_tflm(data, [draw_int16(np.random.default_rng(0), (1, 3, 4, 5))])
+    with pytest.raises(ModelError, match=r"operator 0 \(GATHER\): .*int16"):
+        operator_params(graph, graph.operators[0])

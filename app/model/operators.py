@@ -81,7 +81,7 @@ SAME_BYTES = ("the bytes copied under the output's shape, as TFLite Micro copies
 INDEX_MAP = ("values moved, not changed (TFLite Micro copies the bytes): each output value is the input value at a "
              "sum of one table entry per output axis (a permuted stride, a constant index, TFLite's nearest row and "
              "column in float32 with `align_corners` / `half_pixel_centers`); a run of consecutive channels is copied "
-             "as a run", "a non-constant permutation, index or size; an index out of range; more than 5 axes")
+             "as a run; int16 values alike, but for GATHER (TFLite Micro's takes none)", "a non-constant permutation, index or size; an index out of range; more than 5 axes")
 SPLITS = ("int8 and int16 values moved, not changed (TFLite Micro copies the bytes whatever the outputs' "
           "quantisation): each row before the axis cut into one run per output; any axis (negative too), any "
           "rank, one output or many", "a non-constant axis, outputs that are not parts of the input along it, "
