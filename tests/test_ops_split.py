@@ -99,6 +99,7 @@ def _split_id(case):
     return f"{case[0]}-{'x'.join(map(str, case[1]))}-axis{case[2]}-{len(case[3])}"
 
 
+@pytest.mark.matrix  # the default tier: each case and each type once (docs/testing.md)
 @pytest.mark.parametrize("dtype", ["int8", "int16"])
 @pytest.mark.parametrize("case", SPLITS, ids=_split_id)
 def test_split_reference_and_host_c_are_tflite_micro(tmp_path, case, dtype):
@@ -117,6 +118,7 @@ def test_split_reference_and_host_c_are_tflite_micro(tmp_path, case, dtype):
             assert_all_same(f"{op} C on the host", run_host_outputs(params, [x], tmp_path / "c"), want)
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("dtype", ["int8", "int16"])
 @pytest.mark.parametrize("shape, count, axis", PACKS, ids=lambda v: str(v).replace(" ", ""))
 def test_pack_reference_and_host_c_are_tflite_micro(tmp_path, shape, count, axis, dtype):
@@ -146,7 +148,8 @@ def test_the_references_move_values():
 
 
 def test_c_on_the_m55_is_tflite_micro(tmp_path, m55):
-    """One of each operator (and an int16 SPLIT_V), built with the M55's compiler and run in QEMU."""
+    """One of each operator (and an int16 SPLIT_V), Helium copies of runs shorter and longer
+    than 16 bytes, built with the M55's compiler and run in QEMU."""
     rng = np.random.default_rng(28)
     for part in "abcd":
         (tmp_path / part).mkdir()
@@ -159,8 +162,23 @@ def test_c_on_the_m55_is_tflite_micro(tmp_path, m55):
         xs = [_draw(rng, shape if dtype == "int8" else shape[:-1], dtype, "extreme" if n % 2 else "random")
               for shape in params.input_shapes]
         want = run_tflm(data, xs, n_outputs=params.n_outputs)
+        assert "vstrbq_p_s8" in params.render("et_op", target=m55)  # the Helium copy is what runs
         got = run_target_outputs(params, m55, xs, tmp_path / f"m55-{n}")
         assert_all_same(f"{params.op} C on the M55", got, want)
+
+
+def test_plain_c_on_the_m4_is_tflite_micro(tmp_path, m4):
+    """The plain C (no Helium there) of a SPLIT_V and a PACK, built for the M4 and run in QEMU."""
+    rng = np.random.default_rng(4)
+    for part in "ab":
+        (tmp_path / part).mkdir()
+    for n, (data, graph) in enumerate((split_case(tmp_path / "a", "SPLIT_V", (3, 5, 7), -2, (2, 3)),
+                                       pack_case(tmp_path / "b", (3, 5), 3, 1))):
+        params = operator_params(graph, graph.operators[0])
+        xs = [_draw(rng, shape, "int8", "random") for shape in params.input_shapes]
+        want = run_tflm(data, xs, n_outputs=params.n_outputs)
+        assert "arm_mve" not in params.render("et_op", target=m4)
+        assert_all_same(f"{params.op} C on the M4", run_target_outputs(params, m4, xs, tmp_path / f"m4-{n}"), want)
 
 
 @pytest.mark.parametrize("make, culprit", [
@@ -309,7 +327,25 @@ def split_outputs(path: Path) -> Path:
     return net.write(path, (x,), (b, t, a))
 
 
-MODELS = {"lstm_like": lstm_like, "split_outputs": split_outputs}
+def unpack_gate_pack(path: Path) -> Path:
+    """All four in a few operators: UNPACK a sequence of three, a LOGISTIC x TANH gate on two
+    steps, PACK the gate with the third step, SPLIT the result in halves (both outputs)."""
+    net = Net()
+    seq = net.act((1, 3, 8), 0.05, 3)
+    a, b, c = (net.act((1, 8), 0.05, 3) for _ in range(3))
+    net.op("UNPACK", (seq,), (a, b, c), "UnpackOptions", num=3, axis=-2)
+    la, tb, gated = net.act((1, 8), 1 / 256, -128), net.act((1, 8), 1 / 128, 0), net.act((1, 8), 0.05, 3)
+    net.op("LOGISTIC", (a,), (la,))
+    net.op("TANH", (b,), (tb,))
+    net.op("MUL", (la, tb), (gated,), "MulOptions")
+    packed = net.act((1, 2, 8), 0.05, 3)
+    net.op("PACK", (gated, c), (packed,), "PackOptions", valuesCount=2, axis=1)
+    low, high = net.act((1, 2, 4), 0.05, 3), net.act((1, 2, 4), 0.05, 3)
+    net.op("SPLIT", (net.const(np.array([2], dtype=np.int32)), packed), (low, high), "SplitOptions", numSplits=2)
+    return net.write(path, (seq,), (low, high))
+
+
+MODELS = {"lstm_like": lstm_like, "split_outputs": split_outputs, "unpack_gate_pack": unpack_gate_pack}
 
 
 def test_the_module_plans_every_output(tmp_path):
@@ -333,13 +369,50 @@ def test_the_module_plans_every_output(tmp_path):
     assert set(splits[0].outputs) <= planned
 
 
-@pytest.mark.parametrize("target_name", ["host", "cortex-m55"])
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name, target_name", [
+    *(pytest.param("lstm_like", t, marks=pytest.mark.slow) for t in ("host", "cortex-m55")),  # 12 s and 20 s
+    ("split_outputs", "host"), pytest.param("split_outputs", "cortex-m55", marks=pytest.mark.slow),
+    ("unpack_gate_pack", "host"), ("unpack_gate_pack", "cortex-m55")])
 def test_model_exports_and_verifies_bit_exact(tmp_path, name, target_name, request):
     if target_name != "host":
         request.getfixturevalue("m55")  # the emulator and the Arm compilers
     target = get_target(target_name)
     model = MODELS[name](tmp_path / f"{name}.tflite")
     export_model(model, target, None, tmp_path / "m")
-    outcome = verify_model(tmp_path / "m", target, 3, layers=True)
+    outcome = verify_model(tmp_path / "m", target, 1 if name == "lstm_like" else 3, layers=True)
+    assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])
+    assert len(outcome.inferences) == (2 if name == "lstm_like" else 4)  # and the saturating input
+
+
+def test_an_operator_of_several_outputs_is_measured_alone_for_place(tmp_path, m55):
+    """`place` measures a library operator alone (app/model/op_measure.py): a one-operator
+    model of the SPLIT, exported and verified on the M55, all four outputs checked."""
+    from edgetune.model.op_measure import measure_library_op
+
+    model = load_model(lstm_like(tmp_path / "lstm.tflite"))
+    layer = next(layer for layer in model.layers if layer.op == "SPLIT")
+    count = measure_library_op(model, layer, m55)
+    assert count.value is not None and count.value > 0 and not count.cached, count.why
+    assert measure_library_op(model, layer, m55).cached
+
+
+# --- the converter's models (tests/data/models/zoo, scripts/make_model_zoo.py) ---------------
+ZOO = Path(__file__).resolve().parent / "data" / "models" / "zoo"
+QUICK = ("op_split", "op_split_v", "op_pack")  # a few operators each
+RECURRENT = ("lstm_unrolled", "gru_unrolled")  # over 100 operators each: slow
+
+
+@pytest.mark.parametrize("name, target_name", [
+    ("op_split", "host"), *(pytest.param(name, "host", marks=pytest.mark.slow) for name in QUICK[1:]),  # 6 s each
+    *(pytest.param(name, "cortex-m55", marks=pytest.mark.slow) for name in QUICK),  # about 20 s each
+    *(pytest.param(name, t, marks=pytest.mark.slow) for name in RECURRENT for t in ("host", "cortex-m55"))])
+def test_the_zoos_models_with_them_verify_bit_exact(tmp_path, name, target_name, request):
+    """The converter's SPLIT, SPLIT_V and PACK models and its unrolled LSTM and GRU (UNPACK,
+    SPLIT into gates; the GRU's STRIDED_SLICEs: test_ops_strided_slice.py) export and verify,
+    every operator checked."""
+    if target_name != "host":
+        request.getfixturevalue("m55")
+    target = get_target(target_name)
+    export_model(ZOO / f"{name}.tflite", target, None, tmp_path / "m")
+    outcome = verify_model(tmp_path / "m", target, 1, layers=True)
     assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])

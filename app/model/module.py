@@ -278,7 +278,8 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
         if step.kernel is None:
             call, arrays, prototype, source = _library_step(model, target, plan, step, name)
             calls.append(call)
-            constants += arrays
+            # A constant several operators read (an LSTM's bias added at every step) is one array.
+            constants += [a for a in arrays if all(c["name"] != a["name"] for c in constants)]
             prototypes.append(prototype)
             sources[f"{step.function}.c"] = source
             op_units.append(f"{step.function}.c")

@@ -21,11 +21,12 @@ from .resize_bilinear import ResizeBilinearParams
 from .reshape import ExpandDimsParams, ReshapeParams, SqueezeParams
 from .softmax import SoftmaxParams
 from .split import PackParams, SplitParams, SplitVParams, UnpackParams
+from .strided_slice import StridedSliceParams
 
 __all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "ElementWise", "ExpandDimsParams", "FOLDABLE",
            "GatherParams", "HardSwishParams", "IndexMapParams", "LeakyReluParams", "LogisticParams", "LookupOp",
            "MaxPoolParams", "MeanParams", "MulParams", "MultiOutput", "PackParams", "PadParams", "QuantizeParams", "Relu6Params", "ReluParams",
            "ResizeBilinearParams", "ReshapeParams", "ResizeNearestParams", "RsqrtParams", "SoftmaxParams",
-           "SplitParams", "SplitVParams", "SqueezeParams", "SquaredDifferenceParams", "StaticOp", "SubParams", "TanhParams",
+           "SplitParams", "SplitVParams", "SqueezeParams", "StridedSliceParams", "SquaredDifferenceParams", "StaticOp", "SubParams", "TanhParams",
            "TransposeParams", "UnpackParams",
            "constant_value", "folded_operators"]

@@ -16,8 +16,9 @@ dimensions before the axis); along the axis each output takes a run of `sizes[k]
 - PACK (`values_count`, `axis` of the output): the inverse, row r of the output is the r-th
   run of every input in turn.
 
-No vector path: each row is one straight copy per output, which the compilers already turn
-into block moves (or memcpy); there is no arithmetic for Helium to do.
+With Helium each run is copied 16 bytes a step (VLDRB/VSTRB, the last step tail-predicated:
+templates/ops/copy_bytes.c.j2): GCC 12 at -O2 leaves the plain loop one byte per iteration,
+and bench/moves.py measures the Helium copy at 0.14 to 0.38 of its instructions on the M55.
 """
 from __future__ import annotations
 
