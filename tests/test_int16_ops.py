@@ -281,3 +281,18 @@ def test_an_int16_gather_is_refused_as_tflite_micro_cannot_prepare_it(tmp_path):
         run_tflm(data, [draw_int16(np.random.default_rng(0), (1, 3, 4, 5))])
     with pytest.raises(ModelError, match=r"operator 0 \(GATHER\): .*int16"):
         operator_params(graph, graph.operators[0])
+
+
+@pytest.mark.parametrize("shape_a,shape_b", [((2, 9), (2, 9)), ((1, 3, 4, 5), (1, 1, 1, 5))])
+def test_squared_difference(tmp_path, shape_a, shape_b):
+    rng = np.random.default_rng(12)
+    out = tuple(np.broadcast_shapes(shape_a, shape_b))
+    for n in range(4):
+        s_a, s_b = f32(rng.uniform(1e-4, 1e-3)), f32(rng.uniform(1e-4, 1e-3))
+        t = [int16_tensor(0, shape_a, s_a), int16_tensor(1, shape_b, s_b),
+             int16_tensor(2, out, f32(max(s_a, s_b) ** 2 * 32768 * rng.uniform(0.1, 4)))]
+        data, graph = one_op_graph(tmp_path, t, "SQUARED_DIFFERENCE", (0, 1), (2,), "SquaredDifferenceOptions", {})
+        params = operator_params(graph, graph.operators[0])
+        for edge in ("random", "extreme"):
+            _reference_only(params, data, [draw_int16(rng, shape_a, edge), draw_int16(rng, shape_b, edge)])
+    _everywhere(params, data, [draw_int16(rng, shape_a), draw_int16(rng, shape_b)], tmp_path, m55=shape_a == (2, 9))

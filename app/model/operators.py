@@ -38,7 +38,7 @@ from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
 from .ops.sixteen import by_type, pad16_params, pool16_params, quantize16_params, reshape16_params
 from .ops.softmax16 import softmax16_params
-from .ops.add16 import add16_params
+from .ops.add16 import add16_params, squared_difference16_params
 from .ops.mean16 import mean16_params
 from .ops.mul16 import mul16_params
 from .ops.sigmoid16 import sigmoid16_params
@@ -105,9 +105,10 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "(x1 - z1) * (x2 - z2) requantised by s1 * s2 / s_out (TFLite Micro's one multiplier, in double), plus "
             "z_out; broadcasting up to 4-D (a squeeze-excite gate); fused activations; Helium for same-shape inputs "
             "and a per-channel input (VMUL, VQRDMULH); int16 (16x8: zero points 0)", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
-    library("SQUARED_DIFFERENCE", squared_difference_params,
+    library("SQUARED_DIFFERENCE", by_type(squared_difference_params, squared_difference16_params),
             "SUB's rescaling at TFLite Micro's left shift of 7, the difference squared, requantised by "
-            "(2 max(s1, s2))^2 / (2^14 s_out); broadcasting; Helium for same-shape inputs (LayerNorm's variance)",
+            "(2 max(s1, s2))^2 / (2^14 s_out); broadcasting; Helium for same-shape inputs (LayerNorm's variance); int16 "
+            "with no left shift (TFLite Micro's)",
             "an output factor of 1 or more"),
     library("LOGISTIC", by_type(logistic_params, sigmoid16_params),
             "TFLite Micro's fixed-point sigmoid (input to Q4.27, gemmlowp's exp and Newton-Raphson reciprocal), as a "
