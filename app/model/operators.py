@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from edgetune.codegen.tflite_schema import ModelError
 
 from .graph import Graph, Operator
+from .heavy_layers import batch_matmul_layer, transpose_conv_layer
 from .layers import ModelLayer, conv_layer, dwconv_layer, fully_connected_layer, untuned_layer
 from .layers16 import by_activation, conv16_layer, dwconv16_layer, fully_connected16_layer
 from .ops import FOLDABLE, StaticOp
@@ -93,6 +94,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     tuned("CONV_2D", "conv2d_s8", by_activation(conv_layer, conv16_layer)),
     tuned("DEPTHWISE_CONV_2D", "dwconv2d_s8", by_activation(dwconv_layer, dwconv16_layer)),
     tuned("FULLY_CONNECTED", "conv2d_s8", by_activation(fully_connected_layer, fully_connected16_layer)),
+    tuned("TRANSPOSE_CONV", "tconv2d_s8", transpose_conv_layer),
+    tuned("BATCH_MATMUL", "bmm_s8", batch_matmul_layer),
     library("ADD", by_type(add_params, add16_params),
             "int8 + int8, each rescaled to twice the larger input scale, the sum requantised; broadcasting up to "
             "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`; int16 + int16 (16x8) at TFLite Micro's left shift of 15", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
