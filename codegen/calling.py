@@ -89,6 +89,32 @@ def _convolution(s: Mapping[str, int], packed: bool, depthwise: bool) -> dict[st
     }
 
 
+def _convolution16(s: Mapping[str, int], depthwise: bool) -> dict[str, tuple[str, str]]:
+    """conv2d_s16 / dwconv2d_s16: TFLite's 16x8 scheme (codegen/kernels/sixteen.py)."""
+    from .kernels.convolution import geometry_of, geometry_text
+
+    geo = geometry_of(s)
+    c_in = s["c"] if depthwise else s["cin"]
+    c_out = s["c"] * s["mult"] if depthwise else s["cout"]
+    rule = ("TFLite's 64-bit MultiplyByQuantizedMultiplier: (acc * round(multiplier / 2^16) + 2^(14 - shift)) >> "
+            "(15 - shift), truncated to int32" if s["bias_bits"] == 64 else
+            "acc wrapped to int32, then " + REQUANT.format(zero="0", lo="act_min", hi="act_max"))
+    return {
+        "input": ("in", f"input activations, int16, symmetric (zero point 0), NHWC with batch 1: "
+                        f"[h={s['h']}][w={s['w']}][c={c_in}]."),
+        "weights": ("in", f"weights, int8, [kh={s['kh']}][kw={s['kw']}][c*mult={c_out}]." if depthwise else
+                    f"weights, int8, OHWI [cout={c_out}][kh={s['kh']}][kw={s['kw']}][cin={c_in}]."),
+        "bias": ("in", f"bias, int64, one per output channel [{c_out}] (the model's int{s['bias_bits']} bias)."),
+        "multiplier": ("in", MULTIPLIER + f", one per output channel [{c_out}] (int32 array)."),
+        "shift": ("in", f"power-of-two exponent, one per output channel [{c_out}] (int32 array), at most "
+                        f"{7 if s['bias_bits'] == 64 else 30}."),
+        "output": ("out", f"output activations, int16, NHWC [oh={geo.oh}][ow={geo.ow}][c={c_out}] ({geometry_text(s)}): "
+                   f"the int64 sum plus the bias, {rule}, clamped to [act_min, act_max]."),
+        "act_min": ("in", "lower clamp of the output, in [-32768, act_max] (a fused ReLU: 0)."),
+        "act_max": ("in", "upper clamp of the output, in [act_min, 32767]."),
+    }
+
+
 def _fir(s: Mapping[str, int], q15: bool) -> dict[str, tuple[str, str]]:
     taps, block = s["taps"], s["block"]
     kind = "Q15 (int16)" if q15 else "float32"
@@ -123,6 +149,8 @@ def _argument_docs(kernel: str, shape: Mapping[str, int], config: Mapping) -> di
     table = {"matmul_s8": lambda: _matmul_s8(shape, packed), "matmul_f32": lambda: _matmul_f32(shape, packed),
              "conv2d_s8": lambda: _convolution(shape, packed, depthwise=False),
              "dwconv2d_s8": lambda: _convolution(shape, packed, depthwise=True),
+             "conv2d_s16": lambda: _convolution16(shape, depthwise=False),
+             "dwconv2d_s16": lambda: _convolution16(shape, depthwise=True),
              "fir_q15": lambda: _fir(shape, q15=True), "fir_f32": lambda: _fir(shape, q15=False)}
     if kernel not in table:
         from .kernels import KERNELS  # a kernel defined outside edgetune documents its own arguments

@@ -44,6 +44,19 @@ SHAPES = {
                     "pad_top=1,pad_bottom=0,pad_left=0,pad_right=2",
                     "h=9,w=8,c=12,kh=3,kw=3,stride=2,pad=same",
                     "h=8,w=7,c=11,kh=3,kw=3,stride_h=1,stride_w=2,dilation_w=2,pad=valid"),  # no padding
+    # The 16x8 convolutions: both bias types (the two requantisations), remainders of every tile.
+    "conv2d_s16": ("h=5,w=4,cin=3,cout=5,kh=3,kw=3,stride=1,pad=1,dilation=1,bias_bits=64",
+                   "h=7,w=6,cin=19,cout=7,kh=3,kw=2,stride_h=2,stride_w=1,pad_top=0,pad_bottom=1,pad_left=1,"
+                   "pad_right=0,bias_bits=32",
+                   "h=6,w=7,cin=9,cout=6,kh=2,kw=3,stride_h=1,stride_w=2,dilation_h=2,dilation_w=1,"
+                   "pad_top=1,pad_bottom=0,pad_left=0,pad_right=2,bias_bits=64",
+                   "h=1,w=3,cin=17,cout=5,kh=1,kw=1,pad=valid,bias_bits=64"),  # a dense layer of 3 rows
+    "dwconv2d_s16": ("h=5,w=4,c=3,mult=2,kh=3,kw=3,stride=1,pad=1,dilation=1,bias_bits=64",
+                     "h=7,w=6,c=17,kh=3,kw=3,stride_h=2,stride_w=1,pad_top=0,pad_bottom=2,pad_left=1,pad_right=0,"
+                     "bias_bits=64",
+                     "h=6,w=7,c=11,kh=2,kw=3,stride_h=1,stride_w=2,dilation_h=2,dilation_w=1,"
+                     "pad_top=1,pad_bottom=0,pad_left=0,pad_right=2,bias_bits=32",
+                     "h=9,w=8,c=12,kh=3,kw=3,stride=2,pad=same,bias_bits=64"),
     # fir_q15: both narrowing conventions (the last shape truncates, as CMSIS-DSP's arm_fir_q15).
     "fir_q15": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13", "taps=9,block=21,rounding=truncate"),
     "fir_f32": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13"),

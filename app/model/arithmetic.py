@@ -53,11 +53,12 @@ def _quantized(value: float, scale: float, zero_point: int) -> int:
 ACTIVATION_RANGES = {"NONE": (None, None), "RELU": (0.0, None), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
 
 
-def activation_range(activation: str, scale: float, zero_point: int) -> tuple[int, int]:
-    """[act_min, act_max] of an int8 output with a fused activation."""
+def activation_range(activation: str, scale: float, zero_point: int, lo: int = INT8_MIN,
+                     hi: int = INT8_MAX) -> tuple[int, int]:
+    """[act_min, act_max] of an int8 output (or one of the type [lo, hi]: int16) with a fused activation."""
     low, high = ACTIVATION_RANGES[activation]
-    act_min = INT8_MIN if low is None else max(INT8_MIN, _quantized(low, scale, zero_point))
-    act_max = INT8_MAX if high is None else min(INT8_MAX, _quantized(high, scale, zero_point))
+    act_min = lo if low is None else max(lo, _quantized(low, scale, zero_point))
+    act_max = hi if high is None else min(hi, _quantized(high, scale, zero_point))
     return act_min, act_max
 
 

@@ -86,8 +86,8 @@ def _io_problem(graph: Graph, kind: str, k: int, t: int) -> str:
     """What is wrong with input or output k (tensor t) for the module, or ""."""
     tensor = graph.tensors[t]
     where = f"{graph.path}: {kind} {k} (tensor {t}, {tensor.name})"
-    if tensor.dtype != "int8":
-        # A float or int16 interface is a QUANTIZE (or DEQUANTIZE) at the model's edge: the
+    if tensor.dtype not in ("int8", "int16"):  # int16: a 16x8 model's activations
+        # A float interface is a QUANTIZE (or DEQUANTIZE) at the model's edge: the
         # module runs int8 operators only, QUANTIZE from int8 to int8 (app/model/ops/quantize.py).
         edge = [op for op in graph.operators if op.op in ("QUANTIZE", "DEQUANTIZE")
                 and (t in op.inputs if kind == "input" else t in op.outputs)]
@@ -105,7 +105,7 @@ def _io_problem(graph: Graph, kind: str, k: int, t: int) -> str:
 
 def _check_io(graph: Graph) -> None:
     """The model's inputs and outputs as the module's arguments: at least one of each, each
-    tensor once, every one int8 (checked before the model reader's own dtype check, so a
+    tensor once, every one int8 or int16 (checked before the model reader's own dtype check, so a
     float interface is named by its input or output)."""
     for kind, tensors in (("input", graph.inputs), ("output", graph.outputs)):
         if not tensors:
@@ -119,17 +119,17 @@ def _check_io(graph: Graph) -> None:
                 raise ModelError(problem)
 
 
-def tflm_arena_bytes(model_bytes: bytes, *input_shapes: tuple[int, ...]) -> int | None:
+def tflm_arena_bytes(model_bytes: bytes, *input_shapes: tuple[int, ...], dtypes=None) -> int | None:
     """The arena TFLite Micro's interpreter used for the model ("Arena allocation total" of
     its allocation report, which it prints on the process's stderr); one shape per input of
-    the model, in its order."""
+    the model, in its order (of `dtypes`, int8 by default)."""
     try:
         from tflite_micro import runtime
     except ImportError:
         return None
     interpreter = runtime.Interpreter.from_bytes(model_bytes, arena_size=len(model_bytes) + ARENA_MARGIN * 4)
     for index, shape in enumerate(input_shapes):
-        interpreter.set_input(np.zeros(shape, np.int8), index)
+        interpreter.set_input(np.zeros(shape, dtypes[index] if dtypes else np.int8), index)
     interpreter.invoke()
     with tempfile.TemporaryFile() as capture:
         saved = os.dup(2)
@@ -170,7 +170,8 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
             lambda staging: (staging / rendered.manifest.model.file).write_bytes(data))
     if any(layer.op == "CUSTOM" for layer in model.layers):  # TFLite Micro's interpreter refuses the model
         return ModelExport(out_dir, rendered, untuned, None, "TFLite Micro cannot run its CUSTOM operators")
-    return ModelExport(out_dir, rendered, untuned, tflm_arena_bytes(data, *m.input_shapes))
+    dtypes = [model.graph.tensors[t].dtype for t in model.graph.inputs]
+    return ModelExport(out_dir, rendered, untuned, tflm_arena_bytes(data, *m.input_shapes, dtypes=dtypes))
 
 
 __all__ = ["ExportError", "ModelExport", "check_model_name", "choose_layers", "export_model", "tflm_arena_bytes"]

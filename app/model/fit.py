@@ -43,7 +43,7 @@ def check_fits(model: Model, target: Target) -> None:
     if target.firmware is None:
         return
     for layer in model.tuned:
-        io = layer.io(np.zeros(layer.kernel_input, dtype=np.int8))
+        io = layer.io(np.zeros(layer.kernel_input, dtype=layer.dtype))
         problem = fit_problem(target, io, f"operator {layer.index} ({layer.op}, {layer.kernel} {layer.shape_text})")
         if problem:
             raise ModelError(f"{model.path}: {problem}")

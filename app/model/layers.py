@@ -61,6 +61,7 @@ class ModelLayer:
     # operand): (buffer name, operator input position). Their constants are stand-ins (drawn
     # values) for tuning and the one-operator oracle; the module passes the tensor itself.
     extra_inputs: tuple[tuple[str, int], ...] = ()
+    dtype: str = "int8"  # the activations' type: int8, or int16 (the 16x8 layers of layers16.py)
 
     @property
     def shape_dict(self) -> dict[str, int]:
@@ -83,15 +84,15 @@ class ModelLayer:
         return (s["h"], s["w"], s["cin"] if "cin" in s else s["c"])
 
     def io(self, input: np.ndarray) -> KernelIO:
-        """The kernel's buffers and parameters for this layer on an int8 input (the model's
-        input tensor shape, or the kernel's [h][w][c]): real weights, bias, requantisation."""
+        """The kernel's buffers and parameters for this layer on an input of its type (the
+        model's input tensor shape, or the kernel's [h][w][c]): real weights, bias, requantisation."""
         if self.kernel is None:
             raise ModelError(f"operator {self.index} ({self.op}) is not served by a tuned kernel")
         x = np.asarray(input)
-        if x.dtype != np.int8 or x.size != int(np.prod(self.kernel_input)):
-            raise ModelError(f"operator {self.index} ({self.op}): input must be int8 with "
+        if x.dtype != np.dtype(self.dtype) or x.size != int(np.prod(self.kernel_input)):
+            raise ModelError(f"operator {self.index} ({self.op}): input must be {self.dtype} with "
                              f"{int(np.prod(self.kernel_input))} elements, got {x.dtype} {list(x.shape)}")
-        out = Buffer(self.output_name, np.zeros(self.kernel_output, dtype=np.int8), is_output=True)
+        out = Buffer(self.output_name, np.zeros(self.kernel_output, dtype=self.dtype), is_output=True)
         given = Buffer(self.input_name, x.reshape(self.kernel_input).copy())
         if not self.arguments:
             return KernelIO(buffers=(given, *self.constants, out), params=self.params)

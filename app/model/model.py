@@ -12,8 +12,9 @@ from .operators import check_operators, layer_of, missing_operators, missing_tex
 from edgetune.codegen.tflite_schema import ModelError
 
 # Tensor types of an int8 model: int8 activations and weights, int32 biases, and the int32
-# or int64 shape operands of RESHAPE, STRIDED_SLICE, PACK, MEAN's axes...
-ALLOWED_TYPES = ("int8", "int32", "int64")
+# or int64 shape operands of RESHAPE, STRIDED_SLICE, PACK, MEAN's axes...; int16 activations
+# with int64 biases in TFLite's 16x8 scheme (each operator checks the types it takes).
+ALLOWED_TYPES = ("int8", "int16", "int32", "int64")
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,14 @@ from edgetune.codegen.quant import requant_form
 from edgetune.codegen.scratch import SharedScratch, shared_scratch
 
 MODEL_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
-C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int32): "int32_t"}
+C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(np.int32): "int32_t",
+           np.dtype(np.int64): "int64_t"}
+# The C type of an activation tensor: int8, or int16 in TFLite's 16x8 scheme.
+ACTIVATION_CTYPES = {"int8": "int8_t", "int16": "int16_t"}
+
+
+def tensor_ctype(tensor: Tensor) -> str:
+    return ACTIVATION_CTYPES.get(tensor.dtype, "int8_t")
 
 
 @dataclass(frozen=True)
@@ -188,7 +195,8 @@ def io_parameters(graph) -> dict[int, str]:
 
 def _pointer(model: Model, plan: MemoryPlan, t: int, constants: dict[int, str], writable: bool) -> str:
     graph = model.graph
-    ctype = "int8_t *" if writable else "const int8_t *"
+    base = tensor_ctype(graph.tensors[t])
+    ctype = f"{base} *" if writable else f"const {base} *"
     if t in graph.inputs or t in graph.outputs:
         return io_parameters(graph)[t]
     if t in constants:
@@ -209,6 +217,14 @@ class _Rendered:
     arena_scratch: dict[str, tuple[int, int]]  # variant -> (bytes, alignment) of its scratch in the arena
 
 
+def _as_declared(pointer: str, tensor: Tensor, ctype: str, writable: bool) -> str:
+    """A pointer to a tensor as a function declared with `ctype` takes it: cast where the two
+    types differ (an operator that moves int16 values as bytes, SPLIT or PACK, takes int8_t)."""
+    if tensor.constant or tensor_ctype(tensor) == ctype:
+        return pointer
+    return f"({ctype} *)(void *){pointer}" if writable else f"(const {ctype} *)(const void *){pointer}"
+
+
 def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, name: str) -> tuple[dict, list[dict], str, str]:
     graph = model.graph
     op = graph.operators[step.index]
@@ -218,8 +234,11 @@ def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, na
         if graph.tensors[t].constant:
             constants[t] = f"{name}_t{t}"
             arrays.append(_constant(constants[t], graph.tensors[t].array()))
-    args = [_pointer(model, plan, t, constants, False) for t in step.inputs]
-    args += [_pointer(model, plan, t, constants, True) for t in step.outputs]
+    declared = (*params.input_ctypes, *(params.output_ctype,) * len(step.outputs))
+    args = [_as_declared(_pointer(model, plan, t, constants, False), graph.tensors[t], declared[k], False)
+            for k, t in enumerate(step.inputs)]
+    args += [_as_declared(_pointer(model, plan, t, constants, True), graph.tensors[t], declared[len(step.inputs) + k], True)
+             for k, t in enumerate(step.outputs)]
     source = params.render(step.function, (f"of {Path(model.path).name}, in the module {name}.c",), target)
     return dict(step=step, args=args), arrays, params.declaration(step.function), source
 
@@ -230,7 +249,7 @@ def _tuned_arrays(model: Model, step: Step, name: str, config) -> tuple[list[dic
     "output", the constants by their array's name) and its scalar parameters."""
     layer = model.layers[step.index]
     kernel = KERNELS[layer.kernel]
-    io = layer.io(np.zeros(int(np.prod(layer.kernel_input)), dtype=np.int8))
+    io = layer.io(np.zeros(int(np.prod(layer.kernel_input)), dtype=layer.dtype))
     deployed = kernel.deployed_io(io, config)
     arrays, order = [], []
     extra = {name: f"layer_input{n}" for n, (name, _) in enumerate(layer.extra_inputs, start=1)}
@@ -392,7 +411,8 @@ def _io_view(tensor: Tensor, parameter: str, position: int) -> dict:
     """One input or output as the header describes it: `macro` names its defines
     (<P>_INPUT0_...), the parameter and the tensor (index, name) it is in the model."""
     q = tensor.quantization
-    return dict(shape=tuple(tensor.shape), elements=tensor.elements, scale=repr(float(q.scales[0])) if q else "1.0",
+    return dict(shape=tuple(tensor.shape), elements=tensor.elements, ctype=tensor_ctype(tensor),
+                type_word=tensor_ctype(tensor)[:-2], scale=repr(float(q.scales[0])) if q else "1.0",
                 zero_point=int(q.zero_points[0]) if q else 0, parameter=parameter, position=position,
                 macro=parameter.rstrip("0123456789").upper() + str(position), tensor=tensor.index,
                 tensor_name=_comment_text(tensor.name))
@@ -485,10 +505,12 @@ def _calls_view(model: Model, r: _Rendered) -> list[dict]:
     view = []
     for call in r.calls:
         step = call["step"]
-        # A library operator's outputs are its last arguments; each is traced.
+        # A library operator's outputs are its last arguments; each is traced (as bytes: the
+        # trace hook takes int8_t, and an int16 output is cast).
         outs = call.get("outs", call["args"][len(call["args"]) - len(step.outputs):])
         view.append(dict(step=step, args=call["args"], scratch=call.get("scratch", ""),
-                         traced=[(out, tensors[t].nbytes) for out, t in zip(outs, step.outputs)]))
+                         traced=[(out if tensors[t].dtype == "int8" else f"(const int8_t *)(const void *){out}",
+                                  tensors[t].nbytes) for out, t in zip(outs, step.outputs)]))
     return view
 
 
@@ -551,8 +573,9 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     calls = _calls_view(model, r)
     used = {a for c in calls for a in c["args"]}
     common.update(inputs=inputs, outputs=outputs, unused=[v["parameter"] for v in inputs if v["parameter"] not in used],
-                  parameters=", ".join([f"const int8_t *{v['parameter']}" for v in inputs] +
-                                       [f"int8_t *{v['parameter']}" for v in outputs]),
+                  parameters=", ".join([f"const {v['ctype']} *{v['parameter']}" for v in inputs] +
+                                       [f"{v['ctype']} *{v['parameter']}" for v in outputs]),
+                  io_types=" or ".join(dict.fromkeys(sorted(v["type_word"] for v in (*inputs, *outputs)))),
                   arguments=", ".join(v["parameter"] for v in (*inputs, *outputs)))
     files = {f"{name}.h": render("model/model.h.j2", common),
              f"{name}.c": render("model/model.c.j2", dict(common, prototypes=r.prototypes, constants=r.constants,

@@ -22,6 +22,7 @@ from edgetune.codegen.tflite_schema import ModelError
 from .graph import Graph, Operator
 from .heavy_layers import batch_matmul_layer, transpose_conv_layer
 from .layers import ModelLayer, conv_layer, dwconv_layer, fully_connected_layer, untuned_layer
+from .layers16 import by_activation, conv16_layer, dwconv16_layer, fully_connected16_layer
 from .ops import FOLDABLE, StaticOp, folded_operators
 from .ops.add import add_params, squared_difference_params
 from .ops.concatenation import concatenation_params
@@ -37,6 +38,15 @@ from .ops.resize_bilinear import resize_bilinear_params
 from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
 from .ops.space_batch import batch_to_space_params, space_to_batch_params
+from .ops.sixteen import by_type, pad16_params, pool16_params, quantize16_params, reshape16_params
+from .ops.softmax16 import softmax16_params
+from .ops.add16 import add16_params, squared_difference16_params
+from .ops.mean16 import mean16_params
+from .ops.mul16 import mul16_params
+from .ops.sigmoid16 import sigmoid16_params
+from .ops.concatenation16 import concatenation16_params
+from .ops.relu16 import relu16_params
+from .ops.leaky_relu16 import leaky_relu16_params
 from .ops.split import pack_params, split_params
 from .ops.strided_slice import strided_slice_params
 from .user_layers import declared_operators, servers, user_layer
@@ -67,65 +77,71 @@ def library(name: str, params: Callable[[Graph, Operator], StaticOp], runs: str,
 
 
 FOLDED_RUNS = "folded at export, no C (below)"
-POOL = ("NHWC, any batch, SAME (TFLite's offsets) or VALID, strides, any window; fused activation",
+POOL = ("NHWC, any batch, SAME (TFLite's offsets) or VALID, strides, any window; fused activation; int8 or int16",
         "output shape not the pooling's, a window wholly in the padding, input and output quantised differently")
 SAME_BYTES = ("the bytes copied under the output's shape, as TFLite Micro copies them (a Keras Conv1D's wrapping); "
-              "in place when the memory plan gives both one address", "an output of another size")
+              "in place when the memory plan gives both one address; int8 or int16", "an output of another size")
 INDEX_MAP = ("values moved, not changed (TFLite Micro copies the bytes): each output value is the input value at a "
              "sum of one table entry per output axis (a permuted stride, a constant index, TFLite's nearest row and "
              "column in float32 with `align_corners` / `half_pixel_centers`); a run of consecutive channels is copied "
-             "as a run", "a non-constant permutation, index or size; an index out of range; more than 5 axes")
+             "as a run; int16 values alike, but for GATHER (TFLite Micro's takes none)", "a non-constant permutation, index or size; an index out of range; more than 5 axes")
 SPLITS = ("int8 and int16 values moved, not changed (TFLite Micro copies the bytes whatever the outputs' "
           "quantisation): each row before the axis cut into one run per output; any axis (negative too), any "
           "rank, one output or many; Helium copies 16 bytes a step", "a non-constant axis, outputs that are not parts of the input along it, "
           "`num_splits` (UNPACK's `num`) not the outputs' count, tensors of two types")
 
 OPERATORS: tuple[OperatorSupport, ...] = (
-    tuned("CONV_2D", "conv2d_s8", conv_layer),
-    tuned("DEPTHWISE_CONV_2D", "dwconv2d_s8", dwconv_layer),
-    tuned("FULLY_CONNECTED", "conv2d_s8", fully_connected_layer),
+    # int16 activations (TFLite's 16x8 scheme) run on conv2d_s16 / dwconv2d_s16 (layers16.py)
+    tuned("CONV_2D", "conv2d_s8", by_activation(conv_layer, conv16_layer)),
+    tuned("DEPTHWISE_CONV_2D", "dwconv2d_s8", by_activation(dwconv_layer, dwconv16_layer)),
+    tuned("FULLY_CONNECTED", "conv2d_s8", by_activation(fully_connected_layer, fully_connected16_layer)),
     tuned("TRANSPOSE_CONV", "tconv2d_s8", transpose_conv_layer),
     tuned("BATCH_MATMUL", "bmm_s8", batch_matmul_layer),
-    library("ADD", add_params,
+    library("ADD", by_type(add_params, add16_params),
             "int8 + int8, each rescaled to twice the larger input scale, the sum requantised; broadcasting up to "
-            "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
-    library("SUB", add_params,
+            "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`; int16 + int16 (16x8) at TFLite Micro's left shift of 15", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
+    library("SUB", by_type(add_params, add16_params),
             "int8 - int8: ADD's arithmetic with the second input's rescaled value subtracted (TFLite Micro's SUB "
             "prepares the same multipliers); broadcasting up to 4-D; fused activations; Helium for same-shape inputs "
-            "and a per-channel input",
+            "and a per-channel input; int16 as ADD",
             "as ADD"),
-    library("MUL", mul_params,
+    library("MUL", by_type(mul_params, mul16_params),
             "(x1 - z1) * (x2 - z2) requantised by s1 * s2 / s_out (TFLite Micro's one multiplier, in double), plus "
             "z_out; broadcasting up to 4-D (a squeeze-excite gate); fused activations; Helium for same-shape inputs "
-            "and a per-channel input (VMUL, VQRDMULH)", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
-    library("SQUARED_DIFFERENCE", squared_difference_params,
+            "and a per-channel input (VMUL, VQRDMULH); int16 (16x8: zero points 0)", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
+    library("SQUARED_DIFFERENCE", by_type(squared_difference_params, squared_difference16_params),
             "SUB's rescaling at TFLite Micro's left shift of 7, the difference squared, requantised by "
-            "(2 max(s1, s2))^2 / (2^14 s_out); broadcasting; Helium for same-shape inputs (LayerNorm's variance)",
+            "(2 max(s1, s2))^2 / (2^14 s_out); broadcasting; Helium for same-shape inputs (LayerNorm's variance); int16 "
+            "with no left shift (TFLite Micro's)",
             "an output factor of 1 or more"),
-    library("LOGISTIC", logistic_params,
+    library("LOGISTIC", by_type(logistic_params, sigmoid16_params),
             "TFLite Micro's fixed-point sigmoid (input to Q4.27, gemmlowp's exp and Newton-Raphson reciprocal), as a "
-            "table of the 256 results; Helium: one gather load per 16 values",
+            "table of the 256 results; Helium: one gather load per 16 values; int16 (16x8) with TFLite's table of "
+            "sigmoid(i / 24), interpolated",
             "an output not at scale 1/256 and zero point -128 (TFLite's requirement)"),
-    library("TANH", tanh_params,
+    library("TANH", by_type(tanh_params, sigmoid16_params),
             "the same scheme, (1 - exp(-2x)) / (1 + exp(-2x)), output at scale 1/128, zero point 0; a table of 256, "
-            "Helium gather", "an output quantised otherwise"),
+            "Helium gather; int16 as LOGISTIC", "an output quantised otherwise"),
     library("HARD_SWISH", hard_swish_params,
             "x * relu6(x + 3) / 6 in TFLite's int16 fixed point (the hi-res input scale, the relu-ish and output "
             "multipliers as Q15); a table of 256, Helium gather", "an output scale below the input's / 128"),
-    library("LEAKY_RELU", leaky_relu_params,
+    library("LEAKY_RELU", by_type(leaky_relu_params, leaky_relu16_params),
             "x - z_in scaled by s_in / s_out where >= 0, by s_in * alpha / s_out below, plus z_out; a table of 256, "
-            "Helium gather", "a negative alpha"),
+            "Helium gather; int16 computed per value", "a negative alpha"),
     library("RSQRT", rsqrt_params,
             "TFLite Micro's quantised 1/sqrt: its inverse-square-root multiplier (five Newton-Raphson steps in Q3.28 "
             "on the value normalised by pairs of bits) at 2^20, requantised by 1 / (sqrt(s_in) s_out); a table of "
             "256, Helium gather (LayerNorm)",
             "a factor out of range; inputs below the zero point are undefined (TFLite Micro fails on them)"),
-    library("RELU", relu_params, "int8, requantised to the output's quantisation, then clamped at its zero",
+    library("RELU", by_type(relu_params, relu16_params),
+            "int8 or int16, requantised to the output's quantisation, then clamped at its zero",
             "input and output of different sizes"),
-    library("RELU6", relu_params, "int8, clamped to [0, 6] in the input's quantisation, not rescaled (also when "
-            "the output is quantised otherwise, as TFLite Micro)", "input and output of different sizes"),
-    library("EXPAND_DIMS", same_bytes_params, *SAME_BYTES),
-    library("SQUEEZE", same_bytes_params, *SAME_BYTES),
+    library("RELU6", by_type(relu_params, relu16_params),
+            "int8 or int16, clamped to [0, 6] in the input's quantisation, not rescaled (int8 also when the output "
+            "is quantised otherwise, as TFLite Micro)",
+            "input and output of different sizes; int16: an output quantised unlike the input"),
+    library("EXPAND_DIMS", by_type(same_bytes_params, reshape16_params), *SAME_BYTES),
+    library("SQUEEZE", by_type(same_bytes_params, reshape16_params), *SAME_BYTES),
     library("TRANSPOSE", transpose_params, *INDEX_MAP),
     library("GATHER", gather_params, *INDEX_MAP),
     library("RESIZE_NEAREST_NEIGHBOR", resize_nearest_params, *INDEX_MAP),
@@ -135,21 +151,27 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "rows, columns and weights as small tables",
             "a non-constant size; input and output quantised differently are taken as TFLite Micro takes them (raw "
             "values)"),
-    library("AVERAGE_POOL_2D", pool_params, *POOL),
-    library("MAX_POOL_2D", pool_params, *POOL),
-    library("MEAN", mean_params,
+    library("AVERAGE_POOL_2D", by_type(pool_params, pool16_params), *POOL),
+    library("MAX_POOL_2D", by_type(pool_params, pool16_params), *POOL),
+    library("MEAN", by_type(mean_params, mean16_params),
             "over any axes of a tensor up to 4-D, `keep_dims` or not, from the input's quantisation to the output's",
             "axes outside the tensor, a scale ratio below 2^-31"),
-    library("SOFTMAX", softmax_params,
-            "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta",
+    library("SOFTMAX", by_type(softmax_params, softmax16_params),
+            "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta; int16 in and out "
+            "(16x8: zero points 0, scale 1/32768 out) with TFLite Micro's tables of exp and 1/(1+x)",
             "another output quantisation, beta × scale below 2^-27"),
-    library("PAD", pad_params, "up to 4-D, the added positions hold the output's zero point",
+    library("PAD", by_type(pad_params, pad16_params), "up to 4-D, the added positions hold the output's zero point; "
+            "int16: they hold 0 (TFLite Micro's)",
             "paddings not `[rank, 2]`, negative paddings"),
-    library("CONCATENATION", concatenation_params,
-            "any axis, up to 4-D, any number of inputs; an input quantised unlike the output is requantised",
+    library("CONCATENATION", by_type(concatenation_params, concatenation16_params),
+            "any axis, up to 4-D, any number of inputs; an input quantised unlike the output is requantised; int16 "
+            "values copied as they are (TFLite Micro's)",
             "shapes that do not concatenate, a fused activation"),
-    library("QUANTIZE", quantize_params, "int8 → int8 requantisation", "a float (or other) input"),
-    library("RESHAPE", reshape_params, "a copy (nothing when input and output share an address)",
+    library("QUANTIZE", by_type(quantize_params, quantize16_params),
+            "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts)",
+            "a float (or other) input"),
+    library("RESHAPE", by_type(reshape_params, reshape16_params),
+            "a copy (nothing when input and output share an address); int8 or int16",
             "a new shape that is not the output's, a shape computed at run time"),
     library("SPLIT", split_params, *SPLITS),
     library("SPLIT_V", split_params, *SPLITS),

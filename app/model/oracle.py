@@ -141,7 +141,7 @@ def reference_output(layer: ModelLayer, x: np.ndarray) -> np.ndarray:
     from edgetune.codegen.kernels import get_kernel
 
     kernel = get_kernel(layer.kernel)
-    io = layer.io(np.asarray(x, dtype=np.int8))
+    io = layer.io(np.asarray(x, dtype=layer.dtype))
     outputs = kernel.reference(layer.shape_dict, io)
     return outputs[[b.name for b in io.outputs()].index(layer.output_name)].reshape(layer.kernel_output)
 
@@ -151,14 +151,14 @@ def oracle_name(layer: ModelLayer) -> str:
 
 
 def oracle_output(layer: ModelLayer, x: np.ndarray) -> np.ndarray:
-    """The oracle's output for one tuned layer on int8 input `x` (any shape with the
+    """The oracle's output for one tuned layer on input `x` of its type (any shape with the
     input's elements), in the shape of the kernel's output buffer: TFLite Micro's, or for
     a CUSTOM operator its kernel's reference."""
     if layer.kernel is None:
         raise ModelError(f"operator {layer.index} ({layer.op}) is not a tuned layer")
     if layer.oracle == REFERENCE:
         return reference_output(layer, x)
-    x = np.asarray(x, dtype=np.int8).reshape(layer.input_shape)
+    x = np.asarray(x, dtype=layer.dtype).reshape(layer.input_shape)
     model = layer_model(layer)
     arena = len(model) + 4 * (x.nbytes + int(np.prod(layer.output_shape))) + ARENA_MARGIN
     (out,) = run_tflm(model, [x], arena_size=arena)
@@ -169,9 +169,9 @@ def layer_case(layer: ModelLayer, rng: np.random.Generator, edge: str = "random"
     """A check of one tuned layer: the kernel's buffers on a drawn input (uniform int8, or
     "extreme": only -128 and 127, which saturate) with the layer's real constants, and
     TFLite Micro's output for that input: what a variant's output must equal."""
-    shape = layer.input_shape
+    shape, info = layer.input_shape, np.iinfo(layer.dtype)
     if edge == "extreme":
-        x = rng.choice(np.array([-128, 127], dtype=np.int8), size=shape)
+        x = rng.choice(np.array([info.min, info.max], dtype=layer.dtype), size=shape)
     else:
-        x = rng.integers(-128, 128, size=shape, dtype=np.int8)
+        x = rng.integers(info.min, info.max + 1, size=shape, dtype=layer.dtype)
     return layer.io(x), oracle_output(layer, x)

@@ -31,18 +31,24 @@ class VectorError(EdgetuneError):
     """An input file that is not one input case of the model."""
 
 
-def read_input_files(paths, shapes: tuple[tuple[int, ...], ...]) -> list[tuple[str, list[np.ndarray]]]:
-    """Each file as one case (label: its name), split into the model's inputs."""
+def read_input_files(paths, shapes: tuple[tuple[int, ...], ...], dtypes=None) -> list[tuple[str, list[np.ndarray]]]:
+    """Each file as one case (label: its name), split into the model's inputs. The values are
+    int8, or of the inputs' one type (`dtypes`: int16 for a 16x8 model; raw files little-endian)."""
     sizes = [int(np.prod(s)) for s in shapes]
+    kinds = set(dtypes or ["int8"])
+    if len(kinds) > 1:
+        raise VectorError(f"the model's inputs are of types {', '.join(sorted(kinds))}: input files take inputs of one type")
+    dtype = np.dtype(kinds.pop())
     cases = []
     for path in map(Path, paths):
         try:
-            values = np.load(path, allow_pickle=False) if path.suffix == ".npy" else np.fromfile(path, dtype=np.int8)
+            values = (np.load(path, allow_pickle=False) if path.suffix == ".npy"
+                      else np.fromfile(path, dtype=dtype.newbyteorder("<")).astype(dtype))
         except (OSError, ValueError) as exc:
-            raise VectorError(f"{path}: cannot be read as int8 values ({exc})") from None
-        if values.dtype != np.int8 or values.size != sum(sizes):
+            raise VectorError(f"{path}: cannot be read as {dtype} values ({exc})") from None
+        if values.dtype != dtype or values.size != sum(sizes):
             raise VectorError(f"{path}: holds {values.size} {values.dtype} values; the model's inputs take "
-                              f"{sum(sizes)} int8 values ({' + '.join(map(str, sizes))}, in the model's order)")
+                              f"{sum(sizes)} {dtype} values ({' + '.join(map(str, sizes))}, in the model's order)")
         parts = np.split(values.reshape(-1), np.cumsum(sizes)[:-1])
         cases.append((path.name, [p.reshape(s) for p, s in zip(parts, shapes)]))
     return cases
@@ -56,12 +62,12 @@ def save_vectors(out: Path, model: Model, data: bytes, cases: list[tuple[str, li
     written, index, arrays = [], [], []
     for n, (label, xs) in enumerate(cases):
         found = outputs[n] if outputs is not None else model_outputs(model, data, xs)
-        wants = [np.asarray(w, dtype=np.int8) for w in found]
+        wants = [np.asarray(w, dtype=model.graph.tensors[t].dtype) for w, t in zip(found, model.graph.outputs)]
         entry = {"label": label, "inputs": [], "outputs": []}
         for kind, key, values in [("input", "inputs", x) for x in xs] + [("output", "outputs", w) for w in wants]:
             k = len(entry[key])
             name = f"case{n}_{kind}{k}.bin"
-            (out / name).write_bytes(np.ascontiguousarray(values, dtype=np.int8).tobytes())
+            (out / name).write_bytes(np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).tobytes())
             written.append(out / name)
             entry[key].append({"file": name, "shape": list(values.shape)})
             arrays.append(_c_array(f"et_case{n}_{'input' if kind == 'input' else 'expected'}{k}", values, label))
@@ -76,7 +82,7 @@ def _c_array(name: str, values: np.ndarray, label: str) -> str:
     rows = [", ".join(flat[i:i + PER_LINE]) for i in range(0, len(flat), PER_LINE)]
     comment = "".join(c if c.isalnum() or c in " ._-" else "_" for c in label)  # a file name: never ends a comment
     return (f"/* {comment}: shape {list(values.shape)} */\n#define {name.upper()}_COUNT {len(flat)}\n"
-            f"static const int8_t {name}[{len(flat)}] = {{\n    " + ",\n    ".join(rows) + "\n};\n")
+            f"static const {values.dtype}_t {name}[{len(flat)}] = {{\n    " + ",\n    ".join(rows) + "\n};\n")
 
 
 def _header(arrays: list[str], cases: int) -> str:

@@ -144,40 +144,49 @@ def _traced_object(folder: Path, manifest: Manifest, workdir: Path) -> Path:
     return out
 
 
-def block_layout(shapes) -> tuple[tuple[int, ...], int]:
-    """Where each int8 tensor of `shapes` starts in one buffer holding them all, each at an
-    ALIGN-byte boundary (what the kernels' vector loads like), and the buffer's size. The
-    inputs share one harness buffer and the outputs another: the harness takes at most
-    ET_MAX_BUFFERS (firmware/common/harness.h), fewer than a model may have tensors."""
+def block_layout(shapes, dtypes=None) -> tuple[tuple[int, ...], int]:
+    """Where each tensor of `shapes` (int8, or of `dtypes`) starts in one buffer holding them
+    all, in bytes, each at an ALIGN-byte boundary (what the kernels' vector loads like), and
+    the buffer's size. The inputs share one harness buffer and the outputs another: the
+    harness takes at most ET_MAX_BUFFERS (firmware/common/harness.h), fewer than a model may
+    have tensors."""
     offsets, end = [], 0
-    for shape in shapes:
+    for shape, dtype in zip(shapes, dtypes or ["int8"] * len(shapes)):
         offsets.append(end)
-        end = aligned(end + int(np.prod(shape)))
+        end = aligned(end + int(np.prod(shape)) * np.dtype(dtype).itemsize)
     return tuple(offsets), max(end, ALIGN)
 
 
-def _io(manifest: Manifest, xs: list[np.ndarray], trace_bytes: int) -> KernelIO:
-    """The harness's buffers: the inputs (one block, in the model's order), the arena, the
-    outputs (one block), the trace."""
+def io_dtypes(model: Model) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The types of the model's inputs and outputs, in its order (int8, or int16 for 16x8)."""
+    graph = model.graph
+    return tuple(graph.tensors[t].dtype for t in graph.inputs), tuple(graph.tensors[t].dtype for t in graph.outputs)
+
+
+def _io(manifest: Manifest, xs: list[np.ndarray], trace_bytes: int, dtypes=None) -> KernelIO:
+    """The harness's buffers: the inputs (one block of bytes, in the model's order), the
+    arena, the outputs (one block), the trace."""
     m = manifest.model
-    offsets, size = block_layout(m.input_shapes)
+    ins, outs = dtypes or (None, None)
+    offsets, size = block_layout(m.input_shapes, ins)
     inputs = np.zeros(size, dtype=np.int8)
-    for offset, x in zip(offsets, xs):
-        flat = np.asarray(x, dtype=np.int8).reshape(-1)
-        inputs[offset:offset + flat.size] = flat
+    for offset, x, dtype in zip(offsets, xs, ins or ["int8"] * len(xs)):
+        raw = np.ascontiguousarray(x, dtype=np.dtype(dtype).newbyteorder("<")).reshape(-1).view(np.int8)
+        inputs[offset:offset + raw.size] = raw
     buffers = [Buffer("inputs", inputs), Buffer("arena", np.zeros(m.arena_bytes, dtype=np.int8)),
-               Buffer("outputs", np.zeros(block_layout(m.output_shapes)[1], dtype=np.int8), is_output=True)]
+               Buffer("outputs", np.zeros(block_layout(m.output_shapes, outs)[1], dtype=np.int8), is_output=True)]
     if trace_bytes:
         buffers.append(Buffer("trace", np.zeros(trace_bytes, dtype=np.int8), is_output=True))
     return KernelIO(tuple(buffers), ())
 
 
-def module_size(manifest: Manifest, objects: list[Path]) -> ModuleSize:
+def module_size(manifest: Manifest, objects: list[Path], dtypes=None) -> ModuleSize:
     m = manifest.model
     code = sum(elf.code_bytes(o) for o in objects)
     writable = sum(elf.ram_bytes(o) for o in objects)
     loaded = sum(elf.alloc_bytes(o) for o in objects)
-    io = sum(int(np.prod(shape)) for shape in (*m.input_shapes, *m.output_shapes))
+    types = (*dtypes[0], *dtypes[1]) if dtypes else ("int8",) * (len(m.input_shapes) + len(m.output_shapes))
+    io = sum(int(np.prod(shape)) * np.dtype(t).itemsize for shape, t in zip((*m.input_shapes, *m.output_shapes), types))
     return ModuleSize(code, loaded - writable, m.arena_bytes + io + writable)
 
 
@@ -228,20 +237,24 @@ class _Module:
     size: ModuleSize
 
 
-def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, traced: list[dict] | None) -> _Module:
+def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, traced: list[dict] | None,
+           dtypes=None) -> _Module:
     runner_for(target).check_tools()
     workdir.mkdir(parents=True, exist_ok=True)
     objects = _make_objects(folder, manifest, workdir)
-    size = module_size(manifest, objects)
+    size = module_size(manifest, objects, dtypes)
     target = firmware_for(target, sum(elf.ram_bytes(o) for o in objects))
     name = manifest.model.name
     trace_bytes = sum(t["bytes"] for t in traced) if traced else 0
     if traced:
         objects = [o for o in objects if o.stem != name] + [_traced_object(folder, manifest, workdir)]
-    sizes = [(b.data.nbytes, int(b.is_output)) for b in _io(manifest, [], trace_bytes).buffers]
+    sizes = [(b.data.nbytes, int(b.is_output)) for b in _io(manifest, [], trace_bytes, dtypes).buffers]
+    ins, outs = dtypes or (["int8"] * len(manifest.model.input_shapes), ["int8"] * len(manifest.model.output_shapes))
     glue = render("model/verify_glue.c.j2", dict(name=name, trace=bool(traced), traced=traced or [], sizes=sizes,
-                                                 inputs=block_layout(manifest.model.input_shapes)[0],
-                                                 outputs=block_layout(manifest.model.output_shapes)[0]))
+                                                 inputs=block_layout(manifest.model.input_shapes, ins)[0],
+                                                 outputs=block_layout(manifest.model.output_shapes, outs)[0],
+                                                 input_types=[f"{t}_t" for t in ins],
+                                                 output_types=[f"{t}_t" for t in outs]))
     # The I/O block (and so the arena) in the region the memory plan chose for the arena.
     region = manifest.model.arena_region
     placement = Placement(region, region) if region else None
@@ -263,12 +276,16 @@ def _ran_to_the_end(result: MeasureResult) -> None:
         raise ModuleFailure(f"the module did not run to the end ({result.fault.value}): {result.message}")
 
 
-def draw_inputs(shapes: tuple[tuple[int, ...], ...], n: int, seed: int) -> list[tuple[str, list[np.ndarray]]]:
-    """n draws of uniform int8 values for every input of the model (`shapes`, in its order),
-    then one of only -128 and 127 (it saturates)."""
+def draw_inputs(shapes: tuple[tuple[int, ...], ...], n: int, seed: int, dtypes=None) -> list[tuple[str, list[np.ndarray]]]:
+    """n draws of uniform values of their type (int8 by default; int16 inputs of a 16x8 model)
+    for every input of the model (`shapes`, in its order), then one of only the type's
+    extremes (-128 and 127 for int8: it saturates)."""
     rng = np.random.default_rng(seed)
-    drawn = [(f"random {i}", [rng.integers(-128, 128, size=s, dtype=np.int8) for s in shapes]) for i in range(n)]
-    return drawn + [("saturating", [rng.choice(np.array([-128, 127], dtype=np.int8), size=s) for s in shapes])]
+    limits = [np.iinfo(t) for t in (dtypes or ["int8"] * len(shapes))]
+    drawn = [(f"random {i}", [rng.integers(q.min, q.max + 1, size=s, dtype=q.dtype) for s, q in zip(shapes, limits)])
+             for i in range(n)]
+    return drawn + [("saturating", [rng.choice(np.array([q.min, q.max], dtype=q.dtype), size=s)
+                                    for s, q in zip(shapes, limits)])]
 
 
 def _difference(got: np.ndarray, want: np.ndarray, oracle: str = "TFLite Micro") -> str:
@@ -323,7 +340,8 @@ def first_bad_layer(model: Model, traced: list[dict], trace: np.ndarray, xs: lis
     values = {t: np.asarray(x).reshape(graph.tensors[t].shape) for t, x in zip(graph.inputs, xs)}
     for t in traced:
         out = graph.tensors[t["tensor"]]
-        values[t["tensor"]] = trace[t["offset"]:t["offset"] + t["bytes"]].reshape(out.shape)
+        raw = np.ascontiguousarray(trace[t["offset"]:t["offset"] + t["bytes"]]).view(np.dtype(out.dtype).newbyteorder("<"))
+        values[t["tensor"]] = raw.astype(out.dtype).reshape(out.shape)
     wanted: dict[int, list[np.ndarray]] = {}
     for t in traced:
         op = graph.operators[t["op"]]
@@ -348,18 +366,23 @@ def _output_problem(model: Model, label: str, got: list[np.ndarray], want: list[
     return ""
 
 
-def _outputs(manifest: Manifest, block: np.ndarray) -> list[np.ndarray]:
-    """The model's outputs (in its order) from the harness's output block."""
+def _outputs(manifest: Manifest, block: np.ndarray, dtypes=None) -> list[np.ndarray]:
+    """The model's outputs (in its order, of `dtypes`: int8 by default) from the harness's output block."""
     shapes = manifest.model.output_shapes
-    return [block[o:o + int(np.prod(s))] for o, s in zip(block_layout(shapes)[0], shapes)]
+    dtypes = dtypes or ["int8"] * len(shapes)
+    block = np.ascontiguousarray(block).view(np.int8)
+    return [block[o:o + int(np.prod(s)) * np.dtype(t).itemsize].view(np.dtype(t).newbyteorder("<")).astype(t)
+            for o, s, t in zip(block_layout(shapes, dtypes)[0], shapes, dtypes)]
 
 
 def _inference_run(manifest: Manifest, model: Model, label: str, xs: list[np.ndarray], want: list[np.ndarray]) -> Run:
     """A whole inference on `xs`, its outputs judged against the oracle's (`want`)."""
-    def compare(_, block, expected):
-        return _output_problem(model, label, _outputs(manifest, block), expected)
+    dtypes = io_dtypes(model)
 
-    return Run(_io(manifest, xs, 0), Expected((want,), compare))
+    def compare(_, block, expected):
+        return _output_problem(model, label, _outputs(manifest, block, dtypes[1]), expected)
+
+    return Run(_io(manifest, xs, 0, dtypes), Expected((want,), compare))
 
 
 def oracle_outputs(model: Model, data: bytes, inputs: list[tuple[str, list[np.ndarray]]]) -> list[OracleCase]:
@@ -381,14 +404,14 @@ def _inference(label: str, output: RunOutput) -> Inference:
 def _layers(folder: Path, manifest: Manifest, target: Target, model: Model, inputs, workdir: Path) -> str:
     """The first operator that differs on any input, or ""."""
     traced = _trace_table(model, manifest)
-    module = _build(folder, manifest, target, workdir, traced)
+    module = _build(folder, manifest, target, workdir, traced, io_dtypes(model))
 
     def run(label: str, xs: list[np.ndarray]) -> Run:
         def compare(_, trace, want):
             problem = first_bad_layer(model, traced, trace, want)
             return problem and f"{label} input: {problem}"
 
-        return Run(_io(manifest, xs, module.trace_bytes), Expected((None, xs), compare))
+        return Run(_io(manifest, xs, module.trace_bytes, io_dtypes(model)), Expected((None, xs), compare))
 
     result = _measure(module, tuple(run(label, x) for label, x in inputs), workdir)
     if result.first_wrong is None:
@@ -407,7 +430,9 @@ def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool 
     model_path = folder / manifest.model.file
     model, data = load_model(model_path), model_path.read_bytes()
     shapes = manifest.model.input_shapes
-    drawn = read_input_files(input_files, shapes) if input_files else draw_inputs(shapes, n_inputs, seed)
+    dtypes = io_dtypes(model)
+    drawn = (read_input_files(input_files, shapes, dtypes[0]) if input_files
+             else draw_inputs(shapes, n_inputs, seed, dtypes[0]))
     expected = oracle_outputs(model, data, drawn)
     inputs = [(label, xs) for (label, xs), case in zip(drawn, expected) if case.outputs is not None]
     wants = [list(case.outputs) for case in expected if case.outputs is not None]
@@ -426,7 +451,7 @@ def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool 
 
     with tempfile.TemporaryDirectory(prefix="edgetune-model-verify-") as tmp:
         try:
-            module = _build(folder, manifest, target, Path(tmp) / "whole", None)
+            module = _build(folder, manifest, target, Path(tmp) / "whole", None, dtypes)
             runs = tuple(_inference_run(manifest, model, label, x, want) for (label, x), want in zip(inputs, wants))
             _ran_to_the_end(_measure(module, runs, Path(tmp) / "whole", done))
             layer_problem = _layers(folder, manifest, target, model, inputs, Path(tmp) / "layers") if layers else ""

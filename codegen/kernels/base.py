@@ -20,7 +20,7 @@ from ..scratch import ScratchLayout
 from .paths import VectorPath, offered_paths, path_named
 
 C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t", np.dtype(np.int32): "int32_t",
-           np.dtype(np.float32): "float"}
+           np.dtype(np.int64): "int64_t", np.dtype(np.float32): "float"}
 
 
 class KernelError(EdgetuneError, ValueError):

@@ -193,8 +193,17 @@ class StaticOp(ABC):
 
     def parameters(self) -> str:
         """The C function's parameters: the inputs, then the outputs."""
-        inputs = [f"const int8_t *input{i}" for i in range(self.n_inputs)]
-        return ", ".join([*inputs, *(f"int8_t *{name}" for name in self.output_names())])
+        inputs = [f"const {ctype} *input{i}" for i, ctype in enumerate(self.input_ctypes)]
+        return ", ".join([*inputs, *(f"{self.output_ctype} *{name}" for name in self.output_names())])
+
+    @property
+    def input_ctypes(self) -> tuple[str, ...]:
+        """The C types of the inputs (int8; an int16 operator names its own)."""
+        return ("int8_t",) * self.n_inputs
+
+    @property
+    def output_ctype(self) -> str:
+        return "int8_t"
 
     def declaration(self, fn: str) -> str:
         return f"void {fn}({self.parameters()})"

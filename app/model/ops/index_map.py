@@ -14,12 +14,12 @@ small tables (one entry per output index along each axis, not per element) and c
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..graph import Graph, Operator
-from .base import OperatorReader, StaticOp, int8_input
+from .base import OperatorReader, StaticOp
 from .fold import constant_value
 
 RANK = 5  # TFLite Micro's TRANSPOSE takes up to 5 dimensions
@@ -30,8 +30,17 @@ class IndexMapParams(StaticOp):
     in_elements: int
     out_shape: tuple[int, ...]
     offsets: tuple[tuple[int, ...], ...]  # per output axis, the input offset of each index
+    dtype: str = "int8"  # the values moved: int8, or int16 (a 16x8 model's)
 
     template = "index_map.c.j2"
+
+    @property
+    def input_ctypes(self) -> tuple[str, ...]:
+        return (f"{self.dtype}_t",)
+
+    @property
+    def output_ctype(self) -> str:
+        return f"{self.dtype}_t"
 
     @property
     def input_shapes(self) -> tuple[tuple[int, ...], ...]:
@@ -47,8 +56,10 @@ class IndexMapParams(StaticOp):
         return sum(grids, np.zeros(self.out_shape, dtype=np.int64)).reshape(-1)
 
     def reference(self, x) -> np.ndarray:
-        x = int8_input(x, (self.in_elements,), "input")
-        return x[self.sources()].reshape(self.out_shape)
+        x = np.asarray(x)
+        if x.dtype != np.dtype(self.dtype) or x.size != self.in_elements:
+            raise ValueError(f"input must be {self.dtype} with {self.in_elements} elements, got {x.dtype} {list(x.shape)}")
+        return x.reshape(-1)[self.sources()].reshape(self.out_shape)
 
     def describe(self) -> str:
         return f"{self.in_elements} values -> {'x'.join(map(str, self.out_shape))}"
@@ -57,7 +68,7 @@ class IndexMapParams(StaticOp):
         # The innermost axis copies a run when its offsets are consecutive (a row of channels).
         inner = self.offsets[-1]
         run = len(inner) > 1 and all(b == a + 1 for a, b in zip(inner, inner[1:]))
-        return dict(super().variables(), run=run, rank=len(self.out_shape))
+        return dict(super().variables(), run=run, rank=len(self.out_shape), ctype=f"{self.dtype}_t")
 
 
 @dataclass(frozen=True)
@@ -92,9 +103,14 @@ def _int_constant(r: OperatorReader, position: int, what: str) -> np.ndarray:
 
 
 def _copying(graph: Graph, op: Operator):
-    """The reader, the int8 input and output, checked to have a static shape of at most RANK."""
+    """The reader, the int8 (or int16) input and output, checked to have a static shape of at most RANK."""
     r = OperatorReader(graph, op)
-    x, y = r.int8(0), r.int8(0, output=True)
+    if r.tensor(0).dtype == "int16":  # a 16x8 model's: the values are moved alike
+        from .sixteen import activation_of
+
+        x, y = activation_of(r, 0), activation_of(r, 0, output=True)
+    else:
+        x, y = r.int8(0), r.int8(0, output=True)
     if max(len(x.shape), len(y.shape)) > RANK:
         raise r.fail(f"shapes of more than {RANK} dimensions ({list(x.shape)} -> {list(y.shape)})")
     return r, x, y
@@ -103,7 +119,7 @@ def _copying(graph: Graph, op: Operator):
 def _checked(r: OperatorReader, params: IndexMapParams, y) -> IndexMapParams:
     if tuple(params.out_shape) != tuple(y.shape) and int(np.prod(params.out_shape)) != y.elements:
         raise r.fail(f"computes a {list(params.out_shape)} output, but output tensor {y.index} is {list(y.shape)}")
-    return params
+    return params if y.dtype == "int8" else replace(params, dtype=y.dtype)
 
 
 def transpose_params(graph: Graph, op: Operator) -> IndexMapParams:
@@ -119,6 +135,8 @@ def transpose_params(graph: Graph, op: Operator) -> IndexMapParams:
 
 def gather_params(graph: Graph, op: Operator) -> IndexMapParams:
     r, x, y = _copying(graph, op)
+    if x.dtype == "int16":  # TFLite Micro's GATHER fails to prepare on int16 values: no spec to be exact with
+        raise r.fail(f"input tensor {x.index} ({x.name}) is int16; TFLite Micro's GATHER takes no int16 values")
     if int(op.option("batchDims", 0) or 0) != 0:
         raise r.fail(f"batch_dims {op.option('batchDims')} (edgetune gathers with batch_dims 0)")
     rank = len(x.shape)

@@ -241,9 +241,10 @@ class LeakyReluParams(LookupOp):
         return np.clip(np.where(d >= 0, identity, alpha) + self.zero_out, -128, 127)
 
 
-def leaky_relu_params(graph: Graph, op: Operator) -> LeakyReluParams:
-    r = OperatorReader(graph, op)
-    x, y = one_to_one(r)
+def leaky_relu_params(graph: Graph, op: Operator, reader: OperatorReader | None = None) -> LeakyReluParams:
+    """LEAKY_RELU's parameters; with `reader`, whose caller checked the tensors (leaky_relu16.py: int16), any type."""
+    r = reader or OperatorReader(graph, op)
+    x, y = (r.tensor(0), r.tensor(0, output=True)) if reader else one_to_one(r)
     alpha = float(op.option("alpha", 0.0))
     # TFLite Micro: the alpha factor in float32, the identity factor in float32, both then as double.
     alpha_real = float(np.float32(scale(x)) * np.float32(alpha) / np.float32(scale(y)))

@@ -71,9 +71,10 @@ class MeanParams(StaticOp):
         return np.clip(y, -128, 127).astype(np.int8)
 
 
-def mean_params(graph: Graph, op: Operator) -> MeanParams:
-    r = OperatorReader(graph, op)
-    x, y = r.int8(0), r.int8(0, output=True)
+def mean_params(graph: Graph, op: Operator, reader: OperatorReader | None = None) -> MeanParams:
+    """MEAN's parameters; with `reader`, whose caller checked the tensors' types (mean16.py: int16), any type."""
+    r = reader or OperatorReader(graph, op)
+    x, y = (r.tensor(0), r.tensor(0, output=True)) if reader else (r.int8(0), r.int8(0, output=True))
     if len(x.shape) > RANK:
         raise r.fail(f"input tensor {x.index} ({x.name}) has {len(x.shape)} dimensions, at most {RANK} are supported")
     axis_tensor = r.tensor(1)

@@ -42,9 +42,10 @@ class PadParams(StaticOp):
         return np.pad(int8_input(x, self.shape, "input"), self.pads, constant_values=self.value)
 
 
-def pad_params(graph: Graph, op: Operator) -> PadParams:
-    r = OperatorReader(graph, op)
-    x, y = r.int8(0), r.int8(0, output=True)
+def pad_params(graph: Graph, op: Operator, reader: OperatorReader | None = None) -> PadParams:
+    """PAD's parameters; with `reader`, whose caller checked the tensors' types (sixteen.py: int16), any type."""
+    r = reader or OperatorReader(graph, op)
+    x, y = (r.tensor(0), r.tensor(0, output=True)) if reader else (r.int8(0), r.int8(0, output=True))
     rank = len(x.shape)
     if rank > RANK:
         raise r.fail(f"input tensor {x.index} ({x.name}) has {rank} dimensions, at most {RANK} are supported")
