@@ -49,6 +49,8 @@ clock_hz = 216_000_000
 TOML
 step board_show edgetune targets show $T/my-m7-board.toml
 step board_tune edgetune tune --kernel-file examples/kernels/vector_add --shape size=256 --target $T/my-m7-board.toml --budget 4 --db $T/board.db
+hint=$(edgetune best --kernel-file examples/kernels/vector_add --shape size=512 --target $T/my-m7-board.toml --db $T/board.db | sed 's/.*tune it first: //')
+step hint_verbatim bash -c "$hint --budget 2"
 cat > $T/bad-m7.toml <<'TOML'
 extends = "cortex-m7"
 name = "bad-m7"
@@ -57,32 +59,38 @@ name = "flash"
 kind = "flash"
 base = 0x0000_0000
 size = 0x10_0000
+access = "rx"
 [[memory]]
 name = "sram"
 kind = "sram"
 base = 0x2400_0000
 size = 0x8_0000
+access = "rw"
+[firmware]
+code_region = "flash"
+data_region = "sram"
+io_regions = ["sram"]
 TOML
 step board_bad edgetune tune --kernel-file examples/kernels/vector_add --shape size=256 --target $T/bad-m7.toml --budget 4 --db $T/bad.db
 
 # 3. Ctrl-C then resume
 python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
-    edgetune tune matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --budget 8 --seed 3 --db $T/cc.db > $T/cc1.log 2>&1 &
-ccpid=$!; sleep 40; kill -INT $ccpid 2>/dev/null; wait $ccpid; echo "ctrl-c run rc=$?"; tail -5 $T/cc1.log
-step resume edgetune tune matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --budget 8 --seed 3 --db $T/cc.db
-step uninterrupted edgetune tune matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --budget 8 --seed 3 --db $T/cc2.db
+    edgetune tune matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --budget 40 --seed 3 --db $T/cc.db > $T/cc1.log 2>&1 &
+ccpid=$!; sleep 4; kill -INT $ccpid 2>/dev/null; wait $ccpid; echo "ctrl-c run rc=$?"; tail -5 $T/cc1.log
+step resume edgetune tune matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --budget 40 --seed 3 --db $T/cc.db
+step uninterrupted edgetune tune matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --budget 40 --seed 3 --db $T/cc2.db
 step best_cc edgetune best matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --db $T/cc.db
 step best_cc2 edgetune best matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --db $T/cc2.db
 
 # 4. a model: tune, report, compare, export into the user's own firmware, verify with vectors
 M=tests/data/models/fc_autoencoder_ad.tflite
-step model_tune edgetune model tune $M --target cortex-m55 --budget 4 --db $T/model.db
-step model_tune_again edgetune model tune $M --target cortex-m55 --budget 4 --db $T/model.db
+step model_tune edgetune model tune $M --target cortex-m55 --budget 10 --db $T/model.db
+step model_tune_again edgetune model tune $M --target cortex-m55 --budget 10 --db $T/model.db
 step report edgetune report --db $T/model.db --out $T/report --model $M
 step compare edgetune model compare $M --db $T/model.db --plain --plot $T/compare.png
 step model_export edgetune model export $M --target cortex-m55 --db $T/model.db --out $T/mod
 step model_verify edgetune model verify $T/mod --save-vectors $T/vec
-ls $T/mod $T/vec $T/report | head -60
+ls $T/mod $T/vec $T/report | head -60; cat $T/cc1.log
 # the user's firmware: tests/data/user_firmware_m55's start-up and linker script, a main of its own
 FW=$T/fw; mkdir -p $FW; cp tests/data/user_firmware_m55/{startup.c,link.ld,Makefile,CMakeLists.txt,toolchain.cmake} $FW/
 cat > $FW/main.c <<'C'
