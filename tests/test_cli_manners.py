@@ -74,3 +74,17 @@ def test_the_hint_to_tune_runs_verbatim_for_a_kernel_and_a_board_of_ones_own(tmp
     tuned = runner.invoke(main, [*words[1:], "--budget", "1"])
     assert tuned.exit_code == 0, tuned.output
     assert runner.invoke(main, ["best", "--shape", "size=16", *common]).exit_code == 0
+
+
+def test_a_model_budget_below_its_workloads_says_which_budget_would_do(tmp_path):
+    """`model tune fc_autoencoder_ad.tflite --budget 4` said 5 workloads need a trial each, but
+    not what to give: the line names the least budget that runs, and nothing is written."""
+    from pathlib import Path
+
+    model = Path(__file__).resolve().parent / "data" / "models" / "fc_autoencoder_ad.tflite"
+    db = tmp_path / "m.db"
+    result = CliRunner().invoke(main, ["model", "tune", str(model), "--target", "cortex-m55", "--budget", "4",
+                                       "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert "5 distinct workloads" in result.output and "give --budget 5 or more" in result.output, result.output
+    assert not db.exists()
