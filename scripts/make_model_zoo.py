@@ -27,8 +27,11 @@ cases: three uniform over the input type's range, one of only its extremes, one 
 zero point, which on ``softmax_600`` gives 600 nearly equal logits) and the outputs
 TFLite Micro's interpreter (the ``tflite-micro`` package) computes for them (``output0``, ...).
 The interpreter runs in a child process per case, since it aborts (SIGABRT) on some inputs of
-some models (a SOFTMAX over 600 classes); ``tflm_ok`` marks the cases it finished (the outputs
-of the others are zeros). ``README.md`` lists the models (file, architecture, operators, bytes,
+some models (a SOFTMAX over 600 classes). TFLite Micro allocates the tensors' shapes as
+stored and writes past one stored too small (SPACE_TO_BATCH_ND on a dynamic batch): where
+TensorFlow Lite's interpreter, which resizes tensors as it runs, computes a shape otherwise,
+the model has no TFLite Micro outputs. ``tflm_ok`` marks the cases with TFLite Micro's
+outputs (the others' are zeros) and ``tflm_failure`` says why not. ``README.md`` lists the models (file, architecture, operators, bytes,
 SHA-256).
 
 TensorFlow is not a dependency of edgetune: the test suite reads the committed files. To
@@ -49,6 +52,7 @@ import contextlib
 import hashlib
 import io
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -68,7 +72,6 @@ from keras import layers, ops  # noqa: E402
 SEED = 28
 CALIBRATION_SAMPLES = 32
 RANDOM_CASES = 3  # then one of the input type's extremes, one at the input's zero point (a real 0.0)
-CASES = RANDOM_CASES + 2
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "models" / "zoo"
 INT8, INT16X8, WITH_FLOAT = "int8", "16x8", "int8 with float"
 
@@ -195,16 +198,29 @@ def conv1d_audio():
     return _model(inputs, layers.Dense(8, activation="softmax", name="classifier")(x), "conv1d_audio")
 
 
-def dilated_same():
-    """Dilated SAME convolutions: SPACE_TO_BATCH_ND + CONV_2D + BATCH_TO_SPACE_ND."""
-    inputs = keras.Input((16, 16, 4), name="image")
+def _dilated_same(batch, name):
+    inputs = keras.Input((16, 16, 4), name="image", batch_size=batch)
     x = layers.Conv2D(8, 3, padding="same", activation="relu", name="conv")(inputs)
     x = layers.Conv2D(8, 3, padding="same", dilation_rate=2, activation="relu", name="dilated2")(x)
     x = layers.Conv2D(8, 3, padding="same", dilation_rate=4, activation="relu", name="dilated4")(x)
-    return _model(inputs, layers.Conv2D(4, 1, name="head")(x), "dilated_same")
+    return _model(inputs, layers.Conv2D(4, 1, name="head")(x), name)
+
+
+def dilated_same():
+    """Dilated SAME convolutions on a dynamic batch: SPACE_TO_BATCH_ND + CONV_2D +
+    BATCH_TO_SPACE_ND. The converter stores SPACE_TO_BATCH_ND's output with batch 1, not the
+    dilation's 4 (and 16), and TFLite Micro, which allocates the stored shape, writes past it:
+    its outputs are wrong, so no case has TFLite Micro's outputs."""
+    return _dilated_same(None, "dilated_same")
+
+
+def dilated_same_static():
+    """The same network on a fixed batch of 1: the converter writes dilated CONV_2Ds."""
+    return _dilated_same(1, "dilated_same_static")
 
 
 def dilated_depthwise():
+    """A dilated depthwise convolution on a dynamic batch (SPACE_TO_BATCH_ND form, as above)."""
     inputs = keras.Input((12, 12, 8), name="image")
     x = layers.DepthwiseConv2D(3, padding="same", dilation_rate=2, activation="relu", name="dilated_dw")(inputs)
     return _model(inputs, layers.Conv2D(8, 1, name="pointwise")(x), "dilated_depthwise")
@@ -443,7 +459,7 @@ ZOO = (
     ZooModel("gru_unrolled", gru_unrolled, "GRU(16), unroll=True, 8 steps"),
     ZooModel("lstm_unrolled", lstm_unrolled, "LSTM(16), unroll=True, 8 steps"),
     ZooModel("conv1d_audio", conv1d_audio, "Conv1D audio classifier, dynamic batch"),
-    ZooModel("dilated_same", dilated_same, "dilated SAME convolutions (rates 2 and 4)"),
+    ZooModel("dilated_same", dilated_same, "dilated SAME convolutions (rates 2 and 4), dynamic batch"),
     ZooModel("dilated_depthwise", dilated_depthwise, "a dilated SAME depthwise convolution"),
     ZooModel("tconv_decoder", tconv_decoder, "transpose-convolution decoder (2 upsamplings)"),
     ZooModel("attention_layernorm", attention_layernorm, "self-attention head, residual, LayerNorm"),
@@ -474,6 +490,8 @@ ZOO = (
     ZooModel("op_rsqrt", op_rsqrt, "RSQRT of a positive tensor"),
     ZooModel("op_mean_pad_maxpool", op_mean_pad_maxpool, "PAD, MAX_POOL_2D, MEAN"),
     ZooModel("op_batch_matmul", op_batch_matmul, "BATCH_MATMUL of two computed tensors"),
+    # Added later: at the end, so that the models before keep their seeds (and bytes).
+    ZooModel("dilated_same_static", dilated_same_static, "dilated SAME convolutions on a fixed batch: dilated CONV_2D"),
 )
 
 
@@ -551,8 +569,7 @@ import sys, numpy as np
 from tflite_micro import runtime
 data = np.load(sys.argv[1])
 interpreter = runtime.Interpreter.from_file(sys.argv[2], arena_size=int(sys.argv[3]))
-inputs = sorted(k for k in data.files if k.startswith("input"))
-for k in inputs:
+for k in sorted(k for k in data.files if k.startswith("input")):
     interpreter.set_input(data[k], int(k[len("input"):]))
 interpreter.invoke()
 np.savez(sys.argv[4], **{f"output{i}": np.array(interpreter.get_output(i)) for i in range(int(sys.argv[5]))})
@@ -584,33 +601,61 @@ def draw_cases(inputs, rng: np.random.Generator) -> list[list[np.ndarray]]:
     return cases
 
 
-def tflm_outputs(path: Path, xs: list[np.ndarray], n_outputs: int) -> list[np.ndarray] | None:
-    """TFLite Micro's outputs for one case, or None when its interpreter died (SIGABRT)."""
+def tflm_outputs(path: Path, xs: list[np.ndarray], n_outputs: int) -> tuple[list[np.ndarray] | None, str]:
+    """TFLite Micro's outputs for one case, or None and why not: its interpreter died
+    (SIGABRT) or refused the model."""
     with tempfile.TemporaryDirectory() as tmp:
         given, got = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
         np.savez(given, **{f"input{k}": x for k, x in enumerate(xs)})
-        arena = path.stat().st_size + (4 << 20)
+        arena = path.stat().st_size + (1 << 20)
         proc = subprocess.run([sys.executable, "-c", _CHILD, str(given), str(path), str(arena), str(got),
                                str(n_outputs)], capture_output=True, text=True)
+        if proc.returncode < 0:
+            return None, f"aborted ({signal.Signals(-proc.returncode).name})"
         if proc.returncode != 0:
-            return None
+            last = proc.stderr.strip().splitlines()
+            return None, f"refused: {last[0] if last else proc.returncode}"
         with np.load(got) as saved:
-            return [saved[f"output{k}"] for k in range(n_outputs)]
+            return [saved[f"output{k}"] for k in range(n_outputs)], ""
 
 
-def save_reference(path: Path, data: bytes, rng: np.random.Generator) -> int:
-    """NAME.npz beside NAME.tflite; the number of cases TFLite Micro finished."""
+def stored_too_small(data: bytes) -> str:
+    """The first tensor whose shape TensorFlow Lite's interpreter (which resizes tensors as it
+    runs) computes otherwise than the model stores it, or "": TFLite Micro allocates the stored
+    shapes and writes past such a tensor (SPACE_TO_BATCH_ND on a dynamic batch)."""
+    interpreter = tf.lite.Interpreter(model_content=data)
+    interpreter.allocate_tensors()
+    interpreter.invoke()
+    stored = _tensors(data)
+    for detail in interpreter.get_tensor_details():
+        index = detail["index"]
+        if index < len(stored) and tuple(int(d) for d in detail["shape"]) != stored[index]:
+            return (f"wrong: TFLite Micro allocates tensor {index} as stored, {list(stored[index])}, where the "
+                    f"operator computes {[int(d) for d in detail['shape']]}")
+    return ""
+
+
+def _tensors(data: bytes) -> list[tuple[int, ...]]:
+    from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
+    graph = schema.ModelT.InitFromPackedBuf(data, 0).subgraphs[0]
+    return [tuple(int(d) for d in (t.shape if t.shape is not None else ())) for t in graph.tensors]
+
+
+def save_reference(path: Path, data: bytes, rng: np.random.Generator) -> None:
+    """NAME.npz beside NAME.tflite."""
     inputs, outputs = _io_details(data)
     cases = draw_cases(inputs, rng)
     arrays = {f"input{k}": np.stack([c[k] for c in cases]) for k in range(len(inputs))}
-    results = [tflm_outputs(path, c, len(outputs)) for c in cases]
+    wrong = stored_too_small(data)
+    found = [(None, wrong) if wrong else tflm_outputs(path, c, len(outputs)) for c in cases]
+    results = [r for r, _ in found]
     for k, (shape, dtype, _) in enumerate(outputs):
         arrays[f"output{k}"] = np.stack([r[k].reshape(shape).astype(dtype) if r is not None else np.zeros(shape, dtype)
                                          for r in results])
     arrays["tflm_ok"] = np.array([r is not None for r in results])
+    arrays["tflm_failure"] = np.array([why for _, why in found])  # "" where it ran
     with open(path.with_suffix(".npz"), "wb") as f:  # np.savez into a file object: no timestamps in the zip
         np.savez(f, **arrays)
-    return int(arrays["tflm_ok"].sum())
 
 
 # --- the README ---------------------------------------------------------------------------------
@@ -633,41 +678,48 @@ Small Keras models converted by TensorFlow's converter as users convert theirs, 
 operators and architectures of issue 28. Made by `scripts/make_model_zoo.py` (its docstring
 says how to run it and with which TensorFlow); do not edit by hand. Beside each `NAME.tflite`,
 `NAME.npz` holds seeded inputs (`input0`, ... stacked over the cases: three random, one of the
-type's extremes, one at the input's zero point) and TFLite Micro's outputs for them (`output0`, ...); `tflm_ok` is false for a case
-on which TFLite Micro's interpreter aborted. docs/model-zoo.md says which run in edgetune.
+type's extremes, one at the input's zero point) and TFLite Micro's outputs for them (`output0`,
+...); `tflm_ok` is false for a case TFLite Micro has no output for, and `tflm_failure` says why
+(its interpreter aborted, refused the model, or the model stores a tensor's shape smaller
+than it is computed, and TFLite Micro writes past it). docs/model-zoo.md says which models edgetune runs.
 
 | file | architecture | quantisation | operators (count) | bytes | SHA-256 | TFLM cases |
 |---|---|---|---|---|---|---|
 """
 
 
-def readme_row(spec: ZooModel, data: bytes, finished: int) -> str:
+def readme_row(spec: ZooModel, folder: Path) -> str:
+    data = (folder / f"{spec.name}.tflite").read_bytes()
+    with np.load(folder / f"{spec.name}.npz") as saved:
+        finished = f"{int(saved['tflm_ok'].sum())} of {len(saved['tflm_ok'])}"
+        why = sorted({str(w) for w in saved["tflm_failure"] if str(w)})
+    if why:
+        finished += f" ({'; '.join(w.split(':')[0] if w.startswith('refused') else w for w in why)})"
     ops_text = ", ".join(f"{k} {v}" for k, v in operator_counts(data).items())
     return (f"| `{spec.name}.tflite` | {spec.architecture} | {spec.quantisation} | {ops_text} | {len(data):,} | "
-            f"`{hashlib.sha256(data).hexdigest()}` | {finished} of {CASES} |")
+            f"`{hashlib.sha256(data).hexdigest()}` | {finished} |")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder to write to")
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--only", nargs="*", default=None, help="build only these models (no README)")
+    parser.add_argument("--only", nargs="*", default=None, help="build only these models")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     tf.config.experimental.enable_op_determinism()
     print(f"tensorflow {tf.__version__}, keras {keras.__version__}, numpy {np.__version__}, seed {args.seed}")
-    rows = []
     for index, spec in enumerate(ZOO):
         if args.only is not None and spec.name not in args.only:
             continue
         data = build(spec, index, args.seed)
         path = args.out / f"{spec.name}.tflite"
         path.write_bytes(data)
-        finished = save_reference(path, data, np.random.default_rng([args.seed, index, 1]))
-        rows.append(readme_row(spec, data, finished))
-        print(rows[-1], flush=True)
-    if args.only is None:
-        (args.out / "README.md").write_text(README_HEAD + "\n".join(rows) + "\n", encoding="utf-8")
+        save_reference(path, data, np.random.default_rng([args.seed, index, 1]))
+        print(readme_row(spec, args.out), flush=True)
+    # The README lists every model in the folder (with --only, those made before too).
+    rows = [readme_row(spec, args.out) for spec in ZOO if (args.out / f"{spec.name}.npz").exists()]
+    (args.out / "README.md").write_text(README_HEAD + "\n".join(rows) + "\n", encoding="utf-8")
     return 0
 
 

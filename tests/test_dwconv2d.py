@@ -83,9 +83,11 @@ def test_drawn_variants_are_bit_exact_in_qemu(dw, m55, tmp_path_factory, shape, 
 @pytest.mark.parametrize("shape_text", [
     "h=1,w=1,c=1,kh=1,kw=1,stride=1,pad=0,dilation=1",
     "h=9,w=7,c=13,kh=3,kw=3,stride=2,pad=2,dilation=1",   # 3x3, odd channels, stride 2, pad > 1
-    "h=8,w=9,c=5,kh=3,kw=3,stride=1,pad=1,dilation=2",    # 3x3 dilated: interior and border tiles
-    "h=8,w=7,c=5,mult=3,kh=3,kw=3,stride=1,pad=1",        # depth multiplier 3: 15 output channels
-    "h=6,w=9,c=4,mult=2,kh=3,kw=3,stride_h=2,stride_w=1,pad=same",  # multiplier 2, asymmetric SAME
+    # the slow tier (5 s each): dilation, multipliers 3 and 2 (the per-axis shape below keeps
+    # dilation in the default tier, tests/test_dwconv2d_pixels.py the multipliers)
+    pytest.param("h=8,w=9,c=5,kh=3,kw=3,stride=1,pad=1,dilation=2", marks=pytest.mark.slow),  # interior, border
+    pytest.param("h=8,w=7,c=5,mult=3,kh=3,kw=3,stride=1,pad=1", marks=pytest.mark.slow),  # 15 output channels
+    pytest.param("h=6,w=9,c=4,mult=2,kh=3,kw=3,stride_h=2,stride_w=1,pad=same", marks=pytest.mark.slow),
     "h=7,w=8,c=6,kh=3,kw=3,stride_h=1,stride_w=2,dilation_h=2,dilation_w=1,"
     "pad_top=2,pad_bottom=0,pad_left=0,pad_right=1",      # per-axis steps, one-sided padding
 ])

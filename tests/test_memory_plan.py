@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgetune.model.memory_plan import ALIGN, TensorLife, aligned, check_plan, plan_memory
+from edgetune.model.memory_plan import ALIGN, TensorLife, aligned, check_plan, plan_memory, scratch_id
 from edgetune.model import load_model
 from edgetune.model.module import memory_plan, schedule
 from edgetune.model.operators import operator_params
@@ -133,3 +133,40 @@ def test_the_flatten_reshape_runs_in_place_where_its_input_dies():
     reshape = next(s for s in steps if s.op == "RESHAPE")
     assert plan.by_tensor()[reshape.outputs[0]].shares == reshape.inputs[0]
     assert all(s.op not in ("SHAPE", "STRIDED_SLICE", "PACK") for s in steps)
+
+
+def test_a_layers_scratch_lives_during_its_step_beside_the_tensors_alive_then():
+    """DS-CNN's shape of the problem: 8000-byte activations alternating, a 36 KB scratch at
+    steps 2 and 4. Greedy by size alone puts every scratch at 0 and the activations above
+    it; by first use they alternate below the scratch: the peak is one step's need."""
+    lives = [TensorLife(t, 8000, t - 10, t - 9) for t in range(10, 16)]  # tensor t: written at t-10, read at t-9
+    lives += [TensorLife(scratch_id(n), 36352, n, n) for n in (2, 4)]
+    plan = plan_memory(lives)
+    assert check_plan(plan, lives) == []
+    assert plan.arena_bytes == 8000 + 8000 + 36352  # steps 2 and 4: input, output, scratch
+    assert set(plan.scratch) == {2, 4} and all(a.first == a.last for a in plan.scratch.values())
+    assert [a.tensor for a in plan.tensors] == list(range(10, 16))
+
+
+def test_an_output_larger_than_its_input_joins_it_only_when_its_operator_reads_all_first():
+    lives = [TensorLife(1, 100, 0, 1), TensorLife(2, 300, 1, 2), TensorLife(3, 50, 2, 3)]
+    assert plan_memory(lives, {2: 1}).by_tensor()[2].shares is None
+    plan = plan_memory(lives, {2: 1}, grows={2})
+    assert plan.by_tensor()[2].shares == 1 and plan.offset(2) == plan.offset(1)
+    assert plan.arena_bytes == aligned(300) + aligned(50)
+    assert check_plan(plan, lives, {2: 1}) == []
+
+
+def test_an_output_that_ends_where_its_input_ends_overlaps_its_tail():
+    """MobileNet's first blocks: an 18 KB tensor, a depthwise layer over it in place, then a
+    pointwise layer widening to 36 KB written to end where its input ends: the step needs the
+    output's bytes only, not both."""
+    lives = [TensorLife(1, 18432, 0, 1), TensorLife(2, 18432, 1, 2), TensorLife(3, 36864, 2, 3), TensorLife(4, 9216, 3, 4)]
+    in_place = {2: 1, 3: 2}
+    plan = plan_memory(lives, in_place, ends={3})
+    by = plan.by_tensor()
+    assert by[3].shares == 2 and by[3].end == by[2].end and by[3].offset < by[2].offset
+    assert plan.arena_bytes == 36864 + 9216
+    assert check_plan(plan, lives, in_place) == []
+    without = plan_memory(lives, in_place)  # no end placement: the two live side by side at step 2
+    assert without.arena_bytes == 18432 + 36864

@@ -63,10 +63,17 @@ def test_c_on_host_and_m55_is_tflite_micro(tmp_path, m55, op):
     assert_one_input_everywhere(params, data, draw_int8(rng, (3, 50), "random"), m55, tmp_path)
 
 
-def test_relu6_between_two_quantisations_is_refused_naming_the_operator(tmp_path):
-    _, graph = _model(tmp_path, "RELU6", (1, 4), (0.1, 0), (0.2, 0))
-    with pytest.raises(ModelError, match=r"operator 0 \(RELU6\): output tensor 1 \(.*\) is quantised unlike the input"):
-        operator_params(graph, graph.operators[0])
+@pytest.mark.parametrize("edge", ["random", "extreme"])
+def test_relu6_between_two_quantisations_clamps_in_the_inputs_as_tflite_micro(tmp_path, edge):
+    """TensorFlow's converter writes such a RELU6 after a CONCATENATION (the model zoo's
+    op_relu_relu6); TFLite Micro runs it, clamping in the input's quantisation without
+    rescaling, and so does edgetune."""
+    rng = np.random.default_rng(5)
+    for q_in, q_out in (((0.1, 0), (0.2, 0)), ((0.05, -20), (0.02, 30)), ((0.3, 100), (0.03, -128))):
+        data, graph = _model(tmp_path, "RELU6", (2, 40), q_in, q_out)
+        params = operator_params(graph, graph.operators[0])
+        x = draw_int8(rng, (2, 40), edge)
+        assert_same(f"RELU6 {q_in} -> {q_out}", params.reference(x), tflm(data, [x]))
 
 
 def test_a_model_of_them_loads_as_library_layers(tmp_path):

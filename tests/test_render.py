@@ -33,7 +33,8 @@ def test_provenance_cannot_close_the_comment(matmul, m55, tmp_path):
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("shape_text", ["m=1,n=1,k=1", "m=7,n=19,k=5", "m=16,n=32,k=16"])
+@pytest.mark.parametrize("shape_text", ["m=7,n=19,k=5",  # every tail; the others (4 s each): slow tier
+                                        *(pytest.param(s, marks=pytest.mark.slow) for s in ("m=1,n=1,k=1", "m=16,n=32,k=16"))])
 def test_sampled_variants_compile_warning_free_on_every_compiler(matmul, m55, host, tmp_path, shape_text):
     shape = matmul.parse_shape(shape_text)
     for target in (m55, host):

@@ -50,10 +50,12 @@ def model_json(model: Model, target: str | None) -> dict:
     }
 
 
-def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False) -> str:
+def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False, into: int | None = None) -> str:
     outputs = len(layer.operator.outputs)  # SPLIT, UNPACK: the first output's shape, and how many
     shapes = f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}{f' (x{outputs})' if outputs > 1 else ''}"
     served = f"{layer.kernel} ({workload})" if layer.kernel else untuned_as(layer.op, folded)
+    if into is not None:  # a copy a rewrite absorbed (dilation.py)
+        served = f"- (in operator {into}'s dilated convolution)"
     if layer.arguments:  # a kernel of the user's own (user_layers.py)
         served += ", yours" + (": its reference is the oracle" if layer.oracle == "reference" else "")
     return f"{layer.index:>4}  {layer.op:<18} {shapes:<28} {layer.macs:>12,}  {served}"
@@ -67,8 +69,9 @@ def print_model(model: Model, target: str | None) -> None:
                + (f"; fits {target}" if target else ""))
     click.echo(f"{'#':>4}  {'operator':<18} {'input -> output':<28} {'MACs':>12}  kernel (workload)")
     names, folded = _workload_names(model), folded_operators(model.graph)
+    absorbed = dict(model.graph.absorbed)
     for layer in model.layers:
-        click.echo(_layer_line(layer, names.get(layer.index), layer.index in folded))
+        click.echo(_layer_line(layer, names.get(layer.index), layer.index in folded, absorbed.get(layer.index)))
     click.echo("workloads (identical layers are tuned once):")
     for n, w in enumerate(workloads):
         served = ", ".join(map(str, w.layers))
@@ -125,9 +128,18 @@ def _print_export(result, target) -> None:
     click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "
                f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); with the {io_words} "
                f"{m.arena_bytes + io_bytes:,}; TFLite Micro's arena for this model: {tflm}")
+    if r.arena_scratch.nbytes:
+        click.echo(f"scratch in the arena: {len(r.plan.scratch)} layers' scratch planned by lifetime, at most "
+                   f"{r.arena_scratch.nbytes:,} bytes ({r.arena_scratch.largest}); {r.arena_scratch.unshared:,} bytes "
+                   f"as the variants' own arrays")
+    over = [s for s in r.steps if s.in_place and r.plan.by_tensor().get(s.outputs[0]) is not None
+            and r.plan.by_tensor()[s.outputs[0]].shares is not None]
+    if over:
+        click.echo(f"in place: {len(over)} operators write their output over their input "
+                   f"({', '.join(f'{s.index} {s.op}' for s in over[:6])}{', ...' if len(over) > 6 else ''})")
     if r.scratch.nbytes:
-        click.echo(f"scratch: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} variants (the largest need: "
-                   f"{r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
+        click.echo(f"static scratch beside the arena: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} "
+                   f"variants (the largest need: {r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
     click.echo(f"module: {result.folder / (m.name + '.h')} ({m.name}_invoke)")
 
 
@@ -165,6 +177,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,
                                "arena_region": m.arena_region, "tflm_arena_bytes": result.tflm_arena,
                                "scratch_bytes": result.rendered.scratch.nbytes,
+                               "arena_scratch_bytes": result.rendered.arena_scratch.nbytes,
                                "input_shapes": [list(s) for s in m.input_shapes],
                                "output_shapes": [list(s) for s in m.output_shapes],
                                "untuned": list(result.untuned), "layers": [l.to_json() for l in m.layers]}, indent=2))
@@ -214,9 +227,15 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
     # The first operator that differs names the fault; without --layers, the first output.
     problems = ([outcome.layer_problem] if outcome.layer_problem else []) + [i.problem for i in outcome.inferences
                                                                              if i.problem]
+    if not problems and not outcome.inferences and outcome.unchecked:  # the oracle failed on every input
+        problems = [f"no input checked: {outcome.unchecked[0]}" + (f" (it failed on all {len(outcome.unchecked)} inputs)"
+                                                                  if len(outcome.unchecked) > 1 else "")]
+    if not as_json:
+        for line in outcome.unchecked:  # said before the verdict, which counts only the inputs checked
+            click.echo(f"  {line}: not run, not checked")
     if as_json:
         size = outcome.size
-        click.echo(json.dumps({"ok": outcome.ok, "problems": problems,
+        click.echo(json.dumps({"ok": outcome.ok, "problems": problems, "unchecked": list(outcome.unchecked),
                                "size": None if size is None else {"code_bytes": size.code_bytes,
                                                                   "flash_bytes": size.flash_bytes,
                                                                   "ram_bytes": size.ram_bytes},
@@ -224,7 +243,9 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
                                               for i in outcome.inferences]}, indent=2))
     elif outcome.ok:
         click.echo(f"{outcome.manifest.model.name} on {target.name}: {len(outcome.inferences)} inferences bit-exact "
-                   f"with {outcome.oracle}" + (", every operator too" if layers else ""))
+                   f"with {outcome.oracle}" + (", every operator too" if layers else "")
+                   + (f"; {len(outcome.unchecked)} input(s) not checked, the oracle failed on them (above)"
+                      if outcome.unchecked else ""))
         size = outcome.size
         click.echo(f"module: {size.flash_bytes:,} bytes of flash ({size.code_bytes:,} of code), {size.ram_bytes:,} "
                    "bytes of RAM (arena, inputs, outputs, static scratch)")

@@ -24,7 +24,8 @@ def peak_activations(model: Model) -> tuple[int, int]:
     """(bytes, operator index) of the largest set of non-constant tensors one operator
     reads and writes at once: the smallest arena any execution order needs."""
     best, where = 0, -1
-    for op in model.operators:
+    absorbed = dict(model.graph.absorbed)
+    for op in (op for op in model.operators if op.index not in absorbed):
         live = {i for i in (*op.inputs, *op.outputs) if i >= 0 and not model.tensors[i].constant}
         total = sum(model.tensors[i].nbytes for i in live)
         if total > best:

@@ -97,6 +97,9 @@ class Graph:
     # The names its signature gives the inputs and outputs: (tensor, name), as the model
     # stores them (SignatureDef inputs/outputs; what TF's signature runner calls them).
     io_names: tuple[tuple[int, str], ...] = ()
+    # (operator, the operator that does its work): a rewrite's (dilation.py: a dilated
+    # convolution's SPACE_TO_BATCH_ND and BATCH_TO_SPACE_ND); no layer runs them, no C
+    absorbed: tuple[tuple[int, int], ...] = ()
 
 
 def read_graph(path: str | Path) -> Graph:

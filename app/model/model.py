@@ -7,7 +7,8 @@ from pathlib import Path
 
 from .graph import Graph, Operator, Tensor, read_graph
 from .layers import ModelLayer
-from .operators import check_operators, layer_of
+from .dilation import rewrite_dilated
+from .operators import check_operators, layer_of, missing_operators, missing_text
 from edgetune.codegen.tflite_schema import ModelError
 
 # Tensor types of an int8 model: int8 activations and weights, int32 biases, and the int32
@@ -69,9 +70,38 @@ def _check_types(graph: Graph) -> None:
             raise ModelError(f"{graph.path}: tensor {t.index} ({t.name}) is {t.dtype}: {edge}; edgetune runs int8 "
                              "operators only: convert the model with int8 inputs and outputs (the converter's "
                              "inference_input_type and inference_output_type)")
+        inside = _float_inside(graph, t)
+        if inside:
+            raise ModelError(inside)
         kind = "a float" if t.dtype.startswith(("float", "bfloat")) else f"an {t.dtype}" if t.dtype[0] in "aeiou" else f"a {t.dtype}"
         raise ModelError(f"{graph.path}: tensor {t.index} ({t.name}) is {t.dtype}, so this is {kind} model; edgetune "
                          "runs int8 models (full-integer quantisation: int8 activations and weights, int32 biases)")
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat"))
+
+
+def _float_inside(graph: Graph, t: Tensor) -> str:
+    """The refusal of a float tensor inside a model whose inputs and outputs are integers (the
+    converter kept an operator without an integer kernel in float, between DEQUANTIZE and
+    QUANTIZE): the tensor, the operator writing it, every operator computing in float, and
+    every operator edgetune lacks, in one line; "" when t is no such tensor."""
+    interface = [graph.tensors[i] for i in (*graph.inputs, *graph.outputs)]
+    if not _is_float(t.dtype) or not interface or any(_is_float(x.dtype) for x in interface):
+        return ""
+    writer = next((op for op in graph.operators if t.index in op.outputs), None)
+    source = f"written by operator {writer.index} ({writer.op})" if writer else "a constant"
+    floats = [op for op in graph.operators
+              if any(i >= 0 and _is_float(graph.tensors[i].dtype) for i in (*op.inputs, *op.outputs))]
+    count = sum(_is_float(x.dtype) for x in graph.tensors)
+    missing = missing_operators(graph)
+    lacking = f"; and edgetune cannot run {missing_text(missing)}" if missing else ""
+    return (f"{graph.path}: tensor {t.index} ({t.name}) is {t.dtype} inside an integer model (its inputs and "
+            f"outputs are {interface[0].dtype}), {source}: {len(floats)} operator{'s' if len(floats) > 1 else ''} "
+            f"compute in float or convert to it ({', '.join(f'{op.op} at {op.index}' for op in floats)}; {count} "
+            f"float tensor{'s' if count > 1 else ''}), which the converter kept in float (an operator without an "
+            f"integer kernel, or TFLITE_BUILTINS allowed); edgetune runs integer operators only{lacking}")
 
 
 def _interface_edge(graph: Graph, t: int) -> str:
@@ -99,9 +129,11 @@ def _check_static(graph: Graph) -> None:
 
 
 def load_model(path: str | Path) -> Model:
-    """Read a .tflite file: its graph and one ModelLayer per operator of subgraph 0."""
+    """Read a .tflite file: its graph and one ModelLayer per operator of subgraph 0 (a
+    dilated convolution's three operators as one: dilation.py)."""
     graph = read_graph(path)
     _check_types(graph)
     _check_static(graph)
+    graph = rewrite_dilated(graph)
     check_operators(graph)
     return Model(graph.path, tuple(layer_of(graph, op) for op in graph.operators), graph)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -33,7 +33,7 @@ from edgetune.codegen.export import CMAKE, CMAKE_ID, MAKEFILE, SECTIONS_LD, Expo
 from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, comment_safe
 from edgetune.codegen.manifest import CompiledUnit, KernelEntry, LayerFunction, Manifest, ModelEntry, PlannedTensor
-from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory
+from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory, scratch_id
 from . import Model
 from .graph import Tensor
 from .operators import operator_params
@@ -67,7 +67,9 @@ class RenderedModel:
     manifest: Manifest
     plan: MemoryPlan
     steps: tuple[Step, ...]
-    scratch: SharedScratch = SharedScratch()  # the tuned layers' one scratch area
+    scratch: SharedScratch = SharedScratch()  # the tuned layers' static scratch area (beside the arena)
+    arena_scratch: SharedScratch = SharedScratch()  # their scratch planned in the arena: the needs
+    scratch_needs: tuple[tuple[str, int, int], ...] = ()  # (function, bytes in the arena, static bytes)
 
 
 def model_name(path: str) -> str:
@@ -118,7 +120,8 @@ def schedule(model: Model, name: str) -> tuple[Step, ...]:
             # One function per distinct workload, named after the first layer it serves (the
             # kernel export's names spell out every shape key: too long for a module of 30).
             fn = functions.setdefault((layer.kernel, layer.shape), f"{name}_{layer.kernel}_l{op.index}")
-            steps.append(Step(op.index, op.op, fn, (layer.input_tensor,), (op.outputs[0],), layer.kernel))
+            inputs = (layer.input_tensor, *(op.inputs[position] for _, position in layer.extra_inputs))
+            steps.append(Step(op.index, op.op, fn, inputs, (op.outputs[0],), layer.kernel))
             continue
         params = operator_params(graph, op)
         inputs = tuple(op.inputs[i] for i in params.input_positions)
@@ -133,8 +136,11 @@ def arena_tensors(model: Model, steps: Sequence[Step]) -> set[int]:
     return {t for s in steps for t in s.outputs} - set(model.graph.outputs) - set(model.graph.inputs)
 
 
-def memory_plan(model: Model, steps: Sequence[Step]) -> MemoryPlan:
-    """Lifetimes over the steps, in-place pairs where an operator allows them, one arena."""
+def memory_plan(model: Model, steps: Sequence[Step], scratch: Mapping[int, int] | None = None,
+                ends: frozenset[int] | set[int] = frozenset()) -> MemoryPlan:
+    """Lifetimes over the steps, in-place pairs where an operator allows them, one arena;
+    `scratch` (step position -> bytes) plans each such step's scratch into the arena too,
+    alive during that step only; `ends`: in-place outputs that end where their input ends."""
     tensors = model.graph.tensors
     inside = arena_tensors(model, steps)
     first = {t: n for n, s in enumerate(steps) for t in s.outputs if t in inside}
@@ -144,12 +150,15 @@ def memory_plan(model: Model, steps: Sequence[Step]) -> MemoryPlan:
             if t in inside:
                 last[t] = max(last.get(t, n), n)
     lives = [TensorLife(t, tensors[t].nbytes, first[t], last[t]) for t in sorted(inside)]
+    lives += [TensorLife(scratch_id(n), nbytes, n, n) for n, nbytes in sorted((scratch or {}).items()) if nbytes > 0]
     in_place = {}
     for n, s in enumerate(steps):
         dying = [t for t in s.in_place if t in inside and last[t] == n]
         if s.outputs[0] in inside and dying:
             in_place[s.outputs[0]] = dying[0]
-    return plan_memory(lives, in_place)
+    # A tuned layer's variant that writes over its input reads all of it first: any size.
+    grows = {s.outputs[0] for s in steps if s.kernel is not None and s.in_place} - set(ends)
+    return plan_memory(lives, in_place, grows=grows, ends=ends)
 
 
 def _c_values(values: np.ndarray, per_line: int = 24) -> str:
@@ -194,7 +203,8 @@ class _Rendered:
     sources: dict[str, str]
     kernels: tuple[KernelEntry, ...]
     op_units: tuple[str, ...]
-    scratch: dict[str, tuple[int, int]]  # variant -> (bytes, alignment) of the shared scratch it uses
+    scratch: dict[str, tuple[int, int]]  # variant -> (bytes, alignment) of the static scratch it uses
+    arena_scratch: dict[str, tuple[int, int]]  # variant -> (bytes, alignment) of its scratch in the arena
 
 
 def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, name: str) -> tuple[dict, list[dict], str, str]:
@@ -221,9 +231,13 @@ def _tuned_arrays(model: Model, step: Step, name: str, config) -> tuple[list[dic
     io = layer.io(np.zeros(int(np.prod(layer.kernel_input)), dtype=np.int8))
     deployed = kernel.deployed_io(io, config)
     arrays, order = [], []
+    extra = {name: f"layer_input{n}" for n, (name, _) in enumerate(layer.extra_inputs, start=1)}
     for b in deployed.buffers:  # the layer's own input and output (not the model's): placed by the caller
         if b.name in (layer.input_name, layer.output_name):
             order.append("layer_input" if b.name == layer.input_name else "layer_output")
+            continue
+        if b.name in extra:  # another input tensor read at run time (the step's later inputs)
+            order.append(extra[b.name])
             continue
         arrays.append(_constant(f"{name}_l{step.index}_{b.name}", b.data))
         order.append(arrays[-1]["name"])
@@ -251,11 +265,56 @@ def _provenance(target: Target, entry: ExportEntry, database: str) -> tuple[str,
             f"trial {entry.trial_id} of {database}, measured {entry.created}.")
 
 
-def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequence[Step],
-                  chosen: Mapping[tuple, ExportEntry], name: str, database: str) -> _Rendered:
-    calls, constants, prototypes, sources, kernels, op_units, scratch = [], [], [], {}, {}, [], {}
+@dataclass(frozen=True)
+class _Variant:
+    """A tuned function's rendered variant (one function serves every layer of its workload)."""
+    rendered: object  # codegen's RenderedKernel
+    entry: KernelEntry
+    config: object
+    declarations: tuple[str, ...]
+    in_place_mode: str = ""  # KernelBase.in_place_mode
+
+
+def _render_variants(model: Model, target: Target, steps: Sequence[Step], chosen: Mapping[tuple, ExportEntry],
+                     name: str, database: str) -> dict[str, _Variant]:
+    """Each tuned function's C, before the memory plan: the plan takes each one's scratch."""
     forms = _requant_forms(model, steps)
+    variants = {}
     for step in steps:
+        if step.kernel is None or step.function in variants:
+            continue
+        layer = model.layers[step.index]
+        kernel = KERNELS[layer.kernel]
+        shape = kernel.parse_shape(layer.shape_dict)
+        entry = chosen[(layer.kernel, layer.shape)]
+        config = kernel.tuning_space(target, shape).make(dict(entry.config))
+        rendered = kernel.render(target, shape, config, header=f"{name}.h", fn=step.function,
+                                 provenance=_provenance(target, entry, database),
+                                 shared_scratch=scratch_symbol(name), scratch_pointer=scratch_pointer(step.function),
+                                 requant_forms=forms.get(step.function))
+        if rendered.arena_scratch_bytes and rendered.scratch_align > ALIGN:
+            raise ExportError(f"{step.function}: its scratch wants {rendered.scratch_align}-byte alignment; the "
+                              f"arena is {ALIGN}-byte aligned")
+        setter = (f"void {scratch_pointer(step.function)}_at(uint8_t *area)",) if rendered.arena_scratch_bytes else ()
+        variants[step.function] = _Variant(rendered, _kernel_entry(target, entry, rendered, config), config,
+                                           (rendered.declaration, *setter,
+                                            *kernel.extra_declarations(shape, config, step.function)),
+                                           kernel.in_place_mode(shape, config))
+    return variants
+
+
+def scratch_needs(steps: Sequence[Step], variants: Mapping[str, _Variant]) -> dict[int, int]:
+    """step position -> the bytes of scratch in the arena its variant needs (steps without
+    any left out)."""
+    return {n: variants[s.function].rendered.arena_scratch_bytes for n, s in enumerate(steps)
+            if s.kernel is not None and variants[s.function].rendered.arena_scratch_bytes}
+
+
+def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequence[Step],
+                  variants: Mapping[str, _Variant], name: str) -> _Rendered:
+    calls, constants, prototypes, sources, kernels, op_units, scratch, in_arena = [], [], [], {}, {}, [], {}, {}
+    planned_scratch = plan.scratch
+    for n, step in enumerate(steps):
         if step.kernel is None:
             call, arrays, prototype, source = _library_step(model, target, plan, step, name)
             calls.append(call)
@@ -265,29 +324,28 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
             sources[f"{step.function}.c"] = source
             op_units.append(f"{step.function}.c")
             continue
-        layer = model.layers[step.index]
-        kernel = KERNELS[layer.kernel]
-        shape = kernel.parse_shape(layer.shape_dict)
-        entry = chosen[(layer.kernel, layer.shape)]
-        config = kernel.tuning_space(target, shape).make(dict(entry.config))
-        arrays, order, scalars = _tuned_arrays(model, step, name, config)
+        variant = variants[step.function]
+        arrays, order, scalars = _tuned_arrays(model, step, name, variant.config)
         constants += arrays
         pointers = {"layer_input": _pointer(model, plan, step.inputs[0], {}, False),
-                    "layer_output": _pointer(model, plan, step.outputs[0], {}, True)}
+                    "layer_output": _pointer(model, plan, step.outputs[0], {}, True),
+                    **{f"layer_input{n}": _pointer(model, plan, t, {}, False) for n, t in enumerate(step.inputs[1:], 1)}}
         args = [pointers.get(a, a) for a in order] + [str(v) for v in scalars]
-        calls.append(dict(step=step, args=args, outs=[pointers["layer_output"]]))
+        call = dict(step=step, args=args, outs=[pointers["layer_output"]])
+        if n in planned_scratch:
+            call["scratch"] = f"{scratch_pointer(step.function)}_at(arena + {planned_scratch[n].offset}u)"
+        calls.append(call)
         if step.function not in kernels:
-            rendered = kernel.render(target, shape, config, header=f"{name}.h", fn=step.function,
-                                     provenance=_provenance(target, entry, database),
-                                     shared_scratch=scratch_symbol(name), requant_forms=forms.get(step.function))
-            kernels[step.function] = _kernel_entry(target, entry, rendered, config)
+            rendered = variant.rendered
+            kernels[step.function] = variant.entry
             if rendered.scratch_bytes:
                 scratch[step.function] = (rendered.scratch_bytes, rendered.scratch_align)
+            if rendered.arena_scratch_bytes:
+                in_arena[step.function] = (rendered.arena_scratch_bytes, rendered.scratch_align)
             sources[f"{step.function}.c"] = rendered.source
-            prototypes.append(rendered.declaration)
-            prototypes += kernel.extra_declarations(shape, config, step.function)
+            prototypes += variant.declarations
     return _Rendered(tuple(calls), tuple(constants), tuple(dict.fromkeys(prototypes)), sources,
-                     tuple(kernels.values()), tuple(op_units), scratch)
+                     tuple(kernels.values()), tuple(op_units), scratch, in_arena)
 
 
 def _requant_forms(model: Model, steps: Sequence[Step]) -> dict[str, tuple[int, ...]]:
@@ -309,14 +367,21 @@ def _requant_forms(model: Model, steps: Sequence[Step]) -> dict[str, tuple[int, 
 
 
 def scratch_symbol(name: str) -> str:
-    """The one scratch area of module `name`, which every tuned layer's variant uses from its
-    start (codegen/scratch.py): the layers run one after another."""
+    """The one static scratch area of module `name`, which the tuned layers' variants use
+    from its start for the buffers their templates keep out of the arena (codegen/scratch.py):
+    the layers run one after another."""
     return f"{name}_scratch"
 
 
+def scratch_pointer(function: str) -> str:
+    """The tuned function's pointer to its layer's scratch in the arena, which it lays its
+    buffers out from; the module sets it with `<pointer>_at(area)` (codegen/scratch.py)."""
+    return f"{function}_scratch"
+
+
 def _scratch_view(target: Target, scratch: SharedScratch) -> dict:
-    """The shared scratch as model.c.j2 defines it, in the section each variant's own scratch
-    was measured in."""
+    """The static scratch area as model.c.j2 defines it, in the section each variant's own
+    scratch was measured in."""
     section = scratch_section(target) if scratch.nbytes else None
     return dict(scratch=scratch, scratch_attr=f' __attribute__((section("{section}")))' if section else "")
 
@@ -420,7 +485,7 @@ def _calls_view(model: Model, r: _Rendered) -> list[dict]:
         step = call["step"]
         # A library operator's outputs are its last arguments; each is traced.
         outs = call.get("outs", call["args"][len(call["args"]) - len(step.outputs):])
-        view.append(dict(step=step, args=call["args"],
+        view.append(dict(step=step, args=call["args"], scratch=call.get("scratch", ""),
                          traced=[(out, tensors[t].nbytes) for out, t in zip(outs, step.outputs)]))
     return view
 
@@ -465,9 +530,13 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     name = check_model_name(name)
     steps = schedule(model, name)
     check_outputs_computed(model, steps)
-    plan = memory_plan(model, steps)
     db_name = Path(database).name if database else "no database"
-    r = _render_steps(model, target, plan, steps, chosen, name, comment_safe(db_name))
+    variants = _render_variants(model, target, steps, chosen, name, comment_safe(db_name))
+    steps = tuple(replace(s, in_place=s.inputs[:1]) if s.kernel is not None and variants[s.function].in_place_mode
+                  else s for s in steps)
+    ends = {s.outputs[0] for s in steps if s.kernel is not None and variants[s.function].in_place_mode == "end"}
+    plan = memory_plan(model, steps, scratch_needs(steps, variants), ends)
+    r = _render_steps(model, target, plan, steps, variants, name)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)
     region = arena_region_of(target, chosen, arena_bytes)
@@ -485,7 +554,7 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
                   arguments=", ".join(v["parameter"] for v in (*inputs, *outputs)))
     files = {f"{name}.h": render("model/model.h.j2", common),
              f"{name}.c": render("model/model.c.j2", dict(common, prototypes=r.prototypes, constants=r.constants,
-                                                          calls=calls, tensors=len(plan.allocations),
+                                                          calls=calls, tensors=len(plan.tensors),
                                                           total_bytes=plan.total_bytes)),
              f"{name}_arena.c": render("model/model_arena.c.j2", common), **r.sources}
     units = _units(target, name, r)
@@ -497,7 +566,7 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
         files[SECTIONS_LD] = render("export_sections.ld.j2", dict(common, header=f"{name}.h", regions=regions))
     entry = ModelEntry(name, model_file_name(model.path), common["sha256"], inputs[0]["shape"], outputs[0]["shape"],
                        arena_bytes, region, _layer_table(model, steps, chosen),
-                       tuple(PlannedTensor(a.tensor, a.offset, a.nbytes, a.first, a.last) for a in plan.allocations),
+                       tuple(PlannedTensor(a.tensor, a.offset, a.nbytes, a.first, a.last) for a in plan.tensors),
                        tuple(v["shape"] for v in inputs), tuple(v["shape"] for v in outputs))
     first = target.compilers[0]
     objectives = {k.objective for k in r.kernels}
@@ -507,4 +576,6 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
         kernels=r.kernels, edgetune_version=version,
         files=tuple(sorted([*((f, _sha256(t)) for f, t in files.items()), (entry.file, entry.sha256)])),
         exported=date, database=database, model=entry)
-    return RenderedModel(files, manifest, plan, steps, scratch)
+    needs = tuple((fn, r.arena_scratch.get(fn, (0, 0))[0], r.scratch.get(fn, (0, 0))[0])
+                  for fn in dict.fromkeys((*r.arena_scratch, *r.scratch)))
+    return RenderedModel(files, manifest, plan, steps, scratch, shared_scratch(r.arena_scratch), needs)

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from edgetune.codegen.tflite_schema import ModelError
 
 from .graph import Graph, Operator
+from .heavy_layers import batch_matmul_layer, transpose_conv_layer
 from .layers import ModelLayer, conv_layer, dwconv_layer, fully_connected_layer, untuned_layer
-from .ops import FOLDABLE, StaticOp
+from .ops import FOLDABLE, StaticOp, folded_operators
 from .ops.add import add_params, squared_difference_params
 from .ops.concatenation import concatenation_params
 from .ops.index_map import gather_params, resize_nearest_params, transpose_params
@@ -35,6 +36,7 @@ from .ops.relu import relu_params
 from .ops.resize_bilinear import resize_bilinear_params
 from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
+from .ops.space_batch import batch_to_space_params, space_to_batch_params
 from .ops.split import pack_params, split_params
 from .ops.strided_slice import strided_slice_params
 from .user_layers import declared_operators, servers, user_layer
@@ -82,6 +84,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     tuned("CONV_2D", "conv2d_s8", conv_layer),
     tuned("DEPTHWISE_CONV_2D", "dwconv2d_s8", dwconv_layer),
     tuned("FULLY_CONNECTED", "conv2d_s8", fully_connected_layer),
+    tuned("TRANSPOSE_CONV", "tconv2d_s8", transpose_conv_layer),
+    tuned("BATCH_MATMUL", "bmm_s8", batch_matmul_layer),
     library("ADD", add_params,
             "int8 + int8, each rescaled to twice the larger input scale, the sum requantised; broadcasting up to "
             "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
@@ -118,8 +122,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "a factor out of range; inputs below the zero point are undefined (TFLite Micro fails on them)"),
     library("RELU", relu_params, "int8, requantised to the output's quantisation, then clamped at its zero",
             "input and output of different sizes"),
-    library("RELU6", relu_params, "int8, clamped to [0, 6] in the input's quantisation, not rescaled",
-            "an output quantised unlike the input"),
+    library("RELU6", relu_params, "int8, clamped to [0, 6] in the input's quantisation, not rescaled (also when "
+            "the output is quantised otherwise, as TFLite Micro)", "input and output of different sizes"),
     library("EXPAND_DIMS", same_bytes_params, *SAME_BYTES),
     library("SQUEEZE", same_bytes_params, *SAME_BYTES),
     library("TRANSPOSE", transpose_params, *INDEX_MAP),
@@ -158,6 +162,13 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "int8 values moved (an index map, as TRANSPOSE): TFLite's begin, end and stride per axis with its begin, "
             "end and shrink-axis masks, negative indices and clamping (a GRU's gates); over constants it is folded at "
             "export (below)", "masks for ellipsis or new axes, offsets, non-constant bounds, an empty slice"),
+    library("SPACE_TO_BATCH_ND", space_to_batch_params,
+            "3-D or 4-D, one or two spatial axes padded with 0 (TFLite Micro's value, below) and moved into the "
+            "batch; with the convolution and BATCH_TO_SPACE_ND after it, one dilated convolution (below)",
+            "a non-constant block or paddings, negative paddings, a padded size not a multiple of the block"),
+    library("BATCH_TO_SPACE_ND", batch_to_space_params,
+            "the inverse, then the crops: an index map",
+            "a non-constant block or crops, a batch not a multiple of the block, crops leaving no output"),
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
       for name in FOLDABLE if name not in ("PACK", "STRIDED_SLICE")),  # the library runs these unless folded
 )
@@ -188,7 +199,11 @@ def operator_params(graph: Graph, op: Operator) -> StaticOp:
     its index for one the library does not run (tuned and folded operators included)."""
     entry = REGISTRY.get(op.op)
     if entry is None or entry.params is None:
-        what = "is folded at export" if entry is not None and entry.how == FOLDED else "is not in the operator library"
+        what = "is not in the operator library"
+        if entry is not None and entry.how == FOLDED:
+            what = ("is folded at export" if op.index in folded_operators(graph) else  # else: a PACK of activations
+                    "reads tensors computed at run time; edgetune runs it only folded at export, over constants "
+                    "(shape arithmetic)")
         raise ModelError(f"{graph.path}: operator {op.index} ({op.op}) {what} (the library runs "
                          f"{', '.join(names(LIBRARY))})")
     return entry.params(graph, op)
@@ -206,29 +221,46 @@ def _missing_name(op: Operator) -> str:
     return f"CUSTOM ({op.custom_code})" if op.op == "CUSTOM" else op.op
 
 
+def missing_operators(graph: Graph) -> dict[str, list[int]]:
+    """The operators that neither the registry nor a kernel of the user's own serves: name ->
+    their indices, in order of first appearance."""
+    missing: dict[str, list[int]] = {}
+    folded = folded_operators(graph) if any(op.op in FOLDABLE for op in graph.operators) else set()
+    for op in graph.operators:
+        entry = None if op.op == "CUSTOM" else REGISTRY.get(op.op)
+        unfoldable = entry is not None and entry.how == FOLDED and op.index not in folded  # a PACK of activations
+        if (entry is not None and not unfoldable) or servers(graph, op):
+            continue
+        name = f"{op.op} of tensors computed at run time (folded only over constants)" if unfoldable else _missing_name(op)
+        missing.setdefault(name, []).append(op.index)
+    return missing
+
+
 def check_operators(graph: Graph) -> None:
     """Refuse, in one message, a model with operators that neither the registry nor a kernel
     of the user's own serves: every such operator, with its indices and count."""
-    missing: dict[str, list[int]] = {}
-    for op in graph.operators:
-        if (op.op == "CUSTOM" or op.op not in REGISTRY) and not servers(graph, op):
-            missing.setdefault(_missing_name(op), []).append(op.index)
+    missing = missing_operators(graph)
     if missing:
         raise _refusal(graph, missing)
 
 
-def _refusal(graph: Graph, missing: dict[str, list[int]]) -> ModelError:
+def missing_text(missing: dict[str, list[int]]) -> str:
+    """`NAME (2x: operators 3, 7); OTHER (1x: operator 1)`: each missing operator, its count and indices."""
     def one(name: str, indices: list[int]) -> str:
         where = f"operator {indices[0]}" if len(indices) == 1 else f"operators {', '.join(map(str, indices))}"
         return f"{name} ({len(indices)}x: {where})"
 
+    return "; ".join(one(name, indices) for name, indices in missing.items())
+
+
+def _refusal(graph: Graph, missing: dict[str, list[int]]) -> ModelError:
     kinds, total = len(missing), sum(map(len, missing.values()))
     custom = [name[len("CUSTOM ("):-1] for name in missing if name.startswith("CUSTOM (")]
     hint = (f"; a kernel of your own can serve one (docs/own-kernel.md), for a custom operator declaring "
             f"operators={{'CUSTOM:{custom[0]}': adapter}} (--kernel-file)" if custom
             else "; a kernel of your own can serve one (docs/own-kernel.md)")
     return ModelError(f"{graph.path}: edgetune cannot run {total} of this model's {len(graph.operators)} operators: "
-                      f"{'; '.join(one(name, indices) for name, indices in missing.items())} (it runs "
+                      f"{missing_text(missing)} (it runs "
                       f"{', '.join(SUPPORTED)}, and no kernel loaded serves {'them' if kinds > 1 else 'it'}"
                       f"{hint}){declared_operators()}")
 

@@ -87,6 +87,10 @@ def in_cycles(value: float, unit: str, target: Target) -> tuple[int, str]:
 def library_option(model: Model, layer: ModelLayer, target: Target, region: str, unit: str = "") -> Option:
     """A library operator on the CPU: folded (nothing runs), else measured alone on the
     target, else the element estimate of the module's docstring, saying why."""
+    into = dict(model.graph.absorbed).get(layer.index)
+    if into is not None:
+        return Option(0, f"runs inside operator {into}'s dilated convolution: no code of its own", region,
+                      basis="folded")
     if layer.index in folded_operators(model.graph):
         return Option(0, "folded into a constant at export: no code runs", region, basis="folded")
     unit = unit or target.measures
@@ -143,8 +147,9 @@ def npu_option(layer: ModelLayer, target: Target, npu: Npu | None, macs: int | N
         return Option(None, "no NPU")
     if layer.kernel is None:
         return Option(None, f"{layer.op} is planned on the CPU only")
-    if layer.arguments:  # a kernel of the user's own serves it: its C runs on the CPU
-        return Option(None, f"{layer.op} is served by {layer.kernel}, a kernel of your own, on the CPU")
+    if layer.arguments:  # a kernel of the user's own (or bmm_s8's two operands) serves it: its C runs on the CPU
+        whose = "a kernel of your own, on the CPU" if get_kernel(layer.kernel).definition else "on the CPU only"
+        return Option(None, f"{layer.op} is served by {layer.kernel}, {whose}")
     model = layer_model(layer)
     best, errors = None, []
     with tempfile.TemporaryDirectory(prefix="edgetune-place-") as tmp:

@@ -20,7 +20,7 @@ import numpy as np
 from edgetune.model import Model, ModelError
 from edgetune.model.builder import build_model, constant
 from edgetune.model.graph import Operator
-from edgetune.model.oracle import oracle_output, run_tflm
+from edgetune.model.oracle import oracle_output, reference_output, run_tflm
 from edgetune.model.user_layers import REFERENCE
 from edgetune.model.ops import constant_value
 
@@ -32,7 +32,8 @@ def has_reference_layers(model: Model) -> bool:
 def segments(model: Model) -> list[tuple[str, list[Operator]]]:
     """The operators in order, as ("tflm", a run of builtin ones) and ("reference", [one custom])."""
     parts: list[tuple[str, list[Operator]]] = []
-    for layer in model.layers:
+    absorbed = dict(model.graph.absorbed)
+    for layer in (layer for layer in model.layers if layer.index not in absorbed):
         kind = REFERENCE if layer.oracle == REFERENCE else "tflm"
         if kind == "tflm" and parts and parts[-1][0] == "tflm":
             parts[-1][1].append(layer.operator)
@@ -93,3 +94,51 @@ def model_outputs(model: Model, data: bytes, xs: list[np.ndarray]) -> list[np.nd
                              f"{str(exc).strip()[:300]}") from None
         values.update({i: np.asarray(v).reshape(graph.tensors[i].shape) for i, v in zip(outputs, got)})
     return [values[t] for t in graph.outputs]
+
+
+def module_reference(model: Model, xs: list[np.ndarray]) -> list[np.ndarray]:
+    """What edgetune's module computes for the inputs `xs` (in the model's order), by the numpy
+    references of its steps (app/model/module.py's schedule): each tuned layer's kernel
+    reference, each library operator's (ops/), folded values as export folds them. No C is
+    built: a quick check of edgetune's arithmetic on a whole model against TFLite Micro's
+    outputs (the C's own checks against these references are per operator)."""
+    from edgetune.model.module import schedule
+    from edgetune.model.operators import operator_params
+
+    graph = model.graph
+    values = {t: np.asarray(x).reshape(graph.tensors[t].shape) for t, x in zip(graph.inputs, xs)}
+
+    def value(t: int) -> np.ndarray:
+        if t not in values:
+            known = constant_value(graph, t)
+            if known is None:
+                raise ModelError(f"{model.path}: tensor {t} is read before any step writes it")
+            values[t] = known
+        return values[t]
+
+    for step in schedule(model, "reference"):
+        layer = model.layers[step.index]
+        if step.kernel is not None:
+            got = (_kernel_reference(layer, [value(t) for t in step.inputs]),)
+        else:
+            got = operator_params(graph, layer.operator).reference(*[value(t) for t in step.inputs])
+            got = tuple(got) if isinstance(got, tuple) else (got,)  # SPLIT, UNPACK: one array per output
+        for t, array in zip(step.outputs, got):
+            values[t] = np.asarray(array).reshape(graph.tensors[t].shape)
+    return [value(t) for t in graph.outputs]
+
+
+def _kernel_reference(layer, xs: list[np.ndarray]) -> np.ndarray:
+    """A tuned layer's kernel reference on its buffers, its run-time inputs `xs` (the first,
+    then the ones of `extra_inputs`, e.g. BATCH_MATMUL's right operand, in place of their
+    stand-ins), in the shape of the kernel's output buffer."""
+    if not layer.extra_inputs:
+        return reference_output(layer, xs[0])
+    from edgetune.codegen.kernels import get_kernel
+
+    io = layer.io(np.asarray(xs[0], dtype=np.int8))
+    real = {name: np.asarray(x) for (name, _), x in zip(layer.extra_inputs, xs[1:])}
+    io = replace(io, buffers=tuple(replace(b, data=real[b.name].astype(b.data.dtype).reshape(b.data.shape))
+                                   if b.name in real else b for b in io.buffers))
+    outputs = get_kernel(layer.kernel).reference(layer.shape_dict, io)
+    return outputs[[b.name for b in io.outputs()].index(layer.output_name)].reshape(layer.kernel_output)

@@ -48,12 +48,15 @@ def read_input_files(paths, shapes: tuple[tuple[int, ...], ...]) -> list[tuple[s
     return cases
 
 
-def save_vectors(out: Path, model: Model, data: bytes, cases: list[tuple[str, list[np.ndarray]]]) -> list[Path]:
-    """Write every case's inputs and the oracle's outputs into `out` (see the module); the files written."""
+def save_vectors(out: Path, model: Model, data: bytes, cases: list[tuple[str, list[np.ndarray]]],
+                 outputs: list[list[np.ndarray]] | None = None) -> list[Path]:
+    """Write every case's inputs and the oracle's outputs (`outputs`, one list per case, or
+    computed here) into `out` (see the module); the files written."""
     out.mkdir(parents=True, exist_ok=True)
     written, index, arrays = [], [], []
     for n, (label, xs) in enumerate(cases):
-        wants = [np.asarray(w, dtype=np.int8) for w in model_outputs(model, data, xs)]
+        found = outputs[n] if outputs is not None else model_outputs(model, data, xs)
+        wants = [np.asarray(w, dtype=np.int8) for w in found]
         entry = {"label": label, "inputs": [], "outputs": []}
         for kind, key, values in [("input", "inputs", x) for x in xs] + [("output", "outputs", w) for w in wants]:
             k = len(entry[key])

@@ -69,6 +69,7 @@ class RenderedKernel:
     placement: Placement | None = None  # where its buffers live (None: the target's default)
     scratch_bytes: int = 0  # its static scratch, laid out as in a shared area (codegen/scratch.py)
     scratch_align: int = 16  # the alignment that area needs for its buffers
+    arena_scratch_bytes: int = 0  # in a model module: its scratch in the arena (codegen/scratch.py)
 
 
 # Index arithmetic is done in `int` (32 bits on every target offered); keep every tensor's
@@ -253,6 +254,16 @@ class Kernel:
         """Other public functions of a variant's source (e.g. a weight packing helper)."""
         return []
 
+    def in_place_mode(self, shape: Mapping[str, int], config: Config) -> str:
+        """How the variant may be called with its output over its input: "start" (the output
+        starts where the input does: every input byte is read before the output byte at its
+        address is written), "end" (the output ends where the input ends: it is written in
+        order, each write behind the reads still to come), or "" (not at all). A model's
+        memory plan then lays the two over each other (TinyEngine's in-place depthwise).
+        "" unless a kernel shows it from its loops (and a module test checks it against the
+        oracle)."""
+        return ""
+
     def compare(self, shape: Mapping[str, int], io: KernelIO, name: str, got: np.ndarray,
                 want: np.ndarray) -> str | None:
         """None when an output is right, else why not. Integer kernels are bit-exact;
@@ -279,9 +290,10 @@ class Kernel:
 
     def render(self, target: Target, shape: Mapping[str, int], config: Config, *, header: str = "kernel.h",
                fn: str | None = None, provenance: tuple[str, ...] = (), shared_scratch: str = "",
-               requant_forms: tuple[int, ...] | None = None) -> RenderedKernel:
+               scratch_pointer: str = "", requant_forms: tuple[int, ...] | None = None) -> RenderedKernel:
         """The variant's C. Its static scratch is its own, or (shared_scratch) placed in that
-        area of the module it is part of (codegen/scratch.py). `requant_forms`: the fast
+        area of the module it is part of, or (scratch_pointer) in the module's arena
+        (codegen/scratch.py). `requant_forms`: the fast
         requantisation forms (edgetune.codegen.quant.requant_form) its calls will take, where
         the caller knows them (a model module's constant quantisation); the Helium
         convolutions then compile only those and the general form, which serves any call,
@@ -293,7 +305,7 @@ class Kernel:
         variables = dict(self.template_vars(target, shape, config))
         section = scratch_section(target)
         scratch_attr = f' __attribute__((section("{section}")))' if section else ""
-        layout = ScratchLayout(scratch_attr, shared_scratch)
+        layout = ScratchLayout(scratch_attr, shared_scratch, scratch_pointer)
         if self.paths:
             variables.update(self.path(config).variables(target, shape, config))
         variables.update(fn=fn, prefix=fn, P=fn.upper(), header=header, kernel_name=self.name, provenance=tuple(map(comment_safe, provenance)),
@@ -304,7 +316,8 @@ class Kernel:
         placement = placement_of(target, self.make_io(shape, np.random.default_rng(0)), config)
         return RenderedKernel(source=source, function=fn, declaration=self.declaration(shape, fn=fn),
                               compiler=compiler.name, cflags=cflags, placement=placement,
-                              scratch_bytes=layout.nbytes, scratch_align=layout.align)
+                              scratch_bytes=layout.nbytes, scratch_align=layout.align,
+                              arena_scratch_bytes=layout.arena_nbytes)
 
     def render_source(self, template: str, variables: dict) -> str:
         """The C text of a variant from its template (codegen's own templates; a kernel

@@ -208,6 +208,25 @@ class Conv2dS8(Kernel):
         weights, bias = io.buffers[1], io.buffers[2]
         return with_packed_weights(io, *pack_weights(weights.data, bias.data, dict(io.params)["in_zero"], config))
 
+    def in_place_mode(self, shape: Mapping[str, int], config: Config) -> str:
+        """Helium variants (conv2d_s8.c.j2, conv2d_s8_packed.c.j2 on the driver) write each
+        result to the driver's sink. Unfused: the first pass reads the whole input into raw
+        int32 accumulators, the second writes the output from them alone: "start", whatever
+        the sizes. Fused, on a pointwise layer (1x1, stride 1, no padding): a pixel's (or an
+        im2col chunk's) output is written after its input is read, in pixel order. With
+        cout <= cin, pixel p's output ends at (p + 1) * cout <= (p + 1) * cin, input already
+        read: "start". With cout > cin, ending where the input ends puts the input
+        npix * (cout - cin) bytes after the output's start, and pixel p's output ends at
+        (p + 1) * cout <= npix * (cout - cin) + (p + 1) * cin, again input already read: "end"."""
+        if config["vector"] != "mve":
+            return ""
+        if config["fusion"] == "unfused":
+            return "start"
+        geo = geometry_of(shape)
+        if (geo.kh, geo.kw, geo.stride_h, geo.stride_w) != (1, 1, 1, 1) or geo.padded:
+            return ""
+        return "start" if shape["cout"] <= shape["cin"] else "end"
+
     def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
         return [pack_declaration(fn)] if config["layout"] == "packed" else []
 

@@ -165,6 +165,18 @@ class DwConv2dS8(Kernel):
         weights, bias = io.buffers[1], io.buffers[2]
         return with_packed_weights(io, *pack_weights(weights.data, bias.data, dict(io.params)["in_zero"], int(config["tile_c"])))
 
+    def in_place_mode(self, shape: Mapping[str, int], config: Config) -> str:
+        """"start" for two families, which read all they need before writing over it.
+        vector=mve_pixels with mult=1: channel by channel, the channel's input is gathered
+        into the plane, then its output channel scattered; output byte (pixel q, channel c)
+        is input byte (q, c) of a channel already gathered (q < the input's pixels, the
+        channel counts equal), as TinyEngine's in-place depthwise. taps=padded3x3 on the
+        driver: the whole input is copied with its padding first, and only the copy is read."""
+        if config["vector"] == "mve_pixels":
+            geo = geometry_of(shape)
+            return "start" if shape["mult"] == 1 and geo.oh * geo.ow <= shape["h"] * shape["w"] else ""
+        return "start" if config["taps"] == "padded3x3" else ""
+
     def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
         return [pack_declaration(fn)] if config["layout"] == "packed" else []
 

@@ -20,13 +20,15 @@ from .relu import Relu6Params, ReluParams
 from .resize_bilinear import ResizeBilinearParams
 from .reshape import ExpandDimsParams, ReshapeParams, SqueezeParams
 from .softmax import SoftmaxParams
+from .space_batch import BatchToSpaceParams, SpaceToBatchParams
 from .split import PackParams, SplitParams, SplitVParams, UnpackParams
 from .strided_slice import StridedSliceParams
 
-__all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "ElementWise", "ExpandDimsParams", "FOLDABLE",
+__all__ = ["AddParams", "AveragePoolParams", "BatchToSpaceParams", "ConcatenationParams", "ElementWise",
+           "ExpandDimsParams", "FOLDABLE",
            "GatherParams", "HardSwishParams", "IndexMapParams", "LeakyReluParams", "LogisticParams", "LookupOp",
-           "MaxPoolParams", "MeanParams", "MulParams", "MultiOutput", "PackParams", "PadParams", "QuantizeParams", "Relu6Params", "ReluParams",
-           "ResizeBilinearParams", "ReshapeParams", "ResizeNearestParams", "RsqrtParams", "SoftmaxParams",
-           "SplitParams", "SplitVParams", "SqueezeParams", "StridedSliceParams", "SquaredDifferenceParams", "StaticOp", "SubParams", "TanhParams",
-           "TransposeParams", "UnpackParams",
+           "MaxPoolParams", "MeanParams", "MulParams", "MultiOutput", "PackParams", "PadParams", "QuantizeParams",
+           "Relu6Params", "ReluParams", "ResizeBilinearParams", "ReshapeParams", "ResizeNearestParams", "RsqrtParams",
+           "SoftmaxParams", "SpaceToBatchParams", "SplitParams", "SplitVParams", "SqueezeParams", "StridedSliceParams",
+           "SquaredDifferenceParams", "StaticOp", "SubParams", "TanhParams", "TransposeParams", "UnpackParams",
            "constant_value", "folded_operators"]

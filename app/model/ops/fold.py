@@ -84,6 +84,8 @@ def _pack(graph: Graph, op: Operator, inputs) -> np.ndarray:
 
 
 def folded_operators(graph: Graph) -> frozenset[int]:
-    """The indices of the operators evaluated at export (and so not in the generated C)."""
+    """The indices of the operators evaluated at export, and of those another operator does the
+    work of (Graph.absorbed: a dilated convolution's copies), so not in the generated C."""
     return frozenset(op.index for op in graph.operators
-                     if op.op in FOLDABLE and all(constant_value(graph, t) is not None for t in op.outputs))
+                     if op.op in FOLDABLE and all(constant_value(graph, t) is not None for t in op.outputs)
+                     ) | frozenset(index for index, _ in graph.absorbed)

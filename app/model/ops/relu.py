@@ -4,8 +4,9 @@ TFLite Micro computes them (activations.cc; checked in tests/test_ops_relu.py):
   RELU   y = clamp(z_out + (x - z_in) scaled by (m, e), max(-128, z_out), 127), with
          (m, e) = quantised s_in / s_out (in double): a requantisation, then the clamp
   RELU6  y = clamp(x, z_in, q6), q6 = z_in + roundf(6.0f / s_in) saturated to int8: the
-         input clamped in its own quantisation; TFLite Micro does not rescale (it requires
-         the output's quantisation to be the input's, and so does edgetune)
+         input clamped in its own quantisation; TFLite Micro does not rescale, even when the
+         output is quantised otherwise (as the converter writes a RELU6 after a CONCATENATION),
+         and neither does edgetune
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from ..arithmetic import round_half_away
 from ..graph import Graph, Operator
-from .base import ElementWise, OperatorReader, int8_input, one_to_one, same_quantization, scale, zero_point
+from .base import ElementWise, OperatorReader, int8_input, one_to_one, scale, zero_point
 from .quantize import Requantization, requantization
 
 
@@ -44,9 +45,6 @@ def relu_params(graph: Graph, op: Operator) -> ReluParams:
     x, y = one_to_one(r)
     if op.op == "RELU":
         return ReluParams(op.index, x.elements, requantization(r, x, y), max(-128, zero_point(y)), 127)
-    if not same_quantization(x, y):
-        raise r.fail(f"output tensor {y.index} ({y.name}) is quantised unlike the input (TFLite Micro's RELU6 "
-                     "does not rescale)")
     six = float(np.float32(6.0) / np.float32(scale(x)))  # roundf of a float quotient: halves away from zero
     upper = min(127, zero_point(x) + round_half_away(six))
     return Relu6Params(op.index, x.elements, None, zero_point(x), upper)
