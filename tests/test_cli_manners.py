@@ -50,3 +50,41 @@ def test_the_readmes_command_table_lists_every_model_command():
     table = [line for line in readme.splitlines() if line.startswith("| `edgetune ")]
     for name in main.commands["model"].commands:
         assert any(line.startswith(f"| `edgetune model {name} ") for line in table), name
+
+
+def test_the_hint_to_tune_runs_verbatim_for_a_kernel_and_a_board_of_ones_own(tmp_path):
+    """A new user's vector_add on their own board file: the hint named neither the kernel file
+    (`edgetune tune vector_add ...` says the kernel is unknown) nor the board's path (its name,
+    not a shipped target). The printed command, run as printed, tunes the workload."""
+    import shlex
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    kernel = str(root / "examples" / "kernels" / "vector_add")
+    board = tmp_path / "my host.toml"
+    board.write_text('extends = "host"\nname = "my-host"\n')
+    db = tmp_path / "t.db"
+    runner = CliRunner()
+    common = ["--kernel-file", kernel, "--target", str(board), "--db", str(db)]
+    assert runner.invoke(main, ["tune", "--shape", "size=8", "--budget", "1", *common]).exit_code == 0
+    result = runner.invoke(main, ["best", "--shape", "size=16", *common])
+    assert result.exit_code == 1 and "not tuned" in result.output, result.output
+    words = shlex.split(result.output.split("tune it first: ", 1)[1])
+    assert words[:2] == ["edgetune", "tune"] and str(board) in words and kernel in words, words
+    tuned = runner.invoke(main, [*words[1:], "--budget", "1"])
+    assert tuned.exit_code == 0, tuned.output
+    assert runner.invoke(main, ["best", "--shape", "size=16", *common]).exit_code == 0
+
+
+def test_a_model_budget_below_its_workloads_says_which_budget_would_do(tmp_path):
+    """`model tune fc_autoencoder_ad.tflite --budget 4` said 5 workloads need a trial each, but
+    not what to give: the line names the least budget that runs, and nothing is written."""
+    from pathlib import Path
+
+    model = Path(__file__).resolve().parent / "data" / "models" / "fc_autoencoder_ad.tflite"
+    db = tmp_path / "m.db"
+    result = CliRunner().invoke(main, ["model", "tune", str(model), "--target", "cortex-m55", "--budget", "4",
+                                       "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert "5 distinct workloads" in result.output and "give --budget 5 or more" in result.output, result.output
+    assert not db.exists()

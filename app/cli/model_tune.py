@@ -112,7 +112,8 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
         budget = TRIALS_PER_WORKLOAD * distinct
     if budget < distinct:
         raise ModelError(f"--budget {budget}: {model_file} has {distinct} distinct workloads to tune, "
-                         "each needs at least one trial")
+                         f"each needs at least one trial: give --budget {distinct} or more (without --budget, "
+                         f"{TRIALS_PER_WORKLOAD * distinct})")
     # Rounds small enough that every workload gets one within the budget; a round runs its
     # trials `jobs` at a time, so a budget that small also runs fewer at once.
     round_trials = max(1, min(ROUND_TRIALS, budget // distinct))

@@ -38,6 +38,7 @@ def _shared(declared_as: str, *flags: str, **attrs):
 
 
 def _register_kernel_files(ctx, param, paths) -> tuple[str, ...]:
+    ctx.meta["kernel_file_paths"] = tuple(paths)  # as typed: hints print commands to paste
     return register_files(paths)
 
 

@@ -3,6 +3,7 @@ and show the best stored configuration of one."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -195,6 +196,17 @@ def _goal_shown(db: TuningDatabase, request: TuneRequest) -> tuple[str, tuple]:
     return goal.objective, goal.bounds
 
 
+def _tune_command(kernel: str, shape_text: str, target_name: str, db_path) -> str:
+    """The `tune` command that fills the workload, as the user can paste it: their kernel files
+    (a kernel of their own is unknown without them) and their target as they named it (a board
+    file's path, not its name)."""
+    words = ["edgetune", "tune", kernel]
+    for path in click.get_current_context().meta.get("kernel_file_paths", ()):
+        words += ["--kernel-file", str(path)]
+    words += ["--shape", shape_text, "--target", str(target_name), "--db", str(db_path)]
+    return " ".join(shlex.quote(word) for word in words)
+
+
 @click.command("best")
 @click.argument("kernel_name", metavar="KERNEL", required=False)
 @options.target
@@ -225,8 +237,9 @@ def best_cmd(kernel_name, target_name, shape, objective, constraints, db_path, d
     elif not summary.trials:  # not "0 trials stored (0 new)": say what is missing and how to get it
         w = summary.workload
         shape_text = ",".join(f"{k}={v}" for k, v in w.shape)
+        hint = _tune_command(w.kernel, shape_text, target_name, db_path)
         click.echo(f"{w.kernel} {shape_text} on {w.target}: not tuned ({db_path} holds no trial of it); "
-                   f"tune it first: edgetune tune {w.kernel} --shape {shape_text} --target {w.target} --db {db_path}")
+                   f"tune it first: {hint}")
     else:
         print_summary(summary)
     if summary.best is None:
