@@ -17,7 +17,7 @@ from edgetune.tuner import check_strategy
 from edgetune.tuner.scheduler import SCHEDULERS
 
 from edgetune.model.check import LayerCheck, check_model
-from edgetune.model.session import ModelRound, ModelSummary, progress_line, tune_model
+from edgetune.model.session import ModelRound, ModelSummary, compact_shape, progress_line, tune_model
 
 from ..session import choose_objective
 from . import options
@@ -42,7 +42,7 @@ def print_model_summary(summary: ModelSummary) -> None:
         served = ",".join(map(str, layer.layers))
         w = layer.workload
         click.echo(f"  {served:<22} {layer.trials:>6} {_value(layer.value):>14} {_value(layer.baseline):>14} "
-                   f"{_ratio(layer.value, layer.baseline):>7}  {w.kernel} {','.join(f'{k}={v}' for k, v in w.shape)}")
+                   f"{_ratio(layer.value, layer.baseline):>7}  {w.kernel} {compact_shape(dict(w.shape))}")
     total, plain = summary.total, summary.baseline_total
     # Honest about what it is (issue 29, goal 6): each layer measured alone, not the module,
     # which also runs the library operators, and whose layers run on other memory and

@@ -369,3 +369,30 @@ def short_layer_name(state: ModelRound) -> str:
     shown = ",".join(map(str, state.layers[:4])) + (",..." if len(state.layers) > 4 else "")
     which = f"layer{'s' if len(state.layers) > 1 else ''} {shown} " if state.layers else ""
     return f"{which}{state.workload.kernel}{window}"
+
+
+# What a shape key holds when it changes nothing (a stride of 1, no padding, no dilation, a
+# depth multiplier of 1): left out of a compact shape, which a reader scans for what matters.
+NEUTRAL_SHAPE_VALUES = {"stride": 1, "stride_h": 1, "stride_w": 1, "dilation": 1, "dilation_h": 1,
+                        "dilation_w": 1, "pad": 0, "mult": 1}
+AXIS_PAIRS = {"stride_h": ("stride_w", "stride"), "dilation_h": ("dilation_w", "dilation")}
+PADS = ("pad_top", "pad_bottom", "pad_left", "pad_right")
+
+
+def compact_shape(shape: dict) -> str:
+    """A workload's shape in a line a terminal keeps: per-axis pairs of equal values as one
+    (stride_h=stride_w=2 as stride=2), four equal paddings as pad=N, neutral values left out.
+    `conv2d_s8`'s 1x1 layer: `h=1,w=1,cin=640,cout=128,kh=1,kw=1` instead of 190 characters."""
+    items, skip = [], set()
+    for key, value in shape.items():
+        if key in skip:
+            continue
+        if key in AXIS_PAIRS and shape.get(AXIS_PAIRS[key][0]) == value:
+            other, key = AXIS_PAIRS[key]
+            skip.add(other)
+        elif key == PADS[0] and all(shape.get(p) == value for p in PADS):
+            key = "pad"
+            skip.update(PADS[1:])
+        if NEUTRAL_SHAPE_VALUES.get(key) != value:
+            items.append(f"{key}={value}")
+    return ",".join(items)
