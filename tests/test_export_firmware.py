@@ -161,6 +161,24 @@ def test_cmake_firmware_builds_the_export_and_runs_in_qemu(export, tmp_path):
     _check_objects_are_the_measured_ones(folder, objects, tmp_path)
 
 
+def test_a_cmake_build_with_another_compiler_than_the_measured_one_is_warned_with_the_way_out(export, tmp_path):
+    """The kernels were measured with GCC; a firmware configured with clang is told that their
+    speed is not the measured one and how to tune for its own compiler (--compiler)."""
+    folder, _ = export
+    project, _ = _user_project(tmp_path, get_target("cortex-m55"))
+    (project / "toolchain.cmake").write_text(
+        "set(CMAKE_SYSTEM_NAME Generic)\nset(CMAKE_SYSTEM_PROCESSOR arm)\nset(CMAKE_C_COMPILER clang)\n"
+        "set(CMAKE_C_COMPILER_TARGET arm-none-eabi)\nset(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)\n"
+        'set(CMAKE_C_FLAGS_INIT "-march=armv8.1-m.main+mve.fp+fp.dp -mfloat-abi=hard -mthumb")\n')
+    configure = subprocess.run(["cmake", "-S", str(project), "-B", str(tmp_path / "build"), "-G", "Unix Makefiles",
+                                f"-DCMAKE_TOOLCHAIN_FILE={project / 'toolchain.cmake'}", f"-DEDGETUNE_EXPORT={folder}"],
+                               capture_output=True, text=True)
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    warned = " ".join(configure.stderr.split())  # CMake wraps its warnings
+    assert "was measured with a GNU compiler" in warned and "with Clang" in warned, configure.stderr
+    assert "with --compiler" in warned, configure.stderr
+
+
 def test_make_firmware_builds_the_export_and_runs_in_qemu(export, tmp_path):
     folder, _ = export
     m55 = get_target("cortex-m55")
