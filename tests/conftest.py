@@ -142,3 +142,26 @@ def pytest_collection_modifyitems(config, items):
         for item in cases:
             if item.nodeid not in default:
                 item.add_marker(pytest.mark.slow)
+
+
+# EDGETUNE_TEST_CPU_LOG=FILE: each test appends "<cpu seconds>\t<node id>" to FILE, the CPU time
+# of its worker and of the programs it ran (compilers, QEMU: children the worker waited for).
+# Unlike wall time, CPU time hardly changes when other jobs share the cores, so a run on a
+# busy machine still says which tests are the default tier's cost (docs/testing.md).
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    log = os.environ.get("EDGETUNE_TEST_CPU_LOG")
+    if not log:
+        yield
+        return
+    before = _cpu_seconds()
+    yield
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(f"{_cpu_seconds() - before:.3f}\t{item.nodeid}\n")
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

@@ -134,3 +134,54 @@ def assert_one_input_everywhere(params, data: bytes, x: np.ndarray, target, work
     assert params.in_place == (0,)
     assert_same("C on the host, in place", run_host(params, [x], want.size, work / "alias", alias=0), want)
     assert_same(f"C on the {target.name}", run_target(params, target, [x], want.shape, work / target.name), want)
+
+
+def _bytes(x) -> np.ndarray:
+    """A tensor's values as the C moves them: its bytes (an int16 tensor's two per value)."""
+    return np.ascontiguousarray(x).reshape(-1).view(np.int8)
+
+
+def run_host_outputs(params, inputs: list[np.ndarray], work: Path) -> list[np.ndarray]:
+    """An operator of any number of outputs (params.output_shapes) compiled with cc and run on
+    this machine: each output's bytes, in order."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "op.c").write_text(params.render("et_op"))
+    sizes = [int(np.prod(s)) for s in params.output_shapes]
+    arrays = "\n".join(_c_array(f"in{i}", _bytes(x)) for i, x in enumerate(inputs))
+    arrays += "".join(f"\nstatic int8_t out{k}[{n}];" for k, n in enumerate(sizes))
+    args = ", ".join([*(f"in{i}" for i in range(len(inputs))), *(f"out{k}" for k in range(len(sizes)))])
+    writes = " && ".join(f"fwrite(out{k}, 1, sizeof out{k}, stdout) == sizeof out{k}" for k in range(len(sizes)))
+    (work / "main.c").write_text(
+        "#include <stdint.h>\n#include <stdio.h>\n"
+        f"{params.declaration('et_op')};\n{arrays}\n"
+        f"int main(void)\n{{\n    et_op({args});\n    return ({writes}) ? 0 : 1;\n}}\n")
+    subprocess.run([*HOST_CC, "op.c", "main.c", "-o", "op"], cwd=work, check=True, capture_output=True, text=True)
+    raw = np.frombuffer(subprocess.run(["./op"], cwd=work, check=True, capture_output=True, timeout=60).stdout,
+                        dtype=np.int8)
+    return list(np.split(raw.copy(), np.cumsum(sizes)[:-1]))
+
+
+def run_target_outputs(params, target, inputs: list[np.ndarray], work: Path) -> list[np.ndarray]:
+    """As run_target, for an operator of any number of outputs: each output's bytes, in order."""
+    work.mkdir(parents=True, exist_ok=True)
+    runner = runner_for(target)
+    compiler = target.compilers[0]
+    (work / "op.c").write_text(params.render("et_op", target=target))
+    subprocess.run([compiler.command, *compiler.cflags, *COMMON_CFLAGS, "-O2", "-c", "op.c", "-o", "op.o"], cwd=work,
+                   check=True, capture_output=True, text=True)
+    io = KernelIO(buffers=(*(Buffer(f"input{i}", _bytes(x).copy()) for i, x in enumerate(inputs)),
+                           *(Buffer(f"output{k}", np.zeros(int(np.prod(s)), dtype=np.int8), is_output=True)
+                             for k, s in enumerate(params.output_shapes))), params=())
+    buffers = [{"ctype": b.ctype, "nbytes": b.data.nbytes, "is_output": b.is_output} for b in io.buffers]
+    glue = render("harness_glue.c.j2", dict(fn="et_op", declaration=params.declaration("et_op"), buffers=buffers,
+                                            n_params=0, leading=[], checked=False))
+    build = runner.link(work, [work / "op.o"], glue, io)
+    _, raw = runner.run(build, io)
+    return [np.asarray(out).reshape(-1) for out in iobuf.unpack_outputs(io, raw)]
+
+
+def assert_all_same(name: str, got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    """Every output's bytes equal (an int16 output compared as its bytes)."""
+    assert len(got) == len(want), f"{name}: {len(got)} outputs, expected {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_same(f"{name}, output {k}", _bytes(g), _bytes(w))

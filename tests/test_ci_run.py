@@ -101,6 +101,24 @@ def test_the_suite_stage_runs_every_tier_and_passes_its_arguments_on(tmp_path):
     assert calls(log)[-1] == "-m|pytest|-m||-k|x|"  # python's argv, one | after each: -m pytest -m "" -k x
 
 
+@pytest.mark.parametrize("default_status", [0, 1])
+def test_without_arguments_the_suite_runs_the_default_tier_then_the_slow_one_each_timed(tmp_path, default_status):
+    """CI's output shows the default tier's own wall time (its goal: 10 minutes); a failing
+    default tier still lets the slow tier run, and the status says a tier failed."""
+    repo, log = tmp_path / "repo", tmp_path / "calls.log"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "test.sh", repo / "scripts" / "test.sh")
+    stub(repo / "scripts" / "setup.sh", log)
+    # the stub python fails the default tier (no -m slow among its arguments) when asked to
+    stub(repo / ".venv" / "bin" / "python", log, then=f'case "$*" in *slow*) ;; *) exit {default_status};; esac')
+    proc = subprocess.run(["bash", str(repo / "scripts" / "test.sh")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == default_status
+    assert calls(log) == ["setup.sh ", "python -m pytest --durations=40", "python -m pytest -m slow --durations=15"]
+    said = [line for line in proc.stdout.splitlines() if line.startswith("test.sh: ")]
+    assert [line.split(":")[1].strip() for line in said] == ["default tier", "slow tier"], proc.stdout
+    assert said[0].endswith(f"exit {default_status}") and said[1].endswith("exit 0")
+
+
 def test_without_the_tool_it_says_so_in_one_line_and_runs_the_quick_start_here(checkout):
     repo, log, _ = checkout
     proc = ci_run(repo, repo / "no" / "fresh-machine")

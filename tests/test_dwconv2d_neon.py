@@ -77,12 +77,13 @@ def test_drawn_neon_variants_are_bit_exact_in_qemu(dw, a53, a72, tmp_path_factor
 @pytest.mark.qemu
 @pytest.mark.parametrize("shape_text", [
     "h=1,w=1,c=1,kh=1,kw=1,stride=1,pad=0,dilation=1",
-    "h=9,w=8,c=21,kh=3,kw=3,stride=2,pad=2,dilation=2",   # 3x3 dilated, odd channels, stride 2, pad > 1:
-                                                          # interior and border tiles
+    # 3x3 dilated, odd channels, stride 2, pad > 1: interior and border tiles (16 s: slow tier)
+    pytest.param("h=9,w=8,c=21,kh=3,kw=3,stride=2,pad=2,dilation=2", marks=pytest.mark.slow),
     "h=5,w=6,c=17,kh=2,kw=3,stride=3,pad=3,dilation=2",   # padding wider than the kernel's reach
     "h=8,w=7,c=9,kh=3,kw=3,stride_h=2,stride_w=1,dilation_h=1,dilation_w=2,"
     "pad_top=0,pad_bottom=1,pad_left=2,pad_right=0",       # per-axis steps, one-sided padding
-    "h=5,w=4,c=7,mult=3,kh=3,kw=3,stride=2,pad=same",     # multiplier 3: the last group ends the row
+    # multiplier 3: the last group ends the row (32 s: slow tier)
+    pytest.param("h=5,w=4,c=7,mult=3,kh=3,kw=3,stride=2,pad=same", marks=pytest.mark.slow),
     "h=4,w=5,c=3,mult=8,kh=2,kw=2,stride=1,pad_top=1,pad_bottom=0,pad_left=0,pad_right=1",  # one channel a group
 ])
 def test_edge_shapes_are_exact_under_address_and_undefined_behaviour_sanitizers(dw, a72, tmp_path, shape_text):

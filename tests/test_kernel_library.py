@@ -20,6 +20,7 @@ from edgetune.tuner import TuningDatabase
 from kernel_checks import compile_only
 
 NEW_KERNELS = ["conv2d_s8", "dwconv2d_s8", "fir_q15", "fir_f32"]
+HEAVY = {"conv2d_s8", "dwconv2d_s8"}  # 16-23 s of families each: the slow tier; the FIRs run by default
 SHAPES = {
     "conv2d_s8": "h=6,w=5,cin=5,cout=6,kh=3,kw=3,stride=2,pad=2,dilation=1",
     "dwconv2d_s8": "h=7,w=6,c=9,kh=3,kw=3,stride=1,pad=1,dilation=2",
@@ -96,7 +97,8 @@ def test_exported_convolutions_build_and_match_numpy(m55, host, tmp_path, target
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("name", NEW_KERNELS)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in HEAVY else name
+                                  for name in NEW_KERNELS])
 def test_every_variant_family_compiles_warning_free_on_every_compiler(m55, host, tmp_path, name):
     """A family is one combination of the choice parameters (algo, vector, fusion, ...); each
     family is compiled, with drawn tile sizes, by every compiler of both targets."""

@@ -31,3 +31,27 @@ def test_the_comparison_holds_a_row_per_compiler_and_any_with_model_tunes_totals
     text = CliRunner().invoke(main, ["model", "compare", str(model), "--db", str(db)]).output.splitlines()
     assert text[0].split()[:4] == ["model", "target", "compiler", "time_ns"] and len(text) == 4
     assert len({line.index("host") for line in text[1:]}) == 1  # columns line up
+
+
+def test_the_plain_c_module_is_a_row_beside_the_tuned_ones_and_the_plot_reads_them_against_it(tmp_path):
+    """--plain measures the plain C module (the figure `model tune` prints as plain), --plot
+    draws each tuned row as a fraction of it; in QEMU the counts are exact, so they agree."""
+    model = write(tmp_path, "fc.tflite", fc_model(np.random.default_rng(42), (1, 16), 8))
+    db = tmp_path / "m.db"
+    tuned = CliRunner().invoke(main, ["model", "tune", str(model), "--target", "cortex-m55", "--budget", "4",
+                                      "--db", str(db), "--no-check", "--json"])
+    assert tuned.exit_code == 0, tuned.output
+    summary = json.loads(tuned.output)
+    plot = tmp_path / "compare.png"
+    result = CliRunner().invoke(main, ["model", "compare", str(model), "--db", str(db),
+                                                       "--plot", str(plot), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["compiler"]: r for r in json.loads(result.stdout)}
+    assert rows["plain C"]["totals"]["instructions"] == summary["plain_total"]
+    assert rows["any"]["totals"]["instructions"] == summary["total"]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"plot: {plot}" in result.stderr
+
+
+def test_a_plot_path_that_is_a_folder_is_refused_in_one_line_before_anything_runs(tmp_path):
+    result = CliRunner().invoke(main, ["model", "compare", "x.tflite", "--plot", str(tmp_path)])
+    assert result.exit_code == 2 and "--plot" in result.output and "is a directory" in result.output

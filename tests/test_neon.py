@@ -135,7 +135,8 @@ def test_drawn_neon_variants_match_the_reference_in_qemu(kernel_name, family, va
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("kernel_name, family, values",  # smoke: qemu-aarch64 and the arm64 libc, once
-                         [pytest.param(*FAMILIES[0], marks=pytest.mark.smoke), *FAMILIES[1:]])
+                         [pytest.param(*FAMILIES[0], marks=pytest.mark.smoke),  # the others: 28 s each, slow tier
+                          *(pytest.param(*family, marks=pytest.mark.slow) for family in FAMILIES[1:])])
 def test_edge_shapes_are_exact_under_address_and_undefined_behaviour_sanitizers(kernel_name, family, values, a72,
                                                                                  tmp_path):
     """1-sized dimensions and remainders in every direction, with the largest tile of each

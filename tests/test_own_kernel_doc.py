@@ -31,6 +31,7 @@ def test_the_files_the_page_quotes_are_the_examples():
 
 
 @pytest.mark.qemu
+@pytest.mark.slow  # 31 s, the page's whole walk-through; tests/test_user_kernels.py checks its pieces by default
 def test_the_page_runs_as_written(tmp_path):
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}

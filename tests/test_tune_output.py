@@ -24,14 +24,22 @@ EDGETUNE = str(Path(sys.executable).parent / "edgetune")
 HOST_TUNE = ["tune", "matmul_s8", "--target", "host", "--shape", "m=2,n=2,k=2", "--jobs", "1"]
 
 
+VECTOR_ADD = Path(__file__).resolve().parents[1] / "examples" / "kernels" / "vector_add"
+
+
 def tune(*args):
+    if "--kernel-file" in args:  # the example kernel of one's own instead of matmul_s8
+        result = CliRunner().invoke(main, ["tune", "vector_add", "--target", "host", "--shape", "size=16",
+                                           "--jobs", "1", *args])
+        return result.exit_code, result.output
     result = CliRunner().invoke(main, [*HOST_TUNE, *args])
     return result.exit_code, result.output
 
 
 @pytest.mark.parametrize("extra, reason", [
     (["--budget", "2"], "budget"),
-    (["--budget", "1000"], "exhausted"),  # m=n=k=2 has 144 legal configurations on the host
+    # the example kernel's 12 configurations built by gcc: a space walked whole in seconds
+    (["--budget", "1000", "--compiler", "gcc", "--kernel-file", str(VECTOR_ADD)], "exhausted"),
     (["--budget", "1000", "--time-budget", "0.001"], "time"),
     (["--budget", "1000", "--patience", "1", "--strategy", "random"], "patience"),
 ])
@@ -39,7 +47,8 @@ def test_every_stopping_reason_is_said_in_the_human_output(tmp_path, extra, reas
     code, out = tune(*extra, "--db", str(tmp_path / "t.db"))
     assert code == 0, out
     assert f"  stopped: {STOP_REASONS[reason]}\n" in out
-    code, data = tune(*extra, "--db", str(tmp_path / "j.db"), "--json")
+    # The same run again, as JSON, on the same database (an exhausted space is not walked twice).
+    code, data = tune(*extra, "--db", str(tmp_path / "t.db"), "--json")
     assert json.loads(data)["stopped"] == reason  # the text says what the JSON says
 
 

@@ -218,6 +218,7 @@ def job_env(exported, tmp_path_factory):
     return env, tmp
 
 
+@pytest.mark.slow  # 32 s: the GitLab job below runs the same verify in the default tier
 def test_documented_github_actions_job_runs_verify(job_env):
     env, checkout = job_env
     workflow = yaml.safe_load((DOCS / "github-actions-verify.yml").read_text())

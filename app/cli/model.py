@@ -12,6 +12,7 @@ import numpy as np
 
 from edgetune.model import Model, ModelLayer, check_fits, load_model
 from edgetune.model.operators import untuned_as
+from edgetune.model.ops import folded_operators
 from edgetune.targets import get_target
 
 from . import options
@@ -49,9 +50,10 @@ def model_json(model: Model, target: str | None) -> dict:
     }
 
 
-def _layer_line(layer: ModelLayer, workload: str | None) -> str:
-    shapes = f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}"
-    served = f"{layer.kernel} ({workload})" if layer.kernel else untuned_as(layer.op)
+def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False) -> str:
+    outputs = len(layer.operator.outputs)  # SPLIT, UNPACK: the first output's shape, and how many
+    shapes = f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}{f' (x{outputs})' if outputs > 1 else ''}"
+    served = f"{layer.kernel} ({workload})" if layer.kernel else untuned_as(layer.op, folded)
     if layer.arguments:  # a kernel of the user's own (user_layers.py)
         served += ", yours" + (": its reference is the oracle" if layer.oracle == "reference" else "")
     return f"{layer.index:>4}  {layer.op:<18} {shapes:<28} {layer.macs:>12,}  {served}"
@@ -64,9 +66,9 @@ def print_model(model: Model, target: str | None) -> None:
                f"{_count(len(tuned), 'tuned layer')} in {_count(len(workloads), 'distinct workload')}"
                + (f"; fits {target}" if target else ""))
     click.echo(f"{'#':>4}  {'operator':<18} {'input -> output':<28} {'MACs':>12}  kernel (workload)")
-    names = _workload_names(model)
+    names, folded = _workload_names(model), folded_operators(model.graph)
     for layer in model.layers:
-        click.echo(_layer_line(layer, names.get(layer.index)))
+        click.echo(_layer_line(layer, names.get(layer.index), layer.index in folded))
     click.echo("workloads (identical layers are tuned once):")
     for n, w in enumerate(workloads):
         served = ", ".join(map(str, w.layers))

@@ -48,13 +48,18 @@ def model_report_cmd(model_file, target_name, db_path, out_dir, objective, as_js
 @click.command("compare")
 @click.argument("model_files", metavar="MODEL.tflite...", nargs=-1, required=True)
 @options.db
+@click.option("--plain", is_flag=True,
+              help="Also measure each model's plain C module (gcc -O3) on each target now, as a row of its own.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Draw each tuned row against its plain C module into this PNG (implies --plain).")
 @options.as_json
 @options.kernel_file
-def model_compare_cmd(model_files, db_path, as_json, kernel_files):
+def model_compare_cmd(model_files, db_path, plain, plot_path, as_json, kernel_files):
     """One table of MODEL x target x compiler from the database: the model's instructions,
-    estimated cycles and energy, kernel code and RAM, per compiler and for any (docs/models.md)."""
+    estimated cycles and energy, kernel code and RAM, per compiler and for any; with --plain the
+    plain C module beside them (docs/models.md)."""
     db = options.open_existing_db(db_path)
-    rows = compare_rows([load_model(Path(f)) for f in model_files], db)
+    rows = compare_rows([load_model(Path(f)) for f in model_files], db, plain=plain or plot_path is not None)
     if as_json:
         click.echo(json.dumps([{"model": r.model, "target": r.target, "compiler": r.compiler,
                                 "workloads": r.workloads, "solved": r.solved, "totals": dict(r.totals),
@@ -64,3 +69,10 @@ def model_compare_cmd(model_files, db_path, as_json, kernel_files):
     else:
         for line in compare_table(rows):
             click.echo(line)
+    if plot_path is not None and rows:
+        from edgetune.model.compare_plot import write_compare_plot  # matplotlib: imported to plot, not to start
+
+        units = {r.target: get_target(r.target).measures for r in rows}
+        drawn = write_compare_plot(rows, units, plot_path)
+        message = f"plot: {plot_path}" if drawn else "plot: no tuned row has a plain C module to compare with; none drawn"
+        click.echo(message, err=as_json)

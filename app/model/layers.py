@@ -284,10 +284,12 @@ def fully_connected_layer(graph: Graph, op: Operator) -> ModelLayer:
 
 
 def untuned_layer(graph: Graph, op: Operator) -> ModelLayer:
-    """A library or folded operator: no kernel, its tensors as the model has them."""
+    """A library or folded operator: no kernel, its tensors as the model has them. Its input
+    shape is its first input that is not a constant (SPLIT's values, not its axis)."""
     r = _Reader(graph, op)
     tensors = r.operator_tensors()
-    first_in = next((t.shape for t in tensors[:len(r.op.inputs)] if t is not None), ())
+    inputs = [t for t in tensors[:len(r.op.inputs)] if t is not None]
+    first_in = next((t.shape for t in inputs if not t.constant), inputs[0].shape if inputs else ())
     first_out = next((t.shape for t in tensors[len(r.op.inputs):] if t is not None), ())
     return ModelLayer(r.op.index, r.op.op, None, (), 0, first_in, first_out, r.op, tensors)
 

@@ -49,15 +49,16 @@ C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int32): "int32_t"}
 
 @dataclass(frozen=True)
 class Step:
-    """One operator of the module, as it runs: its C function, the tensors it reads (in the
-    function's argument order) and the one it writes."""
+    """One operator of the module, as it runs: its C function, the tensors it reads and the
+    ones it writes (each in the function's argument order; a tuned layer and most library
+    operators write one, SPLIT and UNPACK several)."""
     index: int
     op: str
     function: str
     inputs: tuple[int, ...]
-    output: int
+    outputs: tuple[int, ...]
     kernel: str | None = None  # a tuned layer's kernel
-    in_place: tuple[int, ...] = ()  # tensors of `inputs` the output may be written over
+    in_place: tuple[int, ...] = ()  # tensors of `inputs` the first output may be written over
 
 
 @dataclass(frozen=True)
@@ -117,25 +118,26 @@ def schedule(model: Model, name: str) -> tuple[Step, ...]:
             # One function per distinct workload, named after the first layer it serves (the
             # kernel export's names spell out every shape key: too long for a module of 30).
             fn = functions.setdefault((layer.kernel, layer.shape), f"{name}_{layer.kernel}_l{op.index}")
-            steps.append(Step(op.index, op.op, fn, (layer.input_tensor,), op.outputs[0], layer.kernel))
+            steps.append(Step(op.index, op.op, fn, (layer.input_tensor,), (op.outputs[0],), layer.kernel))
             continue
         params = operator_params(graph, op)
-        inputs = tuple(op.inputs[:params.n_inputs])
-        steps.append(Step(op.index, op.op, f"{name}_op{op.index}_{op.op.lower()}", inputs, op.outputs[0],
+        inputs = tuple(op.inputs[i] for i in params.input_positions)
+        outputs = tuple(op.outputs[:params.n_outputs])
+        steps.append(Step(op.index, op.op, f"{name}_op{op.index}_{op.op.lower()}", inputs, outputs,
                           None, tuple(inputs[i] for i in params.in_place)))
     return tuple(steps)
 
 
 def arena_tensors(model: Model, steps: Sequence[Step]) -> set[int]:
-    """The tensors the arena holds: every one a step writes, but the model's output."""
-    return {s.output for s in steps} - set(model.graph.outputs) - set(model.graph.inputs)
+    """The tensors the arena holds: every one a step writes, but the model's outputs."""
+    return {t for s in steps for t in s.outputs} - set(model.graph.outputs) - set(model.graph.inputs)
 
 
 def memory_plan(model: Model, steps: Sequence[Step]) -> MemoryPlan:
     """Lifetimes over the steps, in-place pairs where an operator allows them, one arena."""
     tensors = model.graph.tensors
     inside = arena_tensors(model, steps)
-    first = {s.output: n for n, s in enumerate(steps) if s.output in inside}
+    first = {t: n for n, s in enumerate(steps) for t in s.outputs if t in inside}
     last = dict(first)
     for n, s in enumerate(steps):
         for t in s.inputs:
@@ -145,8 +147,8 @@ def memory_plan(model: Model, steps: Sequence[Step]) -> MemoryPlan:
     in_place = {}
     for n, s in enumerate(steps):
         dying = [t for t in s.in_place if t in inside and last[t] == n]
-        if s.output in inside and dying:
-            in_place[s.output] = dying[0]
+        if s.outputs[0] in inside and dying:
+            in_place[s.outputs[0]] = dying[0]
     return plan_memory(lives, in_place)
 
 
@@ -205,7 +207,7 @@ def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, na
             constants[t] = f"{name}_t{t}"
             arrays.append(_constant(constants[t], graph.tensors[t].array()))
     args = [_pointer(model, plan, t, constants, False) for t in step.inputs]
-    args.append(_pointer(model, plan, step.output, constants, True))
+    args += [_pointer(model, plan, t, constants, True) for t in step.outputs]
     source = params.render(step.function, (f"of {Path(model.path).name}, in the module {name}.c",), target)
     return dict(step=step, args=args), arrays, params.declaration(step.function), source
 
@@ -257,7 +259,8 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
         if step.kernel is None:
             call, arrays, prototype, source = _library_step(model, target, plan, step, name)
             calls.append(call)
-            constants += arrays
+            # A constant several operators read (an LSTM's bias added at every step) is one array.
+            constants += [a for a in arrays if all(c["name"] != a["name"] for c in constants)]
             prototypes.append(prototype)
             sources[f"{step.function}.c"] = source
             op_units.append(f"{step.function}.c")
@@ -270,9 +273,9 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
         arrays, order, scalars = _tuned_arrays(model, step, name, config)
         constants += arrays
         pointers = {"layer_input": _pointer(model, plan, step.inputs[0], {}, False),
-                    "layer_output": _pointer(model, plan, step.output, {}, True)}
+                    "layer_output": _pointer(model, plan, step.outputs[0], {}, True)}
         args = [pointers.get(a, a) for a in order] + [str(v) for v in scalars]
-        calls.append(dict(step=step, args=args, out=pointers["layer_output"]))
+        calls.append(dict(step=step, args=args, outs=[pointers["layer_output"]]))
         if step.function not in kernels:
             rendered = kernel.render(target, shape, config, header=f"{name}.h", fn=step.function,
                                      provenance=_provenance(target, entry, database),
@@ -371,7 +374,7 @@ def check_outputs_computed(model: Model, steps: Sequence[Step]) -> None:
     """Every model output is written by an operator the module runs (not an input, a
     constant or a value folded at export): the module has nothing else to write it."""
     graph = model.graph
-    written = {s.output for s in steps}
+    written = {t for s in steps for t in s.outputs}
     for k, t in enumerate(graph.outputs):
         if t not in written:
             tensor = graph.tensors[t]
@@ -415,8 +418,10 @@ def _calls_view(model: Model, r: _Rendered) -> list[dict]:
     view = []
     for call in r.calls:
         step = call["step"]
-        out = call.get("out", call["args"][-1])  # a library operator's output is its last argument
-        view.append(dict(step=step, args=call["args"], out=out, out_bytes=tensors[step.output].nbytes))
+        # A library operator's outputs are its last arguments; each is traced.
+        outs = call.get("outs", call["args"][len(call["args"]) - len(step.outputs):])
+        view.append(dict(step=step, args=call["args"],
+                         traced=[(out, tensors[t].nbytes) for out, t in zip(outs, step.outputs)]))
     return view
 
 

@@ -35,6 +35,8 @@ from .ops.relu import relu_params
 from .ops.resize_bilinear import resize_bilinear_params
 from .ops.reshape import reshape_params, same_bytes_params
 from .ops.softmax import softmax_params
+from .ops.split import pack_params, split_params
+from .ops.strided_slice import strided_slice_params
 from .user_layers import declared_operators, servers, user_layer
 
 TUNED_HOW, LIBRARY, FOLDED = "tuned", "library", "folded"  # how an operator runs
@@ -71,6 +73,10 @@ INDEX_MAP = ("values moved, not changed (TFLite Micro copies the bytes): each ou
              "sum of one table entry per output axis (a permuted stride, a constant index, TFLite's nearest row and "
              "column in float32 with `align_corners` / `half_pixel_centers`); a run of consecutive channels is copied "
              "as a run", "a non-constant permutation, index or size; an index out of range; more than 5 axes")
+SPLITS = ("int8 and int16 values moved, not changed (TFLite Micro copies the bytes whatever the outputs' "
+          "quantisation): each row before the axis cut into one run per output; any axis (negative too), any "
+          "rank, one output or many; Helium copies 16 bytes a step", "a non-constant axis, outputs that are not parts of the input along it, "
+          "`num_splits` (UNPACK's `num`) not the outputs' count, tensors of two types")
 
 OPERATORS: tuple[OperatorSupport, ...] = (
     tuned("CONV_2D", "conv2d_s8", conv_layer),
@@ -141,8 +147,19 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("QUANTIZE", quantize_params, "int8 → int8 requantisation", "a float (or other) input"),
     library("RESHAPE", reshape_params, "a copy (nothing when input and output share an address)",
             "a new shape that is not the output's, a shape computed at run time"),
+    library("SPLIT", split_params, *SPLITS),
+    library("SPLIT_V", split_params, *SPLITS),
+    library("UNPACK", split_params, *SPLITS),
+    library("PACK", pack_params,
+            "int8 and int16 values moved (TFLite Micro copies the bytes whatever the quantisation): each row of the "
+            "output one run of every input in turn, any axis (negative too), Helium as SPLIT; a PACK of constants "
+            "is folded at export (below)", "inputs of different shapes or types, `values_count` not the inputs' count"),
+    library("STRIDED_SLICE", strided_slice_params,
+            "int8 values moved (an index map, as TRANSPOSE): TFLite's begin, end and stride per axis with its begin, "
+            "end and shrink-axis masks, negative indices and clamping (a GRU's gates); over constants it is folded at "
+            "export (below)", "masks for ellipsis or new axes, offsets, non-constant bounds, an empty slice"),
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
-      for name in FOLDABLE),
+      for name in FOLDABLE if name not in ("PACK", "STRIDED_SLICE")),  # the library runs these unless folded
 )
 REGISTRY: dict[str, OperatorSupport] = {op.name: op for op in OPERATORS}
 SUPPORTED = tuple(REGISTRY)
@@ -177,10 +194,11 @@ def operator_params(graph: Graph, op: Operator) -> StaticOp:
     return entry.params(graph, op)
 
 
-def untuned_as(op: str) -> str:
-    """How `model show` says a layer no kernel serves runs, as the registry has it."""
+def untuned_as(op: str, folded: bool = False) -> str:
+    """How `model show` says a layer no kernel serves runs, as the registry has it (`folded`:
+    this one is folded at export, as a PACK of constants is though the library runs PACK)."""
     entry = REGISTRY.get(op)
-    return "- (folded at export)" if entry is not None and entry.how == FOLDED else "- (library, not tuned)"
+    return "- (folded at export)" if folded or (entry is not None and entry.how == FOLDED) else "- (library, not tuned)"
 
 
 # --- the refusal ---------------------------------------------------------------------------

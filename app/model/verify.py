@@ -179,11 +179,14 @@ def module_size(manifest: Manifest, objects: list[Path]) -> ModuleSize:
 
 
 def _trace_table(model: Model, manifest: Manifest) -> list[dict]:
+    """Where each traced output goes in the trace buffer: one entry per output of every step,
+    in the order the module calls its trace hook (the steps' order, then the outputs')."""
     offset, table = 0, []
     for step in schedule(model, manifest.model.name):
-        nbytes = model.graph.tensors[step.output].nbytes
-        table.append(dict(op=step.index, offset=offset, bytes=nbytes, tensor=step.output))
-        offset += nbytes
+        for position, tensor in enumerate(step.outputs):
+            nbytes = model.graph.tensors[tensor].nbytes
+            table.append(dict(op=step.index, offset=offset, bytes=nbytes, tensor=tensor, position=position))
+            offset += nbytes
     return table
 
 
@@ -301,27 +304,34 @@ def operator_model(model: Model, op: Operator) -> tuple[bytes, list[int]]:
     return data, inputs
 
 
+def _operator_oracle(model: Model, op: Operator, values: dict[int, np.ndarray]) -> list[np.ndarray]:
+    """The oracle's outputs of one operator (all of them, in order) on the module's values of its inputs."""
+    layer = model.layers[op.index]
+    if layer.oracle == REFERENCE:  # a CUSTOM operator: its kernel's reference on the module's input to it
+        return [oracle_output(layer, values[layer.input_tensor])]
+    data, inputs = operator_model(model, op)
+    return run_tflm(data, [values[i] for i in inputs], n_outputs=len(op.outputs))
+
+
 def first_bad_layer(model: Model, traced: list[dict], trace: np.ndarray, xs: list[np.ndarray]) -> str:
-    """Each operator's traced output against TFLite Micro running it alone on the module's
+    """Each operator's traced outputs against TFLite Micro running it alone on the module's
     own values of its inputs (the model's inputs `xs`, in its order); the first that differs, or ""."""
     graph = model.graph
     values = {t: np.asarray(x).reshape(graph.tensors[t].shape) for t, x in zip(graph.inputs, xs)}
     for t in traced:
         out = graph.tensors[t["tensor"]]
         values[t["tensor"]] = trace[t["offset"]:t["offset"] + t["bytes"]].reshape(out.shape)
+    wanted: dict[int, list[np.ndarray]] = {}
     for t in traced:
         op = graph.operators[t["op"]]
-        layer = model.layers[op.index]
-        if layer.oracle == REFERENCE:  # a CUSTOM operator: its kernel's reference on the module's input to it
-            want = oracle_output(layer, values[layer.input_tensor])
-        else:
-            data, inputs = operator_model(model, op)
-            (want,) = run_tflm(data, [values[i] for i in inputs])
-        got = values[t["tensor"]]
-        if not np.array_equal(got.reshape(-1), np.asarray(want).reshape(-1)):
+        if op.index not in wanted:
+            wanted[op.index] = _operator_oracle(model, op, values)
+        want, got = np.asarray(wanted[op.index][t["position"]]), values[t["tensor"]]
+        if not np.array_equal(got.reshape(-1), want.reshape(-1)):
+            layer = model.layers[op.index]
             name = f"CUSTOM ({op.custom_code})" if op.op == "CUSTOM" else op.op
             return (f"operator {op.index} ({name}), output tensor {t['tensor']}: "
-                    f"{_difference(got, np.asarray(want), oracle_name(layer) if layer.kernel else 'TFLite Micro')}")
+                    f"{_difference(got, want, oracle_name(layer) if layer.kernel else 'TFLite Micro')}")
     return ""
 
 

@@ -6,7 +6,7 @@ feeding a RESHAPE) is folded at export (fold.py). docs/operators.md."""
 from __future__ import annotations
 
 from .add import AddParams, SquaredDifferenceParams, SubParams
-from .base import ElementWise, StaticOp
+from .base import ElementWise, MultiOutput, StaticOp
 from .concatenation import ConcatenationParams
 from .fold import FOLDABLE, constant_value, folded_operators
 from .index_map import GatherParams, IndexMapParams, ResizeNearestParams, TransposeParams
@@ -20,10 +20,13 @@ from .relu import Relu6Params, ReluParams
 from .resize_bilinear import ResizeBilinearParams
 from .reshape import ExpandDimsParams, ReshapeParams, SqueezeParams
 from .softmax import SoftmaxParams
+from .split import PackParams, SplitParams, SplitVParams, UnpackParams
+from .strided_slice import StridedSliceParams
 
 __all__ = ["AddParams", "AveragePoolParams", "ConcatenationParams", "ElementWise", "ExpandDimsParams", "FOLDABLE",
            "GatherParams", "HardSwishParams", "IndexMapParams", "LeakyReluParams", "LogisticParams", "LookupOp",
-           "MaxPoolParams", "MeanParams", "MulParams", "PadParams", "QuantizeParams", "Relu6Params", "ReluParams",
+           "MaxPoolParams", "MeanParams", "MulParams", "MultiOutput", "PackParams", "PadParams", "QuantizeParams", "Relu6Params", "ReluParams",
            "ResizeBilinearParams", "ReshapeParams", "ResizeNearestParams", "RsqrtParams", "SoftmaxParams",
-           "SqueezeParams", "SquaredDifferenceParams", "StaticOp", "SubParams", "TanhParams", "TransposeParams",
+           "SplitParams", "SplitVParams", "SqueezeParams", "StridedSliceParams", "SquaredDifferenceParams", "StaticOp", "SubParams", "TanhParams",
+           "TransposeParams", "UnpackParams",
            "constant_value", "folded_operators"]

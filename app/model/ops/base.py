@@ -6,7 +6,9 @@ Each operator module gives a frozen dataclass of the operator's static parameter
 zero points, multipliers, clamps: everything the C bakes in as constants), a function
 `<op>_params(graph, operator)` deriving it from the model, the numpy reference
 (`params.reference(*inputs)`, TFLite Micro's int8 arithmetic) and the template that renders
-it as a C function `void fn(const int8_t *input0, ..., int8_t *output)`.
+it as a C function `void fn(const int8_t *input0, ..., int8_t *output)`. An operator of several
+outputs (SPLIT, UNPACK: MultiOutput) writes `int8_t *output0, ..., int8_t *outputN`, and its
+reference returns one array per output.
 """
 from __future__ import annotations
 
@@ -125,6 +127,12 @@ class StaticOp(ABC):
         return len(self.input_shapes)
 
     @property
+    def input_positions(self) -> tuple[int, ...]:
+        """Which of the operator's inputs the C reads, in its argument order (SPLIT's data is its
+        second input, after the axis); by default the first `n_inputs`."""
+        return tuple(range(self.n_inputs))
+
+    @property
     def in_place(self) -> tuple[int, ...]:
         """The inputs the output may share memory with (a memory plan may then give both one
         address): the C reads each element of such an input before it writes the output
@@ -142,9 +150,22 @@ class StaticOp(ABC):
     def output_shape(self) -> tuple[int, ...]:
         """The output's shape as the C writes it."""
 
+    @property
+    def output_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """Every output's shape as the C writes it, in the function's argument order."""
+        return (self.output_shape,)
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.output_shapes)
+
     @abstractmethod
     def reference(self, *inputs) -> np.ndarray:
         """TFLite Micro's output for int8 inputs (any shapes with the inputs' element counts)."""
+
+    def outputs(self, *inputs) -> tuple[np.ndarray, ...]:
+        """TFLite Micro's outputs, one array per output, in order."""
+        return (self.reference(*inputs),)
 
     def describe(self) -> str:
         """The parameters in one line, for the generated C's header comment."""
@@ -163,11 +184,42 @@ class StaticOp(ABC):
         return render(f"ops/{self.template}", dict(
             self.variables(), vector_units=units, fn=fn, prefix=fn, provenance=tuple(map(comment_safe, lines)),
             config_text=comment_safe(self.describe()), kernel_name=self.op.lower(), version=TEMPLATE_VERSION,
-            build_hint=f"cc -std=c99 -O2 -c {fn}.c", n_inputs=self.n_inputs, clamped_only=True))
+            build_hint=f"cc -std=c99 -O2 -c {fn}.c", n_inputs=self.n_inputs, n_outputs=self.n_outputs,
+            parameters=self.parameters(), output_names=self.output_names(), clamped_only=True))
+
+    def output_names(self) -> tuple[str, ...]:
+        """The C names of the outputs: `output`, or `output0`, `output1`... when there are several."""
+        return ("output",) if self.n_outputs == 1 else tuple(f"output{k}" for k in range(self.n_outputs))
+
+    def parameters(self) -> str:
+        """The C function's parameters: the inputs, then the outputs."""
+        inputs = [f"const int8_t *input{i}" for i in range(self.n_inputs)]
+        return ", ".join([*inputs, *(f"int8_t *{name}" for name in self.output_names())])
 
     def declaration(self, fn: str) -> str:
-        inputs = [f"const int8_t *input{i}" for i in range(self.n_inputs)]
-        return f"void {fn}({', '.join([*inputs, 'int8_t *output'])})"
+        return f"void {fn}({self.parameters()})"
+
+
+@dataclass(frozen=True)
+class MultiOutput(StaticOp):
+    """An operator of several outputs (SPLIT, SPLIT_V, UNPACK): `output_shapes` and a reference
+    returning a tuple; it has no one output shape."""
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        raise TypeError(f"operator {self.index} ({self.op}) has {self.n_outputs} outputs: read output_shapes")
+
+    @property
+    @abstractmethod
+    def output_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """Every output's shape as the C writes it, in order."""
+
+    @abstractmethod
+    def reference(self, *inputs) -> tuple[np.ndarray, ...]:
+        """TFLite Micro's outputs, one array per output, in order."""
+
+    def outputs(self, *inputs) -> tuple[np.ndarray, ...]:
+        return tuple(self.reference(*inputs))
 
 
 @dataclass(frozen=True)
