@@ -21,7 +21,9 @@ from edgetune.tuner import Outcome, Trial, TuningDatabase
 DECLARATION = re.compile(r"^(void|int) (\w+)\(([^)]*)\);$", re.M)
 SHAPES = {"matmul_s8": "m=4,n=8,k=16", "matmul_f32": "m=4,n=8,k=16", "fir_q15": "taps=8,block=16",
           "fir_f32": "taps=8,block=16", "conv2d_s8": "h=6,w=6,cin=8,cout=8,kh=3,kw=3,stride=1,pad=1,dilation=1",
-          "dwconv2d_s8": "h=6,w=6,c=16,kh=3,kw=3,stride=1,pad=1,dilation=1"}
+          "dwconv2d_s8": "h=6,w=6,c=16,kh=3,kw=3,stride=1,pad=1,dilation=1",
+          "tconv2d_s8": "h=3,w=3,cin=8,cout=4,kh=3,kw=3,stride_h=2,stride_w=2,pad_top=0,pad_left=0,oh=6,ow=6",
+          "bmm_s8": "batch=2,lhs_batches=2,rhs_batches=1,m=4,n=8,k=16,adj_x=0,adj_y=1"}
 
 
 def _exported_header(target_name: str, tmp_path, packed: bool) -> str:

@@ -47,6 +47,15 @@ SHAPES = {
     # fir_q15: both narrowing conventions (the last shape truncates, as CMSIS-DSP's arm_fir_q15).
     "fir_q15": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13", "taps=9,block=21,rounding=truncate"),
     "fir_f32": ("taps=1,block=1", "taps=9,block=37", "taps=16,block=13"),
+    # Transposed convolution: strides per axis, offsets, input channels short of and beyond 16.
+    "tconv2d_s8": ("h=1,w=1,cin=1,cout=1,kh=1,kw=1,stride_h=1,stride_w=1,pad_top=0,pad_left=0,oh=1,ow=1",
+                   "h=3,w=4,cin=9,cout=5,kh=3,kw=2,stride_h=2,stride_w=1,pad_top=1,pad_left=0,oh=6,ow=4",
+                   "h=4,w=3,cin=17,cout=7,kh=4,kw=3,stride_h=2,stride_w=3,pad_top=1,pad_left=1,oh=8,ow=9"),
+    # Batched product: broadcast either way, the adj pairs Helium takes (adj_x=adj_y=1 is plain
+    # C only: tests/test_bmm.py), k short of and beyond 16.
+    "bmm_s8": ("batch=1,lhs_batches=1,rhs_batches=1,m=1,n=1,k=1,adj_x=0,adj_y=0",
+               "batch=3,lhs_batches=3,rhs_batches=1,m=5,n=7,k=19,adj_x=0,adj_y=1",
+               "batch=2,lhs_batches=1,rhs_batches=2,m=4,n=9,k=33,adj_x=1,adj_y=0"),
 }
 CASES = [(kernel.name, path.name, target) for kernel in KERNELS.values() for path in kernel.paths
          for target in TARGETS]

@@ -57,6 +57,10 @@ class ModelLayer:
     input_dims: tuple[int, ...] = ()
     input_position: int = 0
     oracle: str = "tflm"
+    # Buffers that take another of the operator's inputs at run time (BATCH_MATMUL's right
+    # operand): (buffer name, operator input position). Their constants are stand-ins (drawn
+    # values) for tuning and the one-operator oracle; the module passes the tensor itself.
+    extra_inputs: tuple[tuple[str, int], ...] = ()
 
     @property
     def shape_dict(self) -> dict[str, int]:

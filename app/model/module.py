@@ -118,7 +118,8 @@ def schedule(model: Model, name: str) -> tuple[Step, ...]:
             # One function per distinct workload, named after the first layer it serves (the
             # kernel export's names spell out every shape key: too long for a module of 30).
             fn = functions.setdefault((layer.kernel, layer.shape), f"{name}_{layer.kernel}_l{op.index}")
-            steps.append(Step(op.index, op.op, fn, (layer.input_tensor,), (op.outputs[0],), layer.kernel))
+            inputs = (layer.input_tensor, *(op.inputs[position] for _, position in layer.extra_inputs))
+            steps.append(Step(op.index, op.op, fn, inputs, (op.outputs[0],), layer.kernel))
             continue
         params = operator_params(graph, op)
         inputs = tuple(op.inputs[i] for i in params.input_positions)
@@ -221,9 +222,13 @@ def _tuned_arrays(model: Model, step: Step, name: str, config) -> tuple[list[dic
     io = layer.io(np.zeros(int(np.prod(layer.kernel_input)), dtype=np.int8))
     deployed = kernel.deployed_io(io, config)
     arrays, order = [], []
+    extra = {name: f"layer_input{n}" for n, (name, _) in enumerate(layer.extra_inputs, start=1)}
     for b in deployed.buffers:  # the layer's own input and output (not the model's): placed by the caller
         if b.name in (layer.input_name, layer.output_name):
             order.append("layer_input" if b.name == layer.input_name else "layer_output")
+            continue
+        if b.name in extra:  # another input tensor read at run time (the step's later inputs)
+            order.append(extra[b.name])
             continue
         arrays.append(_constant(f"{name}_l{step.index}_{b.name}", b.data))
         order.append(arrays[-1]["name"])
@@ -273,7 +278,8 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
         arrays, order, scalars = _tuned_arrays(model, step, name, config)
         constants += arrays
         pointers = {"layer_input": _pointer(model, plan, step.inputs[0], {}, False),
-                    "layer_output": _pointer(model, plan, step.outputs[0], {}, True)}
+                    "layer_output": _pointer(model, plan, step.outputs[0], {}, True),
+                    **{f"layer_input{n}": _pointer(model, plan, t, {}, False) for n, t in enumerate(step.inputs[1:], 1)}}
         args = [pointers.get(a, a) for a in order] + [str(v) for v in scalars]
         calls.append(dict(step=step, args=args, outs=[pointers["layer_output"]]))
         if step.function not in kernels:

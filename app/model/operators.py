@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from edgetune.codegen.tflite_schema import ModelError
 
 from .graph import Graph, Operator
+from .heavy_layers import batch_matmul_layer, transpose_conv_layer
 from .layers import ModelLayer, conv_layer, dwconv_layer, fully_connected_layer, untuned_layer
 from .ops import FOLDABLE, StaticOp
 from .ops.add import add_params, squared_difference_params
@@ -82,6 +83,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     tuned("CONV_2D", "conv2d_s8", conv_layer),
     tuned("DEPTHWISE_CONV_2D", "dwconv2d_s8", dwconv_layer),
     tuned("FULLY_CONNECTED", "conv2d_s8", fully_connected_layer),
+    tuned("TRANSPOSE_CONV", "tconv2d_s8", transpose_conv_layer),
+    tuned("BATCH_MATMUL", "bmm_s8", batch_matmul_layer),
     library("ADD", add_params,
             "int8 + int8, each rescaled to twice the larger input scale, the sum requantised; broadcasting up to "
             "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),

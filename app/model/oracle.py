@@ -33,6 +33,10 @@ def layer_model(layer: ModelLayer) -> bytes:
     present = [t for t in layer.tensors if t is not None]
     order = list(dict.fromkeys(t.index for t in present))
     by_index = {t.index: t for t in present}
+    stand_ins = {b.name: b.data for b in layer.constants}
+    for name, position in layer.extra_inputs:  # a second run-time input: the layer's stand-in values
+        t = by_index[layer.operator.inputs[position]]
+        by_index[t.index] = replace(t, data=np.ascontiguousarray(stand_ins[name]).astype("<i1").tobytes())
     tensors = [replace(by_index[i], index=n) for n, i in enumerate(order)]
     renumber = {old: new for new, old in enumerate(order)}
     op = layer.operator

@@ -143,8 +143,9 @@ def npu_option(layer: ModelLayer, target: Target, npu: Npu | None, macs: int | N
         return Option(None, "no NPU")
     if layer.kernel is None:
         return Option(None, f"{layer.op} is planned on the CPU only")
-    if layer.arguments:  # a kernel of the user's own serves it: its C runs on the CPU
-        return Option(None, f"{layer.op} is served by {layer.kernel}, a kernel of your own, on the CPU")
+    if layer.arguments:  # a kernel of the user's own (or bmm_s8's two operands) serves it: its C runs on the CPU
+        whose = "a kernel of your own, on the CPU" if get_kernel(layer.kernel).definition else "on the CPU only"
+        return Option(None, f"{layer.op} is served by {layer.kernel}, {whose}")
     model = layer_model(layer)
     best, errors = None, []
     with tempfile.TemporaryDirectory(prefix="edgetune-place-") as tmp:

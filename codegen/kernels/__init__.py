@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 from .base import Buffer, Kernel, KernelError, KernelIO, RenderedKernel, render_glue
+from .bmm_s8 import BmmS8
 from .conv2d_s8 import Conv2dS8
 from .dwconv2d_s8 import DwConv2dS8
 from .fir import FirF32, FirQ15
 from .matmul_f32 import MatmulF32
 from .matmul_s8 import MatmulS8
+from .tconv2d_s8 import TConv2dS8
 
 KERNELS: dict[str, Kernel] = {kernel.name: kernel for kernel in (MatmulS8(), MatmulF32(), Conv2dS8(), DwConv2dS8(),
-                                                                 FirQ15(), FirF32())}
+                                                                 FirQ15(), FirF32(), TConv2dS8(),
+                                                                 BmmS8())}
 
 SHIPPED = frozenset(KERNELS)
 
