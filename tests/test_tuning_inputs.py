@@ -49,7 +49,7 @@ def test_matmul_s8_is_tuned_with_symmetric_weights_and_drawn_otherwise(m55):
 def test_the_new_draw_is_a_new_workload_key(m55):
     # A database's trials measured on the old draw keep their key (the kernel version in it)
     # and are never mixed with trials on the new inputs.
-    for name, old in (("matmul_s8", 4), ("conv2d_s8", 3), ("dwconv2d_s8", 3)):
+    for name, old in (("matmul_s8", 4), ("conv2d_s8", 3), ("dwconv2d_s8", 3), ("tconv2d_s8", 1)):
         kernel = get_kernel(name)
         workload = workload_of(kernel, m55, kernel.parse_shape(kernel.example_shape()))
         assert kernel.tuning_edge == "tflite" and workload.kernel_version == old + 1
