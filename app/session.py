@@ -134,9 +134,11 @@ def workload_of(kernel: Kernel, target: Target, shape: dict) -> Workload:
 
 def workload_inputs(kernel: Kernel, workload: Workload) -> KernelIO:
     """The inputs every trial of a workload runs on: fixed by the workload, not the seed,
-    so a resumed or repeated run measures exactly the same thing."""
+    so a resumed or repeated run measures exactly the same thing; drawn as the kernel's
+    tuning_io draws them (the int8 kernels: TFLite's conventions, as the kernel version in
+    the workload's key says)."""
     seed = int.from_bytes(hashlib.sha256(workload.problem_key().encode()).digest()[:8], "little")
-    return kernel.make_io(workload.shape_dict(), np.random.default_rng(seed))
+    return kernel.tuning_io(workload.shape_dict(), np.random.default_rng(seed))
 
 
 ProgressFn = Callable[[int, int, Trial], None]  # (trials stored, budget, the trial just finished)

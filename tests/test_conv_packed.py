@@ -121,7 +121,7 @@ def test_space_rules_for_packed_weights(conv, m55, host):
     assert all(c["tile_p"] * c["tile_oc"] <= 8 for c in packed if c["vector"] == "mve")
     assert all(c["unroll"] == 1 for c in packed if c["vector"] == "c")
     assert any(c["layout"] == "packed" for c in conv.space(host, shape))
-    assert conv.version == 3
+    assert conv.version == 4
 
 
 shapes = geometry_shapes({"cin": st.sampled_from([1, 3, 16, 17, 33]), "cout": st.integers(1, 9)}, size=6)
@@ -245,7 +245,7 @@ def test_depthwise_c_packing_helper_matches_numpy(dw, m55, tmp_path, rng):
              terms.ctypes.data_as(ctypes.c_void_p))
         deployed = dw.deployed_io(io, config)
         assert np.array_equal(packed, deployed.buffers[1].data) and np.array_equal(terms, deployed.buffers[2].data)
-    assert dw.version == 3 and index == 2  # tile_c 4, 8 and 16
+    assert dw.version == 4 and index == 2  # tile_c 4, 8 and 16
 
 
 dw_shapes = geometry_shapes({"c": st.sampled_from([1, 3, 4, 9, 17]), "mult": st.sampled_from([1, 1, 2, 3])}, size=6)

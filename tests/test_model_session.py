@@ -160,6 +160,23 @@ def test_every_layers_first_trial_is_the_default_configuration_export_would_run(
 
 
 @pytest.mark.qemu
+def test_a_layer_measures_the_best_configuration_a_similar_layer_found_first(m55, tmp_path):
+    # Two 1x1 convolutions (one similarity group): the second one's warm-up round measures its
+    # default, then the first one's best so far, then what its strategy proposes.
+    wide = "h=6,w=6,cin=8,cout=16,kh=1,kw=1,stride=1,pad=0,dilation=1"
+    db = TuningDatabase(tmp_path / "m.db")
+    summary = tune_model([layer(0, "conv2d_s8", PW), layer(1, "conv2d_s8", wide)], m55, db, budget=8,
+                         round_trials=4, baselines=False, seed=2, scheduler="even")
+    first, second = (db.proposals(result.workload) for result in summary.layers)
+    best = min((r for r in first[:4] if r.trial.outcome is Outcome.OK), key=lambda r: r.trial.values["instructions"])
+    default = default_config(get_kernel("conv2d_s8"), m55, summary.layers[1].workload.shape_dict()).as_dict()
+    assert best.trial.config.as_dict() != default  # the first layer's strategy found better than its default
+    assert second[0].trial.config.as_dict() == default and not second[0].asked
+    assert second[1].trial.config.as_dict() == best.trial.config.as_dict() and not second[1].asked
+    assert second[2].asked and summary.spent == 8
+
+
+@pytest.mark.qemu
 def test_each_round_opens_one_search_that_learns_from_every_other_layers_trials_so_far(m55, tmp_path, monkeypatch):
     """A layer's search is opened once per round it measures (the round's wait reuses it) and
     learns from every trial the other layers have stored by then, so the layers teach each
@@ -187,27 +204,35 @@ def test_each_round_opens_one_search_that_learns_from_every_other_layers_trials_
         assert priors == 2 * len(same_kernel), (n, workload, priors)
 
 
+def similar_model():
+    """Three 1x1 convolutions of different shapes (one similarity group: each round measures
+    the others' best configurations first) and a 3x3 one."""
+    return [layer(0, "conv2d_s8", PW), layer(1, "conv2d_s8", "h=6,w=6,cin=8,cout=16,kh=1,kw=1,stride=1,pad=0,dilation=1"),
+            layer(2, "conv2d_s8", CONV3), layer(3, "conv2d_s8", "h=3,w=3,cin=16,cout=8,kh=1,kw=1,stride=1,pad=0,dilation=1")]
+
+
 @pytest.mark.qemu
-def test_the_same_seed_resumed_in_steps_ends_where_an_uninterrupted_run_ends(m55, tmp_path):
+@pytest.mark.parametrize("model", [small_model, similar_model])
+def test_the_same_seed_resumed_in_steps_ends_where_an_uninterrupted_run_ends(m55, tmp_path, model):
     # One variant per image (batch=1): the interruption below is emulated by a run one trial
     # long, which is what a killed one-at-a-time round leaves; a batched round is asked whole
     # (a kill mid-round resumes by replaying it: test_a_run_killed_mid_round_...).
     one = dict(round_trials=2, seed=5, baselines=False, batch=1)
     straight_db = TuningDatabase(tmp_path / "straight.db")
-    straight = tune_model(small_model(), m55, straight_db, budget=12, **one)
+    straight = tune_model(model(), m55, straight_db, budget=12, **one)
     db = TuningDatabase(tmp_path / "steps.db")
-    early = tune_model(small_model(), m55, db, budget=6, **one)
+    early = tune_model(model(), m55, db, budget=6, **one)
     assert [r.workload for r in early.rounds] == [r.workload for r in straight.rounds[:3]]
     # Round 4 interrupted after one of its two trials (one asked at a time): what a killed
     # run leaves stored, left here by a run whose budget ends there.
-    interrupted = tune_model(small_model(), m55, db, budget=7, **one)
+    interrupted = tune_model(model(), m55, db, budget=7, **one)
     assert interrupted.rounds[-1].workload == straight.rounds[3].workload
     assert interrupted.rounds[-1].layer_trials == straight.rounds[3].layer_trials - 1
-    resumed = tune_model(small_model(), m55, db, budget=12, **one)
+    resumed = tune_model(model(), m55, db, budget=12, **one)
     assert [r.workload for r in resumed.rounds] == [r.workload for r in straight.rounds]
     assert [stored(db, r) for r in resumed.layers] == [stored(straight_db, r) for r in straight.layers]
     assert resumed.total == straight.total
-    again = tune_model(small_model(), m55, db, budget=12, **one)
+    again = tune_model(model(), m55, db, budget=12, **one)
     assert [stored(db, r) for r in again.layers] == [stored(straight_db, r) for r in straight.layers]
 
 

@@ -95,3 +95,19 @@ def test_a_file_that_is_no_model_is_one_line_and_the_database_is_untouched(tmp_p
 def test_an_unknown_target_or_scheduler_is_refused(tmp_path):
     assert _tune(MODELS / "ds_cnn_kws.tflite", "--target", "no-such-board", "--db", tmp_path / "t.db").exit_code == 2
     assert _tune(MODELS / "ds_cnn_kws.tflite", "--scheduler", "fastest", "--db", tmp_path / "t.db").exit_code == 2
+
+
+def test_the_summary_names_a_layer_still_slower_than_its_plain_loop(capsys):
+    from edgetune.cli.model_tune import print_model_summary
+    from edgetune.model.session import LayerResult, ModelSummary
+    from edgetune.tuner import Workload
+
+    def result(layers, value, plain):
+        workload = Workload("conv2d_s8", 4, "cortex-m55", (("h", len(layers)),))
+        return LayerResult(workload, layers, 100, 16, None, value, plain)
+
+    summary = ModelSummary("cortex-m55", "instructions", "gradient", 32, 32,
+                           (result((4,), 8758.0, 5767.0), result((1, 2), 3000.0, 91177.0)))
+    print_model_summary(summary)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "slower than the plain C loop" in line]
+    assert lines == ["  layers 4: the best of 16 trials is slower than the plain C loop (8,758 against 5,767)"]

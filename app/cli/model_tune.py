@@ -54,6 +54,10 @@ def print_model_summary(summary: ModelSummary) -> None:
     for layer in summary.unsolved:
         click.echo(f"  layers {','.join(map(str, layer.layers))}: no feasible trial "
                    f"({', '.join(f'{k} {v}' for k, v in sorted(layer.failures.items())) or 'none measured'})")
+    for layer in summary.layers:  # what the scheduler's catch-up rounds could not fix (a larger --budget may)
+        if layer.value is not None and layer.baseline and layer.value > layer.baseline:
+            click.echo(f"  layers {','.join(map(str, layer.layers))}: the best of {layer.trials} trials is slower "
+                       f"than the plain C loop ({_value(layer.value)} against {_value(layer.baseline)})")
 
 
 def _check_line(check: LayerCheck) -> str:

@@ -5,7 +5,10 @@ lower the model's total cost most. Each layer has one search (edgetune.session.L
 opened at its first round and asked for one more round's trials at each of the next: its
 space, strategy and evaluator are made once. The default `transfer` strategy learns from the
 trials of the same kernel's other layers stored when the layer's search opened, so layers
-tuned later start from what earlier ones found.
+tuned later start from what earlier ones found. Before its strategy proposes, a layer's round
+measures the kernel's default configuration (so the exported variant is never slower than
+it) and the best configurations similar layers found so far (RoundRunner._winners); a layer
+still slower than its plain C loop is given rounds to catch up (tuner.scheduler).
 
 The model's budget, like a workload's, counts stored trials: the rounds are replayed from
 the database, and a round whose trials are stored already measures nothing. So a run that
@@ -225,6 +228,10 @@ def _checked(layer: ModelLayer, target: Target, kernels: Callable[[str], Kernel]
     return kernel, shape
 
 
+# How many of the similar layers' best configurations a layer's round measures first (RoundRunner._winners).
+WINNERS = 2
+
+
 class RoundRunner:
     """Gives layers rounds of trials and keeps each one's history for the scheduler. A
     round raises the layer's allocation; trials the database holds already count (in
@@ -285,10 +292,27 @@ class RoundRunner:
         if key not in self.searches:
             for old in [k for k in self.searches if k[0] == key[0]]:
                 self.searches.pop(old).close()
-            request = replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget,
-                              initial=(default_seed(lw, self.template.target, self.template.compilers),))
+            seeds = (default_seed(lw, self.template.target, self.template.compilers), *self._winners(lw))
+            request = replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget, initial=seeds)
             self.searches[key] = LiveSearch(request, self.db, self.trial_progress)
         return self.searches[key]
+
+    def _winners(self, lw: LayerWorkload) -> list[dict]:
+        """The best configurations the similar layers (similarity_group) have found within
+        their rounds so far, the highest throughput (MACs per unit of cost) first, at most
+        WINNERS of them: measured on this layer before its strategy's proposals, where they
+        fit its space and are not measured yet. The winner of one 1x1 convolution is often
+        the winner of another; the cost model only learns that after several trials."""
+        group, found = similarity_group(lw), []
+        for other in self.by_key.values():
+            if other is lw or similarity_group(other) != group:
+                continue
+            best = self._best(self._given(other, self.allocated[other.workload.key()]))
+            if best is not None:
+                found.append((-other.macs / max(best.trial.value(self.objective), 1e-12), best.trial.config.as_dict()))
+        found.sort(key=lambda item: item[0])  # stable: equals keep the layers' order
+        distinct = dict.fromkeys(tuple(sorted(config.items())) for _, config in found)
+        return [dict(items) for items in distinct][:WINNERS]
 
     def result(self, lw: LayerWorkload, baseline: float | None) -> LayerResult:
         key = lw.workload.key()

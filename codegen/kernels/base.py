@@ -221,6 +221,17 @@ class Kernel:
     def make_io(self, shape: Mapping[str, int], rng: np.random.Generator) -> KernelIO:
         raise NotImplementedError
 
+    # How make_io draws the inputs tuning measures (a kernel's `edge`; "random" for every
+    # kernel without one). The int8 kernels draw TFLite's conventions ("tflite"): tuning
+    # measures the branches a deployment takes, never only the ones it does not.
+    tuning_edge = "random"
+
+    def tuning_io(self, shape: Mapping[str, int], rng: np.random.Generator) -> KernelIO:
+        """The inputs every trial of a workload runs on, from the workload's own seed."""
+        if self.tuning_edge == "random":
+            return self.make_io(shape, rng)
+        return self.make_io(shape, rng, edge=self.tuning_edge)
+
     def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
         raise NotImplementedError
 

@@ -93,7 +93,10 @@ class Conv2dS8(Kernel):
     name = "conv2d_s8"
     # v2: the `layout` parameter (weights packed at export time); v3: TFLite's geometry
     # (per-side padding, per-axis stride and dilation).
-    version = 3
+    # v4: tuned on TFLite's quantisation (tuning_edge, convolution.TFLITE_CONVENTION), so a
+    # v3 trial, measured on drawn shifts and clamps, is never mixed with a v4 one.
+    version = 4
+    tuning_edge = "tflite"
     shape_keys = ("h", "w", "cin", "cout", "kh", "kw", *GEOMETRY_KEYS)
     zero_allowed = PAD_KEYS
     description = ("int8 NHWC convolution, OHWI weights, per-channel requantisation, TFLite geometry (per-side "

@@ -88,7 +88,10 @@ class DwConv2dS8(Kernel):
     name = "dwconv2d_s8"
     # v2: the `layout` parameter (weights packed at export time); v3: TFLite's geometry
     # (per-side padding, per-axis stride and dilation) and depth multiplier.
-    version = 3
+    # v4: tuned on TFLite's quantisation (tuning_edge, convolution.TFLITE_CONVENTION), so a
+    # v3 trial, measured on drawn shifts and clamps, is never mixed with a v4 one.
+    version = 4
+    tuning_edge = "tflite"
     shape_keys = ("h", "w", "c", "mult", "kh", "kw", *GEOMETRY_KEYS)
     shape_defaults = (("mult", 1),)
     zero_allowed = PAD_KEYS

@@ -153,8 +153,11 @@ PATHS = (
 class MatmulS8(Kernel):
     name = "matmul_s8"
     # v2: the `layout` parameter (weights packed at export time); v3: Helium's packed stream;
-    # v4: Helium blocks of 8+ columns pack each group of eight evens first (narrowed in pairs)
-    version = 4
+    # v4: Helium blocks of 8+ columns pack each group of eight evens first (narrowed in pairs);
+    # v5: tuned on TFLite's conventions (tuning_edge: b_zero 0, negative shifts), so a v4
+    # trial, measured on drawn zero points, is never mixed with a v5 one
+    version = 5
+    tuning_edge = "tflite"
     shape_keys = ("m", "n", "k")
     description = "int8 matrix multiply, int32 accumulation, requantised to int8 (fully connected layers)"
     template = "matmul_s8.c.j2"
@@ -205,10 +208,13 @@ class MatmulS8(Kernel):
             a = rng.integers(-128, 128, size=(m, k), dtype=np.int8)
             b = rng.integers(-128, 128, size=(k, n), dtype=np.int8)
             a_zero, b_zero, c_zero = (int(x) for x in rng.integers(-128, 128, size=3))
+        if edge == "tflite":  # TFLite's int8 weights are symmetric: the b_zero == 0 branch (TFLITE_CONVENTION)
+            b_zero = 0
         bias = rng.integers(-(1 << 16), 1 << 16, size=n, dtype=np.int32)
         # Typical multipliers are normalised to [2^30, 2^31); shifts mostly negative.
         multiplier = int(rng.integers(1 << 30, (1 << 31) - 1))
-        shift = int(rng.integers(-20, 2)) if edge == "random" else -int(rng.integers(0, 32))
+        shift = (int(rng.integers(-20, 2)) if edge == "random" else int(rng.integers(-20, 0)) if edge == "tflite"
+                 else -int(rng.integers(0, 32)))
         return KernelIO(
             buffers=(Buffer("a", a), Buffer("b", b, weight=True), Buffer("bias", bias, weight=True),
                      Buffer("c", np.zeros((m, n), dtype=np.int8), is_output=True)),
