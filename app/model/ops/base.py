@@ -106,12 +106,16 @@ def same_quantization(a: Tensor, b: Tensor) -> bool:
     return scale(a) == scale(b) and zero_point(a) == zero_point(b)
 
 
-def int8_input(x, shape: tuple[int, ...], what: str) -> np.ndarray:
-    """An input of a numpy reference, checked: int8 with the operator's elements."""
+def typed_input(x, dtype: str, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """An input of a numpy reference, checked: of `dtype` with the operator's elements."""
     x = np.asarray(x)
-    if x.dtype != np.int8 or x.size != int(np.prod(shape)):
-        raise ValueError(f"{what} must be int8 with {int(np.prod(shape))} elements, got {x.dtype} {list(x.shape)}")
+    if x.dtype != np.dtype(dtype) or x.size != int(np.prod(shape)):
+        raise ValueError(f"{what} must be {dtype} with {int(np.prod(shape))} elements, got {x.dtype} {list(x.shape)}")
     return x.reshape(shape)
+
+
+def int8_input(x, shape: tuple[int, ...], what: str) -> np.ndarray:
+    return typed_input(x, "int8", shape, what)
 
 
 @dataclass(frozen=True)

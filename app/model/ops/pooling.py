@@ -20,7 +20,7 @@ import numpy as np
 
 from ..arithmetic import output_size
 from ..graph import Graph, Operator
-from .base import OperatorReader, StaticOp, int8_input, scale, zero_point
+from .base import OperatorReader, StaticOp, scale, typed_input, zero_point
 from .fixedpoint import c_divide
 
 SCALE_TOLERANCE = 1e-6  # TFLite Micro's: |s_in - s_out| in float, at most this
@@ -83,8 +83,10 @@ class PoolParams(StaticOp):
         y0, x0 = y * self.stride_h - self.pad_top, x * self.stride_w - self.pad_left
         return (slice(max(y0, 0), min(y0 + self.kh, self.h)), slice(max(x0, 0), min(x0 + self.kw, self.w)))
 
+    value_type = "int8"  # of the activations (a class attribute, not a field: Pool16 has int16)
+
     def reference(self, x) -> np.ndarray:
-        x = int8_input(x, self.input_shape, "input").astype(np.int64)
+        x = typed_input(x, self.value_type, self.input_shape, "input").astype(np.int64)
         out = np.empty(self.output_shape, dtype=np.int64)
         for y in range(self.oh):
             for xo in range(self.ow):
@@ -98,7 +100,7 @@ class PoolParams(StaticOp):
                     out[:, y, xo, :] = c_divide(total + half, count)
                 else:
                     out[:, y, xo, :] = patch.max(axis=(1, 2))
-        return np.clip(out, self.act_min, self.act_max).astype(np.int8)
+        return np.clip(out, self.act_min, self.act_max).astype(self.value_type)
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..arithmetic import MAX_SHIFT, activation_range, output_size, quantize_multiplier
 from ..graph import Graph, Operator, Tensor
-from .base import OperatorReader, StaticOp, scale, zero_point
-from .fixedpoint import c_divide, multiply_by_quantized_multiplier
+from .base import OperatorReader, StaticOp, scale, typed_input, zero_point
+from .fixedpoint import multiply_by_quantized_multiplier
 from .pad import PadParams, pad_params
 from .pooling import SCALE_TOLERANCE, AveragePoolParams, MaxPoolParams, PoolParams
 from .reshape import ExpandDimsParams, ReshapeParams, SqueezeParams, _new_shape
@@ -48,13 +48,6 @@ def activation_of(r: OperatorReader, position: int, output: bool = False, dtypes
     if any(d < 1 for d in t.shape):
         raise r.fail(f"{role} tensor {t.index} ({t.name}) has shape {list(t.shape)}")
     return t
-
-
-def typed_input(x, dtype: str, shape: tuple[int, ...], what: str) -> np.ndarray:
-    x = np.asarray(x)
-    if x.dtype != np.dtype(dtype) or x.size != int(np.prod(shape)):
-        raise ValueError(f"{what} must be {dtype} with {int(np.prod(shape))} elements, got {x.dtype} {list(x.shape)}")
-    return x.reshape(shape)
 
 
 class Int16Types:
@@ -108,23 +101,9 @@ def reshape16_params(graph: Graph, op: Operator) -> Reshape16Params:
 
 # --- AVERAGE_POOL_2D, MAX_POOL_2D ----------------------------------------------------------------
 class Pool16:
+    """The int8 pooling's arithmetic (PoolParams.reference) on int16 values."""
     template = "pool16.c.j2"
-
-    def reference(self, x) -> np.ndarray:
-        x = typed_input(x, "int16", self.input_shape, "input").astype(np.int64)
-        out = np.empty(self.output_shape, dtype=np.int64)
-        for y in range(self.oh):
-            for xo in range(self.ow):
-                rows, cols = self.window(y, xo)
-                patch = x[:, rows, cols, :]
-                if self.average:
-                    count = patch.shape[1] * patch.shape[2]
-                    total = patch.sum(axis=(1, 2))
-                    half = np.where(total > 0, count // 2, -(count // 2))
-                    out[:, y, xo, :] = c_divide(total + half, count)
-                else:
-                    out[:, y, xo, :] = patch.max(axis=(1, 2))
-        return np.clip(out, self.act_min, self.act_max).astype(np.int16)
+    value_type = "int16"
 
 
 @dataclass(frozen=True)
