@@ -14,6 +14,7 @@ serves which operator is the registry's (operators.py).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -195,6 +196,25 @@ class _Reader:
         return tuple(self.graph.tensors[i] if i >= 0 else None for i in (*self.op.inputs, *self.op.outputs))
 
 
+def dense_rows(r: _Reader, x: Tensor, w: Tensor, y: Tensor,
+               check_reduction: Callable[[_Reader, int], None]) -> tuple[int, int, int]:
+    """A dense layer's (n outputs, k inputs, rows), checked: DEFAULT weights [n, k], an input
+    of whole rows of k (the batch, or all leading dimensions), an output of rows x n; the
+    reduction of k products within what the kernel's accumulator takes (`check_reduction`)."""
+    if int(r.op.option("weightsFormat", 0)) != 0:
+        raise r.fail("weights in a shuffled format are not supported (only the DEFAULT weights format)")
+    if len(w.shape) != 2:
+        raise r.fail(f"weights tensor {w.index} ({w.name}) has shape {list(w.shape)}, expected [n, k]")
+    n, k = w.shape
+    check_reduction(r, k)
+    if x.elements % k:
+        raise r.fail(f"input tensor {x.index} ({x.name}) of shape {list(x.shape)} does not split into rows of {k}")
+    rows = x.elements // k
+    if y.elements != rows * n:
+        raise r.fail(f"output tensor {y.index} ({y.name}) has shape {list(y.shape)}, expected {rows} rows of {n}")
+    return n, k, rows
+
+
 def _check_reduction(r: _Reader, products: int) -> None:
     """The kernels' int32 accumulators hold at most MAX_REDUCTION products (convolution.py)."""
     if products > MAX_REDUCTION:
@@ -269,17 +289,7 @@ def fully_connected_layer(graph: Graph, op: Operator) -> ModelLayer:
     dimensions) is one output pixel."""
     r = _Reader(graph, op)
     x, w, y = r.tensor(0, "input"), r.tensor(1, "weights"), r.tensor(0, "output")
-    if int(r.op.option("weightsFormat", 0)) != 0:
-        raise r.fail("weights in a shuffled format are not supported (only the DEFAULT weights format)")
-    if len(w.shape) != 2:
-        raise r.fail(f"weights tensor {w.index} ({w.name}) has shape {list(w.shape)}, expected [n, k]")
-    n, k = w.shape
-    _check_reduction(r, k)
-    if x.elements % k:
-        raise r.fail(f"input tensor {x.index} ({x.name}) of shape {list(x.shape)} does not split into rows of {k}")
-    rows = x.elements // k
-    if y.elements != rows * n:
-        raise r.fail(f"output tensor {y.index} ({y.name}) has shape {list(y.shape)}, expected {rows} rows of {n}")
+    n, k, rows = dense_rows(r, x, w, y, _check_reduction)
     quant, params = r.requantisation(x, w, y, n, axis=0)
     shape = dict(h=1, w=rows, cin=k, cout=n, kh=1, kw=1, stride_h=1, stride_w=1, dilation_h=1, dilation_w=1,
                  pad_top=0, pad_bottom=0, pad_left=0, pad_right=0)

@@ -19,7 +19,7 @@ from edgetune.codegen.kernels.sixteen import INT16_MAX, INT16_MIN, MAX_BIAS_64, 
 
 from .arithmetic import MAX_SHIFT, activation_range, quantize_multiplier
 from .graph import Graph, Operator, Tensor
-from .layers import CONV_KEYS, DWCONV_KEYS, ModelLayer, _Reader, _spatial
+from .layers import CONV_KEYS, DWCONV_KEYS, ModelLayer, _Reader, _spatial, dense_rows
 
 INT16 = "int16"
 
@@ -141,17 +141,7 @@ def fully_connected16_layer(graph: Graph, op: Operator) -> ModelLayer:
     """A 16x8 dense layer as conv2d_s16 1x1: every row of the input is one output pixel."""
     r = _Reader(graph, op)
     x, w, y = r.tensor(0, "input", INT16), r.tensor(1, "weights"), r.tensor(0, "output", INT16)
-    if int(r.op.option("weightsFormat", 0)) != 0:
-        raise r.fail("weights in a shuffled format are not supported (only the DEFAULT weights format)")
-    if len(w.shape) != 2:
-        raise r.fail(f"weights tensor {w.index} ({w.name}) has shape {list(w.shape)}, expected [n, k]")
-    n, k = w.shape
-    _reduction(r, k)
-    if x.elements % k:
-        raise r.fail(f"input tensor {x.index} ({x.name}) of shape {list(x.shape)} does not split into rows of {k}")
-    rows = x.elements // k
-    if y.elements != rows * n:
-        raise r.fail(f"output tensor {y.index} ({y.name}) has shape {list(y.shape)}, expected {rows} rows of {n}")
+    n, k, rows = dense_rows(r, x, w, y, _reduction)
     bias, bits = _bias(r, n, 64)
     quant, params = _requantisation(r, x, w, y, n, 0, bits)
     shape = dict(h=1, w=rows, cin=k, cout=n, kh=1, kw=1, stride_h=1, stride_w=1, dilation_h=1, dilation_w=1,
