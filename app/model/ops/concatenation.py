@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import Graph, Operator
+from ..graph import Graph, Operator, Tensor
 from .base import OperatorReader, StaticOp, int8_input, same_quantization
 from .quantize import Requantization, requantization
 
@@ -56,6 +56,16 @@ def concatenation_params(graph: Graph, op: Operator) -> ConcatenationParams:
     r = OperatorReader(graph, op)
     y = r.int8(0, output=True)
     inputs = [r.int8(i) for i in range(len(op.inputs))]
+    shapes, axis = concatenation_geometry(r, y, inputs)
+    return ConcatenationParams(op.index, shapes, axis,
+                               tuple(None if same_quantization(x, y) else requantization(r, x, y) for x in inputs))
+
+
+def concatenation_geometry(r: OperatorReader, y: Tensor, inputs: list[Tensor]) -> tuple[tuple[tuple[int, ...], ...], int]:
+    """The inputs' shapes padded to RANK dimensions and the axis among them, checked: no fused
+    activation, an axis within the output, inputs that differ from it along the axis only and
+    add up to it there (int8 and int16 alike)."""
+    op = r.op
     if r.activation() != "NONE":
         raise r.fail(f"fused activation {r.activation()} on a concatenation is not supported")
     rank = len(y.shape)
@@ -70,5 +80,4 @@ def concatenation_params(graph: Graph, op: Operator) -> ConcatenationParams:
     if sum(x.shape[axis] for x in inputs) != y.shape[axis]:
         raise r.fail(f"the inputs' sizes along axis {axis} do not add up to the output's {y.shape[axis]}")
     pad = RANK - rank
-    return ConcatenationParams(op.index, tuple((1,) * pad + tuple(x.shape) for x in inputs), axis + pad,
-                               tuple(None if same_quantization(x, y) else requantization(r, x, y) for x in inputs))
+    return tuple((1,) * pad + tuple(x.shape) for x in inputs), axis + pad
