@@ -13,21 +13,21 @@ usage: .venv/bin/python bench/moves.py [--target cortex-m55]
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from edgetune.codegen import render
-from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
 from edgetune.model.builder import build_model, constant
 from edgetune.model.graph import Operator, Quantization, Tensor, read_graph
 from edgetune.model.operators import operator_params
 from edgetune.targets import get_target
-from edgetune.targets.measure import Expected, LinkedProgram, MeasureInput, Pipeline, Run, failure_text
-from edgetune.targets.runners import runner_for
-from edgetune.targets.toolchain import run_tool
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from ops import measure  # noqa: E402  (bench/ops.py: one call of an operator measured, every output checked)
 
 Q = Quantization((0.05,), (3,))
 
@@ -77,31 +77,6 @@ def params_of(case: Case, work: Path):
     path.write_bytes(build_model(tensors, [op], inputs, outputs))
     graph = read_graph(path)
     return operator_params(graph, graph.operators[0])
-
-
-def measure(params, source: str, inputs: list[np.ndarray], target, work: Path) -> int:
-    """The instructions one call of `source` (the operator's C as `et_op`) takes on `target`;
-    every output must be the reference's."""
-    work.mkdir(parents=True)
-    compiler = target.compilers[0]
-    (work / "op.c").write_text(source)
-    run_tool([compiler.command, *compiler.cflags, *COMMON_CFLAGS, "-O2", "-c", "op.c", "-o", "op.o"], work)
-    want = tuple(np.asarray(w) for w in params.outputs(*inputs))
-    io = KernelIO(buffers=(*(Buffer(f"input{i}", np.ascontiguousarray(x)) for i, x in enumerate(inputs)),
-                           *(Buffer(f"output{k}", np.zeros(w.shape, dtype=np.int8), is_output=True)
-                             for k, w in enumerate(want))), params=())
-    glue = render("harness_glue.c.j2", dict(
-        fn="et_op", declaration=params.declaration("et_op"), n_params=0, leading=[], checked=False,
-        buffers=[{"ctype": b.ctype, "nbytes": b.data.nbytes, "is_output": b.is_output} for b in io.buffers]))
-    expected = Expected(want, lambda name, got, w: None if np.array_equal(got.reshape(-1), w.reshape(-1))
-                        else f"{name}: differs from the reference")
-    result = Pipeline(runner_for(target)).measure(
-        MeasureInput(LinkedProgram((work / "op.o",), glue), (Run(io, expected),)), work)
-    if result.fault is not None:
-        raise SystemExit(f"{params.op}: {failure_text(result)}")
-    if result.error:  # it ran, and computed something else
-        raise SystemExit(f"{params.op}: {result.error}")
-    return int(result.values[target.measures])
 
 
 def main() -> None:

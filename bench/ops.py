@@ -81,18 +81,21 @@ def params_of(case: Case, work: Path):
 
 def measure(params, source: str, inputs: list[np.ndarray], target, work: Path) -> int:
     """The instructions one call of `source` (the operator's C as `et_op`) takes on `target`;
-    its output must be the reference's."""
+    every output must be the reference's (bench/moves.py measures its operators of several
+    outputs here too)."""
     work.mkdir(parents=True)
     compiler = target.compilers[0]
     (work / "op.c").write_text(source)
     run_tool([compiler.command, *compiler.cflags, *COMMON_CFLAGS, "-O2", "-c", "op.c", "-o", "op.o"], work)
-    want = params.reference(*inputs)
-    io = KernelIO(buffers=(*(Buffer(f"input{i}", np.ascontiguousarray(x)) for i, x in enumerate(inputs)),
-                           Buffer("output", np.zeros(want.shape, dtype=np.int8), is_output=True)), params=())
+    want = tuple(np.asarray(w) for w in params.outputs(*inputs))
+    outputs = [Buffer("output" if len(want) == 1 else f"output{k}", np.zeros(w.shape, dtype=np.int8), is_output=True)
+               for k, w in enumerate(want)]
+    io = KernelIO(buffers=(*(Buffer(f"input{i}", np.ascontiguousarray(x)) for i, x in enumerate(inputs)), *outputs),
+                  params=())
     glue = render("harness_glue.c.j2", dict(
         fn="et_op", declaration=params.declaration("et_op"), n_params=0, leading=[], checked=False,
         buffers=[{"ctype": b.ctype, "nbytes": b.data.nbytes, "is_output": b.is_output} for b in io.buffers]))
-    expected = Expected((want,), lambda name, got, w: None if np.array_equal(got.reshape(-1), w.reshape(-1))
+    expected = Expected(want, lambda name, got, w: None if np.array_equal(got.reshape(-1), w.reshape(-1))
                         else f"{name}: differs from the reference")
     result = Pipeline(runner_for(target)).measure(
         MeasureInput(LinkedProgram((work / "op.o",), glue), (Run(io, expected),)), work)
