@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from edgetune.codegen import render
+from edgetune.evaluate import Evaluator
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
 from edgetune.model.builder import build_model, constant
 from edgetune.model.graph import Operator, Quantization, Tensor, read_graph
 from edgetune.model.oracle import run_tflm
 from edgetune.targets import iobuf
+from edgetune.tuner import Outcome
 from edgetune.targets.runners import runner_for
 
 HOST_CC = ("cc", "-O2", *COMMON_CFLAGS)
@@ -185,3 +187,18 @@ def assert_all_same(name: str, got: list[np.ndarray], want: list[np.ndarray]) ->
     assert len(got) == len(want), f"{name}: {len(got)} outputs, expected {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
         assert_same(f"{name}, output {k}", _bytes(g), _bytes(w))
+
+
+def check_variants_against(kernel, target, shape, space, io, want, configs, turn: int, work: Path, label: str) -> int:
+    """Run the `configs` of one compiler (the target's compilers take turns, by `turn`) on
+    `io`, each output compared with `want` (TFLite Micro's: the spec); the number that ran."""
+    compilers = sorted({c["compiler"] for c in configs})
+    ran = 0
+    for n, config in enumerate(c for c in configs if c["compiler"] == compilers[turn % len(compilers)]):
+        (work / str(n)).mkdir(parents=True)
+        evaluator = Evaluator(kernel, target, shape, space, io, work / str(n))
+        evaluator.expected = [want]
+        trial = evaluator(config)
+        assert trial.outcome is Outcome.OK, f"{label} {config.key()}: {trial.outcome.value}: {trial.error}"
+        ran += 1
+    return ran

@@ -12,7 +12,6 @@ import pytest
 
 from edgetune.codegen import get_kernel
 from edgetune.codegen.kernels.base import Buffer, KernelIO
-from edgetune.evaluate import Evaluator
 from edgetune.model import ModelError, load_model
 from edgetune.model.builder import build_model, constant
 from edgetune.model.export import export_model
@@ -20,9 +19,9 @@ from edgetune.model.graph import Operator, Quantization, Tensor
 from edgetune.model.oracle import oracle_output, run_tflm
 from edgetune.model.verify import verify_model
 from edgetune.targets import get_target
-from edgetune.tuner import Outcome
 from bmm_models import bmm_model
 from model_files import int8_input
+from op_checks import check_variants_against
 
 KERNEL = get_kernel("bmm_s8")
 # (left, right, output) batch dimensions: equal, broadcast either way, none, mixed ranks.
@@ -80,15 +79,8 @@ def run_variants(tmp_path: Path, target, cases: int, vector: str, seed: int) -> 
         if not configs:  # adj_x=1 with adj_y=1: Helium has no form for it (plain C only)
             assert vector == "mve" and shape["adj_x"] == shape["adj_y"] == 1
             continue
-        compilers = sorted({c["compiler"] for c in configs})
-        for n, config in enumerate(c for c in configs if c["compiler"] == compilers[index % len(compilers)]):
-            work = tmp_path / f"w{index}_{n}"
-            work.mkdir()
-            evaluator = Evaluator(KERNEL, target, shape, space, io, work)
-            evaluator.expected = [want]  # TFLite Micro is the spec
-            trial = evaluator(config)
-            assert trial.outcome is Outcome.OK, f"{layer.shape_text} {config.key()}: {trial.outcome.value}: {trial.error}"
-            ran += 1
+        ran += check_variants_against(KERNEL, target, shape, space, io, want, configs, index,
+                                      tmp_path / f"w{index}", layer.shape_text)
     return ran
 
 

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from edgetune.codegen import get_kernel
-from edgetune.evaluate import Evaluator
 from edgetune.model import ModelError, load_model
 from edgetune.model.builder import build_model, constant
 from edgetune.model.export import export_model
@@ -18,9 +17,9 @@ from edgetune.model.graph import Operator, Quantization, Tensor
 from edgetune.model.oracle import oracle_output, run_tflm
 from edgetune.model.verify import verify_model
 from edgetune.targets import get_target
-from edgetune.tuner import Outcome
 from model_files import int8_input
 from tconv_models import tconv_model
+from op_checks import check_variants_against
 
 KERNEL = get_kernel("tconv2d_s8")
 
@@ -63,15 +62,8 @@ def run_variants(tmp_path: Path, target, cases: int, vector: str, seed: int) -> 
         shape = KERNEL.parse_shape(layer.shape_dict)
         space = KERNEL.space(target, shape)
         configs = [c for c in space if c["vector"] == vector and c["opt"] == "O2"]
-        compilers = sorted({c["compiler"] for c in configs})
-        for n, config in enumerate(c for c in configs if c["compiler"] == compilers[index % len(compilers)]):
-            work = tmp_path / f"w{index}_{n}"
-            work.mkdir()
-            evaluator = Evaluator(KERNEL, target, shape, space, io, work)
-            evaluator.expected = [want]  # TFLite Micro is the spec
-            trial = evaluator(config)
-            assert trial.outcome is Outcome.OK, f"{layer.shape_text} {config.key()}: {trial.outcome.value}: {trial.error}"
-            ran += 1
+        ran += check_variants_against(KERNEL, target, shape, space, io, want, configs, index,
+                                      tmp_path / f"w{index}", layer.shape_text)
     return ran
 
 
