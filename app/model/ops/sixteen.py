@@ -152,7 +152,7 @@ def pool16_params(graph: Graph, op: Operator) -> PoolParams:
 # --- PAD -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Pad16Params(Int16Types, PadParams):
-    template = "pad16.c.j2"
+    template = "pad.c.j2"  # with ctype_out int16_t (Int16Types)
 
     def reference(self, x) -> np.ndarray:
         return np.pad(typed_input(x, "int16", self.shape, "input"), self.pads, constant_values=self.value)
