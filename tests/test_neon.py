@@ -135,8 +135,10 @@ def test_drawn_neon_variants_match_the_reference_in_qemu(kernel_name, family, va
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("kernel_name, family, values",  # smoke: qemu-aarch64 and the arm64 libc, once
-                         [pytest.param(*FAMILIES[0], marks=pytest.mark.smoke),  # the others: 28 s each, slow tier
+                         [pytest.param(*FAMILIES[0], marks=(pytest.mark.smoke, pytest.mark.slow)),  # 28 s each: slow tier
                           *(pytest.param(*family, marks=pytest.mark.slow) for family in FAMILIES[1:])])
+# (the default tier keeps the sanitizer check in tests/test_conv2d_neon.py and test_dwconv2d_neon.py;
+# `pytest -m smoke`, run on a fresh machine, still takes the first family: qemu-aarch64 and its libc)
 def test_edge_shapes_are_exact_under_address_and_undefined_behaviour_sanitizers(kernel_name, family, values, a72,
                                                                                  tmp_path):
     """1-sized dimensions and remainders in every direction, with the largest tile of each

@@ -218,7 +218,7 @@ def job_env(exported, tmp_path_factory):
     return env, tmp
 
 
-@pytest.mark.slow  # 32 s: the GitLab job below runs the same verify in the default tier
+@pytest.mark.slow  # 32 s, a documented job run whole (the GitLab one below too)
 def test_documented_github_actions_job_runs_verify(job_env):
     env, checkout = job_env
     workflow = yaml.safe_load((DOCS / "github-actions-verify.yml").read_text())
@@ -230,6 +230,7 @@ def test_documented_github_actions_job_runs_verify(job_env):
     assert "2 of 2 kernels hold" in proc.stdout
 
 
+@pytest.mark.slow  # 31 s, a documented job run whole; the verify tests above check its steps by default
 def test_documented_gitlab_job_runs_verify_and_fails_on_a_regression(job_env):
     env, checkout = job_env
     job = yaml.safe_load((DOCS / "gitlab-ci-verify.yml").read_text())["verify-kernels"]
