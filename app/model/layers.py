@@ -161,6 +161,20 @@ class _Reader:
             raise self.fail(f"fused activation {name} is not one edgetune runs (NONE, RELU, RELU6, RELU_N1_TO_1)")
         return name
 
+    def channel_multipliers(self, in_scale: float, out_scale: float, w: Tensor, channels: int, axis: int,
+                            limit: int = MAX_SHIFT, why: str = "") -> tuple[list[int], list[int]]:
+        """Per output channel, input_scale * weight_scale / output_scale in double precision as
+        TFLite's (multiplier, shift); a shift above `limit` is refused (`why` says whose limit)."""
+        multipliers, shifts = [], []
+        for scale in self.weight_scales(w, channels, axis):
+            real = in_scale * scale / out_scale
+            q, shift = quantize_multiplier(real)
+            if shift > limit:
+                raise self.fail(f"requantisation scale {real:g} is too large (at most 2^{limit}{why})")
+            multipliers.append(q)
+            shifts.append(shift)
+        return multipliers, shifts
+
     def requantisation(self, x: Tensor, w: Tensor, y: Tensor, channels: int,
                        axis: int) -> tuple[tuple[Buffer, ...], tuple[tuple[str, int], ...]]:
         """Multiplier and shift buffers per output channel, and the scalar parameters. The
@@ -169,14 +183,7 @@ class _Reader:
         in the last bit of some multipliers: tests/test_model_oracle.py)."""
         in_scale, in_zero = self.scale_zero(x, "input")
         out_scale, out_zero = self.scale_zero(y, "output")
-        multipliers, shifts = [], []
-        for scale in self.weight_scales(w, channels, axis):
-            real = in_scale * scale / out_scale
-            q, shift = quantize_multiplier(real)
-            if shift > MAX_SHIFT:
-                raise self.fail(f"requantisation scale {real:g} is too large (at most 2^{MAX_SHIFT})")
-            multipliers.append(q)
-            shifts.append(shift)
+        multipliers, shifts = self.channel_multipliers(in_scale, out_scale, w, channels, axis)
         act_min, act_max = activation_range(self.activation(), out_scale, out_zero)
         if act_min > act_max:
             raise self.fail(f"the fused activation's range [{act_min}, {act_max}] is empty at the output's scale")

@@ -17,7 +17,7 @@ import numpy as np
 from edgetune.codegen.kernels.base import Buffer
 from edgetune.codegen.kernels.sixteen import INT16_MAX, INT16_MIN, MAX_BIAS_64, MAX_REDUCTION_16, MAX_SHIFT_64
 
-from .arithmetic import MAX_SHIFT, activation_range, quantize_multiplier
+from .arithmetic import MAX_SHIFT, activation_range
 from .graph import Graph, Operator, Tensor
 from .layers import CONV_KEYS, DWCONV_KEYS, ModelLayer, _Reader, _spatial, dense_rows
 
@@ -66,14 +66,8 @@ def _requantisation(r: _Reader, x: Tensor, w: Tensor, y: Tensor, channels: int, 
                     bias_bits: int) -> tuple[tuple[Buffer, ...], tuple[tuple[str, int], ...]]:
     in_scale, out_scale = _symmetric(r, x, "input"), _symmetric(r, y, "output")
     limit = MAX_SHIFT_64 if bias_bits == 64 else MAX_SHIFT
-    multipliers, shifts = [], []
-    for scale in r.weight_scales(w, channels, axis):
-        real = in_scale * scale / out_scale
-        q, shift = quantize_multiplier(real)
-        if shift > limit:
-            raise r.fail(f"requantisation scale {real:g} is too large (at most 2^{limit} with an int{bias_bits} bias)")
-        multipliers.append(q)
-        shifts.append(shift)
+    multipliers, shifts = r.channel_multipliers(in_scale, out_scale, w, channels, axis, limit,
+                                                f" with an int{bias_bits} bias")
     act_min, act_max = activation_range(r.activation(), out_scale, 0, INT16_MIN, INT16_MAX)
     if act_min > act_max:
         raise r.fail(f"the fused activation's range [{act_min}, {act_max}] is empty at the output's scale")
