@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arithmetic import activation_range
 from ..graph import Graph, Operator
 from ..arithmetic import quantize_multiplier
 from .add import AddParams, SquaredDifferenceParams, SubParams, broadcast_shapes, multiplier_below_one
@@ -86,9 +85,7 @@ def add16_params(graph: Graph, op: Operator) -> AddParams:
     mult_a, shift_a = multiplier_below_one(r, scale(a) / twice_max, "input 0")
     mult_b, shift_b = multiplier_below_one(r, scale(b) / twice_max, "input 1")
     mult_out, shift_out = multiplier_below_one(r, twice_max / ((1 << LEFT_SHIFT_16) * scale(y)), "output")
-    act_min, act_max = activation_range(r.activation(), scale(y), zero_point(y), INT16_MIN, INT16_MAX)
-    if act_min > act_max:
-        raise r.fail(f"the fused activation's range [{act_min}, {act_max}] is empty at the output's scale")
+    act_min, act_max = r.clamp(y, INT16_MIN, INT16_MAX)
     kind = Sub16Params if op.op == "SUB" else Add16Params
     return kind(op.index, shape_a, shape_b, out_shape, zero_point(a), zero_point(b), zero_point(y),
                 mult_a, shift_a, mult_b, shift_b, mult_out, shift_out, act_min, act_max)

@@ -21,7 +21,7 @@ import numpy as np
 
 from edgetune.hal import Target
 from edgetune.codegen.kernels.base import comment_safe
-from ..arithmetic import activation_range
+from ..arithmetic import INT8_MAX, INT8_MIN, activation_range
 from ..graph import Graph, Operator, Tensor
 from edgetune.codegen.tflite_schema import ModelError, schema
 from ..templates import render
@@ -78,10 +78,12 @@ class OperatorReader:
             raise self.fail(f"fused activation {name} is not one edgetune runs ({', '.join(ACTIVATIONS)})")
         return name
 
-    def clamp(self, y: Tensor) -> tuple[int, int]:
+    def clamp(self, y: Tensor, lo: int = INT8_MIN, hi: int = INT8_MAX, zero: int | None = None) -> tuple[int, int]:
         """The output's [act_min, act_max] for the fused activation (TFLite's
-        CalculateActivationRangeQuantized)."""
-        act_min, act_max = activation_range(self.activation(), scale(y), zero_point(y))
+        CalculateActivationRangeQuantized) within the type's [lo, hi] (int16: its bounds), at
+        the output's zero point unless `zero` is given."""
+        zero = zero_point(y) if zero is None else zero
+        act_min, act_max = activation_range(self.activation(), scale(y), zero, lo, hi)
         if act_min > act_max:
             raise self.fail(f"the fused activation's range [{act_min}, {act_max}] is empty at the output's scale")
         return act_min, act_max

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arithmetic import activation_range, quantize_multiplier
+from ..arithmetic import quantize_multiplier
 from ..graph import Graph, Operator
 from .add import broadcast_shapes
 from .base import OperatorReader, scale, zero_point
@@ -40,7 +40,5 @@ def mul16_params(graph: Graph, op: Operator) -> Mul16Params:
     multiplier, shift = quantize_multiplier(real)
     if shift > 0:
         raise r.fail(f"the rescaling factor {real:g} is 1 or more: the int16 product shifted left would overflow int32")
-    act_min, act_max = activation_range(r.activation(), scale(y), 0, INT16_MIN, INT16_MAX)
-    if act_min > act_max:
-        raise r.fail(f"the fused activation's range [{act_min}, {act_max}] is empty at the output's scale")
+    act_min, act_max = r.clamp(y, INT16_MIN, INT16_MAX, zero=0)
     return Mul16Params(op.index, shape_a, shape_b, out_shape, 0, 0, 0, multiplier, shift, act_min, act_max)

@@ -14,12 +14,13 @@ tests/test_ops_pooling.py):
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..arithmetic import output_size
-from ..graph import Graph, Operator
+from ..graph import Graph, Operator, Tensor
 from .base import OperatorReader, StaticOp, scale, typed_input, zero_point
 from .fixedpoint import c_divide
 
@@ -115,13 +116,25 @@ class MaxPoolParams(PoolParams):
 
 def pool_params(graph: Graph, op: Operator) -> PoolParams:
     r = OperatorReader(graph, op)
-    x, y = r.int8(0), r.int8(0, output=True)
+    return read_pooling(r, r.int8(0), r.int8(0, output=True), (AveragePoolParams, MaxPoolParams), r.clamp)
+
+
+def read_pooling(r: OperatorReader, x: Tensor, y: Tensor, kinds: tuple[type, type],
+                 clamp: Callable[[Tensor], tuple[int, int]], max_window: int | None = None) -> PoolParams:
+    """The pooling's parameters from its options and tensors, checked (int8 and int16 alike):
+    a 4-D input, a window and strides of at least 1 (at most `max_window` values, where the
+    sum's type bounds it), the output shape TFLite's geometry gives, one quantisation on both
+    sides, no window wholly in the padding. `kinds`: the (average, max) parameter classes;
+    `clamp`: the output's fused-activation range (OperatorReader.clamp, with the type's bounds)."""
+    op = r.op
     if len(x.shape) != 4:
         raise r.fail(f"input tensor {x.index} ({x.name}) has shape {list(x.shape)}, expected [n, h, w, c]")
     kh, kw = int(op.option("filterHeight", 0)), int(op.option("filterWidth", 0))
     sh, sw = int(op.option("strideH", 0)), int(op.option("strideW", 0))
     if min(kh, kw, sh, sw) < 1:
         raise r.fail(f"filter {kh}x{kw} with strides {sh}, {sw} is not a valid pooling window")
+    if max_window is not None and kh * kw > max_window:
+        raise r.fail(f"a {kh}x{kw} window sums more int16 values than an int32 holds")
     padding = r.padding()
     n, h, w, c = x.shape
     oh, pad_top, _ = output_size(h, kh, sh, 1, padding)
@@ -132,8 +145,8 @@ def pool_params(graph: Graph, op: Operator) -> PoolParams:
     if abs(float(np.float32(scale(x)) - np.float32(scale(y)))) > SCALE_TOLERANCE or zero_point(x) != zero_point(y):
         raise r.fail(f"input and output are quantised differently (scales {scale(x):g} and {scale(y):g}, zero points "
                      f"{zero_point(x)} and {zero_point(y)}); TFLite Micro pools only in one quantisation")
-    act_min, act_max = r.clamp(y)
-    cls = AveragePoolParams if op.op == "AVERAGE_POOL_2D" else MaxPoolParams
+    cls = kinds[0] if op.op == "AVERAGE_POOL_2D" else kinds[1]
+    act_min, act_max = clamp(y)
     params = cls(op.index, n, h, w, c, oh, ow, kh, kw, sh, sw, pad_top, pad_left, act_min, act_max)
     for oy, ox in ((oy, ox) for oy in range(oh) for ox in range(ow)):
         rows, cols = params.window(oy, ox)

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arithmetic import MAX_SHIFT, activation_range, output_size, quantize_multiplier
+from ..arithmetic import MAX_SHIFT, quantize_multiplier
 from ..graph import Graph, Operator, Tensor
 from .base import OperatorReader, StaticOp, scale, typed_input, zero_point
 from .fixedpoint import multiply_by_quantized_multiplier
 from .pad import PadParams, pad_params
-from .pooling import SCALE_TOLERANCE, AveragePoolParams, MaxPoolParams, PoolParams
+from .pooling import AveragePoolParams, MaxPoolParams, PoolParams, read_pooling
 from .reshape import ExpandDimsParams, ReshapeParams, SqueezeParams, _new_shape
 
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
@@ -119,34 +119,8 @@ class MaxPool16Params(Pool16, Int16Types, MaxPoolParams):
 def pool16_params(graph: Graph, op: Operator) -> PoolParams:
     r = OperatorReader(graph, op)
     x, y = activation_of(r, 0), activation_of(r, 0, output=True)
-    if len(x.shape) != 4:
-        raise r.fail(f"input tensor {x.index} ({x.name}) has shape {list(x.shape)}, expected [n, h, w, c]")
-    kh, kw = int(op.option("filterHeight", 0)), int(op.option("filterWidth", 0))
-    sh, sw = int(op.option("strideH", 0)), int(op.option("strideW", 0))
-    if min(kh, kw, sh, sw) < 1:
-        raise r.fail(f"filter {kh}x{kw} with strides {sh}, {sw} is not a valid pooling window")
-    if kh * kw > (1 << 16):
-        raise r.fail(f"a {kh}x{kw} window sums more int16 values than an int32 holds")
-    padding = r.padding()
-    n, h, w, c = x.shape
-    oh, pad_top, _ = output_size(h, kh, sh, 1, padding)
-    ow, pad_left, _ = output_size(w, kw, sw, 1, padding)
-    if oh < 1 or ow < 1 or tuple(y.shape) != (n, oh, ow, c):
-        raise r.fail(f"output tensor {y.index} ({y.name}) has shape {list(y.shape)}, but the pooling gives "
-                     f"{[n, oh, ow, c]}")
-    if abs(float(np.float32(scale(x)) - np.float32(scale(y)))) > SCALE_TOLERANCE or zero_point(x) != zero_point(y):
-        raise r.fail(f"input and output are quantised differently (scales {scale(x):g} and {scale(y):g}, zero points "
-                     f"{zero_point(x)} and {zero_point(y)}); TFLite Micro pools only in one quantisation")
-    act_min, act_max = activation_range(r.activation(), scale(y), zero_point(y), INT16_MIN, INT16_MAX)
-    if act_min > act_max:
-        raise r.fail(f"the fused activation's range [{act_min}, {act_max}] is empty at the output's scale")
-    cls = AveragePool16Params if op.op == "AVERAGE_POOL_2D" else MaxPool16Params
-    params = cls(op.index, n, h, w, c, oh, ow, kh, kw, sh, sw, pad_top, pad_left, act_min, act_max)
-    for oy, ox in ((oy, ox) for oy in range(oh) for ox in range(ow)):
-        rows, cols = params.window(oy, ox)
-        if rows.stop <= rows.start or cols.stop <= cols.start:
-            raise r.fail(f"the window of output ({oy}, {ox}) lies wholly in the padding")
-    return params
+    return read_pooling(r, x, y, (AveragePool16Params, MaxPool16Params), lambda t: r.clamp(t, INT16_MIN, INT16_MAX),
+                        max_window=1 << 16)  # an int32 sum of int16 values
 
 
 # --- PAD -------------------------------------------------------------------------------------------
