@@ -116,28 +116,9 @@ def run_host_typed(params, inputs: list[np.ndarray], out_shape, out_dtype: str, 
 def run_target_typed(params, target, inputs: list[np.ndarray], out_shape, out_dtype: str, work: Path,
                      compiler: str | None = None) -> np.ndarray:
     """A library operator's C built for `target` and run through the tuning harness."""
-    import subprocess
+    from op_checks import run_target_as
 
-    from edgetune.codegen import render
-    from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
-    from edgetune.targets import iobuf
-    from edgetune.targets.runners import runner_for
-
-    work.mkdir(parents=True, exist_ok=True)
-    runner = runner_for(target)
-    compiler = target.compiler(compiler) if compiler else target.compilers[0]
-    (work / "op.c").write_text(params.render("et_op", target=target))
-    subprocess.run([compiler.command, *compiler.cflags, *COMMON_CFLAGS, "-O2", "-c", "op.c", "-o", "op.o"], cwd=work,
-                   check=True, capture_output=True, text=True)
-    io = KernelIO(buffers=(*(Buffer(f"input{i}", np.ascontiguousarray(x)) for i, x in enumerate(inputs)),
-                           Buffer("output", np.zeros(out_shape, dtype=out_dtype), is_output=True)), params=())
-    buffers = [{"ctype": b.ctype, "nbytes": b.data.nbytes, "is_output": b.is_output} for b in io.buffers]
-    glue = render("harness_glue.c.j2", dict(fn="et_op", declaration=params.declaration("et_op"), buffers=buffers,
-                                            n_params=0, leading=[], checked=False))
-    build = runner.link(work, [work / "op.o"], glue, io)
-    _, raw = runner.run(build, io)
-    (out,) = iobuf.unpack_outputs(io, raw)
-    return out
+    return run_target_as(params, target, inputs, out_shape, out_dtype, work, compiler)
 
 
 # --- a small 16x8 keyword-spotting model (DS-CNN's structure, reduced) -------------------------

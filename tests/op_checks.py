@@ -83,15 +83,22 @@ def run_host(params, inputs: list[np.ndarray], out_elements: int, work: Path, al
 
 def run_target(params, target, inputs: list[np.ndarray], out_shape, work: Path, compiler: str | None = None) -> np.ndarray:
     """The operator's C built with one of the target's compilers (its first by default) and
-    run through the tuning harness (bare metal in QEMU for an Arm target): its output."""
+    run through the tuning harness (bare metal in QEMU for an Arm target): its int8 output."""
+    return run_target_as(params, target, [np.asarray(x, dtype=np.int8) for x in inputs], out_shape, "int8", work,
+                         compiler)
+
+
+def run_target_as(params, target, inputs: list[np.ndarray], out_shape, out_dtype: str, work: Path,
+                  compiler: str | None = None) -> np.ndarray:
+    """run_target with the inputs in their own types and an output of `out_dtype` (int16...)."""
     work.mkdir(parents=True, exist_ok=True)
     runner = runner_for(target)
     compiler = target.compiler(compiler) if compiler else target.compilers[0]
     (work / "op.c").write_text(params.render("et_op", target=target))
     subprocess.run([compiler.command, *compiler.cflags, *COMMON_CFLAGS, "-O2", "-c", "op.c", "-o", "op.o"], cwd=work,
                    check=True, capture_output=True, text=True)
-    io = KernelIO(buffers=(*(Buffer(f"input{i}", np.ascontiguousarray(x, dtype=np.int8)) for i, x in enumerate(inputs)),
-                           Buffer("output", np.zeros(out_shape, dtype=np.int8), is_output=True)), params=())
+    io = KernelIO(buffers=(*(Buffer(f"input{i}", np.ascontiguousarray(x)) for i, x in enumerate(inputs)),
+                           Buffer("output", np.zeros(out_shape, dtype=out_dtype), is_output=True)), params=())
     buffers = [{"ctype": b.ctype, "nbytes": b.data.nbytes, "is_output": b.is_output} for b in io.buffers]
     glue = render("harness_glue.c.j2", dict(fn="et_op", declaration=params.declaration("et_op"), buffers=buffers,
                                             n_params=0, leading=[], checked=False))
