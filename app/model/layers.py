@@ -253,15 +253,22 @@ def _spatial(r: _Reader, x: Tensor, y: Tensor, kh: int, kw: int, channels_out: i
     return geometry
 
 
-def conv_layer(graph: Graph, op: Operator) -> ModelLayer:
-    r = _Reader(graph, op)
-    x, w, y = r.tensor(0, "input"), r.tensor(1, "weights"), r.tensor(0, "output")
+def conv_weights(r: _Reader, x: Tensor, w: Tensor) -> tuple[int, int, int, int]:
+    """A convolution's (cout, kh, kw, cin), checked: OHWI weights taking the input's channels
+    (no grouped convolutions)."""
     if len(w.shape) != 4:
         raise r.fail(f"weights tensor {w.index} ({w.name}) has shape {list(w.shape)}, expected [cout, kh, kw, cin]")
     cout, kh, kw, cin = w.shape
     if len(x.shape) == 4 and x.shape[3] != cin:
         raise r.fail(f"weights take {cin} input channels but the input has {x.shape[3]} (grouped convolutions "
                      "are not supported)")
+    return cout, kh, kw, cin
+
+
+def conv_layer(graph: Graph, op: Operator) -> ModelLayer:
+    r = _Reader(graph, op)
+    x, w, y = r.tensor(0, "input"), r.tensor(1, "weights"), r.tensor(0, "output")
+    cout, kh, kw, cin = conv_weights(r, x, w)
     _check_reduction(r, kh * kw * cin)
     g = _spatial(r, x, y, kh, kw, cout)
     quant, params = r.requantisation(x, w, y, cout, axis=0)

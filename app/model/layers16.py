@@ -19,7 +19,7 @@ from edgetune.codegen.kernels.sixteen import INT16_MAX, INT16_MIN, MAX_BIAS_64, 
 
 from .arithmetic import MAX_SHIFT, activation_range
 from .graph import Graph, Operator, Tensor
-from .layers import CONV_KEYS, DWCONV_KEYS, ModelLayer, _Reader, _spatial, dense_rows
+from .layers import CONV_KEYS, DWCONV_KEYS, ModelLayer, _Reader, _spatial, conv_weights, dense_rows
 
 INT16 = "int16"
 
@@ -90,12 +90,7 @@ def _layer(r: _Reader, kernel: str, keys: tuple[str, ...], shape: dict, macs: in
 def conv16_layer(graph: Graph, op: Operator) -> ModelLayer:
     r = _Reader(graph, op)
     x, w, y = r.tensor(0, "input", INT16), r.tensor(1, "weights"), r.tensor(0, "output", INT16)
-    if len(w.shape) != 4:
-        raise r.fail(f"weights tensor {w.index} ({w.name}) has shape {list(w.shape)}, expected [cout, kh, kw, cin]")
-    cout, kh, kw, cin = w.shape
-    if len(x.shape) == 4 and x.shape[3] != cin:
-        raise r.fail(f"weights take {cin} input channels but the input has {x.shape[3]} (grouped convolutions "
-                     "are not supported)")
+    cout, kh, kw, cin = conv_weights(r, x, w)
     _reduction(r, kh * kw * cin)
     g = _spatial(r, x, y, kh, kw, cout)
     bias, bits = _bias(r, cout, 64)
