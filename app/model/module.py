@@ -324,11 +324,23 @@ def _render_variants(model: Model, target: Target, steps: Sequence[Step], chosen
     return variants
 
 
-def scratch_needs(steps: Sequence[Step], variants: Mapping[str, _Variant]) -> dict[int, int]:
-    """step position -> the bytes of scratch in the arena its variant needs (steps without
-    any left out)."""
-    return {n: variants[s.function].rendered.arena_scratch_bytes for n, s in enumerate(steps)
-            if s.kernel is not None and variants[s.function].rendered.arena_scratch_bytes}
+def scratch_needs(steps: Sequence[Step], arena_scratch: Mapping[str, int]) -> dict[int, int]:
+    """step position -> the bytes of scratch in the arena its variant needs (function ->
+    bytes in `arena_scratch`; steps without any left out)."""
+    return {n: arena_scratch[s.function] for n, s in enumerate(steps)
+            if s.kernel is not None and arena_scratch.get(s.function)}
+
+
+def plan_variants(model: Model, steps: Sequence[Step], in_place_modes: Mapping[str, str],
+                  arena_scratch: Mapping[str, int]) -> tuple[tuple[Step, ...], MemoryPlan]:
+    """The steps with the tuned ones that run in place marked, and the memory plan, for the
+    variants described by their functions' in-place mode (KernelBase.in_place_mode) and
+    scratch in the arena: what rendering plans, and what a choice of variants by RAM
+    (ram_fit.py) plans before rendering."""
+    steps = tuple(replace(s, in_place=s.inputs[:1]) if s.kernel is not None and in_place_modes.get(s.function)
+                  else s for s in steps)
+    ends = {s.outputs[0] for s in steps if s.kernel is not None and in_place_modes.get(s.function) == "end"}
+    return steps, memory_plan(model, steps, scratch_needs(steps, arena_scratch), ends)
 
 
 def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequence[Step],
@@ -556,10 +568,8 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     check_outputs_computed(model, steps)
     db_name = Path(database).name if database else "no database"
     variants = _render_variants(model, target, steps, chosen, name, comment_safe(db_name))
-    steps = tuple(replace(s, in_place=s.inputs[:1]) if s.kernel is not None and variants[s.function].in_place_mode
-                  else s for s in steps)
-    ends = {s.outputs[0] for s in steps if s.kernel is not None and variants[s.function].in_place_mode == "end"}
-    plan = memory_plan(model, steps, scratch_needs(steps, variants), ends)
+    steps, plan = plan_variants(model, steps, {fn: v.in_place_mode for fn, v in variants.items()},
+                                {fn: v.rendered.arena_scratch_bytes for fn, v in variants.items()})
     r = _render_steps(model, target, plan, steps, variants, name)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)

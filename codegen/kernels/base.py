@@ -221,6 +221,15 @@ class Kernel:
     def make_io(self, shape: Mapping[str, int], rng: np.random.Generator) -> KernelIO:
         raise NotImplementedError
 
+    # The parameters a configuration's scratch depends on, for scratch_estimate (() : the
+    # kernel gives no estimate): a bound on scratch prunes the space by them alone.
+    scratch_reads: tuple[str, ...] = ()
+
+    def scratch_estimate(self, shape: Mapping[str, int], config: Mapping) -> int | None:
+        """The bytes of scratch (im2col rows, padded copies, accumulators) a configuration
+        needs, from `scratch_reads` alone, without rendering it; None: not known."""
+        return None
+
     # How make_io draws the inputs tuning measures (a kernel's `edge`; "random" for every
     # kernel without one). The int8 kernels draw TFLite's conventions ("tflite"): tuning
     # measures the branches a deployment takes, never only the ones it does not.

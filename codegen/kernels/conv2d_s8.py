@@ -130,6 +130,11 @@ class Conv2dS8(Kernel):
         zero_row = shape["cin"] if Conv2dS8.reads_zero_row(shape, config) else 0
         return col + acc + sums + zero_row
 
+    scratch_reads = ("im2col_pixels", "algo", "fusion", "weight_sums", "layout", "vector")
+
+    def scratch_estimate(self, shape: Mapping[str, int], config: Mapping) -> int | None:
+        return self.scratch_bytes(shape, config)
+
     @staticmethod
     def reads_zero_row(shape: Mapping[str, int], config: Mapping) -> bool:
         """The packed (and every DSP) direct loop reads taps in the padding from a row of in_zero."""
@@ -168,7 +173,7 @@ class Conv2dS8(Kernel):
                        lambda c: c["layout"] == "ohwi" or c["weight_sums"] == "in_loop", reads=("layout", "weight_sums")),
             Constraint(f"static buffers exceed the {capacity} bytes of scratch memory on {target.name}",
                        lambda c: self.scratch_bytes(shape, c) <= capacity,
-                       reads=("im2col_pixels", "algo", "fusion", "weight_sums", "layout", "vector")),
+                       reads=self.scratch_reads),
             Constraint(f"the fused row tile (tile_p * cout int32) exceeds {stack} bytes of stack on {target.name}",
                        lambda c: (c["algo"] == "direct" and c["layout"] == "ohwi" and c["vector"] != "mve")
                        or c["fusion"] == "unfused" or c["tile_p"] * cout * 4 <= stack,
