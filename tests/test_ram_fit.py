@@ -6,6 +6,7 @@ module that keeps to its bound and stays bit-exact with TFLite Micro."""
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,7 @@ def test_max_ram_end_to_end_keeps_the_bound_and_stays_bit_exact_on_the_m55(tmp_p
     printed = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--db", str(db.path),
                                         "--out", str(tmp_path / "m"), "--max-ram", str(bound)])
     assert printed.exit_code == 0, printed.output
-    planned = int(printed.output.split("planned ")[1].split(" bytes")[0].replace(",", ""))
+    planned = int(re.search(r"RAM bound [\d,]+ bytes: planned ([\d,]+) bytes", printed.output)[1].replace(",", ""))
     assert planned <= bound and f"the fastest variants take {fastest:,}" in printed.output
     outcome = verify_model(tmp_path / "m", m55, 1)
     assert outcome.ok, [i.problem for i in outcome.inferences]

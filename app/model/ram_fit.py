@@ -51,7 +51,8 @@ class VariantRam:
     """What one variant adds to the module's RAM (codegen/scratch.py's layout of its render)."""
     arena_scratch: int  # bytes in the arena while its layer runs
     static_scratch: int  # bytes of the static area beside the arena
-    in_place: str  # KernelBase.in_place_mode: "", "start" or "end"
+    in_place: str  # KernelBase.in_place_mode: "", "start", "end" or "lag"
+    lag: int = 0  # mode "lag": bytes the output starts before the input (KernelBase.in_place_lag)
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,8 @@ def variant_ram(target: Target, entry: ExportEntry) -> VariantRam:
     config = kernel.tuning_space(target, shape).make(dict(entry.config))
     rendered = kernel.render(target, shape, config, header="ram_fit.h", fn="ram_fit",
                              shared_scratch=scratch_symbol("ram_fit"), scratch_pointer=scratch_pointer("ram_fit"))
-    return VariantRam(rendered.arena_scratch_bytes, rendered.scratch_bytes, kernel.in_place_mode(shape, config))
+    return VariantRam(rendered.arena_scratch_bytes, rendered.scratch_bytes, kernel.in_place_mode(shape, config),
+                      kernel.in_place_lag(shape, config))
 
 
 def lean_front(options: Sequence[Option]) -> tuple[Option, ...]:
@@ -167,14 +169,14 @@ class _Planner:
 
     def plan(self, choice: tuple[int, ...]) -> PlannedRam:
         if choice not in self.cache:
-            modes, scratch, static, pointers = {}, {}, 0, 0
+            modes, scratch, lags, static, pointers = {}, {}, {}, 0, 0
             for key, options, o in zip(self.keys, self.options, choice):
                 ram = options[o].ram
                 static = max(static, ram.static_scratch)
                 for fn in self.functions[key]:
-                    modes[fn], scratch[fn] = ram.in_place, ram.arena_scratch
+                    modes[fn], scratch[fn], lags[fn] = ram.in_place, ram.arena_scratch, ram.lag
                     pointers += self.pointer if ram.arena_scratch else 0
-            steps, plan = plan_variants(self.model, self.steps, modes, scratch)
+            steps, plan = plan_variants(self.model, self.steps, modes, scratch, lags)
             self.cache[choice] = PlannedRam(choice, plan, steps, static, pointers, self.io_bytes)
         return self.cache[choice]
 
@@ -197,7 +199,7 @@ class _Planner:
             source, out = step.inputs[0], step.outputs[0]
             saved = 0
             if ram.in_place and source in inside and out in inside and self._lives[source][2] == n:
-                saved = min(self._lives[source][0], self._lives[out][0])
+                saved = max(0, min(self._lives[source][0], self._lives[out][0]) - aligned(ram.lag))
             worst = max(worst, self.alive(n) - saved + aligned(ram.arena_scratch))
         return worst + ram.static_scratch
 

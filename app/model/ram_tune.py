@@ -51,7 +51,8 @@ def lean_siblings(kernel, target: Target, shape: dict, config: dict, room: RamRo
         candidate = space.config_at(index)
         values = candidate.as_dict()
         scratch = kernel.scratch_estimate(shape, values) or 0
-        if room.fits(key, VariantRam(scratch, 0, kernel.in_place_mode(shape, candidate))):
+        if room.fits(key, VariantRam(scratch, 0, kernel.in_place_mode(shape, candidate),
+                                     kernel.in_place_lag(shape, candidate))):
             found.append((steps, -scratch, index, values))
     found.sort(key=lambda item: item[:3])
     # The nearest of each code path first (a path's lean form differs most in speed), then the rest.
