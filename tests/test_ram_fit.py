@@ -16,7 +16,7 @@ from edgetune.cli import main
 from edgetune.codegen import KERNELS
 from edgetune.codegen.export import ExportEntry
 from edgetune.model import load_model
-from edgetune.model.export import layer_variants
+from edgetune.model.export import export_model, layer_variants
 from edgetune.model.ram_fit import (Option, RamBoundError, VariantRam, _Planner, fit_ram, lean_front, model_keys,
                                     room_for)
 from edgetune.model.verify import verify_model
@@ -162,3 +162,29 @@ def test_max_ram_end_to_end_keeps_the_bound_and_stays_bit_exact_on_the_m55(tmp_p
     refused = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--db",
                                         str(db.path), "--out", str(tmp_path / "n"), "--max-ram", "12000"])
     assert refused.exit_code == 2 and "--max-ram 12000: " in refused.output and not (tmp_path / "n").exists()
+
+
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_3x3_convolutions_written_with_a_lag_over_their_input_are_bit_exact_layer_by_layer_on_the_m55(tmp_path):
+    """ResNet-8 with every convolution fused on Helium: the second 3x3 of each block, whose
+    input dies there, writes its output starting KernelBase.in_place_lag bytes before its
+    input (the arena shrinks by almost a tensor), and every operator is TFLite Micro's."""
+    m55, resnet = get_target("cortex-m55"), MODELS / "resnet8_cifar10.tflite"
+    model = load_model(resnet)
+    db = TuningDatabase(tmp_path / "t.db")
+    _measured(db, m55, model, {"conv2d_s8": [{"vector": "mve", "fusion": "fused", "algo": "im2col"}]})
+    result = export_model(resnet, m55, db, tmp_path / "m")
+    plan, steps = result.rendered.plan, result.rendered.steps
+    by = plan.by_tensor()
+    lagged = [s for s in steps if s.kernel and s.in_place and by[s.outputs[0]].shares == s.inputs[0]
+              and by[s.outputs[0]].offset < by[s.inputs[0]].offset]
+    assert len(lagged) >= 2
+    for step in lagged:
+        kernel, shape = KERNELS[step.kernel], dict(model.layers[step.index].shape)
+        config = dict(next(k for k in result.rendered.manifest.kernels if k.function == step.function).config)
+        lag = kernel.in_place_lag(kernel.parse_shape(shape), kernel.tuning_space(m55, kernel.parse_shape(shape))
+                                  .make(config))
+        assert by[step.inputs[0]].offset - by[step.outputs[0]].offset == -(-lag // 16) * 16
+    outcome = verify_model(tmp_path / "m", m55, 1, layers=True)
+    assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])

@@ -21,7 +21,7 @@ from edgetune.model.session import ModelRound, ModelSummary, compact_shape, prog
 
 from edgetune.codegen import get_kernel
 from edgetune.model.export import layer_variants
-from edgetune.model.ram_fit import fit_ram, room_for
+from edgetune.model.ram_fit import fastest_ram, fit_ram, room_for
 from edgetune.model.ram_tune import measure_lean
 
 from ..session import TuneRequest, choose_objective
@@ -110,6 +110,14 @@ def print_bounded(fit, lean, model_file: str, max_ram: int) -> None:
                "variants)")
 
 
+def print_ram(model, target, db, objective, bounds, compilers) -> None:
+    """The RAM the fastest variants plan, and how to bound it (the default stays the fastest)."""
+    fastest = fastest_ram(model, target, layer_variants(model, target, db, objective, bounds, compilers))
+    click.echo(f"  RAM of the module with these variants: {fastest.total:,} bytes planned (arena {fastest.arena_bytes:,}"
+               f", inputs and outputs {fastest.io_bytes:,}); to bound it, tune and export with --max-ram BYTES "
+               "(docs/model-ram.md)")
+
+
 @click.command("tune")
 @click.argument("model_file", metavar="MODEL.tflite")
 @options.target
@@ -175,6 +183,8 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
         print_model_summary(summary)
         if fit is not None:
             print_bounded(fit, lean, model_file, max_ram)
+        elif not summary.unsolved:
+            print_ram(model, target, db, objective, bounds, compilers)
         if checks:
             judges = "TFLite Micro" + ("" if all(c.oracle == "TFLite Micro" for c in checks) else
                                        " (CUSTOM operators: their kernel's reference)")

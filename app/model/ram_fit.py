@@ -256,6 +256,13 @@ def fit_ram(model: Model, target: Target, variants: Mapping[Key, Sequence[Export
     return RamFit(max_ram, keys, options, weights, fastest, planner.plan(best))
 
 
+def fastest_ram(model: Model, target: Target, variants: Mapping[Key, Sequence[ExportEntry]]) -> PlannedRam:
+    """The RAM of the fastest variant of every workload (only those rendered)."""
+    keys, weights = model_keys(model)
+    options = tuple((Option(variants[k][0], variant_ram(target, variants[k][0])),) for k in keys)
+    return _Planner(model, target, keys, options, weights).plan(tuple(0 for _ in keys))
+
+
 def model_keys(model: Model) -> tuple[tuple[Key, ...], tuple[int, ...]]:
     """The model's tuned workloads as (kernel, shape) keys, and how many layers run each."""
     keys = tuple(dict.fromkeys((layer.kernel, layer.shape) for layer in model.layers if layer.kernel is not None))
@@ -338,5 +345,5 @@ def refusal(model: Model, planner: _Planner, leanest: PlannedRam, max_ram: int) 
             f"{step.index} ({step.op}) sets the arena's peak: {what}")
 
 
-__all__ = ["Option", "PlannedRam", "RamBoundError", "RamFit", "VariantRam", "fit_ram", "lean_front", "peak_step",
+__all__ = ["Option", "PlannedRam", "RamBoundError", "RamFit", "VariantRam", "fastest_ram", "fit_ram", "lean_front", "peak_step",
            "pointer_bytes", "variant_ram"]
