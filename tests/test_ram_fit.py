@@ -18,7 +18,8 @@ from edgetune.codegen.export import ExportEntry
 from edgetune.model import load_model
 from edgetune.model.export import export_model, layer_variants
 from edgetune.model.ram_fit import (Option, RamBoundError, VariantRam, _Planner, fit_ram, lean_front, model_keys,
-                                    room_for)
+                                    room_for, variant_ram)
+from edgetune.model.ram_tune import measure_lean
 from edgetune.model.verify import verify_model
 from edgetune.session import TuneRequest, tune, within_scratch
 from edgetune.targets import get_target
@@ -188,3 +189,55 @@ def test_3x3_convolutions_written_with_a_lag_over_their_input_are_bit_exact_laye
         assert by[step.inputs[0]].offset - by[step.outputs[0]].offset == -(-lag // 16) * 16
     outcome = verify_model(tmp_path / "m", m55, 1, layers=True)
     assert outcome.ok, (outcome.layer_problem, [i.problem for i in outcome.inferences])
+
+
+def test_model_tune_refuses_a_bound_the_tensors_exceed_before_measuring_anything(tmp_path):
+    printed = CliRunner().invoke(main, ["model", "tune", str(DS_CNN), "--target", "cortex-m55", "--db",
+                                        str(tmp_path / "t.db"), "--max-ram", "8000", "--no-check"])
+    assert printed.exit_code == 2
+    assert printed.output.count("\n") == 1 and "--max-ram 8000: " in printed.output
+    assert not (tmp_path / "t.db").exists()
+
+
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_model_tune_under_a_bound_proposes_only_variants_that_fit_and_prints_the_choice(tmp_path):
+    """A small tune of DS-CNN under 0.7x TFLite Micro's RAM: no layer's search measures a
+    variant whose scratch alone exceeds that layer's room, and the choice under the bound is
+    printed with the export command."""
+    m55, model = get_target("cortex-m55"), load_model(DS_CNN)
+    printed = CliRunner().invoke(main, ["model", "tune", str(DS_CNN), "--target", "cortex-m55", "--db",
+                                        str(tmp_path / "t.db"), "--budget", "12", "--max-ram", "20093", "--no-check"])
+    assert printed.exit_code == 0, printed.output
+    planned = int(re.search(r"RAM bound 20,093 bytes: planned ([\d,]+) bytes", printed.output)[1].replace(",", ""))
+    assert planned <= 20_093
+    assert "--max-ram 20093` (without it, the fastest variants)" in printed.output
+    limits = room_for(model, m55, 20_093).scratch_limits()
+    db = TuningDatabase(tmp_path / "t.db")
+    for key, entries in layer_variants(model, m55, db).items():
+        kernel = KERNELS[key[0]]
+        assert all(kernel.scratch_estimate(dict(e.shape), dict(e.config)) <= limits[key] for e in entries)
+
+
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_lean_siblings_are_measured_when_the_fastest_variants_cannot_fit(tmp_path):
+    """A database holding only DS-CNN's fat variants (unfused accumulators, padded copies):
+    the lean siblings measured for the workloads that cannot fit, each within the bound's
+    room, and a choice under the bound then exists."""
+    m55, model = get_target("cortex-m55"), load_model(DS_CNN)
+    db = TuningDatabase(tmp_path / "t.db")
+    _measured(db, m55, model, {"conv2d_s8": [{"vector": "mve", "fusion": "unfused", "algo": "im2col"}],
+                               "dwconv2d_s8": [{"vector": "mve", "taps": "padded3x3"}]})
+    room = room_for(model, m55, 20_093)
+    before = fit_ram(model, m55, layer_variants(model, m55, db), 20_093)
+    assert before.unmeasured()  # only the kernels' default configurations fit, never measured
+    template = TuneRequest(KERNELS["conv2d_s8"], m55, {}, "random", 0, 1, 0)
+    rounds = measure_lean(model, m55, db, room, template)
+    assert rounds and all(r.measured > 0 for r in rounds)
+    for key, entries in layer_variants(model, m55, db).items():
+        kernel = KERNELS[key[0]]
+        lean = [e for e in entries if e.trial_id and room.fits(key, variant_ram(m55, e))]
+        assert lean, key
+    after = fit_ram(model, m55, layer_variants(model, m55, db), 20_093)
+    assert after.fitted.total <= 20_093 and len(after.unmeasured()) < len(before.unmeasured())

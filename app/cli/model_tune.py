@@ -167,11 +167,11 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
     # A RAM bound the tensors alone exceed is refused before anything is measured; else each
     # layer's search proposes no variant whose scratch could not fit beside them.
     room = room_for(model, target, max_ram) if max_ram is not None else None
+    limits = room.scratch_limits() if room is not None else None
     db = options.open_db(db_path)
     summary = tune_model(model.layers, target, db, budget=budget, strategy=strategy, seed=seed, jobs=jobs,
                          objective=objective, bounds=bounds, progress=progress, scheduler=scheduler,
-                         round_trials=round_trials, compilers=compilers,
-                         scratch_limits=room.scratch_limits() if room is not None else None)
+                         round_trials=round_trials, compilers=compilers, scratch_limits=limits)
     fit, lean = (bounded_choice(model, target, db, room, strategy, seed, jobs, objective, bounds, compilers)
                  if room is not None else (None, ()))
     checks = () if no_check else check_model(model, target, db, objective, bounds, seed, compilers=compilers,
