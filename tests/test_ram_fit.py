@@ -9,6 +9,7 @@ import itertools
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -241,3 +242,21 @@ def test_lean_siblings_are_measured_when_the_fastest_variants_cannot_fit(tmp_pat
         assert lean, key
     after = fit_ram(model, m55, layer_variants(model, m55, db), 20_093)
     assert after.fitted.total <= 20_093 and len(after.unmeasured()) < len(before.unmeasured())
+
+
+@pytest.mark.parametrize("kernel_name", ["conv2d_s8", "dwconv2d_s8"])
+def test_the_scratch_estimate_is_the_rendered_scratch_up_to_alignment(kernel_name):
+    """What a bound prunes the search by (no render) is what the variant lays out: at least
+    its buffers' bytes, at most their 16-byte alignment more."""
+    target, kernel = get_target("cortex-m55"), KERNELS[kernel_name]
+    model = load_model(DS_CNN)
+    rng = np.random.default_rng(0)
+    for w in (w for w in model.workloads() if w.kernel == kernel_name):
+        shape = kernel.parse_shape(dict(w.shape))
+        space = kernel.tuning_space(target, shape)
+        for index in rng.choice(space.legal_indices(), size=12, replace=False):
+            config = space.config_at(int(index))
+            rendered = kernel.render(target, shape, config, fn="x", shared_scratch="s", scratch_pointer="p")
+            laid_out = rendered.arena_scratch_bytes + rendered.scratch_bytes
+            estimate = kernel.scratch_estimate(shape, config.as_dict())
+            assert estimate <= laid_out <= estimate + 64, config.as_dict()
