@@ -6,6 +6,7 @@ module that keeps to its bound and stays bit-exact with TFLite Micro."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from pathlib import Path
 
@@ -204,17 +205,23 @@ def test_model_tune_refuses_a_bound_the_tensors_exceed_before_measuring_anything
 @pytest.mark.slow
 def test_model_tune_under_a_bound_proposes_only_variants_that_fit_and_prints_the_choice(tmp_path):
     """A small tune of DS-CNN under 0.7x TFLite Micro's RAM: no layer's search measures a
-    variant whose scratch alone exceeds that layer's room, and the choice under the bound is
-    printed with the export command."""
+    variant whose scratch alone exceeds that layer's room, the choice under the bound fits
+    it, and each layer is checked against TFLite Micro on the variant the bound chose."""
     m55, model = get_target("cortex-m55"), load_model(DS_CNN)
     printed = CliRunner().invoke(main, ["model", "tune", str(DS_CNN), "--target", "cortex-m55", "--db",
-                                        str(tmp_path / "t.db"), "--budget", "12", "--max-ram", "20093", "--no-check"])
+                                        str(tmp_path / "t.db"), "--budget", "12", "--max-ram", "20093", "--json"])
     assert printed.exit_code == 0, printed.output
-    planned = int(re.search(r"RAM bound 20,093 bytes: planned ([\d,]+) bytes", printed.output)[1].replace(",", ""))
-    assert planned <= 20_093
-    assert "--max-ram 20093` (without it, the fastest variants)" in printed.output
+    summary = json.loads(printed.output)
+    assert summary["max_ram"]["planned_ram"] <= 20_093 == summary["max_ram"]["max_ram"]
     limits = room_for(model, m55, 20_093).scratch_limits()
     db = TuningDatabase(tmp_path / "t.db")
+    # The layers are checked against TFLite Micro on the variants the bound chose.
+    chosen = fit_ram(model, m55, layer_variants(model, m55, db), 20_093).chosen()
+    by_layer = {layer.index: chosen[(layer.kernel, layer.shape)] for layer in model.tuned}
+    for check in summary["checks"]:
+        entry = by_layer[check["layer"]]
+        assert check["ok"] and check["config"] == KERNELS[entry.kernel].tuning_space(
+            m55, dict(entry.shape)).make(dict(entry.config)).key()
     for key, entries in layer_variants(model, m55, db).items():
         kernel = KERNELS[key[0]]
         assert all(kernel.scratch_estimate(dict(e.shape), dict(e.config)) <= limits[key] for e in entries)

@@ -174,8 +174,10 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
                          round_trials=round_trials, compilers=compilers, scratch_limits=limits)
     fit, lean = (bounded_choice(model, target, db, room, strategy, seed, jobs, objective, bounds, compilers)
                  if room is not None else (None, ()))
+    # Under a bound, the layers are checked on the variants it chose (those the export runs).
+    chosen = {key: entry.config for key, entry in fit.chosen().items()} if fit is not None else None
     checks = () if no_check else check_model(model, target, db, objective, bounds, seed, compilers=compilers,
-                                             recheck=recheck)
+                                             recheck=recheck, chosen=chosen)
     if as_json:
         click.echo(json.dumps(dict(_summary_json(summary, checks, db_path), max_ram=ram_fit_json(fit),
                                    lean_trials=sum(r.measured for r in lean)), indent=2))

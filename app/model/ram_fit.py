@@ -339,7 +339,7 @@ def refusal(model: Model, planner: _Planner, leanest: PlannedRam, max_ram: int) 
     n, tensors, scratch = peak_step(leanest)
     step = leanest.steps[n]
     what = f"{tensors:,} bytes of tensors alive there" + (f" and {scratch:,} of its scratch" if scratch else "")
-    static = f", {leanest.static_scratch:,} static scratch" if leanest.static_scratch else ""
+    static = f", static scratch {leanest.static_scratch:,}" if leanest.static_scratch else ""
     return (f"--max-ram {max_ram}: {model.path} needs at least {leanest.total:,} bytes of RAM with the variants "
             f"measured (arena {leanest.arena_bytes:,}{static}, inputs and outputs {leanest.io_bytes:,}); operator "
             f"{step.index} ({step.op}) sets the arena's peak: {what}")
