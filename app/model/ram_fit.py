@@ -246,7 +246,7 @@ def fit_ram(model: Model, target: Target, variants: Mapping[Key, Sequence[Export
     options = tuple(lean_front([Option(e, ram_of(target, e)) for e in variants[k]]) for k in keys)
     planner = _Planner(model, target, keys, options, weights)
     bounds = [[planner.lower_bound(k, o.ram) for o in opts] for k, opts in zip(keys, options)]
-    family = _thresholds(planner, bounds)
+    family = _thresholds(planner, bounds) or [tuple(0 for _ in keys)]  # no tuned layer: one choice, the empty one
     fastest = planner.plan(tuple(0 for _ in keys))
     fitting = [c for c in family if planner.plan(c).total <= max_ram]
     if not fitting:
