@@ -131,7 +131,7 @@ as_json = _shared("as_json", "--json", "as_json", is_flag=True, help="Print JSON
 max_ram = _shared("max_ram", "--max-ram", "max_ram", type=click.IntRange(min=1), default=None, metavar="BYTES",
                   help="Bound on the module's RAM as `model verify` counts it (arena with the layers' scratch, static "
                        "scratch, inputs and outputs): the fastest variants whose planned RAM fits "
-                       "(docs/model-export.md, \"A RAM bound\").")
+                       "(docs/model-ram.md).")
 
 
 def out_folder(what: str):

@@ -1,5 +1,5 @@
 """Each tuned layer's variant chosen under a bound on the module's RAM (`model export
---max-ram BYTES`, and what `model tune --max-ram` reports; docs/model-export.md, "A RAM bound").
+--max-ram BYTES`, and what `model tune --max-ram` reports; docs/model-ram.md).
 
 The RAM is what `model verify` counts: the arena (tensors and the layers' scratch, planned by
 app/model/memory_plan.py), the static scratch area some templates keep beside it (as large as

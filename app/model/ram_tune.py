@@ -1,19 +1,21 @@
 """`model tune --max-ram BYTES`: the low-RAM variants a bound needs, measured when the stored
-trials lack them (docs/model-export.md, "A RAM bound").
+trials lack them (docs/model-ram.md).
 
 A tune for speed alone rarely measures a layer's lean configurations: the fastest variants
 keep unfused accumulators or padded copies. When a workload's fastest stored variant cannot
-fit under the bound (its lower bound of the peak, ram_fit.RamRoom), the configurations within
-two parameter steps of it, or nearest it on each other code path, whose scratch (Kernel.scratch_estimate) and in-place mode could fit
-are its lean siblings: the nearest on each code path first, then the closest, the largest
-scratch among equals (more im2col rows and tiles run faster), at most LEAN_PER_WORKLOAD of them, measured as one more round of that
-layer's search (seeds first), beyond the model's budget and said so.
+fit under the bound (its lower bound of the peak, ram_fit.RamRoom), its lean siblings are
+the configurations nearest it on each code path and those within two parameter steps of it
+whose scratch (Kernel.scratch_estimate) and in-place mode could fit: the nearest on each code
+path first, then the closest, the largest scratch among equals (more im2col rows and tiles
+run faster), at most LEAN_PER_WORKLOAD of them. They are measured as one more round of that
+layer's search (seeds first), beyond the model's budget, and the summary says so.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 import numpy as np
+
 from edgetune.codegen import KERNELS
 from edgetune.hal import Target
 from edgetune.tuner import TuningDatabase
