@@ -20,7 +20,8 @@ board's trial is a compile plus --board-seconds for flashing and running, an ass
 (the project has no board to time). Net seconds saved per run = evaluations saved x trial
 seconds - extra compiles x compile seconds.
 
-usage: .venv/bin/python bench/code_explore.py [--seeds N] [--shortlist S] [--draws K] [--cap C] [--wall] [--board-seconds S]
+usage: .venv/bin/python bench/code_explore.py [--seeds N] [--shortlist S] [--draws K] [--cap C] [--wall]
+                                              [--board-seconds S]
 """
 from __future__ import annotations
 
@@ -151,7 +152,8 @@ def main() -> int:
         return 2
     everything = [s for s in (load_recorded(p) for p in sorted(args.data.glob("*.json.gz"))) if s.features]
     scored = [s for s in everything if s.target == SCORED_TARGET]
-    print(f"# {len(scored)} scored {SCORED_TARGET} spaces, {len(everything)} with features; shortlist {args.shortlist}, "
+    print(f"# {len(scored)} scored {SCORED_TARGET} spaces, {len(everything)} with features; "
+          f"shortlist {args.shortlist}, "
           f"draws {args.draws}, "
           f"{args.seeds} seeds; evaluations to reach transfer's best (mean over seeds)")
     print(f"{'space':<40}{'budget':>7}{'transfer':>9}{'+code':>8}{'saved':>8}{'reached':>9}{'extra compiles/eval':>20}")
