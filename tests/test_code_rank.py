@@ -201,3 +201,12 @@ def test_multiplying_loop_counts_add_their_shares_and_old_recordings_rank_as_bef
     wider = feature_matrix(new, (*names, "mac_loop_instructions", "mac_loop_mac", "copy_loop_instructions"))
     assert wider.shape == (2, 9)  # six log counts, two hot shares, one multiplying-loop share
     assert wider[:, -1].tolist() == [0.4, 0.4]
+
+
+def test_a_feature_some_recordings_lack_is_left_out_not_read_as_zero(tmp_path):
+    from edgetune.tuner.code_rank import feature_names
+    from dataclasses import replace
+    older, newer = (load_recorded(write_space(tmp_path, name, n)) for n, name in ((1, "older"), (2, "newer")))
+    newer = replace(newer, features={i: dict(f, mac_loops=1) for i, f in newer.features.items()})
+    assert "mac_loops" in feature_names([newer]) and "mac_loops" not in feature_names([older, newer])
+    assert feature_names([older, newer]) == feature_names([older])

@@ -35,7 +35,10 @@ DEFAULT_POOL = 4
 
 
 def feature_names(spaces: Iterable[RecordedSpace]) -> tuple[str, ...]:
-    return tuple(sorted({name for space in spaces for feats in space.features.values() for name in feats}))
+    """The features every space holds: a space recorded before a feature existed would read
+    as zeros for it, which the ranker would take for a fact about its code."""
+    held = [{name for feats in space.features.values() for name in feats} for space in spaces]
+    return tuple(sorted(set.intersection(*held))) if held else ()
 
 
 def feature_matrix(rows: Sequence[Features], names: Sequence[str]) -> np.ndarray:
