@@ -6,8 +6,8 @@ opened at its first round and asked for one more round's trials at each of the n
 space, strategy and evaluator are made once. The default `transfer` strategy learns from the
 trials of the same kernel's other layers stored when the layer's search opened, so layers
 tuned later start from what earlier ones found. Before its strategy proposes, a layer's round
-measures the kernel's default configuration (so the exported variant is never slower than
-it) and the best configurations similar layers found so far (RoundRunner._winners); a layer
+measures the kernel's default configuration and its plain loop nest (so the exported variant
+is never slower than either) and the best configurations similar layers found so far (RoundRunner._winners); a layer
 still slower than its plain C loop is given rounds to catch up (tuner.scheduler).
 
 The model's budget, like a workload's, counts stored trials: the rounds are replayed from
