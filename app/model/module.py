@@ -33,6 +33,7 @@ from edgetune.codegen.export import CMAKE, CMAKE_ID, MAKEFILE, SECTIONS_LD, Expo
 from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, comment_safe
 from edgetune.codegen.manifest import CompiledUnit, KernelEntry, LayerFunction, Manifest, ModelEntry, PlannedTensor
+from .code_plan import measured_code_bytes, module_plan, placed
 from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory, scratch_id
 from . import Model
 from .graph import Tensor
@@ -340,14 +341,14 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
             call, arrays, prototype, source = _library_step(model, target, plan, step, name)
             calls.append(call)
             # A constant several operators read (an LSTM's bias added at every step) is one array.
-            constants += [a for a in arrays if all(c["name"] != a["name"] for c in constants)]
+            constants += [dict(a, layer=step.index) for a in arrays if all(c["name"] != a["name"] for c in constants)]
             prototypes.append(prototype)
             sources[f"{step.function}.c"] = source
             op_units.append(f"{step.function}.c")
             continue
         variant = variants[step.function]
         arrays, order, scalars = _tuned_arrays(model, step, name, variant.config)
-        constants += arrays
+        constants += [dict(a, layer=step.index) for a in arrays]
         pointers = {"layer_input": _pointer(model, plan, step.inputs[0], {}, False),
                     "layer_output": _pointer(model, plan, step.outputs[0], {}, True),
                     **{f"layer_input{n}": _pointer(model, plan, t, {}, False) for n, t in enumerate(step.inputs[1:], 1)}}
@@ -561,6 +562,8 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     ends = {s.outputs[0] for s in steps if s.kernel is not None and variants[s.function].in_place_mode == "end"}
     plan = memory_plan(model, steps, scratch_needs(steps, variants), ends)
     r = _render_steps(model, target, plan, steps, variants, name)
+    code_plan = module_plan(model, target, steps, r.constants, measured_code_bytes(r.kernels))
+    r = placed(r, code_plan, target, name)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)
     region = arena_region_of(target, chosen, arena_bytes)
@@ -580,7 +583,9 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     files = {f"{name}.h": render("model/model.h.j2", common),
              f"{name}.c": render("model/model.c.j2", dict(common, prototypes=r.prototypes, constants=r.constants,
                                                           calls=calls, tensors=len(plan.tensors),
-                                                          total_bytes=plan.total_bytes)),
+                                                          total_bytes=plan.total_bytes,
+                                                          placed_regions=", ".join(code_plan.used())
+                                                          if code_plan else "")),
              f"{name}_arena.c": render("model/model_arena.c.j2", common), **r.sources}
     units = _units(target, name, r)
     regions = _regions(target, region, any(k.scratch for k in r.kernels))

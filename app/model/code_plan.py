@@ -1,0 +1,137 @@
+"""A model module's code and constants placed across the target's memory regions
+(codegen/code_placement.py places; this module says what the items are and what each is
+worth):
+
+- code: each kernel variant's and library operator's function. Its bytes are the trial's
+  measured `code_bytes` where the variant was tuned, else CODE_ESTIMATE (an upper bound of
+  what the shipped templates compile to: 0.4 to 1.6 KB each at their default
+  configurations). Its accesses per inference are modelled as the MACs of the layers it
+  serves (a library operator's: the bytes it writes): instructions fetched grow with them.
+- constants: each const array (weights, bias, multiplier and shift tables, a library
+  operator's constant inputs). A layer reads its constants once per output position
+  (MACs / weight elements); accesses = bytes x that reuse.
+
+`model show` and `model export` decide whether a model fits with the same function
+(`code_fit_problem`, called by check_fits); the export then places the module's own arrays
+and functions by the same rule (`module_plan`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from edgetune.codegen.code_placement import (CODE, CONSTANT, CodePlacementError, CodePlan, PlacedItem, code_regions,
+                                             plan_code, section_name)
+from edgetune.hal import Target
+
+from .model import Model
+
+CODE_ESTIMATE = 4096
+C_SIZES = {"int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8}
+
+
+def _reuse(layer) -> float:
+    """Times a layer reads each byte of its constants per inference (its output positions)."""
+    weights = max((int(np.asarray(c.data).size) for c in layer.constants), default=0)
+    return max(1.0, layer.macs / weights) if weights else 1.0
+
+
+def _written(model: Model, layer) -> int:
+    return sum(model.graph.tensors[t].nbytes for t in layer.operator.outputs if t >= 0)
+
+
+def model_items(model: Model) -> list[PlacedItem]:
+    """The model's code and constants as the module will have them, before any rendering:
+    one function per tuned workload and per library operator, the layers' constants."""
+    items, functions = [], {}
+    absorbed = dict(model.graph.absorbed)
+    for layer in model.layers:
+        if layer.index in absorbed or (layer.kernel is None and not _written(model, layer)):
+            continue
+        key = (layer.kernel, layer.shape) if layer.kernel else ("op", layer.index)
+        work = layer.macs if layer.kernel else _written(model, layer)
+        functions[key] = functions.get(key, 0) + work
+        for n, c in enumerate(layer.constants):
+            nbytes = int(np.asarray(c.data).nbytes)
+            items.append(PlacedItem(f"l{layer.index}_{n}", CONSTANT, nbytes, nbytes * _reuse(layer)))
+    items += [PlacedItem(f"f{n}", CODE, CODE_ESTIMATE, work) for n, work in enumerate(functions.values())]
+    return items
+
+
+def code_fit_problem(model: Model, target: Target) -> str | None:
+    """Why the model's code and constants fit no arrangement of the target's regions, or None."""
+    regions = code_regions(target)
+    if not regions:
+        return None
+    try:
+        plan_code(model_items(model), regions, target.firmware.code_region)
+    except CodePlacementError as exc:
+        return f"{target.source_file or target.name}: {exc}"
+    return None
+
+
+def module_items(model: Model, steps: Sequence, constants: Iterable[Mapping], code_bytes: Mapping[str, int]
+                 ) -> list[PlacedItem]:
+    """The rendered module's functions (`code_bytes`: measured sizes by function) and const
+    arrays (each dict with name, ctype, count and the index of the layer that reads it)."""
+    work: dict[str, int] = {}
+    for step in steps:
+        layer = model.layers[step.index]
+        work[step.function] = work.get(step.function, 0) + (layer.macs if step.kernel else _written(model, layer))
+    items = [PlacedItem(fn, CODE, int(code_bytes.get(fn) or CODE_ESTIMATE), w) for fn, w in work.items()]
+    for c in constants:
+        nbytes = C_SIZES[c["ctype"]] * c["count"]
+        items.append(PlacedItem(c["name"], CONSTANT, nbytes, nbytes * _reuse(model.layers[c["layer"]])))
+    return items
+
+
+def module_plan(model: Model, target: Target, steps: Sequence, constants: Iterable[Mapping],
+                code_bytes: Mapping[str, int]) -> CodePlan | None:
+    """Where each function and const array of the module goes; None on the host."""
+    regions = code_regions(target)
+    if not regions:
+        return None
+    try:
+        return plan_code(module_items(model, steps, constants, code_bytes), regions, target.firmware.code_region)
+    except CodePlacementError as exc:
+        raise CodePlacementError(f"{model.path}: {exc}") from None
+
+
+def _attributed(source: str, header: str, prototype: str, section: str, region: str) -> str:
+    """A function's source with its declaration carrying `section` (GCC and Clang take a
+    section attribute from a declaration before the definition), after the module header's
+    include; EDGETUNE_DEFAULT_SECTIONS keeps it in .text."""
+    include = f'#include "{header}"\n'
+    if include not in source:
+        raise CodePlacementError(f"{prototype}: its source does not include {header}; it cannot be placed")
+    declaration = (f"/* Placed in {region} by edgetune's code plan; define EDGETUNE_DEFAULT_SECTIONS to keep it "
+                   f"in .text. */\n#ifndef EDGETUNE_DEFAULT_SECTIONS\n{prototype} "
+                   f'__attribute__((section("{section}")));\n#endif\n')
+    return source.replace(include, include + declaration, 1)
+
+
+def placed(rendered, plan: CodePlan | None, target: Target, name: str):
+    """The rendered module (module.py's _Rendered) with every item the plan put outside the
+    code region tagged with its section; unchanged when nothing moved."""
+    if plan is None or not plan.split:
+        return rendered
+    macro = f"{name.upper()}_PLACED"
+    constants = tuple(c if plan.region_of(c["name"]) == plan.home else
+                      dict(c, attr=f' {macro}("{section_name(target, plan.region_of(c["name"]), CONSTANT)}")')
+                      for c in rendered.constants)
+    sources = dict(rendered.sources)
+    for fn, region in plan.placed:
+        if region == plan.home or f"{fn}.c" not in sources:
+            continue
+        prototype = next(p for p in rendered.prototypes if re.search(rf"\b{re.escape(fn)}\(", p))
+        sources[f"{fn}.c"] = _attributed(sources[f"{fn}.c"], f"{name}.h", prototype,
+                                         section_name(target, region, CODE), region)
+    return replace(rendered, constants=constants, sources=sources)
+
+
+def measured_code_bytes(kernels: Iterable) -> dict[str, int]:
+    """function -> the code bytes its trial measured (KernelEntry.values), where one did."""
+    return {k.function: int(dict(k.values)["code_bytes"]) for k in kernels if "code_bytes" in dict(k.values)}
