@@ -30,7 +30,7 @@ def placed_regions(target: Target) -> list[dict]:
         memory[r.name] = f"ET_{r.name.upper()}"
         region = target.region(r.name)
         view.append(dict(name=r.name, memory=memory[r.name], access=region.access, base=region.base, size=region.size,
-                         section=target.section_name(r.name), copy=not r.flash and r.name != load, load_name=load))
+                         section=target.section_name(r.name), copied=not r.flash and r.name != load, load_name=load))
     for r in view:
         r["load"] = memory[load]
     return view

@@ -3,9 +3,11 @@
 worth):
 
 - code: each kernel variant's and library operator's function. Its bytes are the trial's
-  measured `code_bytes` where the variant was tuned, else CODE_ESTIMATE (an upper bound of
-  what the shipped templates compile to: 0.4 to 1.6 KB each at their default
-  configurations). Its accesses per inference are modelled as the MACs of the layers it
+  measured `code_bytes` where the variant was tuned, else a third of its C source's bytes
+  (SOURCE_PER_CODE_BYTE: the shipped templates compile to 0.5% to 19% of their source, e.g.
+  a default convolution's 7.6 KB to 0.4 KB, a SOFTMAX's 8.3 KB to 1.6 KB, GCC 12 -O2 for
+  the M55). Before rendering (model show), a function counts CODE_ESTIMATE bytes, a library
+  operator's LIBRARY_ESTIMATE. Its accesses per inference are modelled as the MACs of the layers it
   serves (a library operator's: the bytes it writes): instructions fetched grow with them.
 - constants: each const array (weights, bias, multiplier and shift tables, a library
   operator's constant inputs). A layer reads its constants once per output position
@@ -30,6 +32,8 @@ from edgetune.hal import Target
 from .model import Model
 
 CODE_ESTIMATE = 4096
+LIBRARY_ESTIMATE = 1024
+SOURCE_PER_CODE_BYTE = 3
 C_SIZES = {"int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8}
 
 
@@ -57,7 +61,8 @@ def model_items(model: Model) -> list[PlacedItem]:
         for n, c in enumerate(layer.constants):
             nbytes = int(np.asarray(c.data).nbytes)
             items.append(PlacedItem(f"l{layer.index}_{n}", CONSTANT, nbytes, nbytes * _reuse(layer)))
-    items += [PlacedItem(f"f{n}", CODE, CODE_ESTIMATE, work) for n, work in enumerate(functions.values())]
+    items += [PlacedItem(f"f{n}", CODE, CODE_ESTIMATE if key[0] != "op" else LIBRARY_ESTIMATE, work)
+              for n, (key, work) in enumerate(functions.items())]
     return items
 
 
@@ -73,15 +78,17 @@ def code_fit_problem(model: Model, target: Target) -> str | None:
     return None
 
 
-def module_items(model: Model, steps: Sequence, constants: Iterable[Mapping], code_bytes: Mapping[str, int]
-                 ) -> list[PlacedItem]:
-    """The rendered module's functions (`code_bytes`: measured sizes by function) and const
-    arrays (each dict with name, ctype, count and the index of the layer that reads it)."""
+def module_items(model: Model, steps: Sequence, constants: Iterable[Mapping], code_bytes: Mapping[str, int],
+                 sources: Mapping[str, str]) -> list[PlacedItem]:
+    """The rendered module's functions (`code_bytes`: measured sizes by function, else from
+    their `sources`) and const arrays (each dict with name, ctype, count and the index of
+    the layer that reads it)."""
     work: dict[str, int] = {}
     for step in steps:
         layer = model.layers[step.index]
         work[step.function] = work.get(step.function, 0) + (layer.macs if step.kernel else _written(model, layer))
-    items = [PlacedItem(fn, CODE, int(code_bytes.get(fn) or CODE_ESTIMATE), w) for fn, w in work.items()]
+    items = [PlacedItem(fn, CODE, int(code_bytes.get(fn) or max(64, len(sources.get(f"{fn}.c", "")) // SOURCE_PER_CODE_BYTE)),
+                        w) for fn, w in work.items()]
     for c in constants:
         nbytes = C_SIZES[c["ctype"]] * c["count"]
         items.append(PlacedItem(c["name"], CONSTANT, nbytes, nbytes * _reuse(model.layers[c["layer"]])))
@@ -89,13 +96,14 @@ def module_items(model: Model, steps: Sequence, constants: Iterable[Mapping], co
 
 
 def module_plan(model: Model, target: Target, steps: Sequence, constants: Iterable[Mapping],
-                code_bytes: Mapping[str, int]) -> CodePlan | None:
+                code_bytes: Mapping[str, int], sources: Mapping[str, str]) -> CodePlan | None:
     """Where each function and const array of the module goes; None on the host."""
     regions = code_regions(target)
     if not regions:
         return None
     try:
-        return plan_code(module_items(model, steps, constants, code_bytes), regions, target.firmware.code_region)
+        return plan_code(module_items(model, steps, constants, code_bytes, sources), regions,
+                         target.firmware.code_region)
     except CodePlacementError as exc:
         raise CodePlacementError(f"{model.path}: {exc}") from None
 
@@ -104,12 +112,12 @@ def _attributed(source: str, header: str, prototype: str, section: str, region: 
     """A function's source with its declaration carrying `section` (GCC and Clang take a
     section attribute from a declaration before the definition), after the module header's
     include; EDGETUNE_DEFAULT_SECTIONS keeps it in .text."""
-    include = f'#include "{header}"\n'
-    if include not in source:
-        raise CodePlacementError(f"{prototype}: its source does not include {header}; it cannot be placed")
+    include = f'#include "{header}"\n' if f'#include "{header}"\n' in source else "#include <stdint.h>\n"
     declaration = (f"/* Placed in {region} by edgetune's code plan; define EDGETUNE_DEFAULT_SECTIONS to keep it "
                    f"in .text. */\n#ifndef EDGETUNE_DEFAULT_SECTIONS\n{prototype} "
                    f'__attribute__((section("{section}")));\n#endif\n')
+    if include not in source:  # the declaration's types come from stdint.h
+        return include + declaration + source
     return source.replace(include, include + declaration, 1)
 
 
@@ -135,3 +143,27 @@ def placed(rendered, plan: CodePlan | None, target: Target, name: str):
 def measured_code_bytes(kernels: Iterable) -> dict[str, int]:
     """function -> the code bytes its trial measured (KernelEntry.values), where one did."""
     return {k.function: int(dict(k.values)["code_bytes"]) for k in kernels if "code_bytes" in dict(k.values)}
+
+
+COPY_NOTE = ("A RAM region's contents are stored in EDGETUNE_LOAD (your flash) and your start-up code copies\n"
+             "   them in before the first inference, as it copies .data: for each region R below, the words from\n"
+             "   __edgetune_R_load to __edgetune_R_start, up to __edgetune_R_end.")
+
+
+def fragment_regions(target: Target, plan: CodePlan | None) -> list[dict]:
+    """The regions the plan used outside the code region, as the build fragments list them
+    (edgetune_sections.ld gives each an output section; a RAM region's is stored in
+    EDGETUNE_LOAD, which the user's script also defines)."""
+    if plan is None or not plan.split:
+        return []
+    from edgetune.codegen.export import region_alias
+    view = []
+    for name in plan.used():
+        region = target.region(name)
+        view.append(dict(name=name, section=target.section_name(name), alias=region_alias(name), kind=region.kind,
+                         wait_states=region.wait_states, code="placed", copied=region.kind != "flash", note=""))
+    if any(r["copied"] for r in view):
+        view[0]["note"] = COPY_NOTE
+        view.append(dict(name="flash holding the RAM regions' stored copy", section="", alias="EDGETUNE_LOAD",
+                         kind="flash", wait_states=0, code="load", copied=False, note=""))
+    return view

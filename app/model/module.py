@@ -33,7 +33,7 @@ from edgetune.codegen.export import CMAKE, CMAKE_ID, MAKEFILE, SECTIONS_LD, Expo
 from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, comment_safe
 from edgetune.codegen.manifest import CompiledUnit, KernelEntry, LayerFunction, Manifest, ModelEntry, PlannedTensor
-from .code_plan import measured_code_bytes, module_plan, placed
+from .code_plan import fragment_regions, measured_code_bytes, module_plan, placed
 from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory, scratch_id
 from . import Model
 from .graph import Tensor
@@ -562,7 +562,7 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     ends = {s.outputs[0] for s in steps if s.kernel is not None and variants[s.function].in_place_mode == "end"}
     plan = memory_plan(model, steps, scratch_needs(steps, variants), ends)
     r = _render_steps(model, target, plan, steps, variants, name)
-    code_plan = module_plan(model, target, steps, r.constants, measured_code_bytes(r.kernels))
+    code_plan = module_plan(model, target, steps, r.constants, measured_code_bytes(r.kernels), r.sources)
     r = placed(r, code_plan, target, name)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)
@@ -588,7 +588,7 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
                                                           if code_plan else "")),
              f"{name}_arena.c": render("model/model_arena.c.j2", common), **r.sources}
     units = _units(target, name, r)
-    regions = _regions(target, region, any(k.scratch for k in r.kernels))
+    regions = _regions(target, region, any(k.scratch for k in r.kernels)) + fragment_regions(target, code_plan)
     build = dict(common, header=f"{name}.h", units=units, regions=regions, sections_ld=SECTIONS_LD if regions else "")
     files[MAKEFILE] = render("export_build.mk.j2", build)
     files[CMAKE] = render("export_build.cmake.j2", build)

@@ -1,0 +1,165 @@
+"""Code and constants placed across a target's regions when its code region cannot hold a model
+module (codegen/code_placement.py, app/model/code_plan.py): the plan's choices, the sections
+the export tags, the harness's link layout, and modules that verify bit-exact on the M55 with
+their code spread across ITCM and SRAM."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from edgetune.cli import main
+from edgetune.codegen.code_placement import (CODE, CONSTANT, CodePlacementError, CodeRegion, PlacedItem, code_regions,
+                                             plan_code, section_name)
+from edgetune.hal import load_target
+from edgetune.model import load_model
+from edgetune.model.code_plan import code_fit_problem
+from edgetune.model.export import export_model
+from edgetune.model.verify import verify_model
+from edgetune.targets import get_target
+from edgetune.targets.image import linker_script
+
+DATA = Path(__file__).resolve().parent / "data" / "models"
+DS_CNN = DATA / "ds_cnn_kws.tflite"
+MOBILENET_V2 = DATA / "large" / "mobilenet_v2_035_96.tflite"
+BOARDS = Path(__file__).resolve().parent.parent / "targets" / "boards"
+
+FAST = CodeRegion("tcm", 1000, 0.0, True, False)
+SLOW_RAM = CodeRegion("ram", 1000, 2.0, True, False)
+FLASH = CodeRegion("flash", 10_000, 8.0, True, True)
+DATA_ONLY = CodeRegion("dram", 10_000, 1.0, False, False)
+
+
+def _plan(items, regions=(FAST, SLOW_RAM, FLASH)):
+    return dict(plan_code(items, regions, "tcm").placed)
+
+
+def test_a_module_that_fits_the_code_region_stays_there_whole():
+    plan = plan_code([PlacedItem("f", CODE, 400, 10), PlacedItem("w", CONSTANT, 600, 1)], (FAST, FLASH), "tcm")
+    assert not plan.split and plan.used() == () and plan.region_of("w") == "tcm"
+
+
+def test_hot_code_goes_first_then_constants_by_accesses_per_byte():
+    items = [PlacedItem("cold_code", CODE, 500, 100), PlacedItem("hot_code", CODE, 500, 10_000),
+             PlacedItem("reused_weights", CONSTANT, 400, 400 * 50), PlacedItem("fc_weights", CONSTANT, 400, 400)]
+    placed = _plan(items)
+    # Both functions before any constant: the TCM is full of code, so the most reused weights
+    # take the next fastest region, the least reused the flash only once the RAM is full.
+    assert placed["hot_code"] == "tcm" and placed["cold_code"] == "tcm"
+    assert placed["reused_weights"] == "ram" and placed["fc_weights"] == "ram"
+    crowded = _plan([*items, PlacedItem("big", CONSTANT, 900, 900 * 10)])
+    assert crowded["reused_weights"] == "ram" and crowded["big"] == "flash" and crowded["fc_weights"] == "ram"
+
+
+def test_code_never_lands_in_a_region_that_cannot_execute_it():
+    placed = _plan([PlacedItem("f", CODE, 900, 5), PlacedItem("g", CODE, 900, 4)], (FAST, DATA_ONLY, FLASH))
+    assert placed == {"f": "tcm", "g": "flash"}
+
+
+def test_items_that_fit_nowhere_are_refused_naming_the_regions_and_the_need():
+    with pytest.raises(CodePlacementError) as exc:
+        plan_code([PlacedItem("w", CONSTANT, 20_000, 1), PlacedItem("f", CODE, 100, 1)], (FAST, FLASH), "tcm")
+    message = str(exc.value)
+    assert "100 bytes of code and 20,000 bytes of constants" in message
+    assert "tcm 1,000, flash 10,000" in message and "w (20,000 bytes) is left over" in message
+
+
+def test_the_m55_offers_itcm_then_sram_then_flash_and_keeps_buffer_regions_out():
+    regions = code_regions(get_target("cortex-m55"))
+    assert [r.name for r in regions] == ["itcm", "sram", "qspi"]
+    assert regions[0].capacity == 512 * 1024 - 64 * 1024 and regions[2].flash and not regions[1].flash
+    assert [r.name for r in code_regions(get_target("cortex-m4"))] == ["ssram1"]
+    assert code_regions(get_target("host")) == ()
+
+
+@pytest.mark.parametrize("region", ["dtcm", "sram2", "itcm;", ".text", "nowhere"])
+def test_section_names_come_only_from_the_targets_code_regions(region):
+    target = get_target("cortex-m55")
+    assert section_name(target, "sram", CODE) == ".edgetune.sram.text"
+    assert section_name(target, "qspi", CONSTANT) == ".edgetune.qspi.rodata"
+    with pytest.raises(CodePlacementError):
+        section_name(target, region, CONSTANT)
+
+
+def test_the_harness_links_placed_sections_into_their_regions_and_copies_ram_ones_from_flash():
+    script = linker_script(get_target("cortex-m55"))
+    assert "ET_SRAM (rwx) : ORIGIN = 0x01000000" in script and "ET_QSPI (rx) : ORIGIN = 0x28000000" in script
+    assert re.search(r"\.edgetune\.sram : ALIGN\(16\) \{.*?\} > ET_SRAM AT > ET_QSPI", script, re.S)
+    assert re.search(r"\.edgetune\.qspi : ALIGN\(16\) \{.*?\} > ET_QSPI\n", script, re.S)
+    assert "LONG(__et_sram_load) LONG(__et_sram_start) LONG(__et_sram_end)" in script
+    assert "__et_qspi_load) LONG" not in script  # flash holds its contents: nothing to copy
+    m4 = linker_script(get_target("cortex-m4"))
+    assert "ET_" not in m4.split("SECTIONS")[0] and "LONG(" not in m4
+
+
+def _small_itcm_board(tmp_path: Path, itcm: int) -> Path:
+    """The M55 with an ITCM of `itcm` bytes: the code plan's room there is 64 KiB less."""
+    text = (BOARDS / "cortex-m55.toml").read_text()
+    text = text.replace('name = "cortex-m55"', 'name = "small-itcm-m55"', 1)
+    text = text.replace('size = 0x0008_0000           # 512 KiB\naccess = "rwx"', f'size = {itcm:#x}\naccess = "rwx"', 1)
+    board = tmp_path / "small-itcm-m55.toml"
+    board.write_text(text)
+    return board
+
+
+def test_a_model_that_fits_the_itcm_gets_no_section_of_its_own(tmp_path):
+    export_model(DS_CNN, get_target("cortex-m55"), None, tmp_path / "m")
+    sources = "".join(p.read_text() for p in (tmp_path / "m").glob("*.c"))
+    assert "PLACED(" not in sources and "section(\".edgetune" not in sources
+    assert "EDGETUNE_SRAM" not in (tmp_path / "m" / "edgetune_sections.ld").read_text()
+
+
+def test_a_small_itcm_splits_the_module_and_it_verifies_bit_exact_on_the_m55(tmp_path):
+    board = _small_itcm_board(tmp_path, 64 * 1024 + 24 * 1024)  # 24 KiB for the module's code and constants
+    target = load_target(board)
+    export_model(DS_CNN, target, None, tmp_path / "m")
+    folder = tmp_path / "m"
+    model_c = (folder / "ds_cnn_kws.c").read_text()
+    placed = re.findall(r'(\w+)\[\d+\] __attribute__\(\(aligned\(16\)\)\) DS_CNN_KWS_PLACED\("\.edgetune\.sram\.rodata"\)',
+                        model_c)
+    kept = re.findall(r'(\w+)\[\d+\] __attribute__\(\(aligned\(16\)\)\) = \{', model_c)
+    assert placed and kept
+    # The classifier's weights (read once per inference) leave before the first convolution's
+    # (read at every output position).
+    assert any("_l11_" in name or "_l12_" in name for name in placed) or len(kept) < len(placed)
+    assert "ds_cnn_kws_l0_weights" in kept
+    fragment = (folder / "edgetune_sections.ld").read_text()
+    assert "} > EDGETUNE_SRAM AT > EDGETUNE_LOAD" in fragment and "REGION_ALIAS(\"EDGETUNE_LOAD\"" in fragment
+    assert "EDGETUNE_SRAM" in (folder / "edgetune_kernels.mk").read_text()
+    outcome = verify_model(folder, target, n_inputs=1)
+    assert outcome.ok, outcome.layer_problem or [i.problem for i in outcome.inferences]
+
+
+def test_a_model_whose_code_and_constants_fit_nowhere_is_refused_in_one_line(tmp_path):
+    text = (BOARDS / "cortex-m55.toml").read_text().replace('name = "cortex-m55"', 'name = "no-room-m55"', 1)
+    text = text.replace("size = 0x0020_0000", "size = 0x0000_4000", 1)  # SRAM: 16 KiB
+    text = text.replace("size = 0x0080_0000", "size = 0x0000_4000", 1)  # QSPI: 16 KiB
+    board = tmp_path / "no-room-m55.toml"
+    board.write_text(text)
+    problem = code_fit_problem(load_model(MOBILENET_V2), load_target(board))
+    assert problem and "itcm 458,752, sram 16,384, qspi 16,384" in problem
+    for command in (["model", "show", str(MOBILENET_V2), "--target", str(board)],
+                    ["model", "export", str(MOBILENET_V2), "--target", str(board), "--out", str(tmp_path / "m")]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 2, result.output
+        assert "fit no arrangement of the regions" in result.output and len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "m").exists()
+
+
+def test_the_mobilenet_v2_is_shown_as_fitting_the_m55_because_its_plan_places_it():
+    assert code_fit_problem(load_model(MOBILENET_V2), get_target("cortex-m55")) is None
+
+
+@pytest.mark.slow
+def test_the_mobilenet_v2_verifies_on_the_m55_with_its_code_placed_by_the_plan(tmp_path):
+    """Issue 28: Keras's MobileNetV2 (alpha 0.35, 96x96) exceeds the 512 KiB ITCM; exported,
+    its largest little-reused weights go to SRAM, and it runs bit for bit as TFLite Micro."""
+    target = get_target("cortex-m55")
+    export_model(MOBILENET_V2, target, None, tmp_path / "m")
+    model_c = (tmp_path / "m" / "mobilenet_v2_035_96.c").read_text()
+    assert 'MOBILENET_V2_035_96_PLACED(".edgetune.sram.rodata")' in model_c
+    outcome = verify_model(tmp_path / "m", target, n_inputs=1)
+    assert outcome.ok, [i.problem for i in outcome.inferences]
+    assert outcome.size.flash_bytes > 512 * 1024 - 64 * 1024
