@@ -11,7 +11,8 @@ worth):
   serves (a library operator's: the bytes it writes): instructions fetched grow with them.
 - constants: each const array (weights, bias, multiplier and shift tables, a library
   operator's constant inputs). A layer reads its constants once per output position
-  (MACs / weight elements); accesses = bytes x that reuse.
+  (MACs / weight elements); accesses = bytes x that reuse. Each array takes its bytes
+  rounded up to the module's 16-byte alignment.
 
 `model show` and `model export` decide whether a model fits with the same function
 (`code_fit_problem`, called by check_fits); the export then places the module's own arrays
@@ -29,11 +30,15 @@ from edgetune.codegen.code_placement import (CODE, CONSTANT, CodePlacementError,
                                              plan_code, section_name)
 from edgetune.hal import Target
 
+from .memory_plan import aligned
 from .model import Model
 
 CODE_ESTIMATE = 4096
 LIBRARY_ESTIMATE = 1024
 SOURCE_PER_CODE_BYTE = 3
+# A function's room beside its code: the linker's long-branch veneer (8 bytes on Armv8-M) for
+# calls between regions out of branch range, and alignment.
+VENEER_BYTES = 16
 C_SIZES = {"int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8}
 
 
@@ -60,7 +65,7 @@ def model_items(model: Model) -> list[PlacedItem]:
         functions[key] = functions.get(key, 0) + work
         for n, c in enumerate(layer.constants):
             nbytes = int(np.asarray(c.data).nbytes)
-            items.append(PlacedItem(f"l{layer.index}_{n}", CONSTANT, nbytes, nbytes * _reuse(layer)))
+            items.append(PlacedItem(f"l{layer.index}_{n}", CONSTANT, aligned(nbytes), nbytes * _reuse(layer)))
     items += [PlacedItem(f"f{n}", CODE, CODE_ESTIMATE if key[0] != "op" else LIBRARY_ESTIMATE, work)
               for n, (key, work) in enumerate(functions.items())]
     return items
@@ -87,11 +92,11 @@ def module_items(model: Model, steps: Sequence, constants: Iterable[Mapping], co
     for step in steps:
         layer = model.layers[step.index]
         work[step.function] = work.get(step.function, 0) + (layer.macs if step.kernel else _written(model, layer))
-    items = [PlacedItem(fn, CODE, int(code_bytes.get(fn) or max(64, len(sources.get(f"{fn}.c", "")) // SOURCE_PER_CODE_BYTE)),
-                        w) for fn, w in work.items()]
+    items = [PlacedItem(fn, CODE, aligned(int(code_bytes.get(fn) or len(sources.get(f"{fn}.c", "")) // SOURCE_PER_CODE_BYTE))
+                        + VENEER_BYTES, w) for fn, w in work.items()]
     for c in constants:
         nbytes = C_SIZES[c["ctype"]] * c["count"]
-        items.append(PlacedItem(c["name"], CONSTANT, nbytes, nbytes * _reuse(model.layers[c["layer"]])))
+        items.append(PlacedItem(c["name"], CONSTANT, aligned(nbytes), nbytes * _reuse(model.layers[c["layer"]])))
     return items
 
 
