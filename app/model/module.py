@@ -589,7 +589,8 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
              f"{name}_arena.c": render("model/model_arena.c.j2", common), **r.sources}
     units = _units(target, name, r)
     regions = _regions(target, region, any(k.scratch for k in r.kernels)) + fragment_regions(target, code_plan)
-    build = dict(common, header=f"{name}.h", units=units, regions=regions, sections_ld=SECTIONS_LD if regions else "")
+    build = dict(common, header=f"{name}.h", units=units, regions=regions, sections_ld=SECTIONS_LD if regions else "",
+                 code_placed=bool(code_plan and code_plan.split))
     files[MAKEFILE] = render("export_build.mk.j2", build)
     files[CMAKE] = render("export_build.cmake.j2", build)
     if regions:
