@@ -16,7 +16,8 @@ from edgetune.codegen.code_placement import (CODE, CONSTANT, CodePlacementError,
 from edgetune.hal import load_target
 from edgetune.model import load_model
 from edgetune.model.code_plan import code_fit_problem
-from edgetune.model.export import export_model
+from edgetune.model.export import choose_layers, export_model
+from edgetune.model.module import render_model_module
 from edgetune.model.verify import verify_model
 from edgetune.targets import get_target
 from edgetune.targets.image import linker_script
@@ -104,17 +105,27 @@ def _small_itcm_board(tmp_path: Path, itcm: int) -> Path:
     return board
 
 
-def test_a_model_that_fits_the_itcm_gets_no_section_of_its_own(tmp_path):
-    export_model(DS_CNN, get_target("cortex-m55"), None, tmp_path / "m")
-    sources = "".join(p.read_text() for p in (tmp_path / "m").glob("*.c"))
-    assert "PLACED(" not in sources and "section(\".edgetune" not in sources
-    assert "EDGETUNE_SRAM" not in (tmp_path / "m" / "edgetune_sections.ld").read_text()
+@pytest.mark.parametrize("name", ["ds_cnn_kws", "resnet8_cifar10", "fc_autoencoder_ad", "mobilenet_v1_025_vww"])
+def test_the_committed_models_fit_the_itcm_and_render_without_sections(name):
+    """Their modules render as before code placement: no item moved, no section, no macro."""
+    model = load_model(DATA / f"{name}.tflite")
+    target = get_target("cortex-m55")
+    chosen, _ = choose_layers(model, target, None)
+    rendered = render_model_module(model, target, chosen, name=name, database="", date="", version="",
+                                   model_bytes=b"")
+    assert rendered.code_plan is not None and not rendered.code_plan.split
+    text = "".join(rendered.files.values())
+    assert "_PLACED" not in text and "edgetune.itcm" not in text and "EDGETUNE_DEFINES" not in text
 
 
-def test_a_small_itcm_splits_the_module_and_it_verifies_bit_exact_on_the_m55(tmp_path):
+def test_a_small_itcm_splits_the_module_and_it_verifies_bit_exact_on_the_m55(tmp_path, monkeypatch):
     board = _small_itcm_board(tmp_path, 64 * 1024 + 24 * 1024)  # 24 KiB for the module's code and constants
     target = load_target(board)
-    export_model(DS_CNN, target, None, tmp_path / "m")
+    monkeypatch.chdir(tmp_path)  # no edgetune.db here: every layer at its kernel's default configuration
+    result = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", str(board), "--out",
+                                       str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"code plan: the module exceeds itcm: \d+ in sram", result.output)
     folder = tmp_path / "m"
     model_c = (folder / "ds_cnn_kws.c").read_text()
     placed = re.findall(r'(\w+)\[\d+\] __attribute__\(\(aligned\(16\)\)\) DS_CNN_KWS_PLACED\("\.edgetune\.sram\.rodata"\)',

@@ -172,3 +172,16 @@ def fragment_regions(target: Target, plan: CodePlan | None) -> list[dict]:
         view.append(dict(name="flash holding the RAM regions' stored copy", section="", alias="EDGETUNE_LOAD",
                          kind="flash", wait_states=0, code="load", copied=False, note=""))
     return view
+
+
+def plan_text(plan: CodePlan | None) -> str:
+    """One line for `model export` when the plan moved anything: how many items went where."""
+    if plan is None or not plan.split:
+        return ""
+    moved: dict[str, int] = {}
+    for _, region in plan.placed:
+        if region != plan.home:
+            moved[region] = moved.get(region, 0) + 1
+    where = ", ".join(f"{n} in {region}" for region, n in moved.items())
+    return (f"code plan: the module exceeds {plan.home}: {where} (functions and const arrays, by accesses per byte; "
+            f"{len(plan.placed) - sum(moved.values())} stay in {plan.home})")

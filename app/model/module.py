@@ -33,6 +33,7 @@ from edgetune.codegen.export import CMAKE, CMAKE_ID, MAKEFILE, SECTIONS_LD, Expo
 from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, comment_safe
 from edgetune.codegen.manifest import CompiledUnit, KernelEntry, LayerFunction, Manifest, ModelEntry, PlannedTensor
+from edgetune.codegen.code_placement import CodePlan
 from .code_plan import fragment_regions, measured_code_bytes, module_plan, placed
 from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory, scratch_id
 from . import Model
@@ -78,6 +79,7 @@ class RenderedModel:
     scratch: SharedScratch = SharedScratch()  # the tuned layers' static scratch area (beside the arena)
     arena_scratch: SharedScratch = SharedScratch()  # their scratch planned in the arena: the needs
     scratch_needs: tuple[tuple[str, int, int], ...] = ()  # (function, bytes in the arena, static bytes)
+    code_plan: CodePlan | None = None  # where functions and const arrays go (app/model/code_plan.py)
 
 
 def model_name(path: str) -> str:
@@ -609,4 +611,4 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
         exported=date, database=database, model=entry)
     needs = tuple((fn, r.arena_scratch.get(fn, (0, 0))[0], r.scratch.get(fn, (0, 0))[0])
                   for fn in dict.fromkeys((*r.arena_scratch, *r.scratch)))
-    return RenderedModel(files, manifest, plan, steps, scratch, shared_scratch(r.arena_scratch), needs)
+    return RenderedModel(files, manifest, plan, steps, scratch, shared_scratch(r.arena_scratch), needs, code_plan)
