@@ -35,6 +35,9 @@ SECTION_SUFFIX = {CODE: "text", CONSTANT: "rodata"}
 # Bytes of the code region the plan leaves to the firmware's own code, vectors and C library
 # (edgetune's harness takes under 8 KiB of it; a user's firmware more).
 FIRMWARE_CODE_RESERVE = 64 * 1024
+# Start-up families whose harness link layout (firmware/templates/<family>.ld.j2) gives every
+# other code region its sections; on the others a module has the code region only.
+PLACING_FAMILIES = ("cortex_m",)
 
 
 class CodePlacementError(EdgetuneError, ValueError):
@@ -85,17 +88,14 @@ def code_regions(target: Target) -> tuple[CodeRegion, ...]:
     if fw is None:
         return ()
     kept = [r for r in target.memory if r.name == fw.code_region or
-            (r.name != fw.data_region and r.name not in fw.io_regions and "r" in r.access)]
+            (fw.startup in PLACING_FAMILIES and r.name != fw.data_region and r.name not in fw.io_regions
+             and "r" in r.access)]
     order = sorted(kept, key=lambda r: (r.name != fw.code_region, r.wait_states, KIND_ORDER.index(r.kind),
                                         target.memory.index(r)))
     home_capacity = max(0, target.region(fw.code_region).size - fw.reserved_in(fw.code_region)
                         - FIRMWARE_CODE_RESERVE)
     return tuple(CodeRegion(r.name, home_capacity if r.name == fw.code_region else r.size, r.wait_states,
                             "x" in r.access, r.kind == "flash") for r in order)
-
-
-def _fastest(regions: Iterable[CodeRegion]) -> list[CodeRegion]:
-    return sorted(regions, key=lambda r: (r.wait_states, KIND_ORDER.index("flash" if r.flash else "sram")))
 
 
 def plan_code(items: Iterable[PlacedItem], regions: tuple[CodeRegion, ...], home: str) -> CodePlan:
@@ -108,9 +108,10 @@ def plan_code(items: Iterable[PlacedItem], regions: tuple[CodeRegion, ...], home
         return CodePlan(home, regions, tuple((i.name, home) for i in items))
     placed = []
     for kind in (CODE, CONSTANT):
-        candidates = _fastest(r for r in regions if r.executable or kind == CONSTANT)
-        # The code region first among equals: it is where the item goes when nothing is gained elsewhere.
-        candidates.sort(key=lambda r: (r.wait_states, r.name != home))
+        # Fewest wait states first; among equals RAM before flash and the code region first (where
+        # an item goes when nothing is gained elsewhere); `regions` is in the target's order.
+        candidates = sorted((r for r in regions if r.executable or kind == CONSTANT),
+                            key=lambda r: (r.wait_states, r.flash, r.name != home))
         for item in sorted((i for i in items if i.kind == kind), key=lambda i: (-i.accesses / max(i.nbytes, 1), i.name)):
             region = next((r for r in candidates if room[r.name] >= item.nbytes), None)
             if region is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgetune.codegen import render
-from edgetune.codegen.code_placement import code_regions, load_region
+from edgetune.codegen.code_placement import PLACING_FAMILIES, code_regions, load_region
 from edgetune.firmware import COMMON_DIR, TEMPLATES_DIR
 from edgetune.hal import Target
 from edgetune.tuner import Outcome
@@ -43,7 +43,7 @@ def linker_script(target: Target) -> str:
     return render(f"{fw.startup}.ld.j2", directory=TEMPLATES_DIR, variables=dict(
         target_name=target.name, code=code, data=data, code_size=fw.code_size or code.size,
         data_base=fw.data_base(data), data_reserved=fw.data_reserved, stack_size=fw.stack_size,
-        placed=placed_regions(target) if fw.startup == "cortex_m" else []))
+        placed=placed_regions(target) if fw.startup in PLACING_FAMILIES else []))
 
 
 def link_image(target: Target, workdir: Path, objects: list[Path], harness: list[Path],
@@ -55,7 +55,7 @@ def link_image(target: Target, workdir: Path, objects: list[Path], harness: list
     fw = target.firmware
     code_region = target.region(fw.code_region)
     # Sections the code plan put in another region (placed_regions) do not take the code region's bytes.
-    elsewhere = tuple(f"{r['section']}." for r in placed_regions(target)) if fw.startup == "cortex_m" else ()
+    elsewhere = tuple(f"{r['section']}." for r in placed_regions(target)) if fw.startup in PLACING_FAMILIES else ()
     kernel_bytes = sum(elf.alloc_bytes(o) - elf.bytes_in(o, elsewhere) for o in objects)
     if kernel_bytes > code_region.size:
         raise MeasureError(Outcome.TOO_LARGE, f"kernel needs {kernel_bytes} bytes; {code_region.name} holds {code_region.size}")
