@@ -15,7 +15,7 @@ from edgetune.codegen.code_placement import (CODE, CONSTANT, CodePlacementError,
                                              plan_code, section_name)
 from edgetune.hal import load_target
 from edgetune.model import load_model
-from edgetune.model.code_plan import code_fit_problem
+from edgetune.model.code_plan import code_fit_problem, module_items
 from edgetune.model.export import choose_layers, export_model
 from edgetune.model.module import render_model_module
 from edgetune.model.verify import verify_model
@@ -174,3 +174,33 @@ def test_the_mobilenet_v2_verifies_on_the_m55_with_its_code_placed_by_the_plan(t
     outcome = verify_model(tmp_path / "m", target, n_inputs=1)
     assert outcome.ok, [i.problem for i in outcome.inferences]
     assert outcome.size.flash_bytes > 512 * 1024 - 64 * 1024
+
+
+def test_with_no_room_in_the_itcm_the_functions_run_from_sram_copied_in_at_start_up(tmp_path):
+    """Every function and array of the module in SRAM (stored in flash, copied at start-up,
+    called through the linker's long-branch veneers from the ITCM): still bit-exact."""
+    target = load_target(_small_itcm_board(tmp_path, 64 * 1024))
+    export_model(DS_CNN, target, None, tmp_path / "m")
+    sources = {p.name: p.read_text() for p in (tmp_path / "m").glob("*.c")}
+    functions = [n for n, text in sources.items() if '__attribute__((section(".edgetune.sram.text")))' in text]
+    assert len(functions) == len(sources) - 2  # all but the module's own dispatch and arena files
+    assert "] __attribute__((aligned(16))) = {" not in sources["ds_cnn_kws.c"]  # no array left in .rodata
+    outcome = verify_model(tmp_path / "m", target, n_inputs=1)
+    assert outcome.ok, outcome.layer_problem or [i.problem for i in outcome.inferences]
+    assert dict(outcome.inferences[0].mix).get("accesses", {}).get("sram", 0) > outcome.inferences[0].instructions / 2
+
+
+def test_a_tuned_functions_measured_instructions_and_code_bytes_are_its_benefit_and_size():
+    model = load_model(DS_CNN)
+    target = get_target("cortex-m55")
+    chosen, _ = choose_layers(model, target, None)
+    rendered = render_model_module(model, target, chosen, name="kws", database="", date="", version="", model_bytes=b"")
+    steps = [s for s in rendered.steps if s.kernel is not None]
+    fn = steps[0].function
+    calls = sum(1 for s in rendered.steps if s.function == fn)
+    items = {i.name: i for i in module_items(model, rendered.steps, [], {fn: {"instructions": 1000, "code_bytes": 300}},
+                                             {f"{fn}.c": "x" * 3000})}
+    assert items[fn].accesses == 1000 * calls and items[fn].nbytes == 304 + 16  # 16-byte aligned, and a veneer
+    other = steps[-1].function  # not measured: its layers' MACs, and a third of its (empty) source
+    assert other != fn and items[other].nbytes == 16
+    assert items[other].accesses == sum(model.layers[s.index].macs for s in rendered.steps if s.function == other)

@@ -7,8 +7,10 @@ worth):
   (SOURCE_PER_CODE_BYTE: the shipped templates compile to 0.5% to 19% of their source, e.g.
   a default convolution's 7.6 KB to 0.4 KB, a SOFTMAX's 8.3 KB to 1.6 KB, GCC 12 -O2 for
   the M55). Before rendering (model show), a function counts CODE_ESTIMATE bytes, a library
-  operator's LIBRARY_ESTIMATE. Its accesses per inference are modelled as the MACs of the layers it
-  serves (a library operator's: the bytes it writes): instructions fetched grow with them.
+  operator's LIBRARY_ESTIMATE. Its accesses per inference are the instructions its trial
+  measured, times the layers it serves, where the variant was tuned; else modelled as the
+  MACs of those layers (a library operator's: the bytes it writes), which instructions
+  fetched grow with.
 - constants: each const array (weights, bias, multiplier and shift tables, a library
   operator's constant inputs). A layer reads its constants once per output position
   (MACs / weight elements); accesses = bytes x that reuse. Each array takes its bytes
@@ -83,17 +85,21 @@ def code_fit_problem(model: Model, target: Target) -> str | None:
     return None
 
 
-def module_items(model: Model, steps: Sequence, constants: Iterable[Mapping], code_bytes: Mapping[str, int],
+def module_items(model: Model, steps: Sequence, constants: Iterable[Mapping], measured: Mapping[str, Mapping],
                  sources: Mapping[str, str]) -> list[PlacedItem]:
-    """The rendered module's functions (`code_bytes`: measured sizes by function, else from
-    their `sources`) and const arrays (each dict with name, ctype, count and the index of
-    the layer that reads it)."""
-    work: dict[str, int] = {}
+    """The rendered module's functions (`measured`: a tuned function's trial values, whose
+    code_bytes and instructions are used; else from their `sources` and the layers' MACs) and
+    const arrays (each dict with name, ctype, count and the index of the layer that reads it)."""
+    work: dict[str, float] = {}
     for step in steps:
         layer = model.layers[step.index]
-        work[step.function] = work.get(step.function, 0) + (layer.macs if step.kernel else _written(model, layer))
-    items = [PlacedItem(fn, CODE, aligned(int(code_bytes.get(fn) or len(sources.get(f"{fn}.c", "")) // SOURCE_PER_CODE_BYTE))
-                        + VENEER_BYTES, w) for fn, w in work.items()]
+        counted = measured.get(step.function, {}).get("instructions")
+        work[step.function] = work.get(step.function, 0) + float(
+            counted or (layer.macs if step.kernel else _written(model, layer)))
+    items = []
+    for fn, w in work.items():
+        nbytes = measured.get(fn, {}).get("code_bytes") or len(sources.get(f"{fn}.c", "")) // SOURCE_PER_CODE_BYTE
+        items.append(PlacedItem(fn, CODE, aligned(int(nbytes)) + VENEER_BYTES, w))
     for c in constants:
         nbytes = C_SIZES[c["ctype"]] * c["count"]
         items.append(PlacedItem(c["name"], CONSTANT, aligned(nbytes), nbytes * _reuse(model.layers[c["layer"]])))
@@ -101,13 +107,13 @@ def module_items(model: Model, steps: Sequence, constants: Iterable[Mapping], co
 
 
 def module_plan(model: Model, target: Target, steps: Sequence, constants: Iterable[Mapping],
-                code_bytes: Mapping[str, int], sources: Mapping[str, str]) -> CodePlan | None:
+                measured: Mapping[str, Mapping], sources: Mapping[str, str]) -> CodePlan | None:
     """Where each function and const array of the module goes; None on the host."""
     regions = code_regions(target)
     if not regions:
         return None
     try:
-        return plan_code(module_items(model, steps, constants, code_bytes, sources), regions,
+        return plan_code(module_items(model, steps, constants, measured, sources), regions,
                          target.firmware.code_region)
     except CodePlacementError as exc:
         raise CodePlacementError(f"{model.path}: {exc}") from None
@@ -145,9 +151,10 @@ def placed(rendered, plan: CodePlan | None, target: Target, name: str):
     return replace(rendered, constants=constants, sources=sources)
 
 
-def measured_code_bytes(kernels: Iterable) -> dict[str, int]:
-    """function -> the code bytes its trial measured (KernelEntry.values), where one did."""
-    return {k.function: int(dict(k.values)["code_bytes"]) for k in kernels if "code_bytes" in dict(k.values)}
+def measured_values(kernels: Iterable) -> dict[str, dict]:
+    """function -> the values its trial measured (KernelEntry.values: code_bytes,
+    instructions, ...), for the tuned functions."""
+    return {k.function: dict(k.values) for k in kernels if k.trial_id}
 
 
 COPY_NOTE = ("A RAM region's contents are stored in EDGETUNE_LOAD (your flash) and your start-up code copies\n"

@@ -34,7 +34,7 @@ from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, comment_safe
 from edgetune.codegen.manifest import CompiledUnit, KernelEntry, LayerFunction, Manifest, ModelEntry, PlannedTensor
 from edgetune.codegen.code_placement import CodePlan
-from .code_plan import fragment_regions, measured_code_bytes, module_plan, placed
+from .code_plan import fragment_regions, measured_values, module_plan, placed
 from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory, scratch_id
 from . import Model
 from .graph import Tensor
@@ -564,7 +564,7 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     ends = {s.outputs[0] for s in steps if s.kernel is not None and variants[s.function].in_place_mode == "end"}
     plan = memory_plan(model, steps, scratch_needs(steps, variants), ends)
     r = _render_steps(model, target, plan, steps, variants, name)
-    code_plan = module_plan(model, target, steps, r.constants, measured_code_bytes(r.kernels), r.sources)
+    code_plan = module_plan(model, target, steps, r.constants, measured_values(r.kernels), r.sources)
     r = placed(r, code_plan, target, name)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)
