@@ -739,7 +739,9 @@ def main(argv: list[str] | None = None) -> int:
         print(readme_row(spec, args.out), flush=True)
     # The README lists every model in the folder (with --only, those made before too).
     rows = [readme_row(spec, args.out) for spec in models if (args.out / f"{spec.name}.npz").exists()]
-    (args.out / "README.md").write_text(README_HEAD + "\n".join(rows) + "\n", encoding="utf-8")
+    head = README_HEAD.replace("# The model zoo (small models,", "# The zoo's large models (over 160 KB each,", 1) \
+        if args.large else README_HEAD
+    (args.out / "README.md").write_text(head + "\n".join(rows) + "\n", encoding="utf-8")
     return 0
 
 
