@@ -173,7 +173,7 @@ def test_the_mobilenet_v2_verifies_on_the_m55_with_its_code_placed_by_the_plan(t
     assert 'MOBILENET_V2_035_96_PLACED(".edgetune.sram.rodata")' in model_c
     outcome = verify_model(tmp_path / "m", target, n_inputs=1)
     assert outcome.ok, [i.problem for i in outcome.inferences]
-    assert outcome.size.flash_bytes > 512 * 1024 - 64 * 1024
+    assert outcome.size.flash_bytes > 512 * 1024  # more than the whole ITCM: it could not run unplaced
 
 
 def test_with_no_room_in_the_itcm_the_functions_run_from_sram_copied_in_at_start_up(tmp_path):
