@@ -137,9 +137,9 @@ def section_name(target: Target, region: str, kind: str) -> str:
     return f"{target.section_name(region)}.{SECTION_SUFFIX[kind]}"
 
 
-def load_region(target: Target) -> str:
+def load_region(target: Target) -> str | None:
     """Where the contents of RAM regions holding code or constants are stored until the
-    start-up code copies them in: the first flash region among the code regions, else the
-    code region itself."""
+    start-up code copies them in: the first flash region among the code regions. None on a
+    board without one: its RAM regions are loaded in place (by the emulator or debugger)."""
     flash = [r.name for r in code_regions(target) if r.flash]
-    return flash[0] if flash else target.firmware.code_region
+    return flash[0] if flash else None

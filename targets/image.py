@@ -20,7 +20,8 @@ HARNESS_CFLAGS = ("-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-
 def placed_regions(target: Target) -> list[dict]:
     """The regions besides the code region that may hold a model's code and constants
     (codegen/code_placement.py), flash first (a RAM region's stored copy follows them in
-    flash): their MEMORY name, output section, and where a RAM region's copy is stored."""
+    flash): their MEMORY name, output section, and where a RAM region's copy is stored (on a
+    board without flash, nowhere: the emulator loads the RAM region itself)."""
     fw = target.firmware
     load = load_region(target)
     memory = {fw.code_region: "CODE"}
@@ -30,9 +31,10 @@ def placed_regions(target: Target) -> list[dict]:
         memory[r.name] = f"ET_{r.name.upper()}"
         region = target.region(r.name)
         view.append(dict(name=r.name, memory=memory[r.name], access=region.access, base=region.base, size=region.size,
-                         section=target.section_name(r.name), copied=not r.flash and r.name != load, load_name=load))
+                         section=target.section_name(r.name), copied=not r.flash and load is not None,
+                         load_name=load))
     for r in view:
-        r["load"] = memory[load]
+        r["load"] = memory.get(load, "")
     return view
 
 

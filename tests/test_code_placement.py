@@ -206,3 +206,13 @@ def test_a_tuned_functions_measured_instructions_and_code_bytes_are_its_benefit_
     other = steps[-1].function  # not measured: its layers' MACs, and a third of its (empty) source
     assert other != fn and items[other].nbytes == 16
     assert items[other].accesses == sum(model.layers[s.index].macs for s in rendered.steps if s.function == other)
+
+
+def test_without_flash_a_ram_regions_contents_are_loaded_in_place_not_copied(tmp_path):
+    text = (BOARDS / "cortex-m55.toml").read_text().replace('name = "cortex-m55"', 'name = "no-flash-m55"', 1)
+    start = text.index('[[memory]]\nname = "qspi"')
+    board = tmp_path / "no-flash-m55.toml"
+    board.write_text(text[:start] + text[text.index("[power]"):])
+    script = linker_script(load_target(board))
+    assert re.search(r"\.edgetune\.sram : ALIGN\(16\) \{.*?\} > ET_SRAM\n", script, re.S)
+    assert "LONG(" not in script and "QSPI" not in script
