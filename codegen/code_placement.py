@@ -41,7 +41,7 @@ PLACING_FAMILIES = ("cortex_m",)
 
 
 class CodePlacementError(EdgetuneError, ValueError):
-    """A module whose code and constants fit no arrangement of the target's regions."""
+    """A module whose code and constants the plan cannot fit in the target's regions."""
 
 
 @dataclass(frozen=True)
@@ -125,8 +125,8 @@ def unplaceable(items: list[PlacedItem], regions: tuple[CodeRegion, ...], item: 
     code = sum(i.nbytes for i in items if i.kind == CODE)
     constants = sum(i.nbytes for i in items if i.kind == CONSTANT)
     sizes = ", ".join(f"{r.name} {r.capacity:,}" for r in regions)
-    return (f"{code:,} bytes of code and {constants:,} bytes of constants fit no arrangement of the regions that "
-            f"may hold them (bytes free: {sizes}); {item.name} ({item.nbytes:,} bytes) is left over")
+    return (f"{code:,} bytes of code and {constants:,} bytes of constants do not fit the regions that may hold "
+            f"them (bytes free: {sizes}); {item.name} ({item.nbytes:,} bytes) is left over")
 
 
 def section_name(target: Target, region: str, kind: str) -> str:

@@ -155,7 +155,8 @@ def test_a_model_whose_code_and_constants_fit_nowhere_is_refused_in_one_line(tmp
                     ["model", "export", str(MOBILENET_V2), "--target", str(board), "--out", str(tmp_path / "m")]):
         result = CliRunner().invoke(main, command)
         assert result.exit_code == 2, result.output
-        assert "fit no arrangement of the regions" in result.output and len(result.output.strip().splitlines()) == 1
+        assert "do not fit the regions that may hold them" in result.output
+        assert "is left over" in result.output and len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "m").exists()
 
 

@@ -64,17 +64,20 @@ def model_items(model: Model) -> list[PlacedItem]:
             continue
         key = (layer.kernel, layer.shape) if layer.kernel else ("op", layer.index)
         work = layer.macs if layer.kernel else _written(model, layer)
-        functions[key] = functions.get(key, 0) + work
-        for n, c in enumerate(layer.constants):
+        if key not in functions:
+            functions[key] = [f"the function of operator {layer.index} ({layer.op})", 0]
+        functions[key][1] += work
+        for c in layer.constants:
             nbytes = int(np.asarray(c.data).nbytes)
-            items.append(PlacedItem(f"l{layer.index}_{n}", CONSTANT, aligned(nbytes), nbytes * _reuse(layer)))
-    items += [PlacedItem(f"f{n}", CODE, CODE_ESTIMATE if key[0] != "op" else LIBRARY_ESTIMATE, work)
-              for n, (key, work) in enumerate(functions.items())]
+            items.append(PlacedItem(f"operator {layer.index}'s {c.name}", CONSTANT, aligned(nbytes),
+                                    nbytes * _reuse(layer)))
+    items += [PlacedItem(name, CODE, CODE_ESTIMATE if key[0] != "op" else LIBRARY_ESTIMATE, work)
+              for key, (name, work) in functions.items()]
     return items
 
 
 def code_fit_problem(model: Model, target: Target) -> str | None:
-    """Why the model's code and constants fit no arrangement of the target's regions, or None."""
+    """Why the model's code and constants do not fit the target's regions, or None."""
     regions = code_regions(target)
     if not regions:
         return None
