@@ -12,6 +12,9 @@ memory plan places tensors by size:
      first, each into the fastest executable region that still holds it;
   2. constants (weights, bias, multiplier and shift tables), the most accessed per byte
      first, each into the fastest readable region that still holds it.
+  3. a swap: an array that missed a faster region takes the place of arrays there read no
+     more per byte when they are read less in total (first fit alone keeps small, rarely
+     read arrays fast while a large, often read one goes slow).
 
 "Fastest" is fewest wait states, then the nearer kind (hal KIND_ORDER), then the target's
 order. Accesses per inference are the caller's model (app/model/code_plan.py); only their
@@ -118,7 +121,42 @@ def plan_code(items: Iterable[PlacedItem], regions: tuple[CodeRegion, ...], home
                 raise CodePlacementError(unplaceable(items, regions, item))
             room[region.name] -= item.nbytes
             placed.append((item.name, region.name))
-    return CodePlan(home, regions, tuple(placed))
+    where = dict(placed)
+    _swap_in(sorted((i for i in items if i.kind == CONSTANT), key=lambda i: -i.accesses / max(i.nbytes, 1)),
+             where, room, {r.name: r for r in regions})
+    return CodePlan(home, regions, tuple((name, where[name]) for name, _ in placed))
+
+
+def _swap_in(constants: list[PlacedItem], where: dict[str, str], room: dict[str, int],
+             regions: dict[str, CodeRegion]) -> None:
+    """First fit lets a large, much read array that missed a fast region's remaining room go
+    slower while smaller, less read ones stay fast. Each array left in a slower region (most
+    read per byte first) takes the place of a faster region's arrays read no more per byte
+    (the least first) when they make room for it and are read less in total: a swap that
+    only lowers the modelled stalls (both move by the same wait states)."""
+    for item in constants:
+        here = regions[where[item.name]]
+        for faster in sorted((r for r in regions.values() if r.wait_states < here.wait_states),
+                             key=lambda r: r.wait_states):
+            density = item.accesses / max(item.nbytes, 1)
+            residents = sorted((c for c in constants if where[c.name] == faster.name and c is not item
+                                and c.accesses / max(c.nbytes, 1) <= density), key=lambda c: c.accesses / max(c.nbytes, 1))
+            evicted, freed = [], room[faster.name]
+            for c in residents:
+                if freed >= item.nbytes:
+                    break
+                evicted.append(c)
+                freed += c.nbytes
+            moved_back = sum(c.nbytes for c in evicted)
+            if freed < item.nbytes or moved_back > room[here.name] + item.nbytes or \
+                    sum(c.accesses for c in evicted) >= item.accesses:
+                continue
+            for c in evicted:
+                where[c.name] = here.name
+            where[item.name] = faster.name
+            room[faster.name] += moved_back - item.nbytes
+            room[here.name] += item.nbytes - moved_back
+            break
 
 
 def unplaceable(items: list[PlacedItem], regions: tuple[CodeRegion, ...], item: PlacedItem) -> str:

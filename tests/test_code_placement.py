@@ -216,3 +216,20 @@ def test_without_flash_a_ram_regions_contents_are_loaded_in_place_not_copied(tmp
     script = linker_script(load_target(board))
     assert re.search(r"\.edgetune\.sram : ALIGN\(16\) \{.*?\} > ET_SRAM\n", script, re.S)
     assert "LONG(" not in script and " AT > " not in script.split(".data :")[0]
+
+
+def test_a_much_read_array_that_missed_the_fast_region_swaps_in_for_less_read_ones():
+    """First fit alone leaves `conv` (400 bytes read 9 times each) in the slow region, `twin`
+    (read as often per byte, placed first) and the classifier's weights (read once) in the
+    fast one; the swap moves those two out for it: 2,900 slow reads instead of 3,600."""
+    fast, slow = CodeRegion("tcm", 1000, 0.0, True, False), CodeRegion("ram", 10_000, 2.0, True, False)
+    items = [PlacedItem("early", CONSTANT, 500, 500 * 50), PlacedItem("a_twin", CONSTANT, 300, 300 * 9),
+             PlacedItem("conv", CONSTANT, 400, 400 * 9), PlacedItem("classifier", CONSTANT, 200, 200)]
+    placed = dict(plan_code(items, (fast, slow), "tcm").placed)
+    assert placed == {"early": "tcm", "a_twin": "ram", "conv": "tcm", "classifier": "ram"}
+    # No swap that would raise the stalls: room for `b` (3,200 reads) means pushing out `a_twin`
+    # and `c`, read 4,200 times.
+    items = [PlacedItem("early", CONSTANT, 300, 300 * 50), PlacedItem("a_twin", CONSTANT, 500, 500 * 8),
+             PlacedItem("b", CONSTANT, 400, 400 * 8), PlacedItem("c", CONSTANT, 200, 200)]
+    assert dict(plan_code(items, (fast, slow), "tcm").placed) == {"early": "tcm", "a_twin": "tcm", "b": "ram",
+                                                                    "c": "tcm"}
