@@ -145,9 +145,11 @@ def tflm_arena_bytes(model_bytes: bytes, *input_shapes: tuple[int, ...], dtypes=
 
 
 def export_model(model_path: Path, target: Target, db: TuningDatabase | None, out_dir: Path, name: str = "",
-                 objective: str = "", bounds: tuple[Bound, ...] = (), compilers: tuple[str, ...] = ()) -> ModelExport:
+                 objective: str = "", bounds: tuple[Bound, ...] = (), compilers: tuple[str, ...] = (),
+                 patch=None) -> ModelExport:
     """Render and publish the module of `model_path` for `target` (its variants built by
-    `compilers` only, when given)."""
+    `compilers` only, when given); `patch` (patch_module.PatchPlan): its first layers run band
+    by band, over the input buffer."""
     _check_io(read_graph(model_path))
     model = load_model(model_path)
     check_fits(model, target)
@@ -159,7 +161,7 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     rendered = render_model_module(model, target, chosen, name=name or model_name(str(model_path)),
                                    database=str(db.path) if db is not None else "",
                                    date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version=__version__,
-                                   model_bytes=data)
+                                   model_bytes=data, patch=patch)
     m = rendered.manifest.model
     if m.arena_region and m.arena_bytes > target.io_capacity(m.arena_region):
         raise ExportError(f"{model_path}: the arena takes {m.arena_bytes} bytes, more than any buffer region of "
