@@ -137,6 +137,10 @@ def _print_export(result, target) -> None:
     if over:
         click.echo(f"in place: {len(over)} operators write their output over their input "
                    f"({', '.join(f'{s.index} {s.op}' for s in over[:6])}{', ...' if len(over) > 6 else ''})")
+    if r.plan.over_input:
+        click.echo(f"patches: {sum(1 for s in r.steps if s.op == 'PATCHES')} stages run band by band; "
+                   f"{len(r.plan.over_input)} tensors and buffers planned over the input buffer, which "
+                   f"{m.name}_invoke WRITES OVER")
     if r.scratch.nbytes:
         click.echo(f"static scratch beside the arena: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} "
                    f"variants (the largest need: {r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
@@ -154,8 +158,12 @@ def _print_export(result, target) -> None:
 @options.as_json
 @options.compilers
 @options.kernel_file
+@click.option("--patch", "patch_text", default="", metavar="PLAN",
+              help="Run these layers band by band (patch-based inference), FIRST-LAST[:ROWS[:cache|recompute]] "
+                   "by operator index, stages comma-separated, e.g. 0-3:1:cache,4-7:1:cache. The module then "
+                   "writes over its input buffer (docs/model-export.md, \"Patches\").")
 def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files,
-                     compilers):
+                     compilers, patch_text):
     """MODEL.tflite as one ahead-of-time C module for a target: each tuned layer's best trial
     (or the kernel's default configuration), the library operators, weights as const
     arrays, one arena by a memory plan (docs/model-export.md).
@@ -165,13 +173,15 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
     kernel's default configuration, and the command says so; a database named with --db
     must exist."""
     from edgetune.model.export import check_model_name, export_model
+    from edgetune.model.patch_module import parse_patch_plan
 
     target = get_target(target_name)
     if name:
         check_model_name(name)
+    patch = parse_patch_plan(patch_text) if patch_text else None
     db = options.open_db_if_present(db_path)
     bounds = options.bounds_of(constraints)
-    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers)
+    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers, patch)
     if as_json:
         m = result.rendered.manifest.model
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,

@@ -89,7 +89,7 @@ def render_stage(model, target, plan, step, position: int, stage: PlannedStage, 
     kernels = {fn: _kernel_entry(target, entry, r, _config_of(per_layer, fn))
                for fn, (r, entry) in instances.items()}
     args = [_pointer(model, plan, step.inputs[0], {}, False), _pointer(model, plan, step.outputs[0], {}, True),
-            plan_address(plan, scratch_id(position), model)]
+            plan_address(plan, scratch_id(position), model) if stage.schedule.work_bytes else "arena"]  # none: unused
     sources = {f"{step.function}.c": source, **{f"{fn}.c": r.source for fn, (r, _) in instances.items()}}
     scratch = {fn: (r.scratch_bytes, r.scratch_align) for fn, (r, _) in instances.items() if r.scratch_bytes}
     return RenderedStage(dict(step=step, args=args, outs=[args[1]]), prototype, sources, kernels, scratch)

@@ -18,10 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from edgetune.codegen.export import ExportError
+
 HALOS = ("cache", "recompute")
 
 
-class PatchError(ValueError):
+class PatchError(ExportError):
     """A patch plan the model does not allow (one clear line naming what is at fault)."""
 
 
