@@ -160,7 +160,8 @@ def _print_export(result, target) -> None:
 @options.kernel_file
 @click.option("--patch", "patch_text", default="", metavar="PLAN",
               help="Run these layers band by band (patch-based inference), FIRST-LAST[:ROWS[:cache|recompute]] "
-                   "by operator index, stages comma-separated, e.g. 0-3:1:cache,4-7:1:cache. The module then "
+                   "by operator index, stages comma-separated, e.g. 0-3:1:cache,4-7:1:cache; or auto[:BYTES]: the "
+                   "plan of fewest instructions measured in the emulator within BYTES of RAM. The module then "
                    "writes over its input buffer (docs/model-export.md, \"Patches\").")
 def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files,
                      compilers, patch_text):
@@ -173,14 +174,24 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
     kernel's default configuration, and the command says so; a database named with --db
     must exist."""
     from edgetune.model.export import check_model_name, export_model
+    from edgetune.model.patch_choice import choose_patch, parse_auto
     from edgetune.model.patch_module import parse_patch_plan
 
     target = get_target(target_name)
     if name:
         check_model_name(name)
-    patch = parse_patch_plan(patch_text) if patch_text else None
+    bound = parse_auto(patch_text)
+    patch = parse_patch_plan(patch_text) if patch_text and bound is False else None
     db = options.open_db_if_present(db_path)
     bounds = options.bounds_of(constraints)
+    if bound is not False:  # auto: candidates measured in the emulator, the fewest instructions kept
+        best, measured = choose_patch(Path(model_file), target, db, bound, compilers)
+        for c in measured:
+            figure = f"{c.instructions:,} {target.measures}" if c.instructions is not None else c.problem[:100]
+            click.echo(f"  patch {c.plan.text if c.plan else 'none'}: RAM {c.ram:,} B, {figure}", err=True)
+        click.echo(f"patch plan chosen: {best.plan.text if best.plan else 'none'} ({best.ram:,} B RAM, "
+                   f"{best.instructions:,} {target.measures})", err=True)
+        patch = best.plan
     result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers, patch)
     if as_json:
         m = result.rendered.manifest.model

@@ -137,21 +137,22 @@ def patched_steps(model, steps: Sequence, plan: PatchPlan, name: str, step_type)
 def over_input(plan: MemoryPlan, input_tensor: int) -> MemoryPlan:
     """A plan of one arena that holds the model's input from offset 0 (memory_plan with the
     inputs inside) split in two: the allocations inside the input's bytes go over the input
-    buffer (the caller's, written over once read), the rest into the arena, shifted down."""
+    buffer (the caller's, written over once read), the rest into the arena, shifted down; one
+    that would lie across the input's end is moved above everything else in the arena (a
+    larger arena, never an overlap)."""
     by = plan.by_tensor()
     if by[input_tensor].offset != 0:
         raise PatchError("the memory plan did not put the model's input at the start of its pool")
     size, limit = aligned(by[input_tensor].nbytes), by[input_tensor].nbytes
     others = [a for a in plan.allocations if a.tensor != input_tensor]
     inside = tuple(a for a in others if a.end <= limit)
-    rest = tuple(replace(a, offset=a.offset - size) for a in others if a.offset >= size)
-    straddle = [a for a in others if a.end > limit and a.offset < size]
-    if straddle:
-        a = straddle[0]
-        what = f"tensor {a.tensor}" if a.tensor >= 0 else "a layer's scratch"
-        raise PatchError(f"--patch: {what} ({a.nbytes} bytes, alive from step {a.first} to {a.last}) would lie across "
-                         f"the end of the input buffer ({limit} bytes): band more layers, or fewer")
-    return MemoryPlan(rest, aligned(max((a.end for a in rest), default=0)), plan.alignment, inside)
+    rest = [replace(a, offset=a.offset - size) for a in others if a.offset >= size]
+    top = aligned(max((a.end for a in rest), default=0))
+    for a in (a for a in others if a.end > limit and a.offset < size):
+        rest.append(replace(a, offset=top, shares=None))
+        top += aligned(a.nbytes)
+    rest.sort(key=lambda a: a.tensor)
+    return MemoryPlan(tuple(rest), aligned(max((a.end for a in rest), default=0)), plan.alignment, inside)
 
 
 def stage_config(kernel, target: Target, entry: ExportEntry, shapes: Sequence[dict], default):
