@@ -115,6 +115,8 @@ def _print_export(result, target) -> None:
         if layer.source in ("tuned", "default"):
             note = "tuned" if layer.source == "tuned" else "not tuned: the kernel's default configuration"
             click.echo(f"  {layer.index:>4} {layer.op:<18} {layer.function}  ({note})")
+        elif layer.source == "patched":
+            click.echo(f"  {layer.index:>4} {layer.op:<18} {layer.function}  (band by band: --patch)")
     if result.rendered.manifest.database == "" and result.untuned:
         click.echo(f"  {options.DEFAULT_DB} does not exist: all {len(result.untuned)} workloads exported with the "
                    "kernel's default configuration (tune first: `edgetune model tune`)", err=True)

@@ -538,12 +538,16 @@ def _calls_view(model: Model, r: _Rendered) -> list[dict]:
     return view
 
 
-def _layer_table(model: Model, steps: Sequence[Step], chosen: Mapping[tuple, ExportEntry]) -> tuple[LayerFunction, ...]:
+def _layer_table(model: Model, steps: Sequence[Step], chosen: Mapping[tuple, ExportEntry],
+                 stages: Mapping | None = None) -> tuple[LayerFunction, ...]:
     by_index = {s.index: s for s in steps}
+    patched = {layer.index: steps[n].function for n, p in (stages or {}).items() for layer in p.layers}
     table = []
     for layer in model.layers:
         step = by_index.get(layer.index)
-        if step is None:
+        if layer.index in patched:
+            table.append(LayerFunction(layer.index, layer.op, patched[layer.index], "patched"))
+        elif step is None:
             table.append(LayerFunction(layer.index, layer.op, "", "folded"))
         elif step.kernel is None:
             table.append(LayerFunction(layer.index, layer.op, step.function, "library"))
@@ -624,7 +628,7 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     if regions:
         files[SECTIONS_LD] = render("export_sections.ld.j2", dict(common, header=f"{name}.h", regions=regions))
     entry = ModelEntry(name, model_file_name(model.path), common["sha256"], inputs[0]["shape"], outputs[0]["shape"],
-                       arena_bytes, region, _layer_table(model, steps, chosen),
+                       arena_bytes, region, _layer_table(model, steps, chosen, stages),
                        tuple(PlannedTensor(a.tensor, a.offset, a.nbytes, a.first, a.last) for a in plan.tensors),
                        tuple(v["shape"] for v in inputs), tuple(v["shape"] for v in outputs))
     first = target.compilers[0]
