@@ -345,14 +345,13 @@ def scratch_needs(steps: Sequence[Step], variants: Mapping[str, _Variant]) -> di
 
 
 def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequence[Step],
-                  variants: Mapping[str, _Variant], name: str, stages: Mapping | None = None,
-                  chosen: Mapping[tuple, ExportEntry] | None = None, database: str = "") -> _Rendered:
+                  variants: Mapping[str, _Variant], name: str, stages: Mapping | None = None) -> _Rendered:
     calls, constants, prototypes, sources, kernels, op_units, scratch, in_arena = [], [], [], {}, {}, [], {}, {}
     planned_scratch = plan.scratch
     for n, step in enumerate(steps):
         if stages and n in stages:  # a patch plan's stage: its own source and band instances
             from .patch_render import render_stage  # it uses this module's helpers
-            stage = render_stage(model, target, plan, step, n, stages[n], chosen, name, database)
+            stage = render_stage(model, target, plan, step, n, stages[n])
             calls.append(stage.call)
             prototypes.append(stage.prototype)
             sources.update(stage.sources)
@@ -592,12 +591,15 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     steps = tuple(replace(s, in_place=s.inputs[:1]) if s.kernel is not None and variants[s.function].in_place_mode
                   else s for s in steps)
     ends = {s.outputs[0] for s in steps if s.kernel is not None and variants[s.function].in_place_mode == "end"}
-    needs = {**scratch_needs(steps, variants), **{n: p.schedule.work_bytes for n, p in stages.items()}}
+    if stages:
+        from .patch_render import prepare_stages  # band instances rendered before the plan takes their scratch
+        stages = prepare_stages(model, target, stages, chosen, name, comment_safe(db_name))
+    needs = {**scratch_needs(steps, variants), **{n: p.work_bytes for n, p in stages.items()}}
     plan = memory_plan(model, steps, needs, ends, with_inputs=bool(stages))
     if stages:
         from .patch_module import over_input
         plan = over_input(plan, model.graph.inputs[0])
-    r = _render_steps(model, target, plan, steps, variants, name, stages, chosen, comment_safe(db_name))
+    r = _render_steps(model, target, plan, steps, variants, name, stages)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)
     region = arena_region_of(target, chosen, arena_bytes)
