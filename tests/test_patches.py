@@ -92,6 +92,11 @@ def test_write_front_behind_consumption_front():
     assert overwrite_problem(stage_schedule(narrow, 1, "cache"), narrow, 16 * 8) == ""
     wide = (geometry(16, 3, 1, 1, 1, in_row=4, out_row=16),)
     assert "reads the input" in overwrite_problem(stage_schedule(wide, 1, "cache"), wide, 16 * 4)
+    # One 1x1 layer: each band's single call would write the row it is reading.
+    pointwise = (geometry(8, 1, 1, 0, 0, in_row=8, out_row=8),)
+    assert "reads the input" in overwrite_problem(stage_schedule(pointwise, 1, "cache"), pointwise, 64)
+    two = (geometry(8, 1, 1, 0, 0, in_row=8, out_row=8), geometry(8, 1, 1, 0, 0, in_row=8, out_row=8))
+    assert overwrite_problem(stage_schedule(two, 1, "cache"), two, 64) == ""  # read by the first, written by the last
 
 
 def test_bad_stages_are_refused():

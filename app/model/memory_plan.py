@@ -78,8 +78,8 @@ class MemoryPlan:
 
     @property
     def scratch(self) -> dict[int, Allocation]:
-        """step position -> the scratch planned for it."""
-        return {-1 - a.tensor: a for a in self.allocations if a.tensor < 0}
+        """step position -> the scratch planned for it (in the arena or over the input)."""
+        return {-1 - a.tensor: a for a in (*self.allocations, *self.over_input) if a.tensor < 0}
 
     @property
     def total_bytes(self) -> int:

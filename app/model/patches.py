@@ -194,12 +194,15 @@ def stage_schedule(geometry: Sequence[RowGeometry], band_rows: int, halo: str) -
 def overwrite_problem(schedule: StageSchedule, geometry: Sequence[RowGeometry], in_bytes: int) -> str:
     """Why the stage's output may not be written over its input from the same start (""
     when it may): every band writes only bytes of the input that no later band reads (the
-    consumption front runs ahead of the write front)."""
+    consumption front runs ahead of the write front); nor, in a stage of one layer (whose one
+    call per band reads and writes together), that band itself."""
     first, last = geometry[0], geometry[-1]
     written = 0
+    # One layer: a band's one call reads and writes at once, so its own reads count too.
+    own = 1 if len(geometry) == 1 else 0
     for n, band in enumerate(schedule.bands):
         written = max(written, band.rows[1] * last.out_row_bytes)
-        later = [c.source[0] * first.in_row_bytes for b in schedule.bands[n + 1:] for c in b.calls if c.layer == 0]
+        later = [c.source[0] * first.in_row_bytes for b in schedule.bands[n + 1 - own:] for c in b.calls if c.layer == 0]
         if later and min(later) < written:
             return (f"band {n} writes the output up to byte {written}, but a later band reads the input from byte "
                     f"{min(later)}")
