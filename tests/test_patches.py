@@ -88,7 +88,7 @@ def test_recompute_costs_rows_and_cache_costs_none():
 def test_write_front_behind_consumption_front():
     """A stride-2 stage's output fits over the rows it consumed; a stage whose output rows are
     wider than the input rows they consume overtakes the reads and may not."""
-    narrow = (geometry(16, 3, 2, 0, 1, in_row=8, out_row=8),)
+    narrow = (geometry(16, 1, 1, 0, 0, in_row=8, out_row=8), geometry(16, 3, 2, 0, 1, in_row=8, out_row=8))
     assert overwrite_problem(stage_schedule(narrow, 1, "cache"), narrow, 16 * 8) == ""
     wide = (geometry(16, 3, 1, 1, 1, in_row=4, out_row=16),)
     assert "reads the input" in overwrite_problem(stage_schedule(wide, 1, "cache"), wide, 16 * 4)
@@ -110,10 +110,11 @@ def test_bad_stages_are_refused():
 
 
 def test_plan_text():
-    plan = parse_patch_plan("0-3:2:recompute, 4-7")
-    assert plan == PatchPlan((StagePlan(0, 3, 2, "recompute"), StagePlan(4, 7, 1, "cache")))
+    plan = parse_patch_plan("0-3:2:recompute, 4-7,8-9:1:cache:default")
+    assert plan == PatchPlan((StagePlan(0, 3, 2, "recompute"), StagePlan(4, 7, 1, "cache"),
+                              StagePlan(8, 9, 1, "cache", True)))
     assert parse_patch_plan(plan.text) == plan
-    for bad in ("0-3:x", "a-b", "0-3:1:both", ""):
+    for bad in ("0-3:x", "a-b", "0-3:1:both", "", "0-3:1:cache:tuned"):
         with pytest.raises(PatchError, match="--patch"):
             parse_patch_plan(bad)
 
@@ -171,3 +172,28 @@ def test_cli_refuses_a_plan_the_model_does_not_allow(chain_path, tmp_path):
                                     str(tmp_path / "m"), "--patch", "0-2:1:sideways"])
     assert out.exit_code == 2 and "halo 'sideways'" in out.output
     assert not (tmp_path / "m").exists()
+
+
+def test_scratch_planned_over_the_input_is_a_planned_scratch():
+    """A layer's scratch the plan put over the input is still the step's scratch (the module
+    then points the layer at it; a lost entry left the pointer unset)."""
+    from edgetune.model.memory_plan import Allocation, MemoryPlan
+    from edgetune.model.patch_module import over_input
+
+    plan = MemoryPlan((Allocation(0, 0, 64, 0, 0), Allocation(5, 0, 32, 0, 1, 0), Allocation(-3, 32, 16, 2, 2),
+                       Allocation(-2, 64, 48, 1, 1)), 112)
+    split = over_input(plan, 0)
+    assert {a.tensor for a in split.over_input} == {5, -3}
+    assert split.scratch[2].tensor == -3 and split.scratch[1].offset == 0  # step 1's scratch: in the arena, at 0
+    assert split.arena_bytes == 48
+
+
+def test_a_tensor_across_the_input_end_moves_to_the_arena():
+    from edgetune.model.memory_plan import Allocation, MemoryPlan
+    from edgetune.model.patch_module import over_input
+
+    plan = MemoryPlan((Allocation(0, 0, 64, 0, 0), Allocation(7, 48, 32, 1, 2), Allocation(8, 64, 16, 0, 1)), 80)
+    split = over_input(plan, 0)
+    assert split.over_input == ()
+    assert {a.tensor: a.offset for a in split.allocations} == {8: 0, 7: 16}  # 7 above everything in the arena
+    assert split.arena_bytes == 48

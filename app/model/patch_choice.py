@@ -45,7 +45,9 @@ def first_chain(model) -> tuple:
 
 
 def candidate_plans(model) -> list[PatchPlan]:
-    """One or two stages over the first chain, each ending after a stride-2 layer."""
+    """One or two stages over the first chain, each ending after a stride-2 layer, the band
+    instances on the layers' variants or on their kernels' default configurations (which keep
+    no scratch in the arena)."""
     chain = first_chain(model)
     ends = [layer.index for layer in chain if layer.shape_dict.get("stride_h", 1) > 1][:MAX_CANDIDATE_ENDS]
     if not chain:
@@ -53,8 +55,8 @@ def candidate_plans(model) -> list[PatchPlan]:
     first = chain[0].index
     structures = [((first, e),) for e in ends]
     structures += [((first, a), (a + 1, b)) for a, b in itertools.combinations(ends, 2)]
-    return [PatchPlan(tuple(StagePlan(lo, hi, rows, halo) for lo, hi in s))
-            for s in structures for rows in BAND_ROWS for halo in HALOS]
+    return [PatchPlan(tuple(StagePlan(lo, hi, rows, halo, plain) for lo, hi in s))
+            for s in structures for rows in BAND_ROWS for halo in HALOS for plain in (False, True)]
 
 
 def predicted_ram(model, rendered) -> int:

@@ -7,7 +7,9 @@ layer's variant (or, where that variant does not serve a band's shape, the kerne
 configuration) and the layer's constants, so the module stays one AOT C module.
 
 Plans are written `FIRST-LAST[:ROWS[:HALO]]`, stages separated by commas: operator indices
-of the stage's first and last layer, output rows per band (1) and halo handling (cache)."""
+of the stage's first and last layer, output rows per band (1), halo handling (cache) and, with
+`:default`, the band instances on their kernels' default configuration (no arena scratch)
+instead of the layers' variants."""
 from __future__ import annotations
 
 import re
@@ -23,7 +25,7 @@ from .patches import HALOS, PatchError, RowGeometry, StageSchedule, overwrite_pr
 
 PATCH_OP = "PATCHES"
 BANDED_KERNELS = ("conv2d_s8", "dwconv2d_s8")
-STAGE_RE = re.compile(r"(\d+)-(\d+)(?::(\d+))?(?::([a-z]+))?")
+STAGE_RE = re.compile(r"(\d+)-(\d+)(?::(\d+))?(?::([a-z]+))?(?::(default))?")
 
 
 @dataclass(frozen=True)
@@ -32,10 +34,11 @@ class StagePlan:
     last: int  # and of its last
     band_rows: int = 1
     halo: str = "cache"
+    default_variants: bool = False  # the band instances on their kernels' default configuration
 
     @property
     def text(self) -> str:
-        return f"{self.first}-{self.last}:{self.band_rows}:{self.halo}"
+        return f"{self.first}-{self.last}:{self.band_rows}:{self.halo}" + (":default" if self.default_variants else "")
 
 
 @dataclass(frozen=True)
@@ -52,12 +55,12 @@ def parse_patch_plan(text: str) -> PatchPlan:
     for part in text.split(","):
         found = STAGE_RE.fullmatch(part.strip())
         if not found:
-            raise PatchError(f"--patch {part!r}: a stage is FIRST-LAST[:ROWS[:HALO]] (operator indices, rows per "
-                             f"band, halo {'|'.join(HALOS)})")
-        first, last, rows, halo = found.groups()
+            raise PatchError(f"--patch {part!r}: a stage is FIRST-LAST[:ROWS[:HALO[:default]]] (operator indices, "
+                             f"rows per band, halo {'|'.join(HALOS)})")
+        first, last, rows, halo, default = found.groups()
         if halo is not None and halo not in HALOS:
             raise PatchError(f"--patch {part!r}: halo {halo!r} is not one of {', '.join(HALOS)}")
-        stages.append(StagePlan(int(first), int(last), int(rows or 1), halo or "cache"))
+        stages.append(StagePlan(int(first), int(last), int(rows or 1), halo or "cache", default is not None))
     return PatchPlan(tuple(stages))
 
 
@@ -155,12 +158,13 @@ def over_input(plan: MemoryPlan, input_tensor: int) -> MemoryPlan:
     return MemoryPlan(tuple(rest), aligned(max((a.end for a in rest), default=0)), plan.alignment, inside)
 
 
-def stage_config(kernel, target: Target, entry: ExportEntry, shapes: Sequence[dict], default):
-    """The configuration every band instance of a layer takes: the layer's variant when it is
-    legal for each band's shape, else the kernel's default configuration (of the first band
-    shape) when that one is; one for all, as they share the layer's packed constants."""
+def stage_config(kernel, target: Target, entry: ExportEntry, shapes: Sequence[dict], default, tuned: bool = True):
+    """The configuration every band instance of a layer takes: the layer's variant (`tuned`)
+    when it is legal for each band's shape, else the kernel's default configuration (of the
+    first band shape) when that one is; one for all, as they share the layer's packed constants."""
     spaces = [kernel.tuning_space(target, kernel.parse_shape(s)) for s in shapes]
-    for values in (dict(entry.config), dict(default(kernel, target, kernel.parse_shape(shapes[0])).items)):
+    own = (dict(entry.config),) if tuned else ()
+    for values in (*own, dict(default(kernel, target, kernel.parse_shape(shapes[0])).items)):
         try:
             configs = [space.make(values) for space in spaces]
         except (KeyError, ValueError):

@@ -73,22 +73,27 @@ def _layer_instances(model, target, stage: PlannedStage, k: int, chosen, name: s
     shapes = {tuple(sorted(band_shape(layer, c).items())): band_shape(layer, c)
               for band in stage.schedule.bands for c in band.calls if c.layer == k}
     entry = chosen[(layer.kernel, layer.shape)]
-    config = stage_config(kernel, target, entry, list(shapes.values()), default_config)
+    config = stage_config(kernel, target, entry, list(shapes.values()), default_config,
+                          not stage.stage.default_variants)
     functions, rendered, declarations = {}, {}, []
+    own = config.items == tuple(entry.config)
     for j, (key, shape) in enumerate(shapes.items()):
         fn = f"{name}_{layer.kernel}_l{layer.index}_b{j}"
         parsed = kernel.parse_shape(shape)
         r = kernel.render(target, parsed, config, header=f"{name}.h", fn=fn,
                           provenance=(f"A band ({shape['h']} input rows, padding {shape['pad_top']} above, "
                                       f"{shape['pad_bottom']} below) of operator {layer.index}.",
-                                      *_provenance(target, entry, database)),
+                                      *(_provenance(target, entry, database) if own else
+                                        ("The kernel's default configuration (the plan asks for it, or the "
+                                         "layer's variant does not serve every band shape).",))),
                           shared_scratch=scratch_symbol(name), scratch_pointer=scratch_pointer(fn))
         if r.arena_scratch_bytes and r.scratch_align > ALIGN:
             raise ExportError(f"{fn}: its scratch wants {r.scratch_align}-byte alignment; the arena is {ALIGN}-byte aligned")
         setter = (f"void {scratch_pointer(fn)}_at(uint8_t *area)",) if r.arena_scratch_bytes else ()
         declarations += [r.declaration, *setter, *kernel.extra_declarations(parsed, config, fn)]
         functions[key] = fn
-        rendered[fn] = (r, replace(entry, shape=tuple(shape.items())))
+        rendered[fn] = (r, replace(entry, shape=tuple(shape.items()), config=config.items,
+                                   chosen_by=entry.chosen_by if own else "untuned"))
     arrays, order, scalars = _tuned_arrays(model, SimpleNamespace(index=layer.index), name, config)
     return LayerInstances(functions, rendered, arrays, order, scalars, config, tuple(declarations))
 
