@@ -5,6 +5,7 @@ parsing and refusals, and small models exported band by band, bit-exact with TFL
 the host and the M55. MobileNet-VWW's case: tests/test_patches_mobilenet.py (slow)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -188,12 +189,18 @@ def test_scratch_planned_over_the_input_is_a_planned_scratch():
     assert split.arena_bytes == 48
 
 
-def test_a_tensor_across_the_input_end_moves_to_the_arena():
+def test_a_tensor_across_the_input_end_moves_over_the_input_or_to_the_arena():
     from edgetune.model.memory_plan import Allocation, MemoryPlan
     from edgetune.model.patch_module import over_input
 
-    plan = MemoryPlan((Allocation(0, 0, 64, 0, 0), Allocation(7, 48, 32, 1, 2), Allocation(8, 64, 16, 0, 1)), 80)
+    busy = Allocation(9, 0, 48, 1, 2)  # over the input while 7 lives: no room for 7 there
+    plan = MemoryPlan((Allocation(0, 0, 64, 0, 0), Allocation(7, 48, 32, 1, 2), Allocation(8, 64, 16, 0, 1), busy), 80)
     split = over_input(plan, 0)
-    assert split.over_input == ()
+    assert split.over_input == (busy,)
     assert {a.tensor: a.offset for a in split.allocations} == {8: 0, 7: 16}  # 7 above everything in the arena
     assert split.arena_bytes == 48
+    free = MemoryPlan((Allocation(0, 0, 64, 0, 0), Allocation(7, 48, 32, 1, 2), Allocation(8, 64, 16, 0, 1),
+                       replace(busy, last=1, nbytes=16)), 80)
+    split = over_input(free, 0)
+    assert {a.tensor: a.offset for a in split.over_input} == {9: 0, 7: 16}  # beside 9, inside the input
+    assert split.arena_bytes == 16

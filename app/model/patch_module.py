@@ -20,7 +20,7 @@ from edgetune.codegen.export import ExportEntry, ExportError
 from edgetune.codegen.kernels import KERNELS
 from edgetune.hal import Target
 
-from .memory_plan import Allocation, MemoryPlan, aligned
+from .memory_plan import Allocation, MemoryPlan, TensorLife, aligned, plan_memory
 from .patches import HALOS, PatchError, RowGeometry, StageSchedule, overwrite_problem, row_geometry, stage_schedule
 
 PATCH_OP = "PATCHES"
@@ -138,24 +138,74 @@ def patched_steps(model, steps: Sequence, plan: PatchPlan, name: str, step_type)
 
 
 def over_input(plan: MemoryPlan, input_tensor: int) -> MemoryPlan:
+    """The split of `plan` (_split), or of a plan of the tensors after the input's death made
+    again for the input's bytes alone (_replanned), whichever leaves the smaller arena."""
+    split = _split(plan, input_tensor)
+    again = _replanned(plan, input_tensor)
+    return again if again is not None and again.arena_bytes < split.arena_bytes else split
+
+
+def _replanned(plan: MemoryPlan, input_tensor: int) -> MemoryPlan | None:
+    """Every allocation first alive after the input's last read planned again by itself, with
+    the one written over the input in place (pinned at 0) and the in-place pairs the plan kept;
+    None unless all of them then fit in the input's bytes. The planner knows no pool end, so
+    a plan of the whole schedule can leave a tensor across it where this one fits."""
+    by = plan.by_tensor()
+    dead, limit = by[input_tensor].last, by[input_tensor].nbytes
+    carried = [a for a in plan.allocations if a.shares == input_tensor and a.offset == 0 and a.last > dead]
+    later = [a for a in plan.allocations if a.first > dead]
+    if len(carried) > 1:
+        return None
+    lives = [TensorLife(a.tensor, a.nbytes, a.first, a.last) for a in (*carried, *later)]
+    pairs = {a.tensor: a.shares for a in later if a.shares in {x.tensor for x in (*carried, *later)}}
+    ends = {t for t, src in pairs.items() if by[t].end == by[src].end and by[t].offset != by[src].offset}
+    grows = {t for t, src in pairs.items() if t not in ends and by[t].nbytes > by[src].nbytes}
+    again = plan_memory(lives, pairs, plan.alignment, grows, ends, carried[0].tensor if carried else None)
+    if again.arena_bytes > limit or (carried and again.offset(carried[0].tensor) != 0):
+        return None
+    keep = {a.tensor for a in (*carried, *later)}
+    rest = _split(MemoryPlan(tuple(a for a in plan.allocations if a.tensor not in keep), plan.arena_bytes,
+                             plan.alignment), input_tensor)
+    placed = tuple(a for a in again.allocations if a.end <= limit)
+    return MemoryPlan(rest.allocations, rest.arena_bytes, plan.alignment, tuple(sorted(
+        (*rest.over_input, *placed), key=lambda a: a.tensor)))
+
+
+def _split(plan: MemoryPlan, input_tensor: int) -> MemoryPlan:
     """A plan of one arena that holds the model's input from offset 0 (memory_plan with the
     inputs inside) split in two: the allocations inside the input's bytes go over the input
     buffer (the caller's, written over once read), the rest into the arena, shifted down; one
-    that would lie across the input's end is moved above everything else in the arena (a
+    that would lie across the input's end (the planner knows no such end) moves to the lowest
+    place over the input free while it lives, else above everything else in the arena (a
     larger arena, never an overlap)."""
     by = plan.by_tensor()
     if by[input_tensor].offset != 0:
         raise PatchError("the memory plan did not put the model's input at the start of its pool")
     size, limit = aligned(by[input_tensor].nbytes), by[input_tensor].nbytes
     others = [a for a in plan.allocations if a.tensor != input_tensor]
-    inside = tuple(a for a in others if a.end <= limit)
+    inside = [a for a in others if a.end <= limit]
     rest = [replace(a, offset=a.offset - size) for a in others if a.offset >= size]
     top = aligned(max((a.end for a in rest), default=0))
-    for a in (a for a in others if a.end > limit and a.offset < size):
+    for a in sorted((a for a in others if a.end > limit and a.offset < size), key=lambda a: -a.nbytes):
+        spot = _free_spot(a, inside, limit, plan.alignment)
+        if spot is not None:
+            inside.append(replace(a, offset=spot, shares=None))
+            continue
         rest.append(replace(a, offset=top, shares=None))
         top += aligned(a.nbytes)
     rest.sort(key=lambda a: a.tensor)
-    return MemoryPlan(tuple(rest), aligned(max((a.end for a in rest), default=0)), plan.alignment, inside)
+    return MemoryPlan(tuple(rest), aligned(max((a.end for a in rest), default=0)), plan.alignment,
+                      tuple(sorted(inside, key=lambda a: a.tensor)))
+
+
+def _free_spot(a: Allocation, placed: Sequence[Allocation], limit: int, alignment: int) -> int | None:
+    """The lowest aligned offset where `a` fits below `limit` beside every placed allocation
+    alive at the same time, or None."""
+    busy = [(p.offset, p.end) for p in placed if p.first <= a.last and a.first <= p.last]
+    for start in sorted({0, *(aligned(end, alignment) for _, end in busy)}):
+        if start + a.nbytes <= limit and all(start + a.nbytes <= lo or hi <= start for lo, hi in busy):
+            return start
+    return None
 
 
 def stage_config(kernel, target: Target, entry: ExportEntry, shapes: Sequence[dict], default, tuned: bool = True):
