@@ -32,6 +32,7 @@ MODEL = Path(__file__).resolve().parent.parent / "tests" / "data" / "models" / "
 TFLM_M55 = dict(instructions=6_746_428, ram=101_664)
 GOAL = 0.35  # issue 29, goal 4
 PLANS = ("0-3:1:cache,4-7:1:cache", "0-3:1:recompute,4-7:1:recompute", "0-3:2:cache,4-7:2:cache",
+         "0-3:1:cache:default,4-7:1:cache",
          "0-3:2:recompute,4-7:2:recompute", "0-7:1:cache", "0-3:1:cache")
 
 

@@ -161,8 +161,9 @@ def _print_export(result, target) -> None:
 @options.compilers
 @options.kernel_file
 @click.option("--patch", "patch_text", default="", metavar="PLAN",
-              help="Run these layers band by band (patch-based inference), FIRST-LAST[:ROWS[:cache|recompute]] "
-                   "by operator index, stages comma-separated, e.g. 0-3:1:cache,4-7:1:cache; or auto[:BYTES]: the "
+              help="Run these layers band by band (patch-based inference), FIRST-LAST[:ROWS[:cache|recompute"
+                   "[:default]]] by operator index (:default: the bands on the kernels' default configuration), "
+                   "stages comma-separated, e.g. 0-3:1:cache,4-7:1:cache; or auto[:BYTES]: the "
                    "plan of fewest instructions measured in the emulator within BYTES of RAM. The module then "
                    "writes over its input buffer (docs/model-export.md, \"Patches\").")
 def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files,
