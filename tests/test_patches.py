@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgetune.cli import main
+from edgetune.codegen.manifest import ManifestError
 from edgetune.model import load_model
 from edgetune.model.export import export_model
 from edgetune.model.patch_module import PATCH_OP, PatchPlan, StagePlan, parse_patch_plan, stage_layers
@@ -146,6 +147,8 @@ def test_small_model_band_by_band_is_bit_exact_on_the_host(chain_path, tmp_path,
     assert ("int chain_run(uint8_t *arena, int8_t *input," in header) == over
     outcome = verify_model(tmp_path / "m", host, 3)
     assert outcome.ok, [i.problem for i in outcome.inferences]
+    with pytest.raises(ManifestError, match="--layers: operators"):
+        verify_model(tmp_path / "m", host, 1, layers=True)
 
 
 def test_small_model_band_by_band_is_bit_exact_on_the_m55(chain_path, tmp_path):
