@@ -17,6 +17,7 @@ from edgetune.targets import get_target
 
 from . import options
 from .model_report import model_compare_cmd, model_report_cmd
+from .model_ram import ram_fit_json, ram_fit_lines
 from .model_tune import model_tune_cmd
 
 
@@ -146,6 +147,9 @@ def _print_export(result, target) -> None:
     if r.scratch.nbytes:
         click.echo(f"static scratch beside the arena: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} "
                    f"variants (the largest need: {r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
+    if result.ram_fit is not None:
+        for line in ram_fit_lines(result.ram_fit):
+            click.echo(line)
     click.echo(f"module: {result.folder / (m.name + '.h')} ({m.name}_invoke)")
 
 
@@ -157,6 +161,7 @@ def _print_export(result, target) -> None:
 @click.option("--name", default="", help="The module's C name (default: from the file name).")
 @options.objective
 @options.constraints
+@options.max_ram
 @options.as_json
 @options.compilers
 @options.kernel_file
@@ -164,10 +169,10 @@ def _print_export(result, target) -> None:
               help="Run these layers band by band (patch-based inference), FIRST-LAST[:ROWS[:cache|recompute"
                    "[:default]]] by operator index (:default: the bands on the kernels' default configuration), "
                    "stages comma-separated, e.g. 0-3:1:cache,4-7:1:cache; or auto[:BYTES]: the "
-                   "plan of fewest instructions measured in the emulator within BYTES of RAM. The module then "
+                   "plan of fewest instructions measured in the emulator within BYTES (or --max-ram) of RAM. The module then "
                    "writes over its input buffer (docs/model-export.md, \"Patches\").")
-def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files,
-                     compilers, patch_text):
+def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, max_ram, as_json,
+                     kernel_files, compilers, patch_text):
     """MODEL.tflite as one ahead-of-time C module for a target: each tuned layer's best trial
     (or the kernel's default configuration), the library operators, weights as const
     arrays, one arena by a memory plan (docs/model-export.md).
@@ -177,6 +182,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
     kernel's default configuration, and the command says so; a database named with --db
     must exist."""
     from edgetune.model.export import check_model_name, export_model
+    from edgetune.codegen.export import ExportError
     from edgetune.model.patch_choice import choose_patch, parse_auto
     from edgetune.model.patch_module import parse_patch_plan
 
@@ -185,6 +191,11 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         check_model_name(name)
     bound = parse_auto(patch_text)
     patch = parse_patch_plan(patch_text) if patch_text and bound is False else None
+    if patch_text and max_ram is not None:  # the patch plan is how the bound is met
+        if bound is False:
+            raise ExportError(f"--max-ram with --patch {patch_text}: give --patch auto (the plan chosen within "
+                              "--max-ram), or leave --max-ram out")
+        bound, max_ram = (max_ram if bound is None else min(bound, max_ram)), None
     db = options.open_db_if_present(db_path)
     bounds = options.bounds_of(constraints)
     if bound is not False:  # auto: candidates measured in the emulator, the fewest instructions kept
@@ -195,7 +206,8 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         click.echo(f"patch plan chosen: {best.plan.text if best.plan else 'none'} ({best.ram:,} B RAM, "
                    f"{best.instructions:,} {target.measures})", err=True)
         patch = best.plan
-    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers, patch)
+    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers, max_ram,
+                          patch)
     if as_json:
         m = result.rendered.manifest.model
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,
@@ -204,7 +216,8 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
                                "arena_scratch_bytes": result.rendered.arena_scratch.nbytes,
                                "input_shapes": [list(s) for s in m.input_shapes],
                                "output_shapes": [list(s) for s in m.output_shapes],
-                               "untuned": list(result.untuned), "layers": [l.to_json() for l in m.layers]}, indent=2))
+                               "untuned": list(result.untuned), "layers": [l.to_json() for l in m.layers],
+                               "max_ram": ram_fit_json(result.ram_fit)}, indent=2))
     else:
         _print_export(result, target)
 
