@@ -159,8 +159,12 @@ def _replanned(plan: MemoryPlan, input_tensor: int) -> MemoryPlan | None:
     lives = [TensorLife(a.tensor, a.nbytes, a.first, a.last) for a in (*carried, *later)]
     pairs = {a.tensor: a.shares for a in later if a.shares in {x.tensor for x in (*carried, *later)}}
     ends = {t for t, src in pairs.items() if by[t].end == by[src].end and by[t].offset != by[src].offset}
-    grows = {t for t, src in pairs.items() if t not in ends and by[t].nbytes > by[src].nbytes}
-    again = plan_memory(lives, pairs, plan.alignment, grows, ends, carried[0].tensor if carried else None)
+    lags = {t: by[src].offset - by[t].offset for t, src in pairs.items()
+            if t not in ends and by[t].offset < by[src].offset}  # written ahead of its input (a lag)
+    pairs = {t: src for t, src in pairs.items() if t in ends or t in lags or by[t].offset == by[src].offset}
+    grows = {t for t, src in pairs.items() if t not in ends and t not in lags and by[t].nbytes > by[src].nbytes}
+    again = plan_memory(lives, pairs, plan.alignment, grows=grows, ends=ends, lags=lags,
+                        pinned=carried[0].tensor if carried else None)
     if again.arena_bytes > limit or (carried and again.offset(carried[0].tensor) != 0):
         return None
     keep = {a.tensor for a in (*carried, *later)}
