@@ -207,3 +207,22 @@ def test_a_tensor_across_the_input_end_moves_over_the_input_or_to_the_arena():
     split = over_input(free, 0)
     assert {a.tensor: a.offset for a in split.over_input} == {9: 0, 7: 16}  # beside 9, inside the input
     assert split.arena_bytes == 16
+
+
+def test_auto_plans_and_the_choice_by_measured_cost():
+    from edgetune.model.patch_choice import Candidate, best_candidate, candidate_plans, parse_auto
+
+    assert parse_auto("auto") is None and parse_auto("auto:35582") == 35582 and parse_auto("0-3") is False
+    with pytest.raises(PatchError, match="auto:BYTES"):
+        parse_auto("auto:-5")
+    model = load_model(Path(__file__).parent / "data" / "models" / "mobilenet_v1_025_vww.tflite")
+    plans = candidate_plans(model)
+    ends = {s.last for p in plans for s in p.stages}
+    assert ends == {0, 3, 7, 11}  # the first stride-2 layers: where a stage's output shrinks
+    assert all(p.stages[0].first == 0 for p in plans)
+    assert parse_patch_plan("0-3:1:cache,4-7:1:cache") in plans
+    plan = parse_patch_plan("0-3")
+    fast, lean = Candidate(plan, 40_000, 100), Candidate(plan, 30_000, 120)
+    assert best_candidate([fast, lean, Candidate(None, 90_000, None, "90000 bytes > 35582")]) is fast
+    with pytest.raises(PatchError, match="no patch plan fits the bound"):
+        best_candidate([Candidate(None, 90_000, None, "90000 bytes > 35582")])

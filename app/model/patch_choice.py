@@ -13,8 +13,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from edgetune.codegen.export import ExportError
 
 from .patch_module import BANDED_KERNELS, PatchPlan, StagePlan
@@ -140,6 +138,3 @@ def parse_auto(text: str) -> int | None | bool:
         raise PatchError(f"--patch {text!r}: auto:BYTES takes a positive number of bytes")
     return int(value)
 
-
-def io_bytes(graph) -> int:
-    return int(sum(np.prod(graph.tensors[t].shape) for t in (*graph.inputs, *graph.outputs)))

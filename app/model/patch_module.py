@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from edgetune.codegen.export import ExportEntry, ExportError
-from edgetune.codegen.kernels import KERNELS
 from edgetune.hal import Target
 
 from .memory_plan import Allocation, MemoryPlan, TensorLife, aligned, plan_memory

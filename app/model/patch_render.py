@@ -12,7 +12,7 @@ from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.manifest import KernelEntry
 
 from .memory_plan import ALIGN, aligned, scratch_id
-from .module import (_constant, _kernel_entry, _pointer, _provenance, _tuned_arrays, default_config, plan_address,
+from .module import (_kernel_entry, _pointer, _provenance, _tuned_arrays, default_config, plan_address,
                      scratch_pointer, scratch_symbol)
 from .patch_module import PlannedStage, stage_config
 from .templates import render
