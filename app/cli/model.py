@@ -11,6 +11,7 @@ import click
 import numpy as np
 
 from edgetune.model import Model, ModelLayer, check_fits, load_model
+from edgetune.model.code_plan import plan_text
 from edgetune.model.operators import untuned_as
 from edgetune.model.ops import folded_operators
 from edgetune.targets import get_target
@@ -147,6 +148,8 @@ def _print_export(result, target) -> None:
     if r.scratch.nbytes:
         click.echo(f"static scratch beside the arena: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} "
                    f"variants (the largest need: {r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
+    if plan_text(r.code_plan):
+        click.echo(plan_text(r.code_plan))
     if result.ram_fit is not None:
         for line in ram_fit_lines(result.ram_fit):
             click.echo(line)

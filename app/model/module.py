@@ -33,6 +33,8 @@ from edgetune.codegen.export import CMAKE, CMAKE_ID, MAKEFILE, SECTIONS_LD, Expo
 from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, comment_safe
 from edgetune.codegen.manifest import CompiledUnit, KernelEntry, LayerFunction, Manifest, ModelEntry, PlannedTensor
+from edgetune.codegen.code_placement import CodePlan
+from .code_plan import fragment_regions, measured_values, module_plan, placed
 from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory, scratch_id
 from . import Model
 from .graph import Tensor
@@ -77,6 +79,7 @@ class RenderedModel:
     scratch: SharedScratch = SharedScratch()  # the tuned layers' static scratch area (beside the arena)
     arena_scratch: SharedScratch = SharedScratch()  # their scratch planned in the arena: the needs
     scratch_needs: tuple[tuple[str, int, int], ...] = ()  # (function, bytes in the arena, static bytes)
+    code_plan: CodePlan | None = None  # where functions and const arrays go (app/model/code_plan.py)
 
 
 def model_name(path: str) -> str:
@@ -385,14 +388,14 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
             call, arrays, prototype, source = _library_step(model, target, plan, step, name)
             calls.append(call)
             # A constant several operators read (an LSTM's bias added at every step) is one array.
-            constants += [a for a in arrays if all(c["name"] != a["name"] for c in constants)]
+            constants += [dict(a, layer=step.index) for a in arrays if all(c["name"] != a["name"] for c in constants)]
             prototypes.append(prototype)
             sources[f"{step.function}.c"] = source
             op_units.append(f"{step.function}.c")
             continue
         variant = variants[step.function]
         arrays, order, scalars = _tuned_arrays(model, step, name, variant.config)
-        constants += arrays
+        constants += [dict(a, layer=step.index) for a in arrays]
         pointers = {"layer_input": _pointer(model, plan, step.inputs[0], {}, False),
                     "layer_output": _pointer(model, plan, step.outputs[0], {}, True),
                     **{f"layer_input{n}": _pointer(model, plan, t, {}, False) for n, t in enumerate(step.inputs[1:], 1)}}
@@ -621,6 +624,8 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
         from .patch_module import over_input
         plan = over_input(plan, model.graph.inputs[0])
     r = _render_steps(model, target, plan, steps, variants, name, stages)
+    code_plan = module_plan(model, target, steps, r.constants, measured_values(r.kernels), r.sources)
+    r = placed(r, code_plan, target, name)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)
     region = arena_region_of(target, chosen, arena_bytes)
@@ -641,11 +646,14 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     files = {f"{name}.h": render("model/model.h.j2", common),
              f"{name}.c": render("model/model.c.j2", dict(common, prototypes=r.prototypes, constants=r.constants,
                                                           calls=calls, tensors=len(plan.tensors),
-                                                          total_bytes=plan.total_bytes)),
+                                                          total_bytes=plan.total_bytes,
+                                                          placed_regions=", ".join(code_plan.used())
+                                                          if code_plan else "")),
              f"{name}_arena.c": render("model/model_arena.c.j2", common), **r.sources}
     units = _units(target, name, r)
-    regions = _regions(target, region, any(k.scratch for k in r.kernels))
-    build = dict(common, header=f"{name}.h", units=units, regions=regions, sections_ld=SECTIONS_LD if regions else "")
+    regions = _regions(target, region, any(k.scratch for k in r.kernels)) + fragment_regions(target, code_plan)
+    build = dict(common, header=f"{name}.h", units=units, regions=regions, sections_ld=SECTIONS_LD if regions else "",
+                 code_placed=bool(code_plan and code_plan.split))
     files[MAKEFILE] = render("export_build.mk.j2", build)
     files[CMAKE] = render("export_build.cmake.j2", build)
     if regions:
@@ -664,4 +672,4 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
         exported=date, database=database, model=entry)
     needs = tuple((fn, r.arena_scratch.get(fn, (0, 0))[0], r.scratch.get(fn, (0, 0))[0])
                   for fn in dict.fromkeys((*r.arena_scratch, *r.scratch)))
-    return RenderedModel(files, manifest, plan, steps, scratch, shared_scratch(r.arena_scratch), needs)
+    return RenderedModel(files, manifest, plan, steps, scratch, shared_scratch(r.arena_scratch), needs, code_plan)
