@@ -3,7 +3,8 @@ installed here: the files are checked against the layout Zephyr's documentation 
 ("Modules (External projects)"), and zephyr/CMakeLists.txt runs in plain CMake with stand-ins
 for the Zephyr functions it calls, which record the library it makes: its sources must be
 exactly the folder's C files, each with the flags the manifest says it was measured with, and
-its linker snippet the fragment with the board's region names. DS-CNN is exported twice: for
+its linker snippet the fragment with the board's region names; the Kconfig files are read
+with kconfiglib, the parser Zephyr's Kconfig tools are built on. DS-CNN is exported twice: for
 the M55 (the arena in the DTCM) and for an M55 whose ITCM is too small for the module (the
 code plan moves arrays to SRAM, stored in flash)."""
 from __future__ import annotations
@@ -14,9 +15,11 @@ from pathlib import Path
 
 from dataclasses import replace
 
+import kconfiglib
 import pytest
 import yaml
 
+from edgetune.codegen.export import render_export
 from edgetune.hal import load_target
 from edgetune.model import load_model
 from edgetune.model.export import choose_layers
@@ -79,6 +82,35 @@ def test_model_module_files_follow_the_zephyr_module_layout(exports, which):
     assert {"zephyr/module.yml", "zephyr/CMakeLists.txt", "zephyr/Kconfig"} <= set(listed)
 
 
+def _kconfig(path: Path) -> dict[str, object]:
+    """The symbols a Kconfig file defines, read by kconfiglib (what Zephyr's Kconfig tools use)."""
+    read = kconfiglib.Kconfig(str(path), warn=True, warn_to_stderr=False)
+    assert not read.warnings, read.warnings
+    return {name: sym for name, sym in read.syms.items() if sym.nodes}
+
+
+@pytest.mark.parametrize("which", ["plain", "split"])
+def test_kconfig_options_parse_and_the_sections_option_depends_on_the_module(exports, which):
+    symbols = _kconfig(exports[which] / "zephyr" / "Kconfig")
+    wanted = {SYMBOL, f"{SYMBOL}_DEFAULT_SECTIONS"} if which == "split" else {SYMBOL}
+    assert set(symbols) == wanted
+    assert all(s.orig_type == kconfiglib.BOOL and s.str_value == "y" for s in symbols.values())
+    if which == "split":
+        sections = symbols[f"{SYMBOL}_DEFAULT_SECTIONS"]
+        assert kconfiglib.expr_str(sections.direct_dep) == SYMBOL
+        symbols[SYMBOL].set_value("n")
+        assert sections.str_value == "n"
+
+
+def test_the_kernel_exports_kconfig_parses_too(tmp_path):
+    target = get_target("cortex-m55")
+    chosen, _ = choose_layers(load_model(DS_CNN), target, None)
+    files = render_export(target, list(chosen.values()), database="t.db", date="today", version="test").files
+    (tmp_path / "Kconfig").write_text(files["zephyr/Kconfig"])
+    symbols = _kconfig(tmp_path / "Kconfig")
+    assert set(symbols) == {"EDGETUNE_KERNELS"} and symbols["EDGETUNE_KERNELS"].str_value == "y"
+
+
 # Stand-ins for the Zephyr CMake functions the module calls, written from their documented
 # behaviour (Zephyr's cmake/modules/extensions.cmake): a library named and made current,
 # sources, definitions and include folders added to it, a linker snippet recorded for a
@@ -130,6 +162,16 @@ def _configure(folder: Path, tmp_path: Path, *settings: str) -> tuple[subprocess
     return done, build
 
 
+def _placed_sections(build: Path, folder: Path) -> set[str]:
+    """The code plan's sections in the library's objects, built with arm-none-eabi-gcc."""
+    made = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stdout + made.stderr
+    objects = [str(p) for p in build.rglob("*.c.obj")]
+    assert len(objects) == len(list(folder.glob("*.c")))
+    heads = subprocess.run(["arm-none-eabi-objdump", "-h", *objects], capture_output=True, text=True, check=True).stdout
+    return {word for line in heads.splitlines() for word in line.split() if word.startswith(".edgetune.sram")}
+
+
 def _measured_flags(folder: Path) -> dict[str, list[str]]:
     """Each C file of the folder and the flags the manifest says it was measured with, less the
     target compiler's own (Zephyr's board sets -mcpu): a kernel variant's own, every other
@@ -162,6 +204,8 @@ def test_zephyr_library_holds_exactly_the_modules_c_files_with_their_measured_fl
     fragment = Path(path).read_text()
     assert location == "SECTIONS" and "} > DTCM\n" in fragment and "} > EDGETUNE_" not in fragment
     assert ".edgetune.sram" not in fragment.split("*/")[-1]  # the code's output sections were cut
+    if which == "split":  # and the objects carry none of them
+        assert not _placed_sections(build, folder)
 
 
 def test_without_default_sections_the_code_plans_sections_go_to_the_named_board_regions(exports, tmp_path):
@@ -172,6 +216,7 @@ def test_without_default_sections_the_code_plans_sections_go_to_the_named_board_
     _, path = (build / "linker_snippets.txt").read_text().split()
     fragment = Path(path).read_text()
     assert "} > DTCM\n" in fragment and "} > SRAM AT > FLASH\n" in fragment and "} > EDGETUNE_" not in fragment
+    assert {".edgetune.sram.rodata"} <= _placed_sections(build, folder)
 
 
 def test_without_default_sections_an_unnamed_code_region_is_said_and_nothing_is_linked(exports, tmp_path):
