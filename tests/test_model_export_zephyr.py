@@ -55,7 +55,8 @@ def _export(target, folder: Path) -> None:
     data = DS_CNN.read_bytes()
     rendered = render_model_module(model, target, chosen, name="ds_cnn_kws", database="", date="today",
                                    version="test", model_bytes=data)
-    publish(folder, rendered.files, rendered.manifest, lambda staging: (staging / "ds_cnn_kws.tflite").write_bytes(data))
+    publish(folder, rendered.files, rendered.manifest,
+            lambda staging: (staging / "ds_cnn_kws.tflite").write_bytes(data))
 
 
 @pytest.fixture(scope="module")
