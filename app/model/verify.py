@@ -433,6 +433,10 @@ def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool 
     inputs and TFLite Micro's outputs, as files and C arrays."""
     folder = Path(folder).resolve()
     manifest = check_export(folder, target)
+    patched = [layer.index for layer in manifest.model.layers if layer.source == "patched"]
+    if layers and patched:  # a stage traces only its last output, which no one operator's oracle gives
+        raise ManifestError(f"{folder}: --layers: operators {patched[0]}-{patched[-1]} run band by band (--patch) and "
+                            "their outputs are not traced one by one; verify without --layers")
     model_path = folder / manifest.model.file
     model, data = load_model(model_path), model_path.read_bytes()
     shapes = manifest.model.input_shapes
