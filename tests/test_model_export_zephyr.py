@@ -26,6 +26,7 @@ from edgetune.model.export import choose_layers
 from edgetune.model.module import render_model_module
 from edgetune.publish import publish
 from edgetune.targets import get_target
+from zephyr_stand_ins import zephyr_project
 
 ROOT = Path(__file__).resolve().parent
 DS_CNN = ROOT / "data" / "models" / "ds_cnn_kws.tflite"
@@ -112,32 +113,8 @@ def test_the_kernel_exports_kconfig_parses_too(tmp_path):
     assert set(symbols) == {"EDGETUNE_KERNELS"} and symbols["EDGETUNE_KERNELS"].str_value == "y"
 
 
-# Stand-ins for the Zephyr CMake functions the module calls, written from their documented
-# behaviour (Zephyr's cmake/modules/extensions.cmake): a library named and made current,
-# sources, definitions and include folders added to it, a linker snippet recorded for a
-# location. After the module, what the library holds is written to library.json.
-ZEPHYR_STUBS = """
-cmake_minimum_required(VERSION 3.20)
-project(zephyr_stand_in C)
-macro(zephyr_library_named name)
-  set(ZEPHYR_CURRENT_LIBRARY ${name})
-  set_property(GLOBAL PROPERTY stand_in_library ${name})
-  add_library(${name} STATIC "")
-endmacro()
-function(zephyr_library_sources)
-  target_sources(${ZEPHYR_CURRENT_LIBRARY} PRIVATE ${ARGN})
-endfunction()
-function(zephyr_library_compile_definitions)
-  target_compile_definitions(${ZEPHYR_CURRENT_LIBRARY} PRIVATE ${ARGN})
-endfunction()
-function(zephyr_include_directories)
-  include_directories(${ARGN})
-endfunction()
-function(zephyr_linker_sources location file)
-  file(APPEND "${CMAKE_BINARY_DIR}/linker_snippets.txt" "${location} ${file}\\n")
-endfunction()
-set(CONFIG_EDGETUNE_MODEL_DS_CNN_KWS y)
-add_subdirectory(${MODULE}/zephyr module)
+# After the module: what the library holds, written to library.json.
+LIBRARY_REPORT = """
 get_property(library GLOBAL PROPERTY stand_in_library)
 get_target_property(sources ${library} SOURCES)
 get_target_property(definitions ${library} COMPILE_DEFINITIONS)
@@ -156,7 +133,7 @@ file(WRITE "${CMAKE_BINARY_DIR}/library.json" "${json}}}")
 def _configure(folder: Path, tmp_path: Path, *settings: str) -> tuple[subprocess.CompletedProcess, Path]:
     project, build = tmp_path / "app", tmp_path / "build"
     project.mkdir()
-    (project / "CMakeLists.txt").write_text(ZEPHYR_STUBS)
+    (project / "CMakeLists.txt").write_text(zephyr_project(SYMBOL, LIBRARY_REPORT))
     done = subprocess.run(["cmake", "-S", str(project), "-B", str(build), "-G", "Unix Makefiles", f"-DMODULE={folder}",
                            f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", *settings], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
