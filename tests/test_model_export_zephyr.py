@@ -166,6 +166,7 @@ def _measured_flags(folder: Path) -> dict[str, list[str]]:
     return flags
 
 
+@pytest.mark.qemu  # arm-none-eabi-gcc (CMake's toolchain file)
 @pytest.mark.parametrize("which", ["plain", "split"])
 def test_zephyr_library_holds_exactly_the_modules_c_files_with_their_measured_flags(exports, tmp_path, which):
     folder = exports[which]
@@ -186,6 +187,7 @@ def test_zephyr_library_holds_exactly_the_modules_c_files_with_their_measured_fl
         assert not _placed_sections(build, folder)
 
 
+@pytest.mark.qemu  # arm-none-eabi-gcc (CMake's toolchain file)
 def test_without_default_sections_the_code_plans_sections_go_to_the_named_board_regions(exports, tmp_path):
     folder = exports["split"]
     _, build = _configure(folder, tmp_path, "-DEDGETUNE_DTCM=DTCM", "-DEDGETUNE_SRAM=SRAM", "-DEDGETUNE_LOAD=FLASH")
@@ -197,6 +199,7 @@ def test_without_default_sections_the_code_plans_sections_go_to_the_named_board_
     assert {".edgetune.sram.rodata"} <= _placed_sections(build, folder)
 
 
+@pytest.mark.qemu  # arm-none-eabi-gcc (CMake's toolchain file)
 def test_without_default_sections_an_unnamed_code_region_is_said_and_nothing_is_linked(exports, tmp_path):
     done, build = _configure(exports["split"], tmp_path, "-DEDGETUNE_DTCM=DTCM")
     assert "set EDGETUNE_SRAM to the board's memory region" in done.stderr
