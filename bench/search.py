@@ -143,8 +143,7 @@ def load_benches(paths: list[Path], folder: Path) -> list[Bench]:
 
 def priors_for(bench: Bench, everything: list[Bench], by_role: bool = True):
     return [as_prior(other.recorded, other.roles if by_role else ValueRoles()) for other in everything
-            if other is not bench and other.recorded.kernel == bench.recorded.kernel
-            and other.recorded.space.names == bench.recorded.space.names]
+            if other is not bench and other.recorded.kernel == bench.recorded.kernel]
 
 
 def usable_rows(bench: Bench, prior, roles: ValueRoles) -> int:
