@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgetune.tuner import Outcome, PriorTrials, Space, Trial, choice, powers_of_two
+from edgetune.tuner import Config, Constraint, Outcome, PriorTrials, Space, Trial, choice, powers_of_two
 from edgetune.tuner.recorded import RecordedSpace, timed_replay
 from edgetune.tuner.scoring import baseline, score
-from edgetune.tuner.strategies import TransferLearning
+from edgetune.tuner.strategies import TransferLearning, transfer
+from edgetune.tuner.strategies.transfer import map_prior
 from edgetune.tuner.strategies.prior_trust import rank_agreement, ranks
 
 OBJECTIVE = "time"
@@ -91,3 +92,34 @@ def test_checked_transfer_is_deterministic_for_a_seed():
 
     assert configs(5) == configs(5)
     assert configs(5) != configs(6)
+
+
+def trials_of(rows: list[dict]) -> tuple[PriorTrials, ...]:
+    return (PriorTrials("elsewhere", tuple(Trial(Config(tuple(r.items())), Outcome.OK, {OBJECTIVE: float(r["bx"])})
+                                           for r in rows)),)
+
+
+def test_a_prior_parameter_this_space_lacks_is_left_out_only_where_the_prior_never_varied_it():
+    space = Space([choice("bx", [1, 2, 3, 4])])
+    fixed = trials_of([{"bx": v, "alg": "a"} for v in (1, 2, 3, 4)])
+    varied = trials_of([{"bx": v, "alg": alg} for v in (1, 2) for alg in ("a", "b")])
+    assert len(map_prior(space, OBJECTIVE, fixed, 100)[1]) == 4
+    assert len(map_prior(space, OBJECTIVE, varied, 100)[1]) == 0  # "alg" mattered there: nothing maps
+
+
+def test_a_parameter_this_space_fixes_fills_in_for_a_prior_without_it():
+    fixed_here = Space([choice("bx", [1, 2, 3, 4]), choice("mode", ["x", "y"])],
+                       [Constraint("only x", lambda c: c["mode"] == "x")])
+    free_here = Space([choice("bx", [1, 2, 3, 4]), choice("mode", ["x", "y"])])
+    prior = trials_of([{"bx": v} for v in (1, 2, 3)])
+    assert len(map_prior(fixed_here, OBJECTIVE, prior, 100)[1]) == 3
+    assert len(map_prior(free_here, OBJECTIVE, prior, 100)[1]) == 0  # which mode it ran is unknown
+
+
+def test_small_budgets_plan_a_few_proposals_at_a_time_with_few_random_ones():
+    space = bowl_space()
+    small = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, budget=20)
+    large = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, budget=500)
+    old = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, budget=20, small_budget_design=False)
+    assert (small.batch, small.epsilon) == (transfer.SMALL_BATCH, transfer.SMALL_EPSILON)
+    assert (large.batch, large.epsilon) == (old.batch, old.epsilon) == (8, 0.2)
