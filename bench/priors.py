@@ -160,7 +160,8 @@ def hurt(with_: list[float], without: list[float]) -> bool:
 
 def print_table(scores: dict, cost: dict, alone: set, spaces: list[str], variants: list[str]) -> None:
     print("Score per space: mean ± standard deviation over the seeds (0 = random search, 1 = optimum); "
-          "n/a: not run. Means and lowest over the spaces every column has.")
+          "n/a: not run. Mean and lowest space over the spaces that every column but :inverted has "
+          "(how many in brackets).")
     labels = [*variants, *(f"{v}:no-prior" for v in variants),
               *(f"{v}:inverted" for v in variants if f"{v}:inverted" in scores)]
     print(f"{'space':30}" + "".join(f"{label:>18}" for label in labels) + "  priors lower the score (beyond noise)")
@@ -170,11 +171,14 @@ def print_table(scores: dict, cost: dict, alone: set, spaces: list[str], variant
         harmed = [label for label in labels if ":no-prior" not in label and hurt(
             cell(scores, alone, label, space), cell(scores, alone, f"{label.split(':')[0]}:no-prior", space))]
         print(f"{space:30}" + "".join(f"{c:>18}" for c in text) + "  " + (", ".join(harmed) or "-"))
-    complete = [s for s in spaces if all(cell(scores, alone, label, s) for label in labels)]
+    main = [label for label in labels if ":inverted" not in label]
+    complete = [s for s in spaces if all(cell(scores, alone, label, s) for label in main)]
     for what, reduce in (("mean", np.mean), ("lowest", np.min)):
-        row = [reduce([np.mean(cell(scores, alone, label, s)) for s in complete]) if complete else float("nan")
-               for label in labels]
-        print(f"{what + f' ({len(complete)} spaces)':30}" + "".join(f"{value:>+18.3f}" for value in row))
+        row = []
+        for label in labels:
+            values = [np.mean(c) for c in (cell(scores, alone, label, s) for s in complete) if c]
+            row.append(f"{reduce(values):+.3f} ({len(values)})" if values else "n/a")
+        print(f"{what:30}" + "".join(f"{value:>18}" for value in row))
     per = [1000 * cost[label][0] / max(1, cost[label][1]) if label in cost else float("nan") for label in labels]
     print(f"{'CPU ms per proposal':30}" + "".join(f"{value:>18.2f}" for value in per))
 
