@@ -17,7 +17,7 @@ space per variant, and the spaces where the priors lowered the score by more tha
 (two standard errors of the difference of the two means over the seeds).
 
 usage: .venv/bin/python bench/priors.py [--repeats R] [--spaces SUBSTRING ...] [--variants before after]
-                                        [--inverted] [--skip-no-prior] [--json FILE] [--merge FILE ...]
+                                        [--inverted] [--skip-no-prior | --no-prior-only] [--json FILE] [--merge FILE ...]
 """
 from __future__ import annotations
 
@@ -78,6 +78,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--skip-no-prior", action="store_true",
                         help="Run the variants with their priors only (the runs without come from another "
                              "--json file, merged with --merge).")
+    parser.add_argument("--no-prior-only", action="store_true", help="Run the variants without priors only.")
     parser.add_argument("--inverted", action="store_true",
                         help="Also run each variant with its priors' ranking inverted (VARIANT:inverted).")
     return parser.parse_args()
@@ -118,7 +119,8 @@ def main() -> int:
             if not prior:
                 alone.add(bench.name)
             for variant in args.variants:
-                runs = [(variant, prior)] + ([] if args.skip_no_prior else [(f"{variant}:no-prior", [])])
+                runs = [] if args.no_prior_only else [(variant, prior)]
+                runs += [] if args.skip_no_prior else [(f"{variant}:no-prior", [])]
                 if args.inverted:
                     runs.append((f"{variant}:inverted", inverted(prior)))
                 for label, given in runs:

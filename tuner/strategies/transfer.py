@@ -50,6 +50,7 @@ PRIOR_CACHE_SIZE = 8
 # Runs of fewer evaluations than this plan SMALL_BATCH (or a sixteenth of the budget) at a
 # time, with SMALL_EPSILON of the proposals random, not 8 and 0.2 (small_budget_options).
 SMALL_BUDGET, SMALL_BATCH, SMALL_EPSILON = 128, 2, 0.05
+TRUSTED_PRIOR_BATCH = 8  # ... but a trusted prior plans 8 at a time whatever the budget
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,10 @@ class TransferLearning(ModelGuided):
         # Whether the prior score must keep ranking this space's own trials better than
         # chance to be used (prior_trust); False: trusted whatever it predicts (as before).
         self._check_priors = check_priors
+        # Plans of a small budget are short without a prior, but a trusted prior's first
+        # plan is its best points, and those are worth a whole batch (m16n16k32: +0.46
+        # with 2 at a time, +0.95 with 8).
+        self._batches = (self.batch, max(self.batch, TRUSTED_PRIOR_BATCH))
         self._trust_at, self._trusted = -1, False
         self._planned_trusting = False
         self._told_positions: list[int] = []  # this space's own legal trials, in telling order ...
@@ -136,6 +141,7 @@ class TransferLearning(ModelGuided):
         if self._plan and trusted != self._planned_trusting:
             self._plan = []  # planned on a prior now judged otherwise: plan again
         self._planned_trusting = trusted
+        self.batch = self._batches[trusted]
         if trusted and self._check_priors and self._small and len(self._told_positions) < MIN_TRIALS \
                 and len(self.results) % 2 == 1:
             # Before the priors are judged, every other point comes from the space-filling
