@@ -49,6 +49,7 @@ from .ops.relu16 import relu16_params
 from .ops.leaky_relu16 import leaky_relu16_params
 from .ops.split import pack_params, split_params
 from .ops.strided_slice import strided_slice_params
+from .ops.float_island import FLOAT_UNARY, float_island_params, in_island_only
 from .user_layers import declared_operators, servers, user_layer
 
 TUNED_HOW, LIBRARY, FOLDED = "tuned", "library", "folded"  # how an operator runs
@@ -89,6 +90,21 @@ SPLITS = ("int8 and int16 values moved, not changed (TFLite Micro copies the byt
           "quantisation): each row before the axis cut into one run per output; any axis (negative too), any "
           "rank, one output or many; Helium copies 16 bytes a step", "a non-constant axis, outputs that are not parts of the input along it, "
           "`num_splits` (UNPACK's `num`) not the outputs' count, tensors of two types")
+
+ISLAND = ("float32 only inside a float island: DEQUANTIZE of an int8 tensor, one-input float operators, QUANTIZE to "
+          "int8, run as one table of 256 results computed at export with TFLite Micro's float arithmetic (below)",
+          "outside such an island (an integer form, a float island of two inputs)")
+
+
+def from_float_or(float_params: Callable[[Graph, Operator], StaticOp],
+                  integer_params: Callable[[Graph, Operator], StaticOp]) -> Callable[[Graph, Operator], StaticOp]:
+    """QUANTIZE's parameters: a float island's table when it reads float32, else the integer form."""
+    def params(graph: Graph, op: Operator) -> StaticOp:
+        source = graph.tensors[op.inputs[0]] if op.inputs and op.inputs[0] >= 0 else None
+        return (float_params if source is not None and source.dtype == "float32" else integer_params)(graph, op)
+    params.__name__ = getattr(integer_params, "__name__", "params")
+    return params
+
 
 OPERATORS: tuple[OperatorSupport, ...] = (
     # int16 activations (TFLite's 16x8 scheme) run on conv2d_s16 / dwconv2d_s16 (layers16.py)
@@ -167,9 +183,10 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "any axis, up to 4-D, any number of inputs; an input quantised unlike the output is requantised; int16 "
             "values copied as they are (TFLite Micro's)",
             "shapes that do not concatenate, a fused activation"),
-    library("QUANTIZE", by_type(quantize_params, quantize16_params),
-            "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts)",
-            "a float (or other) input"),
+    library("QUANTIZE", from_float_or(float_island_params, by_type(quantize_params, quantize16_params)),
+            "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts); "
+            "from float32 at the end of a float island (below)",
+            "a float input outside a float island, another input type"),
     library("RESHAPE", by_type(reshape_params, reshape16_params),
             "a copy (nothing when input and output share an address); int8 or int16",
             "a new shape that is not the output's, a shape computed at run time"),
@@ -191,6 +208,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("BATCH_TO_SPACE_ND", batch_to_space_params,
             "the inverse, then the crops: an index map",
             "a non-constant block or crops, a batch not a multiple of the block, crops leaving no output"),
+    library("DEQUANTIZE", in_island_only, *ISLAND),
+    *(library(name, in_island_only, *ISLAND) for name in FLOAT_UNARY if name != "RSQRT"),  # RSQRT: its entry above
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
       for name in FOLDABLE if name not in ("PACK", "STRIDED_SLICE")),  # the library runs these unless folded
 )
