@@ -49,6 +49,7 @@ from .ops.relu16 import relu16_params
 from .ops.leaky_relu16 import leaky_relu16_params
 from .ops.split import pack_params, split_params
 from .ops.strided_slice import strided_slice_params
+from .ops.rsqrt16 import rsqrt16_params
 from .ops.float_island import FLOAT_UNARY, float_island_params, in_island_only
 from .user_layers import declared_operators, servers, user_layer
 
@@ -144,10 +145,10 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("LEAKY_RELU", by_type(leaky_relu_params, leaky_relu16_params),
             "x - z_in scaled by s_in / s_out where >= 0, by s_in * alpha / s_out below, plus z_out; a table of 256, "
             "Helium gather; int16 computed per value", "a negative alpha"),
-    library("RSQRT", rsqrt_params,
+    library("RSQRT", by_type(rsqrt_params, rsqrt16_params),
             "TFLite Micro's quantised 1/sqrt: its inverse-square-root multiplier (five Newton-Raphson steps in Q3.28 "
             "on the value normalised by pairs of bits) at 2^20, requantised by 1 / (sqrt(s_in) s_out); a table of "
-            "256, Helium gather (LayerNorm)",
+            "256, Helium gather (LayerNorm); int16 (zero points 0) computed per value",
             "a factor out of range; inputs below the zero point are undefined (TFLite Micro fails on them)"),
     library("RELU", by_type(relu_params, relu16_params),
             "int8 or int16, requantised to the output's quantisation, then clamped at its zero",
