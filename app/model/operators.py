@@ -116,7 +116,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     tuned("BATCH_MATMUL", "bmm_s8", batch_matmul_layer),
     library("ADD", by_type(add_params, add16_params),
             "int8 + int8, each rescaled to twice the larger input scale, the sum requantised; broadcasting up to "
-            "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`; int16 + int16 (16x8) at TFLite Micro's left shift of 15", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
+            "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`; int16 + int16 (16x8) at TFLite Micro's left shift of 15; Helium "
+            "for same-shape inputs and a per-channel input, int8 and int16", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
     library("SUB", by_type(add_params, add16_params),
             "int8 - int8: ADD's arithmetic with the second input's rescaled value subtracted (TFLite Micro's SUB "
             "prepares the same multipliers); broadcasting up to 4-D; fused activations; Helium for same-shape inputs "
@@ -125,11 +126,11 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("MUL", by_type(mul_params, mul16_params),
             "(x1 - z1) * (x2 - z2) requantised by s1 * s2 / s_out (TFLite Micro's one multiplier, in double), plus "
             "z_out; broadcasting up to 4-D (a squeeze-excite gate); fused activations; Helium for same-shape inputs "
-            "and a per-channel input (VMUL, VQRDMULH); int16 (16x8: zero points 0)", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
+            "and a per-channel input (VMUL, VQRDMULH); int16 (16x8: zero points 0), Helium too", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
     library("SQUARED_DIFFERENCE", by_type(squared_difference_params, squared_difference16_params),
             "SUB's rescaling at TFLite Micro's left shift of 7, the difference squared, requantised by "
             "(2 max(s1, s2))^2 / (2^14 s_out); broadcasting; Helium for same-shape inputs (LayerNorm's variance); int16 "
-            "with no left shift (TFLite Micro's)",
+            "with no left shift (TFLite Micro's), Helium too",
             "an output factor of 1 or more"),
     library("LOGISTIC", by_type(logistic_params, sigmoid16_params),
             "TFLite Micro's fixed-point sigmoid (input to Q4.27, gemmlowp's exp and Newton-Raphson reciprocal), as a "
