@@ -65,8 +65,11 @@ class Model:
 
 def _check_types(graph: Graph) -> None:
     inside_islands = island_tensors(graph)  # float32 a float island's table computes (ops/float_island.py)
+    # Tensors no operator reads or writes (an int8 LSTM's float "intermediates", which only
+    # carry quantisation for its kernel) are not run: the registry judges their operator.
+    used = {i for op in graph.operators for i in (*op.inputs, *op.outputs)} | set(graph.inputs) | set(graph.outputs)
     for t in graph.tensors:
-        if t.dtype in ALLOWED_TYPES or t.index in inside_islands:
+        if t.dtype in ALLOWED_TYPES or t.index in inside_islands or t.index not in used:
             continue
         edge = _interface_edge(graph, t.index)
         if edge:  # an int8 model converted with a float or int16 interface: say how to convert it
