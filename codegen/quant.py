@@ -12,36 +12,42 @@ def _trunc_div_pow2(x: np.ndarray, bits: int) -> np.ndarray:
     return np.where(x >= 0, x >> bits, -((-x) >> bits))
 
 
-def sat_rdmulh(x: np.ndarray, multiplier: int) -> np.ndarray:
-    x = x.astype(np.int64)
-    product = x * np.int64(multiplier)
+def sat_rdmulh(x: np.ndarray, multiplier) -> np.ndarray:
+    """The saturating rounding doubling high multiply of x by `multiplier` (a scalar, or
+    an array broadcast against x: one multiplier per channel on the last axis)."""
+    x = np.asarray(x).astype(np.int64)
+    multiplier = np.asarray(multiplier, dtype=np.int64)
+    product = x * multiplier
     nudge = np.where(product >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
     result = _trunc_div_pow2(product + nudge, 31)
-    if multiplier == INT32_MIN:
-        result = np.where(x == INT32_MIN, INT32_MAX, result)
-    return result
+    # The one product that overflows: INT32_MIN * INT32_MIN saturates.
+    return np.where((x == INT32_MIN) & (multiplier == INT32_MIN), INT32_MAX, result)
 
 
-def rounding_rshift(x: np.ndarray, exponent: int) -> np.ndarray:
-    x = x.astype(np.int64)
-    mask = (1 << exponent) - 1
+def rounding_rshift(x: np.ndarray, exponent) -> np.ndarray:
+    """x / 2^exponent rounded half away from zero; `exponent` a scalar or an array broadcast
+    against x (0 leaves x as it is)."""
+    x = np.asarray(x).astype(np.int64)
+    exponent = np.asarray(exponent, dtype=np.int64)
+    mask = (np.int64(1) << exponent) - 1
     remainder = x & mask
     threshold = (mask >> 1) + (x < 0).astype(np.int64)
     return (x >> exponent) + (remainder > threshold).astype(np.int64)
 
 
-def requantize(acc: np.ndarray, multiplier: int, shift: int, out_zero: int,
+def requantize(acc: np.ndarray, multiplier, shift, out_zero: int,
                lo: int = -128, hi: int = 127) -> np.ndarray:
-    """int32 accumulators -> int8, per-tensor multiplier and shift (TFLite convention)."""
+    """int32 accumulators -> int8, per-tensor multiplier and shift (TFLite convention); an
+    array of multipliers and one of shifts broadcast on the last axis give the per-channel
+    scheme in one pass."""
     acc = np.asarray(acc, dtype=np.int64)
     if acc.size and (acc.min() < INT32_MIN or acc.max() > INT32_MAX):
         raise OverflowError("accumulator outside int32: the kernel's limits are exceeded")
-    left, right = max(shift, 0), max(-shift, 0)
+    shift = np.asarray(shift, dtype=np.int64)
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
     # Left shift wraps modulo 2^32 in the kernels; mirror that.
     x = ((acc << left) & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(np.int64)
-    x = sat_rdmulh(x, multiplier)
-    if right > 0:
-        x = rounding_rshift(x, right)
+    x = rounding_rshift(sat_rdmulh(x, multiplier), right)
     return np.clip(x + out_zero, lo, hi).astype(np.int8)
 
 
@@ -50,10 +56,10 @@ def requantize_per_channel(acc: np.ndarray, multipliers: np.ndarray, shifts: np.
     """int32 accumulators [..., C] -> int8, one multiplier and shift per channel (the last
     axis), clamped to the activation range [act_min, act_max] (TFLite per-channel scheme)."""
     acc = np.asarray(acc, dtype=np.int64)
-    out = np.empty(acc.shape, dtype=np.int8)
-    for c in range(acc.shape[-1]):
-        out[..., c] = requantize(acc[..., c], int(multipliers[c]), int(shifts[c]), out_zero, act_min, act_max)
-    return out
+    channels = acc.shape[-1] if acc.ndim else 0
+    multipliers = np.asarray(multipliers, dtype=np.int64)[:channels]
+    shifts = np.asarray(shifts, dtype=np.int64)[:channels]
+    return requantize(acc, multipliers, shifts, out_zero, act_min, act_max)
 
 
 def requant_form(shifts: np.ndarray, out_zero: int, act_min: int, act_max: int) -> int:

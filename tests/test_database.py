@@ -398,3 +398,20 @@ def test_one_rule_says_which_stored_trials_give_way_to_a_new_measurement():
     assert not replaceable(Outcome.TIMEOUT, None, 0)  # no limit known either side: it stands
     assert replaceable(Outcome.TIMEOUT, "9", 1.0)  # a limit that is not a number counts as unrecorded
     assert not any(replaceable(o, 0.5, 9.0) for o in Outcome if not o.lost and o is not Outcome.TIMEOUT)
+
+
+def test_records_read_again_follow_a_new_revaluer_and_an_updated_row(db):
+    """Records are kept by the row they were read from: reading again gives the same record,
+    but a new revaluer, or a row changed under the reader (another process replaced a trial),
+    is seen at once."""
+    db.record(W1, Trial(cfg(0), Outcome.OK, {"instructions": 50}), "random", 0)
+    [first] = db.records(W1)
+    assert db.records(W1) == [first]
+    db.revalue_with(lambda workload, trial: Trial(trial.config, trial.outcome, {"instructions": 5}))
+    assert db.records(W1)[0].trial.values == {"instructions": 5}
+    db.revalue_with(lambda workload, trial: Trial(trial.config, trial.outcome, {"instructions": 6}))
+    assert db.records(W1)[0].trial.values == {"instructions": 6}
+    db.revalue_with(None)
+    assert db.records(W1)[0].trial.values == {"instructions": 50}
+    db._conn.execute("UPDATE trials SET measured = ? WHERE workload = ?", (json.dumps({"instructions": 40}), W1.key()))
+    assert db.records(W1)[0].trial.values == {"instructions": 40}

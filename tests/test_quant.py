@@ -172,3 +172,21 @@ def test_accumulator_outside_int32_is_an_overflow(accs):
 def test_empty_input_gives_empty_output():
     got = requantize(np.array([], dtype=np.int64), 1 << 30, -1, 0)
     assert got.shape == (0,) and got.dtype == np.int8
+
+
+# --- one multiplier and shift per channel, in one pass -----------------------------------------
+@CHECK
+@given(data=st.data(), rows=st.integers(1, 4), channels=st.integers(1, 6), zero=zeros)
+def test_per_channel_requantize_matches_the_reference_channel_by_channel(data, rows, channels, zero):
+    """Each channel (the last axis) gets its own multiplier and shift, as if requantised alone:
+    left and right shifts, the INT32_MIN product and the clamps mixed across channels."""
+    from edgetune.codegen.quant import requantize_per_channel
+
+    accs = data.draw(st.lists(st.lists(int32s, min_size=channels, max_size=channels), min_size=rows, max_size=rows))
+    channel_multipliers = data.draw(st.lists(st.integers(INT32_MIN, INT32_MAX), min_size=channels, max_size=channels))
+    channel_shifts = data.draw(st.lists(shifts, min_size=channels, max_size=channels))
+    got = requantize_per_channel(np.array(accs, dtype=np.int64), np.array(channel_multipliers),
+                                 np.array(channel_shifts), zero)
+    want = [[ref_requantize(a, m, s, zero) for a, m, s in zip(row, channel_multipliers, channel_shifts)]
+            for row in accs]
+    assert got.dtype == np.int8 and got.tolist() == want
