@@ -178,3 +178,19 @@ def read_graph_bytes(tmp_path, data: bytes):
     path = tmp_path / "written.tflite"
     path.write_bytes(data)
     return read_graph(path)
+
+
+def test_an_island_operator_outside_an_island_is_named_among_the_missing(tmp_path):
+    """An int8 ABS (TFLite Micro has one) is not a float island's: the one-line refusal
+    names it with every other operator edgetune lacks."""
+    shape = (1, 8)
+    tensors = [activation_tensor(0, shape, 0.05, 0), activation_tensor(1, shape, 0.05, 0),
+               activation_tensor(2, shape, 0.05, 0)]
+    ops = [Operator(0, "ABS", (0,), (1,)), Operator(1, "CUMSUM", (1,), (2,))]
+    path = tmp_path / "abs.tflite"
+    path.write_bytes(build_model(tensors, ops, [0], [2]))
+    with pytest.raises(ModelError) as caught:
+        load_model(path)
+    message = str(caught.value)
+    assert "ABS outside a float island (edgetune runs it only there) (1x: operator 0)" in message
+    assert "CUMSUM (1x: operator 1)" in message and "\n" not in message

@@ -50,7 +50,7 @@ from .ops.leaky_relu16 import leaky_relu16_params
 from .ops.split import pack_params, split_params
 from .ops.strided_slice import strided_slice_params
 from .ops.rsqrt16 import rsqrt16_params
-from .ops.float_island import FLOAT_UNARY, float_island_params, in_island_only
+from .ops.float_island import FLOAT_UNARY, float_island_params, float_islands, in_island_only
 from .user_layers import declared_operators, servers, user_layer
 
 TUNED_HOW, LIBRARY, FOLDED = "tuned", "library", "folded"  # how an operator runs
@@ -269,12 +269,15 @@ def missing_operators(graph: Graph) -> dict[str, list[int]]:
     their indices, in order of first appearance."""
     missing: dict[str, list[int]] = {}
     folded = folded_operators(graph) if any(op.op in FOLDABLE for op in graph.operators) else set()
+    in_islands = {i for island in float_islands(graph) for i in island.absorbed}
     for op in graph.operators:
         entry = None if op.op == "CUSTOM" else REGISTRY.get(op.op)
         unfoldable = entry is not None and entry.how == FOLDED and op.index not in folded  # a PACK of activations
-        if (entry is not None and not unfoldable) or servers(graph, op):
+        stranded = entry is not None and entry.params is in_island_only and op.index not in in_islands  # an int8 ABS
+        if (entry is not None and not unfoldable and not stranded) or servers(graph, op):
             continue
-        name = f"{op.op} of tensors computed at run time (folded only over constants)" if unfoldable else _missing_name(op)
+        name = (f"{op.op} of tensors computed at run time (folded only over constants)" if unfoldable else
+                f"{op.op} outside a float island (edgetune runs it only there)" if stranded else _missing_name(op))
         missing.setdefault(name, []).append(op.index)
     return missing
 
