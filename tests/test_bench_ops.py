@@ -47,6 +47,7 @@ def test_a_wrong_output_is_a_failed_measurement(bench, tmp_path, m55):
         bench.measure(params, wrong, [x], m55, tmp_path / "wrong")
 
 
+@pytest.mark.slow
 def test_an_int16_case_measures_int16_buffers_and_its_helium_loop(bench, tmp_path, m55):
     """An int16 case: int16 tensors and buffers, the exported C the Helium loop (VLDRH), both
     checked against the reference by the pipeline, the Helium loop fewer instructions."""
