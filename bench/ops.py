@@ -67,6 +67,8 @@ CASES = (
     Case("MUL", (MAP, (1, 1, 1, 32)), MAP, ((5e-4, 0), (1 / 32768, 0), (4e-4, 0)), "MulOptions", dtype="int16"),
     Case("SQUARED_DIFFERENCE", (MAP, MAP), MAP, ((5e-4, 0), (5e-4, 0), (0.05, 0)), "SquaredDifferenceOptions",
          dtype="int16"),
+    Case("RELU", (MAP,), MAP, ((5e-4, 0), (4e-4, 0)), dtype="int16"),
+    Case("RELU6", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), dtype="int16"),
 )
 
 

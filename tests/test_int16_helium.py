@@ -77,3 +77,22 @@ def test_a_target_without_mve_and_a_broadcast_shape_keep_the_scalar_loop(tmp_pat
     assert "arm_mve.h" not in params.render("f", target=m4) and params.render("f", target=m4) == params.render("f")
     _, broadcast = _params(tmp_path, rng, "MUL", (3, 1), (1, 7), 0)  # neither same-shape nor per-channel
     assert "arm_mve.h" not in broadcast.render("f", target=m55)
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("op, ratio, zero", [("RELU", 0.3, 0), ("RELU", 2.7, 0), ("RELU6", 1.0, -100)])
+def test_relu_and_relu6_helium_on_m55_is_tflite_micro(tmp_path, m55, op, ratio, zero, compiler):
+    """RELU requantising down and up (a negative and a positive shift), RELU6 with a zero
+    point; 8 * 5 + 3 values (tails of both the 4- and 8-lane steps), random and extreme."""
+    rng = np.random.default_rng(int(ratio * 10) + len(compiler))
+    s_in = f32(rng.uniform(1e-4, 1e-3))
+    t = [int16_tensor(0, (43,), s_in, zero=zero), int16_tensor(1, (43,), f32(s_in / ratio), zero=zero)]
+    data, graph = one_op_graph(tmp_path, t, op, (0,), (1,))
+    params = operator_params(graph, graph.operators[0])
+    assert "vldrhq" in params.render("et_op", target=m55) or "vld1q_s16" in params.render("et_op", target=m55)
+    for edge in ("random", "extreme"):
+        x = draw_int16(rng, (43,), edge)
+        (want,) = run_tflm(data, [x])
+        assert len(np.unique(want)) > 1 or edge == "extreme"
+        got = run_target_typed(params, m55, [x], want.shape, "int16", tmp_path / f"{edge}", compiler)
+        assert_same(f"{op} x{ratio} {edge} ({compiler})", got, want)

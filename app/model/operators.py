@@ -152,11 +152,11 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "256, Helium gather (LayerNorm); int16 (zero points 0) computed per value",
             "a factor out of range; inputs below the zero point are undefined (TFLite Micro fails on them)"),
     library("RELU", by_type(relu_params, relu16_params),
-            "int8 or int16, requantised to the output's quantisation, then clamped at its zero",
+            "int8 or int16, requantised to the output's quantisation, then clamped at its zero; int16: Helium",
             "input and output of different sizes"),
     library("RELU6", by_type(relu_params, relu16_params),
             "int8 or int16, clamped to [0, 6] in the input's quantisation, not rescaled (int8 also when the output "
-            "is quantised otherwise, as TFLite Micro)",
+            "is quantised otherwise, as TFLite Micro); int16: Helium",
             "input and output of different sizes; int16: an output quantised unlike the input"),
     library("EXPAND_DIMS", by_type(same_bytes_params, reshape16_params), *SAME_BYTES),
     library("SQUEEZE", by_type(same_bytes_params, reshape16_params), *SAME_BYTES),
