@@ -69,6 +69,7 @@ CASES = (
          dtype="int16"),
     Case("RELU", (MAP,), MAP, ((5e-4, 0), (4e-4, 0)), dtype="int16"),
     Case("RELU6", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), dtype="int16"),
+    Case("LEAKY_RELU", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), "LeakyReluOptions", (("alpha", 0.2),), dtype="int16"),
 )
 
 

@@ -96,3 +96,21 @@ def test_relu_and_relu6_helium_on_m55_is_tflite_micro(tmp_path, m55, op, ratio, 
         assert len(np.unique(want)) > 1 or edge == "extreme"
         got = run_target_typed(params, m55, [x], want.shape, "int16", tmp_path / f"{edge}", compiler)
         assert_same(f"{op} x{ratio} {edge} ({compiler})", got, want)
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("alpha, ratio, zero_in, zero_out", [(0.2, 0.5, 0, 0), (0.01, 3.0, 0, 0), (2.5, 1.7, -50, 20)])
+def test_leaky_relu_helium_on_m55_is_tflite_micro(tmp_path, m55, alpha, ratio, zero_in, zero_out, compiler):
+    """Both scalings shifting right and left (scale ratios below and above one, alpha above
+    one), zero points; 4 * 10 + 3 values (a tail), random and extreme inputs."""
+    rng = np.random.default_rng(int(alpha * 100) + len(compiler))
+    s_in = f32(rng.uniform(1e-4, 1e-3))
+    t = [int16_tensor(0, (43,), s_in, zero=zero_in), int16_tensor(1, (43,), f32(s_in / ratio), zero=zero_out)]
+    data, graph = one_op_graph(tmp_path, t, "LEAKY_RELU", (0,), (1,), "LeakyReluOptions", dict(alpha=alpha))
+    params = operator_params(graph, graph.operators[0])
+    assert "vpselq_s32" in params.render("et_op", target=m55)
+    for edge in ("random", "extreme"):
+        x = draw_int16(rng, (43,), edge)
+        (want,) = run_tflm(data, [x])
+        got = run_target_typed(params, m55, [x], want.shape, "int16", tmp_path / f"{edge}", compiler)
+        assert_same(f"LEAKY_RELU alpha {alpha} x{ratio} {edge} ({compiler})", got, want)

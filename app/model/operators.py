@@ -145,7 +145,7 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "multipliers as Q15); a table of 256, Helium gather", "an output scale below the input's / 128"),
     library("LEAKY_RELU", by_type(leaky_relu_params, leaky_relu16_params),
             "x - z_in scaled by s_in / s_out where >= 0, by s_in * alpha / s_out below, plus z_out; a table of 256, "
-            "Helium gather; int16 computed per value", "a negative alpha"),
+            "Helium gather; int16 computed per value, Helium too", "a negative alpha"),
     library("RSQRT", by_type(rsqrt_params, rsqrt16_params),
             "TFLite Micro's quantised 1/sqrt: its inverse-square-root multiplier (five Newton-Raphson steps in Q3.28 "
             "on the value normalised by pairs of bits) at 2^20, requantised by 1 / (sqrt(s_in) s_out); a table of "
