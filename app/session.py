@@ -102,6 +102,9 @@ class TuneRequest:
     batch: int | None = None
     # The compilers of the target this run may measure with (--compiler); (): every one.
     compilers: tuple[str, ...] = ()
+    # Bytes of scratch a variant may need (a model layer's share of `model tune --max-ram`):
+    # configurations the kernel estimates above it are not proposed. None: no limit.
+    scratch_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ class CpuTask:
     shape: dict
     remembers_goal: bool = True
     compilers: tuple[str, ...] = ()  # () : every compiler of the target
+    scratch_limit: int | None = None  # TuneRequest.scratch_limit
 
     @property
     def workload(self) -> Workload:
@@ -167,8 +171,9 @@ class CpuTask:
         return goal_of(db, self.workload, self.target, objective, bounds)
 
     def space(self, goal: Goal) -> Space:
-        return only_compilers(search_space(self.kernel, self.target, self.shape, goal.objective, goal.bounds),
-                              self.target, self.compilers)
+        space = only_compilers(search_space(self.kernel, self.target, self.shape, goal.objective, goal.bounds),
+                               self.target, self.compilers)
+        return within_scratch(space, self.kernel, self.shape, self.scratch_limit)
 
     def prepare(self, db: TuningDatabase) -> None:
         recompute_estimates(db, self.target)  # stored trials priced by the target's current tables
@@ -202,7 +207,8 @@ class CpuTask:
 def task_of(request: TuneRequest) -> TuningTask:
     """The task a request tunes: the CPU kernel, or the operator on one of the target's NPUs."""
     if request.device == "cpu":
-        return CpuTask(request.kernel, request.target, request.shape, request.remember_goal, request.compilers)
+        return CpuTask(request.kernel, request.target, request.shape, request.remember_goal, request.compilers,
+                       request.scratch_limit)
     return NpuTask(request.kernel, request.target, resolve_npu(request.target, request.device), request.shape,
                    request.macs)
 
@@ -677,6 +683,18 @@ def only_compilers(space: Space, target: Target, compilers: tuple[str, ...]) -> 
     return Space(space.params, [*space.constraints, Constraint(
         f"compiler is not {' or '.join(compilers)} (--compiler)", lambda c: c["compiler"] in compilers,
         reads=("compiler",))])
+
+
+def within_scratch(space: Space, kernel: Kernel, shape: dict, limit: int | None) -> Space:
+    """`space` without the configurations whose scratch the kernel estimates above `limit`
+    bytes (Kernel.scratch_estimate; a kernel without an estimate is not restricted). None:
+    `space` itself."""
+    reads = tuple(getattr(kernel, "scratch_reads", ()))
+    if limit is None or not reads or not set(reads) <= set(space.names):
+        return space
+    return Space(space.params, [*space.constraints, Constraint(
+        f"scratch above the {limit} bytes the RAM bound leaves this layer (--max-ram)",
+        lambda c: (kernel.scratch_estimate(shape, c) or 0) <= limit, reads=reads)])
 
 
 def trials_as_points(space: Space, trials: Sequence[Trial]) -> list[Trial]:

@@ -170,3 +170,19 @@ def test_an_output_that_ends_where_its_input_ends_overlaps_its_tail():
     assert check_plan(plan, lives, in_place) == []
     without = plan_memory(lives, in_place)  # no end placement: the two live side by side at step 2
     assert without.arena_bytes == 18432 + 36864
+
+
+def test_an_output_with_a_lag_starts_that_far_before_its_input_and_shares_the_rest():
+    """A convolution that writes each pixel behind the reads still to come (in place with a
+    lag): its output starts `lag` bytes (aligned up) before its input, the two overlapping for
+    the rest, the chain one group only `lag` bytes longer than the input."""
+    lives = [TensorLife(0, 1024, 0, 1), TensorLife(1, 1024, 1, 2), TensorLife(2, 512, 0, 2)]
+    plan = plan_memory(lives, {1: 0}, lags={1: 100})
+    by = plan.by_tensor()
+    assert by[0].offset - by[1].offset == aligned(100) == 112
+    assert by[1].shares == 0
+    assert plan.arena_bytes == 1024 + 112 + 512
+    assert check_plan(plan, lives, {1: 0}) == []
+    # Without the lag the pair shares one offset; without in place it takes both.
+    assert plan_memory(lives, {1: 0}).arena_bytes == 1024 + 512
+    assert plan_memory(lives).arena_bytes == 2048 + 512

@@ -18,6 +18,7 @@ from edgetune.targets import get_target
 
 from . import options
 from .model_report import model_compare_cmd, model_report_cmd
+from .model_ram import ram_fit_json, ram_fit_lines
 from .model_tune import model_tune_cmd
 
 
@@ -144,6 +145,9 @@ def _print_export(result, target) -> None:
     if r.scratch.nbytes:
         click.echo(f"static scratch beside the arena: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} "
                    f"variants (the largest need: {r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
+    if result.ram_fit is not None:
+        for line in ram_fit_lines(result.ram_fit):
+            click.echo(line)
     click.echo(f"module: {result.folder / (m.name + '.h')} ({m.name}_invoke)")
 
 
@@ -155,11 +159,12 @@ def _print_export(result, target) -> None:
 @click.option("--name", default="", help="The module's C name (default: from the file name).")
 @options.objective
 @options.constraints
+@options.max_ram
 @options.as_json
 @options.compilers
 @options.kernel_file
-def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, as_json, kernel_files,
-                     compilers):
+def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, max_ram, as_json,
+                     kernel_files, compilers):
     """MODEL.tflite as one ahead-of-time C module for a target: each tuned layer's best trial
     (or the kernel's default configuration), the library operators, weights as const
     arrays, one arena by a memory plan (docs/model-export.md).
@@ -175,7 +180,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         check_model_name(name)
     db = options.open_db_if_present(db_path)
     bounds = options.bounds_of(constraints)
-    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers)
+    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers, max_ram)
     if as_json:
         m = result.rendered.manifest.model
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,
@@ -184,7 +189,8 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
                                "arena_scratch_bytes": result.rendered.arena_scratch.nbytes,
                                "input_shapes": [list(s) for s in m.input_shapes],
                                "output_shapes": [list(s) for s in m.output_shapes],
-                               "untuned": list(result.untuned), "layers": [l.to_json() for l in m.layers]}, indent=2))
+                               "untuned": list(result.untuned), "layers": [l.to_json() for l in m.layers],
+                               "max_ram": ram_fit_json(result.ram_fit)}, indent=2))
     else:
         _print_export(result, target)
 

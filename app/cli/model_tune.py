@@ -19,8 +19,14 @@ from edgetune.tuner.scheduler import SCHEDULERS
 from edgetune.model.check import LayerCheck, check_model
 from edgetune.model.session import ModelRound, ModelSummary, compact_shape, progress_line, tune_model
 
-from ..session import choose_objective
+from edgetune.codegen import get_kernel
+from edgetune.model.export import layer_variants
+from edgetune.model.ram_fit import fastest_ram, fit_ram, room_for
+from edgetune.model.ram_tune import measure_lean
+
+from ..session import TuneRequest, choose_objective
 from . import options
+from .model_ram import ram_fit_json, ram_fit_lines
 
 TRIALS_PER_WORKLOAD = options.MODEL_TRIALS_PER_WORKLOAD
 ROUND_TRIALS = 4  # trials per scheduler round, when the budget allows
@@ -83,6 +89,35 @@ def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path
     }
 
 
+def bounded_choice(model, target, db, room, strategy, seed, jobs, objective, bounds, compilers):
+    """Under --max-ram: the low-RAM variants the bound needs measured (ram_tune.py), then
+    the choice under it (RamBoundError, one line, when none fits)."""
+    first = next(layer for layer in model.layers if layer.kernel is not None)
+    template = TuneRequest(get_kernel(first.kernel), target, {}, strategy, 0, jobs, seed, objective, bounds,
+                           compilers=compilers)
+    lean = measure_lean(model, target, db, room, template, objective, compilers)
+    return fit_ram(model, target, layer_variants(model, target, db, objective, bounds, compilers), room.max_ram), lean
+
+
+def print_bounded(fit, lean, model_file: str, max_ram: int) -> None:
+    measured = sum(r.measured for r in lean)
+    if measured:
+        click.echo(f"  --max-ram: {measured} low-RAM variants of {len(lean)} workloads measured beyond the budget "
+                   "(lean configurations near each one's fastest)")
+    for line in ram_fit_lines(fit):
+        click.echo(line)
+    click.echo(f"  the module: `edgetune model export {model_file} --max-ram {max_ram}` (without it, the fastest "
+               "variants)")
+
+
+def print_ram(model, target, db, objective, bounds, compilers) -> None:
+    """The RAM the fastest variants plan, and how to bound it (the default stays the fastest)."""
+    fastest = fastest_ram(model, target, layer_variants(model, target, db, objective, bounds, compilers))
+    click.echo(f"  RAM of the module with these variants: {fastest.total:,} bytes planned (arena {fastest.arena_bytes:,}"
+               f", inputs and outputs {fastest.io_bytes:,}); to bound it, tune and export with --max-ram BYTES "
+               "(docs/model-ram.md)")
+
+
 @click.command("tune")
 @click.argument("model_file", metavar="MODEL.tflite")
 @options.target
@@ -98,11 +133,12 @@ def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path
 @click.option("--no-check", "no_check", is_flag=True, help="Skip the check of every tuned layer against TFLite Micro.")
 @click.option("--recheck", is_flag=True, help="Check every layer again, also a variant found bit-exact before with the "
               "same model, target, toolchain and seed (remembered by content).")
+@options.max_ram
 @options.as_json
 @options.compilers
 @options.kernel_file
 def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, seed, objective, constraints, db_path,
-                   no_check, as_json, kernel_files, compilers, recheck):
+                   no_check, max_ram, as_json, kernel_files, compilers, recheck):
     """Tune every layer of MODEL.tflite on a target: identical layers once, the budget spent
     where it lowers the model's total most; then check each tuned layer against TFLite Micro."""
     model = load_model(model_file)
@@ -128,16 +164,29 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
         if show:
             click.echo(progress_line(state, objective), err=True)
 
+    # A RAM bound the tensors alone exceed is refused before anything is measured; else each
+    # layer's search proposes no variant whose scratch could not fit beside them.
+    room = room_for(model, target, max_ram) if max_ram is not None else None
+    limits = room.scratch_limits() if room is not None else None
     db = options.open_db(db_path)
     summary = tune_model(model.layers, target, db, budget=budget, strategy=strategy, seed=seed, jobs=jobs,
                          objective=objective, bounds=bounds, progress=progress, scheduler=scheduler,
-                         round_trials=round_trials, compilers=compilers)
+                         round_trials=round_trials, compilers=compilers, scratch_limits=limits)
+    fit, lean = (bounded_choice(model, target, db, room, strategy, seed, jobs, objective, bounds, compilers)
+                 if room is not None else (None, ()))
+    # Under a bound, the layers are checked on the variants it chose (those the export runs).
+    chosen = {key: entry.config for key, entry in fit.chosen().items()} if fit is not None else None
     checks = () if no_check else check_model(model, target, db, objective, bounds, seed, compilers=compilers,
-                                             recheck=recheck)
+                                             recheck=recheck, chosen=chosen)
     if as_json:
-        click.echo(json.dumps(_summary_json(summary, checks, db_path), indent=2))
+        click.echo(json.dumps(dict(_summary_json(summary, checks, db_path), max_ram=ram_fit_json(fit),
+                                   lean_trials=sum(r.measured for r in lean)), indent=2))
     else:
         print_model_summary(summary)
+        if fit is not None:
+            print_bounded(fit, lean, model_file, max_ram)
+        elif not summary.unsolved:
+            print_ram(model, target, db, objective, bounds, compilers)
         if checks:
             judges = "TFLite Micro" + ("" if all(c.oracle == "TFLite Micro" for c in checks) else
                                        " (CUSTOM operators: their kernel's reference)")

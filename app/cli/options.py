@@ -128,6 +128,10 @@ compilers = _shared("compilers", "--compiler", "compilers", multiple=True, metav
                          "measured by a tune, counted as best, taken by an export; a firmware built with one "
                          "toolchain gets no object of another.")
 as_json = _shared("as_json", "--json", "as_json", is_flag=True, help="Print JSON instead of text (and no progress).")
+max_ram = _shared("max_ram", "--max-ram", "max_ram", type=click.IntRange(min=1), default=None, metavar="BYTES",
+                  help="Bound on the module's RAM as `model verify` counts it (arena with the layers' scratch, static "
+                       "scratch, inputs and outputs): the fastest variants whose planned RAM fits "
+                       "(docs/model-ram.md).")
 
 
 def out_folder(what: str):

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -85,23 +85,26 @@ def _run_layer(layer: ModelLayer, target: Target, config, cases: list[tuple[Kern
 
 
 def check_layer(layer: ModelLayer, target: Target, db: TuningDatabase, goal: Goal, seed: int,
-                work_root: Path, compilers: tuple[str, ...] = (), memory: Callable[[ModelLayer, str], str] | None = None
-                ) -> LayerCheck:
-    """The layer's best stored variant against its oracle. `memory(layer, config key)`: the
-    key its verdict is remembered under (app/check_memory.py); a bit-exact verdict found
-    there is reused, not run again."""
+                work_root: Path, compilers: tuple[str, ...] = (), memory: Callable[[ModelLayer, str], str] | None = None,
+                pinned: Mapping | None = None) -> LayerCheck:
+    """The layer's best stored variant against its oracle (`pinned`: that configuration
+    instead, the one a RAM bound chose). `memory(layer, config key)`: the key its verdict is
+    remembered under (app/check_memory.py); a bit-exact verdict found there is reused, not
+    run again."""
     kernel = KERNELS[layer.kernel]
     shape = layer.shape_dict
-    best = db.best(workload_of(kernel, target, shape), goal.objective,
-                   lambda t: goal.allows(t) and compiled_by(t, compilers))
-    if best is None:
+    best = None if pinned is not None else db.best(workload_of(kernel, target, shape), goal.objective,
+                                                   lambda t: goal.allows(t) and compiled_by(t, compilers))
+    if best is None and pinned is None:
         return LayerCheck(layer.index, layer.op, layer.kernel, "", 0, "no feasible trial", checked=False,
                           oracle=oracle_name(layer))
-    config = kernel.tuning_space(target, shape).make(best.trial.config.as_dict())
+    config = kernel.tuning_space(target, shape).make(dict(pinned) if pinned is not None else
+                                                     best.trial.config.as_dict())
+    shown = best.trial.config.key() if best is not None else config.key()
     key = memory(layer, config.key()) if memory is not None else None
     remembered = recall(key) if key else None
     if remembered is not None:
-        return LayerCheck(layer.index, layer.op, layer.kernel, best.trial.config.key(), remembered,
+        return LayerCheck(layer.index, layer.op, layer.kernel, shown, remembered,
                           oracle=oracle_name(layer), remembered=True)
     rng = np.random.default_rng([seed, layer.index])
     cases = [layer_case(layer, rng, edge) for edge in EDGES]
@@ -112,16 +115,18 @@ def check_layer(layer: ModelLayer, target: Target, db: TuningDatabase, goal: Goa
         shutil.rmtree(workdir, ignore_errors=True)
     if key and not problem:
         remember(key, matched)
-    return LayerCheck(layer.index, layer.op, layer.kernel, best.trial.config.key(), matched, problem,
+    return LayerCheck(layer.index, layer.op, layer.kernel, shown, matched, problem,
                       oracle=oracle_name(layer))
 
 
 def check_model(model: Model, target: Target, db: TuningDatabase, objective: str,
                 bounds: tuple[Bound, ...] = (), seed: int = 0, progress=None,
-                compilers: tuple[str, ...] = (), recheck: bool = False) -> tuple[LayerCheck, ...]:
+                compilers: tuple[str, ...] = (), recheck: bool = False,
+                chosen: Mapping[tuple, Mapping] | None = None) -> tuple[LayerCheck, ...]:
     """Every tuned layer of `model`, its best stored variant for the goal (built by one of
-    `compilers`, when given), against TFLite Micro. A variant found bit-exact before, with
-    the same content (app/check_memory.py), is not run again unless `recheck`."""
+    `compilers`, when given; `chosen`: (kernel, shape) -> the configuration to check instead,
+    a RAM bound's choice), against TFLite Micro. A variant found bit-exact before, with the
+    same content (app/check_memory.py), is not run again unless `recheck`."""
     goal = Goal(objective, bounds)
     checks = []
     model_bytes, fingerprint = Path(model.path).read_bytes(), measurement_fingerprint(target)
@@ -131,7 +136,8 @@ def check_model(model: Model, target: Target, db: TuningDatabase, objective: str
 
     with tempfile.TemporaryDirectory(prefix="edgetune-check-") as tmp:
         for layer in model.tuned:
-            check = check_layer(layer, target, db, goal, seed, Path(tmp), compilers, None if recheck else memory)
+            check = check_layer(layer, target, db, goal, seed, Path(tmp), compilers, None if recheck else memory,
+                                (chosen or {}).get((layer.kernel, layer.shape)))
             checks.append(check)
             if progress is not None:
                 progress(check)

@@ -23,6 +23,7 @@ from edgetune.codegen.export import ExportEntry, ExportError
 from edgetune.model import Graph, Model, ModelError, check_fits, load_model
 from edgetune.model.graph import read_graph
 from edgetune.model.oracle import ARENA_MARGIN
+from edgetune.model.ram_fit import RamFit, fit_ram
 from edgetune.model.module import RenderedModel, check_model_name, default_config, model_name, render_model_module
 from edgetune.hal import Target
 from edgetune.tuner import Bound, TuningDatabase, check_names, resolve_goal
@@ -41,6 +42,7 @@ class ModelExport:
     untuned: tuple[str, ...]  # workloads run with the kernel's default configuration
     tflm_arena: int | None  # TFLite Micro's arena for the model (None: unknown, `tflm_unknown` says why)
     tflm_unknown: str = "tflite-micro not installed"
+    ram_fit: RamFit | None = None  # --max-ram: the choice under the bound beside the fastest one
 
 
 def _default_entry(kernel, target: Target, shape: dict, objective: str, compilers: tuple[str, ...] = ()) -> ExportEntry:
@@ -72,14 +74,49 @@ def choose_layers(model: Model, target: Target, db: TuningDatabase | None, objec
             within = f" within {', '.join(b.text() for b in goal.bounds)} (of its {kept} trial{'s' if kept > 1 else ''})" if kept else ""
             untuned.append(f"{w.kernel} {w.shape_text}{within}")
             continue
-        config = kernel.tuning_space(target, shape).make(record.trial.config.as_dict())
-        chosen[(w.kernel, w.shape)] = ExportEntry(
-            kernel=kernel.name, kernel_version=kernel.version, shape=tuple(shape.items()), config=config.items,
-            objective=goal.objective, value=float(record.trial.values[goal.objective]),
-            values=tuple(sorted(record.trial.values.items())), trial_id=record.id, created=record.created,
-            trials=len(db.trials(workload)), toolchain=workload.toolchain, bounds=goal.bounds,
-            chosen_by="override" if objective or bounds else "tuned" if stored is not None else "default")
+        chosen[(w.kernel, w.shape)] = record_entry(kernel, target, shape, record, goal, len(db.trials(workload)),
+                                                   "override" if objective or bounds else
+                                                   "tuned" if stored is not None else "default")
     return chosen, tuple(untuned)
+
+
+def record_entry(kernel, target: Target, shape: dict, record, goal, trials: int, chosen_by: str) -> ExportEntry:
+    """The export entry of a stored trial (`record`), chosen by `goal` (`trials`: how many the
+    workload holds; `chosen_by`: ExportEntry's)."""
+    config = kernel.tuning_space(target, shape).make(record.trial.config.as_dict())
+    return ExportEntry(kernel=kernel.name, kernel_version=kernel.version, shape=tuple(shape.items()),
+                       config=config.items, objective=goal.objective, value=float(record.trial.values[goal.objective]),
+                       values=tuple(sorted(record.trial.values.items())), trial_id=record.id, created=record.created,
+                       trials=trials, toolchain=record.workload.toolchain, bounds=goal.bounds, chosen_by=chosen_by)
+
+
+def layer_variants(model: Model, target: Target, db: TuningDatabase | None, objective: str = "",
+                   bounds: tuple[Bound, ...] = (), compilers: tuple[str, ...] = ()) -> dict[tuple, tuple[ExportEntry, ...]]:
+    """Every variant each tuned workload could run, (kernel, shape) -> entries: each distinct
+    configuration's best successful trial within the goal (as choose_layers chooses among
+    them), the fastest first, and the kernel's default configuration when no trial measured
+    it (value 0, trial_id 0: not measured). What a choice under a RAM bound picks from
+    (ram_fit.py)."""
+    found = {}
+    for w in model.workloads():
+        kernel = KERNELS[w.kernel]
+        shape = kernel.parse_shape(dict(w.shape))
+        workload = workload_of(kernel, target, shape)
+        stored = db.goal(workload) if db is not None else None
+        goal = resolve_goal(stored, objective, bounds, target.measures)
+        check_names(goal.objective, goal.bounds, target.measured_values, target.name)
+        records = [r for r in (db.proposals(workload) if db is not None else ())
+                   if r.trial.value(goal.objective) is not None and goal.allows(r.trial) and compiled_by(r.trial, compilers)]
+        records.sort(key=lambda r: r.trial.value(goal.objective))  # stable: ties keep the proposal order
+        by_config = {}
+        for r in records:
+            by_config.setdefault(r.trial.config.key(), r)
+        entries = [record_entry(kernel, target, shape, r, goal, len(records), "max_ram") for r in by_config.values()]
+        default = _default_entry(kernel, target, shape, goal.objective, compilers)
+        if all(dict(e.config) != dict(default.config) for e in entries):
+            entries.append(default)
+        found[(w.kernel, w.shape)] = tuple(entries)
+    return found
 
 
 def _io_problem(graph: Graph, kind: str, k: int, t: int) -> str:
@@ -145,9 +182,11 @@ def tflm_arena_bytes(model_bytes: bytes, *input_shapes: tuple[int, ...], dtypes=
 
 
 def export_model(model_path: Path, target: Target, db: TuningDatabase | None, out_dir: Path, name: str = "",
-                 objective: str = "", bounds: tuple[Bound, ...] = (), compilers: tuple[str, ...] = ()) -> ModelExport:
+                 objective: str = "", bounds: tuple[Bound, ...] = (), compilers: tuple[str, ...] = (),
+                 max_ram: int | None = None) -> ModelExport:
     """Render and publish the module of `model_path` for `target` (its variants built by
-    `compilers` only, when given)."""
+    `compilers` only, when given; with `max_ram`, the fastest whose RAM stays within it:
+    ram_fit.py)."""
     _check_io(read_graph(model_path))
     model = load_model(model_path)
     check_fits(model, target)
@@ -155,12 +194,19 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     check_destination(out_dir, model=True)
     check_compilers(target, compilers)
     chosen, untuned = choose_layers(model, target, db, objective, bounds, compilers)
+    fit = None
+    if max_ram is not None:
+        fit = fit_ram(model, target, layer_variants(model, target, db, objective, bounds, compilers), max_ram)
+        chosen.update({key: fit.chosen()[key] for key in fit.changed()})
     data = Path(model_path).read_bytes()
     rendered = render_model_module(model, target, chosen, name=name or model_name(str(model_path)),
                                    database=str(db.path) if db is not None else "",
                                    date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version=__version__,
                                    model_bytes=data)
     m = rendered.manifest.model
+    if fit is not None and m.arena_bytes != fit.fitted.arena_bytes:  # the same planner on the same variants
+        raise ExportError(f"{model_path}: the module's arena ({m.arena_bytes} bytes) is not the one planned under "
+                          f"--max-ram ({fit.fitted.arena_bytes} bytes): a bug, please report it")
     if m.arena_region and m.arena_bytes > target.io_capacity(m.arena_region):
         raise ExportError(f"{model_path}: the arena takes {m.arena_bytes} bytes, more than any buffer region of "
                           f"{target.name} holds ({m.arena_region}: {target.io_capacity(m.arena_region)} bytes)")
@@ -169,9 +215,9 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     publish(out_dir, rendered.files, rendered.manifest,
             lambda staging: (staging / rendered.manifest.model.file).write_bytes(data))
     if any(layer.op == "CUSTOM" for layer in model.layers):  # TFLite Micro's interpreter refuses the model
-        return ModelExport(out_dir, rendered, untuned, None, "TFLite Micro cannot run its CUSTOM operators")
+        return ModelExport(out_dir, rendered, untuned, None, "TFLite Micro cannot run its CUSTOM operators", fit)
     dtypes = [model.graph.tensors[t].dtype for t in model.graph.inputs]
-    return ModelExport(out_dir, rendered, untuned, tflm_arena_bytes(data, *m.input_shapes, dtypes=dtypes))
+    return ModelExport(out_dir, rendered, untuned, tflm_arena_bytes(data, *m.input_shapes, dtypes=dtypes), ram_fit=fit)
 
 
 __all__ = ["ExportError", "ModelExport", "check_model_name", "choose_layers", "export_model", "tflm_arena_bytes"]

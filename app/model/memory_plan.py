@@ -117,14 +117,27 @@ class _Group:
         self.shifts[out] = shift + bump
         self.nbytes = max(self.nbytes + bump, shift + bump + nbytes)
 
+    def add_before(self, out: int, nbytes: int, source: int, lag: int, alignment: int) -> None:
+        """`out` starting `lag` bytes (rounded up to the alignment) before `source` starts, the
+        group grown at its front when it does not fit."""
+        shifts = {m: self.shift(m) for m in self.members}
+        shift = shifts[source] - aligned(lag, alignment)
+        bump = max(0, -shift)
+        self.shifts = {m: v + bump for m, v in shifts.items()}
+        self.shifts[out] = shift + bump
+        self.nbytes = max(self.nbytes + bump, shift + bump + nbytes)
+
 
 def _groups(lives: dict[int, TensorLife], in_place: Mapping[int, int], grows: frozenset[int] = frozenset(),
-            ends: frozenset[int] = frozenset(), alignment: int = ALIGN, bump: int = 1 << 30) -> dict[int, _Group]:
+            ends: frozenset[int] = frozenset(), alignment: int = ALIGN, bump: int = 1 << 30,
+            lags: Mapping[int, int] | None = None) -> dict[int, _Group]:
     """Merge each in-place output into its input's group when the input dies at the step
     that writes the output (a later read would see overwritten bytes otherwise). An output
     larger than its input joins only when it is in `grows` (its operator reads the whole
     input before writing) or `ends` (it is written in order, so that ending where its input
-    ends keeps every write behind the reads), and the group grows to it."""
+    ends keeps every write behind the reads), and the group grows to it. An output in `lags`
+    starts that many bytes before its input (its operator writes each byte only after the
+    reads that far ahead are done: a 3x3 convolution in pixel order)."""
     group_of = {t: t for t in lives}
     groups = {t: _Group([t], life.nbytes, life.first, life.last) for t, life in lives.items()}
     for out in sorted(in_place, key=lambda t: lives[t].first if t in lives else -1):
@@ -136,7 +149,9 @@ def _groups(lives: dict[int, TensorLife], in_place: Mapping[int, int], grows: fr
         if g.last != lives[out].first or lives[source].last != lives[out].first or \
                 (lives[out].nbytes > g.nbytes and out not in grows and out not in ends):
             continue  # the input is read later, or the output would not fit where it is
-        if out in ends and lives[out].nbytes > lives[source].nbytes:
+        if out in (lags or {}):
+            g.add_before(out, lives[out].nbytes, source, lags[out], alignment)
+        elif out in ends and lives[out].nbytes > lives[source].nbytes:
             if len(g.members) > bump and g.shift(source) + lives[source].nbytes < lives[out].nbytes:
                 continue
             g.add_at_end(out, lives[out].nbytes, source, lives[source].nbytes, alignment)
@@ -200,11 +215,13 @@ def _place(groups: dict[int, _Group], order, alignment: int) -> tuple[dict[int, 
 
 
 def plan_memory(lives: Iterable[TensorLife], in_place: Mapping[int, int] | None = None,
-                alignment: int = ALIGN, grows: Iterable[int] = (), ends: Iterable[int] = ()) -> MemoryPlan:
+                alignment: int = ALIGN, grows: Iterable[int] = (), ends: Iterable[int] = (),
+                lags: Mapping[int, int] | None = None) -> MemoryPlan:
     """Offsets for `lives` in one arena. `in_place` maps an output tensor to the input it may
     be written over (the operator allows it); it is honoured only when that input is not read
     after the output is written and the output is no larger (or in `grows`: its operator
-    reads the whole input before it writes; or in `ends`: placed to end where its input ends)."""
+    reads the whole input before it writes; or in `ends`: placed to end where its input ends;
+    or in `lags`: output -> bytes it starts before its input)."""
     lives = {life.tensor: life for life in lives}
     for life in lives.values():
         if life.nbytes < 0 or life.last < life.first:
@@ -215,7 +232,7 @@ def plan_memory(lives: Iterable[TensorLife], in_place: Mapping[int, int] | None 
     # pointwise one after it), never, and without them; the lowest peak kept (the first on a tie).
     for chains in ((frozenset(ends), 1 << 30), (frozenset(ends), 2), (frozenset(ends), 0),
                    (frozenset(), 0))[:4 if ends else 1]:
-        groups = _groups(lives, in_place or {}, frozenset(grows), *chains[:1], alignment, chains[1])
+        groups = _groups(lives, in_place or {}, frozenset(grows), *chains[:1], alignment, chains[1], lags)
         for g in groups.values():
             g.rects = [(g.shift(m), aligned(lives[m].nbytes, alignment), lives[m].first, lives[m].last)
                        for m in g.members]

@@ -146,10 +146,11 @@ def arena_tensors(model: Model, steps: Sequence[Step]) -> set[int]:
 
 
 def memory_plan(model: Model, steps: Sequence[Step], scratch: Mapping[int, int] | None = None,
-                ends: frozenset[int] | set[int] = frozenset()) -> MemoryPlan:
+                ends: frozenset[int] | set[int] = frozenset(), lags: Mapping[int, int] | None = None) -> MemoryPlan:
     """Lifetimes over the steps, in-place pairs where an operator allows them, one arena;
     `scratch` (step position -> bytes) plans each such step's scratch into the arena too,
-    alive during that step only; `ends`: in-place outputs that end where their input ends."""
+    alive during that step only; `ends`: in-place outputs that end where their input ends;
+    `lags`: in-place outputs that start that many bytes before their input."""
     tensors = model.graph.tensors
     inside = arena_tensors(model, steps)
     first = {t: n for n, s in enumerate(steps) for t in s.outputs if t in inside}
@@ -166,8 +167,8 @@ def memory_plan(model: Model, steps: Sequence[Step], scratch: Mapping[int, int] 
         if s.outputs[0] in inside and dying:
             in_place[s.outputs[0]] = dying[0]
     # A tuned layer's variant that writes over its input reads all of it first: any size.
-    grows = {s.outputs[0] for s in steps if s.kernel is not None and s.in_place} - set(ends)
-    return plan_memory(lives, in_place, grows=grows, ends=ends)
+    grows = {s.outputs[0] for s in steps if s.kernel is not None and s.in_place} - set(ends) - set(lags or {})
+    return plan_memory(lives, in_place, grows=grows, ends=ends, lags=lags)
 
 
 def _c_values(values: np.ndarray, per_line: int = 24) -> str:
@@ -294,6 +295,7 @@ class _Variant:
     config: object
     declarations: tuple[str, ...]
     in_place_mode: str = ""  # KernelBase.in_place_mode
+    in_place_lag: int = 0  # mode "lag": bytes the output starts before the input (KernelBase.in_place_lag)
 
 
 def _render_variants(model: Model, target: Target, steps: Sequence[Step], chosen: Mapping[tuple, ExportEntry],
@@ -320,15 +322,30 @@ def _render_variants(model: Model, target: Target, steps: Sequence[Step], chosen
         variants[step.function] = _Variant(rendered, _kernel_entry(target, entry, rendered, config), config,
                                            (rendered.declaration, *setter,
                                             *kernel.extra_declarations(shape, config, step.function)),
-                                           kernel.in_place_mode(shape, config))
+                                           kernel.in_place_mode(shape, config), kernel.in_place_lag(shape, config))
     return variants
 
 
-def scratch_needs(steps: Sequence[Step], variants: Mapping[str, _Variant]) -> dict[int, int]:
-    """step position -> the bytes of scratch in the arena its variant needs (steps without
-    any left out)."""
-    return {n: variants[s.function].rendered.arena_scratch_bytes for n, s in enumerate(steps)
-            if s.kernel is not None and variants[s.function].rendered.arena_scratch_bytes}
+def scratch_needs(steps: Sequence[Step], arena_scratch: Mapping[str, int]) -> dict[int, int]:
+    """step position -> the bytes of scratch in the arena its variant needs (function ->
+    bytes in `arena_scratch`; steps without any left out)."""
+    return {n: arena_scratch[s.function] for n, s in enumerate(steps)
+            if s.kernel is not None and arena_scratch.get(s.function)}
+
+
+def plan_variants(model: Model, steps: Sequence[Step], in_place_modes: Mapping[str, str],
+                  arena_scratch: Mapping[str, int], lags: Mapping[str, int] | None = None
+                  ) -> tuple[tuple[Step, ...], MemoryPlan]:
+    """The steps with the tuned ones that run in place marked, and the memory plan, for the
+    variants described by their functions' in-place mode (KernelBase.in_place_mode; "lag":
+    the output starts `lags[function]` bytes before the input) and scratch in the arena: what
+    rendering plans, and what a choice of variants by RAM (ram_fit.py) plans before rendering."""
+    steps = tuple(replace(s, in_place=s.inputs[:1]) if s.kernel is not None and in_place_modes.get(s.function)
+                  else s for s in steps)
+    ends = {s.outputs[0] for s in steps if s.kernel is not None and in_place_modes.get(s.function) == "end"}
+    behind = {s.outputs[0]: (lags or {})[s.function] for s in steps
+              if s.kernel is not None and in_place_modes.get(s.function) == "lag"}
+    return steps, memory_plan(model, steps, scratch_needs(steps, arena_scratch), ends, behind)
 
 
 def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequence[Step],
@@ -556,10 +573,9 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     check_outputs_computed(model, steps)
     db_name = Path(database).name if database else "no database"
     variants = _render_variants(model, target, steps, chosen, name, comment_safe(db_name))
-    steps = tuple(replace(s, in_place=s.inputs[:1]) if s.kernel is not None and variants[s.function].in_place_mode
-                  else s for s in steps)
-    ends = {s.outputs[0] for s in steps if s.kernel is not None and variants[s.function].in_place_mode == "end"}
-    plan = memory_plan(model, steps, scratch_needs(steps, variants), ends)
+    steps, plan = plan_variants(model, steps, {fn: v.in_place_mode for fn, v in variants.items()},
+                                {fn: v.rendered.arena_scratch_bytes for fn, v in variants.items()},
+                                {fn: v.in_place_lag for fn, v in variants.items()})
     r = _render_steps(model, target, plan, steps, variants, name)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)

@@ -139,13 +139,15 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
                bounds: tuple[Bound, ...] = (), progress: ModelProgressFn | None = None, scheduler: str = "gradient",
                round_trials: int = 4, baselines: bool = True, trial_progress: ProgressFn | None = None,
                kernels: Callable[[str], Kernel] = get_kernel, batch: int | None = None,
-               compilers: tuple[str, ...] = ()) -> ModelSummary:
+               compilers: tuple[str, ...] = (), scratch_limits: dict[tuple, int] | None = None) -> ModelSummary:
     """Tune the model's distinct layers on `target`, `budget` trials in all, split in rounds
     of `round_trials` (at least `jobs`) by `scheduler` ("gradient" or "even"); see the module.
     Every layer is checked (kernel, shape, fits the target) before anything is measured.
     `progress` hears of every round, `trial_progress` of every trial (as tune() reports it).
     `batch`: variants per image (TuneRequest.batch; None: the session's choice). `compilers`:
-    the only compilers measured and counted (TuneRequest.compilers; (): every one)."""
+    the only compilers measured and counted (TuneRequest.compilers; (): every one).
+    `scratch_limits`: (kernel, shape) -> the bytes of scratch a layer's variants may need
+    (a RAM bound's share, ram_fit.scratch_allowance): the others are not proposed."""
     check_strategy(strategy)
     chooser = make_scheduler(scheduler, seed)
     if budget < 0 or round_trials < 1:
@@ -162,7 +164,9 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     tasks = [SchedTask(lw.workload.key(), lw.weight, similarity_group(lw), lw.macs, plain[lw.workload.key()])
              for lw in workloads]
     log: list[ModelRound] = []
-    with RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress) as rounds:
+    limits = {lw.workload.key(): (scratch_limits or {}).get((lw.kernel.name, tuple(lw.shape.items())))
+              for lw in workloads}
+    with RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress, limits) as rounds:
         # Processes sharing the database follow one sequence of rounds (edgetune.model.shared_rounds).
         shared = SharedRounds(db, model_key([(t.id, t.weight) for t in tasks], objective, bounds, chooser.name,
                                             rounds.size))
@@ -239,8 +243,9 @@ class RoundRunner:
     at the first round that measures and kept open until the runner closes."""
 
     def __init__(self, workloads: Sequence[LayerWorkload], db: TuningDatabase, template: TuneRequest, size: int,
-                 trial_progress: ProgressFn | None = None):
+                 trial_progress: ProgressFn | None = None, scratch_limits: dict[str, int | None] | None = None):
         self.db, self.template, self.size, self.trial_progress = db, template, size, trial_progress
+        self.scratch_limits = scratch_limits or {}
         self.objective, self.bounds = template.objective, template.bounds
         self.by_key = {lw.workload.key(): lw for lw in workloads}
         self.histories = {key: TaskHistory() for key in self.by_key}
@@ -293,7 +298,8 @@ class RoundRunner:
             for old in [k for k in self.searches if k[0] == key[0]]:
                 self.searches.pop(old).close()
             seeds = (default_seed(lw, self.template.target, self.template.compilers), *self._winners(lw))
-            request = replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget, initial=seeds)
+            request = replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget, initial=seeds,
+                              scratch_limit=self.scratch_limits.get(lw.workload.key()))
             self.searches[key] = LiveSearch(request, self.db, self.trial_progress)
         return self.searches[key]
 

@@ -221,6 +221,15 @@ class Kernel:
     def make_io(self, shape: Mapping[str, int], rng: np.random.Generator) -> KernelIO:
         raise NotImplementedError
 
+    # The parameters a configuration's scratch depends on, for scratch_estimate (() : the
+    # kernel gives no estimate): a bound on scratch prunes the space by them alone.
+    scratch_reads: tuple[str, ...] = ()
+
+    def scratch_estimate(self, shape: Mapping[str, int], config: Mapping) -> int | None:
+        """The bytes of scratch (im2col rows, padded copies, accumulators) a configuration
+        needs, from `scratch_reads` alone, without rendering it; None: not known."""
+        return None
+
     # How make_io draws the inputs tuning measures (a kernel's `edge`; "random" for every
     # kernel without one). The int8 kernels draw TFLite's conventions ("tflite"): tuning
     # measures the branches a deployment takes, never only the ones it does not.
@@ -269,11 +278,17 @@ class Kernel:
         """How the variant may be called with its output over its input: "start" (the output
         starts where the input does: every input byte is read before the output byte at its
         address is written), "end" (the output ends where the input ends: it is written in
-        order, each write behind the reads still to come), or "" (not at all). A model's
+        order, each write behind the reads still to come), "lag" (the output starts
+        in_place_lag bytes before the input: written in order, each write that far behind the
+        reads still to come), or "" (not at all). A model's
         memory plan then lays the two over each other (TinyEngine's in-place depthwise).
         "" unless a kernel shows it from its loops (and a module test checks it against the
         oracle)."""
         return ""
+
+    def in_place_lag(self, shape: Mapping[str, int], config: Config) -> int:
+        """In mode "lag", the bytes the output starts before the input (0 otherwise)."""
+        return 0
 
     def compare(self, shape: Mapping[str, int], io: KernelIO, name: str, got: np.ndarray,
                 want: np.ndarray) -> str | None:

@@ -130,6 +130,11 @@ class Conv2dS8(Kernel):
         zero_row = shape["cin"] if Conv2dS8.reads_zero_row(shape, config) else 0
         return col + acc + sums + zero_row
 
+    scratch_reads = ("im2col_pixels", "algo", "fusion", "weight_sums", "layout", "vector")
+
+    def scratch_estimate(self, shape: Mapping[str, int], config: Mapping) -> int | None:
+        return self.scratch_bytes(shape, config)
+
     @staticmethod
     def reads_zero_row(shape: Mapping[str, int], config: Mapping) -> bool:
         """The packed (and every DSP) direct loop reads taps in the padding from a row of in_zero."""
@@ -168,7 +173,7 @@ class Conv2dS8(Kernel):
                        lambda c: c["layout"] == "ohwi" or c["weight_sums"] == "in_loop", reads=("layout", "weight_sums")),
             Constraint(f"static buffers exceed the {capacity} bytes of scratch memory on {target.name}",
                        lambda c: self.scratch_bytes(shape, c) <= capacity,
-                       reads=("im2col_pixels", "algo", "fusion", "weight_sums", "layout", "vector")),
+                       reads=self.scratch_reads),
             Constraint(f"the fused row tile (tile_p * cout int32) exceeds {stack} bytes of stack on {target.name}",
                        lambda c: (c["algo"] == "direct" and c["layout"] == "ohwi" and c["vector"] != "mve")
                        or c["fusion"] == "unfused" or c["tile_p"] * cout * 4 <= stack,
@@ -227,8 +232,25 @@ class Conv2dS8(Kernel):
             return "start"
         geo = geometry_of(shape)
         if (geo.kh, geo.kw, geo.stride_h, geo.stride_w) != (1, 1, 1, 1) or geo.padded:
-            return ""
+            return "lag" if self.in_place_lag(shape, config) else ""
         return "start" if shape["cout"] <= shape["cin"] else "end"
+
+    def in_place_lag(self, shape: Mapping[str, int], config: Config) -> int:
+        """A fused Helium convolution of stride 1 and dilation 1 that keeps the input's size
+        and channels (a ResNet block's 3x3) writes the output pixel by pixel, in order, each
+        after every read of its window (direct: the pixel's accumulators, requantised once all
+        channels are summed; im2col: a chunk's windows copied before any of its pixels is
+        computed). Once pixels before q are written, the reads still to come start at the
+        window of q, pad_top rows and pad_left columns back: pixel q - pad_top * w - pad_left.
+        An output starting (pad_top * w + pad_left + 1) pixels before the input writes pixel
+        p over input pixel p - pad_top * w - pad_left - 1, always behind them (one pixel more
+        than the window's start, so a store never meets a byte of the window it is summing)."""
+        geo = geometry_of(shape)
+        if config["vector"] != "mve" or config["fusion"] != "fused" or shape["cin"] != shape["cout"] or \
+                (geo.stride_h, geo.stride_w, geo.dilation_h, geo.dilation_w) != (1, 1, 1, 1) or \
+                (geo.oh, geo.ow) != (shape["h"], shape["w"]) or (geo.kh, geo.kw) == (1, 1):
+            return 0
+        return (shape["pad_top"] * shape["w"] + shape["pad_left"] + 1) * shape["cin"]
 
     def extra_declarations(self, shape: Mapping[str, int], config: Config, fn: str) -> list[str]:
         return [pack_declaration(fn)] if config["layout"] == "packed" else []

@@ -15,6 +15,7 @@ from ..render import render
 from . import dwconv2d_s8_neon
 from .dwconv2d_s8_neon import NEON
 from .dwconv2d_s8_pixels import MVE_PIXELS
+from .dwconv2d_s8_pixels import scratch_bytes as pixel_scratch_bytes
 from .paths import Rule, VectorPath, anywhere, path_constraints, with_vector
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .conv2d_s8 import tile_schedule
@@ -115,6 +116,17 @@ class DwConv2dS8(Kernel):
         cout = shape["c"] * shape["mult"]
         check_elements(input=shape["h"] * shape["w"] * shape["c"], output=geo.oh * geo.ow * cout,
                        weights=shape["kh"] * shape["kw"] * cout)
+
+    scratch_reads = ("taps", "layout", "vector", "tile_p")
+
+    def scratch_estimate(self, shape: Mapping[str, int], config: Mapping) -> int | None:
+        """The padded copy (taps=padded3x3), the row of in_zero (layout=packed on a padded
+        layer) or mve_pixels' plane and accumulators."""
+        if config["vector"] == "mve_pixels":
+            return pixel_scratch_bytes(shape, int(config["tile_p"]))
+        padded = config["taps"] == "padded3x3"
+        zero_row = config["layout"] == "packed" and geometry_of(shape).padded and not padded
+        return (padded_copy_bytes(shape) if padded else 0) + (shape["c"] if zero_row else 0)
 
     def space(self, target: Target, shape: Mapping[str, int]) -> Space:
         c = shape["c"] * shape["mult"]  # output channels: what the channel tiles cover
