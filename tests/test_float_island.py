@@ -194,3 +194,15 @@ def test_an_island_operator_outside_an_island_is_named_among_the_missing(tmp_pat
     message = str(caught.value)
     assert "ABS outside a float island (edgetune runs it only there) (1x: operator 0)" in message
     assert "CUMSUM (1x: operator 1)" in message and "\n" not in message
+
+
+def test_an_island_measured_alone_is_its_whole_chain(tmp_path):
+    """`model tune`'s plan measures a library operator alone (op_measure.alone_model, the
+    operator renumbered 0): an island's QUANTIZE alone is the DEQUANTIZE, the float
+    operators and the QUANTIZE, on the int8 input."""
+    from edgetune.model.op_measure import alone_model
+
+    _, path = island_model(tmp_path, ["SIN"], shape=(2, 6))
+    model = load_model(path)
+    ops = read_graph_bytes(tmp_path, alone_model(model, model.layers[-1])).operators
+    assert [op.op for op in ops] == ["DEQUANTIZE", "SIN", "QUANTIZE"]

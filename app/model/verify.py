@@ -332,7 +332,8 @@ def _with_absorbed_feeders(graph: Graph, op: Operator) -> list[Operator]:
     """The operator after the absorbed operators whose results it reads (a float island's
     DEQUANTIZE and float operators before its QUANTIZE), in the model's order: TFLite Micro
     runs them together. A dilated convolution reads none of its absorbed copies' results."""
-    into_op = {index for index, into in graph.absorbed if into == op.index}
+    # the absorbing operator by its outputs, not its index (op_measure renumbers it to 0)
+    into_op = {index for index, into in graph.absorbed if graph.operators[into].outputs == op.outputs}
     chain, wanted = [op], set(op.inputs)
     for index in sorted(into_op, reverse=True):
         feeder = graph.operators[index]
