@@ -127,7 +127,7 @@ class LayerFunction:
     index: int
     op: str
     function: str
-    source: str  # "tuned", "default" (no trial in the database), "library" or "folded"
+    source: str  # "tuned", "default" (no trial in the database), "library", "folded" or "patched" (band by band)
 
     def to_json(self) -> dict:
         return {"index": self.index, "op": self.op, "function": self.function, "source": self.source}
@@ -214,7 +214,7 @@ def _model_problem(data) -> str | None:
     for i, layer in enumerate(data["layers"]):
         if not (isinstance(layer, dict) and _is_int(layer.get("index")) and isinstance(layer.get("op"), str)
                 and isinstance(layer.get("function"), str) and (layer["function"] == "" or IDENTIFIER_RE.fullmatch(layer["function"]))
-                and layer.get("source") in ("tuned", "default", "library", "folded")):
+                and layer.get("source") in ("tuned", "default", "library", "folded", "patched")):
             return f"model.layers[{i}]: {layer!r} is not an operator entry"
     if not isinstance(data["plan"], list) or not all(
             isinstance(p, list) and len(p) == 5 and all(_is_int(v) and v >= 0 for v in p) for p in data["plan"]):

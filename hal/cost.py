@@ -12,8 +12,10 @@ core's units and the dynamic energy it costs. From the mix of a run (instruction
     energy   = static_mw * cycles / clock  +  sum over classes of count(c) * energy_pj(c)
              + sum over memory regions r of accesses(r) * access_pj(r)
 
-accesses(r) counts the load and store instructions whose data lives in region r; a class's
-own cost assumes a zero-wait TCM or an L1 hit, and a region adds its stalls on top.
+accesses(r) counts the load and store instructions whose data lives in region r, and the
+instructions fetched from r when r charges for an access (code placed outside a zero-wait
+code region); a class's own cost assumes a zero-wait TCM or an L1 hit, and a region adds its
+stalls on top.
 
 An in-order single-issue core (Cortex-M4) lists no overlapping units: every cycle adds up.
 The Cortex-M55 overlaps its vector load/store and vector compute beats; superscalar cores

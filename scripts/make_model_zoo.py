@@ -41,6 +41,7 @@ regenerate them, use a virtual environment outside the repository::
     /tmp/tfvenv/bin/pip install tensorflow-cpu==2.21.0 tflite-micro
     /tmp/tfvenv/bin/python scripts/make_model_zoo.py                 # writes tests/data/models/zoo/
     /tmp/tfvenv/bin/python scripts/make_model_zoo.py --out DIR --only gru_unrolled
+    /tmp/tfvenv/bin/python scripts/make_model_zoo.py --large        # tests/data/models/large/
 
 The committed files were made with tensorflow-cpu 2.21.0 (Keras 3.15, numpy 2.4) and seed 28.
 """
@@ -400,6 +401,15 @@ def op_resize_nearest():
     return _model(inputs, layers.Resizing(12, 12, interpolation="nearest", name="up")(x), "op_resize_nearest")
 
 
+def mobilenet_v2_035_96():
+    """Keras's own MobileNetV2 (keras.applications, alpha 0.35, 96x96 input) with a 32-class
+    head: all 17 inverted residual blocks and the 1280-channel last convolution. Its code and
+    constants (528 KB as exported; with 2 classes 489 KB) exceed the M55's 512 KiB ITCM
+    (issue 28, "code that does not fit the ITCM")."""
+    return keras.applications.MobileNetV2(input_shape=(96, 96, 3), alpha=0.35, weights=None, classes=32,
+                                          classifier_activation="softmax", name="mobilenet_v2_035_96")
+
+
 def op_gather():
     inputs = keras.Input((10, 8), name="x", batch_size=1)
     x = layers.Dense(8, name="dense")(inputs)
@@ -495,6 +505,13 @@ ZOO = (
     # Added later: at the end, so that the models before keep their seeds (and bytes).
     ZooModel("dilated_same_static", dilated_same_static, "dilated SAME convolutions on a fixed batch: dilated CONV_2D"),
 )
+
+# Models too large for the zoo's folder (each over 160 KB): tests/data/models/large/, made with
+# --large. Their seeds follow the zoo's indexes (len(ZOO) + n), so adding one changes no other.
+LARGE = (
+    ZooModel("mobilenet_v2_035_96", mobilenet_v2_035_96, "Keras MobileNetV2, alpha 0.35, 96x96, 32 classes", "unit"),
+)
+LARGE_OUT = DEFAULT_OUT.parent / "large"
 
 
 # --- seeded weights ----------------------------------------------------------------------------
@@ -699,11 +716,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder to write to")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--only", nargs="*", default=None, help="build only these models")
+    parser.add_argument("--large", action="store_true", help=f"build the large models (default folder {LARGE_OUT})")
     args = parser.parse_args(argv)
+    models, first = (LARGE, len(ZOO)) if args.large else (ZOO, 0)
+    if args.large and args.out == DEFAULT_OUT:
+        args.out = LARGE_OUT
     args.out.mkdir(parents=True, exist_ok=True)
     tf.config.experimental.enable_op_determinism()
     print(f"tensorflow {tf.__version__}, keras {keras.__version__}, numpy {np.__version__}, seed {args.seed}")
-    for index, spec in enumerate(ZOO):
+    for index, spec in enumerate(models, start=first):
         if args.only is not None and spec.name not in args.only:
             continue
         data = build(spec, index, args.seed)
@@ -712,8 +733,10 @@ def main(argv: list[str] | None = None) -> int:
         save_reference(path, data, np.random.default_rng([args.seed, index, 1]))
         print(readme_row(spec, args.out), flush=True)
     # The README lists every model in the folder (with --only, those made before too).
-    rows = [readme_row(spec, args.out) for spec in ZOO if (args.out / f"{spec.name}.npz").exists()]
-    (args.out / "README.md").write_text(README_HEAD + "\n".join(rows) + "\n", encoding="utf-8")
+    rows = [readme_row(spec, args.out) for spec in models if (args.out / f"{spec.name}.npz").exists()]
+    head = README_HEAD.replace("# The model zoo (small models,", "# The zoo's large models (over 160 KB each,", 1) \
+        if args.large else README_HEAD
+    (args.out / "README.md").write_text(head + "\n".join(rows) + "\n", encoding="utf-8")
     return 0
 
 

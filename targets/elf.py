@@ -104,6 +104,12 @@ def alloc_bytes(path: Path) -> int:
     return sum(s.size for s in sections if s.flags & SHF_ALLOC)
 
 
+def bytes_in(path: Path, prefixes: tuple[str, ...]) -> int:
+    """Bytes of the allocated sections whose names start with one of `prefixes`."""
+    sections, _ = _sections(Path(path).read_bytes())
+    return sum(s.size for s in sections if s.flags & SHF_ALLOC and s.name.startswith(prefixes)) if prefixes else 0
+
+
 SHF_WRITE = 0x1
 EM_AARCH64 = 0xB7
 

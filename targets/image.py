@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgetune.codegen import render
+from edgetune.codegen.code_placement import PLACING_FAMILIES, code_regions, load_region
 from edgetune.firmware import COMMON_DIR, TEMPLATES_DIR
 from edgetune.hal import Target
 from edgetune.tuner import Outcome
@@ -16,13 +17,35 @@ from .toolchain import MeasureError, run_tool
 HARNESS_CFLAGS = ("-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
 
 
+def placed_regions(target: Target) -> list[dict]:
+    """The regions besides the code region that may hold a model's code and constants
+    (codegen/code_placement.py), flash first (a RAM region's stored copy follows them in
+    flash): their MEMORY name, output section, and where a RAM region's copy is stored (on a
+    board without flash, nowhere: the emulator loads the RAM region itself)."""
+    fw = target.firmware
+    load = load_region(target)
+    memory = {fw.code_region: "CODE"}
+    regions = sorted((r for r in code_regions(target) if r.name != fw.code_region), key=lambda r: not r.flash)
+    view = []
+    for r in regions:
+        memory[r.name] = f"ET_{r.name.upper()}"
+        region = target.region(r.name)
+        view.append(dict(name=r.name, memory=memory[r.name], access=region.access, base=region.base, size=region.size,
+                         section=target.section_name(r.name), copied=not r.flash and load is not None,
+                         load_name=load))
+    for r in view:
+        r["load"] = memory.get(load, "")
+    return view
+
+
 def linker_script(target: Target) -> str:
     """The link layout of the target's start-up family (firmware/templates/<family>.ld.j2)."""
     fw = target.firmware
     code, data = target.region(fw.code_region), target.region(fw.data_region)
     return render(f"{fw.startup}.ld.j2", directory=TEMPLATES_DIR, variables=dict(
         target_name=target.name, code=code, data=data, code_size=fw.code_size or code.size,
-        data_base=fw.data_base(data), data_reserved=fw.data_reserved, stack_size=fw.stack_size))
+        data_base=fw.data_base(data), data_reserved=fw.data_reserved, stack_size=fw.stack_size,
+        placed=placed_regions(target) if fw.startup in PLACING_FAMILIES else []))
 
 
 def link_image(target: Target, workdir: Path, objects: list[Path], harness: list[Path],
@@ -33,7 +56,9 @@ def link_image(target: Target, workdir: Path, objects: list[Path], harness: list
     (the linker's overflow message), any other link failure a compile error."""
     fw = target.firmware
     code_region = target.region(fw.code_region)
-    kernel_bytes = sum(elf.alloc_bytes(o) for o in objects)
+    # Sections the code plan put in another region (placed_regions) do not take the code region's bytes.
+    elsewhere = tuple(f"{r['section']}." for r in placed_regions(target)) if fw.startup in PLACING_FAMILIES else ()
+    kernel_bytes = sum(elf.alloc_bytes(o) - elf.bytes_in(o, elsewhere) for o in objects)
     if kernel_bytes > code_region.size:
         raise MeasureError(Outcome.TOO_LARGE, f"kernel needs {kernel_bytes} bytes; {code_region.name} holds {code_region.size}")
     try:

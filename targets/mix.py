@@ -172,6 +172,20 @@ MEMORY_CLASSES = ("load", "store", "vec_load", "vec_store")
 UNMAPPED = "unmapped"
 
 
+def instruction_fetches(per_pc: Mapping[int, int], regions: Iterable[MemoryRegion]) -> dict[str, int]:
+    """Instructions executed from each region that charges for an access (wait states or
+    energy): code a model's code plan put outside a zero-wait code region (app/model/code_plan.py)
+    stalls on every fetch there. Regions that charge nothing are left out, so a run whose
+    code lives in a TCM reports what it reported before fetches were priced."""
+    priced = tuple(r for r in regions if r.wait_states or r.access_pj)
+    counts: dict[str, int] = {}
+    for pc, count in per_pc.items():
+        name = next((r.name for r in priced if r.base <= pc < r.end), None)
+        if name is not None:
+            counts[name] = counts.get(name, 0) + count
+    return counts
+
+
 def memory_accesses(per_pc: Mapping[int, int], listing: Mapping[int, Instruction], addresses: Mapping[int, int],
                     a64: bool, regions: Iterable[MemoryRegion]) -> dict[str, int]:
     """Load and store instructions executed, by the memory region of their data.

@@ -200,6 +200,10 @@ class QemuRunner(Runner):
         empty_access, full_access = (mix.memory_accesses(counts.pcs_in(r), listing, counts.addresses_in(r), a64,
                                                          self.target.memory) for r in (0, region))
         accesses = {name: full_access.get(name, 0) - empty_access.get(name, 0) for name in full_access}
+        # Instruction fetches from a region with wait states are priced as its loads are.
+        empty_fetch, full_fetch = (mix.instruction_fetches(counts.pcs_in(r), self.target.memory) for r in (0, region))
+        for name, n in full_fetch.items():
+            accesses[name] = accesses.get(name, 0) + n - empty_fetch.get(name, 0)
         accesses = {name: n for name, n in accesses.items() if n}
         # Priced by the HAL as a stored trial's estimates are recomputed (app/identity.py).
         return {**self.target.estimated_values(classes, accesses), "mix": classes, "accesses": accesses}

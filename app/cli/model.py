@@ -11,6 +11,7 @@ import click
 import numpy as np
 
 from edgetune.model import Model, ModelLayer, check_fits, load_model
+from edgetune.model.code_plan import plan_text
 from edgetune.model.operators import untuned_as
 from edgetune.model.ops import folded_operators
 from edgetune.model.ops.float_island import absorber
@@ -120,6 +121,8 @@ def _print_export(result, target) -> None:
         if layer.source in ("tuned", "default"):
             note = "tuned" if layer.source == "tuned" else "not tuned: the kernel's default configuration"
             click.echo(f"  {layer.index:>4} {layer.op:<18} {layer.function}  ({note})")
+        elif layer.source == "patched":
+            click.echo(f"  {layer.index:>4} {layer.op:<18} {layer.function}  (band by band: --patch)")
     if result.rendered.manifest.database == "" and result.untuned:
         click.echo(f"  {options.DEFAULT_DB} does not exist: all {len(result.untuned)} workloads exported with the "
                    "kernel's default configuration (tune first: `edgetune model tune`)", err=True)
@@ -142,9 +145,15 @@ def _print_export(result, target) -> None:
     if over:
         click.echo(f"in place: {len(over)} operators write their output over their input "
                    f"({', '.join(f'{s.index} {s.op}' for s in over[:6])}{', ...' if len(over) > 6 else ''})")
+    if r.plan.over_input:
+        click.echo(f"patches: {sum(1 for s in r.steps if s.op == 'PATCHES')} stages run band by band; "
+                   f"{len(r.plan.over_input)} tensors and buffers planned over the input buffer, which "
+                   f"{m.name}_invoke WRITES OVER")
     if r.scratch.nbytes:
         click.echo(f"static scratch beside the arena: {r.scratch.nbytes:,} bytes, one area for {r.scratch.users} "
                    f"variants (the largest need: {r.scratch.largest}; {r.scratch.unshared:,} bytes unshared)")
+    if plan_text(r.code_plan):
+        click.echo(plan_text(r.code_plan))
     if result.ram_fit is not None:
         for line in ram_fit_lines(result.ram_fit):
             click.echo(line)
@@ -163,8 +172,14 @@ def _print_export(result, target) -> None:
 @options.as_json
 @options.compilers
 @options.kernel_file
+@click.option("--patch", "patch_text", default="", metavar="PLAN",
+              help="Run these layers band by band (patch-based inference), FIRST-LAST[:ROWS[:cache|recompute"
+                   "[:default]]] by operator index (:default: the bands on the kernels' default configuration), "
+                   "stages comma-separated, e.g. 0-3:1:cache,4-7:1:cache; or auto[:BYTES]: the "
+                   "plan of fewest instructions measured in the emulator within BYTES (or --max-ram) of RAM. The module then "
+                   "writes over its input buffer (docs/model-export.md, \"Patches\").")
 def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, max_ram, as_json,
-                     kernel_files, compilers):
+                     kernel_files, compilers, patch_text):
     """MODEL.tflite as one ahead-of-time C module for a target: each tuned layer's best trial
     (or the kernel's default configuration), the library operators, weights as const
     arrays, one arena by a memory plan (docs/model-export.md).
@@ -174,13 +189,32 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
     kernel's default configuration, and the command says so; a database named with --db
     must exist."""
     from edgetune.model.export import check_model_name, export_model
+    from edgetune.codegen.export import ExportError
+    from edgetune.model.patch_choice import choose_patch, parse_auto
+    from edgetune.model.patch_module import parse_patch_plan
 
     target = get_target(target_name)
     if name:
         check_model_name(name)
+    bound = parse_auto(patch_text)
+    patch = parse_patch_plan(patch_text) if patch_text and bound is False else None
+    if patch_text and max_ram is not None:  # the patch plan is how the bound is met
+        if bound is False:
+            raise ExportError(f"--max-ram with --patch {patch_text}: give --patch auto (the plan chosen within "
+                              "--max-ram), or leave --max-ram out")
+        bound, max_ram = (max_ram if bound is None else min(bound, max_ram)), None
     db = options.open_db_if_present(db_path)
     bounds = options.bounds_of(constraints)
-    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers, max_ram)
+    if bound is not False:  # auto: candidates measured in the emulator, the fewest instructions kept
+        best, measured = choose_patch(Path(model_file), target, db, bound, compilers)
+        for c in measured:
+            figure = f"{c.instructions:,} {target.measures}" if c.instructions is not None else c.problem[:100]
+            click.echo(f"  patch {c.plan.text if c.plan else 'none'}: RAM {c.ram:,} B, {figure}", err=True)
+        click.echo(f"patch plan chosen: {best.plan.text if best.plan else 'none'} ({best.ram:,} B RAM, "
+                   f"{best.instructions:,} {target.measures})", err=True)
+        patch = best.plan
+    result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers, max_ram,
+                          patch)
     if as_json:
         m = result.rendered.manifest.model
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,

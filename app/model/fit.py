@@ -6,7 +6,9 @@ Two questions, both from the target file's memory regions (hal/model.py):
   fit_problem): a layer whose weights and activations fit no placement can never run;
 - deployed, the model keeps all its constants somewhere on the board and, while one
   operator runs, its non-constant inputs and outputs live at once in writable memory: the
-  largest such set must fit one writable region, and everything must fit the board.
+  largest such set must fit one writable region, and everything must fit the board;
+- the module's code and constants must fit some arrangement of the regions that may hold
+  them (app/model/code_plan.py: the code region, then the others by speed).
 Targets without a firmware image (the host) place nothing and hold any model.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from edgetune.codegen.placement import fit_problem
 from edgetune.hal import Target
 
+from .code_plan import code_fit_problem
 from .model import Model
 from edgetune.codegen.tflite_schema import ModelError
 
@@ -58,3 +61,6 @@ def check_fits(model: Model, target: Target) -> None:
     if weights + peak > total:
         raise ModelError(f"{model.path}: {weights} bytes of constants and {peak} bytes of activations exceed the "
                          f"{total} bytes of memory {target.name} has")
+    problem = code_fit_problem(model, target)
+    if problem:
+        raise ModelError(f"{model.path}: {problem}")

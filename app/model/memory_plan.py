@@ -61,6 +61,9 @@ class MemoryPlan:
     allocations: tuple[Allocation, ...]  # by tensor index
     arena_bytes: int  # the peak: the arena's size (a multiple of ALIGN)
     alignment: int = ALIGN
+    # Allocations over the model's input buffer (offsets from its start), not in the arena:
+    # a patch plan's module writes over its input once read (app/model/patch_module.py).
+    over_input: tuple[Allocation, ...] = ()
 
     def offset(self, tensor: int) -> int:
         return self.by_tensor()[tensor].offset
@@ -75,8 +78,8 @@ class MemoryPlan:
 
     @property
     def scratch(self) -> dict[int, Allocation]:
-        """step position -> the scratch planned for it."""
-        return {-1 - a.tensor: a for a in self.allocations if a.tensor < 0}
+        """step position -> the scratch planned for it (in the arena or over the input)."""
+        return {-1 - a.tensor: a for a in (*self.allocations, *self.over_input) if a.tensor < 0}
 
     @property
     def total_bytes(self) -> int:
@@ -202,12 +205,13 @@ def _lowest(rects: list[tuple[int, int, int, int]], placed: list[tuple[int, int,
     raise PlanError("no offset found")  # unreachable: past every placed end nothing overlaps
 
 
-def _place(groups: dict[int, _Group], order, alignment: int) -> tuple[dict[int, int], int]:
+def _place(groups: dict[int, _Group], order, alignment: int, pinned: int | None = None) -> tuple[dict[int, int], int]:
     """Each group at the lowest aligned offset where none of its members overlaps a member of
-    a group placed before it (in `order`) alive at the same time; the offsets and the peak."""
+    a group placed before it (in `order`; the `pinned` tensor's group first, so at 0) alive at
+    the same time; the offsets and the peak."""
     placed: list[tuple[int, int, int, int]] = []  # (start, end, first, last) of every placed member
     offsets: dict[int, int] = {}
-    for home, g in sorted(groups.items(), key=lambda item: (*order(item[1]), item[0])):
+    for home, g in sorted(groups.items(), key=lambda item: (pinned not in item[1].members, *order(item[1]), item[0])):
         offset = _lowest(g.rects, placed)
         placed += [(offset + sh, offset + sh + n, f, l) for sh, n, f, l in g.rects]
         offsets[home] = offset
@@ -216,12 +220,13 @@ def _place(groups: dict[int, _Group], order, alignment: int) -> tuple[dict[int, 
 
 def plan_memory(lives: Iterable[TensorLife], in_place: Mapping[int, int] | None = None,
                 alignment: int = ALIGN, grows: Iterable[int] = (), ends: Iterable[int] = (),
-                lags: Mapping[int, int] | None = None) -> MemoryPlan:
+                lags: Mapping[int, int] | None = None, pinned: int | None = None) -> MemoryPlan:
     """Offsets for `lives` in one arena. `in_place` maps an output tensor to the input it may
     be written over (the operator allows it); it is honoured only when that input is not read
     after the output is written and the output is no larger (or in `grows`: its operator
     reads the whole input before it writes; or in `ends`: placed to end where its input ends;
-    or in `lags`: output -> bytes it starts before its input)."""
+    or in `lags`: output -> bytes it starts before its input). `pinned`: a tensor placed at
+    offset 0 whatever the order (a buffer the caller owns, a patch plan's model input)."""
     lives = {life.tensor: life for life in lives}
     for life in lives.values():
         if life.nbytes < 0 or life.last < life.first:
@@ -236,7 +241,8 @@ def plan_memory(lives: Iterable[TensorLife], in_place: Mapping[int, int] | None 
         for g in groups.values():
             g.rects = [(g.shift(m), aligned(lives[m].nbytes, alignment), lives[m].first, lives[m].last)
                        for m in g.members]
-        offsets, peak = min((_place(groups, order, alignment) for order in _orders(groups)), key=lambda p: p[1])
+        offsets, peak = min((_place(groups, order, alignment, pinned) for order in _orders(groups)),
+                            key=lambda p: p[1])
         if best is None or peak < best[2]:
             best = (groups, offsets, peak)
     groups, offsets, peak = best

@@ -33,6 +33,8 @@ from edgetune.codegen.export import CMAKE, CMAKE_ID, MAKEFILE, SECTIONS_LD, Expo
 from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, comment_safe
 from edgetune.codegen.manifest import CompiledUnit, KernelEntry, LayerFunction, Manifest, ModelEntry, PlannedTensor
+from edgetune.codegen.code_placement import CodePlan
+from .code_plan import fragment_regions, measured_values, module_plan, placed
 from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory, scratch_id
 from . import Model
 from .graph import Tensor
@@ -77,6 +79,7 @@ class RenderedModel:
     scratch: SharedScratch = SharedScratch()  # the tuned layers' static scratch area (beside the arena)
     arena_scratch: SharedScratch = SharedScratch()  # their scratch planned in the arena: the needs
     scratch_needs: tuple[tuple[str, int, int], ...] = ()  # (function, bytes in the arena, static bytes)
+    code_plan: CodePlan | None = None  # where functions and const arrays go (app/model/code_plan.py)
 
 
 def model_name(path: str) -> str:
@@ -146,14 +149,18 @@ def arena_tensors(model: Model, steps: Sequence[Step]) -> set[int]:
 
 
 def memory_plan(model: Model, steps: Sequence[Step], scratch: Mapping[int, int] | None = None,
-                ends: frozenset[int] | set[int] = frozenset(), lags: Mapping[int, int] | None = None) -> MemoryPlan:
+                ends: frozenset[int] | set[int] = frozenset(), lags: Mapping[int, int] | None = None,
+                with_inputs: bool = False) -> MemoryPlan:
     """Lifetimes over the steps, in-place pairs where an operator allows them, one arena;
     `scratch` (step position -> bytes) plans each such step's scratch into the arena too,
     alive during that step only; `ends`: in-place outputs that end where their input ends;
-    `lags`: in-place outputs that start that many bytes before their input."""
+    `lags`: in-place outputs that start that many bytes before their input; `with_inputs`:
+    the model's inputs planned too, alive from the start (a patch plan's module writes over
+    its input: app/model/patch_module.py)."""
     tensors = model.graph.tensors
-    inside = arena_tensors(model, steps)
+    inside = arena_tensors(model, steps) | (set(model.graph.inputs) if with_inputs else set())
     first = {t: n for n, s in enumerate(steps) for t in s.outputs if t in inside}
+    first.update({t: 0 for t in model.graph.inputs if t in inside})
     last = dict(first)
     for n, s in enumerate(steps):
         for t in s.inputs:
@@ -168,7 +175,8 @@ def memory_plan(model: Model, steps: Sequence[Step], scratch: Mapping[int, int] 
             in_place[s.outputs[0]] = dying[0]
     # A tuned layer's variant that writes over its input reads all of it first: any size.
     grows = {s.outputs[0] for s in steps if s.kernel is not None and s.in_place} - set(ends) - set(lags or {})
-    return plan_memory(lives, in_place, grows=grows, ends=ends, lags=lags)
+    return plan_memory(lives, in_place, grows=grows, ends=ends, lags=lags,
+                       pinned=model.graph.inputs[0] if with_inputs and model.graph.inputs else None)
 
 
 def _c_values(values: np.ndarray, per_line: int = 24) -> str:
@@ -202,7 +210,16 @@ def _pointer(model: Model, plan: MemoryPlan, t: int, constants: dict[int, str], 
         return io_parameters(graph)[t]
     if t in constants:
         return constants[t]
-    return f"({ctype})(arena + {plan.offset(t)}u)"
+    return f"({ctype})({plan_address(plan, t, model)})"
+
+
+def plan_address(plan: MemoryPlan, t: int, model: Model) -> str:
+    """Where the plan put tensor (or scratch id) t: in the arena, or over the model's input
+    (a patch plan's module)."""
+    over = {a.tensor: a.offset for a in plan.over_input}
+    if t in over:
+        return f"(uint8_t *)(void *){io_parameters(model.graph)[model.graph.inputs[0]]} + {over[t]}u"
+    return f"arena + {plan.by_tensor()[t].offset}u"
 
 
 @dataclass(frozen=True)
@@ -334,44 +351,58 @@ def scratch_needs(steps: Sequence[Step], arena_scratch: Mapping[str, int]) -> di
 
 
 def plan_variants(model: Model, steps: Sequence[Step], in_place_modes: Mapping[str, str],
-                  arena_scratch: Mapping[str, int], lags: Mapping[str, int] | None = None
+                  arena_scratch: Mapping[str, int], lags: Mapping[str, int] | None = None,
+                  other_scratch: Mapping[int, int] | None = None, with_inputs: bool = False
                   ) -> tuple[tuple[Step, ...], MemoryPlan]:
     """The steps with the tuned ones that run in place marked, and the memory plan, for the
     variants described by their functions' in-place mode (KernelBase.in_place_mode; "lag":
     the output starts `lags[function]` bytes before the input) and scratch in the arena: what
-    rendering plans, and what a choice of variants by RAM (ram_fit.py) plans before rendering."""
+    rendering plans, and what a choice of variants by RAM (ram_fit.py) plans before rendering.
+    `other_scratch`: step position -> scratch of steps that are no tuned layer (a patch
+    plan's stages); `with_inputs`: memory_plan's."""
     steps = tuple(replace(s, in_place=s.inputs[:1]) if s.kernel is not None and in_place_modes.get(s.function)
                   else s for s in steps)
     ends = {s.outputs[0] for s in steps if s.kernel is not None and in_place_modes.get(s.function) == "end"}
     behind = {s.outputs[0]: (lags or {})[s.function] for s in steps
               if s.kernel is not None and in_place_modes.get(s.function) == "lag"}
-    return steps, memory_plan(model, steps, scratch_needs(steps, arena_scratch), ends, behind)
+    needs = {**scratch_needs(steps, arena_scratch), **(other_scratch or {})}
+    return steps, memory_plan(model, steps, needs, ends, behind, with_inputs=with_inputs)
 
 
 def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequence[Step],
-                  variants: Mapping[str, _Variant], name: str) -> _Rendered:
+                  variants: Mapping[str, _Variant], name: str, stages: Mapping | None = None) -> _Rendered:
     calls, constants, prototypes, sources, kernels, op_units, scratch, in_arena = [], [], [], {}, {}, [], {}, {}
     planned_scratch = plan.scratch
     for n, step in enumerate(steps):
+        if stages and n in stages:  # a patch plan's stage: its own source and band instances
+            from .patch_render import render_stage  # it uses this module's helpers
+            stage = render_stage(model, target, plan, step, n, stages[n])
+            calls.append(stage.call)
+            prototypes.append(stage.prototype)
+            sources.update(stage.sources)
+            op_units.append(f"{step.function}.c")
+            kernels.update(stage.kernels)
+            scratch.update(stage.scratch)
+            continue
         if step.kernel is None:
             call, arrays, prototype, source = _library_step(model, target, plan, step, name)
             calls.append(call)
             # A constant several operators read (an LSTM's bias added at every step) is one array.
-            constants += [a for a in arrays if all(c["name"] != a["name"] for c in constants)]
+            constants += [dict(a, layer=step.index) for a in arrays if all(c["name"] != a["name"] for c in constants)]
             prototypes.append(prototype)
             sources[f"{step.function}.c"] = source
             op_units.append(f"{step.function}.c")
             continue
         variant = variants[step.function]
         arrays, order, scalars = _tuned_arrays(model, step, name, variant.config)
-        constants += arrays
+        constants += [dict(a, layer=step.index) for a in arrays]
         pointers = {"layer_input": _pointer(model, plan, step.inputs[0], {}, False),
                     "layer_output": _pointer(model, plan, step.outputs[0], {}, True),
                     **{f"layer_input{n}": _pointer(model, plan, t, {}, False) for n, t in enumerate(step.inputs[1:], 1)}}
         args = [pointers.get(a, a) for a in order] + [str(v) for v in scalars]
         call = dict(step=step, args=args, outs=[pointers["layer_output"]])
         if n in planned_scratch:
-            call["scratch"] = f"{scratch_pointer(step.function)}_at(arena + {planned_scratch[n].offset}u)"
+            call["scratch"] = f"{scratch_pointer(step.function)}_at({plan_address(plan, scratch_id(n), model)})"
         calls.append(call)
         if step.function not in kernels:
             rendered = variant.rendered
@@ -531,12 +562,16 @@ def _calls_view(model: Model, r: _Rendered) -> list[dict]:
     return view
 
 
-def _layer_table(model: Model, steps: Sequence[Step], chosen: Mapping[tuple, ExportEntry]) -> tuple[LayerFunction, ...]:
+def _layer_table(model: Model, steps: Sequence[Step], chosen: Mapping[tuple, ExportEntry],
+                 stages: Mapping | None = None) -> tuple[LayerFunction, ...]:
     by_index = {s.index: s for s in steps}
+    patched = {layer.index: steps[n].function for n, p in (stages or {}).items() for layer in p.layers}
     table = []
     for layer in model.layers:
         step = by_index.get(layer.index)
-        if step is None:
+        if layer.index in patched:
+            table.append(LayerFunction(layer.index, layer.op, patched[layer.index], "patched"))
+        elif step is None:
             table.append(LayerFunction(layer.index, layer.op, "", "folded"))
         elif step.kernel is None:
             table.append(LayerFunction(layer.index, layer.op, step.function, "library"))
@@ -565,18 +600,32 @@ def arena_region_of(target: Target, chosen: Mapping[tuple, ExportEntry], nbytes:
 
 
 def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, ExportEntry], *, name: str,
-                        database: str, date: str, version: str, model_bytes: bytes) -> RenderedModel:
+                        database: str, date: str, version: str, model_bytes: bytes, patch=None) -> RenderedModel:
     """Every file of a model export and its manifest. `chosen` maps each tuned workload
-    (kernel, shape) to the variant it runs (trial_id 0: the kernel's default configuration)."""
+    (kernel, shape) to the variant it runs (trial_id 0: the kernel's default configuration);
+    `patch` (patch_module.PatchPlan): stages of layers run band by band, over the input."""
     name = check_model_name(name)
     steps = schedule(model, name)
     check_outputs_computed(model, steps)
+    stages = {}
+    if patch is not None:
+        from .patch_module import patched_steps  # it builds this module's Steps
+        steps, stages = patched_steps(model, steps, patch, name, Step)
     db_name = Path(database).name if database else "no database"
     variants = _render_variants(model, target, steps, chosen, name, comment_safe(db_name))
+    if stages:
+        from .patch_render import prepare_stages  # band instances rendered before the plan takes their scratch
+        stages = prepare_stages(model, target, stages, chosen, name, comment_safe(db_name))
     steps, plan = plan_variants(model, steps, {fn: v.in_place_mode for fn, v in variants.items()},
                                 {fn: v.rendered.arena_scratch_bytes for fn, v in variants.items()},
-                                {fn: v.in_place_lag for fn, v in variants.items()})
-    r = _render_steps(model, target, plan, steps, variants, name)
+                                {fn: v.in_place_lag for fn, v in variants.items()},
+                                {n: p.work_bytes for n, p in stages.items()}, with_inputs=bool(stages))
+    if stages:
+        from .patch_module import over_input
+        plan = over_input(plan, model.graph.inputs[0])
+    r = _render_steps(model, target, plan, steps, variants, name, stages)
+    code_plan = module_plan(model, target, steps, r.constants, measured_values(r.kernels), r.sources)
+    r = placed(r, code_plan, target, name)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)
     region = arena_region_of(target, chosen, arena_bytes)
@@ -589,24 +638,28 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
     calls = _calls_view(model, r)
     used = {a for c in calls for a in c["args"]}
     common.update(inputs=inputs, outputs=outputs, unused=[v["parameter"] for v in inputs if v["parameter"] not in used],
-                  parameters=", ".join([f"const {v['ctype']} *{v['parameter']}" for v in inputs] +
+                  over_input=bool(plan.over_input),
+                  parameters=", ".join([f"{'' if plan.over_input else 'const '}{v['ctype']} *{v['parameter']}" for v in inputs] +
                                        [f"{v['ctype']} *{v['parameter']}" for v in outputs]),
                   io_types=" or ".join(dict.fromkeys(sorted(v["type_word"] for v in (*inputs, *outputs)))),
                   arguments=", ".join(v["parameter"] for v in (*inputs, *outputs)))
     files = {f"{name}.h": render("model/model.h.j2", common),
              f"{name}.c": render("model/model.c.j2", dict(common, prototypes=r.prototypes, constants=r.constants,
                                                           calls=calls, tensors=len(plan.tensors),
-                                                          total_bytes=plan.total_bytes)),
+                                                          total_bytes=plan.total_bytes,
+                                                          placed_regions=", ".join(code_plan.used())
+                                                          if code_plan else "")),
              f"{name}_arena.c": render("model/model_arena.c.j2", common), **r.sources}
     units = _units(target, name, r)
-    regions = _regions(target, region, any(k.scratch for k in r.kernels))
-    build = dict(common, header=f"{name}.h", units=units, regions=regions, sections_ld=SECTIONS_LD if regions else "")
+    regions = _regions(target, region, any(k.scratch for k in r.kernels)) + fragment_regions(target, code_plan)
+    build = dict(common, header=f"{name}.h", units=units, regions=regions, sections_ld=SECTIONS_LD if regions else "",
+                 code_placed=bool(code_plan and code_plan.split))
     files[MAKEFILE] = render("export_build.mk.j2", build)
     files[CMAKE] = render("export_build.cmake.j2", build)
     if regions:
         files[SECTIONS_LD] = render("export_sections.ld.j2", dict(common, header=f"{name}.h", regions=regions))
     entry = ModelEntry(name, model_file_name(model.path), common["sha256"], inputs[0]["shape"], outputs[0]["shape"],
-                       arena_bytes, region, _layer_table(model, steps, chosen),
+                       arena_bytes, region, _layer_table(model, steps, chosen, stages),
                        tuple(PlannedTensor(a.tensor, a.offset, a.nbytes, a.first, a.last) for a in plan.tensors),
                        tuple(v["shape"] for v in inputs), tuple(v["shape"] for v in outputs))
     first = target.compilers[0]
@@ -619,4 +672,4 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
         exported=date, database=database, model=entry)
     needs = tuple((fn, r.arena_scratch.get(fn, (0, 0))[0], r.scratch.get(fn, (0, 0))[0])
                   for fn in dict.fromkeys((*r.arena_scratch, *r.scratch)))
-    return RenderedModel(files, manifest, plan, steps, scratch, shared_scratch(r.arena_scratch), needs)
+    return RenderedModel(files, manifest, plan, steps, scratch, shared_scratch(r.arena_scratch), needs, code_plan)

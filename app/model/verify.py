@@ -35,6 +35,7 @@ from edgetune.model.module import schedule
 from edgetune.model.ops import constant_value
 from edgetune.hal import Placement, Target
 from edgetune.targets import elf
+from edgetune.targets.image import placed_regions
 from edgetune.targets.measure import Expected, LinkedProgram, MeasureInput, MeasureResult, Pipeline, Run, RunOutput
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import require_program
@@ -66,7 +67,8 @@ class Inference:
 class ModuleSize:
     """The module as built (every object but the static arena's): flash is code and
     read-only data (the weights; the module has no initialised writable data); RAM is the arena, the input and output, and the objects' own
-    writable data (kernels' static scratch), the stack not counted."""
+    writable data (kernels' static scratch), the stack not counted, and the code and constants
+    the code plan put in a RAM region (stored in flash too, copied in at start-up)."""
     code_bytes: int
     flash_bytes: int
     ram_bytes: int
@@ -180,14 +182,17 @@ def _io(manifest: Manifest, xs: list[np.ndarray], trace_bytes: int, dtypes=None)
     return KernelIO(tuple(buffers), ())
 
 
-def module_size(manifest: Manifest, objects: list[Path], dtypes=None) -> ModuleSize:
+def module_size(manifest: Manifest, objects: list[Path], dtypes=None, copied: tuple[str, ...] = ()) -> ModuleSize:
+    """`copied`: prefixes of the sections a RAM region holds a copy of (code and constants the
+    code plan put there): their bytes count as flash (stored) and as RAM (copied in)."""
     m = manifest.model
     code = sum(elf.code_bytes(o) for o in objects)
-    writable = sum(elf.ram_bytes(o) for o in objects)
+    writable = sum(elf.ram_bytes(o) + elf.bytes_in(o, copied) for o in objects)
     loaded = sum(elf.alloc_bytes(o) for o in objects)
     types = (*dtypes[0], *dtypes[1]) if dtypes else ("int8",) * (len(m.input_shapes) + len(m.output_shapes))
     io = sum(int(np.prod(shape)) * np.dtype(t).itemsize for shape, t in zip((*m.input_shapes, *m.output_shapes), types))
-    return ModuleSize(code, loaded - writable, m.arena_bytes + io + writable)
+    stored = sum(elf.bytes_in(o, copied) for o in objects)
+    return ModuleSize(code, loaded - writable + stored, m.arena_bytes + io + writable)
 
 
 def _trace_table(model: Model, manifest: Manifest) -> list[dict]:
@@ -242,7 +247,8 @@ def _build(folder: Path, manifest: Manifest, target: Target, workdir: Path, trac
     runner_for(target).check_tools()
     workdir.mkdir(parents=True, exist_ok=True)
     objects = _make_objects(folder, manifest, workdir)
-    size = module_size(manifest, objects, dtypes)
+    copied = tuple(f"{r['section']}." for r in placed_regions(target) if r["copied"]) if target.firmware else ()
+    size = module_size(manifest, objects, dtypes, copied)
     target = firmware_for(target, sum(elf.ram_bytes(o) for o in objects))
     name = manifest.model.name
     trace_bytes = sum(t["bytes"] for t in traced) if traced else 0
@@ -446,6 +452,10 @@ def verify_model(folder: Path, target: Target, n_inputs: int = 10, layers: bool 
     inputs and TFLite Micro's outputs, as files and C arrays."""
     folder = Path(folder).resolve()
     manifest = check_export(folder, target)
+    patched = [layer.index for layer in manifest.model.layers if layer.source == "patched"]
+    if layers and patched:  # a stage traces only its last output, which no one operator's oracle gives
+        raise ManifestError(f"{folder}: --layers: operators {patched[0]}-{patched[-1]} run band by band (--patch) and "
+                            "their outputs are not traced one by one; verify without --layers")
     model_path = folder / manifest.model.file
     model, data = load_model(model_path), model_path.read_bytes()
     shapes = manifest.model.input_shapes

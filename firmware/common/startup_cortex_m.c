@@ -7,6 +7,9 @@
 #include "semihost.h"
 
 extern uint32_t __data_load, __data_start, __data_end, __bss_start, __bss_end, __stack_top;
+/* (load, start, end) per RAM region holding code or constants a model's code plan put there
+   (the linker script's .et_copy_table): filled from their stored copy before main. */
+extern const uint32_t __et_copy_table[], __et_copy_table_end[];
 int main(void);
 
 #define CPACR (*(volatile uint32_t *)0xE000ED88u)
@@ -16,6 +19,11 @@ __attribute__((noreturn)) void et_reset_handler(void)
     uint32_t *src = &__data_load;
     for (uint32_t *dst = &__data_start; dst < &__data_end;) *dst++ = *src++;
     for (uint32_t *dst = &__bss_start; dst < &__bss_end;) *dst++ = 0;
+    for (const uint32_t *entry = __et_copy_table; entry < __et_copy_table_end; entry += 3) {
+        const uint32_t *from = (const uint32_t *)entry[0];
+        for (uint32_t *dst = (uint32_t *)entry[1]; dst < (uint32_t *)entry[2];) *dst++ = *from++;
+    }
+    __asm__ volatile("dsb\n\tisb" ::: "memory"); /* copied code is fetched only after the copy */
 #if defined(__ARM_FP) || defined(__ARM_FEATURE_MVE)
     CPACR |= (0xFu << 20); /* CP10 and CP11 full access: FPU and MVE */
     __asm__ volatile("dsb\n\tisb" ::: "memory");

@@ -232,13 +232,22 @@ class ModelGuided(SearchStrategy):
         # a plan is at least `batch` long and at least a sixth of the trials so far (a tenth
         # scored the same on the training spaces and cost a third more time per proposal).
         size = max(self.batch, len(self.results) // 6)
-        plan = [int(self.space.legal_indices()[candidates[r]]) for r in ranked[:size]]
+        best_first = [int(self.space.legal_indices()[candidates[r]]) for r in ranked[:size * self.shortlist]]
+        plan = self._chosen(best_first, size)
         for slot in range(len(plan)):
             if self.rng.random() < self.epsilon:
                 random_point = self._random_fresh()
                 if random_point is not None:
                     plan[slot] = random_point
         return plan
+
+    # Candidates ranked per plan slot: 1 here; a subclass that re-ranks the model's best by
+    # another measure (tuner/code_explore.py: by compiled code) shortlists more.
+    shortlist = 1
+
+    def _chosen(self, best_first: list[int], size: int) -> list[int]:
+        """The plan, from the model's `size * shortlist` best candidates, best first."""
+        return best_first[:size]
 
     def _acquisition(self, points: np.ndarray) -> np.ndarray:
         """Lower confidence bound: the mean prediction of models fitted on bootstrap resamples

@@ -1,0 +1,176 @@
+"""Does ranking by compiled code pay beside the default strategy? Evaluations and wall time.
+
+For each recorded Cortex-M55 space in bench/spaces/: a code ranker
+(edgetune.tuner.code_rank.CodeRanker) is trained on every *other* recorded space with
+features (leave-one-space-out), and, per seed, in the same run:
+- `transfer` (the default) runs for the space's methodology budget (Willemsen et al. 2024,
+  edgetune.tuner.scoring) with the other spaces of its kernel as priors, as bench/ranker.py
+  gives them; its best and the evaluations it took to first reach it are noted;
+- `transfer+code` (edgetune.tuner.code_explore.CodeRankedTransfer: the same model and seed;
+  each plan is the best of the model's --shortlist x plan-size candidates by the sum of the
+  model's and the code's ranks, each random proposal the best-ranked of --draws random
+  points) runs until it reaches that best, or --cap x the budget (a miss counts the cap).
+Saved: 1 - (evaluations of transfer+code) / (evaluations of transfer), summed over seeds.
+Extra compiles: candidates compiled to be ranked and never run (the one that runs is
+compiled for its run anyway, and the build cache keeps it).
+
+Wall time (--wall): one compile (+ disassembly) of a variant and one QEMU trial of it are
+timed here, with an empty build cache, on matmul_s8 m=8,n=32,k=64 for the M55; a serial
+board's trial is a compile plus --board-seconds for flashing and running, an assumed figure
+(the project has no board to time). Net seconds saved per run = evaluations saved x trial
+seconds - extra compiles x compile seconds.
+
+usage: .venv/bin/python bench/code_explore.py [--seeds N] [--shortlist S] [--draws K] [--cap C] [--wall]
+                                              [--board-seconds S]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edgetune.tuner.code_explore import DEFAULT_DRAWS, DEFAULT_SHORTLIST, CodeRankedTransfer
+from edgetune.tuner.code_rank import CodeRanker
+from edgetune.tuner.recorded import RecordedSpace, as_prior, load_recorded, replay, replay_trials
+from edgetune.tuner.scoring import baseline
+from edgetune.value_roles import target_roles
+
+HERE = Path(__file__).resolve().parent
+SCORED_TARGET = "cortex-m55"
+WALL_KERNEL, WALL_SHAPE = "matmul_s8", {"m": 8, "n": 32, "k": 64}
+
+
+@dataclass(frozen=True)
+class SpaceFigures:
+    budget: int
+    plain: list[int]  # evaluations transfer took to first reach its best, per seed
+    ranked: list[int]  # ... and transfer+code to reach that best (the cap where it never did)
+    reached: int
+    extra_compiles: list[int]
+
+    @property
+    def saved(self) -> float:
+        return 1.0 - sum(self.ranked) / sum(self.plain)
+
+
+def first_reaching(trace: list[float | None], value: float) -> int | None:
+    return next((n + 1 for n, v in enumerate(trace) if v is not None and v <= value), None)
+
+
+def priors_for(space: RecordedSpace, everything: list[RecordedSpace]):
+    return [as_prior(o, target_roles(o.target)) for o in everything
+            if o is not space and o.kernel == space.kernel and o.space.names == space.space.names]
+
+
+def measure(space: RecordedSpace, everything: list[RecordedSpace], seeds: int, shortlist: int, draws: int,
+            cap: float) -> SpaceFigures:
+    ranker = CodeRanker.fit(everything, space)
+    assert space.path not in ranker.sources  # leave-one-space-out
+    predicted = ranker.predicted_ranks(space)
+    budget = baseline(space.values(), space.failures).budget
+    prior, roles = priors_for(space, everything), target_roles(space.target)
+    limit = max(budget, int(round(cap * budget)))
+    plain_evals, ranked_evals, extra, reached = [], [], [], 0
+    for seed in range(seeds):
+        plain = replay(space, "transfer", budget, seed, prior, roles=roles)
+        search = CodeRankedTransfer(space.space, np.random.default_rng(seed), space.objective, prior=tuple(prior),
+                                    budget=budget, roles=roles, shortlist=shortlist, draws=draws,
+                                    score=lambda c: predicted.get(space.space.index_of(c)))
+        trials = replay_trials(space, search, limit, stop_at=plain.best)
+        hit = first_reaching([t.value(space.objective) for t in trials], plain.best)
+        reached += hit is not None
+        plain_evals.append(first_reaching(list(plain.trace), plain.best))
+        ranked_evals.append(hit if hit is not None else limit)
+        run = {space.space.index_of(t.config) for t in trials}
+        extra.append(len(search.scored_indices - run))
+    return SpaceFigures(budget, plain_evals, ranked_evals, reached, extra)
+
+
+def timed_costs() -> tuple[float, float]:
+    """(seconds to compile and disassemble one variant, seconds of one QEMU trial), each the
+    mean of a few, with an empty build cache and a scratch database."""
+    from edgetune.api import tune
+    from edgetune.codegen import get_kernel
+    from edgetune.replay import code_features_of
+    from edgetune.targets import get_target
+
+    with tempfile.TemporaryDirectory(prefix="edgetune-bench-") as root:
+        os.environ["EDGETUNE_CACHE"] = str(Path(root) / "cache")
+        kernel, target = get_kernel(WALL_KERNEL), get_target(SCORED_TARGET)
+        space = kernel.space(target, dict(WALL_SHAPE))
+        configs = [space.config_at(int(i)) for i in space.legal_indices()[:6]]
+        started = time.perf_counter()
+        found = code_features_of(kernel, target, dict(WALL_SHAPE), configs)
+        compile_s = (time.perf_counter() - started) / max(len(found), 1)
+        started = time.perf_counter()
+        summary = tune(WALL_KERNEL, WALL_SHAPE, SCORED_TARGET, budget=6, jobs=1, db=Path(root) / "t.db",
+                       strategy="random")
+        trial_s = (time.perf_counter() - started) / max(summary.new_trials, 1)
+    return compile_s, trial_s
+
+
+def short(space: RecordedSpace) -> str:
+    return Path(space.path).name.removesuffix(".gz").removesuffix(".json")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--shortlist", type=int, default=DEFAULT_SHORTLIST,
+                        help="Model candidates compiled and ranked per plan slot.")
+    parser.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="Random points ranked per random slot.")
+    parser.add_argument("--cap", type=float, default=3.0, help="transfer+code stops at this many times the budget.")
+    parser.add_argument("--wall", action="store_true", help="Time a compile and a QEMU trial (builds and runs).")
+    parser.add_argument("--board-seconds", type=float, default=5.0,
+                        help="Assumed flash-and-run seconds of one trial on a serial board [5].")
+    parser.add_argument("--data", type=Path, default=HERE / "spaces")
+    return parser.parse_args()
+
+
+def print_wall(rows: list[tuple[str, SpaceFigures]], seeds: int, board_s: float) -> None:
+    compile_s, qemu_s = timed_costs()
+    print(f"\n# wall time per run (mean over seeds): compile+disassemble {compile_s:.2f} s, QEMU trial {qemu_s:.2f} s "
+          f"(timed now), board trial {compile_s:.2f} + {board_s:.1f} s (assumed)")
+    print(f"{'space':<40}{'evals saved':>12}{'extra compiles':>15}{'QEMU s saved':>14}{'board s saved':>15}")
+    for name, row in rows:
+        evals = (sum(row.plain) - sum(row.ranked)) / seeds
+        extra = sum(row.extra_compiles) / seeds
+        print(f"{name:<40}{evals:>12.1f}{extra:>15.1f}{evals * qemu_s - extra * compile_s:>14.1f}"
+              f"{evals * (compile_s + board_s) - extra * compile_s:>15.1f}")
+
+
+def main() -> int:
+    args = parse_args()
+    if not args.data.is_dir():
+        print(f"bench/code_explore.py: error: {args.data}: no such folder", file=sys.stderr)
+        return 2
+    everything = [s for s in (load_recorded(p) for p in sorted(args.data.glob("*.json.gz"))) if s.features]
+    scored = [s for s in everything if s.target == SCORED_TARGET]
+    print(f"# {len(scored)} scored {SCORED_TARGET} spaces, {len(everything)} with features; "
+          f"shortlist {args.shortlist}, "
+          f"draws {args.draws}, "
+          f"{args.seeds} seeds; evaluations to reach transfer's best (mean over seeds)")
+    print(f"{'space':<40}{'budget':>7}{'transfer':>9}{'+code':>8}{'saved':>8}{'reached':>9}{'extra compiles/eval':>20}")
+    rows = []
+    for space in scored:
+        row = measure(space, everything, args.seeds, args.shortlist, args.draws, args.cap)
+        rows.append((short(space), row))
+        per_eval = sum(row.extra_compiles) / sum(row.ranked)
+        print(f"{short(space):<40}{row.budget:>7}{np.mean(row.plain):>9.1f}{np.mean(row.ranked):>8.1f}"
+              f"{row.saved:>+8.1%}{row.reached:>6}/{args.seeds:<2}{per_eval:>20.2f}", flush=True)
+    print(f"{'mean over spaces':<40}{'':>24}{np.mean([r.saved for _, r in rows]):>+8.1%}")
+    print(f"{'pooled (all seeds and spaces)':<40}{'':>24}"
+          f"{1 - sum(sum(r.ranked) for _, r in rows) / sum(sum(r.plain) for _, r in rows):>+8.1%}")
+    if args.wall:
+        print_wall(rows, args.seeds, args.board_seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

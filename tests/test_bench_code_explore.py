@@ -1,0 +1,33 @@
+"""bench/code_explore.py (docs/search-priors.md, "Beside the default strategy"): per seed the
+plain run is `transfer` as every replay runs it, the ranked run uses the same seed and stops
+at the plain run's best, and extra compiles are the candidates ranked and never run."""
+import pytest
+
+from edgetune.tuner.recorded import load_recorded, replay
+
+from bench_scripts import BENCH, load_bench
+
+SPACES = BENCH / "spaces"
+
+
+@pytest.mark.slow  # two seeds of two replays each plus a ranker fit: ~15-35 s
+def test_the_figures_compare_transfer_with_its_ranked_self_at_equal_best(monkeypatch):
+    bench = load_bench("code_explore")
+    everything = [load_recorded(p) for p in sorted(SPACES.glob("*.json.gz"))]
+    fir = next(s for s in everything if s.kernel == "fir_q15")
+    stops = []
+    replay_trials = bench.replay_trials
+
+    def spy(recorded, search, budget, stop_at=None):
+        stops.append(stop_at)
+        return replay_trials(recorded, search, budget, stop_at)
+
+    monkeypatch.setattr(bench, "replay_trials", spy)
+    row = bench.measure(fir, everything, seeds=2, shortlist=4, draws=8, cap=3.0)
+    plain = [replay(fir, "transfer", row.budget, seed, bench.priors_for(fir, everything),
+                    roles=bench.target_roles(fir.target)) for seed in range(2)]
+    assert stops == [run.best for run in plain]
+    assert row.plain == [bench.first_reaching(list(run.trace), run.best) for run in plain]
+    assert all(1 <= n <= 3 * row.budget for n in row.ranked)
+    assert all(extra >= 0 for extra in row.extra_compiles) and sum(row.extra_compiles) > 0
+    assert row.saved == 1 - sum(row.ranked) / sum(row.plain)

@@ -1,0 +1,92 @@
+"""`transfer` with its choices ranked by compiled code (edgetune.tuner.code_explore): the
+model's plan is chosen by the sum of the model's and the code's ranks, each random proposal
+is the best-scored of a few random points, the rest stay fresh, nothing changes when the
+ranking has no say, and a seed reproduces a run."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgetune.tuner import Config, Outcome, Param, Space, Trial
+from edgetune.tuner.code_explore import CodeRankedTransfer, rank_positions
+from edgetune.tuner.strategies import make_strategy
+
+SPACE = Space([Param("tile", (1, 2, 4, 8, 16)), Param("unroll", (1, 2, 4, 8)), Param("vector", ("c", "mve", "dsp"))])
+
+
+def cost(config: Config) -> float:
+    return 100.0 * (1 + (config["vector"] != "mve")) + 7 * abs(np.log2(config["tile"]) - 2) + config["unroll"]
+
+
+def by_tile(config: Config) -> float:
+    return float(config["tile"])
+
+
+def run(search, evaluations: int) -> list[str]:
+    keys = []
+    for _ in range(evaluations):
+        config = search.ask(1)[0]
+        keys.append(config.key())
+        search.tell([Trial(config, Outcome.OK, {"instructions": cost(config)})])
+    return keys
+
+
+def ranked(seed: int, score=by_tile, **options) -> CodeRankedTransfer:
+    return CodeRankedTransfer(SPACE, np.random.default_rng(seed), "instructions", score=score, **options)
+
+
+def test_the_plan_is_the_best_by_the_sum_of_the_model_and_code_ranks():
+    search = ranked(0)
+    a, b, c, d = (SPACE.index_of({"tile": t, "unroll": 1, "vector": "c"}) for t in (16, 8, 1, 2))
+    # model ranks a b c d; code ranks c (tile 1) d b a: sums a 0+3, b 1+2, c 2+0, d 3+1
+    assert search._chosen([a, b, c, d], 2) == [c, a]  # c 2; a and b tie at 3, the model's order breaks it
+    assert search._chosen([a, b, c, d], 1) == [c]
+    assert search.scored == 4  # each candidate compiled and scored once
+    search._chosen([a, b, c, d], 3)
+    assert search.scored == 4
+
+
+def test_a_point_without_a_score_ranks_last():
+    assert list(rank_positions([2.0, np.inf, 1.0])) == [1.0, 2.0, 0.0]
+    search = ranked(0, score=lambda c: None if c["tile"] == 1 else by_tile(c))
+    none, b, c = (SPACE.index_of({"tile": t, "unroll": 1, "vector": "c"}) for t in (1, 16, 8))
+    # code ranks c b none: sums b 0+1, none 1+2, c 2+0 (scored as the best, none would tie b)
+    assert search._chosen([b, none, c], 2) == [b, c]
+
+
+def test_a_random_proposal_is_the_best_scored_of_its_draws_and_the_rest_stay_fresh():
+    search = ranked(3, draws=4)
+    first = search._random_fresh()
+    drawn = [first, *search._drawn]
+    assert len(drawn) == 4 and len(set(drawn)) == 4
+    assert SPACE.config_at(first)["tile"] == min(SPACE.config_at(i)["tile"] for i in drawn)
+    kept = list(search._drawn)
+    second = search._random_fresh()  # the three kept plus one new draw
+    assert second in kept or second not in drawn
+    assert SPACE.config_at(second)["tile"] <= min(SPACE.config_at(i)["tile"] for i in kept)
+    assert first not in search._drawn and second not in search._drawn
+
+
+def test_with_no_say_for_the_ranking_it_is_transfer_proposal_for_proposal():
+    plain = make_strategy("transfer", SPACE, np.random.default_rng(5), "instructions", budget=30)
+    wrapped = ranked(5, shortlist=1, draws=1, budget=30, score=lambda c: 0.0)
+    assert run(wrapped, 30) == run(plain, 30)
+
+
+def test_a_seed_reproduces_the_run_and_the_ranking_changes_it():
+    assert run(ranked(7), 25) == run(ranked(7), 25)
+    plain = make_strategy("transfer", SPACE, np.random.default_rng(7), "instructions", budget=25)
+    assert run(ranked(7), 25) != run(plain, 25)
+
+
+def test_every_proposal_is_legal_and_new_until_the_space_is_done():
+    search = ranked(1)
+    keys = run(search, len(SPACE.legal_indices()))
+    assert len(set(keys)) == len(SPACE.legal_indices())
+    assert search.ask(1) == []
+
+
+@pytest.mark.parametrize("options", [{"shortlist": 0}, {"draws": 0}])
+def test_bad_sizes_are_refused(options):
+    with pytest.raises(ValueError, match="at least 1"):
+        ranked(0, **options)

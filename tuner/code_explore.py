@@ -1,0 +1,93 @@
+"""The default strategy (`transfer`) with its choices ranked by compiled code as well.
+
+The earlier wrapper (code_rank.RankByCode) drew a few proposals from the inner strategy and
+ran the one whose code looked best: it threw away the cost model's order, kept the others in
+a reserve the model never saw again, and cost 27-62% more evaluations than `transfer` alone
+(docs/search-priors.md). Here the cost model keeps its own ranking and the code's ranking
+(`score`, e.g. tuner.code_rank.CodeRanker's predicted rank, learnt on other recorded spaces)
+is one of two votes:
+
+- **the model's plan**: the model ranks the fresh candidates as always; its best
+  `shortlist x plan size` are compiled and scored, and the plan is the best of them by the
+  sum of the two ranks (the model's and the code's), ties in the model's order. Candidates
+  left out stay fresh: the next refit ranks them again with more data.
+- **the random slots** (a fifth of the plan, and the fallback when the model has nothing to
+  offer): each is the best-scored of `draws` random fresh points; the others stay fresh and
+  are drawn again, before new ones, at the next random slot.
+
+Every point is compiled and scored once (`scored` counts them). Off by default: over
+`transfer` it saves evaluations on five of our six recorded M55 spaces and loses on the
+sixth (bench/code_explore.py, docs/search-priors.md).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .space import Config, Space
+from .strategies.transfer import TransferLearning
+
+# Candidates compiled per plan slot, and random points per random slot: of (2, 4), (4, 8)
+# and (8, 8), (4, 8) saved the most over the six spaces of bench/code_explore.py.
+DEFAULT_SHORTLIST = 4
+DEFAULT_DRAWS = 8
+
+
+class CodeRankedTransfer(TransferLearning):
+    """`transfer` whose plans and random proposals are chosen with the code's ranking.
+    `score(config)`: lower is better, None where there is none (it did not compile, no
+    features): such a point ranks behind every scored one. Ties keep the model's (or the
+    draw's) order, so a seed reproduces the run as it does `transfer`'s."""
+
+    name = "transfer+code"
+
+    def __init__(self, space: Space, rng: np.random.Generator, objective: str = "", *,
+                 score: Callable[[Config], float | None], shortlist: int = DEFAULT_SHORTLIST,
+                 draws: int = DEFAULT_DRAWS, **options):
+        if shortlist < 1 or draws < 1:
+            raise ValueError("shortlist and draws must be at least 1")
+        super().__init__(space, rng, objective, **options)
+        self.score, self.shortlist, self.draws = score, shortlist, draws
+        self._drawn: list[int] = []  # random fresh points drawn, not proposed yet, in draw order
+        self._scores: dict[int, float] = {}  # by index: each point is compiled and scored once
+
+    @property
+    def scored(self) -> int:
+        """Points compiled and scored so far."""
+        return len(self._scores)
+
+    @property
+    def scored_indices(self) -> frozenset[int]:
+        return frozenset(self._scores)
+
+    def _score_of(self, index: int) -> float:
+        if index not in self._scores:
+            value = self.score(self.space.config_at(index))
+            self._scores[index] = np.inf if value is None else float(value)
+        return self._scores[index]
+
+    def _chosen(self, best_first: list[int], size: int) -> list[int]:
+        code_rank = rank_positions([self._score_of(i) for i in best_first])
+        votes = code_rank + np.arange(len(best_first))  # the model's rank is the position
+        return [best_first[k] for k in np.argsort(votes, kind="stable")[:size]]
+
+    def _random_fresh(self) -> int | None:
+        self._drawn = [i for i in self._drawn if i not in self._taken]
+        while len(self._drawn) < self.draws:
+            index = super()._random_fresh()
+            if index is None:
+                break
+            self._drawn.append(index)
+        if not self._drawn:
+            return None
+        best = min(range(len(self._drawn)), key=lambda k: (self._score_of(self._drawn[k]), k))
+        return self._drawn.pop(best)
+
+
+def rank_positions(scores: list[float]) -> np.ndarray:
+    """Each score's rank among them (0 best), ties in list order."""
+    order = np.argsort(np.asarray(scores, dtype=float), kind="stable")
+    ranks = np.empty(len(order), dtype=float)
+    ranks[order] = np.arange(len(order))
+    return ranks
