@@ -53,6 +53,9 @@ SECTIONS_LD = "edgetune_sections.ld"
 ZEPHYR_MODULE = "zephyr/module.yml"
 ZEPHYR_CMAKE = "zephyr/CMakeLists.txt"
 ZEPHYR_KCONFIG = "zephyr/Kconfig"
+# How the linker fragment's comment before the code plan's sections begins: the Zephyr module
+# cuts the fragment there when the code and constants stay in .text and .rodata.
+CODE_SECTIONS_MARKER = "/* Code and constants the code plan"
 
 
 class ExportError(EdgetuneError, ValueError):
@@ -86,6 +89,35 @@ class ExportEntry:
 class RenderedExport:
     files: dict[str, str]  # every file of the folder but the manifest, by name
     manifest: Manifest
+
+
+@dataclass(frozen=True)
+class ZephyrModule:
+    """What names an export folder as a Zephyr module (zephyr/module.yml, CMakeLists.txt, Kconfig)."""
+    name: str  # the module's and its Zephyr library's name
+    symbol: str  # its Kconfig option, CONFIG_<symbol>
+    summary: str  # what it holds, in module.yml's comment
+    heading: str  # the Kconfig file's first comment
+    prompt: str  # the option's prompt
+    help: tuple[str, ...]  # the option's help, line by line
+
+
+def zephyr_files(build: dict, module: ZephyrModule) -> dict[str, str]:
+    """The folder's Zephyr module files, from the variables of its Make and CMake fragments
+    (`build`: units, regions, sections_ld, and code_placed for a model's code plan)."""
+    view = dict(build, zephyr=module, code_marker=CODE_SECTIONS_MARKER)
+    return {ZEPHYR_MODULE: render("export_zephyr_module.yml.j2", view),
+            ZEPHYR_CMAKE: render("export_zephyr_CMakeLists.txt.j2", view),
+            ZEPHYR_KCONFIG: render("export_zephyr_Kconfig.j2", view)}
+
+
+def _kernels_zephyr_module(common: dict) -> ZephyrModule:
+    target, version, date = common["target"], common["edgetune_version"], common["date"]
+    return ZephyrModule("edgetune_kernels", "EDGETUNE_KERNELS", f"Kernels tuned on {target}",
+                        f"Kernels tuned by edgetune {version} on {target} (exported {date})",
+                        f"Kernels tuned by edgetune for {target}",
+                        (f"Builds the kernels of {common['header']} (exported by edgetune), each with the compiler",
+                         "flags it was measured with."))
 
 
 def _sections(target: Target, entry: KernelEntry) -> list[dict]:
@@ -225,9 +257,7 @@ def _render_files(target: Target, entries: Sequence[KernelEntry], sources: dict[
              DISPATCH: render("export_dispatch.c.j2", dict(common, dispatchers=dispatchers)),
              MAKEFILE: render("export_build.mk.j2", build),
              CMAKE: render("export_build.cmake.j2", build),
-             ZEPHYR_MODULE: render("export_zephyr_module.yml.j2", build),
-             ZEPHYR_CMAKE: render("export_zephyr_CMakeLists.txt.j2", build),
-             ZEPHYR_KCONFIG: render("export_zephyr_Kconfig.j2", build),
+             **zephyr_files(build, _kernels_zephyr_module(common)),
              **sources}
     if regions:
         files[SECTIONS_LD] = render("export_sections.ld.j2", dict(common, regions=regions))

@@ -18,6 +18,7 @@ from edgetune.session import TuneRequest, tune, workload_inputs, workload_of
 from edgetune.targets import get_target
 from edgetune.tuner import TuningDatabase
 from edgetune.verify import export_and_measure
+from zephyr_stand_ins import zephyr_project
 
 pytestmark = pytest.mark.qemu
 FIRMWARE = Path(__file__).parent / "data" / "user_firmware_m55"
@@ -211,37 +212,12 @@ def test_zephyr_module_files_follow_the_module_layout(export):
         assert call in cmake
 
 
-# Stand-ins for the four Zephyr CMake functions the module calls, written from their
-# documented behaviour (Zephyr's cmake/modules/extensions.cmake): a library named and made
-# current, sources and include folders added to it, and a linker snippet recorded for a
-# location. With them the module's CMakeLists.txt runs for real in plain CMake.
-ZEPHYR_STUBS = """
-cmake_minimum_required(VERSION 3.20)
-project(zephyr_stand_in C)
-macro(zephyr_library_named name)
-  set(ZEPHYR_CURRENT_LIBRARY ${name})
-  add_library(${name} STATIC "")
-endmacro()
-function(zephyr_library_sources)
-  target_sources(${ZEPHYR_CURRENT_LIBRARY} PRIVATE ${ARGN})
-endfunction()
-function(zephyr_include_directories)
-  include_directories(${ARGN})
-endfunction()
-function(zephyr_linker_sources location file)
-  file(APPEND "${CMAKE_BINARY_DIR}/linker_snippets.txt" "${location} ${file}\\n")
-endfunction()
-set(CONFIG_EDGETUNE_KERNELS y)
-add_subdirectory(${MODULE}/zephyr module)
-"""
-
-
 @pytest.mark.parametrize("alias_given", [True, False])
 def test_zephyr_module_cmake_builds_the_library_and_names_the_board_regions(export, tmp_path, alias_given):
     folder, _ = export
     project = tmp_path / "app"
     project.mkdir()
-    (project / "CMakeLists.txt").write_text(ZEPHYR_STUBS)
+    (project / "CMakeLists.txt").write_text(zephyr_project("EDGETUNE_KERNELS"))
     build = tmp_path / "build"
     extra = ["-DEDGETUNE_DTCM=DTCM"] if alias_given else []
     configure = subprocess.run(["cmake", "-S", str(project), "-B", str(build), "-G", "Unix Makefiles", f"-DMODULE={folder}",

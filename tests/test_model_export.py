@@ -46,9 +46,10 @@ def test_the_folder_holds_what_the_manifest_lists(ds_cnn_export):
     result, out = ds_cnn_export
     manifest = read_manifest(out)
     listed = {name for name, _ in manifest.files}
-    assert listed | {MANIFEST} == {p.name for p in out.iterdir()}
+    assert listed | {MANIFEST} == {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
     for name in ("ds_cnn_kws.h", "ds_cnn_kws.c", "ds_cnn_kws_arena.c", "edgetune_kernels.mk", "edgetune_kernels.cmake",
-                 "edgetune_sections.ld", "ds_cnn_kws.tflite"):
+                 "edgetune_sections.ld", "ds_cnn_kws.tflite", "zephyr/module.yml", "zephyr/CMakeLists.txt",
+                 "zephyr/Kconfig"):
         assert name in listed
     assert manifest.model.sha256 == hashlib.sha256(DS_CNN.read_bytes()).hexdigest()
     assert (out / "ds_cnn_kws.tflite").read_bytes() == DS_CNN.read_bytes()
@@ -342,13 +343,13 @@ def test_a_model_export_never_replaces_a_kernel_export(tmp_path):
 
 def test_a_kernel_export_never_replaces_a_model_export(ds_cnn_export, tmp_path):
     out = _copy(ds_cnn_export[1], tmp_path / "kws")
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     kernel, target = get_kernel("matmul_s8"), get_target("host")
     db = TuningDatabase(tmp_path / "t.db")
     tune(TuneRequest(kernel, target, kernel.parse_shape("m=4,n=4,k=8"), "random", 2, 2, 1), db)
     with pytest.raises(ExportError, match="holds a model export"):
         export_best(db, target, out)
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     # An earlier export of the same kind is replaced as before.
     model_again = export_model(DS_CNN, get_target("cortex-m55"), None, out)
     assert model_again is not None and read_manifest(out).model is not None

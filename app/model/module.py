@@ -11,6 +11,7 @@
                           arena calls <name>_run(arena, inputs..., outputs...) and leaves this out)
   <function>.c            one source per distinct kernel variant and per library operator
   edgetune_kernels.mk/.cmake/edgetune_sections.ld   the kernel export's build fragments
+  zephyr/                 the folder as a Zephyr module (module.yml, CMakeLists.txt, Kconfig)
   manifest.json           the typed Manifest with the model: its sha256, layer -> function,
                           the memory plan
 
@@ -29,7 +30,8 @@ import numpy as np
 
 from edgetune.hal import Target
 
-from edgetune.codegen.export import CMAKE, CMAKE_ID, MAKEFILE, SECTIONS_LD, ExportEntry, ExportError, _check_build_text, region_alias
+from edgetune.codegen.export import (CMAKE, CMAKE_ID, CODE_SECTIONS_MARKER, MAKEFILE, SECTIONS_LD, ExportEntry,
+                                     ExportError, ZephyrModule, _check_build_text, region_alias, zephyr_files)
 from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, comment_safe
 from edgetune.codegen.manifest import CompiledUnit, KernelEntry, LayerFunction, Manifest, ModelEntry, PlannedTensor
@@ -581,6 +583,17 @@ def _layer_table(model: Model, steps: Sequence[Step], chosen: Mapping[tuple, Exp
     return tuple(table)
 
 
+def zephyr_module(name: str, target: str, version: str, date: str) -> ZephyrModule:
+    """The module folder as a Zephyr module of its own: named after the model, so that two
+    models' modules (their C symbols carry the model's name) build side by side."""
+    return ZephyrModule(f"edgetune_model_{name}", f"EDGETUNE_MODEL_{name.upper()}",
+                        f"The model {name} compiled for {target}",
+                        f"The model {name} compiled by edgetune {version} for {target} (exported {date})",
+                        f"The model {name} as C, compiled by edgetune for {target}",
+                        (f"Builds the module of {name}.h (exported by edgetune): the model's operators",
+                         "and weights, each source with the compiler flags it was measured with."))
+
+
 def _sha256(text: str | bytes) -> str:
     return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
 
@@ -656,8 +669,10 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
                  code_placed=bool(code_plan and code_plan.split))
     files[MAKEFILE] = render("export_build.mk.j2", build)
     files[CMAKE] = render("export_build.cmake.j2", build)
+    files.update(zephyr_files(build, zephyr_module(name, target.name, version, date)))
     if regions:
-        files[SECTIONS_LD] = render("export_sections.ld.j2", dict(common, header=f"{name}.h", regions=regions))
+        files[SECTIONS_LD] = render("export_sections.ld.j2", dict(common, header=f"{name}.h", regions=regions,
+                                                                   code_marker=CODE_SECTIONS_MARKER))
     entry = ModelEntry(name, model_file_name(model.path), common["sha256"], inputs[0]["shape"], outputs[0]["shape"],
                        arena_bytes, region, _layer_table(model, steps, chosen, stages),
                        tuple(PlannedTensor(a.tensor, a.offset, a.nbytes, a.first, a.last) for a in plan.tensors),
