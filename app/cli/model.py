@@ -14,6 +14,7 @@ from edgetune.model import Model, ModelLayer, check_fits, load_model
 from edgetune.model.code_plan import plan_text
 from edgetune.model.operators import untuned_as
 from edgetune.model.ops import folded_operators
+from edgetune.model.ops.float_island import absorber
 from edgetune.targets import get_target
 
 from . import options
@@ -52,12 +53,13 @@ def model_json(model: Model, target: str | None) -> dict:
     }
 
 
-def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False, into: int | None = None) -> str:
+def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False, into: int | None = None,
+                absorbed_by: str = "dilated convolution") -> str:
     outputs = len(layer.operator.outputs)  # SPLIT, UNPACK: the first output's shape, and how many
     shapes = f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}{f' (x{outputs})' if outputs > 1 else ''}"
     served = f"{layer.kernel} ({workload})" if layer.kernel else untuned_as(layer.op, folded)
-    if into is not None:  # a copy a rewrite absorbed (dilation.py)
-        served = f"- (in operator {into}'s dilated convolution)"
+    if into is not None:  # an operator a rewrite absorbed (dilation.py, ops/float_island.py)
+        served = f"- (in operator {into}'s {absorbed_by})"
     if layer.arguments:  # a kernel of the user's own (user_layers.py)
         served += ", yours" + (": its reference is the oracle" if layer.oracle == "reference" else "")
     return f"{layer.index:>4}  {layer.op:<18} {shapes:<28} {layer.macs:>12,}  {served}"
@@ -73,7 +75,9 @@ def print_model(model: Model, target: str | None) -> None:
     names, folded = _workload_names(model), folded_operators(model.graph)
     absorbed = dict(model.graph.absorbed)
     for layer in model.layers:
-        click.echo(_layer_line(layer, names.get(layer.index), layer.index in folded, absorbed.get(layer.index)))
+        into = absorbed.get(layer.index)
+        click.echo(_layer_line(layer, names.get(layer.index), layer.index in folded, into,
+                               absorber(model.graph, into) if into is not None else ""))
     click.echo("workloads (identical layers are tuned once):")
     for n, w in enumerate(workloads):
         served = ", ".join(map(str, w.layers))
