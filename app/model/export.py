@@ -203,7 +203,8 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     rendered = render_model_module(model, target, chosen, name=name or model_name(str(model_path)),
                                    database=str(db.path) if db is not None else "",
                                    date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version=__version__,
-                                   model_bytes=data, patch=patch)
+                                   model_bytes=data, patch=patch,
+                                   code_ram_room=fit.max_ram - fit.fitted.total if fit is not None else None)
     m = rendered.manifest.model
     if fit is not None and m.arena_bytes != fit.fitted.arena_bytes:  # the same planner on the same variants
         raise ExportError(f"{model_path}: the module's arena ({m.arena_bytes} bytes) is not the one planned under "
