@@ -161,7 +161,8 @@ def test_max_ram_end_to_end_keeps_the_bound_and_stays_bit_exact_on_the_m55(tmp_p
     assert planned <= bound and f"the fastest variants take {fastest:,}" in printed.output
     outcome = verify_model(tmp_path / "m", m55, 1)
     assert outcome.ok, [i.problem for i in outcome.inferences]
-    assert outcome.size.ram_bytes == planned <= bound
+    assert outcome.size.ram_bytes == planned == _ram_line(printed.output)[0] <= bound
+    assert sum(_ram_line(printed.output)[1]) == planned  # static scratch pointers named too
     refused = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--db",
                                         str(db.path), "--out", str(tmp_path / "n"), "--max-ram", "12000"])
     assert refused.exit_code == 2 and "--max-ram 12000: " in refused.output and not (tmp_path / "n").exists()
