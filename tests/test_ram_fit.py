@@ -346,3 +346,10 @@ def test_the_planned_parts_add_up_to_the_total_static_scratch_pointers_and_code_
     figures = [int(n.replace(",", "")) for n in re.findall(r" ([\d,]+)(?:,|$)", text)]
     assert sum(figures) == planned.total + 5_000
     assert "scratch pointers 12" in text and "static scratch 2,048" in text and "copied to RAM 5,000" in text
+
+
+def test_verifys_ram_label_names_the_code_and_constants_copied_to_ram_when_there_are_any():
+    from edgetune.model.verify import ModuleSize
+    assert "copied" not in ModuleSize(100, 500, 300).ram_parts
+    label = ModuleSize(100, 500, 160_000, 154_528).ram_parts
+    assert "static scratch and pointers" in label and "code and constants copied to RAM (154,528)" in label

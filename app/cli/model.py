@@ -223,8 +223,10 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         click.echo(f"patch plan chosen: {best.plan.text if best.plan else 'none'} ({best.ram:,} B RAM, "
                    f"{best.instructions:,} {target.measures})", err=True)
         patch = best.plan
+    # Under a --patch auto bound, the code plan copies into RAM only what the chosen plan leaves.
+    room = bound - best.ram if bound not in (False, None) else None
     result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers, max_ram,
-                          patch)
+                          patch, room)
     if as_json:
         m = result.rendered.manifest.model
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,

@@ -57,10 +57,13 @@ def candidate_plans(model) -> list[PatchPlan]:
             for s in structures for rows in BAND_ROWS for halo in HALOS for plain in (False, True)]
 
 
-def predicted_ram(model, rendered) -> int:
+def predicted_ram(model, rendered, target) -> int:
     graph = model.graph
     io = sum(graph.tensors[t].nbytes for t in (*graph.inputs, *graph.outputs))
-    return rendered.plan.arena_bytes + rendered.scratch.nbytes + io
+    # The static pointers of the variants with scratch in the arena count too, as verify counts them.
+    from .ram_fit import pointer_bytes
+    pointers = pointer_bytes(target) * sum(1 for _, arena, _ in rendered.scratch_needs if arena)
+    return rendered.plan.arena_bytes + rendered.scratch.nbytes + io + pointers
 
 
 def _render(model, target, chosen, plan):
@@ -75,7 +78,7 @@ def rank_candidates(model, target, chosen, max_ram: int | None) -> list[Candidat
     out = []
     for plan in [None, *candidate_plans(model)]:
         try:
-            ram = predicted_ram(model, _render(model, target, chosen, plan))
+            ram = predicted_ram(model, _render(model, target, chosen, plan), target)
         except (PatchError, ExportError) as e:
             out.append(Candidate(plan, 0, None, str(e)))
             continue
