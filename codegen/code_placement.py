@@ -69,6 +69,10 @@ class CodePlan:
     home: str  # the firmware's code region: items there get no section
     regions: tuple[CodeRegion, ...]
     placed: tuple[tuple[str, str], ...]  # (item name, region), in placement order
+    sizes: tuple[tuple[str, int], ...] = ()  # (item name, bytes), as placed
+
+    def size_of(self, name: str) -> int:
+        return dict(self.sizes).get(name, 0)
 
     def region_of(self, name: str) -> str:
         return dict(self.placed).get(name, self.home)
@@ -108,7 +112,7 @@ def plan_code(items: Iterable[PlacedItem], regions: tuple[CodeRegion, ...], home
     items = list(items)
     room = {r.name: r.capacity for r in regions}
     if sum(i.nbytes for i in items) <= room.get(home, 0):
-        return CodePlan(home, regions, tuple((i.name, home) for i in items))
+        return CodePlan(home, regions, tuple((i.name, home) for i in items), tuple((i.name, i.nbytes) for i in items))
     placed = []
     for kind in (CODE, CONSTANT):
         # Fewest wait states first; among equals RAM before flash and the code region first (where
@@ -124,7 +128,8 @@ def plan_code(items: Iterable[PlacedItem], regions: tuple[CodeRegion, ...], home
     where = dict(placed)
     _swap_in(sorted((i for i in items if i.kind == CONSTANT), key=lambda i: -i.accesses / max(i.nbytes, 1)),
              where, room, {r.name: r for r in regions})
-    return CodePlan(home, regions, tuple((name, where[name]) for name, _ in placed))
+    return CodePlan(home, regions, tuple((name, where[name]) for name, _ in placed),
+                    tuple((i.name, i.nbytes) for i in items))
 
 
 def _swap_in(constants: list[PlacedItem], where: dict[str, str], room: dict[str, int],

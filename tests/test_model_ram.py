@@ -4,6 +4,7 @@ summary saying what its total is."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -43,3 +44,52 @@ def test_model_tunes_summary_says_its_total_is_the_layers_measured_alone(tmp_pat
     assert "model instructions (tuned layers" not in output
     data = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
     assert data["total_is"].startswith("the sum of the tuned layers measured alone")
+
+
+def _printed_export(output: str) -> list[str]:
+    import shlex
+    line = next(line for line in output.splitlines() if line.startswith("  the module: "))
+    words = shlex.split(line.removeprefix("  the module: "))
+    assert words[:3] == ["edgetune", "model", "export"]
+    return words[1:]
+
+
+def test_tune_under_a_bound_prints_an_export_command_that_runs_as_printed(tmp_path, monkeypatch):
+    """The command `model tune --max-ram` prints runs pasted: with the run's --target, its
+    --db (only when not the default), an --out folder and the bound; then the module exists."""
+    monkeypatch.chdir(tmp_path)
+    model = write(tmp_path, "fc", fc_model(np.random.default_rng(12), (1, 24), 8))
+    for db in ("m.db", "edgetune.db"):
+        printed = CliRunner().invoke(main, ["model", "tune", str(model), "--target", "host", "--budget", "2", "--no-check",
+                                            "--db", db, "--max-ram", "100000"])
+        assert printed.exit_code == 0, printed.output
+        args = _printed_export(printed.output)
+        assert ("--db" in args) == (db == "m.db") and args[args.index("--target") + 1] == "host"
+        exported = CliRunner().invoke(main, args)
+        assert exported.exit_code == 0, exported.output
+        out = tmp_path / args[args.index("--out") + 1]
+        assert (out / "fc.h").is_file() and "RAM bound 100,000 bytes: planned" in exported.output
+        shutil.rmtree(out)
+
+
+def test_the_summary_counts_the_lean_trials_in_its_layers_best(tmp_path):
+    """Trials measured beyond the budget (a --max-ram lean round) are counted in the table:
+    the layer's trials, best and value are over all of them, so the table's total is the
+    fastest variants' cost the RAM line quotes."""
+    from edgetune.model.ram_fit import model_keys
+    from edgetune.model.ram_tune import LeanRound, with_lean
+    from edgetune.model.session import tune_model
+    host = get_target("host")
+    model = load_model(write(tmp_path, "fc", fc_model(np.random.default_rng(3), (1, 24), 8)))
+    db = TuningDatabase(tmp_path / "m.db")
+    summary = tune_model(model.layers, host, db, budget=1, baselines=False)
+    layer = summary.layers[0]
+    kernel, shape = KERNELS[layer.workload.kernel], layer.workload.shape_dict()
+    more = tune(TuneRequest(kernel, host, shape, "random", 4, 1, 7), db)
+    assert more.new_trials > 0
+    key = model_keys(model)[0][0]
+    after = with_lean(summary, db, (LeanRound(key, more.new_trials),))
+    values = [r.trial.value(summary.objective) for r in db.proposals(layer.workload)]
+    assert after.layers[0].trials == 1 + more.new_trials == len(values)
+    assert after.layers[0].value == min(v for v in values if v is not None) <= layer.value
+    assert after.spent == summary.spent and after.total == after.layers[0].value * after.layers[0].weight

@@ -161,7 +161,8 @@ def test_max_ram_end_to_end_keeps_the_bound_and_stays_bit_exact_on_the_m55(tmp_p
     assert planned <= bound and f"the fastest variants take {fastest:,}" in printed.output
     outcome = verify_model(tmp_path / "m", m55, 1)
     assert outcome.ok, [i.problem for i in outcome.inferences]
-    assert outcome.size.ram_bytes == planned <= bound
+    assert outcome.size.ram_bytes == planned == _ram_line(printed.output)[0] <= bound
+    assert sum(_ram_line(printed.output)[1]) == planned  # static scratch pointers named too
     refused = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--db",
                                         str(db.path), "--out", str(tmp_path / "n"), "--max-ram", "12000"])
     assert refused.exit_code == 2 and "--max-ram 12000: " in refused.output and not (tmp_path / "n").exists()
@@ -213,6 +214,8 @@ def test_model_tune_under_a_bound_proposes_only_variants_that_fit_and_prints_the
     assert printed.exit_code == 0, printed.output
     summary = json.loads(printed.output)
     assert summary["max_ram"]["planned_ram"] <= 20_093 == summary["max_ram"]["max_ram"]
+    # The table's total is over every trial, the lean ones too: the fastest variants' cost quoted.
+    assert summary["total"] == pytest.approx(summary["max_ram"]["fastest_cost"])
     limits = room_for(model, m55, 20_093).scratch_limits()
     db = TuningDatabase(tmp_path / "t.db")
     # The layers are checked against TFLite Micro on the variants the bound chose.
@@ -267,3 +270,86 @@ def test_the_scratch_estimate_is_the_rendered_scratch_up_to_alignment(kernel_nam
             laid_out = rendered.arena_scratch_bytes + rendered.scratch_bytes
             estimate = kernel.scratch_estimate(shape, config.as_dict())
             assert estimate <= laid_out <= estimate + 64, config.as_dict()
+
+
+# --- the bound counts what `model verify` counts: code and constants copied to RAM too -----
+
+MOBILENET = MODELS / "large" / "mobilenet_v2_035_96.tflite"
+
+
+def _ram_line(output: str) -> tuple[int, list[int]]:
+    """The export's `RAM: N bytes (part n, ...)` line: N and its parts' figures."""
+    found = re.search(r"^RAM: ([\d,]+) bytes \((.*)\)$", output, re.M)
+    return int(found[1].replace(",", "")), [int(n.replace(",", "")) for n in re.findall(r" ([\d,]+)(?:,|$)", found[2])]
+
+
+@pytest.mark.parametrize("bound", [200_000, 400_000])
+def test_the_code_plan_copies_into_ram_only_what_the_bound_leaves(tmp_path, monkeypatch, bound):
+    """MobileNetV2-0.35 (weights beyond the M55's ITCM) with no database: its tensors plan
+    165,920 bytes; the code plan would copy 154,528 bytes of arrays into SRAM. Under 200,000
+    they go to flash instead (the planned total is at most the bound); under 400,000 they fit
+    and the printed total names them, every part adding up."""
+    monkeypatch.chdir(tmp_path)  # no edgetune.db: every layer on its default configuration
+    printed = CliRunner().invoke(main, ["model", "export", str(MOBILENET), "--target", "cortex-m55", "--out",
+                                        str(tmp_path / "m"), "--max-ram", str(bound)])
+    assert printed.exit_code == 0, printed.output
+    planned = int(re.search(r"RAM bound [\d,]+ bytes: planned ([\d,]+) bytes", printed.output)[1].replace(",", ""))
+    total, parts = _ram_line(printed.output)
+    assert planned == total == sum(parts) <= bound
+    copied = "code and constants copied to RAM" in printed.output
+    assert copied == (bound == 400_000) and (total > 200_000) == copied
+    assert "no tuned layers" in printed.output and "0 under the bound" not in printed.output
+    assert ("in sram" in printed.output) == copied and ("in qspi" in printed.output) != copied
+
+
+def test_the_code_plans_ram_cap_shares_one_room_among_the_copied_regions():
+    from edgetune.model.code_plan import capped, code_regions, copied_regions
+    m55 = get_target("cortex-m55")
+    regions = code_regions(m55)
+    assert copied_regions(m55) == ("sram",)
+    cut = {r.name: r.capacity for r in capped(m55, regions, 1_000)}
+    assert cut["sram"] == 1_000 and cut["itcm"] == regions[0].capacity
+    assert {r.name: r.capacity for r in capped(m55, regions, None)} == {r.name: r.capacity for r in regions}
+    assert {r.name: r.capacity for r in capped(m55, regions, -5)}["sram"] == 0
+
+
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_model_verify_counts_at_most_the_bound_when_the_constants_would_spill_into_sram(tmp_path, monkeypatch):
+    """The new user's case: MobileNetV2-0.35 under --max-ram 200000 was accepted with 165,920
+    planned and verified at 320,448 (arrays the code plan had copied to SRAM)."""
+    monkeypatch.chdir(tmp_path)
+    m55 = get_target("cortex-m55")
+    printed = CliRunner().invoke(main, ["model", "export", str(MOBILENET), "--target", "cortex-m55", "--out",
+                                        str(tmp_path / "m"), "--max-ram", "200000"])
+    assert printed.exit_code == 0, printed.output
+    outcome = verify_model(tmp_path / "m", m55, 1)
+    assert outcome.ok and outcome.size.ram_bytes == _ram_line(printed.output)[0] <= 200_000
+
+
+def test_a_max_ram_that_is_not_a_positive_whole_number_is_one_line_naming_the_flag(tmp_path):
+    for value in ("abc", "0", "1.5", "-3"):
+        printed = CliRunner().invoke(main, ["model", "export", str(DS_CNN), "--target", "cortex-m55", "--out",
+                                            str(tmp_path / "m"), "--max-ram", value])
+        assert printed.exit_code == 2 and printed.output.count("\n") == 1, printed.output
+        assert "--max-ram" in printed.output and "positive whole number of bytes" in printed.output
+        assert "integer range" not in printed.output and not (tmp_path / "m").exists()
+
+
+def test_the_planned_parts_add_up_to_the_total_static_scratch_pointers_and_code_named():
+    from edgetune.cli.model_ram import ram_parts
+    from edgetune.model.ram_fit import PlannedRam
+    model, target = load_model(DS_CNN), get_target("cortex-m55")
+    planned = _Planner(model, target, (), (), ()).plan(())
+    planned = PlannedRam(planned.choice, planned.plan, planned.steps, 2_048, 12, planned.io_bytes)
+    text = ram_parts(planned, 5_000)
+    figures = [int(n.replace(",", "")) for n in re.findall(r" ([\d,]+)(?:,|$)", text)]
+    assert sum(figures) == planned.total + 5_000
+    assert "scratch pointers 12" in text and "static scratch 2,048" in text and "copied to RAM 5,000" in text
+
+
+def test_verifys_ram_label_names_the_code_and_constants_copied_to_ram_when_there_are_any():
+    from edgetune.model.verify import ModuleSize
+    assert "copied" not in ModuleSize(100, 500, 300).ram_parts
+    label = ModuleSize(100, 500, 160_000, 154_528).ram_parts
+    assert "static scratch and pointers" in label and "code and constants copied to RAM (154,528)" in label

@@ -11,7 +11,7 @@ import click
 import numpy as np
 
 from edgetune.model import Model, ModelLayer, check_fits, load_model
-from edgetune.model.code_plan import plan_text
+from edgetune.model.code_plan import plan_text, ram_bytes
 from edgetune.model.operators import untuned_as
 from edgetune.model.ops import folded_operators
 from edgetune.model.ops.float_island import absorber
@@ -114,6 +114,19 @@ def model_show_cmd(model_file, target_name, as_json, kernel_files):
         print_model(model, target.name if target else None)
 
 
+def module_ram_line(result, target, io_bytes: int, io_words: str) -> str:
+    """The module's RAM as `model verify` counts it, every part named so that they add up."""
+    from edgetune.model.ram_fit import pointer_bytes
+    r, m = result.rendered, result.rendered.manifest.model
+    pointers = pointer_bytes(target) * sum(1 for _, arena, _ in r.scratch_needs if arena)
+    code = ram_bytes(target, r.code_plan)
+    parts = [("arena", m.arena_bytes), ("static scratch", r.scratch.nbytes), ("scratch pointers", pointers),
+             (io_words, io_bytes), ("code and constants copied to RAM", code)]
+    total = sum(n for _, n in parts)
+    named = ", ".join(f"{what} {n:,}" for what, n in parts if n or what == io_words or what == "arena")
+    return f"RAM: {total:,} bytes ({named})"
+
+
 def _print_export(result, target) -> None:
     r, m = result.rendered, result.rendered.manifest.model
     click.echo(f"{m.name} for {target.name}: the operators edgetune's kernels run, and their functions:")
@@ -134,8 +147,9 @@ def _print_export(result, target) -> None:
     io_words = "inputs and outputs" if len(m.input_shapes) > 1 or len(m.output_shapes) > 1 else "input and output"
     tflm = f"{result.tflm_arena:,} bytes" if result.tflm_arena is not None else f"unknown ({result.tflm_unknown})"
     click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "
-               f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); with the {io_words} "
-               f"{m.arena_bytes + io_bytes:,}; TFLite Micro's arena for this model: {tflm}")
+               f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); TFLite Micro's arena for this "
+               f"model: {tflm}")
+    click.echo(module_ram_line(result, target, io_bytes, io_words))
     if r.arena_scratch.nbytes:
         click.echo(f"scratch in the arena: {len(r.plan.scratch)} layers' scratch planned by lifetime, at most "
                    f"{r.arena_scratch.nbytes:,} bytes ({r.arena_scratch.largest}); {r.arena_scratch.unshared:,} bytes "
@@ -156,7 +170,7 @@ def _print_export(result, target) -> None:
     if plan_text(r.code_plan):
         click.echo(plan_text(r.code_plan))
     if result.ram_fit is not None:
-        for line in ram_fit_lines(result.ram_fit):
+        for line in ram_fit_lines(result.ram_fit, ram_bytes(target, r.code_plan)):
             click.echo(line)
     click.echo(f"module: {result.folder / (m.name + '.h')} ({m.name}_invoke)")
 
@@ -214,8 +228,10 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         click.echo(f"patch plan chosen: {best.plan.text if best.plan else 'none'} ({best.ram:,} B RAM, "
                    f"{best.instructions:,} {target.measures})", err=True)
         patch = best.plan
+    # Under a --patch auto bound, the code plan copies into RAM only what the chosen plan leaves.
+    room = bound - best.ram if bound not in (False, None) else None
     result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers, max_ram,
-                          patch)
+                          patch, room)
     if patch is not None and patch_text is not None and bound is False:
         from edgetune.model.patch_choice import no_gain_note
         note = no_gain_note(Path(model_file), target, db, result.rendered, patch, objective, bounds, compilers)
@@ -230,7 +246,8 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
                                "input_shapes": [list(s) for s in m.input_shapes],
                                "output_shapes": [list(s) for s in m.output_shapes],
                                "untuned": list(result.untuned), "layers": [l.to_json() for l in m.layers],
-                               "max_ram": ram_fit_json(result.ram_fit)}, indent=2))
+                               "max_ram": ram_fit_json(result.ram_fit, ram_bytes(target, result.rendered.code_plan))},
+                              indent=2))
     else:
         _print_export(result, target)
 
@@ -288,7 +305,8 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
         click.echo(json.dumps({"ok": outcome.ok, "problems": problems, "unchecked": list(outcome.unchecked),
                                "size": None if size is None else {"code_bytes": size.code_bytes,
                                                                   "flash_bytes": size.flash_bytes,
-                                                                  "ram_bytes": size.ram_bytes},
+                                                                  "ram_bytes": size.ram_bytes,
+                                                                  "copied_to_ram_bytes": size.copied_bytes},
                                "inferences": [{"input": i.label, "instructions": i.instructions, **dict(i.values)}
                                               for i in outcome.inferences]}, indent=2))
     elif outcome.ok:
@@ -298,7 +316,7 @@ def model_verify_cmd(folder, target_name, n_inputs, layers, seed, as_json, kerne
                       if outcome.unchecked else ""))
         size = outcome.size
         click.echo(f"module: {size.flash_bytes:,} bytes of flash ({size.code_bytes:,} of code), {size.ram_bytes:,} "
-                   "bytes of RAM (arena, inputs, outputs, static scratch)")
+                   f"bytes of RAM ({size.ram_parts})")
     if not outcome.ok:
         hint = "" if layers or outcome.layer_problem else " (--layers names the first operator that differs)"
         click.echo(f"{folder}: {problems[0]}{hint}", err=True)

@@ -22,11 +22,12 @@ from edgetune.model.session import ModelRound, ModelSummary, compact_shape, prog
 from edgetune.codegen import get_kernel
 from edgetune.model.export import layer_variants
 from edgetune.model.ram_fit import fastest_ram, fit_ram, room_for
-from edgetune.model.ram_tune import measure_lean
+from edgetune.model.code_plan import estimated_ram
+from edgetune.model.ram_tune import measure_lean, with_lean
 
 from ..session import TuneRequest, choose_objective
 from . import options
-from .model_ram import ram_fit_json, ram_fit_lines
+from .model_ram import export_command, ram_fit_json, ram_fit_lines, ram_parts
 
 TRIALS_PER_WORKLOAD = options.MODEL_TRIALS_PER_WORKLOAD
 ROUND_TRIALS = 4  # trials per scheduler round, when the budget allows
@@ -99,23 +100,26 @@ def bounded_choice(model, target, db, room, strategy, seed, jobs, objective, bou
     return fit_ram(model, target, layer_variants(model, target, db, objective, bounds, compilers), room.max_ram), lean
 
 
-def print_bounded(fit, lean, model_file: str, max_ram: int) -> None:
+def print_bounded(fit, lean, model, target, export: str) -> None:
     measured = sum(r.measured for r in lean)
     if measured:
         click.echo(f"  --max-ram: {measured} low-RAM variants of {len(lean)} workloads measured beyond the budget "
-                   "(lean configurations near each one's fastest)")
-    for line in ram_fit_lines(fit):
+                   "(lean configurations near each one's fastest; counted in the table above)")
+    code_ram = estimated_ram(model, target, fit.max_ram - fit.fitted.total)
+    for line in ram_fit_lines(fit, code_ram):
         click.echo(line)
-    click.echo(f"  the module: `edgetune model export {model_file} --max-ram {max_ram}` (without it, the fastest "
-               "variants)")
+    if code_ram:
+        click.echo("  (code and constants copied to RAM: estimated before rendering; `model export` plans them "
+                   "within what the bound leaves, the rest in flash)")
+    click.echo(f"  the module: {export}")
+    click.echo("  (without --max-ram, the fastest variants)")
 
 
 def print_ram(model, target, db, objective, bounds, compilers) -> None:
     """The RAM the fastest variants plan, and how to bound it (the default stays the fastest)."""
     fastest = fastest_ram(model, target, layer_variants(model, target, db, objective, bounds, compilers))
-    click.echo(f"  RAM of the module with these variants: {fastest.total:,} bytes planned (arena {fastest.arena_bytes:,}"
-               f", inputs and outputs {fastest.io_bytes:,}); to bound it, tune and export with --max-ram BYTES "
-               "(docs/model-ram.md)")
+    click.echo(f"  RAM of the module with these variants: {fastest.total:,} bytes planned ({ram_parts(fastest)}); "
+               "to bound it, tune and export with --max-ram BYTES (docs/model-ram.md)")
 
 
 @click.command("tune")
@@ -146,6 +150,8 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
     check_fits(model, target)
     check_strategy(strategy)
     bounds = options.bounds_of(constraints)
+    export = (export_command(model_file, target_name, db_path, max_ram, objective, constraints, compilers)
+              if max_ram is not None else "")
     objective = choose_objective(target, objective, bounds)
     distinct = len(model.workloads())
     if budget is None:
@@ -174,17 +180,20 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
                          round_trials=round_trials, compilers=compilers, scratch_limits=limits)
     fit, lean = (bounded_choice(model, target, db, room, strategy, seed, jobs, objective, bounds, compilers)
                  if room is not None else (None, ()))
+    summary = with_lean(summary, db, lean, compilers) if lean else summary
     # Under a bound, the layers are checked on the variants it chose (those the export runs).
     chosen = {key: entry.config for key, entry in fit.chosen().items()} if fit is not None else None
     checks = () if no_check else check_model(model, target, db, objective, bounds, seed, compilers=compilers,
                                              recheck=recheck, chosen=chosen)
     if as_json:
-        click.echo(json.dumps(dict(_summary_json(summary, checks, db_path), max_ram=ram_fit_json(fit),
-                                   lean_trials=sum(r.measured for r in lean)), indent=2))
+        code_ram = estimated_ram(model, target, fit.max_ram - fit.fitted.total) if fit is not None else 0
+        click.echo(json.dumps(dict(_summary_json(summary, checks, db_path), max_ram=ram_fit_json(fit, code_ram),
+                                   lean_trials=sum(r.measured for r in lean), export_command=export or None),
+                                   indent=2))
     else:
         print_model_summary(summary)
         if fit is not None:
-            print_bounded(fit, lean, model_file, max_ram)
+            print_bounded(fit, lean, model, target, export)
         elif not summary.unsolved:
             print_ram(model, target, db, objective, bounds, compilers)
         if checks:

@@ -128,9 +128,23 @@ compilers = _shared("compilers", "--compiler", "compilers", multiple=True, metav
                          "measured by a tune, counted as best, taken by an export; a firmware built with one "
                          "toolchain gets no object of another.")
 as_json = _shared("as_json", "--json", "as_json", is_flag=True, help="Print JSON instead of text (and no progress).")
-max_ram = _shared("max_ram", "--max-ram", "max_ram", type=click.IntRange(min=1), default=None, metavar="BYTES",
+class ByteCount(click.ParamType):
+    """A positive whole number of bytes: anything else is one line naming the flag."""
+    name = "bytes"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        text = str(value).strip()
+        if text.isdigit() and int(text) > 0:
+            return int(text)
+        self.fail(f"{value!r}: it needs a positive whole number of bytes, e.g. 200000", param, ctx)
+
+
+max_ram = _shared("max_ram", "--max-ram", "max_ram", type=ByteCount(), default=None, metavar="BYTES",
                   help="Bound on the module's RAM as `model verify` counts it (arena with the layers' scratch, static "
-                       "scratch, inputs and outputs): the fastest variants whose planned RAM fits "
+                       "scratch and pointers, inputs and outputs, code and constants copied to RAM): the fastest "
+                       "variants whose planned RAM fits, the code plan copying into RAM only what is left "
                        "(docs/model-ram.md).")
 
 

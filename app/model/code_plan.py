@@ -28,8 +28,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from edgetune.codegen.code_placement import (CODE, CONSTANT, CodePlacementError, CodePlan, PlacedItem, code_regions,
-                                             plan_code, section_name)
+from edgetune.codegen.code_placement import (CODE, CONSTANT, CodePlacementError, CodePlan, CodeRegion, PlacedItem,
+                                             code_regions, load_region, plan_code, section_name)
 from edgetune.hal import Target
 
 from .memory_plan import aligned
@@ -110,16 +110,66 @@ def module_items(model: Model, steps: Sequence, constants: Iterable[Mapping], me
 
 
 def module_plan(model: Model, target: Target, steps: Sequence, constants: Iterable[Mapping],
-                measured: Mapping[str, Mapping], sources: Mapping[str, str]) -> CodePlan | None:
-    """Where each function and const array of the module goes; None on the host."""
+                measured: Mapping[str, Mapping], sources: Mapping[str, str], ram_room: int | None = None
+                ) -> CodePlan | None:
+    """Where each function and const array of the module goes; None on the host. `ram_room`
+    (under `--max-ram`): the most bytes the plan may put in RAM regions copied in at start-up
+    (what the bound leaves beside the arena, scratch and I/O); the rest goes to flash."""
     regions = code_regions(target)
     if not regions:
         return None
+    items = module_items(model, steps, constants, measured, sources)
     try:
-        return plan_code(module_items(model, steps, constants, measured, sources), regions,
-                         target.firmware.code_region)
+        return plan_code(items, capped(target, regions, ram_room), target.firmware.code_region)
     except CodePlacementError as exc:
+        if ram_room is not None:
+            raise CodePlacementError(f"{model.path}: under --max-ram, {ram_room:,} bytes of RAM are left for code and "
+                                     f"constants and flash cannot hold the rest: {exc}") from None
         raise CodePlacementError(f"{model.path}: {exc}") from None
+
+
+def copied_regions(target: Target) -> tuple[str, ...]:
+    """The code regions whose contents the start-up code copies into RAM (targets/image.py's
+    placed_regions `copied`): what `model verify` counts as RAM besides the arena."""
+    if load_region(target) is None:
+        return ()
+    home = target.firmware.code_region
+    return tuple(r.name for r in code_regions(target) if r.name != home and not r.flash)
+
+
+def capped(target: Target, regions: tuple[CodeRegion, ...], ram_room: int | None) -> tuple[CodeRegion, ...]:
+    """`regions` with the copied RAM regions' capacities cut so that together they hold at
+    most `ram_room` bytes (the fastest region keeps the most: `regions` is ordered by speed)."""
+    if ram_room is None:
+        return regions
+    left, copied, out = max(0, ram_room), copied_regions(target), []
+    for r in regions:
+        if r.name in copied:
+            r = replace(r, capacity=min(r.capacity, left))
+            left -= r.capacity
+        out.append(r)
+    return tuple(out)
+
+
+def estimated_ram(model: Model, target: Target, ram_room: int) -> int:
+    """Before rendering (`model tune --max-ram`): the bytes the code plan would copy into RAM
+    within `ram_room`, from model_items' estimates (0 when the plan cannot place them)."""
+    regions = code_regions(target)
+    if not regions:
+        return 0
+    try:
+        return ram_bytes(target, plan_code(model_items(model), capped(target, regions, ram_room),
+                                           target.firmware.code_region))
+    except CodePlacementError:
+        return 0
+
+
+def ram_bytes(target: Target, plan: CodePlan | None) -> int:
+    """Bytes the plan put in RAM regions copied in at start-up (each item as the plan sized it)."""
+    if plan is None:
+        return 0
+    copied = copied_regions(target)
+    return sum(plan.size_of(name) for name, region in plan.placed if region in copied)
 
 
 def _attributed(source: str, header: str, prototype: str, section: str, region: str) -> str:

@@ -183,11 +183,12 @@ def tflm_arena_bytes(model_bytes: bytes, *input_shapes: tuple[int, ...], dtypes=
 
 def export_model(model_path: Path, target: Target, db: TuningDatabase | None, out_dir: Path, name: str = "",
                  objective: str = "", bounds: tuple[Bound, ...] = (), compilers: tuple[str, ...] = (),
-                 max_ram: int | None = None, patch=None) -> ModelExport:
+                 max_ram: int | None = None, patch=None, code_ram_room: int | None = None) -> ModelExport:
     """Render and publish the module of `model_path` for `target` (its variants built by
     `compilers` only, when given; with `max_ram`, the fastest whose RAM stays within it:
     ram_fit.py); `patch` (patch_module.PatchPlan): its first layers run band by band, over
-    the input buffer."""
+    the input buffer; `code_ram_room`: without `max_ram`, the most bytes of code and constants
+    the code plan may copy into RAM (what a --patch auto bound leaves)."""
     _check_io(read_graph(model_path))
     model = load_model(model_path)
     check_fits(model, target)
@@ -203,7 +204,8 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     rendered = render_model_module(model, target, chosen, name=name or model_name(str(model_path)),
                                    database=str(db.path) if db is not None else "",
                                    date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version=__version__,
-                                   model_bytes=data, patch=patch)
+                                   model_bytes=data, patch=patch,
+                                   code_ram_room=fit.max_ram - fit.fitted.total if fit is not None else code_ram_room)
     m = rendered.manifest.model
     if fit is not None and m.arena_bytes != fit.fitted.arena_bytes:  # the same planner on the same variants
         raise ExportError(f"{model_path}: the module's arena ({m.arena_bytes} bytes) is not the one planned under "

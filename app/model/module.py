@@ -613,10 +613,12 @@ def arena_region_of(target: Target, chosen: Mapping[tuple, ExportEntry], nbytes:
 
 
 def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, ExportEntry], *, name: str,
-                        database: str, date: str, version: str, model_bytes: bytes, patch=None) -> RenderedModel:
+                        database: str, date: str, version: str, model_bytes: bytes, patch=None,
+                        code_ram_room: int | None = None) -> RenderedModel:
     """Every file of a model export and its manifest. `chosen` maps each tuned workload
     (kernel, shape) to the variant it runs (trial_id 0: the kernel's default configuration);
-    `patch` (patch_module.PatchPlan): stages of layers run band by band, over the input."""
+    `patch` (patch_module.PatchPlan): stages of layers run band by band, over the input;
+    `code_ram_room`: the most bytes of code and constants the code plan may copy into RAM."""
     name = check_model_name(name)
     steps = schedule(model, name)
     check_outputs_computed(model, steps)
@@ -637,7 +639,7 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
         from .patch_module import over_input
         plan = over_input(plan, model.graph.inputs[0])
     r = _render_steps(model, target, plan, steps, variants, name, stages)
-    code_plan = module_plan(model, target, steps, r.constants, measured_values(r.kernels), r.sources)
+    code_plan = module_plan(model, target, steps, r.constants, measured_values(r.kernels), r.sources, code_ram_room)
     r = placed(r, code_plan, target, name)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)

@@ -58,10 +58,13 @@ def candidate_plans(model) -> list[PatchPlan]:
             for s in structures for rows in BAND_ROWS for halo in HALOS for plain in (False, True)]
 
 
-def predicted_ram(model, rendered) -> int:
+def predicted_ram(model, rendered, target) -> int:
     graph = model.graph
     io = sum(graph.tensors[t].nbytes for t in (*graph.inputs, *graph.outputs))
-    return rendered.plan.arena_bytes + rendered.scratch.nbytes + io
+    # The static pointers of the variants with scratch in the arena count too, as verify counts them.
+    from .ram_fit import pointer_bytes
+    pointers = pointer_bytes(target) * sum(1 for _, arena, _ in rendered.scratch_needs if arena)
+    return rendered.plan.arena_bytes + rendered.scratch.nbytes + io + pointers
 
 
 def _render(model, target, chosen, plan):
@@ -80,7 +83,7 @@ def rank_candidates(model, target, chosen, max_ram: int | None) -> list[Candidat
         except (PatchError, ExportError) as e:
             out.append(Candidate(plan, 0, None, str(e)))
             continue
-        ram = predicted_ram(model, rendered)
+        ram = predicted_ram(model, rendered, target)
         over = max_ram is not None and ram > max_ram
         out.append(Candidate(plan, ram, None, f"over the bound of {max_ram:,} B" if over else "",
                              _rendered_configs(rendered)))
@@ -155,7 +158,8 @@ def no_gain_note(model_path: Path, target, db, rendered, plan: PatchPlan, object
 
     model = load_model(model_path)
     chosen, _ = choose_layers(model, target, db, objective, bounds, compilers)
-    patched, plain = predicted_ram(model, rendered), predicted_ram(model, _render(model, target, chosen, None))
+    patched, plain = (predicted_ram(model, rendered, target),
+                      predicted_ram(model, _render(model, target, chosen, None), target))
     if patched < plain:
         return ""
     return (f"--patch {plan.text}: the plan saves no RAM ({patched:,} B, {plain:,} B without it), yet the module "

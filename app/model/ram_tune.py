@@ -18,10 +18,11 @@ import numpy as np
 
 from edgetune.codegen import KERNELS
 from edgetune.hal import Target
-from edgetune.tuner import TuningDatabase
+from edgetune.tuner import TuningDatabase, feasible
 
-from edgetune.session import TuneRequest, tune, workload_of
+from edgetune.session import TuneRequest, compiled_by, tune, workload_of
 from . import Model
+from .session import ModelSummary
 from .export import layer_variants
 from .ram_fit import RamRoom, VariantRam, variant_ram
 
@@ -106,4 +107,25 @@ def measure_lean(model: Model, target: Target, db: TuningDatabase, room: RamRoom
     return tuple(rounds)
 
 
-__all__ = ["LEAN_PER_WORKLOAD", "LeanRound", "lean_siblings", "measure_lean"]
+def with_lean(summary: ModelSummary, db: TuningDatabase, lean: tuple[LeanRound, ...],
+              compilers: tuple[str, ...] = ()) -> ModelSummary:
+    """The summary with each lean round's trials counted in its layer's: trials, best and
+    value over the budget's trials and the lean ones (a lean sibling is often the faster),
+    so that its table and total agree with the choice made after them."""
+    extra = {(r.key[0], tuple(sorted(dict(r.key[1]).items()))): r.measured for r in lean}
+    layers = []
+    for layer in summary.layers:
+        w = layer.workload
+        added = extra.get((w.kernel, tuple(sorted(dict(w.shape).items()))), 0)
+        if added:
+            records = [r for r in db.proposals(w) if compiled_by(r.trial, compilers)][:layer.trials + added]
+            scored = [(r.trial.value(summary.objective), n, r) for n, r in enumerate(records)
+                      if feasible(r.trial, summary.bounds) and r.trial.value(summary.objective) is not None]
+            best = min(scored, key=lambda s: s[:2], default=None)
+            layer = replace(layer, trials=len(records), best=best[2] if best else None,
+                            value=best[0] if best else None)
+        layers.append(layer)
+    return replace(summary, layers=tuple(layers))  # `spent` stays the budget's: the lean trials are beyond it
+
+
+__all__ = ["LEAN_PER_WORKLOAD", "LeanRound", "lean_siblings", "measure_lean", "with_lean"]

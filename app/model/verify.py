@@ -72,6 +72,13 @@ class ModuleSize:
     code_bytes: int
     flash_bytes: int
     ram_bytes: int
+    copied_bytes: int = 0  # of ram_bytes: the code and constants copied into a RAM region
+
+    @property
+    def ram_parts(self) -> str:
+        """What ram_bytes adds up, named."""
+        return "arena, inputs, outputs, static scratch and pointers" + (
+            f", code and constants copied to RAM ({self.copied_bytes:,})" if self.copied_bytes else "")
 
 
 @dataclass(frozen=True)
@@ -192,7 +199,7 @@ def module_size(manifest: Manifest, objects: list[Path], dtypes=None, copied: tu
     types = (*dtypes[0], *dtypes[1]) if dtypes else ("int8",) * (len(m.input_shapes) + len(m.output_shapes))
     io = sum(int(np.prod(shape)) * np.dtype(t).itemsize for shape, t in zip((*m.input_shapes, *m.output_shapes), types))
     stored = sum(elf.bytes_in(o, copied) for o in objects)
-    return ModuleSize(code, loaded - writable + stored, m.arena_bytes + io + writable)
+    return ModuleSize(code, loaded - writable + stored, m.arena_bytes + io + writable, stored)
 
 
 def _trace_table(model: Model, manifest: Manifest) -> list[dict]:
