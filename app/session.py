@@ -20,6 +20,7 @@ import numpy as np
 
 from edgetune.codegen import get_kernel, Kernel, KernelIO
 from edgetune.codegen.kernels.user_loader import KernelBundle, kernel_of_bundle
+from edgetune.codegen.kernels.zero_points import with_zero_points
 from edgetune.npu import NpuOperator
 from edgetune.codegen.placement import pinned
 from edgetune.errors import EdgetuneError
@@ -132,7 +133,17 @@ def workload_of(kernel: Kernel, target: Target, shape: dict) -> Workload:
     fingerprint of the tools and of every part of the target description a measurement
     depends on (app/identity.py; estimates are recomputed, not part of it)."""
     return Workload(kernel.name, kernel.version, target.name, tuple((k, int(v)) for k, v in shape.items()),
-                    measurement_fingerprint(target))
+                    _with_inputs(measurement_fingerprint(target), getattr(kernel, "tuning_zero_points", ())))
+
+
+def _with_inputs(fingerprint: str, zero_points: tuple[tuple[str, int], ...]) -> str:
+    """The fingerprint of a workload tuned on zero points of the user's (`tune --zero-point`,
+    codegen/kernels/zero_points.py): its trials ran on other inputs than the kernel's own
+    draw, so they are another workload, never mixed with those (nor exported for them)."""
+    if not zero_points:
+        return fingerprint
+    text = fingerprint + "|" + ",".join(f"{name}={value}" for name, value in zero_points)
+    return hashlib.sha256(text.encode()).hexdigest()[:len(fingerprint)]
 
 
 def workload_inputs(kernel: Kernel, workload: Workload) -> KernelIO:
@@ -201,7 +212,8 @@ class CpuTask:
     def remote(self) -> Callable[[Config], Trial]:
         return functools.partial(evaluate_remotely, RemoteEvaluation(self.kernel.name, self.target,
                                                                       tuple(self.shape.items()),
-                                                                      getattr(self.kernel, "bundle", None)))
+                                                                      getattr(self.kernel, "bundle", None),
+                                                                      getattr(self.kernel, "tuning_zero_points", ())))
 
 
 def task_of(request: TuneRequest) -> TuningTask:
@@ -373,6 +385,7 @@ class RemoteEvaluation:
     target: Target
     shape: tuple[tuple[str, int], ...]
     bundle: KernelBundle | None = None  # a kernel of the user's own, by content (user_loader.py)
+    zero_points: tuple[tuple[str, int], ...] = ()  # `tune --zero-point` (Kernel.tuning_zero_points)
 
 
 @functools.lru_cache(maxsize=16)
@@ -380,6 +393,8 @@ def _worker_evaluator(spec: RemoteEvaluation) -> Evaluator:
     # One evaluator per workload per worker process: the reference is computed once.
     kernel = kernel_of_bundle(spec.bundle) if spec.bundle is not None else get_kernel(spec.kernel)
     shape = dict(spec.shape)
+    if spec.zero_points:
+        kernel = with_zero_points(kernel, shape, dict(spec.zero_points))
     return Evaluator(kernel, spec.target, shape, kernel.tuning_space(spec.target, shape),
                      workload_inputs(kernel, workload_of(kernel, spec.target, shape)),
                      Path(tempfile.mkdtemp(prefix="edgetune-worker-")))

@@ -14,6 +14,10 @@ Saved: 1 - (evaluations of transfer+code) / (evaluations of transfer), summed ov
 Extra compiles: candidates compiled to be ranked and never run (the one that runs is
 compiled for its run anyway, and the build cache keeps it).
 
+--compare-static: the ranked run is measured twice in the same run, with every feature the
+spaces hold and with the static counts only (the loop-structure counts mac_loop_* and
+copy_loop_*, edgetune.targets.code_features, left out), beside the same `transfer` runs.
+
 Wall time (--wall): one compile (+ disassembly) of a variant and one QEMU trial of it are
 timed here, with an empty build cache, on matmul_s8 m=8,n=32,k=64 for the M55; a serial
 board's trial is a compile plus --board-seconds for flashing and running, an assumed figure
@@ -21,7 +25,7 @@ board's trial is a compile plus --board-seconds for flashing and running, an ass
 seconds - extra compiles x compile seconds.
 
 usage: .venv/bin/python bench/code_explore.py [--seeds N] [--shortlist S] [--draws K] [--cap C] [--wall]
-                                              [--board-seconds S]
+                                              [--board-seconds S] [--data FOLDER] [--compare-static]
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +61,16 @@ class SpaceFigures:
     @property
     def saved(self) -> float:
         return 1.0 - sum(self.ranked) / sum(self.plain)
+
+
+LOOP_FEATURE_PREFIXES = ("mac_loop", "copy_loop")
+
+
+def static_only(space: RecordedSpace) -> RecordedSpace:
+    """The space with its loop-structure features left out: what the ranker saw before them."""
+    kept = {i: {name: v for name, v in feats.items() if not name.startswith(LOOP_FEATURE_PREFIXES)}
+            for i, feats in space.features.items()}
+    return replace(space, features=kept)
 
 
 def first_reaching(trace: list[float | None], value: float) -> int | None:
@@ -130,6 +144,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--board-seconds", type=float, default=5.0,
                         help="Assumed flash-and-run seconds of one trial on a serial board [5].")
     parser.add_argument("--data", type=Path, default=HERE / "spaces")
+    parser.add_argument("--compare-static", action="store_true",
+                        help="Also measure the ranker on static counts only (loop-structure features left out).")
     return parser.parse_args()
 
 
@@ -157,14 +173,22 @@ def main() -> int:
           f"draws {args.draws}, "
           f"{args.seeds} seeds; evaluations to reach transfer's best (mean over seeds)")
     print(f"{'space':<40}{'budget':>7}{'transfer':>9}{'+code':>8}{'saved':>8}{'reached':>9}{'extra compiles/eval':>20}")
-    rows = []
+    rows, static_rows = [], []
+    static = [static_only(s) for s in everything] if args.compare_static else []
     for space in scored:
+        if static:
+            row = measure(static[everything.index(space)], static, args.seeds, args.shortlist, args.draws, args.cap)
+            static_rows.append(row.saved)
+            print(f"{short(space) + ' (static counts only)':<40}{row.budget:>7}{np.mean(row.plain):>9.1f}"
+                  f"{np.mean(row.ranked):>8.1f}{row.saved:>+8.1%}{row.reached:>6}/{args.seeds:<2}", flush=True)
         row = measure(space, everything, args.seeds, args.shortlist, args.draws, args.cap)
         rows.append((short(space), row))
         per_eval = sum(row.extra_compiles) / sum(row.ranked)
         print(f"{short(space):<40}{row.budget:>7}{np.mean(row.plain):>9.1f}{np.mean(row.ranked):>8.1f}"
               f"{row.saved:>+8.1%}{row.reached:>6}/{args.seeds:<2}{per_eval:>20.2f}", flush=True)
     print(f"{'mean over spaces':<40}{'':>24}{np.mean([r.saved for _, r in rows]):>+8.1%}")
+    if static_rows:
+        print(f"{'mean over spaces, static counts only':<40}{'':>24}{np.mean(static_rows):>+8.1%}")
     print(f"{'pooled (all seeds and spaces)':<40}{'':>24}"
           f"{1 - sum(sum(r.ranked) for _, r in rows) / sum(sum(r.plain) for _, r in rows):>+8.1%}")
     if args.wall:

@@ -42,6 +42,7 @@ class Case:
     options_type: str = ""
     options: tuple = ()
     constant: tuple[int, ...] | None = None  # an int32 constant input after the activations
+    dtype: str = "int8"  # of the activations: int8, or int16 (TFLite's 16x8 scheme)
 
 
 MAP = (1, 16, 16, 32)  # 8,192 values: a mid-network feature map of an MLPerf Tiny model
@@ -59,19 +60,29 @@ CASES = (
     Case("RESIZE_NEAREST_NEIGHBOR", ((1, 8, 8, 32),), MAP, ((0.05, 3), (0.05, 3)), "ResizeNearestNeighborOptions",
          (), (16, 16)),
     Case("RESIZE_BILINEAR", ((1, 8, 8, 32),), MAP, ((0.05, 3), (0.05, 3)), "ResizeBilinearOptions", (), (16, 16)),
+    # int16 (16x8: zero points 0), with their Helium loops (VLDRH.S32)
+    Case("ADD", (MAP, MAP), MAP, ((5e-4, 0), (4e-4, 0), (8e-4, 0)), "AddOptions", dtype="int16"),
+    Case("SUB", (MAP, MAP), MAP, ((5e-4, 0), (4e-4, 0), (8e-4, 0)), "SubOptions", dtype="int16"),
+    Case("MUL", (MAP, MAP), MAP, ((5e-4, 0), (4e-4, 0), (4e-3, 0)), "MulOptions", dtype="int16"),
+    Case("MUL", (MAP, (1, 1, 1, 32)), MAP, ((5e-4, 0), (1 / 32768, 0), (4e-4, 0)), "MulOptions", dtype="int16"),
+    Case("SQUARED_DIFFERENCE", (MAP, MAP), MAP, ((5e-4, 0), (5e-4, 0), (0.05, 0)), "SquaredDifferenceOptions",
+         dtype="int16"),
+    Case("RELU", (MAP,), MAP, ((5e-4, 0), (4e-4, 0)), dtype="int16"),
+    Case("RELU6", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), dtype="int16"),
+    Case("LEAKY_RELU", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), "LeakyReluOptions", (("alpha", 0.2),), dtype="int16"),
 )
 
 
 def params_of(case: Case, work: Path):
     """The operator's static parameters, from a one-operator model written and read back."""
-    tensors = [Tensor(i, f"in{i}", shape, "int8", Quantization((float(np.float32(s)),), (z,)))
+    tensors = [Tensor(i, f"in{i}", shape, case.dtype, Quantization((float(np.float32(s)),), (z,)))
                for i, (shape, (s, z)) in enumerate(zip(case.inputs, case.quant))]
     inputs = list(range(len(tensors)))
     if case.constant is not None:
         tensors.append(constant(len(tensors), "c", np.asarray(case.constant, dtype=np.int32)))
         inputs.append(len(tensors) - 1)
     s, z = case.quant[-1]
-    tensors.append(Tensor(len(tensors), "out", case.output, "int8", Quantization((float(np.float32(s)),), (z,))))
+    tensors.append(Tensor(len(tensors), "out", case.output, case.dtype, Quantization((float(np.float32(s)),), (z,))))
     operator = Operator(0, case.op, tuple(inputs), (len(tensors) - 1,), case.options_type, case.options)
     path = work / f"{case.op.lower()}.tflite"
     path.write_bytes(build_model(tensors, [operator], list(range(len(case.inputs))), [len(tensors) - 1]))
@@ -88,7 +99,7 @@ def measure(params, source: str, inputs: list[np.ndarray], target, work: Path) -
     (work / "op.c").write_text(source)
     run_tool([compiler.command, *compiler.cflags, *COMMON_CFLAGS, "-O2", "-c", "op.c", "-o", "op.o"], work)
     want = tuple(np.asarray(w) for w in params.outputs(*inputs))
-    outputs = [Buffer("output" if len(want) == 1 else f"output{k}", np.zeros(w.shape, dtype=np.int8), is_output=True)
+    outputs = [Buffer("output" if len(want) == 1 else f"output{k}", np.zeros(w.shape, dtype=w.dtype), is_output=True)
                for k, w in enumerate(want)]
     io = KernelIO(buffers=(*(Buffer(f"input{i}", np.ascontiguousarray(x)) for i, x in enumerate(inputs)), *outputs),
                   params=())
@@ -113,19 +124,21 @@ def main() -> None:
     args = parser.parse_args()
     target = get_target(args.target)
     rng = np.random.default_rng(0)
-    print(f"{'operator':<26}{'shapes':<30}{'plain C':>12}{'exported':>12}{'ratio':>8}   ({target.measures})")
+    print(f"{'operator':<28}{'shapes':<30}{'plain C':>12}{'exported':>12}{'ratio':>8}   ({target.measures})")
     with tempfile.TemporaryDirectory(prefix="edgetune-bench-ops-") as root:
         for n, case in enumerate(c for c in CASES if args.only in ("", c.op)):
             work = Path(root) / str(n)
             work.mkdir()
             params = params_of(case, work)
-            inputs = [rng.integers(-128, 128, size=shape, dtype=np.int8) for shape in case.inputs]
+            values = np.iinfo(case.dtype)
+            inputs = [rng.integers(values.min, values.max + 1, size=shape, dtype=case.dtype) for shape in case.inputs]
             if case.op == "RSQRT":  # defined at and above its zero point only
                 inputs = [np.maximum(x, np.int8(case.quant[0][1])) for x in inputs]
             plain = measure(params, params.render("et_op"), inputs, target, work / "plain")
             exported = measure(params, params.render("et_op", target=target), inputs, target, work / "target")
             shapes = " & ".join("x".join(map(str, s)) for s in case.inputs)
-            print(f"{case.op:<26}{shapes:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")
+            name = case.op if case.dtype == "int8" else f"{case.op} ({case.dtype})"
+            print(f"{name:<28}{shapes:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")
 
 
 if __name__ == "__main__":

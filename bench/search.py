@@ -20,8 +20,9 @@ Kernel Tuner's strategies run in its simulation mode (`kernel_tuner.tune_cache`)
 same spaces, with the same budget, in the same run; Kernel Tuner's strategies draw from
 Python's and numpy's global random generators, which this script seeds per repeat (that
 is Kernel Tuner's design, not ours). Transfer learning is given, as prior trials, the other
-recorded spaces of the same kernel (other GPUs, other matmul shapes, the other Cortex-M),
-their placement values mapped by their regions' roles (edgetune.value_roles); --by-name
+recorded spaces of the same kernel (other GPUs, other matmul shapes, the other Cortex-M;
+also where their parameters differ, as Kernel Tuner's vector_add test spaces do: the
+strategy maps what it can), their placement values mapped by their regions' roles (edgetune.value_roles); --by-name
 also runs it with values mapped by name only, as before roles, labelled STRATEGY:by-name,
 and each space's line says how many prior rows either way can use.
 
@@ -143,8 +144,7 @@ def load_benches(paths: list[Path], folder: Path) -> list[Bench]:
 
 def priors_for(bench: Bench, everything: list[Bench], by_role: bool = True):
     return [as_prior(other.recorded, other.roles if by_role else ValueRoles()) for other in everything
-            if other is not bench and other.recorded.kernel == bench.recorded.kernel
-            and other.recorded.space.names == bench.recorded.space.names]
+            if other is not bench and other.recorded.kernel == bench.recorded.kernel]
 
 
 def usable_rows(bench: Bench, prior, roles: ValueRoles) -> int:

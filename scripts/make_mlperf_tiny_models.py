@@ -163,9 +163,13 @@ MODELS = (
 
 # --- seeded weights ---------------------------------------------------------------------------
 
-def _fan_in(layer, kernel_shape) -> int:
+def fan_in(layer, kernel_shape) -> int:
+    """The inputs one output of `layer` sums over, for He-normal kernels (scripts/make_model_zoo.py
+    draws its kernels with this one too)."""
     if isinstance(layer, layers.DepthwiseConv2D):
         return int(np.prod(kernel_shape[:2]))  # each output channel reads one input channel
+    if isinstance(layer, layers.Conv2DTranspose):
+        return int(np.prod(kernel_shape[:2])) * kernel_shape[-1]  # kernel (h, w, out, in)
     return int(np.prod(kernel_shape[:-1]))
 
 
@@ -175,7 +179,7 @@ def _draw(layer, variable, rng: np.random.Generator) -> np.ndarray:
     shape = tuple(variable.shape)
     name = variable.name
     if name in ("kernel", "depthwise_kernel"):
-        return rng.normal(0.0, np.sqrt(2.0 / _fan_in(layer, shape)), shape)
+        return rng.normal(0.0, np.sqrt(2.0 / fan_in(layer, shape)), shape)
     if name == "bias":
         return rng.normal(0.0, 0.05, shape)
     if name == "gamma":

@@ -70,6 +70,8 @@ import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 from keras import layers, ops  # noqa: E402
 
+from make_mlperf_tiny_models import fan_in  # noqa: E402  (this folder: run as scripts/make_model_zoo.py)
+
 SEED = 28
 CALIBRATION_SAMPLES = 32
 RANDOM_CASES = 3  # then one of the input type's extremes, one at the input's zero point (a real 0.0)
@@ -514,21 +516,13 @@ LARGE_OUT = DEFAULT_OUT.parent / "large"
 
 # --- seeded weights ----------------------------------------------------------------------------
 
-def _fan_in(layer, shape) -> int:
-    if isinstance(layer, layers.DepthwiseConv2D):
-        return int(np.prod(shape[:2]))  # each output channel reads one input channel
-    if isinstance(layer, layers.Conv2DTranspose):
-        return int(np.prod(shape[:2])) * shape[-1]  # kernel (h, w, out, in)
-    return int(np.prod(shape[:-1]))
-
-
 def _draw(layer, variable, rng: np.random.Generator, bias_scale: float) -> np.ndarray:
     """A seeded value for one variable: He-normal kernels (recurrent ones too), batch-norm
     statistics away from (0, 1) so that folding them is visible, small biases."""
     shape = tuple(variable.shape)
     name = variable.name
     if "kernel" in name and len(shape) >= 2:
-        return rng.normal(0.0, np.sqrt(2.0 / max(_fan_in(layer, shape), 1)), shape)
+        return rng.normal(0.0, np.sqrt(2.0 / max(fan_in(layer, shape), 1)), shape)
     if name == "gamma":
         return rng.uniform(0.5, 1.5, shape)
     if name == "moving_mean":

@@ -8,6 +8,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 mkdir -p build
 model=tests/data/models/ds_cnn_kws.tflite
-.venv/bin/edgetune model tune "$model" --target cortex-m55 --budget 32 --jobs 2 --db build/edgetune.db
+.venv/bin/edgetune model tune "$model" --target cortex-m55 --jobs 2 --db build/edgetune.db  # the default budget: 32 trials per distinct layer
 .venv/bin/edgetune model export "$model" --target cortex-m55 --db build/edgetune.db --out build/export
 .venv/bin/edgetune model verify build/export --target cortex-m55

@@ -11,7 +11,12 @@ candidate, look at its code and skip it if it looks like a sure loser (docs/sear
 - `hot_<class>` for every instruction class of edgetune.hal.cost.INSTRUCTION_CLASSES, and
   `hot_instructions`: the instructions inside innermost loops (loops holding no other
   loop), where a kernel spends nearly all of its instructions, sorted by targets/mix.py's
-  classifier (vector MAC, vector and scalar loads/stores, branches, scalar ALU, ...).
+  classifier (vector MAC, vector and scalar loads/stores, branches, scalar ALU, ...);
+- `mac_loop_<class>`, `mac_loop_instructions`, `mac_loops`: the same counts over only the
+  innermost loops holding a multiply (scalar or vector), and `copy_loop_instructions`, the
+  instructions of the innermost loops holding none. Static counts know no trip counts: an
+  im2col copy loop that runs once per pixel weighs as much in `hot_*` as the MAC loop that
+  runs once per multiply; these tell the two apart (docs/search-priors.md).
 A call into another function is not followed: the innermost loops of the object's own code
 are what is counted.
 """
@@ -32,7 +37,13 @@ from .mix import Instruction, classify_a64, classify_thumb
 from .toolchain import run_tool
 
 FEATURE_NAMES = ("code_bytes", "instructions", "loops", "loop_depth", "hot_instructions",
-                 *(f"hot_{name}" for name in INSTRUCTION_CLASSES))
+                 *(f"hot_{name}" for name in INSTRUCTION_CLASSES),
+                 "mac_loops", "mac_loop_instructions", *(f"mac_loop_{name}" for name in INSTRUCTION_CLASSES),
+                 "copy_loop_instructions")
+# Classes that mark an innermost loop as the arithmetic one: the loop that runs once per
+# multiply-accumulate, where a kernel spends its time; an innermost loop without them (an
+# im2col copy, a bias fill) runs once per pixel or per channel, far fewer times.
+_MULTIPLY_CLASSES = frozenset({"mul", "mac", "vec_mac"})
 # The first operand that is a hex address followed by objdump's symbolic form: "12 <dot+0x12>".
 _TARGET = re.compile(r"(?:^|[\s,])([0-9a-f]+) <[^>]*>")
 _A64_BRANCHES = ("b", "bl", "cbz", "cbnz", "tbz", "tbnz")
@@ -110,10 +121,22 @@ def listing_features(listing: list[Located], a64: bool) -> dict[str, int]:
     features.update(code_bytes=sum(item.insn.size for item in listing), instructions=len(listing),
                     loops=len(loops), loop_depth=depth)
     for item in listing:
-        if any(item.section == s and first <= item.address <= last for s, first, last in innermost):
+        if any(_inside(item, loop) for loop in innermost):
             features["hot_instructions"] += 1
             features[f"hot_{classify(item.insn)}"] += 1
+    for loop in innermost:
+        held = [classify(item.insn) for item in listing if _inside(item, loop)]
+        multiplies = _MULTIPLY_CLASSES.intersection(held)
+        features["mac_loops"] += bool(multiplies)
+        features["mac_loop_instructions" if multiplies else "copy_loop_instructions"] += len(held)
+        for name in held if multiplies else ():
+            features[f"mac_loop_{name}"] += 1
     return features
+
+
+def _inside(item: Located, loop: tuple[str, int, int]) -> bool:
+    section, first, last = loop
+    return item.section == section and first <= item.address <= last
 
 
 def object_features(cost: CostModel, obj: Path, a64: bool) -> dict[str, int]:

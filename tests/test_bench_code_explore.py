@@ -31,3 +31,12 @@ def test_the_figures_compare_transfer_with_its_ranked_self_at_equal_best(monkeyp
     assert all(1 <= n <= 3 * row.budget for n in row.ranked)
     assert all(extra >= 0 for extra in row.extra_compiles) and sum(row.extra_compiles) > 0
     assert row.saved == 1 - sum(row.ranked) / sum(row.plain)
+
+
+def test_static_only_leaves_out_the_loop_structure_counts_and_nothing_else():
+    bench = load_bench("code_explore")
+    fir = load_recorded(next(SPACES.glob("fir_q15-*.json.gz")))
+    index, feats = next(iter(fir.features.items()))
+    widened = bench.replace(fir, features={index: dict(feats, mac_loops=1, mac_loop_mac=3, copy_loop_instructions=7)})
+    assert bench.static_only(widened).features == {index: dict(feats)}
+    assert widened.features[index]["mac_loop_mac"] == 3  # the space it came from is unchanged

@@ -45,3 +45,17 @@ def test_a_wrong_output_is_a_failed_measurement(bench, tmp_path, m55):
     wrong = params.render("et_op").replace("output[i] = ", "output[i] = 1 + ")
     with pytest.raises(SystemExit, match="LEAKY_RELU: .*differs from the reference"):
         bench.measure(params, wrong, [x], m55, tmp_path / "wrong")
+
+
+@pytest.mark.slow
+def test_an_int16_case_measures_int16_buffers_and_its_helium_loop(bench, tmp_path, m55):
+    """An int16 case: int16 tensors and buffers, the exported C the Helium loop (VLDRH), both
+    checked against the reference by the pipeline, the Helium loop fewer instructions."""
+    case = next(c for c in bench.CASES if c.op == "MUL" and c.dtype == "int16" and c.inputs[1] != c.inputs[0])
+    params = bench.params_of(case, tmp_path)
+    assert params.input_ctypes == ("int16_t", "int16_t") and "vldrhq_s32" in params.render("et_op", target=m55)
+    rng = np.random.default_rng(2)
+    inputs = [rng.integers(-32768, 32768, size=shape, dtype=np.int16) for shape in case.inputs]
+    plain = bench.measure(params, params.render("et_op"), inputs, m55, tmp_path / "plain")
+    exported = bench.measure(params, params.render("et_op", target=m55), inputs, m55, tmp_path / "m55")
+    assert exported < plain, (plain, exported)

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from edgetune.codegen import get_kernel
+from edgetune.hal import INSTRUCTION_CLASSES
 from edgetune.targets import get_target
 from edgetune.targets.code_features import (FEATURE_NAMES, find_loops, listing_features, object_features,
                                             parse_listing, variant_features)
@@ -113,3 +114,34 @@ def test_a_kernel_variants_features_follow_its_vector_path(tmp_path):
         found[vector] = variant_features(runner, kernel, shape, config, workdir)
     assert found["mve"]["hot_vec_mac"] > 0 and found["c"]["hot_vec_mac"] == 0
     assert all(f["code_bytes"] > 0 and f["loops"] > 0 for f in found.values())
+
+
+# Per pixel (outer loop 0x0..0x2a): an im2col copy loop (0x04..0x0c, no multiply), then the
+# MAC loop (0x10..0x1e); static counts weigh both alike, mac_loop_* and copy_loop_* do not.
+COPY_THEN_MAC = """
+Disassembly of section .text.g:
+
+00000000 <g>:
+   0:\t2300      \tmovs\tr3, #0
+   4:\tf810 1b01 \tldrb.w\tr1, [r0], #1
+   8:\tf802 1b01 \tstrb.w\tr1, [r2], #1
+   a:\t3c01      \tsubs\tr4, #1
+   c:\td1fa      \tbne.n\t4 <g+0x4>
+  10:\tf910 1b01 \tldrsb.w\tr1, [r0], #1
+  14:\tf915 cb01 \tldrsb.w\tip, [r5], #1
+  18:\tfb01 3303 \tmla\tr3, r1, ip, r3
+  1c:\t3e01      \tsubs\tr6, #1
+  1e:\td1f7      \tbne.n\t10 <g+0x10>
+  20:\t3f01      \tsubs\tr7, #1
+  2a:\td1e9      \tbne.n\t0 <g>
+"""
+
+
+def test_innermost_loops_with_a_multiply_are_told_from_copy_loops():
+    features = listing_features(parse_listing(COPY_THEN_MAC), a64=False)
+    assert features["loops"] == 3 and features["loop_depth"] == 2
+    assert features["hot_instructions"] == 9 and features["hot_store"] == 1 and features["hot_load"] == 3
+    assert features["mac_loops"] == 1 and features["mac_loop_instructions"] == 5
+    assert (features["mac_loop_load"], features["mac_loop_mac"], features["mac_loop_store"]) == (2, 1, 0)
+    assert features["copy_loop_instructions"] == 4
+    assert sum(features[f"mac_loop_{name}"] for name in INSTRUCTION_CLASSES) == features["mac_loop_instructions"]

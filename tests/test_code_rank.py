@@ -188,3 +188,25 @@ def test_unscored_candidates_and_points_told_from_elsewhere(tmp_path):
     search.tell([recorded.trial(c) for c in [first, *others[:-1]]])
     assert [c.key() for c in search.ask(5)] == [others[-1].key()]
     assert search.ask(1) == []
+
+
+def test_multiplying_loop_counts_add_their_shares_and_old_recordings_rank_as_before():
+    from edgetune.tuner.code_rank import feature_matrix
+    old = [{"hot_instructions": 10, "hot_load": 4, "hot_mac": 2}, {"hot_instructions": 20, "hot_load": 2, "hot_mac": 8}]
+    names = ("hot_instructions", "hot_load", "hot_mac")
+    plain = feature_matrix(old, names)
+    assert plain.shape == (2, 5)  # three log counts, two hot shares
+    assert plain[0, 3:].tolist() == [0.4, 0.2]
+    new = [dict(row, mac_loop_instructions=5, mac_loop_mac=2, copy_loop_instructions=5) for row in old]
+    wider = feature_matrix(new, (*names, "mac_loop_instructions", "mac_loop_mac", "copy_loop_instructions"))
+    assert wider.shape == (2, 9)  # six log counts, two hot shares, one multiplying-loop share
+    assert wider[:, -1].tolist() == [0.4, 0.4]
+
+
+def test_a_feature_some_recordings_lack_is_left_out_not_read_as_zero(tmp_path):
+    from edgetune.tuner.code_rank import feature_names
+    from dataclasses import replace
+    older, newer = (load_recorded(write_space(tmp_path, name, n)) for n, name in ((1, "older"), (2, "newer")))
+    newer = replace(newer, features={i: dict(f, mac_loops=1) for i, f in newer.features.items()})
+    assert "mac_loops" in feature_names([newer]) and "mac_loops" not in feature_names([older, newer])
+    assert feature_names([older, newer]) == feature_names([older])

@@ -56,7 +56,7 @@ def test_the_models_page_lists_the_tuned_operators_and_their_kernels():
 
 # Operators edgetune lacks (the first three the registry does not hold, so the test outlives
 # the addition of any one of them).
-LACKING = [op for op in ("SIN", "COS", "GELU", "NEG", "RSQRT", "LOG") if op not in REGISTRY][:3]
+LACKING = [op for op in ("SIN", "COS", "GELU", "NEG", "RSQRT", "LOG", "ELU", "FLOOR", "CUMSUM") if op not in REGISTRY][:3]
 
 
 def _unsupported_model(tmp_path):
@@ -99,3 +99,25 @@ def test_model_show_says_how_each_untuned_layer_runs_as_the_registry_has_it():
         assert line.endswith(untuned_as(layer.op, folded)) if layer.kernel is None else TUNED[layer.op] in line, line
     assert {untuned_as(op) for op in ("SOFTMAX", "SHAPE")} == {"- (library, not tuned)", "- (folded at export)"}
     assert np.all([layer.op in SUPPORTED for layer in model.layers])
+
+
+def test_a_fused_int8_lstm_is_refused_naming_the_operator_not_its_state_or_intermediates(tmp_path):
+    """TensorFlow's converter (tf-keras, a fixed batch) writes an int8 Keras LSTM as one
+    UNIDIRECTIONAL_SEQUENCE_LSTM: its state tensors are variable (no writer, no data) and its
+    float32 "intermediates" are read by no operator. The refusal names the operator edgetune
+    lacks, not the state ("no operator writes") nor the intermediates ("float")."""
+    q16 = Quantization((1 / 2048,), (0,))
+    tensors = [Tensor(0, "x", (1, 8, 4), "int8", Q),
+               Tensor(1, "w", (16, 4), "int8", Quantization((0.01,), (0,)), np.ones((16, 4), np.int8).tobytes()),
+               Tensor(2, "hidden_state", (1, 16), "int8", Q, variable=True),
+               Tensor(3, "cell_state", (1, 16), "int16", q16, variable=True),
+               Tensor(4, "input_to_input_intermediate", (), "float32", Q),
+               Tensor(5, "y", (1, 8, 16), "int8", Q)]
+    inputs = [0, -1, 1, 1, 1, -1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 3, -1, -1, -1, -1]
+    path = write(tmp_path, "lstm.tflite", build_model(tensors, [Operator(0, "UNIDIRECTIONAL_SEQUENCE_LSTM",
+                                                                          tuple(inputs), (5,))], [0], [5]))
+    with pytest.raises(ModelError) as info:
+        load_model(path)
+    message = str(info.value)
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM (1x: operator 0)" in message and "\n" not in message
+    assert "no operator writes" not in message and "float32" not in message

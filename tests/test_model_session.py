@@ -160,9 +160,22 @@ def test_every_layers_first_trial_is_the_default_configuration_export_would_run(
 
 
 @pytest.mark.qemu
+def test_every_layers_second_trial_is_its_plain_loop_nest_as_the_baseline_measures_it(m55, tmp_path):
+    # Issue 29, goal 2: the plain loop is a point of the space (vector=naive), measured at
+    # gcc -O3 like the baseline, so no layer exports a variant slower than its own plain loop.
+    db = TuningDatabase(tmp_path / "m.db")
+    summary = tune_model(small_model(), m55, db, budget=6, round_trials=2, seed=4)
+    for result in summary.layers:
+        second = db.proposals(result.workload)[1].trial
+        assert second.config["vector"] == "naive" and (second.config["compiler"], second.config["opt"]) == ("gcc", "O3")
+        assert second.outcome is Outcome.OK and second.values["instructions"] == result.baseline
+        assert result.value <= result.baseline
+
+
+@pytest.mark.qemu
 def test_a_layer_measures_the_best_configuration_a_similar_layer_found_first(m55, tmp_path):
     # Two 1x1 convolutions (one similarity group): the second one's warm-up round measures its
-    # default, then the first one's best so far, then what its strategy proposes.
+    # default, its plain loop nest, then the first one's best so far, then what its strategy proposes.
     wide = "h=6,w=6,cin=8,cout=16,kh=1,kw=1,stride=1,pad=0,dilation=1"
     db = TuningDatabase(tmp_path / "m.db")
     summary = tune_model([layer(0, "conv2d_s8", PW), layer(1, "conv2d_s8", wide)], m55, db, budget=8,
@@ -172,8 +185,9 @@ def test_a_layer_measures_the_best_configuration_a_similar_layer_found_first(m55
     default = default_config(get_kernel("conv2d_s8"), m55, summary.layers[1].workload.shape_dict()).as_dict()
     assert best.trial.config.as_dict() != default  # the first layer's strategy found better than its default
     assert second[0].trial.config.as_dict() == default and not second[0].asked
-    assert second[1].trial.config.as_dict() == best.trial.config.as_dict() and not second[1].asked
-    assert second[2].asked and summary.spent == 8
+    assert second[1].trial.config["vector"] == "naive" and not second[1].asked
+    assert second[2].trial.config.as_dict() == best.trial.config.as_dict() and not second[2].asked
+    assert second[3].asked and summary.spent == 8
 
 
 @pytest.mark.qemu

@@ -134,15 +134,18 @@ def test_each_model_runs_bit_exact_or_is_refused_naming_every_missing_operator(n
     assert checked, f"{name}: no case TFLite Micro ran"
 
 
-def test_a_float_tensor_inside_an_int8_model_is_named_with_the_operators_in_float():
-    """The converter kept a LayerNorm's NEG in float (DEQUANTIZE, NEG, QUANTIZE): not "a float
-    model" but the tensor, its writer, the operators in float and every operator lacking."""
-    _, refusal = verdict("attention_layernorm")
-    assert "float model" not in refusal
-    assert "tensor 27 (tfl.dequantize) is float32 inside an integer model" in refusal
-    assert "written by operator 10 (DEQUANTIZE)" in refusal and "NEG at 11" in refusal
-    for op in lacking("attention_layernorm"):
-        assert op in refusal.split("cannot run", 1)[1]
+@pytest.mark.parametrize("name, island", [("attention_layernorm", (10, 11, 12)), ("op_neg", (1, 2, 3)),
+                                          ("float_internal", (1, 2, 3)), ("gru_float_part", (99, 100, 101))])
+def test_the_float_operators_the_converter_kept_run_as_float_islands(name, island):
+    """The converter kept a LayerNorm's NEG, and a SIN, in float (DEQUANTIZE, NEG or SIN,
+    QUANTIZE): the model runs, the DEQUANTIZE and the float operator inside the QUANTIZE's
+    table (ops/float_island.py), which reads the int8 tensor before the island."""
+    model, refusal = verdict(name)
+    assert model is not None, refusal
+    dequantize, float_op, quantize = island
+    assert dict(model.graph.absorbed) == {dequantize: quantize, float_op: quantize}
+    (step,) = [s for s in schedule(model, "zoo") if s.index == quantize]
+    assert step.inputs == model.operators[dequantize].inputs
 
 
 def test_model_verify_names_the_input_tflite_micro_aborted_on_and_checks_the_others(tmp_path):

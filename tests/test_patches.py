@@ -226,3 +226,95 @@ def test_auto_plans_and_the_choice_by_measured_cost():
     assert best_candidate([fast, lean, Candidate(None, 90_000, None, "90000 bytes > 35582")]) is fast
     with pytest.raises(PatchError, match="no patch plan fits the bound"):
         best_candidate([Candidate(None, 90_000, None, "90000 bytes > 35582")])
+
+
+@pytest.mark.parametrize("text,said", [
+    ("0-3,2-5", "stages 0-3 and 2-5 overlap"), ("0-1,1-3", "stages 0-1 and 1-3 overlap"),
+    ("0-3,3-5", "stages 0-3 and 3-5 overlap"), ("0-7,2-3", "stages 0-7 and 2-3 overlap"),
+    ("0-3,0-3:2", "stages 0-3 and 0-3 are the same operators twice"),
+    ("0-3:1:cache,", "an empty stage after a comma"), (",0-3", "an empty stage before a comma"),
+    ("", "--patch '': an empty plan")])
+def test_overlapping_repeated_and_empty_stages_are_refused_by_name(text, said):
+    with pytest.raises(PatchError, match=said.replace("'", ".")):
+        parse_patch_plan(text)
+
+
+def test_overlap_is_refused_also_for_a_plan_built_in_code(chain_path):
+    from edgetune.model.patch_module import patched_steps
+
+    with pytest.raises(PatchError, match="stages 0-1 and 1-2 overlap"):
+        patched_steps(load_model(chain_path), (), PatchPlan((StagePlan(0, 1), StagePlan(1, 2))), "m", None)
+
+
+@pytest.mark.parametrize("plan,said", [
+    ("0-1,1-2", "--patch: stages 0-1 and 1-2 overlap"), ("0-2:999", "--patch stage 0-2:999:cache: band rows 999"),
+    ("", "--patch '': an empty plan"), ("0-2,", "an empty stage after a comma")])
+def test_cli_refuses_bad_plans_in_one_line_and_writes_nothing(chain_path, tmp_path, plan, said):
+    out = CliRunner().invoke(main, ["model", "export", str(chain_path), "--target", "host", "--out",
+                                    str(tmp_path / "m"), "--patch", plan])
+    assert out.exit_code == 2, out.output
+    assert said in out.output and "internal error" not in out.output
+    assert len(out.output.strip().splitlines()) == 1
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_plan_that_saves_no_ram_says_so(chain_path):
+    from edgetune.model.export import choose_layers
+    from edgetune.model.patch_choice import _render, no_gain_note
+
+    model, host = load_model(chain_path), get_target("host")
+    chosen, _ = choose_layers(model, host, None)
+    plan = parse_patch_plan("0-1")
+    assert no_gain_note(chain_path, host, None, _render(model, host, chosen, plan), plan, "", (), ()) == ""
+    same = no_gain_note(chain_path, host, None, _render(model, host, chosen, None), plan, "", (), ())
+    assert same.startswith("--patch 0-1:1:cache: the plan saves no RAM (1,024 B, 1,024 B without it)")
+
+
+@pytest.mark.slow
+def test_the_cli_says_when_a_mobilenet_plan_saves_no_ram(tmp_path):
+    vww = Path(__file__).parent / "data" / "models" / "mobilenet_v1_025_vww.tflite"
+
+    def export(plan):
+        out = CliRunner().invoke(main, ["model", "export", str(vww), "--out", str(tmp_path / plan.replace(",", "_")),
+                                        "--patch", plan])
+        assert out.exit_code == 0, out.output
+        return out.output
+    said = export("26-26")  # the last convolution alone: nothing to gain
+    assert "--patch 26-26:1:cache: the plan saves no RAM" in said and "1 stage run band by band" in said
+    assert "saves no RAM" not in export("0-3")
+
+
+def test_a_patched_header_says_the_input_is_written_over_and_when_invoke_fails(chain_path, tmp_path):
+    export_model(chain_path, get_target("host"), None, tmp_path / "m", patch=parse_patch_plan("1-2:1:cache"))
+    header = (tmp_path / "m" / "chain.h").read_text()
+    top = header.split("*/", 1)[0]
+    assert "not in the arena" not in top and "WRITES OVER" in top
+    invoke = header.split("int chain_invoke(", 1)[0].rsplit("/**", 1)[1]
+    assert "@return 0, or -1" in invoke and "aligned" in invoke
+    assert "__attribute__((aligned(CHAIN_ARENA_ALIGN)))" in header
+    export_model(chain_path, get_target("host"), None, tmp_path / "plain")
+    plain = (tmp_path / "plain" / "chain.h").read_text()
+    assert "not in the arena" in plain and "@return 0. Not reentrant" in plain
+
+
+def test_auto_names_the_least_ram_reached_and_lists_each_module_once(chain_path):
+    from edgetune.model.export import choose_layers
+    from edgetune.model.patch_choice import Candidate, _distinct, best_candidate, rank_candidates
+
+    model, host = load_model(chain_path), get_target("host")
+    chosen, _ = choose_layers(model, host, None)
+    ranked = rank_candidates(model, host, chosen, 100)
+    # Without a database every layer runs its default configuration: `:default` twins are the same module.
+    assert ranked and not any(c.plan and c.plan.stages[0].default_variants for c in ranked)
+    texts = [c.plan.text if c.plan else "none" for c in ranked]
+    assert len(texts) == len(set(texts)) == 1 + 3 * 2  # none, and 3 band heights x 2 halos
+    assert all(c.problem == "over the bound of 100 B" for c in ranked)
+    least = min(ranked, key=lambda c: c.ram)
+    with pytest.raises(PatchError) as e:
+        best_candidate(ranked)
+    assert f"least RAM a candidate reaches is {least.ram:,} B (plan {least.plan.text if least.plan else 'none'}" \
+        in str(e.value)
+    plan = parse_patch_plan("0-1")
+    twins = [Candidate(plan, 10, None, "", (("f", "a"),)), Candidate(replace(plan, stages=(replace(
+        plan.stages[0], default_variants=True),)), 10, None, "", (("f", "b"),))]
+    assert len(_distinct(twins)) == 2  # other configurations: another module, kept

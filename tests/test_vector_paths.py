@@ -139,11 +139,12 @@ def test_a_path_is_offered_exactly_where_the_hal_has_its_unit(case, targets):
     kernel_name, path_name, target_name = case
     target = targets[target_name]
     unit = path_name.split("_")[0]  # a path is named after its unit, or its unit and a variant (mve_pixels)
-    has = path_name == "c" or target.has_vector(unit) or target.has_extension(unit)
+    plain = path_name in ("c", "naive")  # plain C and the plain loop nest (codegen/kernels/naive_path.py)
+    has = plain or target.has_vector(unit) or target.has_extension(unit)
     assert offered(kernel_name, path_name, target) == has
-    # The same target without vector units and core extensions offers plain C only.
+    # The same target without vector units and core extensions offers the plain C paths only.
     bare = dataclasses.replace(target, vector_units=(), core=dataclasses.replace(target.core, extensions=()))
-    assert offered(kernel_name, path_name, bare) == (path_name == "c")
+    assert offered(kernel_name, path_name, bare) == plain
 
 
 @pytest.mark.parametrize("case", TIERED_CASES)

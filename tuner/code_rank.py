@@ -35,19 +35,28 @@ DEFAULT_POOL = 4
 
 
 def feature_names(spaces: Iterable[RecordedSpace]) -> tuple[str, ...]:
-    return tuple(sorted({name for space in spaces for feats in space.features.values() for name in feats}))
+    """The features every space holds: a space recorded before a feature existed would read
+    as zeros for it, which the ranker would take for a fact about its code."""
+    held = [{name for feats in space.features.values() for name in feats} for space in spaces]
+    return tuple(sorted(set.intersection(*held))) if held else ()
 
 
 def feature_matrix(rows: Sequence[Features], names: Sequence[str]) -> np.ndarray:
     """Per row: log counts centred on the rows' median (so shapes of different sizes compare),
-    and each hot_* count as a share of the innermost loops' instructions."""
+    each hot_* count as a share of the innermost loops' instructions, and each mac_loop_*
+    count (where recorded) as a share of the multiplying loops' instructions."""
     counts = np.array([[float(row.get(name, 0.0)) for name in names] for row in rows], dtype=float)
     logs = np.log1p(counts)
     logs -= np.median(logs, axis=0) if len(rows) else 0.0
-    hot = [n for n, name in enumerate(names) if name.startswith("hot_") and name != "hot_instructions"]
-    total = counts[:, names.index("hot_instructions")] if "hot_instructions" in names else counts[:, hot].sum(axis=1)
-    shares = counts[:, hot] / np.maximum(total, 1.0)[:, None]
-    return np.hstack([logs, shares])
+    return np.hstack([logs, _shares(counts, names, "hot_"), _shares(counts, names, "mac_loop_")])
+
+
+def _shares(counts: np.ndarray, names: Sequence[str], prefix: str) -> np.ndarray:
+    """Each `<prefix><class>` column as a share of `<prefix>instructions` (or of their sum)."""
+    total_name = f"{prefix}instructions"
+    parts = [n for n, name in enumerate(names) if name.startswith(prefix) and name != total_name]
+    total = counts[:, names.index(total_name)] if total_name in names else counts[:, parts].sum(axis=1)
+    return counts[:, parts] / np.maximum(total, 1.0)[:, None]
 
 
 def space_examples(space: RecordedSpace, names: Sequence[str]) -> tuple[list[int], np.ndarray, np.ndarray]:

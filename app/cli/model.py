@@ -16,6 +16,7 @@ from edgetune.codegen.code_placement import check_code_reserve
 from edgetune.model.code_plan import model_code_plan, placement_text, plan_text
 from edgetune.model.operators import untuned_as
 from edgetune.model.ops import folded_operators
+from edgetune.model.ops.float_island import absorber
 from edgetune.targets import get_target
 
 from . import options
@@ -54,12 +55,13 @@ def model_json(model: Model, target: str | None) -> dict:
     }
 
 
-def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False, into: int | None = None) -> str:
+def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False, into: int | None = None,
+                absorbed_by: str = "dilated convolution") -> str:
     outputs = len(layer.operator.outputs)  # SPLIT, UNPACK: the first output's shape, and how many
     shapes = f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}{f' (x{outputs})' if outputs > 1 else ''}"
     served = f"{layer.kernel} ({workload})" if layer.kernel else untuned_as(layer.op, folded)
-    if into is not None:  # a copy a rewrite absorbed (dilation.py)
-        served = f"- (in operator {into}'s dilated convolution)"
+    if into is not None:  # an operator a rewrite absorbed (dilation.py, ops/float_island.py)
+        served = f"- (in operator {into}'s {absorbed_by})"
     if layer.arguments:  # a kernel of the user's own (user_layers.py)
         served += ", yours" + (": its reference is the oracle" if layer.oracle == "reference" else "")
     return f"{layer.index:>4}  {layer.op:<18} {shapes:<28} {layer.macs:>12,}  {served}"
@@ -75,7 +77,9 @@ def print_model(model: Model, target: str | None) -> None:
     names, folded = _workload_names(model), folded_operators(model.graph)
     absorbed = dict(model.graph.absorbed)
     for layer in model.layers:
-        click.echo(_layer_line(layer, names.get(layer.index), layer.index in folded, absorbed.get(layer.index)))
+        into = absorbed.get(layer.index)
+        click.echo(_layer_line(layer, names.get(layer.index), layer.index in folded, into,
+                               absorber(model.graph, into) if into is not None else ""))
     click.echo("workloads (identical layers are tuned once):")
     for n, w in enumerate(workloads):
         served = ", ".join(map(str, w.layers))
@@ -152,7 +156,8 @@ def _print_export(result, target) -> None:
         click.echo(f"in place: {len(over)} operators write their output over their input "
                    f"({', '.join(f'{s.index} {s.op}' for s in over[:6])}{', ...' if len(over) > 6 else ''})")
     if r.plan.over_input:
-        click.echo(f"patches: {sum(1 for s in r.steps if s.op == 'PATCHES')} stages run band by band; "
+        count = sum(1 for s in r.steps if s.op == 'PATCHES')
+        click.echo(f"patches: {count} stage{'' if count == 1 else 's'} run band by band; "
                    f"{len(r.plan.over_input)} tensors and buffers planned over the input buffer, which "
                    f"{m.name}_invoke WRITES OVER")
     if r.scratch.nbytes:
@@ -179,12 +184,12 @@ def _print_export(result, target) -> None:
 @options.as_json
 @options.compilers
 @options.kernel_file
-@click.option("--patch", "patch_text", default="", metavar="PLAN",
+@click.option("--patch", "patch_text", default=None, metavar="PLAN",
               help="Run these layers band by band (patch-based inference), FIRST-LAST[:ROWS[:cache|recompute"
                    "[:default]]] by operator index (:default: the bands on the kernels' default configuration), "
                    "stages comma-separated, e.g. 0-3:1:cache,4-7:1:cache; or auto[:BYTES]: the "
                    "plan of fewest instructions measured in the emulator within BYTES (or --max-ram) of RAM. The module then "
-                   "writes over its input buffer (docs/model-export.md, \"Patches\").")
+                   "writes over its input buffer (docs/patches.md).")
 def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, max_ram, code_reserve,
                      as_json, kernel_files, compilers, patch_text):
     """MODEL.tflite as one ahead-of-time C module for a target: each tuned layer's best trial
@@ -204,9 +209,9 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
     check_code_reserve(target, code_reserve)
     if name:
         check_model_name(name)
-    bound = parse_auto(patch_text)
-    patch = parse_patch_plan(patch_text) if patch_text and bound is False else None
-    if patch_text and max_ram is not None:  # the patch plan is how the bound is met
+    bound = parse_auto(patch_text) if patch_text is not None else False
+    patch = parse_patch_plan(patch_text) if patch_text is not None and bound is False else None
+    if patch_text is not None and max_ram is not None:  # the patch plan is how the bound is met
         if bound is False:
             raise ExportError(f"--max-ram with --patch {patch_text}: give --patch auto (the plan chosen within "
                               "--max-ram), or leave --max-ram out")
@@ -223,6 +228,11 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
         patch = best.plan
     result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers, max_ram,
                           patch, code_reserve)
+    if patch is not None and patch_text is not None and bound is False:
+        from edgetune.model.patch_choice import no_gain_note
+        note = no_gain_note(Path(model_file), target, db, result.rendered, patch, objective, bounds, compilers)
+        if note:
+            click.echo(note, err=True)
     if as_json:
         m = result.rendered.manifest.model
         click.echo(json.dumps({"folder": str(result.folder), "name": m.name, "arena_bytes": m.arena_bytes,

@@ -92,7 +92,7 @@ random_strategy = _shared("random_strategy", "--strategy", default="random", sho
 budget = _shared("budget", "--budget", default=20, show_default=True, type=click.IntRange(min=1),
                  help="Trials the workload should have stored when the run ends (a rerun goes on from the stored "
                       "ones); in `replay`, evaluations per repeat.")
-MODEL_TRIALS_PER_WORKLOAD = 8  # `model tune`'s default budget: this many trials per distinct workload
+MODEL_TRIALS_PER_WORKLOAD = 32  # `model tune`'s default budget: this many trials per distinct workload (bench/model_speed.py)
 model_budget = _shared("model_budget", "--budget", default=None, type=click.IntRange(min=0),
                        help=f"Trials for the whole model (default: {MODEL_TRIALS_PER_WORKLOAD} per distinct "
                             "workload). Counts stored trials: a rerun with a larger budget goes on.")

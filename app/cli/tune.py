@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from edgetune.codegen import get_kernel
+from edgetune.codegen.kernels.zero_points import parse_zero_points, with_zero_points
 from edgetune.codegen.manifest import read_manifest
 from edgetune.hal import Target
 from edgetune.targets import get_target
@@ -53,10 +54,14 @@ from .summary import print_summary, summary_json
 @click.option("--batch", default=None, type=click.IntRange(min=1), metavar="N",
               help="Variants per image and emulator boot (default: as many as the target's memory holds, "
                    "at most 16); 1: one at a time (docs/throughput.md).")
+@click.option("--zero-point", "zero_points", multiple=True, metavar="NAME=VALUE",
+              help="Tune on this zero point (e.g. b_zero=3) instead of the kernel's draw (the int8 kernels: "
+                   "TFLite's conventions, weights symmetric); repeatable. Stored as a workload of its own, which "
+                   "`export` does not ship.")
 @options.as_json
 @options.compilers
 def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, jobs, seed, initial, objective, constraints,
-             time_budget, patience, db_path, kernel_files, cluster, device, batch, as_json, compilers):
+             time_budget, patience, db_path, kernel_files, cluster, device, batch, zero_points, as_json, compilers):
     """Tune KERNEL for one shape on a target. Re-running resumes: stored trials are kept.
 
     With --from-export DIR (and no KERNEL or --shape), re-tune exactly the workloads of an
@@ -68,6 +73,9 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     check_strategy(strategy)
     kernel_name = kernel_name or only_kernel(kernel_files, from_export)
     search = dict(strategy=strategy, budget=budget, jobs=jobs, seed=seed, time_budget=time_budget, patience=patience)
+    if zero_points and (from_export or device != "cpu"):
+        raise UserError("--zero-point sets the inputs of one CPU kernel's tuning: give KERNEL and --shape "
+                        "(no --from-export, no --device)")
     if device != "cpu":
         if from_export or not kernel_name or not shape:
             raise UserError("--device NPU tunes one operator: give KERNEL and --shape (no --from-export)")
@@ -94,7 +102,8 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
             raise UserError("--from-export re-tunes the export's own workloads: give no KERNEL, --shape or --initial")
         requests = _export_requests(Path(from_export), target, objective, bounds, batch, compilers, search)
     else:
-        requests = [_kernel_request(kernel_name, shape, target, objective, bounds, initial, batch, compilers, search)]
+        requests = [_kernel_request(kernel_name, shape, target, objective, bounds, initial, batch, compilers, search,
+                                    parse_zero_points(zero_points))]
     summaries, interrupted = _run(requests, db_path, cluster, target,
                                   show_progress=not as_json and sys.stderr.isatty())
     _print_summaries(summaries, db_path, as_json, one=not from_export)
@@ -120,7 +129,8 @@ def _export_requests(folder: Path, target: Target, objective: str, bounds: tuple
 
 
 def _kernel_request(kernel_name: str | None, shape: str | None, target: Target, objective: str, bounds: tuple,
-                    initial: tuple[str, ...], batch, compilers: tuple[str, ...], search: dict) -> TuneRequest:
+                    initial: tuple[str, ...], batch, compilers: tuple[str, ...], search: dict,
+                    zero_points: dict[str, int]) -> TuneRequest:
     if not kernel_name or not shape:
         missing = "--shape" if kernel_name else "KERNEL and --shape"
         raise UserError(f"give {missing} (or --from-export DIR)"
@@ -128,6 +138,7 @@ def _kernel_request(kernel_name: str | None, shape: str | None, target: Target, 
     kernel = get_kernel(kernel_name)
     shape_dict = kernel.parse_shape(shape)
     kernel.check_fits(target, shape_dict)
+    kernel = with_zero_points(kernel, shape_dict, zero_points)
     space = kernel.tuning_space(target, shape_dict)
     return TuneRequest(kernel, target, shape_dict, search["strategy"], search["budget"], search["jobs"], search["seed"],
                        objective, bounds, time_budget=search["time_budget"], patience=search["patience"], batch=batch,

@@ -33,6 +33,7 @@ def _tensor(s, t: Tensor, buffer: int):
     out.buffer = buffer
     if t.signature is not None:
         out.shapeSignature = list(t.signature)
+    out.isVariable = bool(t.variable)
     if t.quantization is not None:
         q = s.QuantizationParametersT()
         q.scale = [float(v) for v in t.quantization.scales]

@@ -47,6 +47,7 @@ class Tensor:
     quantization: Quantization | None = None
     data: bytes | None = field(default=None, repr=False)  # a constant's contents as stored (little-endian)
     signature: tuple[int, ...] | None = None  # shape_signature: -1 marks a dynamic dimension
+    variable: bool = False  # is_variable: state an operator keeps between invocations (an LSTM's)
 
     @property
     def constant(self) -> bool:
@@ -170,7 +171,8 @@ def _check_dataflow(path: Path, graph: Graph) -> None:
         if tensors[tensor].constant:
             raise ModelError(f"{path}: model input {named(tensor)} holds constant data: an input is the caller's")
     def provided(tensor: int) -> bool:  # an empty tensor stores no data: layers.py names its shape
-        return tensor in writers or tensor in inputs or tensors[tensor].constant or tensors[tensor].elements == 0
+        t = tensors[tensor]  # a variable tensor is the state its reader keeps (the registry judges the reader)
+        return tensor in writers or tensor in inputs or t.constant or t.elements == 0 or t.variable
 
     for op in operators:
         for tensor in (t for t in op.inputs if t >= 0):
@@ -235,7 +237,8 @@ def _tensor(path: Path, index: int, t, buffers, data: bytes) -> Tensor:
     if any(d < 0 for d in shape):
         raise ModelError(f"{path}: {where} has shape {list(shape)}, a negative dimension")
     signature = tuple(int(d) for d in t.shapeSignature) if t.shapeSignature is not None else None
-    tensor = Tensor(index, name, shape, dtype, _quantization(t.quantization), contents, signature)
+    tensor = Tensor(index, name, shape, dtype, _quantization(t.quantization), contents, signature,
+                    bool(getattr(t, "isVariable", False)))
     if contents is not None and dtype in NUMPY_TYPES and len(contents) != tensor.nbytes:
         raise ModelError(f"{path}: {where} holds {len(contents)} bytes of data, but {dtype} {list(shape)} "
                          f"takes {tensor.nbytes}")

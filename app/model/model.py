@@ -8,6 +8,7 @@ from pathlib import Path
 from .graph import Graph, Operator, Tensor, read_graph
 from .layers import ModelLayer
 from .dilation import rewrite_dilated
+from .ops.float_island import absorb_float_islands, island_tensors
 from .operators import check_operators, layer_of, missing_operators, missing_text
 from edgetune.codegen.tflite_schema import ModelError
 
@@ -63,8 +64,12 @@ class Model:
 
 
 def _check_types(graph: Graph) -> None:
+    inside_islands = island_tensors(graph)  # float32 a float island's table computes (ops/float_island.py)
+    # Tensors no operator reads or writes (an int8 LSTM's float "intermediates", which only
+    # carry quantisation for its kernel) are not run: the registry judges their operator.
+    used = {i for op in graph.operators for i in (*op.inputs, *op.outputs)} | set(graph.inputs) | set(graph.outputs)
     for t in graph.tensors:
-        if t.dtype in ALLOWED_TYPES:
+        if t.dtype in ALLOWED_TYPES or t.index in inside_islands or t.index not in used:
             continue
         edge = _interface_edge(graph, t.index)
         if edge:  # an int8 model converted with a float or int16 interface: say how to convert it
@@ -102,7 +107,8 @@ def _float_inside(graph: Graph, t: Tensor) -> str:
             f"outputs are {interface[0].dtype}), {source}: {len(floats)} operator{'s' if len(floats) > 1 else ''} "
             f"compute in float or convert to it ({', '.join(f'{op.op} at {op.index}' for op in floats)}; {count} "
             f"float tensor{'s' if count > 1 else ''}), which the converter kept in float (an operator without an "
-            f"integer kernel, or TFLITE_BUILTINS allowed); edgetune runs integer operators only{lacking}")
+            f"integer kernel, or TFLITE_BUILTINS allowed); edgetune runs float only in float islands (DEQUANTIZE of "
+            f"an int8 tensor, one-input float operators, QUANTIZE to int8), and this one is not such a chain{lacking}")
 
 
 def _interface_edge(graph: Graph, t: int) -> str:
@@ -135,6 +141,6 @@ def load_model(path: str | Path) -> Model:
     graph = read_graph(path)
     _check_types(graph)
     _check_static(graph)
-    graph = rewrite_dilated(graph)
+    graph = absorb_float_islands(rewrite_dilated(graph))
     check_operators(graph)
     return Model(graph.path, tuple(layer_of(graph, op) for op in graph.operators), graph)

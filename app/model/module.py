@@ -139,7 +139,7 @@ def schedule(model: Model, name: str) -> tuple[Step, ...]:
             steps.append(Step(op.index, op.op, fn, inputs, (op.outputs[0],), layer.kernel))
             continue
         params = operator_params(graph, op)
-        inputs = tuple(op.inputs[i] for i in params.input_positions)
+        inputs = params.input_tensors(op)
         outputs = tuple(op.outputs[:params.n_outputs])
         steps.append(Step(op.index, op.op, f"{name}_op{op.index}_{op.op.lower()}", inputs, outputs,
                           None, tuple(inputs[i] for i in params.in_place)))

@@ -49,6 +49,8 @@ from .ops.relu16 import relu16_params
 from .ops.leaky_relu16 import leaky_relu16_params
 from .ops.split import pack_params, split_params
 from .ops.strided_slice import strided_slice_params
+from .ops.rsqrt16 import rsqrt16_params
+from .ops.float_island import FLOAT_UNARY, float_island_params, float_islands, in_island_only
 from .user_layers import declared_operators, servers, user_layer
 
 TUNED_HOW, LIBRARY, FOLDED = "tuned", "library", "folded"  # how an operator runs
@@ -90,6 +92,21 @@ SPLITS = ("int8 and int16 values moved, not changed (TFLite Micro copies the byt
           "rank, one output or many; Helium copies 16 bytes a step", "a non-constant axis, outputs that are not parts of the input along it, "
           "`num_splits` (UNPACK's `num`) not the outputs' count, tensors of two types")
 
+ISLAND = ("float32 only inside a float island: DEQUANTIZE of an int8 tensor, one-input float operators, QUANTIZE to "
+          "int8, run as one table of 256 results computed at export with TFLite Micro's float arithmetic (below)",
+          "outside such an island (an integer form, a float island of two inputs)")
+
+
+def from_float_or(float_params: Callable[[Graph, Operator], StaticOp],
+                  integer_params: Callable[[Graph, Operator], StaticOp]) -> Callable[[Graph, Operator], StaticOp]:
+    """QUANTIZE's parameters: a float island's table when it reads float32, else the integer form."""
+    def params(graph: Graph, op: Operator) -> StaticOp:
+        source = graph.tensors[op.inputs[0]] if op.inputs and op.inputs[0] >= 0 else None
+        return (float_params if source is not None and source.dtype == "float32" else integer_params)(graph, op)
+    params.__name__ = getattr(integer_params, "__name__", "params")
+    return params
+
+
 OPERATORS: tuple[OperatorSupport, ...] = (
     # int16 activations (TFLite's 16x8 scheme) run on conv2d_s16 / dwconv2d_s16 (layers16.py)
     tuned("CONV_2D", "conv2d_s8", by_activation(conv_layer, conv16_layer)),
@@ -99,7 +116,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     tuned("BATCH_MATMUL", "bmm_s8", batch_matmul_layer),
     library("ADD", by_type(add_params, add16_params),
             "int8 + int8, each rescaled to twice the larger input scale, the sum requantised; broadcasting up to "
-            "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`; int16 + int16 (16x8) at TFLite Micro's left shift of 15", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
+            "4-D; fused `RELU`, `RELU6`, `RELU_N1_TO_1`; int16 + int16 (16x8) at TFLite Micro's left shift of 15; Helium "
+            "for same-shape inputs and a per-channel input, int8 and int16", "shapes that do not broadcast, a rescaling factor outside (0, 1)"),
     library("SUB", by_type(add_params, add16_params),
             "int8 - int8: ADD's arithmetic with the second input's rescaled value subtracted (TFLite Micro's SUB "
             "prepares the same multipliers); broadcasting up to 4-D; fused activations; Helium for same-shape inputs "
@@ -108,11 +126,11 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("MUL", by_type(mul_params, mul16_params),
             "(x1 - z1) * (x2 - z2) requantised by s1 * s2 / s_out (TFLite Micro's one multiplier, in double), plus "
             "z_out; broadcasting up to 4-D (a squeeze-excite gate); fused activations; Helium for same-shape inputs "
-            "and a per-channel input (VMUL, VQRDMULH); int16 (16x8: zero points 0)", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
+            "and a per-channel input (VMUL, VQRDMULH); int16 (16x8: zero points 0), Helium too", "a factor s1 * s2 / s_out of 2^14 or more (the shifted product would overflow int32)"),
     library("SQUARED_DIFFERENCE", by_type(squared_difference_params, squared_difference16_params),
             "SUB's rescaling at TFLite Micro's left shift of 7, the difference squared, requantised by "
             "(2 max(s1, s2))^2 / (2^14 s_out); broadcasting; Helium for same-shape inputs (LayerNorm's variance); int16 "
-            "with no left shift (TFLite Micro's)",
+            "with no left shift (TFLite Micro's), Helium too",
             "an output factor of 1 or more"),
     library("LOGISTIC", by_type(logistic_params, sigmoid16_params),
             "TFLite Micro's fixed-point sigmoid (input to Q4.27, gemmlowp's exp and Newton-Raphson reciprocal), as a "
@@ -127,18 +145,18 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "multipliers as Q15); a table of 256, Helium gather", "an output scale below the input's / 128"),
     library("LEAKY_RELU", by_type(leaky_relu_params, leaky_relu16_params),
             "x - z_in scaled by s_in / s_out where >= 0, by s_in * alpha / s_out below, plus z_out; a table of 256, "
-            "Helium gather; int16 computed per value", "a negative alpha"),
-    library("RSQRT", rsqrt_params,
+            "Helium gather; int16 computed per value, Helium too", "a negative alpha"),
+    library("RSQRT", by_type(rsqrt_params, rsqrt16_params),
             "TFLite Micro's quantised 1/sqrt: its inverse-square-root multiplier (five Newton-Raphson steps in Q3.28 "
             "on the value normalised by pairs of bits) at 2^20, requantised by 1 / (sqrt(s_in) s_out); a table of "
-            "256, Helium gather (LayerNorm)",
+            "256, Helium gather (LayerNorm); int16 (zero points 0) computed per value",
             "a factor out of range; inputs below the zero point are undefined (TFLite Micro fails on them)"),
     library("RELU", by_type(relu_params, relu16_params),
-            "int8 or int16, requantised to the output's quantisation, then clamped at its zero",
+            "int8 or int16, requantised to the output's quantisation, then clamped at its zero; int16: Helium",
             "input and output of different sizes"),
     library("RELU6", by_type(relu_params, relu16_params),
             "int8 or int16, clamped to [0, 6] in the input's quantisation, not rescaled (int8 also when the output "
-            "is quantised otherwise, as TFLite Micro)",
+            "is quantised otherwise, as TFLite Micro); int16: Helium",
             "input and output of different sizes; int16: an output quantised unlike the input"),
     library("EXPAND_DIMS", by_type(same_bytes_params, reshape16_params), *SAME_BYTES),
     library("SQUEEZE", by_type(same_bytes_params, reshape16_params), *SAME_BYTES),
@@ -167,9 +185,10 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "any axis, up to 4-D, any number of inputs; an input quantised unlike the output is requantised; int16 "
             "values copied as they are (TFLite Micro's)",
             "shapes that do not concatenate, a fused activation"),
-    library("QUANTIZE", by_type(quantize_params, quantize16_params),
-            "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts)",
-            "a float (or other) input"),
+    library("QUANTIZE", from_float_or(float_island_params, by_type(quantize_params, quantize16_params)),
+            "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts); "
+            "from float32 at the end of a float island (below)",
+            "a float input outside a float island, another input type"),
     library("RESHAPE", by_type(reshape_params, reshape16_params),
             "a copy (nothing when input and output share an address); int8 or int16",
             "a new shape that is not the output's, a shape computed at run time"),
@@ -191,6 +210,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("BATCH_TO_SPACE_ND", batch_to_space_params,
             "the inverse, then the crops: an index map",
             "a non-constant block or crops, a batch not a multiple of the block, crops leaving no output"),
+    library("DEQUANTIZE", in_island_only, *ISLAND),
+    *(library(name, in_island_only, *ISLAND) for name in FLOAT_UNARY if name != "RSQRT"),  # RSQRT: its entry above
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
       for name in FOLDABLE if name not in ("PACK", "STRIDED_SLICE")),  # the library runs these unless folded
 )
@@ -248,12 +269,15 @@ def missing_operators(graph: Graph) -> dict[str, list[int]]:
     their indices, in order of first appearance."""
     missing: dict[str, list[int]] = {}
     folded = folded_operators(graph) if any(op.op in FOLDABLE for op in graph.operators) else set()
+    in_islands = {i for island in float_islands(graph) for i in island.absorbed}
     for op in graph.operators:
         entry = None if op.op == "CUSTOM" else REGISTRY.get(op.op)
         unfoldable = entry is not None and entry.how == FOLDED and op.index not in folded  # a PACK of activations
-        if (entry is not None and not unfoldable) or servers(graph, op):
+        stranded = entry is not None and entry.params is in_island_only and op.index not in in_islands  # an int8 ABS
+        if (entry is not None and not unfoldable and not stranded) or servers(graph, op):
             continue
-        name = f"{op.op} of tensors computed at run time (folded only over constants)" if unfoldable else _missing_name(op)
+        name = (f"{op.op} of tensors computed at run time (folded only over constants)" if unfoldable else
+                f"{op.op} outside a float island (edgetune runs it only there)" if stranded else _missing_name(op))
         missing.setdefault(name, []).append(op.index)
     return missing
 

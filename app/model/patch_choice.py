@@ -28,6 +28,7 @@ class Candidate:
     ram: int  # predicted: arena + static scratch + I/O
     instructions: int | None = None  # measured (None: not run, over the bound)
     problem: str = ""  # why it was not run or failed
+    rendered_configs: tuple = ()  # its module's kernel functions and configurations (telling twins apart)
 
 
 def first_chain(model) -> tuple:
@@ -75,13 +76,40 @@ def rank_candidates(model, target, chosen, max_ram: int | None) -> list[Candidat
     out = []
     for plan in [None, *candidate_plans(model)]:
         try:
-            ram = predicted_ram(model, _render(model, target, chosen, plan))
+            rendered = _render(model, target, chosen, plan)
         except (PatchError, ExportError) as e:
             out.append(Candidate(plan, 0, None, str(e)))
             continue
+        ram = predicted_ram(model, rendered)
         over = max_ram is not None and ram > max_ram
-        out.append(Candidate(plan, ram, None, f"{ram} bytes > {max_ram}" if over else ""))
+        out.append(Candidate(plan, ram, None, f"over the bound of {max_ram:,} B" if over else "",
+                             _rendered_configs(rendered)))
+    return _distinct(out)
+
+
+def _distinct(candidates: list[Candidate]) -> list[Candidate]:
+    """One candidate per module: a `:default` plan renders the same module as its plain twin
+    when the layers' variants are their kernels' default configurations (no database), so it
+    is listed and run once (the first, plain, kept)."""
+    out, seen = [], set()
+    for c in candidates:
+        key = (_module_key(c.plan, c.rendered_configs), c.ram, c.problem) if c.rendered_configs else None
+        if key is not None and key in seen:
+            continue
+        seen.add(key)
+        out.append(c)
     return out
+
+
+def _module_key(plan: PatchPlan | None, configs: tuple) -> tuple:
+    stages = tuple((s.first, s.last, s.band_rows, s.halo) for s in plan.stages) if plan else ()
+    return stages, configs
+
+
+def _rendered_configs(rendered) -> tuple:
+    """Every kernel function of the module with the configuration it runs: two modules of one
+    plan structure with the same ones are the same module."""
+    return tuple(sorted((k.function, repr(tuple(k.config))) for k in rendered.manifest.kernels))
 
 
 def measure_candidates(model_path: Path, target, db, candidates: list[Candidate], export, verify) -> list[Candidate]:
@@ -104,12 +132,34 @@ def measure_candidates(model_path: Path, target, db, candidates: list[Candidate]
 
 
 def best_candidate(measured: list[Candidate]) -> Candidate:
-    """The fewest instructions among the measured candidates (less RAM on a tie)."""
+    """The fewest instructions among the measured candidates (less RAM on a tie); none: the
+    refusal names the least RAM any candidate reached, and its plan."""
     runs = [c for c in measured if c.instructions is not None and not c.problem]
-    if not runs:
-        reasons = sorted({c.problem for c in measured if c.problem}, key=len)
+    if runs:
+        return min(runs, key=lambda c: (c.instructions, c.ram))
+    planned = [c for c in measured if c.ram > 0]
+    if not planned:
+        reasons = sorted({c.problem for c in measured if c.problem})
         raise PatchError(f"--patch auto: no patch plan fits the bound ({reasons[0] if reasons else 'no candidate'})")
-    return min(runs, key=lambda c: (c.instructions, c.ram))
+    least = min(planned, key=lambda c: c.ram)
+    raise PatchError(f"--patch auto: no patch plan fits the bound: the least RAM a candidate reaches is "
+                     f"{least.ram:,} B (plan {least.plan.text if least.plan else 'none'}: {least.problem})")
+
+
+def no_gain_note(model_path: Path, target, db, rendered, plan: PatchPlan, objective: str, bounds,
+                 compilers: tuple[str, ...]) -> str:
+    """A line when an explicit plan's module needs no less RAM than the module without it
+    (it still writes over its input); "" when the plan saves RAM."""
+    from .export import choose_layers
+    from .model import load_model
+
+    model = load_model(model_path)
+    chosen, _ = choose_layers(model, target, db, objective, bounds, compilers)
+    patched, plain = predicted_ram(model, rendered), predicted_ram(model, _render(model, target, chosen, None))
+    if patched < plain:
+        return ""
+    return (f"--patch {plan.text}: the plan saves no RAM ({patched:,} B, {plain:,} B without it), yet the module "
+            "writes over its input; export without --patch to keep the input")
 
 
 def choose_patch(model_path: Path, target, db, max_ram: int | None, compilers: tuple[str, ...] = ()

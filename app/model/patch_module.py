@@ -50,8 +50,13 @@ class PatchPlan:
 
 
 def parse_patch_plan(text: str) -> PatchPlan:
+    if not text.strip():
+        raise PatchError("--patch '': an empty plan (give stages FIRST-LAST[:ROWS[:HALO[:default]]], or auto, "
+                         "or leave --patch out)")
     stages = []
-    for part in text.split(","):
+    for n, part in enumerate(text.split(",")):
+        if not part.strip():
+            raise PatchError(f"--patch {text!r}: an empty stage {'before' if n == 0 else 'after'} a comma")
         found = STAGE_RE.fullmatch(part.strip())
         if not found:
             raise PatchError(f"--patch {part!r}: a stage is FIRST-LAST[:ROWS[:HALO[:default]]] (operator indices, "
@@ -60,7 +65,21 @@ def parse_patch_plan(text: str) -> PatchPlan:
         if halo is not None and halo not in HALOS:
             raise PatchError(f"--patch {part!r}: halo {halo!r} is not one of {', '.join(HALOS)}")
         stages.append(StagePlan(int(first), int(last), int(rows or 1), halo or "cache", default is not None))
+    check_disjoint(stages)
     return PatchPlan(tuple(stages))
+
+
+def check_disjoint(stages: Sequence[StagePlan]) -> None:
+    """Each operator in one stage at most: a layer runs once (and one stage's work buffers
+    cannot stand in for a tensor another stage reads whole)."""
+    for k, a in enumerate(stages):
+        for b in stages[k + 1:]:
+            if (a.first, a.last) == (b.first, b.last):
+                raise PatchError(f"--patch: stages {a.first}-{a.last} and {b.first}-{b.last} are the same operators "
+                                 "twice (give each stage once)")
+            if a.first <= b.last and b.first <= a.last:
+                raise PatchError(f"--patch: stages {a.first}-{a.last} and {b.first}-{b.last} overlap (an operator "
+                                 "runs in one stage at most)")
 
 
 def _channels(shape: Mapping[str, int]) -> tuple[int, int]:
@@ -107,7 +126,10 @@ class PlannedStage:
 def plan_stage(model, stage: StagePlan) -> PlannedStage:
     layers = stage_layers(model, stage)
     geometry = stage_geometry(layers)
-    schedule = stage_schedule(geometry, stage.band_rows, stage.halo)
+    try:
+        schedule = stage_schedule(geometry, stage.band_rows, stage.halo)
+    except PatchError as e:  # the geometry's own words, with the flag and stage they are about
+        raise PatchError(f"--patch stage {stage.text}: {e}") from None
     in_bytes = geometry[0].h * geometry[0].in_row_bytes
     return PlannedStage(stage, layers, geometry, schedule, not overwrite_problem(schedule, geometry, in_bytes))
 
@@ -115,6 +137,7 @@ def plan_stage(model, stage: StagePlan) -> PlannedStage:
 def patched_steps(model, steps: Sequence, plan: PatchPlan, name: str, step_type) -> tuple[tuple, dict[int, PlannedStage]]:
     """The schedule with each stage's layers replaced by one PATCHES step (at the first
     layer's place), and step position -> its planned stage."""
+    check_disjoint(plan.stages)
     planned = [plan_stage(model, s) for s in plan.stages]
     covered = {layer.index: k for k, p in enumerate(planned) for layer in p.layers}
     out, stages = [], {}

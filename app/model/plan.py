@@ -42,6 +42,7 @@ from edgetune.model import Model
 from edgetune.model.layers import ModelLayer
 from edgetune.model.oracle import layer_model
 from edgetune.model.ops import folded_operators
+from edgetune.model.ops.float_island import absorber
 from edgetune.hal import Npu, Target
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError, ToolMissing, make_folder
@@ -89,7 +90,7 @@ def library_option(model: Model, layer: ModelLayer, target: Target, region: str,
     target, else the element estimate of the module's docstring, saying why."""
     into = dict(model.graph.absorbed).get(layer.index)
     if into is not None:
-        return Option(0, f"runs inside operator {into}'s dilated convolution: no code of its own", region,
+        return Option(0, f"runs inside operator {into}'s {absorber(model.graph, into)}: no code of its own", region,
                       basis="folded")
     if layer.index in folded_operators(model.graph):
         return Option(0, "folded into a constant at export: no code runs", region, basis="folded")

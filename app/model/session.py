@@ -6,8 +6,8 @@ opened at its first round and asked for one more round's trials at each of the n
 space, strategy and evaluator are made once. The default `transfer` strategy learns from the
 trials of the same kernel's other layers stored when the layer's search opened, so layers
 tuned later start from what earlier ones found. Before its strategy proposes, a layer's round
-measures the kernel's default configuration (so the exported variant is never slower than
-it) and the best configurations similar layers found so far (RoundRunner._winners); a layer
+measures the kernel's default configuration and its plain loop nest (so the exported variant
+is never slower than either) and the best configurations similar layers found so far (RoundRunner._winners); a layer
 still slower than its plain C loop is given rounds to catch up (tuner.scheduler).
 
 The model's budget, like a workload's, counts stored trials: the rounds are replayed from
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from edgetune.codegen import CodegenError, Kernel, get_kernel
+from edgetune.codegen.kernels.naive_path import NAIVE
 from edgetune.codegen.placement import PlacementError
 from edgetune.errors import EdgetuneError
 from edgetune.hal import Target
@@ -297,7 +298,8 @@ class RoundRunner:
         if key not in self.searches:
             for old in [k for k in self.searches if k[0] == key[0]]:
                 self.searches.pop(old).close()
-            seeds = (default_seed(lw, self.template.target, self.template.compilers), *self._winners(lw))
+            seeds = (default_seed(lw, self.template.target, self.template.compilers),
+                     *naive_seed(lw, self.template.target, self.template.compilers), *self._winners(lw))
             request = replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget, initial=seeds,
                               scratch_limit=self.scratch_limits.get(lw.workload.key()))
             self.searches[key] = LiveSearch(request, self.db, self.trial_progress)
@@ -356,6 +358,24 @@ def default_seed(lw: LayerWorkload, target: Target, compilers: tuple[str, ...]) 
     stored (the kernel's default, built by a compiler this run may use), so the best trial
     exported is never slower than it."""
     return default_config(lw.kernel, target, lw.shape, compilers).as_dict()
+
+
+def naive_seed(lw: LayerWorkload, target: Target, compilers: tuple[str, ...]) -> tuple[dict, ...]:
+    """The layer's second trial: its plain loop nest as the baseline measures it (gcc -O3, the
+    kernel's `naive` path, codegen/kernels/naive_path.py), so the variant exported is never
+    slower than the plain loop either: where nothing tuned beats it, it ships. () when the
+    kernel has no such path or this run may not use gcc."""
+    if compilers and "gcc" not in compilers:
+        return ()
+    space = lw.kernel.tuning_space(target, lw.shape)
+    if "vector" not in space.names or NAIVE not in space.param("vector").values:
+        return ()
+    wanted = {**default_seed(lw, target, compilers), "vector": NAIVE, "compiler": "gcc", "opt": "O3"}
+    try:
+        config = space.make(wanted)
+    except (KeyError, ValueError):
+        return ()
+    return (config.as_dict(),) if space.is_legal(config) else ()
 
 
 def baseline_values(lw: LayerWorkload, target: Target) -> dict | None:

@@ -27,7 +27,7 @@ from edgetune.codegen.kernels.base import Buffer, KernelIO
 from edgetune.codegen.manifest import Manifest, ManifestError, read_manifest
 from edgetune.model import Model, load_model
 from edgetune.model.builder import build_model, constant
-from edgetune.model.graph import Operator
+from edgetune.model.graph import Graph, Operator
 from edgetune.model.oracle import OracleCase, oracle_name, oracle_output, run_tflm, run_tflm_isolated
 from edgetune.model.user_layers import REFERENCE
 from edgetune.model.memory_plan import ALIGN, aligned
@@ -313,21 +313,40 @@ def operator_model(model: Model, op: Operator) -> tuple[bytes, list[int]]:
     folded SHAPE/STRIDED_SLICE/PACK chains become constants holding their value): the
     model's bytes and, in order, the original tensors that are its inputs."""
     graph = model.graph
-    order = list(dict.fromkeys(i for i in (*op.inputs, *op.outputs) if i >= 0))
+    ops = _with_absorbed_feeders(graph, op)
+    produced = {i for o in ops for i in o.outputs}
+    order = list(dict.fromkeys(i for o in ops for i in (*o.inputs, *o.outputs) if i >= 0))
     tensors = []
     for new, old in enumerate(order):
         t = graph.tensors[old]
-        folded = None if t.constant or old in op.outputs else constant_value(graph, old)
+        folded = None if t.constant or old in produced else constant_value(graph, old)
         if folded is not None:
             t = constant(new, t.name, np.asarray(folded).astype(t.dtype).reshape(t.shape))
         tensors.append(replace(t, index=new, signature=None))
     renumber = {old: new for new, old in enumerate(order)}
-    single = Operator(0, op.op, tuple(renumber.get(i, -1) for i in op.inputs), tuple(renumber[i] for i in op.outputs),
-                      op.options_type, op.options)
-    inputs = [i for i in dict.fromkeys(op.inputs) if i >= 0 and not tensors[renumber[i]].constant]
-    data = build_model(tensors, [single], [renumber[i] for i in inputs], list(single.outputs),
+    written = [Operator(n, o.op, tuple(renumber.get(i, -1) for i in o.inputs), tuple(renumber[i] for i in o.outputs),
+                        o.options_type, o.options) for n, o in enumerate(ops)]
+    inputs = [i for o in ops for i in dict.fromkeys(o.inputs)
+              if i >= 0 and i not in produced and not tensors[renumber[i]].constant]
+    inputs = list(dict.fromkeys(inputs))
+    data = build_model(tensors, written, [renumber[i] for i in inputs], list(written[-1].outputs),
                        description=f"edgetune verify: operator {op.index}")
     return data, inputs
+
+
+def _with_absorbed_feeders(graph: Graph, op: Operator) -> list[Operator]:
+    """The operator after the absorbed operators whose results it reads (a float island's
+    DEQUANTIZE and float operators before its QUANTIZE), in the model's order: TFLite Micro
+    runs them together. A dilated convolution reads none of its absorbed copies' results."""
+    # the absorbing operator by its outputs, not its index (op_measure renumbers it to 0)
+    into_op = {index for index, into in graph.absorbed if graph.operators[into].outputs == op.outputs}
+    chain, wanted = [op], set(op.inputs)
+    for index in sorted(into_op, reverse=True):
+        feeder = graph.operators[index]
+        if wanted & set(feeder.outputs):
+            chain.insert(0, feeder)
+            wanted |= set(feeder.inputs)
+    return chain
 
 
 def _operator_oracle(model: Model, op: Operator, values: dict[int, np.ndarray]) -> list[np.ndarray]:

@@ -234,12 +234,17 @@ class Kernel:
     # kernel without one). The int8 kernels draw TFLite's conventions ("tflite"): tuning
     # measures the branches a deployment takes, never only the ones it does not.
     tuning_edge = "random"
+    # Zero points the user set for standalone tuning (name, value), over the draw
+    # (codegen/kernels/zero_points.py); () on the kernels of the registry.
+    tuning_zero_points: tuple[tuple[str, int], ...] = ()
 
     def tuning_io(self, shape: Mapping[str, int], rng: np.random.Generator) -> KernelIO:
         """The inputs every trial of a workload runs on, from the workload's own seed."""
-        if self.tuning_edge == "random":
-            return self.make_io(shape, rng)
-        return self.make_io(shape, rng, edge=self.tuning_edge)
+        io = self.make_io(shape, rng) if self.tuning_edge == "random" else self.make_io(shape, rng, edge=self.tuning_edge)
+        if not self.tuning_zero_points:
+            return io
+        chosen = dict(self.tuning_zero_points)
+        return KernelIO(buffers=io.buffers, params=tuple((k, int(chosen.get(k, v))) for k, v in io.params))
 
     def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
         raise NotImplementedError

@@ -19,6 +19,7 @@ from .conv2d_s8_neon import NEON
 from .convolution import (GEOMETRY_KEYS, MAX_REDUCTION, PAD_KEYS, check_elements, expand_geometry, geometry_of,
                           geometry_text, int8_tensor, quant_params, scratch_capacity, stack_budget)
 from .matmul_s8_avx import AVX_PATHS, VNNI_PATHS, zero_offset
+from .naive_path import naive_path
 from .paths import Rule, VectorPath, anywhere, path_constraints, with_vector
 from .weight_packing import Packing, pack_declaration, pack_rows, with_packed_weights
 
@@ -81,6 +82,8 @@ PATHS = (
     *VNNI,
     DSP,
     NEON,
+    naive_path("conv2d_s8_naive.c.j2", dict(algo="direct", im2col_pixels=1, tile_p=1, tile_oc=1, unroll=1,
+                                            weight_sums="in_loop", layout="ohwi", fusion="fused")),
 )
 
 

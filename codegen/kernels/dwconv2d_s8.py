@@ -16,6 +16,7 @@ from . import dwconv2d_s8_neon
 from .dwconv2d_s8_neon import NEON
 from .dwconv2d_s8_pixels import MVE_PIXELS
 from .dwconv2d_s8_pixels import scratch_bytes as pixel_scratch_bytes
+from .naive_path import naive_path
 from .paths import Rule, VectorPath, anywhere, path_constraints, with_vector
 from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKernel
 from .conv2d_s8 import tile_schedule
@@ -82,6 +83,7 @@ PATHS = (
     NEON,
     VectorPath("avx2", with_vector("avx2"), "dwconv2d_s8_avx2.c.j2", avx2_rules),
     MVE_PIXELS,
+    naive_path("dwconv2d_s8_naive.c.j2", dict(tile_c=4, tile_p=1, taps="loop", layout="hwc")),
 )
 
 

@@ -15,6 +15,7 @@ from .base import OPT_LEVELS, Buffer, Kernel, KernelError, KernelIO, RenderedKer
 from .dsp import DSP_CFLAGS
 from .matmul_s8_avx import AVX2, AVX512, AVX_PATHS, VNNI, rowmajor_width, zero_offset
 from .matmul_s8_neon import NEON
+from .naive_path import naive_path
 from .paths import Rule, VectorPath, anywhere, path_constraints, with_extension, with_vector
 
 MAX_K = 32767  # keeps K * 255 * 255 + |bias| inside int32 (see the template's limits)
@@ -147,6 +148,7 @@ PATHS = (
     AVX2,
     AVX512,
     *VNNI,
+    naive_path("matmul_s8_naive.c.j2", dict(tile_m=1, tile_n=1, unroll_k=1, layout="rowmajor")),
 )
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from ..space import Space
 from .base import PriorTrials, ValueRoles, translation
 from .model import BoostedTrees, HistogramTrees, ModelGuided, fitted_predictions, standardised_targets
+from .prior_trust import MIN_TRIALS, rank_agreement
 
 # The prior model learns from at most 3,000 trials per prior workload and 9,000 in all (a
 # random subset of each; 4,000 in all lost ~0.4 on one pnpoly space at a budget of 457)...
@@ -46,6 +47,10 @@ PRIOR_ROWS_PER_EVALUATION, PRIOR_MIN_ROWS = 70, 700
 # fixed cost, and its prediction of 10,000 points takes 12 ms against 2).
 HISTOGRAM_ROWS = 3000
 PRIOR_CACHE_SIZE = 8
+# Runs of fewer evaluations than this plan SMALL_BATCH (or a sixteenth of the budget) at a
+# time, with SMALL_EPSILON of the proposals random, not 8 and 0.2 (small_budget_options).
+SMALL_BUDGET, SMALL_BATCH, SMALL_EPSILON = 128, 2, 0.05
+TRUSTED_PRIOR_BATCH = 8  # ... but a trusted prior plans 8 at a time whatever the budget
 
 
 @dataclass(frozen=True)
@@ -69,8 +74,23 @@ class TransferLearning(ModelGuided):
 
     def __init__(self, space: Space, rng: np.random.Generator, objective: str = "",
                  prior: Sequence[PriorTrials] = (), budget: int | None = None, roles: ValueRoles = ValueRoles(),
-                 **options):
+                 check_priors: bool = True, small_budget_design: bool = True, **options):
+        # A small budget also checks its priors against points they did not choose (_next).
+        self._small = small_budget_design and budget is not None and budget < SMALL_BUDGET
+        if small_budget_design and budget is not None:
+            options = {**small_budget_options(budget), **options}
         super().__init__(space, rng, objective, **options)
+        # Whether the prior score must keep ranking this space's own trials better than
+        # chance to be used (prior_trust); False: trusted whatever it predicts (as before).
+        self._check_priors = check_priors
+        # Plans of a small budget are short without a prior, but a trusted prior's first
+        # plan is its best points, and those are worth a whole batch (m16n16k32: +0.46
+        # with 2 at a time, +0.95 with 8).
+        self._batches = (self.batch, max(self.batch, TRUSTED_PRIOR_BATCH))
+        self._trust_at, self._trusted = -1, False
+        self._planned_trusting = False
+        self._told_positions: list[int] = []  # this space's own legal trials, in telling order ...
+        self._told_values: list[float] = []  # ... and their values (NaN: failed)
         self._prior = tuple(prior)
         self._roles = roles  # this space's target's value roles, what prior values are mapped to
         limit = PRIOR_TOTAL if budget is None else max(PRIOR_MIN_ROWS, PRIOR_ROWS_PER_EVALUATION * budget)
@@ -95,19 +115,64 @@ class TransferLearning(ModelGuided):
         _ = self._prior_score
         return self._prior_count
 
+    @property
+    def _usable_prior(self) -> np.ndarray | None:
+        """The prior score while it ranks this space's own trials better than chance (or
+        before there are enough to tell, or unchecked), else None: the plain cost model."""
+        score = self._prior_score
+        if score is None or not self._check_priors:
+            return score
+        count = len(self._told_positions)
+        if self._trust_at != count:  # judged again whenever a trial came in
+            self._trust_at = count
+            self._trusted = count < MIN_TRIALS or rank_agreement(
+                score[np.array(self._told_positions, dtype=np.int64)], np.array(self._told_values)) >= 0
+        return score if self._trusted else None
+
+    def _observe(self, index: int, value: float | None) -> None:
+        super()._observe(index, value)
+        position = self.space.legal_position(index)
+        if position is not None and self._check_priors:
+            self._told_positions.append(position)
+            self._told_values.append(np.nan if value is None else value)
+
+    def _next(self) -> int | None:
+        trusted = self._usable_prior is not None
+        if self._plan and trusted != self._planned_trusting:
+            self._plan = []  # planned on a prior now judged otherwise: plan again
+        self._planned_trusting = trusted
+        self.batch = self._batches[trusted]
+        if trusted and self._check_priors and self._small and len(self._told_positions) < MIN_TRIALS \
+                and len(self.results) % 2 == 1:
+            # Before the priors are judged, every other point comes from the space-filling
+            # design: judged on their own top picks alone, a wrong prior looks no worse
+            # than a right one, and a small budget cannot wait for the spread to come.
+            return self._space_filling()
+        return super()._next()
+
     def _ready(self) -> bool:
-        return self._prior_score is not None or super()._ready()
+        return self._usable_prior is not None or super()._ready()
 
     def _features(self, positions: np.ndarray) -> np.ndarray:
         digits = super()._features(positions)
-        if self._prior_score is None:
+        score = self._usable_prior
+        if score is None:
             return digits
-        return np.column_stack([digits, self._prior_score[positions]])
+        return np.column_stack([digits, score[positions]])
 
     def _acquisition(self, points: np.ndarray) -> np.ndarray:
-        if self._prior_score is not None and not self.results:
+        if self._usable_prior is not None and not self.results:
             return points[:, -1]  # nothing of our own yet: the prior score alone
         return super()._acquisition(points)
+
+
+def small_budget_options(budget: int) -> dict:
+    """The cost model's plan size and share of random proposals for a run of `budget`
+    evaluations: below SMALL_BUDGET every evaluation counts, so the model plans a few
+    proposals at a time (refitted as each batch comes in) and rarely spends one at random."""
+    if budget >= SMALL_BUDGET:
+        return {}
+    return {"batch": min(8, max(SMALL_BATCH, budget // 16)), "epsilon": SMALL_EPSILON}
 
 
 def prior_score(space: Space, objective: str, prior: tuple[PriorTrials, ...],
@@ -139,7 +204,7 @@ def map_prior(space: Space, objective: str, prior: Sequence[PriorTrials], rows: 
     min(PRIOR_ROWS, rows / number of sources) from each source, a random subset seeded by
     the source itself. `roles` are this space's value roles (see digit_tables)."""
     positions = [{(type(v), v): n for n, v in enumerate(p.values)} for p in space.params]
-    defaults = [table.get((type(p.default), p.default)) for table, p in zip(positions, space.params)]
+    defaults = _defaults(space, positions)
     names = space.names
     share = min(PRIOR_ROWS, rows // max(1, len(prior)))
     features, targets = [], []
@@ -149,9 +214,10 @@ def map_prior(space: Space, objective: str, prior: Sequence[PriorTrials], rows: 
             rng = np.random.default_rng(zlib.crc32(source.source.encode()) + len(trials))
             trials = [trials[int(i)] for i in np.sort(rng.choice(len(trials), share, replace=False))]
         tables = digit_tables(space, positions, source.roles, roles)
+        fixed = _fixed_extras(trials, names)
         mapped, values = [], []
         for trial in trials:
-            digits = _digits_of(names, trial.config.items, tables, defaults)
+            digits = _digits_of(names, trial.config.items, tables, defaults, fixed)
             if digits is None:
                 continue  # a value or parameter this space does not have
             mapped.append(digits)
@@ -177,17 +243,49 @@ def digit_tables(space: Space, positions: list[dict], theirs: ValueRoles, ours: 
     return tables
 
 
-def _digits_of(names: tuple[str, ...], items: tuple, tables: list[dict], defaults: list[int]) -> list[int] | None:
+def _defaults(space: Space, positions: list[dict]) -> list[int | None]:
+    """Per parameter, the digit a prior configuration without it stands for: the
+    parameter's default, or the one value every legal point here has (a parameter this
+    space fixes is no choice, so a workload tuned without it ran the same), else None."""
+    legal = space.legal_digits()
+    out = []
+    for column, (table, param) in enumerate(zip(positions, space.params)):
+        digit = table.get((type(param.default), param.default))
+        if digit is None and len(legal) and np.all(legal[:, column] == legal[0, column]):
+            digit = int(legal[0, column])
+        out.append(digit)
+    return out
+
+
+def _fixed_extras(trials, names: tuple[str, ...]) -> frozenset[str]:
+    """The parameters a source's trials have and this space lacks, where every trial of the
+    source has the same value: the source never varied them, so its trials still rank what
+    this space varies (a parameter it did vary keeps its trials out, as any unknown value)."""
+    if trials and all(len(t.config.items) == len(names) for t in trials) and all(
+            key in names for key, _ in trials[0].config.items):
+        return frozenset()  # one space's trials, named as here (the usual case): nothing to look at
+    seen: dict[str, set] = {}
+    for trial in trials:
+        for name, value in trial.config.items:
+            if name not in names:
+                seen.setdefault(name, set()).add((type(value), value))
+    return frozenset(name for name, values in seen.items() if len(values) == 1)
+
+
+def _digits_of(names: tuple[str, ...], items: tuple, tables: list[dict], defaults: list[int | None],
+               fixed: frozenset[str] = frozenset()) -> list[int] | None:
     """The digits of a prior configuration (its (name, value) pairs) in this space, or None
     when it has a value or parameter this space lacks: a dictionary look-up per parameter
     (Space.index_of's checks cost most of a transfer search's start on large priors). Keys
     carry the type, so 1 and True stay distinct values. A parameter the prior lacks takes
-    this space's default (none: the configuration is dropped)."""
+    this space's default (see _defaults; none: the configuration is dropped); a parameter
+    this space lacks is left out if the source fixed it (`fixed`), else it drops the
+    configuration."""
     if len(items) == len(names) and all(key == name for (key, _), name in zip(items, names)):
         # the usual case: the same parameters, in order
         digits = [table.get((type(value), value)) for table, (_, value) in zip(tables, items)]
     else:
-        config = dict(items)
+        config = {name: value for name, value in items if name not in fixed}
         if any(name not in names for name in config):
             return None
         digits = [table.get((type(config[name]), config[name])) if name in config else default

@@ -138,6 +138,11 @@ class StaticOp(ABC):
         second input, after the axis); by default the first `n_inputs`."""
         return tuple(range(self.n_inputs))
 
+    def input_tensors(self, op: Operator) -> tuple[int, ...]:
+        """The tensors the C reads, in its argument order: the operator's inputs at
+        `input_positions` (a float island's table reads the int8 tensor before the island)."""
+        return tuple(op.inputs[i] for i in self.input_positions)
+
     @property
     def in_place(self) -> tuple[int, ...]:
         """The inputs the output may share memory with (a memory plan may then give both one

@@ -323,12 +323,18 @@ class RsqrtParams(LookupOp):
         return np.asarray(out, dtype=np.int64).reshape(np.shape(x))
 
 
+def rsqrt_multiplier(r: OperatorReader, s_in: float, s_out: float) -> tuple[int, int]:
+    """RSQRT's output multiplier 1 / (sqrt(s_in) * s_out) (TFLite Micro: sqrt and the product
+    in float32, the reciprocal in double), refused out of range."""
+    real = 1.0 / float(np.sqrt(np.float32(s_in)) * np.float32(s_out))
+    multiplier, shift = quantize_multiplier(real)
+    if not -31 + RSQRT_SHIFT <= shift <= 30:
+        raise r.fail(f"the rescaling factor {real:g} (input scale {s_in:g}, output {s_out:g}) is out of range")
+    return multiplier, shift
+
+
 def rsqrt_params(graph: Graph, op: Operator) -> RsqrtParams:
     r = OperatorReader(graph, op)
     x, y = one_to_one(r)
-    # TFLite Micro: sqrt and the product in float32, the reciprocal in double.
-    real = 1.0 / float(np.sqrt(np.float32(scale(x))) * np.float32(scale(y)))
-    multiplier, shift = quantize_multiplier(real)
-    if not -31 + RSQRT_SHIFT <= shift <= 30:
-        raise r.fail(f"the rescaling factor {real:g} (input scale {scale(x):g}, output {scale(y):g}) is out of range")
+    multiplier, shift = rsqrt_multiplier(r, scale(x), scale(y))
     return RsqrtParams(op.index, x.elements, zero_point(x), zero_point(y), multiplier, shift)
