@@ -36,7 +36,8 @@ from edgetune.hal.model import KIND_ORDER
 CODE, CONSTANT = "code", "constant"
 SECTION_SUFFIX = {CODE: "text", CONSTANT: "rodata"}
 # Bytes of the code region the plan leaves to the firmware's own code, vectors and C library
-# (edgetune's harness takes under 8 KiB of it; a user's firmware more).
+# by default (edgetune's harness takes under 8 KiB of it; a user's firmware more: `model export
+# --code-reserve`).
 FIRMWARE_CODE_RESERVE = 64 * 1024
 # Start-up families whose harness link layout (firmware/templates/<family>.ld.j2) gives every
 # other code region its sections; on the others a module has the code region only.
@@ -69,10 +70,11 @@ class CodePlan:
     home: str  # the firmware's code region: items there get no section
     regions: tuple[CodeRegion, ...]
     placed: tuple[tuple[str, str], ...]  # (item name, region), in placement order
-    sizes: tuple[tuple[str, int], ...] = ()  # (item name, bytes), as placed
+    items: tuple[PlacedItem, ...] = ()  # what was placed: the sizes behind `loads`
 
     def size_of(self, name: str) -> int:
-        return dict(self.sizes).get(name, 0)
+        """The bytes the plan sized item `name` at (0: not an item of the plan)."""
+        return next((i.nbytes for i in self.items if i.name == name), 0)
 
     def region_of(self, name: str) -> str:
         return dict(self.placed).get(name, self.home)
@@ -87,10 +89,33 @@ class CodePlan:
         taken = {region for _, region in self.placed}
         return tuple(r.name for r in self.regions if r.name != self.home and r.name in taken)
 
+    def loads(self) -> tuple["RegionLoad", ...]:
+        """Each region holding an item: its bytes of code and of constants, the code region first."""
+        where, kinds = dict(self.placed), {i.name: i for i in self.items}
+        out = []
+        for r in self.regions:
+            held = [kinds[n] for n, region in where.items() if region == r.name and n in kinds]
+            if held:
+                out.append(RegionLoad(r.name, *(sum(i.nbytes for i in held if i.kind == k) for k in (CODE, CONSTANT)),
+                                      *(sum(1 for i in held if i.kind == k) for k in (CODE, CONSTANT)),
+                                      copied=r.name != self.home and not r.flash))
+        return tuple(out)
 
-def code_regions(target: Target) -> tuple[CodeRegion, ...]:
-    """The regions that may hold code or constants, the code region first, then by speed.
-    () on targets without firmware (the host)."""
+
+@dataclass(frozen=True)
+class RegionLoad:
+    region: str
+    code_bytes: int
+    constant_bytes: int
+    functions: int
+    arrays: int
+    copied: bool  # a RAM region beside the code region: stored in flash, copied in at start-up
+
+
+def code_regions(target: Target, code_reserve: int = FIRMWARE_CODE_RESERVE) -> tuple[CodeRegion, ...]:
+    """The regions that may hold code or constants, the code region first (less the
+    `code_reserve` bytes left to the firmware's own code), then by speed. () on targets
+    without firmware (the host)."""
     fw = target.firmware
     if fw is None:
         return ()
@@ -100,7 +125,7 @@ def code_regions(target: Target) -> tuple[CodeRegion, ...]:
     order = sorted(kept, key=lambda r: (r.name != fw.code_region, r.wait_states, KIND_ORDER.index(r.kind),
                                         target.memory.index(r)))
     home_capacity = max(0, target.region(fw.code_region).size - fw.reserved_in(fw.code_region)
-                        - FIRMWARE_CODE_RESERVE)
+                        - code_reserve)
     return tuple(CodeRegion(r.name, home_capacity if r.name == fw.code_region else r.size, r.wait_states,
                             "x" in r.access, r.kind == "flash") for r in order)
 
@@ -112,7 +137,7 @@ def plan_code(items: Iterable[PlacedItem], regions: tuple[CodeRegion, ...], home
     items = list(items)
     room = {r.name: r.capacity for r in regions}
     if sum(i.nbytes for i in items) <= room.get(home, 0):
-        return CodePlan(home, regions, tuple((i.name, home) for i in items), tuple((i.name, i.nbytes) for i in items))
+        return CodePlan(home, regions, tuple((i.name, home) for i in items), tuple(items))
     placed = []
     for kind in (CODE, CONSTANT):
         # Fewest wait states first; among equals RAM before flash and the code region first (where
@@ -128,8 +153,7 @@ def plan_code(items: Iterable[PlacedItem], regions: tuple[CodeRegion, ...], home
     where = dict(placed)
     _swap_in(sorted((i for i in items if i.kind == CONSTANT), key=lambda i: -i.accesses / max(i.nbytes, 1)),
              where, room, {r.name: r for r in regions})
-    return CodePlan(home, regions, tuple((name, where[name]) for name, _ in placed),
-                    tuple((i.name, i.nbytes) for i in items))
+    return CodePlan(home, regions, tuple((name, where[name]) for name, _ in placed), tuple(items))
 
 
 def _swap_in(constants: list[PlacedItem], where: dict[str, str], room: dict[str, int],
@@ -170,6 +194,18 @@ def unplaceable(items: list[PlacedItem], regions: tuple[CodeRegion, ...], item: 
     sizes = ", ".join(f"{r.name} {r.capacity:,}" for r in regions)
     return (f"{code:,} bytes of code and {constants:,} bytes of constants do not fit the regions that may hold "
             f"them (bytes free: {sizes}); {item.name} ({item.nbytes:,} bytes) is left over")
+
+
+def check_code_reserve(target: Target, code_reserve: int) -> None:
+    """A reserve the target's code region can give: 0 up to the region's bytes not already
+    reserved by the target file."""
+    fw = target.firmware
+    if fw is None:
+        return
+    room = target.region(fw.code_region).size - fw.reserved_in(fw.code_region)
+    if not 0 <= code_reserve <= room:
+        raise CodePlacementError(f"--code-reserve {code_reserve}: must be 0 to {room:,} bytes, what "
+                                 f"{fw.code_region} of {target.name} has for code")
 
 
 def section_name(target: Target, region: str, kind: str) -> str:

@@ -1,7 +1,8 @@
 """A model module whose code plan moved arrays out of the code region, built as a user's
 firmware builds it (tests/data/user_firmware_m55's start-up code, the export's Make fragment,
 a linker script of the user's that defines EDGETUNE_SRAM and EDGETUNE_LOAD and INCLUDEs
-edgetune_sections.ld; main copies the SRAM section in from flash): it runs in QEMU and
+edgetune_sections.ld; main copies the SRAM section in from flash with docs/export.md's example
+code): it runs in QEMU and
 computes TFLite Micro's output, the moved arrays in SRAM. Compiled with
 EDGETUNE_DEFAULT_SECTIONS and linked by the user's plain script, the same module keeps
 everything in .rodata and computes the same."""
@@ -52,20 +53,36 @@ MAIN_C = """#include <stddef.h>
 #include "ds_cnn_kws.h"
 int user_write_file(const char *, size_t, const void *, size_t);
 #ifndef EDGETUNE_DEFAULT_SECTIONS
-extern uint32_t __edgetune_sram_load[], __edgetune_sram_start[], __edgetune_sram_end[];
+%(copy)s
 #endif
 static const int8_t input[%(n)d] = {%(values)s};
 static int8_t output[%(m)d];
 int main(void)
 {
 #ifndef EDGETUNE_DEFAULT_SECTIONS
-    const uint32_t *from = __edgetune_sram_load; /* what the fragment asks of the start-up code */
-    for (uint32_t *to = __edgetune_sram_start; to < __edgetune_sram_end;) *to++ = *from++;
+    edgetune_copy_sram(); /* what the fragment asks of the start-up code */
 #endif
     ds_cnn_kws_invoke(input, output);
     return user_write_file("out.bin", 7, output, sizeof output) != 0;
 }
 """
+
+
+def docs_copy_example() -> str:
+    """The start-up copy docs/export.md shows, as the reader would paste it."""
+    page = (ROOT.parent / "docs" / "export.md").read_text()
+    section = page[page.index("### Copying the code plan's sections in"):]
+    return section[section.index("```c\n") + 5:section.index("```\n", section.index("```c\n") + 5)]
+
+
+@pytest.mark.parametrize("cpu", ["cortex-m55", "cortex-m7", "cortex-m4"])
+def test_the_documented_start_up_copy_compiles_cleanly(tmp_path, cpu):
+    (tmp_path / "copy.c").write_text(docs_copy_example())
+    built = subprocess.run(["arm-none-eabi-gcc", f"-mcpu={cpu}", "-mthumb", "-O2", "-std=c99", "-Wall", "-Wextra",
+                            "-Werror", "-pedantic", "-c", "copy.c"], cwd=tmp_path, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    assert "edgetune_copy_sram" in subprocess.run(["arm-none-eabi-nm", "copy.o"], cwd=tmp_path, capture_output=True,
+                                                  text=True, check=True).stdout
 
 
 def _export(tmp_path: Path) -> Path:
@@ -82,7 +99,8 @@ def _build_and_run(tmp_path: Path, folder: Path, x: np.ndarray, script: str, def
     project = tmp_path / f"firmware{'_default' if defines else ''}"
     shutil.copytree(FIRMWARE, project)
     (project / "link.ld").write_text(script)
-    (project / "main.c").write_text(MAIN_C % dict(n=x.size, m=12, values=", ".join(map(str, x.reshape(-1)))))
+    (project / "main.c").write_text(MAIN_C % dict(n=x.size, m=12, values=", ".join(map(str, x.reshape(-1))),
+                                                  copy=docs_copy_example()))
     made = subprocess.run(["make", "-C", str(project), f"EXPORT={folder}", f"EDGETUNE_DEFINES={defines}",
                            f"CFLAGS=-march=armv8.1-m.main+mve.fp+fp.dp -mfloat-abi=hard -mthumb -O1 -std=c99 "
                            f"-I{folder} {defines}"], capture_output=True, text=True)

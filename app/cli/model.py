@@ -3,6 +3,7 @@ which kernel serves each and the distinct workloads tuning would measure; `model
 (model_tune.py) and `model report` (model_report.py) join the group here."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -11,7 +12,8 @@ import click
 import numpy as np
 
 from edgetune.model import Model, ModelLayer, check_fits, load_model
-from edgetune.model.code_plan import plan_text, ram_bytes
+from edgetune.codegen.code_placement import check_code_reserve
+from edgetune.model.code_plan import model_code_plan, placement_text, plan_text, ram_bytes
 from edgetune.model.operators import untuned_as
 from edgetune.model.ops import folded_operators
 from edgetune.model.ops.float_island import absorber
@@ -99,19 +101,27 @@ model_group.add_command(model_compare_cmd)
 @model_group.command("show")
 @click.argument("model_file", metavar="MODEL.tflite")
 @options.fit_target
+@options.code_reserve
 @options.as_json
 @options.kernel_file
-def model_show_cmd(model_file, target_name, as_json, kernel_files):
+def model_show_cmd(model_file, target_name, code_reserve, as_json, kernel_files):
     """The layers of MODEL.tflite: operator, shapes, MACs, the kernel serving each and the
     distinct workloads (identical layers are tuned once)."""
     model = load_model(model_file)
     target = get_target(target_name) if target_name else None
+    placement = None
     if target is not None:
-        check_fits(model, target)
+        check_code_reserve(target, code_reserve)
+        check_fits(model, target, code_reserve)
+        placement = model_code_plan(model, target, code_reserve)
     if as_json:
-        click.echo(json.dumps(model_json(model, target.name if target else None), indent=2))
+        data = model_json(model, target.name if target else None)
+        if placement is not None:  # the code plan's estimate: bytes per region
+            data["code_plan"] = [dataclasses.asdict(load) for load in placement.loads()]
+        click.echo(json.dumps(data, indent=2))
     else:
-        print_model(model, target.name if target else None)
+        fit = target.name + (f": {placement_text(placement)}" if placement is not None else "") if target else None
+        print_model(model, fit)
 
 
 def module_ram_line(result, target, io_bytes: int, io_words: str) -> str:
@@ -184,6 +194,7 @@ def _print_export(result, target) -> None:
 @options.objective
 @options.constraints
 @options.max_ram
+@options.code_reserve
 @options.as_json
 @options.compilers
 @options.kernel_file
@@ -193,8 +204,8 @@ def _print_export(result, target) -> None:
                    "stages comma-separated, e.g. 0-3:1:cache,4-7:1:cache; or auto[:BYTES]: the "
                    "plan of fewest instructions measured in the emulator within BYTES (or --max-ram) of RAM. The module then "
                    "writes over its input buffer (docs/patches.md).")
-def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, max_ram, as_json,
-                     kernel_files, compilers, patch_text):
+def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective, constraints, max_ram, code_reserve,
+                     as_json, kernel_files, compilers, patch_text):
     """MODEL.tflite as one ahead-of-time C module for a target: each tuned layer's best trial
     (or the kernel's default configuration), the library operators, weights as const
     arrays, one arena by a memory plan (docs/model-export.md).
@@ -209,6 +220,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
     from edgetune.model.patch_module import parse_patch_plan
 
     target = get_target(target_name)
+    check_code_reserve(target, code_reserve)
     if name:
         check_model_name(name)
     bound = parse_auto(patch_text) if patch_text is not None else False
@@ -231,7 +243,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
     # Under a --patch auto bound, the code plan copies into RAM only what the chosen plan leaves.
     room = bound - best.ram if bound not in (False, None) else None
     result = export_model(Path(model_file), target, db, Path(out_dir), name, objective, bounds, compilers, max_ram,
-                          patch, room)
+                          patch, room, code_reserve)
     if patch is not None and patch_text is not None and bound is False:
         from edgetune.model.patch_choice import no_gain_note
         note = no_gain_note(Path(model_file), target, db, result.rendered, patch, objective, bounds, compilers)

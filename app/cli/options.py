@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from edgetune.codegen.code_placement import FIRMWARE_CODE_RESERVE
 from edgetune.tuner import STRATEGIES, TuningDatabase, canonical_strategy, deprecation_note, parse_bound
 from edgetune.tuner.strategies import ALIASES, DEFAULT_STRATEGY
 
@@ -146,6 +147,13 @@ max_ram = _shared("max_ram", "--max-ram", "max_ram", type=ByteCount(), default=N
                        "scratch and pointers, inputs and outputs, code and constants copied to RAM): the fastest "
                        "variants whose planned RAM fits, the code plan copying into RAM only what is left "
                        "(docs/model-ram.md).")
+
+
+code_reserve = _shared("code_reserve", "--code-reserve", "code_reserve", type=click.IntRange(min=0),
+                      default=FIRMWARE_CODE_RESERVE, show_default=True, metavar="BYTES",
+                      help="Bytes of the firmware's code region (the ITCM on the M55) left to your own code, "
+                           "vectors and C library: the code plan places the module in the rest "
+                           "(docs/model-export.md).")
 
 
 def out_folder(what: str):

@@ -28,8 +28,9 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from edgetune.codegen.code_placement import (CODE, CONSTANT, CodePlacementError, CodePlan, CodeRegion, PlacedItem,
-                                             code_regions, load_region, plan_code, section_name)
+from edgetune.codegen.code_placement import (CODE, CONSTANT, FIRMWARE_CODE_RESERVE, CodePlacementError, CodePlan,
+                                             CodeRegion, PlacedItem, code_regions, load_region, plan_code,
+                                             section_name)
 from edgetune.hal import Target
 
 from .memory_plan import aligned
@@ -76,13 +77,17 @@ def model_items(model: Model) -> list[PlacedItem]:
     return items
 
 
-def code_fit_problem(model: Model, target: Target) -> str | None:
+def model_code_plan(model: Model, target: Target, code_reserve: int = FIRMWARE_CODE_RESERVE) -> CodePlan | None:
+    """The plan of the model's estimated items (model_items); None on the host, CodePlacementError
+    when they fit no arrangement."""
+    regions = code_regions(target, code_reserve)
+    return plan_code(model_items(model), regions, target.firmware.code_region) if regions else None
+
+
+def code_fit_problem(model: Model, target: Target, code_reserve: int = FIRMWARE_CODE_RESERVE) -> str | None:
     """Why the model's code and constants do not fit the target's regions, or None."""
-    regions = code_regions(target)
-    if not regions:
-        return None
     try:
-        plan_code(model_items(model), regions, target.firmware.code_region)
+        model_code_plan(model, target, code_reserve)
     except CodePlacementError as exc:
         return f"{target.source_file or target.name}: {exc}"
     return None
@@ -110,12 +115,13 @@ def module_items(model: Model, steps: Sequence, constants: Iterable[Mapping], me
 
 
 def module_plan(model: Model, target: Target, steps: Sequence, constants: Iterable[Mapping],
-                measured: Mapping[str, Mapping], sources: Mapping[str, str], ram_room: int | None = None
-                ) -> CodePlan | None:
+                measured: Mapping[str, Mapping], sources: Mapping[str, str], ram_room: int | None = None,
+                code_reserve: int = FIRMWARE_CODE_RESERVE) -> CodePlan | None:
     """Where each function and const array of the module goes; None on the host. `ram_room`
     (under `--max-ram`): the most bytes the plan may put in RAM regions copied in at start-up
-    (what the bound leaves beside the arena, scratch and I/O); the rest goes to flash."""
-    regions = code_regions(target)
+    (what the bound leaves beside the arena, scratch and I/O); the rest goes to flash.
+    `code_reserve`: bytes of the firmware's code region kept for the firmware's own code."""
+    regions = code_regions(target, code_reserve)
     if not regions:
         return None
     items = module_items(model, steps, constants, measured, sources)
@@ -234,14 +240,23 @@ def fragment_regions(target: Target, plan: CodePlan | None) -> list[dict]:
     return view
 
 
+def placement_text(plan: CodePlan, counted: bool = False) -> str:
+    """Where the code and constants go, bytes per region, e.g. "368,640 B of code and constants
+    in itcm, 154,528 B of constants in sram (copied from flash at boot)"; `counted` adds how
+    many functions and arrays."""
+    parts = []
+    for load in plan.loads():
+        kinds = [(load.code_bytes, "code", load.functions, "function"),
+                 (load.constant_bytes, "constants", load.arrays, "const array")]
+        held = [(f"{n:,} B of {what}" + (f" ({items} {noun}{'s' if items != 1 else ''})" if counted else ""))
+                for n, what, items, noun in kinds if items]
+        parts.append(" and ".join(held) + f" in {load.region}" + (" (copied from flash at boot)" if load.copied else ""))
+    return ", ".join(parts)
+
+
 def plan_text(plan: CodePlan | None) -> str:
-    """One line for `model export` when the plan moved anything: how many items went where."""
+    """One line for `model export` when the plan moved anything: the bytes and items in each region."""
     if plan is None or not plan.split:
         return ""
-    moved: dict[str, int] = {}
-    for _, region in plan.placed:
-        if region != plan.home:
-            moved[region] = moved.get(region, 0) + 1
-    where = ", ".join(f"{n} in {region}" for region, n in moved.items())
-    return (f"code plan: the module exceeds {plan.home}: {where} (functions and const arrays, by accesses per byte; "
-            f"{len(plan.placed) - sum(moved.values())} stay in {plan.home})")
+    return (f"code plan: the module exceeds {plan.home} (placed by accesses per byte): "
+            f"{placement_text(plan, counted=True)}")

@@ -20,6 +20,7 @@ import numpy as np
 
 from edgetune.codegen import KERNELS
 from edgetune.codegen.export import ExportEntry, ExportError
+from edgetune.codegen.code_placement import FIRMWARE_CODE_RESERVE, check_code_reserve
 from edgetune.model import Graph, Model, ModelError, check_fits, load_model
 from edgetune.model.graph import read_graph
 from edgetune.model.oracle import ARENA_MARGIN
@@ -183,7 +184,8 @@ def tflm_arena_bytes(model_bytes: bytes, *input_shapes: tuple[int, ...], dtypes=
 
 def export_model(model_path: Path, target: Target, db: TuningDatabase | None, out_dir: Path, name: str = "",
                  objective: str = "", bounds: tuple[Bound, ...] = (), compilers: tuple[str, ...] = (),
-                 max_ram: int | None = None, patch=None, code_ram_room: int | None = None) -> ModelExport:
+                 max_ram: int | None = None, patch=None, code_ram_room: int | None = None,
+                 code_reserve: int = FIRMWARE_CODE_RESERVE) -> ModelExport:
     """Render and publish the module of `model_path` for `target` (its variants built by
     `compilers` only, when given; with `max_ram`, the fastest whose RAM stays within it:
     ram_fit.py); `patch` (patch_module.PatchPlan): its first layers run band by band, over
@@ -191,7 +193,8 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     the code plan may copy into RAM (what a --patch auto bound leaves)."""
     _check_io(read_graph(model_path))
     model = load_model(model_path)
-    check_fits(model, target)
+    check_code_reserve(target, code_reserve)
+    check_fits(model, target, code_reserve)
     out_dir = Path(out_dir)
     check_destination(out_dir, model=True)
     check_compilers(target, compilers)
@@ -204,7 +207,7 @@ def export_model(model_path: Path, target: Target, db: TuningDatabase | None, ou
     rendered = render_model_module(model, target, chosen, name=name or model_name(str(model_path)),
                                    database=str(db.path) if db is not None else "",
                                    date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version=__version__,
-                                   model_bytes=data, patch=patch,
+                                   model_bytes=data, patch=patch, code_reserve=code_reserve,
                                    code_ram_room=fit.max_ram - fit.fitted.total if fit is not None else code_ram_room)
     m = rendered.manifest.model
     if fit is not None and m.arena_bytes != fit.fitted.arena_bytes:  # the same planner on the same variants

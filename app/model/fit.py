@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from edgetune.codegen.code_placement import FIRMWARE_CODE_RESERVE
 from edgetune.codegen.placement import fit_problem
 from edgetune.hal import Target
 
@@ -40,7 +41,7 @@ def constant_bytes(model: Model) -> int:
     return sum(t.nbytes for t in model.tensors if t.constant)
 
 
-def check_fits(model: Model, target: Target) -> None:
+def check_fits(model: Model, target: Target, code_reserve: int = FIRMWARE_CODE_RESERVE) -> None:
     """Raise ModelError (naming the file, the layer or the sizes) when the model cannot
     run on the target."""
     if target.firmware is None:
@@ -61,6 +62,6 @@ def check_fits(model: Model, target: Target) -> None:
     if weights + peak > total:
         raise ModelError(f"{model.path}: {weights} bytes of constants and {peak} bytes of activations exceed the "
                          f"{total} bytes of memory {target.name} has")
-    problem = code_fit_problem(model, target)
+    problem = code_fit_problem(model, target, code_reserve)
     if problem:
         raise ModelError(f"{model.path}: {problem}")

@@ -35,7 +35,8 @@ from edgetune.codegen.export import (CMAKE, CMAKE_ID, CODE_SECTIONS_MARKER, MAKE
 from edgetune.codegen.kernels import KERNELS
 from edgetune.codegen.kernels.base import COMMON_CFLAGS, comment_safe
 from edgetune.codegen.manifest import CompiledUnit, KernelEntry, LayerFunction, Manifest, ModelEntry, PlannedTensor
-from edgetune.codegen.code_placement import CodePlan
+from edgetune.codegen.code_placement import FIRMWARE_CODE_RESERVE, CodePlan
+
 from .code_plan import fragment_regions, measured_values, module_plan, placed
 from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory, scratch_id
 from . import Model
@@ -614,7 +615,7 @@ def arena_region_of(target: Target, chosen: Mapping[tuple, ExportEntry], nbytes:
 
 def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, ExportEntry], *, name: str,
                         database: str, date: str, version: str, model_bytes: bytes, patch=None,
-                        code_ram_room: int | None = None) -> RenderedModel:
+                        code_ram_room: int | None = None, code_reserve: int = FIRMWARE_CODE_RESERVE) -> RenderedModel:
     """Every file of a model export and its manifest. `chosen` maps each tuned workload
     (kernel, shape) to the variant it runs (trial_id 0: the kernel's default configuration);
     `patch` (patch_module.PatchPlan): stages of layers run band by band, over the input;
@@ -639,7 +640,8 @@ def render_model_module(model: Model, target: Target, chosen: Mapping[tuple, Exp
         from .patch_module import over_input
         plan = over_input(plan, model.graph.inputs[0])
     r = _render_steps(model, target, plan, steps, variants, name, stages)
-    code_plan = module_plan(model, target, steps, r.constants, measured_values(r.kernels), r.sources, code_ram_room)
+    code_plan = module_plan(model, target, steps, r.constants, measured_values(r.kernels), r.sources, code_ram_room,
+                            code_reserve)
     r = placed(r, code_plan, target, name)
     scratch = shared_scratch(r.scratch)
     arena_bytes = max(plan.arena_bytes, ALIGN)
