@@ -185,7 +185,7 @@ def test_an_operator_edgetune_cannot_run_is_named_with_its_index(tmp_path):
     builder = flatbuffers.Builder(1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     refused(write(tmp_path, "sin.tflite", bytes(builder.Output())), "cannot run 1 of this model's 2 operators: SIN "
-            "(1x: operator 1)", "CONV_2D")
+            "outside a float island (edgetune runs it only there) (1x: operator 1)", "CONV_2D")
 
 
 def test_a_fused_activation_edgetune_cannot_run(tmp_path):
