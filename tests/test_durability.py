@@ -342,3 +342,33 @@ def test_progress_line_counts_failures_rate_and_time_left():
     last = out.getvalue().rsplit("\r\x1b[K", 1)[1]
     assert last.startswith("[   4/10] best instructions=500 | crash 1 | 30 trials/min | 12 s left")
     assert "new best instructions=500" in out.getvalue()
+
+
+def test_a_rebuild_asks_no_more_once_the_strategy_proposes_otherwise(tmp_path, monkeypatch):
+    """A strategy that learns from other workloads' trials (model tune's layers) proposes
+    otherwise once those grow: the batches after the first it would not ask for again are
+    told as stored trials, without asking (each ask was a model fit), and nothing is lost."""
+    from edgetune.tuner import Owner
+    from edgetune.tuner.resume import rebuild
+
+    me = Owner.this_process()
+    db = TuningDatabase(tmp_path / "diverged.db")
+    probe = make_strategy("random", SPACE, np.random.default_rng(1), "instructions")
+    first = probe.ask(2)
+    other = [c for c in SPACE if c not in first][:4]  # batches the strategy did not propose
+
+    def store(configs, value):
+        claims, _ = db.claim(FAKE, configs, budget=10, owner=me, strategy="random", seed=1, asked=True)
+        for claim in claims:
+            db.record(FAKE, Trial(claim.config, Outcome.OK, {"instructions": value}), "random", 1, claim=claim)
+
+    store(first, 9)
+    store(other[:2], 8)
+    store(other[2:], 7)
+    search = make_strategy("random", SPACE, np.random.default_rng(1), "instructions")
+    asks = []
+    original = type(search).ask
+    monkeypatch.setattr(type(search), "ask", lambda self, n=1: asks.append(n) or original(self, n))
+    resumed = rebuild(search, SPACE, db.proposals(FAKE), db.claims(FAKE), ("random", 1))
+    assert asks == [2, 2]  # the first batch replayed, the second not proposed again: no third ask
+    assert len(resumed.strategy.results) == 6  # every stored trial told

@@ -11,8 +11,9 @@ strategy is driven again from its seed over the stored proposals in proposal ord
   and the copy goes on, told the stored trials in proposal order — the same asks and tells
   the interrupted run made, so the strategy ends in the same state;
 - anything else (seeded configurations, imports, other strategies or seeds, a batch the
-  strategy would not propose again) is told as stored trials, before the next ask, as a
-  run starting on that database would have told it.
+  strategy would not propose again, and every batch after the first it would not propose
+  again) is told as stored trials, before the next ask, as a run starting on that database
+  would have told it.
 
 The last batch may be incomplete: the interrupted run's claims on it (a dead owner's) are
 taken over and measured, and then the batch is told, as the uninterrupted run would.
@@ -71,11 +72,12 @@ def rebuild(strategy, space: Space, records: Sequence[Record], claims: Sequence[
     seen = frozenset(r.trial.config.key() for r in records)
     last_id = max((r.id for r in records), default=0)
     orphans: list[tuple[Config, Claim]] = []
+    diverged = False  # a batch this strategy asked for is not what it proposes now
     for position, group in enumerate(groups):
         live = any(e.claim is not None and not e.claim.expired(now) for e in group)
         stored = [e for e in group if e.trial is not None]
         last_left = position == len(groups) - 1 and len(stored) < len(group) and not live
-        if group[0].asked and not live and all(e.label == label for e in group):
+        if not diverged and group[0].asked and not live and all(e.label == label for e in group):
             strategy.tell(foreign)
             foreign = []
             attempt = copy.deepcopy(strategy, {id(space): space})
@@ -86,6 +88,12 @@ def rebuild(strategy, space: Space, records: Sequence[Record], claims: Sequence[
                     continue
                 if last_left:
                     return _left(attempt, group, orphans, seen, last_id)
+            else:
+                # The strategy learns from more than this workload's trials (other layers' and
+                # workloads' priors, stored since): once it proposes otherwise, the later
+                # batches were planned from a state it no longer reaches, and asking again for
+                # each (a model fit per batch) only costs. They are told as stored trials.
+                diverged = True
         if last_left and group[0].batch is not None:
             # Being measured when the run stopped, but not to be asked again (given: seeds,
             # trials measured again; or another strategy's): finished first, told whole.
