@@ -36,7 +36,7 @@ def test_neon_is_offered_only_where_the_hal_has_it(conv, a53, m55, host):
     for other in (m55, host):
         assert "neon" not in conv.space(other, shape).param("vector").values
     bare = load_target(target_file("cortex-a53"), overrides={"vector_units": []})
-    assert list(conv.space(bare, shape).param("vector").values) == ["c"]
+    assert list(conv.space(bare, shape).param("vector").values) == ["c", "naive"]  # the plain loop: everywhere
 
 
 def test_neon_runs_on_packed_weights_with_tiles_in_the_registers(conv, a72):

@@ -194,6 +194,7 @@ def test_the_built_module_keeps_only_the_layers_scratch_pointers_as_writable_dat
     folder = tmp_path / "m"
     folder.mkdir()
     for name, text in rendered.files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)  # zephyr/ holds the Zephyr module's files
         (folder / name).write_text(text)
     (tmp_path / "Makefile").write_text("include $(EDGETUNE_DIR)/edgetune_kernels.mk\nall: $(EDGETUNE_OBJECTS)\n")
     subprocess.run(["make", "-s", "all", f"EDGETUNE_DIR={folder}", f"EDGETUNE_BUILD_DIR={tmp_path / 'obj'}"],
