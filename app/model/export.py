@@ -53,6 +53,19 @@ def _default_entry(kernel, target: Target, shape: dict, objective: str, compiler
                        trials=0, chosen_by="untuned")
 
 
+def _workload_goal(w, target: Target, db: TuningDatabase | None, objective: str, bounds: tuple[Bound, ...]):
+    """(kernel, shape, workload, the goal stored with it or None, the goal to choose by) of a
+    model workload `w`: the stored goal unless --objective/--constraint override it, its
+    names checked against what the target measures (--objective cycles on the host)."""
+    kernel = KERNELS[w.kernel]
+    shape = kernel.parse_shape(dict(w.shape))
+    workload = workload_of(kernel, target, shape)
+    stored = db.goal(workload) if db is not None else None
+    goal = resolve_goal(stored, objective, bounds, target.measures)
+    check_names(goal.objective, goal.bounds, target.measured_values, target.name)
+    return kernel, shape, workload, stored, goal
+
+
 def choose_layers(model: Model, target: Target, db: TuningDatabase | None, objective: str = "",
                   bounds: tuple[Bound, ...] = (), compilers: tuple[str, ...] = ()
                   ) -> tuple[dict[tuple, ExportEntry], tuple[str, ...]]:
@@ -61,12 +74,7 @@ def choose_layers(model: Model, target: Target, db: TuningDatabase | None, objec
     they build (a firmware built with one toolchain)."""
     chosen, untuned = {}, []
     for w in model.workloads():
-        kernel = KERNELS[w.kernel]
-        shape = kernel.parse_shape(dict(w.shape))
-        workload = workload_of(kernel, target, shape)
-        stored = db.goal(workload) if db is not None else None
-        goal = resolve_goal(stored, objective, bounds, target.measures)
-        check_names(goal.objective, goal.bounds, target.measured_values, target.name)  # --objective cycles on the host
+        kernel, shape, workload, stored, goal = _workload_goal(w, target, db, objective, bounds)
         record = db.best(workload, goal.objective,
                          lambda t: goal.allows(t) and compiled_by(t, compilers)) if db is not None else None
         if record is None:
@@ -100,12 +108,7 @@ def layer_variants(model: Model, target: Target, db: TuningDatabase | None, obje
     (ram_fit.py)."""
     found = {}
     for w in model.workloads():
-        kernel = KERNELS[w.kernel]
-        shape = kernel.parse_shape(dict(w.shape))
-        workload = workload_of(kernel, target, shape)
-        stored = db.goal(workload) if db is not None else None
-        goal = resolve_goal(stored, objective, bounds, target.measures)
-        check_names(goal.objective, goal.bounds, target.measured_values, target.name)
+        kernel, shape, workload, _, goal = _workload_goal(w, target, db, objective, bounds)
         records = [r for r in (db.proposals(workload) if db is not None else ())
                    if r.trial.value(goal.objective) is not None and goal.allows(r.trial) and compiled_by(r.trial, compilers)]
         records.sort(key=lambda r: r.trial.value(goal.objective))  # stable: ties keep the proposal order
