@@ -67,6 +67,7 @@ def test_a_random_proposal_is_the_best_scored_of_its_draws_and_the_rest_stay_fre
     assert first not in search._drawn and second not in search._drawn
 
 
+@pytest.mark.slow  # ~30 s of CPU: two whole searches compared proposal by proposal
 def test_with_no_say_for_the_ranking_it_is_transfer_proposal_for_proposal():
     plain = make_strategy("transfer", SPACE, np.random.default_rng(5), "instructions", budget=30)
     wrapped = ranked(5, shortlist=1, draws=1, budget=30, score=lambda c: 0.0)

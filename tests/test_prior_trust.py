@@ -5,6 +5,7 @@ spaces, replayed with the methodology's score (edgetune.tuner.scoring)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from edgetune.tuner import Config, Constraint, Outcome, PriorTrials, Space, Trial, choice, powers_of_two
 from edgetune.tuner.recorded import RecordedSpace, timed_replay
@@ -58,6 +59,7 @@ def test_rank_agreement_is_spearman_with_failures_last():
     assert rank_agreement(np.zeros(4), measured) == 0.0  # a constant prior says nothing
 
 
+@pytest.mark.slow  # ~13 s of CPU: searches over seeds with and without the check; the faithful case stays
 def test_an_inverted_prior_is_dropped_and_does_not_hurt():
     recorded = recorded_bowl()
     inverted = prior_of(recorded.space, lambda c: 1000.0 - bowl(c))
