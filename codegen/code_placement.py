@@ -72,10 +72,6 @@ class CodePlan:
     placed: tuple[tuple[str, str], ...]  # (item name, region), in placement order
     items: tuple[PlacedItem, ...] = ()  # what was placed: the sizes behind `loads`
 
-    def size_of(self, name: str) -> int:
-        """The bytes the plan sized item `name` at (0: not an item of the plan)."""
-        return next((i.nbytes for i in self.items if i.name == name), 0)
-
     def region_of(self, name: str) -> str:
         return dict(self.placed).get(name, self.home)
 

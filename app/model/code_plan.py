@@ -172,10 +172,9 @@ def estimated_ram(model: Model, target: Target, ram_room: int) -> int:
 
 def ram_bytes(target: Target, plan: CodePlan | None) -> int:
     """Bytes the plan put in RAM regions copied in at start-up (each item as the plan sized it)."""
-    if plan is None:
+    if plan is None or load_region(target) is None:  # copied_regions' rule: nothing to copy from
         return 0
-    copied = copied_regions(target)
-    return sum(plan.size_of(name) for name, region in plan.placed if region in copied)
+    return sum(load.code_bytes + load.constant_bytes for load in plan.loads() if load.copied)
 
 
 def _attributed(source: str, header: str, prototype: str, section: str, region: str) -> str:
