@@ -12,6 +12,7 @@ that still cannot complete is recorded as a failed trial, never lost.
 from __future__ import annotations
 
 import re
+import socket
 
 from edgetune.errors import EdgetuneError
 from edgetune.hal import Target
@@ -40,8 +41,18 @@ def connect(address: str, target: Target):
         raise ClusterError("--cluster needs Dask's distributed package: pip install 'edgetune[cluster]'") from None
 
     try:
+        _probe(address)
         client = Client(address, timeout="10s")
     except (OSError, TimeoutError) as exc:
         raise ClusterError(f"--cluster {address}: cannot reach the scheduler ({exc})") from None
     resource = target.runner.resource
     return client, client.get_executor(resources={resource: 1} if resource else None, pure=False)
+
+
+def _probe(address: str, timeout_s: float = 10.0) -> None:
+    """Open and close one TCP connection to the scheduler, raising OSError when none listens.
+    Dask's Client retries a refused connection until its timeout; a wrong port or a scheduler
+    not started is then ten silent seconds. The plain socket is refused at once."""
+    host, _, port = address.split("://", 1)[1].rpartition(":")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+        pass

@@ -129,16 +129,26 @@ def each_value_once(items: list[pytest.Item]) -> set[str]:
     return chosen
 
 
+def one_case(cases: list[pytest.Item]) -> pytest.Item:
+    """The case a test marked `one_case(index=0)` runs in the default tier."""
+    mark = cases[0].get_closest_marker("one_case")
+    return cases[mark.args[0] if mark.args else 0]
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
 def pytest_collection_modifyitems(config, items):
     """A test marked `matrix` runs in the default tier with every value of each of its
-    parameters at least once; its other cases are marked `slow` (docs/testing.md)."""
-    by_function: dict[str, list[pytest.Item]] = {}
+    parameters at least once; one marked `one_case` runs one case there, its first or the one
+    at the index the mark gives (`@pytest.mark.one_case(2)`: its cases are rows of one check,
+    more shapes, targets or paths of the same arithmetic, and that one is the most telling).
+    Their other cases are marked `slow` (docs/testing.md)."""
+    by_function: dict[tuple[str, str], list[pytest.Item]] = {}
     for item in items:
-        if item.get_closest_marker("matrix") and hasattr(item, "callspec"):
-            by_function.setdefault(item.nodeid.split("[")[0], []).append(item)
-    for cases in by_function.values():
-        default = each_value_once(cases)
+        for rule in ("matrix", "one_case"):
+            if item.get_closest_marker(rule) and hasattr(item, "callspec"):
+                by_function.setdefault((rule, item.nodeid.split("[")[0]), []).append(item)
+    for (rule, _), cases in by_function.items():
+        default = each_value_once(cases) if rule == "matrix" else {one_case(cases).nodeid}
         for item in cases:
             if item.nodeid not in default:
                 item.add_marker(pytest.mark.slow)

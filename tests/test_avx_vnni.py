@@ -217,6 +217,7 @@ def largest_and_smallest(configs, keys=("tile_m", "tile_n", "unroll_k")):
 
 
 @pytest.mark.parametrize("path", PATHS)
+@pytest.mark.one_case
 def test_matmul_is_exact_on_odd_shapes_with_extreme_zero_points(matmul, host, path, tmp_path):
     """K not a multiple of 4, 32 or 64 (the tails), N not a multiple of 8 or 16, every pair of
     extreme zero points, the largest and smallest tiles, both compilers."""
@@ -261,6 +262,7 @@ def test_a_bias_at_the_int32_limits_survives_the_offset_term(matmul, host, path,
 
 
 @pytest.mark.parametrize("path", PATHS)
+@pytest.mark.one_case
 def test_conv_is_exact_per_channel_with_extreme_zero_points(conv, host, path, tmp_path):
     """Both algorithms, cin not a multiple of 4 or of the step, padded and unpadded layers,
     in_zero and out_zero at the int8 extremes (make_io's extreme edge: per-channel shifts,
@@ -342,6 +344,7 @@ def cli(*args):
      "algo=im2col,im2col_pixels=4,tile_p={tm},tile_oc=3,unroll=1,vector={path},weight_sums=in_loop,layout=packed,"
      "fusion=fused,compiler={cc},opt=O2"),
 ])
+@pytest.mark.one_case
 def test_tune_export_and_verify_on_the_host(host, tmp_path, kernel_name, shape, values):
     """`edgetune tune` measures the VNNI configurations given first (both paths, both
     compilers), `export` bakes the best, and `verify` finds it correct on fresh inputs."""

@@ -261,6 +261,7 @@ def raw_outputs(runner, kernel, target, shape, io, config, work) -> bytes:
 
 
 @pytest.mark.parametrize("kernel_name", ["fir_q15", "fir_f32"])
+@pytest.mark.one_case
 def test_every_option_value_keeps_results_exact(kernel_name, tmp_path):
     """Each value of each parameter (the others at default), with each compiler that offers
     it, on the M55: every output the same bit for bit as the same variant's without options

@@ -79,6 +79,7 @@ def test_register_limits_are_constraints(conv, host, path):
 
 # --- bit-exact on drawn shapes and configurations ---------------------------------------------------
 @pytest.mark.parametrize("path", PATHS)
+@pytest.mark.one_case
 def test_drawn_variants_are_bit_exact(conv, host, path, tmp_path_factory):
     if not offered(conv, host, path):
         return
@@ -87,6 +88,7 @@ def test_drawn_variants_are_bit_exact(conv, host, path, tmp_path_factory):
 
 
 @pytest.mark.parametrize("shape_text", EDGE_SHAPES)
+@pytest.mark.one_case(2)
 def test_edge_shapes_every_family_with_the_largest_tiles(conv, host, tmp_path, shape_text):
     """Per path, layout and algorithm the largest tile, fused or unfused, gcc or clang."""
     shape = conv.parse_shape(shape_text)
@@ -133,6 +135,7 @@ def test_edge_shape_on_unaligned_buffers_without_undefined_behaviour(conv, host,
 
 # --- compilers ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("path", PATHS)
+@pytest.mark.one_case(1)
 def test_every_family_compiles_warning_free_with_every_host_compiler(conv, host, path, tmp_path):
     if not offered(conv, host, path):
         return

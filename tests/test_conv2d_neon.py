@@ -88,6 +88,7 @@ def test_drawn_neon_variants_are_bit_exact_in_qemu(conv, a53, a72, tmp_path_fact
     pytest.param("h=12,w=12,cin=3,cout=4,kh=3,kw=3,stride=2,pad=same",  # TFLite SAME: 0 top/left, 1 bottom/right
                  marks=pytest.mark.slow),                                # (5 s)
 ])
+@pytest.mark.one_case(1)
 def test_edge_shapes_are_exact_under_address_and_undefined_behaviour_sanitizers(conv, a72, tmp_path, shape_text):
     """The largest tile of each algorithm (the most remainder code), on extreme inputs; each
     buffer in an allocation of exactly its size."""

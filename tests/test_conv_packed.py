@@ -129,6 +129,7 @@ shapes = geometry_shapes({"cin": st.sampled_from([1, 3, 16, 17, 33]), "cout": st
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("vector", ["c", "mve"])
+@pytest.mark.one_case(1)
 def test_drawn_packed_variants_are_bit_exact_in_qemu(conv, m55, vector, tmp_path_factory):
     work = tmp_path_factory.mktemp(f"conv-packed-{vector}")
 
@@ -168,6 +169,7 @@ PACKED_VARIANTS = [
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("shape_text", EDGE_SHAPES)
+@pytest.mark.one_case(2)
 def test_edge_shapes_every_packed_family(conv, m55, tmp_path, shape_text):
     shape = conv.parse_shape(shape_text)
     space = conv.space(m55, shape)

@@ -91,6 +91,7 @@ def test_drawn_variants_are_bit_exact_in_qemu(dw, m55, tmp_path_factory, shape, 
     "h=7,w=8,c=6,kh=3,kw=3,stride_h=1,stride_w=2,dilation_h=2,dilation_w=1,"
     "pad_top=2,pad_bottom=0,pad_left=0,pad_right=1",      # per-axis steps, one-sided padding
 ])
+@pytest.mark.one_case(1)
 def test_edge_shapes(dw, m55, tmp_path, shape_text):
     shape = dw.parse_shape(shape_text)
     variants = [{"vector": "mve", "tile_c": 8, "tile_p": 2, "taps": "unrolled3x3", "compiler": "clang"},

@@ -64,6 +64,7 @@ def test_drawn_avx2_variants_are_bit_exact(dw, host, tmp_path_factory):
     "h=9,w=7,c=13,kh=3,kw=3,stride=2,pad=2,dilation=1",   # 3x3, odd channels, stride 2, pad > 1
     "h=8,w=9,c=21,kh=3,kw=3,stride=1,pad=1,dilation=2",   # 3x3 dilated: interior and border tiles
 ])
+@pytest.mark.one_case(2)
 def test_edge_shapes_with_the_largest_tiles(dw, host, tmp_path, shape_text):
     if not has_avx2(dw, host):
         return

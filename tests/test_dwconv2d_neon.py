@@ -87,6 +87,7 @@ def test_drawn_neon_variants_are_bit_exact_in_qemu(dw, a53, a72, tmp_path_factor
     pytest.param("h=5,w=4,c=7,mult=3,kh=3,kw=3,stride=2,pad=same", marks=pytest.mark.slow),
     "h=4,w=5,c=3,mult=8,kh=2,kw=2,stride=1,pad_top=1,pad_bottom=0,pad_left=0,pad_right=1",  # one channel a group
 ])
+@pytest.mark.one_case(2)
 def test_edge_shapes_are_exact_under_address_and_undefined_behaviour_sanitizers(dw, a72, tmp_path, shape_text):
     """The largest tile (the most remainder code) in both layouts, on extreme inputs, the 3x3
     special case (where it applies) with the weights as given and the tap loop with packed

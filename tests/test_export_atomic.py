@@ -83,6 +83,7 @@ KILL_POINTS = [
 
 
 @pytest.mark.parametrize("module,attr,nth", KILL_POINTS)
+@pytest.mark.one_case
 def test_killed_export_leaves_the_old_folder_intact(tuned, tmp_path, module, attr, nth):
     folder = tmp_path / "export"
     shutil.copytree(tuned / "old", folder)

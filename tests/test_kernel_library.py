@@ -73,6 +73,7 @@ def test_short_tune_of_the_other_kernels_on_both_targets(m55, host, tmp_path, na
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("target_name", ["cortex-m55", "host"])
+@pytest.mark.one_case
 def test_exported_convolutions_build_and_match_numpy(m55, host, tmp_path, target_name):
     target = m55 if target_name == "cortex-m55" else host
     db = TuningDatabase(tmp_path / "t.db")

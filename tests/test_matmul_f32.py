@@ -106,6 +106,7 @@ def check_drawn_variant(kernel, target, data, path, work_root):
 
 
 @pytest.mark.parametrize("path", ["c", "avx2", "avx512"])
+@pytest.mark.one_case(2)
 def test_host_paths_match_the_reference(f32, host, path, tmp_path_factory):
     if path not in host_paths(host):
         # This machine lacks the unit: the space must not offer it (checked above); nothing runs.
@@ -124,6 +125,7 @@ def test_host_paths_match_the_reference(f32, host, path, tmp_path_factory):
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("path", ["c", "mve"])
+@pytest.mark.one_case(1)
 def test_m55_paths_match_the_reference_in_qemu(f32, m55, path, tmp_path_factory):
     work = tmp_path_factory.mktemp(f"f32-m55-{path}")
 

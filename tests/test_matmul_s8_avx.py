@@ -83,6 +83,7 @@ def draw_variant(matmul, host, data, path, layout):
 @pytest.mark.matrix
 @pytest.mark.parametrize("layout", ["rowmajor", "packed"])
 @pytest.mark.parametrize("path", PATHS)
+@pytest.mark.one_case
 def test_drawn_variants_are_bit_exact(matmul, host, path, layout, tmp_path_factory):
     if not offered(matmul, host, path):
         return
@@ -108,6 +109,7 @@ def quantisation_io(matmul, shape, rng, multiplier, shift, c_zero, a_zero, b_zer
 
 
 @pytest.mark.parametrize("path", PATHS)
+@pytest.mark.one_case
 def test_requantisation_is_bit_exact_over_the_whole_parameter_range(matmul, host, path, tmp_path_factory):
     """Multipliers of either sign (INT32_MIN included: its saturating case), left and right
     shifts, output zero points anywhere in int32, zero points at the int8 extremes."""
@@ -161,6 +163,7 @@ EDGE_SHAPES = ("m=1,n=1,k=1", "m=1,n=33,k=2", "m=9,n=1,k=65", "m=3,n=17,k=31", "
 
 
 @pytest.mark.parametrize("path", PATHS)
+@pytest.mark.one_case
 def test_edge_shapes_on_unaligned_buffers_without_undefined_behaviour(matmul, host, path, tmp_path, capfd):
     """The largest tile of each layout, built with GCC's UBSan, called through ctypes with every
     buffer one or three bytes off alignment; UBSan would print a runtime error. On AVX-512,
@@ -192,6 +195,7 @@ def test_edge_shapes_on_unaligned_buffers_without_undefined_behaviour(matmul, ho
 
 
 @pytest.mark.parametrize("path", PATHS)
+@pytest.mark.one_case
 def test_every_layout_compiles_warning_free_with_every_host_compiler(matmul, host, path, tmp_path):
     if not offered(matmul, host, path):
         return

@@ -91,6 +91,7 @@ def test_space_keeps_packed_helium_tiles_within_the_registers(matmul, m55):
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("vector", ["c", "mve"])
+@pytest.mark.one_case(1)
 def test_drawn_packed_variants_are_bit_exact_in_qemu(matmul, m55, vector, tmp_path_factory):
     work = tmp_path_factory.mktemp(f"packed-{vector}")
 

@@ -39,6 +39,7 @@ INPUTS = {"cortex-m55": 10, "cortex-a53": 10, "cortex-m4": 3}
 @pytest.mark.matrix
 @pytest.mark.parametrize("target_name", tuple(INPUTS))
 @pytest.mark.parametrize("model_name", MODEL_FILES)
+@pytest.mark.one_case
 def test_the_model_runs_whole_bit_exact_with_tflite_micro(tmp_path, model_name, target_name):
     target = get_target(target_name)
     export_model(MODELS / f"{model_name}.tflite", target, None, tmp_path / "module")

@@ -227,6 +227,7 @@ def similar_model():
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("model", [small_model, similar_model])
+@pytest.mark.one_case
 def test_the_same_seed_resumed_in_steps_ends_where_an_uninterrupted_run_ends(m55, tmp_path, model):
     # One variant per image (batch=1): the interruption below is emulated by a run one trial
     # long, which is what a killed one-at-a-time round leaves; a batched round is asked whole

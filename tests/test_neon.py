@@ -87,6 +87,7 @@ def test_packed_a_steps_load_whole_vectors_without_reading_past_the_tile():
 
 # --- warning-free with every compiler the A-targets offer ---------------------------------------
 @pytest.mark.parametrize("kernel_name, family, values", FAMILIES)
+@pytest.mark.one_case
 def test_every_neon_family_compiles_warning_free_on_every_compiler(kernel_name, family, values, a53, a72, tmp_path):
     kernel = get_kernel(kernel_name)
     rng = np.random.default_rng(7)
@@ -118,6 +119,7 @@ def check_drawn_neon_variant(kernel, target, data, work, family, values):
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("kernel_name, family, values", FAMILIES)
+@pytest.mark.one_case
 def test_drawn_neon_variants_match_the_reference_in_qemu(kernel_name, family, values, a53, a72, tmp_path_factory):
     """matmul_s8 bit-exact; matmul_f32 within 2*gamma_(K+1)*(|A||B|+|bias|) (its compare)."""
     kernel = get_kernel(kernel_name)

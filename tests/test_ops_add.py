@@ -114,6 +114,7 @@ def test_helium_path_only_for_same_shapes_and_per_channel_inputs_on_mve(tmp_path
 
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
 @pytest.mark.parametrize("activation", list(ACTIVATIONS))
+@pytest.mark.matrix
 def test_helium_c_on_m55_is_tflite_micro(tmp_path, m55, activation, compiler):
     """The MVE loop built with each of the M55's compilers, over drawn scales and zero
     points, both input orders, every tail, and random and saturating values: TFLite Micro's

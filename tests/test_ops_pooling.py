@@ -127,6 +127,7 @@ def test_helium_division_is_exact():
 
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.matrix
 def test_helium_c_on_m55_is_tflite_micro(tmp_path, m55, op, compiler):
     """The MVE loops built with each of the M55's compilers, over channel counts with every
     kind of tail, SAME and VALID, every activation, random and saturating inputs: TFLite

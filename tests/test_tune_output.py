@@ -132,6 +132,7 @@ def ctrl_c_once_stored(command: list[str], db: Path, trials: int, **popen) -> tu
 
 @pytest.mark.usefixtures("sigint_as_at_a_terminal")
 @pytest.mark.parametrize("target, shape", [("host", "m=16,n=16,k=16"), ("cortex-m55", "m=8,n=8,k=16")])
+@pytest.mark.one_case
 def test_ctrl_c_keeps_the_trials_prints_the_summary_and_exits_130(tmp_path, target, shape):
     """SIGINT to the whole process group, as a terminal's Ctrl-C sends it: the compilers and
     emulators die with the run. Nothing they did under the signal may pass for the variant's

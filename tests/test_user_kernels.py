@@ -74,6 +74,7 @@ def tune_export_verify(tmp_path: Path, name: str, target: str, budget: int) -> d
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
+@pytest.mark.one_case
 def test_an_example_goes_from_folder_to_verified_export_on_the_host(tmp_path, name):
     summary = tune_export_verify(tmp_path, name, "host", 3)
     assert "vector" not in summary["best"]["config"] or summary["best"]["config"]["vector"] == "c"  # no MVE on x86
@@ -81,6 +82,7 @@ def test_an_example_goes_from_folder_to_verified_export_on_the_host(tmp_path, na
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("name", sorted(SHAPES))
+@pytest.mark.one_case
 def test_an_example_goes_from_folder_to_verified_export_on_the_m55(tmp_path, name):
     tune_export_verify(tmp_path, name, "cortex-m55", 3)
 
@@ -232,6 +234,17 @@ def kernel_text(source="k.c", params="{'u': [1, 2]}", restrictions="[]",
     return COPY.format(source=source, params=params, restrictions=restrictions, reference=reference)
 
 
+@pytest.fixture(scope="module")
+def stored_trials(tmp_path_factory) -> Path:
+    """A database holding a good tune's trials, made once: each mistake below is tried on a copy."""
+    folder = tmp_path_factory.mktemp("stored")
+    good = edgetune_cli(folder, "tune", "qadd_s8", "--kernel-file", str(EXAMPLES / "qadd_s8"), "--shape", "n=16",
+                        "--target", "host", "--budget", "2")
+    assert good.returncode == 0, good.stderr
+    assert not (folder / "edgetune.db-wal").exists()  # every trial is in the one file copied
+    return folder / "edgetune.db"
+
+
 @pytest.mark.parametrize("text, sources, expected", [
     (kernel_text(source="k.c.j2"), {"k.c.j2": "{{ signature }}\n{\n    y[0] = {{ u + }};\n}\n"},
      "k.c.j2:3: template syntax error: unexpected"),
@@ -257,11 +270,11 @@ def kernel_text(source="k.c", params="{'u': [1, 2]}", restrictions="[]",
     (kernel_text().replace('"size"), et.Scalar', '"size", high=300), et.Scalar'), None,
      "buffer 'x': high=300 is not an integer in [-128, 127] (int8)"),
 ])
-def test_a_mistake_in_a_kernel_is_one_line_exit_2_and_nothing_stored_is_lost(tmp_path, text, sources, expected):
-    good = edgetune_cli(tmp_path, "tune", "qadd_s8", "--kernel-file", str(EXAMPLES / "qadd_s8"), "--shape", "n=16",
-                        "--target", "host", "--budget", "2")
-    assert good.returncode == 0, good.stderr
+def test_a_mistake_in_a_kernel_is_one_line_exit_2_and_nothing_stored_is_lost(tmp_path, stored_trials, text, sources,
+                                                                             expected):
+    shutil.copy(stored_trials, tmp_path / "edgetune.db")
     before = trial_count(tmp_path / "edgetune.db")
+    assert before == 2
     folder = bad_kernel(tmp_path, text, sources)
     line = one_error_line(edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16",
                                        "--target", "host", "--budget", "2"))

@@ -260,6 +260,7 @@ def test_a_depth_multiplier_above_one_is_offered_on_every_path(target_name, targ
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("target_name", ("cortex-m55", "cortex-m4", "cortex-a53", "host"))
+@pytest.mark.one_case
 def test_drawn_depth_multiplier_variants_match_the_reference(target_name, targets, tmp_path):
     kernel = KERNELS["dwconv2d_s8"]
     shapes = st.sampled_from([kernel.parse_shape(text) for text in MULTIPLIER_SHAPES])
@@ -273,6 +274,7 @@ MODELS = Path(__file__).parent / "data" / "models"  # the MLPerf Tiny models (sc
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("target_name", ("cortex-m55", "cortex-m4", "cortex-a53", "host"))
+@pytest.mark.one_case
 def test_the_issues_real_same_layers_equal_tflite_micro_on_every_path(target_name, targets, tmp_path):
     """The first layers of DS-CNN and MobileNetV1-0.25 as the converter emitted them (real
     weights and quantisation), one variant per offered path judged by TFLite Micro's output."""
