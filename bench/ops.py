@@ -43,6 +43,7 @@ class Case:
     options: tuple = ()
     constant: tuple[int, ...] | None = None  # an int32 constant input after the activations
     dtype: str = "int8"  # of the activations: int8, or int16 (TFLite's 16x8 scheme)
+    out_dtype: str = ""  # of the output when it is another (QUANTIZE between int8 and int16)
 
 
 MAP = (1, 16, 16, 32)  # 8,192 values: a mid-network feature map of an MLPerf Tiny model
@@ -70,6 +71,10 @@ CASES = (
     Case("RELU", (MAP,), MAP, ((5e-4, 0), (4e-4, 0)), dtype="int16"),
     Case("RELU6", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), dtype="int16"),
     Case("LEAKY_RELU", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), "LeakyReluOptions", (("alpha", 0.2),), dtype="int16"),
+    # QUANTIZE between a graph's int8 and 16x8 parts, and int16 requantised
+    Case("QUANTIZE", (MAP,), MAP, ((0.05, 3), (4e-4, 0)), out_dtype="int16"),
+    Case("QUANTIZE", (MAP,), MAP, ((4e-4, 0), (0.05, 3)), dtype="int16", out_dtype="int8"),
+    Case("QUANTIZE", (MAP,), MAP, ((4e-4, 0), (5e-4, 0)), dtype="int16"),
 )
 
 
@@ -82,7 +87,7 @@ def params_of(case: Case, work: Path):
         tensors.append(constant(len(tensors), "c", np.asarray(case.constant, dtype=np.int32)))
         inputs.append(len(tensors) - 1)
     s, z = case.quant[-1]
-    tensors.append(Tensor(len(tensors), "out", case.output, case.dtype, Quantization((float(np.float32(s)),), (z,))))
+    tensors.append(Tensor(len(tensors), "out", case.output, case.out_dtype or case.dtype, Quantization((float(np.float32(s)),), (z,))))
     operator = Operator(0, case.op, tuple(inputs), (len(tensors) - 1,), case.options_type, case.options)
     path = work / f"{case.op.lower()}.tflite"
     path.write_bytes(build_model(tensors, [operator], list(range(len(case.inputs))), [len(tensors) - 1]))
@@ -137,7 +142,8 @@ def main() -> None:
             plain = measure(params, params.render("et_op"), inputs, target, work / "plain")
             exported = measure(params, params.render("et_op", target=target), inputs, target, work / "target")
             shapes = " & ".join("x".join(map(str, s)) for s in case.inputs)
-            name = case.op if case.dtype == "int8" else f"{case.op} ({case.dtype})"
+            types = case.dtype if case.out_dtype in ("", case.dtype) else f"{case.dtype}->{case.out_dtype}"
+            name = case.op if types == "int8" else f"{case.op} ({types})"
             print(f"{name:<28}{shapes:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")
 
 

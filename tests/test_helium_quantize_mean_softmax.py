@@ -1,0 +1,121 @@
+"""The Helium (MVE) paths of QUANTIZE (int8 <-> int16, int16 -> int16), SOFTMAX (int16, TFLite
+Micro's lookup tables) and MEAN (int16 and int8; templates quantize16.c.j2, softmax16.c.j2,
+mean16.c.j2, mean.c.j2) equal TFLite Micro's outputs on the M55 in QEMU: value counts and
+rows that are no multiple of the vector width (tails), the int16 and int8 extremes mixed
+into drawn inputs, scalings shifting left and right, zero points, GCC and Clang, and the
+operators that may run in place run in place on the M55 too. Default tier: one case per
+path; the slow tier sweeps. A target without MVE, and a MEAN over axes not next to each
+other, keep the scalar loop."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgetune.model.graph import Quantization, Tensor
+from edgetune.model.operators import operator_params
+from edgetune.model.oracle import run_tflm
+
+from int16_models import f32, int16_tensor, run_target_typed
+from op_checks import assert_same, int32_constant, one_op_graph
+
+
+class InPlace:
+    """An operator's C called with one buffer as its input and its output, on the target: a
+    wrapper copies the input into a buffer as wide as the wider of the two, calls the
+    operator on it and copies the output out."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def declaration(self, fn: str) -> str:
+        return self.params.declaration(fn)
+
+    def render(self, fn: str, target=None) -> str:
+        p = self.params
+        n_in = int(np.prod(p.input_shapes[0])) * (2 if p.input_ctypes[0] == "int16_t" else 1)
+        n_out = int(np.prod(p.output_shape)) * (2 if p.output_ctype == "int16_t" else 1)
+        return p.render(f"{fn}_inner", target=target) + f"""
+#include <string.h>
+static uint8_t {fn}_buffer[{max(n_in, n_out)}] __attribute__((aligned(8)));
+{self.declaration(fn)}
+{{
+    memcpy({fn}_buffer, input0, {n_in});
+    {fn}_inner((const {p.input_ctypes[0]} *)(void *){fn}_buffer, ({p.output_ctype} *)(void *){fn}_buffer);
+    memcpy(output, {fn}_buffer, {n_out});
+}}
+"""
+
+
+def _drawn(rng, shape, dtype: str, low: int | None = None, high: int | None = None) -> np.ndarray:
+    """Values drawn over [low, high] (the type's range by default) with a fifth of them the
+    type's extremes."""
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min if low is None else low, (info.max if high is None else high) + 1, size=shape,
+                     dtype=dtype)
+    extremes = rng.random(shape) < 0.2
+    x[extremes] = rng.choice(np.array([info.min, info.max], dtype=dtype), size=int(extremes.sum()))
+    return x
+
+
+def _check(params, data, xs, m55, work, compiler="gcc", in_place=False, marker="arm_mve.h") -> None:
+    assert marker in params.render("et_op", target=m55), "the Helium path was not taken"
+    (want,) = run_tflm(data, xs)
+    assert len(np.unique(want)) > 1, "a constant output checks little"
+    got = run_target_typed(params, m55, xs, want.shape, str(want.dtype), work / compiler, compiler)
+    assert_same(f"{params.op} on the M55 ({compiler})", got, want)
+    if in_place:
+        assert params.in_place == (0,)
+        got = run_target_typed(InPlace(params), m55, xs, want.shape, str(want.dtype), work / f"{compiler}-in-place",
+                               compiler)
+        assert_same(f"{params.op} in place on the M55 ({compiler})", got, want)
+
+
+# --- QUANTIZE ---------------------------------------------------------------------------------
+def _quantize(tmp_path, source, target, ratio, zero_in, zero_out, n):
+    """QUANTIZE of n values, s_in / s_out = ratio."""
+    s_in = f32(0.01 / 256 if source == "int16" else 0.01)
+    t = [Tensor(0, "x", (n,), source, Quantization((s_in,), (zero_in,))),
+         Tensor(1, "y", (n,), target, Quantization((f32(s_in / ratio),), (zero_out,)))]
+    data, graph = one_op_graph(tmp_path, t, "QUANTIZE", (0,), (1,))
+    return data, operator_params(graph, graph.operators[0])
+
+
+# (source, target, s_in / s_out, zero_in, zero_out): right and left shifts, zero points
+QUANTIZE_PATHS = [("int8", "int16", 256 * 0.37, 5, 0), ("int16", "int8", 1 / 256 / 0.61, 0, -3),
+                  ("int16", "int16", 0.43, 0, 0), ("int16", "int16", 3.7, 7, -9)]
+
+
+@pytest.mark.parametrize("source, target, ratio, zero_in, zero_out", QUANTIZE_PATHS)
+def test_quantize_helium_on_m55_is_tflite_micro(tmp_path, m55, source, target, ratio, zero_in, zero_out):
+    """4 * 10 + 3 values (a tail); in place when the output is no wider than the input."""
+    data, params = _quantize(tmp_path, source, target, ratio, zero_in, zero_out, 43)
+    rng = np.random.default_rng(len(source + target) + zero_in)
+    in_place = np.dtype(target).itemsize <= np.dtype(source).itemsize
+    _check(params, data, [_drawn(rng, (43,), source)], m55, tmp_path, in_place=in_place)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+def test_quantize_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, compiler):
+    rng = np.random.default_rng(7 + len(compiler))
+    cases = [(s, t) for s in ("int8", "int16") for t in ("int8", "int16") if (s, t) != ("int8", "int8")]
+    for k in range(12):
+        source, target = cases[k % 3]
+        n = int(rng.integers(1, 70))
+        widen = 256.0 if (source, target) == ("int8", "int16") else 1 / 256 if (source, target) == ("int16", "int8") \
+            else 1.0
+        ratio = widen * float(2.0 ** rng.uniform(-3, 3))
+        zero_in = int(rng.integers(-100, 100))
+        zero_out = int(rng.integers(-100, 100))
+        work = tmp_path / str(k)
+        work.mkdir()
+        data, params = _quantize(work, source, target, ratio, zero_in, zero_out, n)
+        x = _drawn(rng, (n,), source)
+        if len(np.unique(run_tflm(data, [x])[0])) < 2:
+            continue  # a value or two saturating alike: nothing to compare
+        _check(params, data, [x], m55, work, compiler, in_place=np.dtype(target).itemsize <= np.dtype(source).itemsize)
+
+
+def test_a_target_without_mve_keeps_the_scalar_loops(tmp_path, m4):
+    _, params = _quantize(tmp_path, "int16", "int8", 1 / 256, 0, 0, 43)
+    assert "arm_mve.h" not in params.render("f", target=m4) and params.render("f", target=m4) == params.render("f")
