@@ -71,6 +71,13 @@ CASES = (
     Case("RELU", (MAP,), MAP, ((5e-4, 0), (4e-4, 0)), dtype="int16"),
     Case("RELU6", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), dtype="int16"),
     Case("LEAKY_RELU", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), "LeakyReluOptions", (("alpha", 0.2),), dtype="int16"),
+    # MEAN as a global average pool (the channels inner) and over the last axis (LayerNorm's)
+    Case("MEAN", (MAP,), (1, 1, 1, 32), ((0.05, 3), (0.04, -2)), "ReducerOptions", (("keepDims", True),), (1, 2)),
+    Case("MEAN", ((1, 64, 128),), (1, 64, 1), ((0.05, 3), (0.04, -2)), "ReducerOptions", (("keepDims", True),), (2,)),
+    Case("MEAN", (MAP,), (1, 1, 1, 32), ((5e-4, 0), (4e-4, 0)), "ReducerOptions", (("keepDims", True),), (1, 2),
+         dtype="int16"),
+    Case("MEAN", ((1, 64, 128),), (1, 64, 1), ((5e-4, 0), (4e-4, 0)), "ReducerOptions", (("keepDims", True),), (2,),
+         dtype="int16"),
     # QUANTIZE between a graph's int8 and 16x8 parts, and int16 requantised
     Case("QUANTIZE", (MAP,), MAP, ((0.05, 3), (4e-4, 0)), out_dtype="int16"),
     Case("QUANTIZE", (MAP,), MAP, ((4e-4, 0), (0.05, 3)), dtype="int16", out_dtype="int8"),

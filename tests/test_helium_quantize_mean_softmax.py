@@ -119,3 +119,65 @@ def test_quantize_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, compiler):
 def test_a_target_without_mve_keeps_the_scalar_loops(tmp_path, m4):
     _, params = _quantize(tmp_path, "int16", "int8", 1 / 256, 0, 0, 43)
     assert "arm_mve.h" not in params.render("f", target=m4) and params.render("f", target=m4) == params.render("f")
+
+
+# --- MEAN -------------------------------------------------------------------------------------
+def _mean(tmp_path, dtype, shape, axes, keep, ratio, zero_in, zero_out):
+    rank = len(shape)
+    out = tuple(1 if d in axes else n for d, n in enumerate(shape)) if keep else \
+        tuple(n for d, n in enumerate(shape) if d not in axes)
+    s_in = f32(0.01 / 256 if dtype == "int16" else 0.01)
+    t = [Tensor(0, "x", shape, dtype, Quantization((s_in,), (zero_in,))), int32_constant(1, axes),
+         Tensor(2, "y", out, dtype, Quantization((f32(s_in / ratio),), (zero_out,)))]
+    assert all(0 <= a < rank for a in axes)
+    data, graph = one_op_graph(tmp_path, t, "MEAN", (0, 1), (2,), "ReducerOptions", {"keepDims": keep})
+    return data, operator_params(graph, graph.operators[0])
+
+
+# (dtype, shape, axes, keep_dims, s_in / s_out, zero_in, zero_out): a global average pool
+# (columns summed four at once, 7 and 21 channels: tails) and a mean over the last axis
+# (rows summed across the vector, 37 int16 and 35 int8 values: tails)
+MEAN_PATHS = [("int16", (1, 5, 3, 7), [1, 2], False, 0.8, 0, 0), ("int16", (2, 3, 37), [2], True, 1.9, 0, 0),
+              ("int8", (1, 3, 3, 21), [1, 2], True, 1.3, -7, 4), ("int8", (2, 5, 35), [2], False, 0.6, 12, -128)]
+
+
+@pytest.mark.parametrize("dtype, shape, axes, keep, ratio, zero_in, zero_out", MEAN_PATHS)
+def test_mean_helium_on_m55_is_tflite_micro(tmp_path, m55, dtype, shape, axes, keep, ratio, zero_in, zero_out):
+    data, params = _mean(tmp_path, dtype, shape, axes, keep, ratio, zero_in, zero_out)
+    rng = np.random.default_rng(len(shape) + abs(zero_in))
+    marker = "vaddvaq" if axes == [len(shape) - 1] else "vaddq_s32"
+    _check(params, data, [_drawn(rng, shape, dtype)], m55, tmp_path, marker=marker)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+def test_mean_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, dtype, compiler):
+    """Drawn shapes whose reduced axes are next to each other (ones between them too), keep_dims
+    or not, scale ratios around one (left and right shifts), zero points; drawn and only
+    extreme inputs."""
+    rng = np.random.default_rng(11 + len(dtype + compiler))
+    zeros = (-100, 100) if dtype == "int8" else (-300, 300)
+    k = 0
+    while k < 10:
+        rank = int(rng.integers(2, 5))
+        shape = tuple(int(d) for d in rng.integers(1, 12, size=rank))
+        first = int(rng.integers(0, rank))
+        axes = list(range(first, int(rng.integers(first + 1, rank + 1))))
+        work = tmp_path / str(k)
+        work.mkdir(exist_ok=True)
+        data, params = _mean(work, dtype, shape, axes, bool(rng.integers(0, 2)), float(2.0 ** rng.uniform(-2, 2)),
+                             int(rng.integers(*zeros)), int(rng.integers(*zeros)))
+        info = np.iinfo(dtype)
+        x = _drawn(rng, shape, dtype) if k % 3 else rng.choice(np.array([info.min, info.max], dtype=dtype), shape)
+        if params.blocks is None or len(np.unique(run_tflm(data, [x])[0])) < 2:
+            continue
+        _check(params, data, [x], m55, work, compiler)
+        k += 1
+
+
+def test_a_mean_over_axes_apart_keeps_the_scalar_loop(tmp_path, m55):
+    _, params = _mean(tmp_path, "int16", (2, 3, 4, 5), [1, 3], False, 1.0, 0, 0)
+    assert params.blocks is None and "arm_mve.h" not in params.render("f", target=m55)
+    _, ones_between = _mean(tmp_path, "int8", (2, 3, 1, 5), [1, 3], False, 1.0, 0, 0)
+    assert ones_between.blocks == (2, 15, 1) and "arm_mve.h" in ones_between.render("f", target=m55)
