@@ -78,6 +78,11 @@ CASES = (
          dtype="int16"),
     Case("MEAN", ((1, 64, 128),), (1, 64, 1), ((5e-4, 0), (4e-4, 0)), "ReducerOptions", (("keepDims", True),), (2,),
          dtype="int16"),
+    # SOFTMAX over rows of 128 (an attention block's) and of 12 (a keyword spotter's classes)
+    Case("SOFTMAX", ((64, 128),), (64, 128), ((2.0 ** -11, 0), (1 / 32768, 0)), "SoftmaxOptions", (("beta", 1.0),),
+         dtype="int16"),
+    Case("SOFTMAX", ((1, 12),), (1, 12), ((2.0 ** -11, 0), (1 / 32768, 0)), "SoftmaxOptions", (("beta", 1.0),),
+         dtype="int16"),
     # QUANTIZE between a graph's int8 and 16x8 parts, and int16 requantised
     Case("QUANTIZE", (MAP,), MAP, ((0.05, 3), (4e-4, 0)), out_dtype="int16"),
     Case("QUANTIZE", (MAP,), MAP, ((4e-4, 0), (0.05, 3)), dtype="int16", out_dtype="int8"),

@@ -181,3 +181,50 @@ def test_a_mean_over_axes_apart_keeps_the_scalar_loop(tmp_path, m55):
     assert params.blocks is None and "arm_mve.h" not in params.render("f", target=m55)
     _, ones_between = _mean(tmp_path, "int8", (2, 3, 1, 5), [1, 3], False, 1.0, 0, 0)
     assert ones_between.blocks == (2, 15, 1) and "arm_mve.h" in ones_between.render("f", target=m55)
+
+
+# --- SOFTMAX (int16) ----------------------------------------------------------------------------
+def _softmax(tmp_path, shape, s_in, beta):
+    t = [int16_tensor(0, shape, s_in), int16_tensor(1, shape, 1 / 32768)]
+    data, graph = one_op_graph(tmp_path, t, "SOFTMAX", (0,), (1,), "SoftmaxOptions", dict(beta=beta))
+    return data, operator_params(graph, graph.operators[0])
+
+
+def _logits(rng, shape, s_in) -> np.ndarray:
+    """Rows spanning about 12 in real terms (past the exp table's 10), a fifth of the values
+    the int16 extremes, one row only extremes when there are several."""
+    reach = min(32767, int(6 / s_in))
+    x = _drawn(rng, shape, "int16", -reach, reach)
+    if shape[0] > 1:
+        x[-1] = rng.choice(np.array([-32768, 32767], dtype=np.int16), shape[-1])
+    return x
+
+
+# (shape, s_in, beta): scalings shifting left (s_in * beta above 10 / 65535) and right; rows of
+# 21 (tails of both the 8- and 4-value steps) and of 3 (no full step)
+SOFTMAX_PATHS = [((3, 21), 2.0 ** -10, 1.0), ((4, 3), 2.0 ** -14, 0.5)]
+
+
+@pytest.mark.parametrize("shape, s_in, beta", SOFTMAX_PATHS)
+def test_softmax_helium_on_m55_is_tflite_micro(tmp_path, m55, shape, s_in, beta):
+    data, params = _softmax(tmp_path, shape, s_in, beta)
+    assert (params.shift > 0) == (s_in * beta > 10 / 65535)
+    rng = np.random.default_rng(shape[1])
+    _check(params, data, [_logits(rng, shape, s_in)], m55, tmp_path, in_place=True, marker="vldrhq_gather")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+def test_softmax_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, compiler):
+    """Drawn rows (1 to 70 values), input scales and betas, in place and apart."""
+    rng = np.random.default_rng(13 + len(compiler))
+    for k in range(10):
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 71)))
+        s_in = f32(2.0 ** rng.uniform(-15, -8))
+        work = tmp_path / str(k)
+        work.mkdir()
+        data, params = _softmax(work, shape, s_in, float(rng.choice([0.5, 1.0, 2.0])))
+        x = _logits(rng, shape, s_in)
+        if len(np.unique(run_tflm(data, [x])[0])) < 2:
+            continue  # rows of one value: every output 32767
+        _check(params, data, [x], m55, work, compiler, in_place=k % 2 == 0, marker="vldrhq_gather")
