@@ -71,6 +71,9 @@ CASES = (
     Case("RELU", (MAP,), MAP, ((5e-4, 0), (4e-4, 0)), dtype="int16"),
     Case("RELU6", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), dtype="int16"),
     Case("LEAKY_RELU", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), "LeakyReluOptions", (("alpha", 0.2),), dtype="int16"),
+    # SOFTMAX over rows of 128 (an attention block's) and of 12 (a keyword spotter's classes)
+    Case("SOFTMAX", ((64, 128),), (64, 128), ((0.1, -3), (1 / 256, -128)), "SoftmaxOptions", (("beta", 1.0),)),
+    Case("SOFTMAX", ((1, 12),), (1, 12), ((0.1, -3), (1 / 256, -128)), "SoftmaxOptions", (("beta", 1.0),)),
     # MEAN as a global average pool (the channels inner) and over the last axis (LayerNorm's)
     Case("MEAN", (MAP,), (1, 1, 1, 32), ((0.05, 3), (0.04, -2)), "ReducerOptions", (("keepDims", True),), (1, 2)),
     Case("MEAN", ((1, 64, 128),), (1, 64, 1), ((0.05, 3), (0.04, -2)), "ReducerOptions", (("keepDims", True),), (2,)),
@@ -78,6 +81,8 @@ CASES = (
          dtype="int16"),
     Case("MEAN", ((1, 64, 128),), (1, 64, 1), ((5e-4, 0), (4e-4, 0)), "ReducerOptions", (("keepDims", True),), (2,),
          dtype="int16"),
+    Case("MEAN", ((1, 13, 5, 16),), (1, 16), ((5e-4, 0), (4e-4, 0)), "ReducerOptions", (("keepDims", False),), (1, 2),
+         dtype="int16"),  # the zoo's 16x8 keyword spotter's
     # SOFTMAX over rows of 128 (an attention block's) and of 12 (a keyword spotter's classes)
     Case("SOFTMAX", ((64, 128),), (64, 128), ((2.0 ** -11, 0), (1 / 32768, 0)), "SoftmaxOptions", (("beta", 1.0),),
          dtype="int16"),

@@ -1,6 +1,7 @@
-"""The Helium (MVE) paths of QUANTIZE (int8 <-> int16, int16 -> int16), SOFTMAX (int16, TFLite
-Micro's lookup tables) and MEAN (int16 and int8; templates quantize16.c.j2, softmax16.c.j2,
-mean16.c.j2, mean.c.j2) equal TFLite Micro's outputs on the M55 in QEMU: value counts and
+"""The Helium (MVE) paths of QUANTIZE (int8 <-> int16, int16 -> int16), SOFTMAX (int16 with
+TFLite Micro's lookup tables; int8 with its exps as a table of the 256 differences) and MEAN
+(int16 and int8; templates quantize16.c.j2, softmax16.c.j2, softmax.c.j2, mean16.c.j2,
+mean.c.j2) equal TFLite Micro's outputs on the M55 in QEMU: value counts and
 rows that are no multiple of the vector width (tails), the int16 and int8 extremes mixed
 into drawn inputs, scalings shifting left and right, zero points, GCC and Clang, and the
 operators that may run in place run in place on the M55 too. Default tier: one case per
@@ -228,3 +229,55 @@ def test_softmax_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, compiler):
         if len(np.unique(run_tflm(data, [x])[0])) < 2:
             continue  # rows of one value: every output 32767
         _check(params, data, [x], m55, work, compiler, in_place=k % 2 == 0, marker="vldrhq_gather")
+
+
+# --- SOFTMAX (int8) -----------------------------------------------------------------------------
+def _softmax8(tmp_path, shape, s_in, zero_in, beta):
+    t = [Tensor(0, "x", shape, "int8", Quantization((f32(s_in),), (zero_in,))),
+         Tensor(1, "y", shape, "int8", Quantization((f32(1 / 256),), (-128,)))]
+    data, graph = one_op_graph(tmp_path, t, "SOFTMAX", (0,), (1,), "SoftmaxOptions", dict(beta=beta))
+    return data, operator_params(graph, graph.operators[0])
+
+
+def test_the_int8_softmax_exp_table_is_the_reference_exp(tmp_path):
+    """Entry d + 255 is exp(d) as the reference computes it, 0 below diff_min; its top is 1."""
+    from edgetune.model.ops.softmax import DIFF_INTEGER_BITS, exp_on_negative_values
+    from edgetune.model.ops.fixedpoint import sat_rdmulh, wrap32
+
+    _, params = _softmax8(tmp_path, (1, 8), 0.1, 0, 1.0)
+    table = np.asarray(params.exp_table())
+    diff = np.arange(-255, 1)
+    exps = exp_on_negative_values(sat_rdmulh(wrap32(diff << params.left_shift), params.multiplier), DIFF_INTEGER_BITS)
+    assert params.diff_min > -255 and table[-1] == 2 ** 31 - 1
+    assert np.array_equal(table, np.where(diff >= params.diff_min, exps, 0)) and (table[:10] == 0).all()
+
+
+# (shape, s_in, zero_in, beta): rows of 21 (tails of the 16- and 4-value steps) and of 3; an
+# input scale whose diff_min cuts the table (differences below it give -128)
+SOFTMAX8_PATHS = [((3, 21), 0.05, -3, 1.0), ((4, 3), 0.1, 10, 2.0)]
+
+
+@pytest.mark.parametrize("shape, s_in, zero_in, beta", SOFTMAX8_PATHS)
+def test_int8_softmax_helium_on_m55_is_tflite_micro(tmp_path, m55, shape, s_in, zero_in, beta):
+    data, params = _softmax8(tmp_path, shape, s_in, zero_in, beta)
+    rng = np.random.default_rng(shape[1] + 1)
+    x = _drawn(rng, shape, "int8")
+    x[0] = rng.integers(-20, 20, shape[1])  # a row of close values: outputs between -128 and 127
+    _check(params, data, [x], m55, tmp_path, in_place=True, marker="vldrwq_gather")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+def test_int8_softmax_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, compiler):
+    """Drawn rows (1 to 70 values), input scales, zero points and betas, in place and apart."""
+    rng = np.random.default_rng(17 + len(compiler))
+    for k in range(10):
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 71)))
+        work = tmp_path / str(k)
+        work.mkdir()
+        data, params = _softmax8(work, shape, float(np.exp(rng.uniform(np.log(0.005), np.log(1.0)))),
+                                 int(rng.integers(-128, 128)), float(rng.choice([0.5, 1.0, 2.0])))
+        x = _drawn(rng, shape, "int8") if k % 2 else rng.integers(-30, 30, shape).astype(np.int8)
+        if len(np.unique(run_tflm(data, [x])[0])) < 2:
+            continue  # rows of one value
+        _check(params, data, [x], m55, work, compiler, in_place=k % 2 == 0, marker="vldrwq_gather")

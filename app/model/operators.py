@@ -172,11 +172,12 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("AVERAGE_POOL_2D", by_type(pool_params, pool16_params), *POOL),
     library("MAX_POOL_2D", by_type(pool_params, pool16_params), *POOL),
     library("MEAN", by_type(mean_params, mean16_params),
-            "over any axes of a tensor up to 4-D, `keep_dims` or not, from the input's quantisation to the output's",
+            "over any axes of a tensor up to 4-D, `keep_dims` or not, from the input's quantisation to the output's; "
+            "int8 or int16, Helium when the reduced axes are next to each other",
             "axes outside the tensor, a scale ratio below 2^-31"),
     library("SOFTMAX", by_type(softmax_params, softmax16_params),
             "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta; int16 in and out "
-            "(16x8: zero points 0, scale 1/32768 out) with TFLite Micro's tables of exp and 1/(1+x)",
+            "(16x8: zero points 0, scale 1/32768 out) with TFLite Micro's tables of exp and 1/(1+x), Helium (gathers)",
             "another output quantisation, beta × scale below 2^-27"),
     library("PAD", by_type(pad_params, pad16_params), "up to 4-D, the added positions hold the output's zero point; "
             "int16: they hold 0 (TFLite Micro's)",
@@ -186,7 +187,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "values copied as they are (TFLite Micro's)",
             "shapes that do not concatenate, a fused activation"),
     library("QUANTIZE", from_float_or(float_island_params, by_type(quantize_params, quantize16_params)),
-            "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts); "
+            "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts; "
+            "Helium); "
             "from float32 at the end of a float island (below)",
             "a float input outside a float island, another input type"),
     library("RESHAPE", by_type(reshape_params, reshape16_params),
