@@ -176,7 +176,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "int8 or int16, Helium when the reduced axes are next to each other",
             "axes outside the tensor, a scale ratio below 2^-31"),
     library("SOFTMAX", by_type(softmax_params, softmax16_params),
-            "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta; int16 in and out "
+            "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta (Helium: the exps of the 256 "
+            "differences from the row's maximum as a table); int16 in and out "
             "(16x8: zero points 0, scale 1/32768 out) with TFLite Micro's tables of exp and 1/(1+x), Helium (gathers)",
             "another output quantisation, beta × scale below 2^-27"),
     library("PAD", by_type(pad_params, pad16_params), "up to 4-D, the added positions hold the output's zero point; "
