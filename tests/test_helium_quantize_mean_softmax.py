@@ -117,9 +117,6 @@ def test_quantize_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, compiler):
         _check(params, data, [x], m55, work, compiler, in_place=np.dtype(target).itemsize <= np.dtype(source).itemsize)
 
 
-def test_a_target_without_mve_keeps_the_scalar_loops(tmp_path, m4):
-    _, params = _quantize(tmp_path, "int16", "int8", 1 / 256, 0, 0, 43)
-    assert "arm_mve.h" not in params.render("f", target=m4) and params.render("f", target=m4) == params.render("f")
 
 
 # --- MEAN -------------------------------------------------------------------------------------
@@ -281,3 +278,11 @@ def test_int8_softmax_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, compile
         if len(np.unique(run_tflm(data, [x])[0])) < 2:
             continue  # rows of one value
         _check(params, data, [x], m55, work, compiler, in_place=k % 2 == 0, marker="vldrwq_gather")
+
+
+def test_a_target_without_mve_keeps_the_scalar_loops(tmp_path, m4):
+    """The M4's C is the target-less C, byte for byte, for every operator here."""
+    cases = [_quantize(tmp_path, "int16", "int8", 1 / 256, 0, 0, 43), _softmax(tmp_path, (3, 21), 2.0 ** -10, 1.0),
+             _softmax8(tmp_path, (3, 21), 0.05, -3, 1.0), *(_mean(tmp_path, *case) for case in MEAN_PATHS)]
+    for _, params in cases:
+        assert "arm_mve.h" not in params.render("f", target=m4) and params.render("f", target=m4) == params.render("f")
