@@ -88,7 +88,8 @@ CASES = (
          dtype="int16"),
     Case("SOFTMAX", ((1, 12),), (1, 12), ((2.0 ** -11, 0), (1 / 32768, 0)), "SoftmaxOptions", (("beta", 1.0),),
          dtype="int16"),
-    # QUANTIZE between a graph's int8 and 16x8 parts, and int16 requantised
+    # QUANTIZE: int8 requantised, between a graph's int8 and 16x8 parts, int16 requantised
+    Case("QUANTIZE", (MAP,), MAP, ((0.05, 3), (0.03, -5))),
     Case("QUANTIZE", (MAP,), MAP, ((0.05, 3), (4e-4, 0)), out_dtype="int16"),
     Case("QUANTIZE", (MAP,), MAP, ((4e-4, 0), (0.05, 3)), dtype="int16", out_dtype="int8"),
     Case("QUANTIZE", (MAP,), MAP, ((4e-4, 0), (5e-4, 0)), dtype="int16"),

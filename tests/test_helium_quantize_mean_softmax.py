@@ -1,8 +1,8 @@
-"""The Helium (MVE) paths of QUANTIZE (int8 <-> int16, int16 -> int16), SOFTMAX (int16 with
-TFLite Micro's lookup tables; int8 with its exps as a table of the 256 differences) and MEAN
-(int16 and int8; templates quantize16.c.j2, softmax16.c.j2, softmax.c.j2, mean16.c.j2,
-mean.c.j2) equal TFLite Micro's outputs on the M55 in QEMU: value counts and
-rows that are no multiple of the vector width (tails), the int16 and int8 extremes mixed
+"""The Helium (MVE) paths of QUANTIZE (int8 <-> int16, int16 -> int16, int8 -> int8), SOFTMAX
+(int16 with TFLite Micro's lookup tables; int8 with its exps as a table of the 256
+differences) and MEAN (int16 and int8; templates quantize_helium.c.j2, softmax16.c.j2,
+softmax.c.j2, mean_helium.c.j2) equal TFLite Micro's outputs on the M55 in QEMU: value counts
+and rows that are no multiple of the vector width (tails), the int16 and int8 extremes mixed
 into drawn inputs, scalings shifting left and right, zero points, GCC and Clang, and the
 operators that may run in place run in place on the M55 too. Default tier: one case per
 path; the slow tier sweeps. A target without MVE, and a MEAN over axes not next to each
@@ -83,7 +83,7 @@ def _quantize(tmp_path, source, target, ratio, zero_in, zero_out, n):
 
 # (source, target, s_in / s_out, zero_in, zero_out): right and left shifts, zero points
 QUANTIZE_PATHS = [("int8", "int16", 256 * 0.37, 5, 0), ("int16", "int8", 1 / 256 / 0.61, 0, -3),
-                  ("int16", "int16", 0.43, 0, 0), ("int16", "int16", 3.7, 7, -9)]
+                  ("int16", "int16", 0.43, 0, 0), ("int16", "int16", 3.7, 7, -9), ("int8", "int8", 1.7, -5, 20)]
 
 
 @pytest.mark.parametrize("source, target, ratio, zero_in, zero_out", QUANTIZE_PATHS)
@@ -99,9 +99,9 @@ def test_quantize_helium_on_m55_is_tflite_micro(tmp_path, m55, source, target, r
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
 def test_quantize_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, compiler):
     rng = np.random.default_rng(7 + len(compiler))
-    cases = [(s, t) for s in ("int8", "int16") for t in ("int8", "int16") if (s, t) != ("int8", "int8")]
-    for k in range(12):
-        source, target = cases[k % 3]
+    cases = [(s, t) for s in ("int8", "int16") for t in ("int8", "int16")]
+    for k in range(16):
+        source, target = cases[k % 4]
         n = int(rng.integers(1, 70))
         widen = 256.0 if (source, target) == ("int8", "int16") else 1 / 256 if (source, target) == ("int16", "int8") \
             else 1.0
@@ -282,7 +282,8 @@ def test_int8_softmax_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, compile
 
 def test_a_target_without_mve_keeps_the_scalar_loops(tmp_path, m4):
     """The M4's C is the target-less C, byte for byte, for every operator here."""
-    cases = [_quantize(tmp_path, "int16", "int8", 1 / 256, 0, 0, 43), _softmax(tmp_path, (3, 21), 2.0 ** -10, 1.0),
+    cases = [_quantize(tmp_path, "int16", "int8", 1 / 256, 0, 0, 43), _quantize(tmp_path, "int8", "int8", 1.7, 0, 0, 43),
+             _softmax(tmp_path, (3, 21), 2.0 ** -10, 1.0),
              _softmax8(tmp_path, (3, 21), 0.05, -3, 1.0), *(_mean(tmp_path, *case) for case in MEAN_PATHS)]
     for _, params in cases:
         assert "arm_mve.h" not in params.render("f", target=m4) and params.render("f", target=m4) == params.render("f")

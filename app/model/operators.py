@@ -188,8 +188,8 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "values copied as they are (TFLite Micro's)",
             "shapes that do not concatenate, a fused activation"),
     library("QUANTIZE", from_float_or(float_island_params, by_type(quantize_params, quantize16_params)),
-            "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts; "
-            "Helium); "
+            "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts); "
+            "Helium; "
             "from float32 at the end of a float island (below)",
             "a float input outside a float island, another input type"),
     library("RESHAPE", by_type(reshape_params, reshape16_params),
