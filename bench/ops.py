@@ -93,6 +93,9 @@ CASES = (
     Case("QUANTIZE", (MAP,), MAP, ((0.05, 3), (4e-4, 0)), out_dtype="int16"),
     Case("QUANTIZE", (MAP,), MAP, ((4e-4, 0), (0.05, 3)), dtype="int16", out_dtype="int8"),
     Case("QUANTIZE", (MAP,), MAP, ((4e-4, 0), (5e-4, 0)), dtype="int16"),
+    # int16 LOGISTIC and TANH (TFLite's table of sigmoid(i / 24), gathered on Helium)
+    Case("LOGISTIC", (MAP,), MAP, ((2.0 ** -12, 0), (1 / 32768, 0)), dtype="int16"),
+    Case("TANH", (MAP,), MAP, ((1 / 3000, 0), (1 / 32768, 0)), dtype="int16"),
 )
 
 

@@ -3,7 +3,8 @@ add16.c.j2, mul16.c.j2): same-shape inputs and one input of one value per channe
 input), four int16 values a step (VLDRH.S32/VSTRH.32), tail-predicated, equal to TFLite
 Micro's output on the M55 in QEMU: every fused activation, element and channel counts with
 every tail, drawn scales, random and int16-extreme inputs, GCC and Clang (slow tier: the
-sweep; default tier: one case per operator). A target without MVE keeps the scalar loop."""
+sweep; default tier: one case per operator). A target without MVE keeps the scalar loop.
+Below, those of RELU, RELU6, LEAKY_RELU, and LOGISTIC and TANH on every int16 value."""
 from __future__ import annotations
 
 import numpy as np
@@ -114,3 +115,38 @@ def test_leaky_relu_helium_on_m55_is_tflite_micro(tmp_path, m55, alpha, ratio, z
         (want,) = run_tflm(data, [x])
         got = run_target_typed(params, m55, [x], want.shape, "int16", tmp_path / f"{edge}", compiler)
         assert_same(f"LEAKY_RELU alpha {alpha} x{ratio} {edge} ({compiler})", got, want)
+
+
+def _sigmoid(tmp_path, op, s_in, n):
+    t = [int16_tensor(0, (n,), f32(s_in)), int16_tensor(1, (n,), 1 / 32768)]
+    data, graph = one_op_graph(tmp_path, t, op, (0,), (1,))
+    return data, operator_params(graph, graph.operators[0])
+
+
+EVERY_INT16 = np.arange(-32768, 32767, dtype=np.int16)  # all but 32767: 65,535 values, a tail of 3
+
+
+@pytest.mark.parametrize("op, s_in", [("LOGISTIC", 2.0 ** -12), ("TANH", 1 / 3000)])
+def test_logistic_and_tanh_helium_on_m55_is_tflite_micro_on_every_int16(tmp_path, m55, op, s_in):
+    """Every int16 value but one in one call: a power-of-two scale (3 << shift, no rounding) and
+    another (a rounded shift), saturation on both sides."""
+    data, params = _sigmoid(tmp_path, op, s_in, EVERY_INT16.size)
+    assert "vldrhq_gather_shifted_offset_u32" in params.render("et_op", target=m55)
+    (want,) = run_tflm(data, [EVERY_INT16])
+    got = run_target_typed(params, m55, [EVERY_INT16], want.shape, "int16", tmp_path / "m55")
+    assert_same(f"{op} on every int16 ({s_in:g})", got, want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("op", ["LOGISTIC", "TANH"])
+def test_logistic_and_tanh_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, op, compiler):
+    """Every int16 value at input scales from TFLite Micro's special powers of two (2^-12,
+    TANH's 2^-11) to small and large ones."""
+    for k, s_in in enumerate((2.0 ** -12, 2.0 ** -11, 2.0 ** -13, 2.0 ** -15, 1 / 20000, 0.001, 0.01, 1.7e-7)):
+        work = tmp_path / str(k)
+        work.mkdir()
+        data, params = _sigmoid(work, op, s_in, EVERY_INT16.size)
+        (want,) = run_tflm(data, [EVERY_INT16])
+        got = run_target_typed(params, m55, [EVERY_INT16], want.shape, "int16", work / "m55", compiler)
+        assert_same(f"{op} on every int16 ({s_in:g}, {compiler})", got, want)

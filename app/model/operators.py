@@ -135,7 +135,7 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("LOGISTIC", by_type(logistic_params, sigmoid16_params),
             "TFLite Micro's fixed-point sigmoid (input to Q4.27, gemmlowp's exp and Newton-Raphson reciprocal), as a "
             "table of the 256 results; Helium: one gather load per 16 values; int16 (16x8) with TFLite's table of "
-            "sigmoid(i / 24), interpolated",
+            "sigmoid(i / 24), interpolated (Helium: both entries gathered)",
             "an output not at scale 1/256 and zero point -128 (TFLite's requirement)"),
     library("TANH", by_type(tanh_params, sigmoid16_params),
             "the same scheme, (1 - exp(-2x)) / (1 + exp(-2x)), output at scale 1/128, zero point 0; a table of 256, "
