@@ -16,35 +16,8 @@ from edgetune.model.graph import Quantization, Tensor
 from edgetune.model.operators import operator_params
 from edgetune.model.oracle import run_tflm
 
-from int16_models import f32, int16_tensor, run_target_typed
+from int16_models import InPlace, f32, int16_tensor, run_target_typed
 from op_checks import assert_same, int32_constant, one_op_graph
-
-
-class InPlace:
-    """An operator's C called with one buffer as its input and its output, on the target: a
-    wrapper copies the input into a buffer as wide as the wider of the two, calls the
-    operator on it and copies the output out."""
-
-    def __init__(self, params):
-        self.params = params
-
-    def declaration(self, fn: str) -> str:
-        return self.params.declaration(fn)
-
-    def render(self, fn: str, target=None) -> str:
-        p = self.params
-        n_in = int(np.prod(p.input_shapes[0])) * (2 if p.input_ctypes[0] == "int16_t" else 1)
-        n_out = int(np.prod(p.output_shape)) * (2 if p.output_ctype == "int16_t" else 1)
-        return p.render(f"{fn}_inner", target=target) + f"""
-#include <string.h>
-static uint8_t {fn}_buffer[{max(n_in, n_out)}] __attribute__((aligned(8)));
-{self.declaration(fn)}
-{{
-    memcpy({fn}_buffer, input0, {n_in});
-    {fn}_inner((const {p.input_ctypes[0]} *)(void *){fn}_buffer, ({p.output_ctype} *)(void *){fn}_buffer);
-    memcpy(output, {fn}_buffer, {n_out});
-}}
-"""
 
 
 def _drawn(rng, shape, dtype: str, low: int | None = None, high: int | None = None) -> np.ndarray:

@@ -13,7 +13,7 @@ import pytest
 from edgetune.model.operators import operator_params
 from edgetune.model.oracle import run_tflm
 
-from int16_models import draw_int16, f32, int16_tensor, run_target_typed
+from int16_models import InPlace, draw_int16, f32, int16_tensor, run_target_typed
 from op_checks import assert_same, one_op_graph
 
 OPTIONS = {"ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions",
@@ -128,13 +128,17 @@ EVERY_INT16 = np.arange(-32768, 32767, dtype=np.int16)  # all but 32767: 65,535 
 
 @pytest.mark.parametrize("op, s_in", [("LOGISTIC", 2.0 ** -12), ("TANH", 1 / 3000)])
 def test_logistic_and_tanh_helium_on_m55_is_tflite_micro_on_every_int16(tmp_path, m55, op, s_in):
-    """Every int16 value but one in one call: a power-of-two scale (3 << shift, no rounding) and
-    another (a rounded shift), saturation on both sides."""
+    """Every int16 value but one in one call (and every 61st in place): a power-of-two scale
+    (3 << shift, no rounding) and another (a rounded shift), saturation on both sides."""
     data, params = _sigmoid(tmp_path, op, s_in, EVERY_INT16.size)
     assert "vldrhq_gather_shifted_offset_u32" in params.render("et_op", target=m55)
     (want,) = run_tflm(data, [EVERY_INT16])
     got = run_target_typed(params, m55, [EVERY_INT16], want.shape, "int16", tmp_path / "m55")
     assert_same(f"{op} on every int16 ({s_in:g})", got, want)
+    some = EVERY_INT16[::61]  # 1,075 values, both ends near
+    data, params = _sigmoid(tmp_path, op, s_in, some.size)
+    got = run_target_typed(InPlace(params), m55, [some], some.shape, "int16", tmp_path / "in-place")
+    assert_same(f"{op} in place ({s_in:g})", got, run_tflm(data, [some])[0])
 
 
 @pytest.mark.slow
