@@ -96,6 +96,11 @@ CASES = (
     # int16 LOGISTIC and TANH (TFLite's table of sigmoid(i / 24), gathered on Helium)
     Case("LOGISTIC", (MAP,), MAP, ((2.0 ** -12, 0), (1 / 32768, 0)), dtype="int16"),
     Case("TANH", (MAP,), MAP, ((1 / 3000, 0), (1 / 32768, 0)), dtype="int16"),
+    # int16 pools (a 3x3 window, stride 2, SAME), channels across the lanes on Helium
+    Case("AVERAGE_POOL_2D", (MAP,), (1, 8, 8, 32), ((5e-4, 0), (5e-4, 0)), "Pool2DOptions",
+         (("padding", 0), ("strideH", 2), ("strideW", 2), ("filterHeight", 3), ("filterWidth", 3)), dtype="int16"),
+    Case("MAX_POOL_2D", (MAP,), (1, 8, 8, 32), ((5e-4, 0), (5e-4, 0)), "Pool2DOptions",
+         (("padding", 0), ("strideH", 2), ("strideW", 2), ("filterHeight", 3), ("filterWidth", 3)), dtype="int16"),
 )
 
 

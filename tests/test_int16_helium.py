@@ -154,3 +154,51 @@ def test_logistic_and_tanh_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, op
         (want,) = run_tflm(data, [EVERY_INT16])
         got = run_target_typed(params, m55, [EVERY_INT16], want.shape, "int16", work / "m55", compiler)
         assert_same(f"{op} on every int16 ({s_in:g}, {compiler})", got, want)
+
+
+def _pool(tmp_path, op, h, w, c, kh, kw, stride, padding, act):
+    oh = -(-h // stride) if padding == 0 else (h - kh) // stride + 1
+    ow = -(-w // stride) if padding == 0 else (w - kw) // stride + 1
+    t = [int16_tensor(0, (1, h, w, c), 1e-3), int16_tensor(1, (1, oh, ow, c), 1e-3)]
+    options = dict(padding=padding, strideH=stride, strideW=stride, filterHeight=kh, filterWidth=kw,
+                   fusedActivationFunction=act)
+    data, graph = one_op_graph(tmp_path, t, op, (0,), (1,), "Pool2DOptions", options)
+    return data, operator_params(graph, graph.operators[0])
+
+
+def _check_pool_on_m55(tmp_path, m55, rng, case, compiler="gcc"):
+    data, params = _pool(tmp_path, *case)
+    assert "vldrhq" in params.render("et_op", target=m55), "the Helium path was not taken"
+    x = draw_int16(rng, params.input_shape)
+    x[rng.random(x.shape) < 0.3] = -32768 if case[0] == "MAX_POOL_2D" else 32767  # runs of the extremes
+    (want,) = run_tflm(data, [x])
+    got = run_target_typed(params, m55, [x], want.shape, "int16", tmp_path / compiler, compiler)
+    assert_same(f"{case} ({compiler})", got, want)
+
+
+@pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D"])
+def test_pools_helium_on_m55_is_tflite_micro(tmp_path, m55, op):
+    """37 channels (tails of the 16- and 8-channel steps), SAME padding (windows cut at the
+    edges: counts of 4, 6 and 9), a fused RELU."""
+    _check_pool_on_m55(tmp_path, m55, np.random.default_rng(len(op)), (op, 5, 6, 37, 3, 3, 2, 0, 1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D"])
+def test_pools_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, op, compiler):
+    """Drawn windows, strides, paddings, activations and channel counts, and the largest window
+    the exact vector division covers (16x16: 256 values)."""
+    rng = np.random.default_rng(len(op + compiler))
+    cases = [(op, 16, 16, 5, 16, 16, 1, 1, 0)]
+    while len(cases) < 8:
+        h, w = (int(v) for v in rng.integers(1, 10, size=2))
+        c = int(rng.integers(1, 40))
+        kh, kw, stride = (int(v) for v in rng.integers(1, 4, size=3))
+        padding = int(rng.integers(0, 2))
+        if padding == 1 and (kh > h or kw > w):
+            continue
+        cases.append((op, h, w, c, kh, kw, stride, padding, int(rng.integers(0, 4))))
+    for k, case in enumerate(cases):
+        (tmp_path / str(k)).mkdir()
+        _check_pool_on_m55(tmp_path / str(k), m55, rng, case, compiler)

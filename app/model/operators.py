@@ -79,7 +79,8 @@ def library(name: str, params: Callable[[Graph, Operator], StaticOp], runs: str,
 
 
 FOLDED_RUNS = "folded at export, no C (below)"
-POOL = ("NHWC, any batch, SAME (TFLite's offsets) or VALID, strides, any window; fused activation; int8 or int16",
+POOL = ("NHWC, any batch, SAME (TFLite's offsets) or VALID, strides, any window; fused activation; int8 or int16; "
+        "Helium (channels across the lanes)",
         "output shape not the pooling's, a window wholly in the padding, input and output quantised differently")
 SAME_BYTES = ("the bytes copied under the output's shape, as TFLite Micro copies them (a Keras Conv1D's wrapping); "
               "in place when the memory plan gives both one address; int8 or int16", "an output of another size")
