@@ -184,23 +184,6 @@ def test_softmax_helium_on_m55_is_tflite_micro(tmp_path, m55, shape, s_in, beta)
     _check(params, data, [_logits(rng, shape, s_in)], m55, tmp_path, in_place=True, marker="vldrhq_gather")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("compiler", ["gcc", "clang"])
-def test_softmax_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, compiler):
-    """Drawn rows (1 to 70 values), input scales and betas, in place and apart."""
-    rng = np.random.default_rng(13 + len(compiler))
-    for k in range(10):
-        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 71)))
-        s_in = f32(2.0 ** rng.uniform(-15, -8))
-        work = tmp_path / str(k)
-        work.mkdir()
-        data, params = _softmax(work, shape, s_in, float(rng.choice([0.5, 1.0, 2.0])))
-        x = _logits(rng, shape, s_in)
-        if len(np.unique(run_tflm(data, [x])[0])) < 2:
-            continue  # rows of one value: every output 32767
-        _check(params, data, [x], m55, work, compiler, in_place=k % 2 == 0, marker="vldrhq_gather")
-
-
 # --- SOFTMAX (int8) -----------------------------------------------------------------------------
 def _softmax8(tmp_path, shape, s_in, zero_in, beta):
     t = [Tensor(0, "x", shape, "int8", Quantization((f32(s_in),), (zero_in,))),
@@ -238,19 +221,28 @@ def test_int8_softmax_helium_on_m55_is_tflite_micro(tmp_path, m55, shape, s_in, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
-def test_int8_softmax_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, compiler):
-    """Drawn rows (1 to 70 values), input scales, zero points and betas, in place and apart."""
-    rng = np.random.default_rng(17 + len(compiler))
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+def test_softmax_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, dtype, compiler):
+    """Drawn rows (1 to 70 values), input scales, betas (int8: zero points; close values and
+    drawn ones), in place and apart."""
+    rng = np.random.default_rng(len(dtype + compiler))
     for k in range(10):
         shape = (int(rng.integers(1, 4)), int(rng.integers(1, 71)))
         work = tmp_path / str(k)
         work.mkdir()
-        data, params = _softmax8(work, shape, float(np.exp(rng.uniform(np.log(0.005), np.log(1.0)))),
-                                 int(rng.integers(-128, 128)), float(rng.choice([0.5, 1.0, 2.0])))
-        x = _drawn(rng, shape, "int8") if k % 2 else rng.integers(-30, 30, shape).astype(np.int8)
+        beta = float(rng.choice([0.5, 1.0, 2.0]))
+        if dtype == "int16":
+            s_in = f32(2.0 ** rng.uniform(-15, -8))
+            data, params = _softmax(work, shape, s_in, beta)
+            x = _logits(rng, shape, s_in)
+        else:
+            s_in = float(np.exp(rng.uniform(np.log(0.005), np.log(1.0))))
+            data, params = _softmax8(work, shape, s_in, int(rng.integers(-128, 128)), beta)
+            x = _drawn(rng, shape, "int8") if k % 2 else rng.integers(-30, 30, shape).astype(np.int8)
         if len(np.unique(run_tflm(data, [x])[0])) < 2:
             continue  # rows of one value
-        _check(params, data, [x], m55, work, compiler, in_place=k % 2 == 0, marker="vldrwq_gather")
+        marker = "vldrhq_gather" if dtype == "int16" else "vldrwq_gather"
+        _check(params, data, [x], m55, work, compiler, in_place=k % 2 == 0, marker=marker)
 
 
 def test_a_target_without_mve_keeps_the_scalar_loops(tmp_path, m4):
