@@ -43,6 +43,7 @@ class Case:
     options: tuple = ()
     constant: tuple[int, ...] | None = None  # an int32 constant input after the activations
     dtype: str = "int8"  # of the activations: int8, or int16 (TFLite's 16x8 scheme)
+    out_dtype: str = ""  # of the output when it is another (QUANTIZE between int8 and int16)
 
 
 MAP = (1, 16, 16, 32)  # 8,192 values: a mid-network feature map of an MLPerf Tiny model
@@ -70,6 +71,36 @@ CASES = (
     Case("RELU", (MAP,), MAP, ((5e-4, 0), (4e-4, 0)), dtype="int16"),
     Case("RELU6", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), dtype="int16"),
     Case("LEAKY_RELU", (MAP,), MAP, ((5e-4, 0), (5e-4, 0)), "LeakyReluOptions", (("alpha", 0.2),), dtype="int16"),
+    # SOFTMAX over rows of 128 (an attention block's) and of 12 (a keyword spotter's classes)
+    Case("SOFTMAX", ((64, 128),), (64, 128), ((0.1, -3), (1 / 256, -128)), "SoftmaxOptions", (("beta", 1.0),)),
+    Case("SOFTMAX", ((1, 12),), (1, 12), ((0.1, -3), (1 / 256, -128)), "SoftmaxOptions", (("beta", 1.0),)),
+    # MEAN as a global average pool (the channels inner) and over the last axis (LayerNorm's)
+    Case("MEAN", (MAP,), (1, 1, 1, 32), ((0.05, 3), (0.04, -2)), "ReducerOptions", (("keepDims", True),), (1, 2)),
+    Case("MEAN", ((1, 64, 128),), (1, 64, 1), ((0.05, 3), (0.04, -2)), "ReducerOptions", (("keepDims", True),), (2,)),
+    Case("MEAN", (MAP,), (1, 1, 1, 32), ((5e-4, 0), (4e-4, 0)), "ReducerOptions", (("keepDims", True),), (1, 2),
+         dtype="int16"),
+    Case("MEAN", ((1, 64, 128),), (1, 64, 1), ((5e-4, 0), (4e-4, 0)), "ReducerOptions", (("keepDims", True),), (2,),
+         dtype="int16"),
+    Case("MEAN", ((1, 13, 5, 16),), (1, 16), ((5e-4, 0), (4e-4, 0)), "ReducerOptions", (("keepDims", False),), (1, 2),
+         dtype="int16"),  # the zoo's 16x8 keyword spotter's
+    # SOFTMAX over rows of 128 (an attention block's) and of 12 (a keyword spotter's classes)
+    Case("SOFTMAX", ((64, 128),), (64, 128), ((2.0 ** -11, 0), (1 / 32768, 0)), "SoftmaxOptions", (("beta", 1.0),),
+         dtype="int16"),
+    Case("SOFTMAX", ((1, 12),), (1, 12), ((2.0 ** -11, 0), (1 / 32768, 0)), "SoftmaxOptions", (("beta", 1.0),),
+         dtype="int16"),
+    # QUANTIZE: int8 requantised, between a graph's int8 and 16x8 parts, int16 requantised
+    Case("QUANTIZE", (MAP,), MAP, ((0.05, 3), (0.03, -5))),
+    Case("QUANTIZE", (MAP,), MAP, ((0.05, 3), (4e-4, 0)), out_dtype="int16"),
+    Case("QUANTIZE", (MAP,), MAP, ((4e-4, 0), (0.05, 3)), dtype="int16", out_dtype="int8"),
+    Case("QUANTIZE", (MAP,), MAP, ((4e-4, 0), (5e-4, 0)), dtype="int16"),
+    # int16 LOGISTIC and TANH (TFLite's table of sigmoid(i / 24), gathered on Helium)
+    Case("LOGISTIC", (MAP,), MAP, ((2.0 ** -12, 0), (1 / 32768, 0)), dtype="int16"),
+    Case("TANH", (MAP,), MAP, ((1 / 3000, 0), (1 / 32768, 0)), dtype="int16"),
+    # int16 pools (a 3x3 window, stride 2, SAME), channels across the lanes on Helium
+    Case("AVERAGE_POOL_2D", (MAP,), (1, 8, 8, 32), ((5e-4, 0), (5e-4, 0)), "Pool2DOptions",
+         (("padding", 0), ("strideH", 2), ("strideW", 2), ("filterHeight", 3), ("filterWidth", 3)), dtype="int16"),
+    Case("MAX_POOL_2D", (MAP,), (1, 8, 8, 32), ((5e-4, 0), (5e-4, 0)), "Pool2DOptions",
+         (("padding", 0), ("strideH", 2), ("strideW", 2), ("filterHeight", 3), ("filterWidth", 3)), dtype="int16"),
 )
 
 
@@ -82,7 +113,7 @@ def params_of(case: Case, work: Path):
         tensors.append(constant(len(tensors), "c", np.asarray(case.constant, dtype=np.int32)))
         inputs.append(len(tensors) - 1)
     s, z = case.quant[-1]
-    tensors.append(Tensor(len(tensors), "out", case.output, case.dtype, Quantization((float(np.float32(s)),), (z,))))
+    tensors.append(Tensor(len(tensors), "out", case.output, case.out_dtype or case.dtype, Quantization((float(np.float32(s)),), (z,))))
     operator = Operator(0, case.op, tuple(inputs), (len(tensors) - 1,), case.options_type, case.options)
     path = work / f"{case.op.lower()}.tflite"
     path.write_bytes(build_model(tensors, [operator], list(range(len(case.inputs))), [len(tensors) - 1]))
@@ -137,7 +168,8 @@ def main() -> None:
             plain = measure(params, params.render("et_op"), inputs, target, work / "plain")
             exported = measure(params, params.render("et_op", target=target), inputs, target, work / "target")
             shapes = " & ".join("x".join(map(str, s)) for s in case.inputs)
-            name = case.op if case.dtype == "int8" else f"{case.op} ({case.dtype})"
+            types = case.dtype if case.out_dtype in ("", case.dtype) else f"{case.dtype}->{case.out_dtype}"
+            name = case.op if types == "int8" else f"{case.op} ({types})"
             print(f"{name:<28}{shapes:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")
 
 

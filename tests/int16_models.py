@@ -121,6 +121,33 @@ def run_target_typed(params, target, inputs: list[np.ndarray], out_shape, out_dt
     return run_target_as(params, target, inputs, out_shape, out_dtype, work, compiler)
 
 
+class InPlace:
+    """An operator's C called with one buffer as its input and its output, on the target: a
+    wrapper copies the input into a buffer as wide as the wider of the two, calls the
+    operator on it and copies the output out."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def declaration(self, fn: str) -> str:
+        return self.params.declaration(fn)
+
+    def render(self, fn: str, target=None) -> str:
+        p = self.params
+        n_in = int(np.prod(p.input_shapes[0])) * (2 if p.input_ctypes[0] == "int16_t" else 1)
+        n_out = int(np.prod(p.output_shape)) * (2 if p.output_ctype == "int16_t" else 1)
+        return p.render(f"{fn}_inner", target=target) + f"""
+#include <string.h>
+static uint8_t {fn}_buffer[{max(n_in, n_out)}] __attribute__((aligned(8)));
+{self.declaration(fn)}
+{{
+    memcpy({fn}_buffer, input0, {n_in});
+    {fn}_inner((const {p.input_ctypes[0]} *)(void *){fn}_buffer, ({p.output_ctype} *)(void *){fn}_buffer);
+    memcpy(output, {fn}_buffer, {n_out});
+}}
+"""
+
+
 # --- a small 16x8 keyword-spotting model (DS-CNN's structure, reduced) -------------------------
 def kws16_model(rng: np.random.Generator, int8_interface: bool = False, softmax: bool = True) -> bytes:
     """int16 input [1, 10, 6, 1] -> CONV_2D 3x3/2 (4 ch, RELU) -> DEPTHWISE_CONV_2D 3x3 (RELU)

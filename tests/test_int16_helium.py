@@ -3,7 +3,8 @@ add16.c.j2, mul16.c.j2): same-shape inputs and one input of one value per channe
 input), four int16 values a step (VLDRH.S32/VSTRH.32), tail-predicated, equal to TFLite
 Micro's output on the M55 in QEMU: every fused activation, element and channel counts with
 every tail, drawn scales, random and int16-extreme inputs, GCC and Clang (slow tier: the
-sweep; default tier: one case per operator). A target without MVE keeps the scalar loop."""
+sweep; default tier: one case per operator). A target without MVE keeps the scalar loop.
+Below, those of RELU, RELU6, LEAKY_RELU, and LOGISTIC and TANH on every int16 value."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 from edgetune.model.operators import operator_params
 from edgetune.model.oracle import run_tflm
 
-from int16_models import draw_int16, f32, int16_tensor, run_target_typed
+from int16_models import InPlace, draw_int16, f32, int16_tensor, run_target_typed
 from op_checks import assert_same, one_op_graph
 
 OPTIONS = {"ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions",
@@ -114,3 +115,90 @@ def test_leaky_relu_helium_on_m55_is_tflite_micro(tmp_path, m55, alpha, ratio, z
         (want,) = run_tflm(data, [x])
         got = run_target_typed(params, m55, [x], want.shape, "int16", tmp_path / f"{edge}", compiler)
         assert_same(f"LEAKY_RELU alpha {alpha} x{ratio} {edge} ({compiler})", got, want)
+
+
+def _sigmoid(tmp_path, op, s_in, n):
+    t = [int16_tensor(0, (n,), f32(s_in)), int16_tensor(1, (n,), 1 / 32768)]
+    data, graph = one_op_graph(tmp_path, t, op, (0,), (1,))
+    return data, operator_params(graph, graph.operators[0])
+
+
+EVERY_INT16 = np.arange(-32768, 32767, dtype=np.int16)  # all but 32767: 65,535 values, a tail of 3
+
+
+@pytest.mark.parametrize("op, s_in", [("LOGISTIC", 2.0 ** -12), ("TANH", 1 / 3000)])
+def test_logistic_and_tanh_helium_on_m55_is_tflite_micro_on_every_int16(tmp_path, m55, op, s_in):
+    """Every int16 value but one in one call (and every 61st in place): a power-of-two scale
+    (3 << shift, no rounding) and another (a rounded shift), saturation on both sides."""
+    data, params = _sigmoid(tmp_path, op, s_in, EVERY_INT16.size)
+    assert "vldrhq_gather_shifted_offset_u32" in params.render("et_op", target=m55)
+    (want,) = run_tflm(data, [EVERY_INT16])
+    got = run_target_typed(params, m55, [EVERY_INT16], want.shape, "int16", tmp_path / "m55")
+    assert_same(f"{op} on every int16 ({s_in:g})", got, want)
+    some = EVERY_INT16[::61]  # 1,075 values, both ends near
+    data, params = _sigmoid(tmp_path, op, s_in, some.size)
+    got = run_target_typed(InPlace(params), m55, [some], some.shape, "int16", tmp_path / "in-place")
+    assert_same(f"{op} in place ({s_in:g})", got, run_tflm(data, [some])[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("op", ["LOGISTIC", "TANH"])
+def test_logistic_and_tanh_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, op, compiler):
+    """Every int16 value at input scales from TFLite Micro's special powers of two (2^-12,
+    TANH's 2^-11) to small and large ones."""
+    for k, s_in in enumerate((2.0 ** -12, 2.0 ** -11, 2.0 ** -13, 2.0 ** -15, 1 / 20000, 0.001, 0.01, 1.7e-7)):
+        work = tmp_path / str(k)
+        work.mkdir()
+        data, params = _sigmoid(work, op, s_in, EVERY_INT16.size)
+        (want,) = run_tflm(data, [EVERY_INT16])
+        got = run_target_typed(params, m55, [EVERY_INT16], want.shape, "int16", work / "m55", compiler)
+        assert_same(f"{op} on every int16 ({s_in:g}, {compiler})", got, want)
+
+
+def _pool(tmp_path, op, h, w, c, kh, kw, stride, padding, act):
+    oh = -(-h // stride) if padding == 0 else (h - kh) // stride + 1
+    ow = -(-w // stride) if padding == 0 else (w - kw) // stride + 1
+    t = [int16_tensor(0, (1, h, w, c), 1e-3), int16_tensor(1, (1, oh, ow, c), 1e-3)]
+    options = dict(padding=padding, strideH=stride, strideW=stride, filterHeight=kh, filterWidth=kw,
+                   fusedActivationFunction=act)
+    data, graph = one_op_graph(tmp_path, t, op, (0,), (1,), "Pool2DOptions", options)
+    return data, operator_params(graph, graph.operators[0])
+
+
+def _check_pool_on_m55(tmp_path, m55, rng, case, compiler="gcc"):
+    data, params = _pool(tmp_path, *case)
+    assert "vldrhq" in params.render("et_op", target=m55), "the Helium path was not taken"
+    x = draw_int16(rng, params.input_shape)
+    x[rng.random(x.shape) < 0.3] = -32768 if case[0] == "MAX_POOL_2D" else 32767  # runs of the extremes
+    (want,) = run_tflm(data, [x])
+    got = run_target_typed(params, m55, [x], want.shape, "int16", tmp_path / compiler, compiler)
+    assert_same(f"{case} ({compiler})", got, want)
+
+
+@pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D"])
+def test_pools_helium_on_m55_is_tflite_micro(tmp_path, m55, op):
+    """37 channels (tails of the 16- and 8-channel steps), SAME padding (windows cut at the
+    edges: counts of 4, 6 and 9), a fused RELU."""
+    _check_pool_on_m55(tmp_path, m55, np.random.default_rng(len(op)), (op, 5, 6, 37, 3, 3, 2, 0, 1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D"])
+def test_pools_helium_sweep_on_m55_is_tflite_micro(tmp_path, m55, op, compiler):
+    """Drawn windows, strides, paddings, activations and channel counts, and the largest window
+    the exact vector division covers (16x16: 256 values)."""
+    rng = np.random.default_rng(len(op + compiler))
+    cases = [(op, 16, 16, 5, 16, 16, 1, 1, 0)]
+    while len(cases) < 8:
+        h, w = (int(v) for v in rng.integers(1, 10, size=2))
+        c = int(rng.integers(1, 40))
+        kh, kw, stride = (int(v) for v in rng.integers(1, 4, size=3))
+        padding = int(rng.integers(0, 2))
+        if padding == 1 and (kh > h or kw > w):
+            continue
+        cases.append((op, h, w, c, kh, kw, stride, padding, int(rng.integers(0, 4))))
+    for k, case in enumerate(cases):
+        (tmp_path / str(k)).mkdir()
+        _check_pool_on_m55(tmp_path / str(k), m55, rng, case, compiler)

@@ -79,7 +79,8 @@ def library(name: str, params: Callable[[Graph, Operator], StaticOp], runs: str,
 
 
 FOLDED_RUNS = "folded at export, no C (below)"
-POOL = ("NHWC, any batch, SAME (TFLite's offsets) or VALID, strides, any window; fused activation; int8 or int16",
+POOL = ("NHWC, any batch, SAME (TFLite's offsets) or VALID, strides, any window; fused activation; int8 or int16; "
+        "Helium (channels across the lanes)",
         "output shape not the pooling's, a window wholly in the padding, input and output quantised differently")
 SAME_BYTES = ("the bytes copied under the output's shape, as TFLite Micro copies them (a Keras Conv1D's wrapping); "
               "in place when the memory plan gives both one address; int8 or int16", "an output of another size")
@@ -135,7 +136,7 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("LOGISTIC", by_type(logistic_params, sigmoid16_params),
             "TFLite Micro's fixed-point sigmoid (input to Q4.27, gemmlowp's exp and Newton-Raphson reciprocal), as a "
             "table of the 256 results; Helium: one gather load per 16 values; int16 (16x8) with TFLite's table of "
-            "sigmoid(i / 24), interpolated",
+            "sigmoid(i / 24), interpolated (Helium: both entries gathered)",
             "an output not at scale 1/256 and zero point -128 (TFLite's requirement)"),
     library("TANH", by_type(tanh_params, sigmoid16_params),
             "the same scheme, (1 - exp(-2x)) / (1 + exp(-2x)), output at scale 1/128, zero point 0; a table of 256, "
@@ -172,11 +173,13 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("AVERAGE_POOL_2D", by_type(pool_params, pool16_params), *POOL),
     library("MAX_POOL_2D", by_type(pool_params, pool16_params), *POOL),
     library("MEAN", by_type(mean_params, mean16_params),
-            "over any axes of a tensor up to 4-D, `keep_dims` or not, from the input's quantisation to the output's",
+            "over any axes of a tensor up to 4-D, `keep_dims` or not, from the input's quantisation to the output's; "
+            "int8 or int16, Helium when the reduced axes are next to each other",
             "axes outside the tensor, a scale ratio below 2^-31"),
     library("SOFTMAX", by_type(softmax_params, softmax16_params),
-            "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta; int16 in and out "
-            "(16x8: zero points 0, scale 1/32768 out) with TFLite Micro's tables of exp and 1/(1+x)",
+            "int8 in, int8 out (scale 1/256, zero point -128), over the last axis, any beta (Helium: the exps of the 256 "
+            "differences from the row's maximum as a table); int16 in and out "
+            "(16x8: zero points 0, scale 1/32768 out) with TFLite Micro's tables of exp and 1/(1+x), Helium (gathers)",
             "another output quantisation, beta × scale below 2^-27"),
     library("PAD", by_type(pad_params, pad16_params), "up to 4-D, the added positions hold the output's zero point; "
             "int16: they hold 0 (TFLite Micro's)",
@@ -187,6 +190,7 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "shapes that do not concatenate, a fused activation"),
     library("QUANTIZE", from_float_or(float_island_params, by_type(quantize_params, quantize16_params)),
             "int8 → int8 requantisation; int8 ↔ int16 and int16 → int16 (between a graph's int8 and 16x8 parts); "
+            "Helium; "
             "from float32 at the end of a float island (below)",
             "a float input outside a float island, another input type"),
     library("RESHAPE", by_type(reshape_params, reshape16_params),

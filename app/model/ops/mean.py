@@ -12,6 +12,7 @@ so the division by n is folded into the integer multiplier, truncating, k bits d
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,11 +59,26 @@ class MeanParams(StaticOp):
     def count(self) -> int:
         return int(np.prod([self.shape[a] for a in self.axes]))
 
+    @property
+    def blocks(self) -> tuple[int, int, int] | None:
+        """(outer, count, inner): the input as [outer][count][inner], each output the sum over
+        the middle index, when the reduced axes (bar those of one value) are next to each
+        other (a global average pooling, a mean over the last axis); else None, the general
+        case only the scalar loop takes."""
+        dims = [(n, d in self.axes) for d, n in enumerate(self.shape) if n > 1]
+        reduced = [k for k, (_, is_reduced) in enumerate(dims) if is_reduced]
+        first, end = (reduced[0], reduced[-1] + 1) if reduced else (0, 0)
+        if end - first != len(reduced):
+            return None
+        sizes = [n for n, _ in dims]
+        return math.prod(sizes[:first]), math.prod(sizes[first:end]), math.prod(sizes[end:])
+
     def variables(self) -> dict:
         kept = tuple(1 if d in self.axes else n for d, n in enumerate(self.shape))
         reduced = tuple(n if d in self.axes else 1 for d, n in enumerate(self.shape))
         steps = tuple(int(np.prod(self.shape[d + 1:])) for d in range(RANK))
-        return dict(super().variables(), kept=kept, reduced=reduced, steps=steps, count=self.count)
+        return dict(super().variables(), kept=kept, reduced=reduced, steps=steps, count=self.count,
+                    blocks=self.blocks)
 
     def reference(self, x) -> np.ndarray:
         x = int8_input(x, self.shape, "input").astype(np.int64)

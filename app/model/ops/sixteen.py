@@ -105,6 +105,16 @@ class Pool16:
     template = "pool16.c.j2"
     value_type = "int16"
 
+    @property
+    def vector_division_exact(self) -> bool:
+        """PoolParams.vector_division_exact for int16 sums: a = 32768 * count + count / 2."""
+        count = self.kh * self.kw
+        return (32768 * count + count // 2) * (count - 1) < 2**31
+
+    @property
+    def sums_fit_int16(self) -> bool:
+        return False  # int16 values are summed in int32 lanes
+
 
 @dataclass(frozen=True)
 class AveragePool16Params(Pool16, Int16Types, AveragePoolParams):

@@ -131,7 +131,15 @@ class SoftmaxParams(StaticOp):
         return dict(super().variables(), barrel=BARREL, exp_minus_eighth=EXP_MINUS_EIGHTH, one_third=ONE_THIRD,
                     c48_17=FORTY_EIGHT_SEVENTEENTHS, c_neg32_17=MINUS_THIRTY_TWO_SEVENTEENTHS,
                     newton_steps=NEWTON_STEPS, diff_bits=DIFF_INTEGER_BITS, acc_bits=ACCUMULATOR_INTEGER_BITS,
-                    output_bits=OUTPUT_BITS)
+                    output_bits=OUTPUT_BITS, exp_table=self.exp_table())
+
+    def exp_table(self) -> tuple[int, ...]:
+        """exp of each difference from the row's maximum, -255 .. 0, in Q0.31 as `reference`
+        computes it (the Helium path gathers them); 0 below diff_min, where the sum takes
+        nothing and the output is -128, as the scalar form's skip gives."""
+        diff = np.arange(-255, 1, dtype=np.int64)
+        exps = exp_on_negative_values(sat_rdmulh(wrap32(diff << self.left_shift), self.multiplier), DIFF_INTEGER_BITS)
+        return tuple(int(v) for v in np.where(diff >= self.diff_min, exps, 0))
 
     def reference(self, x) -> np.ndarray:
         x = int8_input(x, (self.rows, self.depth), "input").astype(np.int64)
