@@ -50,6 +50,7 @@ from .ops.leaky_relu16 import leaky_relu16_params
 from .ops.split import pack_params, split_params
 from .ops.strided_slice import strided_slice_params
 from .ops.rsqrt16 import rsqrt16_params
+from .ops.lstm import lstm_params
 from .ops.float_island import FLOAT_UNARY, float_island_params, float_islands, in_island_only
 from .user_layers import declared_operators, servers, user_layer
 
@@ -210,6 +211,12 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("BATCH_TO_SPACE_ND", batch_to_space_params,
             "the inverse, then the crops: an index map",
             "a non-constant block or crops, a batch not a multiple of the block, crops leaving no output"),
+    library("UNIDIRECTIONAL_SEQUENCE_LSTM", lstm_params,
+            "int8 (TFLite Micro's 8x8->16 kernel): per step and gate two int8 products into int16 at 2^-12, "
+            "summed with saturation, its int16 LOGISTIC or TANH; the int16 cell state and the int8 hidden state "
+            "by its requantised products; batch- or time-major; a cell clip; state zero at each invocation",
+            "peephole weights, a projection, layer normalisation, no input gate (CIFG) (TFLite Micro's kernel "
+            "refuses them too), int16 (16x8) or float activations, per-channel or asymmetric weights"),
     library("DEQUANTIZE", in_island_only, *ISLAND),
     *(library(name, in_island_only, *ISLAND) for name in FLOAT_UNARY if name != "RSQRT"),  # RSQRT: its entry above
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")

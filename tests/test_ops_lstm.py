@@ -1,0 +1,227 @@
+"""UNIDIRECTIONAL_SEQUENCE_LSTM in int8 (app/model/ops/lstm.py) bit for bit with TFLite Micro's
+integer kernel: drawn one-operator models (odd sizes, one to three sequences, batch- and
+time-major, zero points, cell state scales from 2^-15 to 2^-9, a cell clip) on random inputs
+and the int8 extremes, by the numpy reference, the C on the host and on the M55 in QEMU; the
+variants TFLite Micro's kernel refuses (peephole, projection, layer normalisation, CIFG) and
+int16 activations are refused in one line naming the operator; the converter's fused LSTM
+(the zoo's lstm_fused) verified whole on the M55."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgetune.cli import main
+from edgetune.model import ModelError, load_model
+from edgetune.model.builder import build_model, constant
+from edgetune.model.export import export_model
+from edgetune.model.graph import Operator, Quantization, Tensor, read_graph
+from edgetune.model.module import schedule
+from edgetune.model.operators import operator_params
+from edgetune.model.oracle import run_tflm
+from edgetune.targets import get_target
+
+from int16_models import f32, run_host_typed, run_target_typed
+from op_checks import assert_same
+
+ZOO = Path(__file__).resolve().parent / "data" / "models" / "zoo"
+TANH, RELU = 4, 1
+
+
+@dataclass(frozen=True)
+class Lstm:
+    """A drawn LSTM's geometry and quantisation."""
+    batch: int = 1
+    steps: int = 5
+    n_input: int = 3
+    n_state: int = 7
+    time_major: bool = False
+    zero_in: int = 3
+    zero_hidden: int = -5
+    cell_power: int = -11
+    clip: float = 0.0
+    s_in: float = 0.05
+    s_hidden: float = 0.01
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        sequence = (self.steps, self.batch) if self.time_major else (self.batch, self.steps)
+        return (*sequence, self.n_input)
+
+
+def lstm_model(rng: np.random.Generator, g: Lstm, extra: dict[int, Tensor] | None = None,
+               dtype: str = "int8", activation: int = TANH, drop: tuple[int, ...] = ()) -> bytes:
+    """One UNIDIRECTIONAL_SEQUENCE_LSTM over drawn int8 weights (per-tensor scales, zero point
+    0) and int32 biases, as the converter writes one; `extra` adds optional inputs (a
+    variant's tensors), `drop` leaves inputs out (CIFG)."""
+    tensors: list[Tensor] = []
+
+    def add(t: Tensor) -> int:
+        tensors.append(Tensor(len(tensors), t.name, t.shape, t.dtype, t.quantization, t.data, t.signature,
+                              t.variable))
+        return len(tensors) - 1
+
+    slots = [-1] * 24
+    slots[0] = add(Tensor(0, "x", g.input_shape, dtype, Quantization((f32(g.s_in),), (g.zero_in,))))
+    scales = []
+    for k in range(8):
+        scales.append(f32(rng.uniform(0.002, 0.03)))
+        w = rng.integers(-127, 128, size=(g.n_state, g.n_input if k < 4 else g.n_state), dtype=np.int8)
+        slots[1 + k] = add(constant(0, f"w{k}", w, Quantization((scales[-1],), (0,))))
+    for k in range(4):
+        b = rng.integers(-3000, 3000, size=g.n_state).astype(np.int32)
+        slots[12 + k] = add(constant(0, f"b{k}", b, Quantization((f32(g.s_in * scales[k]),), (0,))))
+    hidden_q = Quantization((f32(g.s_hidden),), (g.zero_hidden,))
+    slots[18] = add(Tensor(0, "hidden", (g.batch, g.n_state), dtype, hidden_q, variable=True))
+    slots[19] = add(Tensor(0, "cell", (g.batch, g.n_state), "int16", Quantization((2.0 ** g.cell_power,), (0,)),
+                           variable=True))
+    for position, t in (extra or {}).items():
+        slots[position] = add(t)
+    for position in drop:
+        slots[position] = -1
+    out_shape = (*g.input_shape[:2], g.n_state)
+    y = add(Tensor(0, "y", out_shape, dtype, hidden_q))
+    options = (("fusedActivationFunction", activation), ("cellClip", g.clip), ("timeMajor", g.time_major))
+    op = Operator(0, "UNIDIRECTIONAL_SEQUENCE_LSTM", tuple(slots), (y,), "UnidirectionalSequenceLSTMOptions", options)
+    return build_model(tensors, [op], [slots[0]], [y])
+
+
+def read(tmp_path: Path, data: bytes):
+    path = tmp_path / "lstm.tflite"
+    path.write_bytes(data)
+    graph = read_graph(path)
+    op = graph.operators[0]
+    params = operator_params(graph, op)
+    constants = [graph.tensors[op.inputs[p]].array() for p in params.input_positions[1:]]
+    return params, constants
+
+
+def draw(rng: np.random.Generator, shape, edge: str) -> np.ndarray:
+    if edge == "extreme":
+        return rng.choice(np.array([-128, 127], dtype=np.int8), size=shape)
+    return rng.integers(-128, 128, size=shape, dtype=np.int8)
+
+
+def drawn(rng: np.random.Generator, n: int) -> Lstm:
+    return Lstm(batch=int(rng.integers(1, 4)), steps=int(rng.integers(1, 10)), n_input=int(rng.integers(1, 14)),
+                n_state=int(rng.integers(1, 14)), time_major=bool(n % 2), zero_in=int(rng.integers(-128, 128)),
+                zero_hidden=int(rng.integers(-40, 40)), cell_power=int(rng.integers(-15, -8)),
+                clip=(0.0, 0.75)[n % 3 == 2], s_in=float(rng.uniform(0.002, 0.1)), s_hidden=float(rng.uniform(0.004, 0.03)))
+
+
+def test_the_reference_is_tflite_micros_over_drawn_lstms(tmp_path):
+    """12 drawn LSTMs, each on a random input and one of only -128 and 127."""
+    rng = np.random.default_rng(28)
+    for n in range(12):
+        g = drawn(rng, n)
+        params, constants = read(tmp_path, data := lstm_model(rng, g))
+        assert params.input_shapes[0] == g.input_shape
+        assert params.cell_clip == min(int(g.clip / 2.0 ** g.cell_power), 32767)
+        for edge in ("random", "extreme"):
+            x = draw(rng, g.input_shape, edge)
+            (want,) = run_tflm(data, [x])
+            assert_same(f"{g}, {edge}", params.reference(x, *constants), want)
+
+
+def test_the_hidden_state_is_not_saturated_everywhere_in_these_draws(tmp_path):
+    """The drawn weights give hidden states across the int8 range, not only their clamps
+    (an oracle test of clamped values would check little)."""
+    rng = np.random.default_rng(5)
+    g = Lstm(steps=6, n_input=9, n_state=11, s_in=0.01, s_hidden=0.008)
+    params, constants = read(tmp_path, lstm_model(rng, g))
+    y = params.reference(draw(rng, g.input_shape, "random"), *constants)
+    assert len(np.unique(y)) > 30 and np.mean((y == -128) | (y == 127)) < 0.5
+
+
+class Baked:
+    """The LSTM's C with its weights and biases as constant arrays and one function of the
+    input and output, as the module calls it (the tuning harness takes at most 8 buffers)."""
+
+    def __init__(self, params, constants):
+        self.params, self.constants = params, constants
+
+    def render(self, fn: str, provenance=(), target=None) -> str:
+        arrays = "".join(f"static const {c.dtype}_t {fn}_c{k}[{c.size}] = {{{', '.join(map(str, c.reshape(-1)))}}};\n"
+                         for k, c in enumerate(self.constants))
+        names = ", ".join(f"{fn}_c{k}" for k in range(len(self.constants)))
+        return (self.params.render(f"{fn}_lstm", target=target) + "\n" + arrays +
+                f"{self.declaration(fn)}\n{{\n    {fn}_lstm(input0, {names}, output);\n}}\n")
+
+    def declaration(self, fn: str) -> str:
+        return f"void {fn}(const int8_t *input0, int8_t *output)"
+
+
+def test_the_c_is_tflite_micros_on_the_host(tmp_path):
+    rng = np.random.default_rng(3)
+    for n, g in enumerate((Lstm(batch=2, steps=7, n_input=13, n_state=9, time_major=True, clip=0.5),
+                           Lstm(batch=3, steps=4, n_input=5, n_state=17, zero_in=-128, zero_hidden=12, cell_power=-15),
+                           Lstm(steps=9, n_input=1, n_state=1, cell_power=-9))):
+        data = lstm_model(rng, g)
+        params, constants = read(tmp_path, data)
+        for edge in ("random", "extreme"):
+            x = draw(rng, g.input_shape, edge)
+            (want,) = run_tflm(data, [x])
+            got = run_host_typed(Baked(params, constants), [x], want.shape, "int8", tmp_path / f"host{n}{edge}")
+            assert_same(f"C on the host, {g}, {edge}", got, want)
+
+
+def test_the_c_is_tflite_micros_on_the_m55(tmp_path, m55):
+    rng = np.random.default_rng(4)
+    g = Lstm(batch=2, steps=6, n_input=11, n_state=13, time_major=False, zero_in=-7, zero_hidden=9, clip=0.6)
+    data = lstm_model(rng, g)
+    params, constants = read(tmp_path, data)
+    x = draw(rng, g.input_shape, "extreme")
+    (want,) = run_tflm(data, [x])
+    got = run_target_typed(Baked(params, constants), get_target("cortex-m55"), [x], want.shape, "int8", tmp_path / "m55")
+    assert_same("C on the M55", got, want)
+
+
+def _refusal(tmp_path: Path, data: bytes) -> str:
+    path = tmp_path / "variant.tflite"
+    path.write_bytes(data)
+    with pytest.raises(ModelError) as info:
+        schedule(load_model(path), "m")
+    message = str(info.value)
+    assert "\n" not in message and "operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM)" in message, message
+    return message
+
+
+@pytest.mark.parametrize("variant, positions, shape, named", [
+    ("peephole", (9, 10, 11), (7,), "peephole (cell-to-gate) weights (inputs 9, 10, 11)"),
+    ("projection", (16,), (7, 7), "a projection (inputs 16)"),
+    ("layer norm", (20, 21, 22, 23), (7,), "layer normalisation (inputs 20, 21, 22, 23)")])
+def test_the_variants_tflite_micro_refuses_are_refused_naming_them(tmp_path, variant, positions, shape, named):
+    rng = np.random.default_rng(6)
+    extra = {p: constant(0, f"v{p}", np.ones(shape, np.int16 if len(shape) == 1 else np.int8), Quantization((0.01,), (0,)))
+             for p in positions}
+    message = _refusal(tmp_path, lstm_model(rng, Lstm(), extra=extra))
+    assert named in message and "only the plain LSTM" in message, message
+
+
+def test_a_cifg_lstm_an_int16_one_and_another_cell_activation_are_refused(tmp_path):
+    rng = np.random.default_rng(7)
+    cifg = _refusal(tmp_path, lstm_model(rng, Lstm(), drop=(1, 5, 12)))
+    assert "has no input 1, 5, 12 (a CIFG LSTM has no input gate)" in cifg
+    sixteen = _refusal(tmp_path, lstm_model(rng, Lstm(zero_in=0, zero_hidden=0), dtype="int16"))
+    assert "is int16; edgetune runs the int8 LSTM" in sixteen
+    relu = _refusal(tmp_path, lstm_model(rng, Lstm(), activation=RELU))
+    assert "the cell gate's activation is not TANH" in relu
+
+
+def test_the_converters_fused_lstm_verifies_bit_exact_on_the_m55(tmp_path, m55):
+    """The zoo's lstm_fused (tf-keras LSTM, one UNIDIRECTIONAL_SEQUENCE_LSTM, then STRIDED_SLICE
+    and a dense layer) exported and verified whole in QEMU on its saved inputs."""
+    with np.load(ZOO / "lstm_fused.npz") as saved:
+        inputs = saved["input0"]
+    files = []
+    for n, x in enumerate(inputs):
+        np.save(tmp_path / f"case{n}.npy", x)
+        files += ["--input", str(tmp_path / f"case{n}.npy")]
+    export_model(ZOO / "lstm_fused.tflite", get_target("cortex-m55"), None, tmp_path / "m")
+    assert "lstm_fused_op0_unidirectional_sequence_lstm" in (tmp_path / "m" / "lstm_fused.c").read_text()
+    result = CliRunner().invoke(main, ["model", "verify", str(tmp_path / "m"), *files])
+    assert result.exit_code == 0, result.output
+    assert f"{len(inputs)} inferences bit-exact with TFLite Micro" in result.output
