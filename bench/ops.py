@@ -8,6 +8,10 @@ A measuring caller of the pipeline (targets/measure.py): the operator's C is com
 the target's first compiler, linked with the harness's glue and measured as a
 `LinkedProgram`, one `Run` whose outputs must be the reference's.
 
+UNIDIRECTIONAL_SEQUENCE_LSTM runs on two LSTMs: the zoo's converter-made `lstm_fused` and a
+larger drawn one (a keyword-spotting shape); its weights are baked in as the module passes them
+(the harness takes few buffers).
+
 usage: .venv/bin/python bench/ops.py [--target cortex-m55] [--only NAME]
 """
 from __future__ import annotations
@@ -24,6 +28,7 @@ from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
 from edgetune.model.builder import build_model, constant
 from edgetune.model.graph import Operator, Quantization, Tensor, read_graph
 from edgetune.model.operators import operator_params
+from edgetune.model.ops.base import WithConstants
 from edgetune.targets import get_target
 from edgetune.targets.measure import Expected, LinkedProgram, MeasureInput, Pipeline, Run, failure_text
 from edgetune.targets.runners import runner_for
@@ -117,6 +122,43 @@ def measure(params, source: str, inputs: list[np.ndarray], target, work: Path) -
     return int(result.values[target.measures])
 
 
+ZOO = Path(__file__).resolve().parent.parent / "tests" / "data" / "models" / "zoo"
+LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
+
+
+def lstm_cases(rng: np.random.Generator, work: Path) -> list[tuple[str, WithConstants, tuple[int, ...]]]:
+    """(label, the LSTM with its weights baked in, input shape): the zoo's lstm_fused, and a
+    drawn LSTM of 49 steps of 40 features into 64 units (weights of one scale, zero point 0)."""
+    def baked(path: Path, index: int = 0):
+        graph = read_graph(path)
+        op = graph.operators[index]
+        params = operator_params(graph, op)
+        weights = {k: graph.tensors[op.inputs[p]].array() for k, p in enumerate(params.input_positions) if k}
+        return WithConstants(params, weights), params.input_shapes[0]
+
+    cases = [("lstm_fused (zoo)", *baked(ZOO / "lstm_fused.tflite"))]
+    steps, n_in, units = 49, 40, 64
+    q = lambda s, z=0: Quantization((float(np.float32(s)),), (z,))  # noqa: E731
+    tensors = [Tensor(0, "x", (1, steps, n_in), "int8", q(0.05, 3))]
+    slots = [0] + [-1] * 23
+    for k in range(8):
+        w = rng.integers(-127, 128, size=(units, n_in if k < 4 else units), dtype=np.int8)
+        tensors.append(constant(len(tensors), f"w{k}", w, q(0.004)))
+        slots[1 + k] = len(tensors) - 1
+    for k in range(4):
+        tensors.append(constant(len(tensors), f"b{k}", rng.integers(-3000, 3000, units).astype(np.int32), q(2e-4)))
+        slots[12 + k] = len(tensors) - 1
+    tensors.append(Tensor(len(tensors), "h", (1, units), "int8", q(0.01, -4), variable=True))
+    tensors.append(Tensor(len(tensors), "c", (1, units), "int16", q(2.0 ** -11), variable=True))
+    slots[18], slots[19] = len(tensors) - 2, len(tensors) - 1
+    tensors.append(Tensor(len(tensors), "y", (1, steps, units), "int8", q(0.01, -4)))
+    op = Operator(0, LSTM, tuple(slots), (len(tensors) - 1,), "UnidirectionalSequenceLSTMOptions",
+                  (("fusedActivationFunction", 4),))
+    path = work / "lstm.tflite"
+    path.write_bytes(build_model(tensors, [op], [0], [len(tensors) - 1]))
+    return cases + [(f"LSTM {steps}x{n_in} -> {units}", *baked(path))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", default="cortex-m55")
@@ -139,6 +181,13 @@ def main() -> None:
             shapes = " & ".join("x".join(map(str, s)) for s in case.inputs)
             name = case.op if case.dtype == "int8" else f"{case.op} ({case.dtype})"
             print(f"{name:<28}{shapes:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")
+        if args.only not in ("", LSTM):
+            return
+        for n, (label, op, shape) in enumerate(lstm_cases(rng, Path(root))):
+            x = [rng.integers(-128, 128, size=shape, dtype=np.int8)]
+            plain = measure(op, op.render("et_op"), x, target, Path(root) / f"lstm{n}" / "plain")
+            exported = measure(op, op.render("et_op", target=target), x, target, Path(root) / f"lstm{n}" / "target")
+            print(f"{LSTM:<28}{label:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")
 
 
 if __name__ == "__main__":

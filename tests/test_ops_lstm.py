@@ -22,6 +22,7 @@ from edgetune.model.graph import Operator, Quantization, Tensor, read_graph
 from edgetune.model.module import schedule
 from edgetune.model.operators import operator_params
 from edgetune.model.oracle import run_tflm
+from edgetune.model.ops.base import WithConstants
 from edgetune.targets import get_target
 
 from int16_models import f32, run_host_typed, run_target_typed
@@ -118,7 +119,7 @@ def test_the_reference_is_tflite_micros_over_drawn_lstms(tmp_path):
     for n in range(12):
         g = drawn(rng, n)
         params, constants = read(tmp_path, data := lstm_model(rng, g))
-        assert params.input_shapes[0] == g.input_shape
+        assert params.input_shapes[0] == g.input_shape and len(constants) == 8
         assert params.cell_clip == min(int(g.clip / 2.0 ** g.cell_power), 32767)
         for edge in ("random", "extreme"):
             x = draw(rng, g.input_shape, edge)
@@ -136,22 +137,10 @@ def test_the_hidden_state_is_not_saturated_everywhere_in_these_draws(tmp_path):
     assert len(np.unique(y)) > 30 and np.mean((y == -128) | (y == 127)) < 0.5
 
 
-class Baked:
-    """The LSTM's C with its weights and biases as constant arrays and one function of the
-    input and output, as the module calls it (the tuning harness takes at most 8 buffers)."""
-
-    def __init__(self, params, constants):
-        self.params, self.constants = params, constants
-
-    def render(self, fn: str, provenance=(), target=None) -> str:
-        arrays = "".join(f"static const {c.dtype}_t {fn}_c{k}[{c.size}] = {{{', '.join(map(str, c.reshape(-1)))}}};\n"
-                         for k, c in enumerate(self.constants))
-        names = ", ".join(f"{fn}_c{k}" for k in range(len(self.constants)))
-        return (self.params.render(f"{fn}_lstm", target=target) + "\n" + arrays +
-                f"{self.declaration(fn)}\n{{\n    {fn}_lstm(input0, {names}, output);\n}}\n")
-
-    def declaration(self, fn: str) -> str:
-        return f"void {fn}(const int8_t *input0, int8_t *output)"
+def baked(params, constants) -> WithConstants:
+    """The LSTM with its weights as constant arrays, a function of the input and the output
+    (the tuning harness takes at most 8 buffers)."""
+    return WithConstants(params, dict(enumerate(constants, start=1)))
 
 
 def test_the_c_is_tflite_micros_on_the_host(tmp_path):
@@ -164,19 +153,26 @@ def test_the_c_is_tflite_micros_on_the_host(tmp_path):
         for edge in ("random", "extreme"):
             x = draw(rng, g.input_shape, edge)
             (want,) = run_tflm(data, [x])
-            got = run_host_typed(Baked(params, constants), [x], want.shape, "int8", tmp_path / f"host{n}{edge}")
+            got = run_host_typed(baked(params, constants), [x], want.shape, "int8", tmp_path / f"host{n}{edge}")
             assert_same(f"C on the host, {g}, {edge}", got, want)
 
 
-def test_the_c_is_tflite_micros_on_the_m55(tmp_path, m55):
-    rng = np.random.default_rng(4)
-    g = Lstm(batch=2, steps=6, n_input=11, n_state=13, time_major=False, zero_in=-7, zero_hidden=9, clip=0.6)
+@pytest.mark.parametrize("g", [
+    Lstm(batch=2, steps=6, n_input=11, n_state=13, zero_in=-7, zero_hidden=9, clip=0.6),
+    Lstm(batch=1, steps=5, n_input=37, n_state=20, time_major=True, cell_power=-15, s_in=0.004),
+    Lstm(batch=3, steps=3, n_input=16, n_state=3, zero_in=127, zero_hidden=-40, cell_power=-9, s_hidden=0.03)])
+def test_the_c_is_tflite_micros_on_the_m55(tmp_path, m55, g):
+    """The Helium path (four units' dot products at once and a lone unit's, tails of 16 inputs
+    and of 4 units, every cell tanh scaling) on a random input and one of the extremes."""
+    rng = np.random.default_rng(g.n_input)
     data = lstm_model(rng, g)
     params, constants = read(tmp_path, data)
-    x = draw(rng, g.input_shape, "extreme")
-    (want,) = run_tflm(data, [x])
-    got = run_target_typed(Baked(params, constants), get_target("cortex-m55"), [x], want.shape, "int8", tmp_path / "m55")
-    assert_same("C on the M55", got, want)
+    for edge in ("random", "extreme"):
+        x = draw(rng, g.input_shape, edge)
+        (want,) = run_tflm(data, [x])
+        got = run_target_typed(baked(params, constants), get_target("cortex-m55"), [x], want.shape, "int8",
+                               tmp_path / f"m55{edge}")
+        assert_same(f"C on the M55, {edge}", got, want)
 
 
 def _refusal(tmp_path: Path, data: bytes) -> str:

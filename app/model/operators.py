@@ -214,7 +214,9 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("UNIDIRECTIONAL_SEQUENCE_LSTM", lstm_params,
             "int8 (TFLite Micro's 8x8->16 kernel): per step and gate two int8 products into int16 at 2^-12, "
             "summed with saturation, its int16 LOGISTIC or TANH; the int16 cell state and the int8 hidden state "
-            "by its requantised products; batch- or time-major; a cell clip; state zero at each invocation",
+            "by its requantised products; batch- or time-major; a cell clip; state zero at each invocation; Helium: "
+            "dot products of four units at once (VMLADAVA), requantisation, table gathers and the state update on "
+            "four units a step",
             "peephole weights, a projection, layer normalisation, no input gate (CIFG) (TFLite Micro's kernel "
             "refuses them too), int16 (16x8) or float activations, per-channel or asymmetric weights"),
     library("DEQUANTIZE", in_island_only, *ISLAND),

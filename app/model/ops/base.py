@@ -268,3 +268,49 @@ def one_to_one(r: OperatorReader) -> tuple[Tensor, Tensor]:
     if x.elements != y.elements:
         raise r.fail(f"output tensor {y.index} ({y.name}) has {y.elements} values, the input {x.elements}")
     return x, y
+
+
+@dataclass(frozen=True)
+class WithConstants:
+    """An operator with some inputs fixed to constant values (argument position -> value): its C
+    as one function of the other inputs (argument k: the k-th of them) and the outputs, which
+    calls the operator's function (`fn`_op) with the constants as static arrays, as a module
+    passes its constants; and its reference on the other inputs. For a harness of few buffers
+    (an LSTM's eight weight matrices: tests/test_ops_lstm.py, bench/ops.py)."""
+
+    params: StaticOp
+    constants: dict[int, np.ndarray]
+
+    @property
+    def op(self) -> str:
+        return self.params.op
+
+    def render(self, fn: str, provenance: tuple[str, ...] = (), target: Target | None = None) -> str:
+        arrays, args, run_time = [], [], 0
+        for k, ctype in enumerate(self.params.input_ctypes):
+            if k in self.constants:
+                values = np.asarray(self.constants[k]).reshape(-1)
+                arrays.append(f"static const {ctype} {fn}_c{k}[{max(values.size, 1)}] = "
+                              f"{{{', '.join(str(int(v)) for v in values) or '0'}}};")
+                args.append(f"{fn}_c{k}")
+            else:
+                args.append(f"input{run_time}")
+                run_time += 1
+        call = ", ".join([*args, *self.params.output_names()])
+        return (self.params.render(f"{fn}_op", provenance, target) + "\n" + "\n".join(arrays) +
+                f"\n{self.declaration(fn)}\n{{\n    {fn}_op({call});\n}}\n")
+
+    def declaration(self, fn: str) -> str:
+        ctypes = [c for k, c in enumerate(self.params.input_ctypes) if k not in self.constants]
+        outputs = [f"{self.params.output_ctype} *{name}" for name in self.params.output_names()]
+        return f"void {fn}({', '.join([*(f'const {c} *input{k}' for k, c in enumerate(ctypes)), *outputs])})"
+
+    def _all(self, inputs) -> list:
+        given = iter(inputs)
+        return [self.constants[k] if k in self.constants else next(given) for k in range(self.params.n_inputs)]
+
+    def reference(self, *inputs):
+        return self.params.reference(*self._all(inputs))
+
+    def outputs(self, *inputs) -> tuple[np.ndarray, ...]:
+        return self.params.outputs(*self._all(inputs))

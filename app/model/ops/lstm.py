@@ -34,7 +34,7 @@ import numpy as np
 from ..arithmetic import INT8_MAX, INT8_MIN, quantize_multiplier
 from ..graph import Graph, Operator, Tensor
 from .base import OperatorReader, StaticOp, scale, typed_input, zero_point
-from .fixedpoint import multiply_by_quantized_multiplier
+from .fixedpoint import multiply_by_quantized_multiplier, wrap32
 from .sigmoid16 import sigmoid_or_tanh16, sigmoid_table
 from .sixteen import INT16_MAX, INT16_MIN
 
@@ -67,20 +67,24 @@ class LstmParams(StaticOp):
     hidden_scaling: tuple[int, int]  # o * tanh(c) -> h
     cell_tanh: tuple[int, int]  # tanh's input (multiplier, shift) for the cell state
     cell_clip: int  # the quantised clip of the cell state, 0: none
+    biases: tuple[tuple[int, ...], ...]  # per gate, the model's int32 bias
+    input_sums: tuple[tuple[int, ...], ...]  # per gate: bias - z_in * (row sums of W), as int32 (the C's start)
+    hidden_sums: tuple[tuple[int, ...], ...]  # per gate: -z_h * (row sums of R), as int32
 
     template = "lstm.c.j2"
     op = "UNIDIRECTIONAL_SEQUENCE_LSTM"
 
     @property
     def input_positions(self) -> tuple[int, ...]:
-        """The input sequence, the eight weight matrices, the four biases (constants)."""
-        return (0, *INPUT_WEIGHTS, *RECURRENT_WEIGHTS, *BIASES)
+        """The input sequence and the eight weight matrices (constants). The biases are not
+        read: the C starts each sum from input_sums and hidden_sums, which fold the zero points
+        in (sum((x - z) * w) + bias = sum(x * w) + bias - z * sum(w), in int32 as TFLite's)."""
+        return (0, *INPUT_WEIGHTS, *RECURRENT_WEIGHTS)
 
     @property
     def input_shapes(self) -> tuple[tuple[int, ...], ...]:
         sequence = (self.steps, self.batch) if self.time_major else (self.batch, self.steps)
-        return ((*sequence, self.n_input), *((self.n_state, self.n_input),) * 4,
-                *((self.n_state, self.n_state),) * 4, *((self.n_state,),) * 4)
+        return ((*sequence, self.n_input), *((self.n_state, self.n_input),) * 4, *((self.n_state, self.n_state),) * 4)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
@@ -89,7 +93,7 @@ class LstmParams(StaticOp):
 
     @property
     def input_ctypes(self) -> tuple[str, ...]:
-        return ("int8_t",) * 9 + ("int32_t",) * 4
+        return ("int8_t",) * 9
 
     def describe(self) -> str:
         return (f"batch={self.batch}, steps={self.steps}, inputs={self.n_input}, units={self.n_state}, "
@@ -98,13 +102,13 @@ class LstmParams(StaticOp):
     def variables(self) -> dict:
         return dict(super().variables(), gates=GATES, table=sigmoid_table(), sigmoid_input=SIGMOID_INPUT)
 
-    def reference(self, x, *constants) -> np.ndarray:
+    def reference(self, x, *weights) -> np.ndarray:
+        """TFLite Micro's output for the input sequence `x` and the eight weight matrices."""
         shapes = self.input_shapes
         x = typed_input(x, "int8", shapes[0], "input").astype(np.int64)
         weights = [typed_input(w, "int8", s, f"weights {k}").astype(np.int64)
-                   for k, (w, s) in enumerate(zip(constants[:8], shapes[1:9]), start=1)]
-        biases = [typed_input(b, "int32", s, f"bias {k}").astype(np.int64)
-                  for k, (b, s) in enumerate(zip(constants[8:], shapes[9:]), start=12)]
+                   for k, (w, s) in enumerate(zip(weights, shapes[1:]), start=1)]
+        biases = [np.asarray(b, dtype=np.int64) for b in self.biases]
         if self.time_major:
             x = x.transpose(1, 0, 2)
         out = np.empty((self.batch, self.steps, self.n_state), dtype=np.int8)
@@ -189,11 +193,16 @@ def lstm_params(graph: Graph, op: Operator) -> LstmParams:
     s_in, s_hidden = scale(x), scale(hidden)
     input_scaling = tuple(_weights(r, p, (n_state, n_input), s_in) for p in INPUT_WEIGHTS)
     recurrent_scaling = tuple(_weights(r, p, (n_state, n_state), s_hidden) for p in RECURRENT_WEIGHTS)
+    biases = []
     for p in BIASES:
         b = r.tensor(p)
         if b.dtype != "int32" or not b.constant or b.elements != n_state:
             raise r.fail(f"bias (input {p}, tensor {b.index}) must be a constant int32 of {n_state} values, is "
                          f"{b.dtype} of {b.elements}")
+        biases.append(b.array().astype(np.int64).reshape(-1))
+    row_sums = [r.constant(p).astype(np.int64).sum(axis=1) for p in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS)]
+    input_sums = tuple(_int32s(biases[g] - zero_point(x) * row_sums[g]) for g in range(4))
+    hidden_sums = tuple(_int32s(-zero_point(hidden) * row_sums[4 + g]) for g in range(4))
     s_cell = float(np.float32(scale(cell)))
     clip = float(op.option("cellClip", 0.0) or 0.0)
     if clip < 0:
@@ -207,7 +216,13 @@ def lstm_params(graph: Graph, op: Operator) -> LstmParams:
         input_scaling, recurrent_scaling,
         forget_scaling=_scaling(out * s_cell / s_cell), update_scaling=_scaling(out * out / s_cell),
         hidden_scaling=_scaling(out * out / float(np.float32(s_hidden))), cell_tanh=(tanh_multiplier, tanh_shift),
-        cell_clip=int(min(max(clip / s_cell, INT16_MIN), INT16_MAX)))
+        cell_clip=int(min(max(clip / s_cell, INT16_MIN), INT16_MAX)),
+        biases=tuple(tuple(int(v) for v in b) for b in biases), input_sums=input_sums, hidden_sums=hidden_sums)
+
+
+def _int32s(values: np.ndarray) -> tuple[int, ...]:
+    """int32 values of int64 sums, wrapped as TFLite's int32 accumulator wraps them."""
+    return tuple(int(v) for v in wrap32(values))
 
 
 def _weights(r: OperatorReader, position: int, shape: tuple[int, int], s_activation: float) -> tuple[int, int]:
