@@ -127,8 +127,9 @@ LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
 
 
 def lstm_cases(rng: np.random.Generator, work: Path) -> list[tuple[str, WithConstants, tuple[int, ...]]]:
-    """(label, the LSTM with its weights baked in, input shape): the zoo's lstm_fused, and a
-    drawn LSTM of 49 steps of 40 features into 64 units (weights of one scale, zero point 0)."""
+    """(label, the LSTM with its weights baked in, input shape, input type): the zoo's lstm_fused,
+    and a drawn LSTM of 49 steps of 40 features into 64 units (weights of one scale, zero point
+    0), int8 and 16x8 (int16 activations, int64 biases)."""
     def baked(path: Path, index: int = 0):
         graph = read_graph(path)
         op = graph.operators[index]
@@ -136,27 +137,38 @@ def lstm_cases(rng: np.random.Generator, work: Path) -> list[tuple[str, WithCons
         weights = {k: graph.tensors[op.inputs[p]].array() for k, p in enumerate(params.input_positions) if k}
         return WithConstants(params, weights), params.input_shapes[0]
 
-    cases = [("lstm_fused (zoo)", *baked(ZOO / "lstm_fused.tflite"))]
+    cases = [("lstm_fused (zoo)", *baked(ZOO / "lstm_fused.tflite"), "int8")]
+    for dtype in ("int8", "int16"):
+        path = drawn_lstm(rng, work, dtype)
+        cases.append((f"LSTM 49x40 -> 64{'' if dtype == 'int8' else ' (16x8)'}", *baked(path), dtype))
+    return cases
+
+
+def drawn_lstm(rng: np.random.Generator, work: Path, dtype: str) -> Path:
+    """A one-operator model: an LSTM of 49 steps of 40 features into 64 units."""
     steps, n_in, units = 49, 40, 64
+    sixteen = dtype == "int16"
     q = lambda s, z=0: Quantization((float(np.float32(s)),), (z,))  # noqa: E731
-    tensors = [Tensor(0, "x", (1, steps, n_in), "int8", q(0.05, 3))]
+    tensors = [Tensor(0, "x", (1, steps, n_in), dtype, q(2e-4) if sixteen else q(0.05, 3))]
     slots = [0] + [-1] * 23
     for k in range(8):
         w = rng.integers(-127, 128, size=(units, n_in if k < 4 else units), dtype=np.int8)
         tensors.append(constant(len(tensors), f"w{k}", w, q(0.004)))
         slots[1 + k] = len(tensors) - 1
     for k in range(4):
-        tensors.append(constant(len(tensors), f"b{k}", rng.integers(-3000, 3000, units).astype(np.int32), q(2e-4)))
+        bias = rng.integers(-3000, 3000, units).astype(np.int64 if sixteen else np.int32)
+        tensors.append(constant(len(tensors), f"b{k}", bias, q(8e-7 if sixteen else 2e-4)))
         slots[12 + k] = len(tensors) - 1
-    tensors.append(Tensor(len(tensors), "h", (1, units), "int8", q(0.01, -4), variable=True))
+    hidden = q(5e-5) if sixteen else q(0.01, -4)
+    tensors.append(Tensor(len(tensors), "h", (1, units), dtype, hidden, variable=True))
     tensors.append(Tensor(len(tensors), "c", (1, units), "int16", q(2.0 ** -11), variable=True))
     slots[18], slots[19] = len(tensors) - 2, len(tensors) - 1
-    tensors.append(Tensor(len(tensors), "y", (1, steps, units), "int8", q(0.01, -4)))
+    tensors.append(Tensor(len(tensors), "y", (1, steps, units), dtype, hidden))
     op = Operator(0, LSTM, tuple(slots), (len(tensors) - 1,), "UnidirectionalSequenceLSTMOptions",
                   (("fusedActivationFunction", 4),))
-    path = work / "lstm.tflite"
+    path = work / f"lstm_{dtype}.tflite"
     path.write_bytes(build_model(tensors, [op], [0], [len(tensors) - 1]))
-    return cases + [(f"LSTM {steps}x{n_in} -> {units}", *baked(path))]
+    return path
 
 
 def main() -> None:
@@ -183,11 +195,11 @@ def main() -> None:
             print(f"{name:<28}{shapes:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")
         if args.only not in ("", LSTM):
             return
-        for n, (label, op, shape) in enumerate(lstm_cases(rng, Path(root))):
-            x = [rng.integers(-128, 128, size=shape, dtype=np.int8)]
+        for n, (label, op, shape, dtype) in enumerate(lstm_cases(rng, Path(root))):
+            x = [rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, size=shape, dtype=dtype)]
             plain = measure(op, op.render("et_op"), x, target, Path(root) / f"lstm{n}" / "plain")
             exported = measure(op, op.render("et_op", target=target), x, target, Path(root) / f"lstm{n}" / "target")
-            print(f"{LSTM:<28}{label:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")
+            print(f"{'LSTM':<28}{label:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")  # the name is too long
 
 
 if __name__ == "__main__":

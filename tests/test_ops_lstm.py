@@ -2,9 +2,10 @@
 integer kernel: drawn one-operator models (odd sizes, one to three sequences, batch- and
 time-major, zero points, cell state scales from 2^-15 to 2^-9, a cell clip) on random inputs
 and the int8 extremes, by the numpy reference, the C on the host and on the M55 in QEMU; the
-variants TFLite Micro's kernel refuses (peephole, projection, layer normalisation, CIFG) and
-int16 activations are refused in one line naming the operator; the converter's fused LSTM
-(the zoo's lstm_fused) verified whole on the M55."""
+variants TFLite Micro's kernel refuses (peephole, projection, layer normalisation, CIFG) are
+refused in one line naming the operator; the 16x8 form (int16 activations, int64 biases) by
+the reference, the host and the M55 too; the converter's fused LSTM (the zoo's lstm_fused)
+verified whole on the M55."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -54,10 +55,11 @@ class Lstm:
 
 
 def lstm_model(rng: np.random.Generator, g: Lstm, extra: dict[int, Tensor] | None = None,
-               dtype: str = "int8", activation: int = TANH, drop: tuple[int, ...] = ()) -> bytes:
+               dtype: str = "int8", activation: int = TANH, drop: tuple[int, ...] = (), bias: str = "") -> bytes:
     """One UNIDIRECTIONAL_SEQUENCE_LSTM over drawn int8 weights (per-tensor scales, zero point
-    0) and int32 biases, as the converter writes one; `extra` adds optional inputs (a
-    variant's tensors), `drop` leaves inputs out (CIFG)."""
+    0) and biases (int32 for int8 activations, int64 for int16 unless `bias` says), as the
+    converter writes one; `extra` adds optional inputs (a variant's tensors), `drop` leaves
+    inputs out (CIFG)."""
     tensors: list[Tensor] = []
 
     def add(t: Tensor) -> int:
@@ -73,7 +75,7 @@ def lstm_model(rng: np.random.Generator, g: Lstm, extra: dict[int, Tensor] | Non
         w = rng.integers(-127, 128, size=(g.n_state, g.n_input if k < 4 else g.n_state), dtype=np.int8)
         slots[1 + k] = add(constant(0, f"w{k}", w, Quantization((scales[-1],), (0,))))
     for k in range(4):
-        b = rng.integers(-3000, 3000, size=g.n_state).astype(np.int32)
+        b = rng.integers(-3000, 3000, size=g.n_state).astype(bias or ("int64" if dtype == "int16" else "int32"))
         slots[12 + k] = add(constant(0, f"b{k}", b, Quantization((f32(g.s_in * scales[k]),), (0,))))
     hidden_q = Quantization((f32(g.s_hidden),), (g.zero_hidden,))
     slots[18] = add(Tensor(0, "hidden", (g.batch, g.n_state), dtype, hidden_q, variable=True))
@@ -100,10 +102,11 @@ def read(tmp_path: Path, data: bytes):
     return params, constants
 
 
-def draw(rng: np.random.Generator, shape, edge: str) -> np.ndarray:
+def draw(rng: np.random.Generator, shape, edge: str, dtype: str = "int8") -> np.ndarray:
+    info = np.iinfo(dtype)
     if edge == "extreme":
-        return rng.choice(np.array([-128, 127], dtype=np.int8), size=shape)
-    return rng.integers(-128, 128, size=shape, dtype=np.int8)
+        return rng.choice(np.array([info.min, info.max], dtype=dtype), size=shape)
+    return rng.integers(info.min, info.max + 1, size=shape, dtype=dtype)
 
 
 def drawn(rng: np.random.Generator, n: int) -> Lstm:
@@ -175,6 +178,43 @@ def test_the_c_is_tflite_micros_on_the_m55(tmp_path, m55, g):
         assert_same(f"C on the M55, {edge}", got, want)
 
 
+def drawn16(rng: np.random.Generator, n: int) -> Lstm:
+    """A drawn 16x8 LSTM: zero points 0, int16 scales (a typical |x| of 2^14 near 1)."""
+    return Lstm(batch=int(rng.integers(1, 3)), steps=int(rng.integers(1, 8)), n_input=int(rng.integers(1, 20)),
+                n_state=int(rng.integers(1, 14)), time_major=bool(n % 2), zero_in=0, zero_hidden=0,
+                cell_power=int(rng.integers(-15, -9)), clip=(0.0, 0.75)[n % 3 == 2],
+                s_in=float(rng.uniform(2e-5, 4e-4)), s_hidden=float(rng.uniform(2e-5, 1e-4)))
+
+
+def test_the_16x8_lstm_is_tflite_micros_by_the_reference_the_host_and_the_m55(tmp_path, m55):
+    """int16 activations, int8 weights, int64 biases (TFLite Micro's int16 FullyConnected with
+    its 64-bit multiply): 8 drawn LSTMs by the reference on random and extreme inputs; two in
+    C on the host and on the M55 (four units' VMLALDAVA and a lone unit's)."""
+    rng = np.random.default_rng(16)
+    for n in range(8):
+        g = drawn16(rng, n)
+        data = lstm_model(rng, g, dtype="int16")
+        params, constants = read(tmp_path, data)
+        assert params.sixteen and params.input_ctypes[0] == "int16_t" and params.output_ctype == "int16_t"
+        for edge in ("random", "extreme"):
+            x = draw(rng, g.input_shape, edge, "int16")
+            (want,) = run_tflm(data, [x])
+            assert want.dtype == np.int16
+            assert_same(f"{g}, {edge}", params.reference(x, *constants), want)
+    for n, g in enumerate((Lstm(batch=2, steps=4, n_input=19, n_state=6, zero_in=0, zero_hidden=0, s_in=1e-4,
+                                s_hidden=5e-5, clip=0.5),
+                           Lstm(steps=5, n_input=5, n_state=9, time_major=True, zero_in=0, zero_hidden=0, s_in=3e-4,
+                                s_hidden=3e-5, cell_power=-14))):
+        data = lstm_model(rng, g, dtype="int16")
+        params, constants = read(tmp_path, data)
+        x = draw(rng, g.input_shape, "random", "int16")
+        (want,) = run_tflm(data, [x])
+        assert_same("C on the host", run_host_typed(baked(params, constants), [x], want.shape, "int16",
+                                                    tmp_path / f"host16_{n}"), want)
+        assert_same("C on the M55", run_target_typed(baked(params, constants), get_target("cortex-m55"), [x],
+                                                     want.shape, "int16", tmp_path / f"m55_16_{n}"), want)
+
+
 def _refusal(tmp_path: Path, data: bytes) -> str:
     path = tmp_path / "variant.tflite"
     path.write_bytes(data)
@@ -197,12 +237,17 @@ def test_the_variants_tflite_micro_refuses_are_refused_naming_them(tmp_path, var
     assert named in message and "only the plain LSTM" in message, message
 
 
-def test_a_cifg_lstm_an_int16_one_and_another_cell_activation_are_refused(tmp_path):
+def test_a_cifg_lstm_int16_ones_not_as_tflite_micro_reads_them_and_another_cell_activation_are_refused(tmp_path):
     rng = np.random.default_rng(7)
     cifg = _refusal(tmp_path, lstm_model(rng, Lstm(), drop=(1, 5, 12)))
     assert "has no input 1, 5, 12 (a CIFG LSTM has no input gate)" in cifg
-    sixteen = _refusal(tmp_path, lstm_model(rng, Lstm(zero_in=0, zero_hidden=0), dtype="int16"))
-    assert "is int16; edgetune runs the int8 LSTM" in sixteen
+    sixteen = _refusal(tmp_path, lstm_model(rng, Lstm(zero_in=0, zero_hidden=0), dtype="int16", bias="int32"))
+    assert "must be a constant int64 of 7 values for int16 activations (TFLite Micro reads it so), is int32" in sixteen
+    asymmetric = _refusal(tmp_path, lstm_model(rng, Lstm(zero_in=0, zero_hidden=3), dtype="int16"))
+    assert "zero point other than 0 (TFLite's 16x8 LSTM is symmetric)" in asymmetric
+    (tmp_path / "float.tflite").write_bytes(lstm_model(rng, Lstm(), dtype="float32"))
+    with pytest.raises(ModelError, match="is float32, so this is a float model"):  # the model reader's refusal
+        load_model(tmp_path / "float.tflite")
     relu = _refusal(tmp_path, lstm_model(rng, Lstm(), activation=RELU))
     assert "the cell gate's activation is not TANH" in relu
 

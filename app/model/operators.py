@@ -212,13 +212,14 @@ OPERATORS: tuple[OperatorSupport, ...] = (
             "the inverse, then the crops: an index map",
             "a non-constant block or crops, a batch not a multiple of the block, crops leaving no output"),
     library("UNIDIRECTIONAL_SEQUENCE_LSTM", lstm_params,
-            "int8 (TFLite Micro's 8x8->16 kernel): per step and gate two int8 products into int16 at 2^-12, "
-            "summed with saturation, its int16 LOGISTIC or TANH; the int16 cell state and the int8 hidden state "
-            "by its requantised products; batch- or time-major; a cell clip; state zero at each invocation; Helium: "
-            "dot products of four units at once (VMLADAVA), requantisation, table gathers and the state update on "
-            "four units a step",
+            "int8 (TFLite Micro's 8x8->16 kernel) and 16x8 (int16 activations, int64 biases): per step and gate "
+            "two products into int16 at 2^-12, summed with saturation, its int16 LOGISTIC or TANH; the int16 cell "
+            "state and the hidden state by its requantised products; batch- or time-major; a cell clip; state zero "
+            "at each invocation; Helium: dot products of four units at once (VMLADAVA, VMLALDAVA), table gathers "
+            "and the state update on four units a step",
             "peephole weights, a projection, layer normalisation, no input gate (CIFG) (TFLite Micro's kernel "
-            "refuses them too), int16 (16x8) or float activations, per-channel or asymmetric weights"),
+            "refuses them too), float or hybrid activations, per-channel or asymmetric weights, biases of another "
+            "type than TFLite Micro reads"),
     library("DEQUANTIZE", in_island_only, *ISLAND),
     *(library(name, in_island_only, *ISLAND) for name in FLOAT_UNARY if name != "RSQRT"),  # RSQRT: its entry above
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")

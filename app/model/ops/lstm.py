@@ -1,28 +1,30 @@
-"""UNIDIRECTIONAL_SEQUENCE_LSTM in int8, as TFLite Micro's integer kernel computes it (the
-8x8->16 scheme: int8 input, hidden state and weights, int32 biases, int16 gates and cell
-state; checked bit for bit in tests/test_ops_lstm.py). Per time step, for each of the four
+"""UNIDIRECTIONAL_SEQUENCE_LSTM as TFLite Micro's integer kernel computes it (checked bit for
+bit in tests/test_ops_lstm.py), in its two forms: int8 (8x8->16: int8 input, hidden state and
+weights, int32 biases) and 16x8 (int16 input and hidden state, zero points 0, int8 weights,
+int64 biases); both with int16 gates and cell state. Per time step, for each of the four
 gates (input i, forget f, cell g, output o; TFLite's tensor order):
 
 - two fully connected products into int16 at scale 2^-12 (Q3.12): the input's,
   sum((x - z_in) * W) + bias requantised by s_in * s_W / 2^-12, and the hidden state's,
   sum((h - z_h) * R) requantised by s_h * s_R / 2^-12 (no bias), each clamped to int16
-  (TFLite's FullyConnected with an int16 output, its multipliers in double precision);
+  (TFLite's FullyConnected with an int16 output, its multipliers in double precision; 16x8:
+  an int64 sum and TFLite's 64-bit MultiplyByQuantizedMultiplier);
 - their sum saturated to int16, then the int16 LOGISTIC (i, f, o) or TANH (g) of
   ops/sigmoid16.py with the input multiplier 3 (Q3.12 is the table's input scale): Q0.15 out;
 - the cell state c (int16 at a power-of-two scale 2^p): c = sat16(f * c requantised by
   2^-15) + (i * g requantised by 2^-30 / s_c), saturated; clipped to +-cell_clip / s_c when
   the model sets a cell clip;
-- the hidden state h = o * tanh(c) requantised by 2^-30 / s_h, plus z_h, saturated to int8,
-  where tanh reads c at the input scale 2^p (multiplier 3 << (12 + p), or 3 and a rounding
-  shift right by -(12 + p) when that is negative); h is also the step's output row.
+- the hidden state h = o * tanh(c) requantised by 2^-30 / s_h, plus z_h, saturated to its
+  type, where tanh reads c at the input scale 2^p (multiplier 3 << (12 + p), or 3 and a
+  rounding shift right by -(12 + p) when that is negative); h is also the step's output row.
 
 The state starts at zero (the hidden state at its zero point: TFLite Micro resets variable
 tensors so) at every invocation: the module runs the whole sequence it is given, as a Keras
 LSTM (stateful=False) does; TFLite Micro's interpreter would carry its state over to a next
 invocation that is not reset. TFLite Micro runs only the plain LSTM: the variants (peephole
 weights, a projection, layer normalisation, no input gate (CIFG)) are refused by its kernel
-and here, naming them. The 16x8 form (int16 activations) is refused too (the converter does
-not write one: "Quantization to 16x8-bit not yet supported").
+and here, naming them. TensorFlow's converter writes no 16x8 LSTM ("Quantization to 16x8-bit
+not yet supported"); such a model made otherwise runs.
 """
 from __future__ import annotations
 
@@ -31,12 +33,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arithmetic import INT8_MAX, INT8_MIN, quantize_multiplier
+from ..arithmetic import quantize_multiplier
 from ..graph import Graph, Operator, Tensor
 from .base import OperatorReader, StaticOp, scale, typed_input, zero_point
 from .fixedpoint import multiply_by_quantized_multiplier, wrap32
 from .sigmoid16 import sigmoid_or_tanh16, sigmoid_table
-from .sixteen import INT16_MAX, INT16_MIN
+from .sixteen import INT16_MAX, INT16_MIN, activation_of
+from edgetune.codegen.kernels.sixteen import multiply_64
 
 GATES = ("input", "forget", "cell", "output")  # TFLite's order of the weights and biases
 INPUT_WEIGHTS = (1, 2, 3, 4)  # input_to_{input,forget,cell,output}_weights
@@ -70,6 +73,7 @@ class LstmParams(StaticOp):
     biases: tuple[tuple[int, ...], ...]  # per gate, the model's int32 bias
     input_sums: tuple[tuple[int, ...], ...]  # per gate: bias - z_in * (row sums of W), as int32 (the C's start)
     hidden_sums: tuple[tuple[int, ...], ...]  # per gate: -z_h * (row sums of R), as int32
+    sixteen: bool = False  # int16 activations, int64 biases (TFLite's 16x8 form; zero points 0)
 
     template = "lstm.c.j2"
     op = "UNIDIRECTIONAL_SEQUENCE_LSTM"
@@ -92,8 +96,16 @@ class LstmParams(StaticOp):
         return (*sequence, self.n_state)
 
     @property
+    def activation_dtype(self) -> str:
+        return "int16" if self.sixteen else "int8"
+
+    @property
     def input_ctypes(self) -> tuple[str, ...]:
-        return ("int8_t",) * 9
+        return (f"{self.activation_dtype}_t",) + ("int8_t",) * 8
+
+    @property
+    def output_ctype(self) -> str:
+        return f"{self.activation_dtype}_t"
 
     def describe(self) -> str:
         return (f"batch={self.batch}, steps={self.steps}, inputs={self.n_input}, units={self.n_state}, "
@@ -105,13 +117,13 @@ class LstmParams(StaticOp):
     def reference(self, x, *weights) -> np.ndarray:
         """TFLite Micro's output for the input sequence `x` and the eight weight matrices."""
         shapes = self.input_shapes
-        x = typed_input(x, "int8", shapes[0], "input").astype(np.int64)
+        x = typed_input(x, self.activation_dtype, shapes[0], "input").astype(np.int64)
         weights = [typed_input(w, "int8", s, f"weights {k}").astype(np.int64)
                    for k, (w, s) in enumerate(zip(weights, shapes[1:]), start=1)]
         biases = [np.asarray(b, dtype=np.int64) for b in self.biases]
         if self.time_major:
             x = x.transpose(1, 0, 2)
-        out = np.empty((self.batch, self.steps, self.n_state), dtype=np.int8)
+        out = np.empty((self.batch, self.steps, self.n_state), dtype=self.activation_dtype)
         for b in range(self.batch):  # every batch row is its own sequence with its own state
             hidden = np.full(self.n_state, self.zero_hidden, dtype=np.int64)
             cell = np.zeros(self.n_state, dtype=np.int64)
@@ -123,8 +135,12 @@ class LstmParams(StaticOp):
 
     def _gate(self, g: int, x: np.ndarray, hidden: np.ndarray, w: np.ndarray, r: np.ndarray,
               bias: np.ndarray) -> np.ndarray:
-        from_input = _requantised16(w @ (x - self.zero_in) + bias, self.input_scaling[g])
-        from_hidden = _requantised16(r @ (hidden - self.zero_hidden), self.recurrent_scaling[g])
+        if self.sixteen:  # TFLite's int16 FullyConnected: an int64 sum (zero points 0), its 64-bit multiply
+            from_input = np.clip(multiply_64(w @ x + bias, *self.input_scaling[g]), INT16_MIN, INT16_MAX)
+            from_hidden = np.clip(multiply_64(r @ hidden, *self.recurrent_scaling[g]), INT16_MIN, INT16_MAX)
+        else:
+            from_input = _requantised16(w @ (x - self.zero_in) + bias, self.input_scaling[g])
+            from_hidden = _requantised16(r @ (hidden - self.zero_hidden), self.recurrent_scaling[g])
         total = np.clip(from_input + from_hidden, INT16_MIN, INT16_MAX)
         return sigmoid_or_tanh16(total, *SIGMOID_INPUT, tanh=GATES[g] == "cell").astype(np.int64)
 
@@ -136,7 +152,8 @@ class LstmParams(StaticOp):
             cell = np.clip(cell, -self.cell_clip, self.cell_clip)
         squashed = sigmoid_or_tanh16(cell, *self.cell_tanh, tanh=True).astype(np.int64)
         hidden = multiply_by_quantized_multiplier(o * squashed, *self.hidden_scaling) + self.zero_hidden
-        return np.clip(hidden, INT8_MIN, INT8_MAX), cell
+        info = np.iinfo(self.activation_dtype)
+        return np.clip(hidden, info.min, info.max), cell
 
 
 def _requantised16(acc: np.ndarray, scaling: tuple[int, int]) -> np.ndarray:
@@ -166,15 +183,19 @@ def lstm_params(graph: Graph, op: Operator) -> LstmParams:
     if missing:
         raise r.fail(f"has no input {', '.join(map(str, missing))} (a CIFG LSTM has no input gate); TFLite Micro's "
                      "LSTM kernel and edgetune need all eight weight matrices, four biases and both states")
-    x = r.tensor(0)
-    if x.dtype != "int8":
-        raise r.fail(f"input tensor {x.index} ({x.name}) is {x.dtype}; edgetune runs the int8 LSTM (int8 "
-                     "activations, int16 cell state), not the 16x8 or float one")
-    x, y = r.int8(0), r.int8(0, output=True)
+    dtype = r.tensor(0).dtype
+    if dtype not in ("int8", "int16"):
+        raise r.fail(f"input tensor {op.inputs[0]} ({r.tensor(0).name}) is {dtype}; edgetune runs the int8 LSTM "
+                     "(8x8->16) and the 16x8 one (int16 activations), not a float or hybrid one")
+    sixteen = dtype == "int16"
+    x, y = activation_of(r, 0, dtypes=(dtype,)), activation_of(r, 0, output=True, dtypes=(dtype,))
     hidden, cell = r.tensor(HIDDEN_STATE), r.tensor(CELL_STATE)
     if not hidden.variable or not cell.variable:
         raise r.fail("its hidden and cell states (inputs 18, 19) must be variable tensors")
-    hidden = r.int8(HIDDEN_STATE)
+    hidden = activation_of(r, HIDDEN_STATE, dtypes=(dtype,))
+    if sixteen and any(zero_point(t) != 0 for t in (x, y, hidden)):
+        raise r.fail("an int16 input, output or hidden state has a zero point other than 0 (TFLite's 16x8 LSTM is "
+                     "symmetric)")
     if cell.dtype != "int16" or cell.quantization is None or not scale(cell) > 0:
         raise r.fail(f"cell state tensor {cell.index} ({cell.name}) is {cell.dtype}; the int8 LSTM keeps an int16 "
                      "cell state with one scale")
@@ -191,18 +212,23 @@ def lstm_params(graph: Graph, op: Operator) -> LstmParams:
         raise r.fail(f"output {list(y.shape)} and states of {hidden.elements} and {cell.elements} values do not "
                      f"follow the input {list(x.shape)}")
     s_in, s_hidden = scale(x), scale(hidden)
-    input_scaling = tuple(_weights(r, p, (n_state, n_input), s_in) for p in INPUT_WEIGHTS)
-    recurrent_scaling = tuple(_weights(r, p, (n_state, n_state), s_hidden) for p in RECURRENT_WEIGHTS)
-    biases = []
+    limit = 7 if sixteen else 30  # TFLite's 64-bit multiply takes shifts up to 7
+    input_scaling = tuple(_weights(r, p, (n_state, n_input), s_in, limit) for p in INPUT_WEIGHTS)
+    recurrent_scaling = tuple(_weights(r, p, (n_state, n_state), s_hidden, limit) for p in RECURRENT_WEIGHTS)
+    biases, bias_type = [], "int64" if sixteen else "int32"
     for p in BIASES:
         b = r.tensor(p)
-        if b.dtype != "int32" or not b.constant or b.elements != n_state:
-            raise r.fail(f"bias (input {p}, tensor {b.index}) must be a constant int32 of {n_state} values, is "
-                         f"{b.dtype} of {b.elements}")
+        if b.dtype != bias_type or not b.constant or b.elements != n_state:
+            raise r.fail(f"bias (input {p}, tensor {b.index}) must be a constant {bias_type} of {n_state} values for "
+                         f"{dtype} activations (TFLite Micro reads it so), is {b.dtype} of {b.elements}")
         biases.append(b.array().astype(np.int64).reshape(-1))
-    row_sums = [r.constant(p).astype(np.int64).sum(axis=1) for p in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS)]
-    input_sums = tuple(_int32s(biases[g] - zero_point(x) * row_sums[g]) for g in range(4))
-    hidden_sums = tuple(_int32s(-zero_point(hidden) * row_sums[4 + g]) for g in range(4))
+    if sixteen:  # an int64 sum: the bias as it is, no zero points
+        input_sums = tuple(tuple(int(v) for v in b) for b in biases)
+        hidden_sums = ((0,) * n_state,) * 4
+    else:
+        row_sums = [r.constant(p).astype(np.int64).sum(axis=1) for p in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS)]
+        input_sums = tuple(_int32s(biases[g] - zero_point(x) * row_sums[g]) for g in range(4))
+        hidden_sums = tuple(_int32s(-zero_point(hidden) * row_sums[4 + g]) for g in range(4))
     s_cell = float(np.float32(scale(cell)))
     clip = float(op.option("cellClip", 0.0) or 0.0)
     if clip < 0:
@@ -217,7 +243,8 @@ def lstm_params(graph: Graph, op: Operator) -> LstmParams:
         forget_scaling=_scaling(out * s_cell / s_cell), update_scaling=_scaling(out * out / s_cell),
         hidden_scaling=_scaling(out * out / float(np.float32(s_hidden))), cell_tanh=(tanh_multiplier, tanh_shift),
         cell_clip=int(min(max(clip / s_cell, INT16_MIN), INT16_MAX)),
-        biases=tuple(tuple(int(v) for v in b) for b in biases), input_sums=input_sums, hidden_sums=hidden_sums)
+        biases=tuple(tuple(int(v) for v in b) for b in biases), input_sums=input_sums, hidden_sums=hidden_sums,
+        sixteen=sixteen)
 
 
 def _int32s(values: np.ndarray) -> tuple[int, ...]:
@@ -225,7 +252,8 @@ def _int32s(values: np.ndarray) -> tuple[int, ...]:
     return tuple(int(v) for v in wrap32(values))
 
 
-def _weights(r: OperatorReader, position: int, shape: tuple[int, int], s_activation: float) -> tuple[int, int]:
+def _weights(r: OperatorReader, position: int, shape: tuple[int, int], s_activation: float,
+             limit: int) -> tuple[int, int]:
     """A weight matrix checked (constant int8 of `shape`, one scale, zero point 0) and its
     product's (multiplier, shift) into Q3.12, TFLite's FullyConnected multiplier in double."""
     w: Tensor = r.tensor(position)
@@ -237,6 +265,7 @@ def _weights(r: OperatorReader, position: int, shape: tuple[int, int], s_activat
         raise r.fail(f"weights (input {position}, tensor {w.index}) need one scale and zero point 0 (per-tensor, "
                      "symmetric: TFLite's int8 LSTM)")
     multiplier, shift = _scaling(float(s_activation) * float(q.scales[0]) / GATE_INPUT_SCALE)
-    if shift > 30:
-        raise r.fail(f"weights (input {position}) give a requantisation scale of 2^{shift} or more")
+    if shift > limit:
+        raise r.fail(f"weights (input {position}) give a requantisation scale of 2^{shift - 1} or more (at most "
+                     f"2^{limit - 1})")
     return multiplier, shift
