@@ -254,7 +254,10 @@ def test_a_cifg_lstm_int16_ones_not_as_tflite_micro_reads_them_and_another_cell_
 
 def test_the_converters_fused_lstm_verifies_bit_exact_on_the_m55(tmp_path, m55):
     """The zoo's lstm_fused (tf-keras LSTM, one UNIDIRECTIONAL_SEQUENCE_LSTM, then STRIDED_SLICE
-    and a dense layer) exported and verified whole in QEMU on its saved inputs."""
+    and a dense layer) exported and verified whole in QEMU on its saved inputs, every operator
+    too (--layers: the LSTM alone in a model, its state variable, not an input); its layer
+    counts its multiply-accumulates (12 steps, 4 gates, 16 units, 10 + 16 inputs)."""
+    assert load_model(ZOO / "lstm_fused.tflite").layers[0].macs == 12 * 4 * 16 * (10 + 16)
     with np.load(ZOO / "lstm_fused.npz") as saved:
         inputs = saved["input0"]
     files = []
@@ -263,6 +266,6 @@ def test_the_converters_fused_lstm_verifies_bit_exact_on_the_m55(tmp_path, m55):
         files += ["--input", str(tmp_path / f"case{n}.npy")]
     export_model(ZOO / "lstm_fused.tflite", get_target("cortex-m55"), None, tmp_path / "m")
     assert "lstm_fused_op0_unidirectional_sequence_lstm" in (tmp_path / "m" / "lstm_fused.c").read_text()
-    result = CliRunner().invoke(main, ["model", "verify", str(tmp_path / "m"), *files])
+    result = CliRunner().invoke(main, ["model", "verify", str(tmp_path / "m"), "--layers", *files])
     assert result.exit_code == 0, result.output
-    assert f"{len(inputs)} inferences bit-exact with TFLite Micro" in result.output
+    assert f"{len(inputs)} inferences bit-exact with TFLite Micro, every operator too" in result.output

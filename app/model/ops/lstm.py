@@ -29,12 +29,13 @@ not yet supported"); such a model made otherwise runs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..arithmetic import quantize_multiplier
 from ..graph import Graph, Operator, Tensor
+from ..layers import ModelLayer, untuned_layer
 from .base import OperatorReader, StaticOp, scale, typed_input, zero_point
 from .fixedpoint import multiply_by_quantized_multiplier, wrap32
 from .sigmoid16 import sigmoid_or_tanh16, sigmoid_table
@@ -170,6 +171,16 @@ def cell_tanh_scaling(cell_scale: float) -> tuple[int, int]:
     power = round(math.log2(float(np.float32(cell_scale))))
     left = 15 + power - 3
     return (3, -left) if left < 0 else (3 << left, 0)
+
+
+def lstm_layer(graph: Graph, op: Operator) -> ModelLayer:
+    """The operator as a layer no kernel serves, with its multiply-accumulates (per step and
+    sequence, the four gates' W and R products: `model show` counts them in the model's total)."""
+    layer = untuned_layer(graph, op)
+    sequence, units = layer.input_shape, layer.output_shape
+    if len(sequence) != 3 or len(units) != 3:
+        return layer  # lstm_params refuses it, naming what is wrong
+    return replace(layer, macs=sequence[0] * sequence[1] * 4 * units[2] * (sequence[2] + units[2]))
 
 
 def lstm_params(graph: Graph, op: Operator) -> LstmParams:
