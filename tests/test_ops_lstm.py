@@ -269,3 +269,18 @@ def test_the_converters_fused_lstm_verifies_bit_exact_on_the_m55(tmp_path, m55):
     result = CliRunner().invoke(main, ["model", "verify", str(tmp_path / "m"), "--layers", *files])
     assert result.exit_code == 0, result.output
     assert f"{len(inputs)} inferences bit-exact with TFLite Micro, every operator too" in result.output
+
+
+def test_a_16x8_lstm_model_exports_counting_its_int16_io_in_bytes_and_verifies_on_the_m55(tmp_path, m55):
+    """A 16x8 LSTM alone in a model: `model export` counts its int16 input and output in bytes
+    (two a value; it counted values), `model verify --layers` is bit-exact on the M55."""
+    g = Lstm(steps=6, n_input=9, n_state=12, zero_in=0, zero_hidden=0, s_in=2e-4, s_hidden=5e-5)
+    (tmp_path / "l16.tflite").write_bytes(lstm_model(np.random.default_rng(3), g, dtype="int16"))
+    runner = CliRunner()
+    result = runner.invoke(main, ["model", "export", str(tmp_path / "l16.tflite"), "--target", "cortex-m55",
+                                  "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    assert f"input and output {2 * (6 * 9 + 6 * 12)}" in result.output, result.output
+    result = runner.invoke(main, ["model", "verify", str(tmp_path / "m"), "--inputs", "2", "--layers"])
+    assert result.exit_code == 0, result.output
+    assert "3 inferences bit-exact with TFLite Micro, every operator too" in result.output
