@@ -130,6 +130,22 @@ def test_the_reference_is_tflite_micros_over_drawn_lstms(tmp_path):
             assert_same(f"{g}, {edge}", params.reference(x, *constants), want)
 
 
+@pytest.mark.parametrize("power", [-12.5, -9.7])
+def test_a_cell_scale_not_a_power_of_two_is_taken_as_tflite_micro_takes_it(tmp_path, power):
+    """TFLite Micro's tanh of the cell state reads its scale's log2 rounded in float32 (CheckedLog2,
+    halves away from zero), its products the scale itself: reference and host C match it."""
+    rng = np.random.default_rng(11)
+    g = Lstm(batch=2, steps=5, n_input=6, n_state=5, cell_power=power, clip=0.4)
+    data = lstm_model(rng, g)
+    params, constants = read(tmp_path, data)
+    for edge in ("random", "extreme"):
+        x = draw(rng, g.input_shape, edge)
+        (want,) = run_tflm(data, [x])
+        assert_same(f"reference, {edge}", params.reference(x, *constants), want)
+    assert_same("C on the host", run_host_typed(baked(params, constants), [x], want.shape, "int8", tmp_path / "host"),
+                want)
+
+
 def test_the_hidden_state_is_not_saturated_everywhere_in_these_draws(tmp_path):
     """The drawn weights give hidden states across the int8 range, not only their clamps
     (an oracle test of clamped values would check little)."""

@@ -28,7 +28,6 @@ not yet supported"); such a model made otherwise runs.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -38,7 +37,7 @@ from ..graph import Graph, Operator, Tensor
 from ..layers import ModelLayer, untuned_layer
 from .base import OperatorReader, StaticOp, scale, typed_input, zero_point
 from .fixedpoint import multiply_by_quantized_multiplier, wrap32
-from .sigmoid16 import sigmoid_or_tanh16, sigmoid_table
+from .sigmoid16 import checked_log2, sigmoid_or_tanh16, sigmoid_table
 from .sixteen import INT16_MAX, INT16_MIN, activation_of
 from edgetune.codegen.kernels.sixteen import multiply_64
 
@@ -166,9 +165,10 @@ def _scaling(real: float) -> tuple[int, int]:
 
 
 def cell_tanh_scaling(cell_scale: float) -> tuple[int, int]:
-    """(multiplier, shift) bringing the cell state (scale 2^p, p the rounded log2 of its scale,
-    as TFLite's CheckedLog2 gives it) to the tanh table's input scale."""
-    power = round(math.log2(float(np.float32(cell_scale))))
+    """(multiplier, shift) bringing the cell state (scale 2^p, p the rounded log2 of its scale
+    in float32 as TFLite's CheckedLog2 gives it, a power of two or not) to the tanh table's
+    input scale."""
+    _, power = checked_log2(cell_scale)
     left = 15 + power - 3
     return (3, -left) if left < 0 else (3 << left, 0)
 
