@@ -8,6 +8,7 @@ the reference, the host and the M55 too; the converter's fused LSTM (the zoo's l
 verified whole on the M55."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -280,8 +281,14 @@ def test_the_converters_fused_lstm_verifies_bit_exact_on_the_m55(tmp_path, m55):
     for n, x in enumerate(inputs):
         np.save(tmp_path / f"case{n}.npy", x)
         files += ["--input", str(tmp_path / f"case{n}.npy")]
-    export_model(ZOO / "lstm_fused.tflite", get_target("cortex-m55"), None, tmp_path / "m")
-    assert "lstm_fused_op0_unidirectional_sequence_lstm" in (tmp_path / "m" / "lstm_fused.c").read_text()
+    exported = export_model(ZOO / "lstm_fused.tflite", get_target("cortex-m55"), None, tmp_path / "m")
+    module = (tmp_path / "m" / "lstm_fused.c").read_text()
+    # Its state is working memory in the arena (scratch planned for its step), no static array.
+    call = next(line for line in module.splitlines() if "lstm_fused_op0_unidirectional_sequence_lstm(input" in line)
+    assert re.search(r", arena \+ \d+u\);$", call), call
+    assert "static int16_t" not in (tmp_path / "m" / "lstm_fused_op0_unidirectional_sequence_lstm.c").read_text()
+    graph = read_graph(ZOO / "lstm_fused.tflite")
+    assert exported.rendered.plan.scratch[0].nbytes == operator_params(graph, graph.operators[0]).scratch_bytes > 0
     result = CliRunner().invoke(main, ["model", "verify", str(tmp_path / "m"), "--layers", *files])
     assert result.exit_code == 0, result.output
     assert f"{len(inputs)} inferences bit-exact with TFLite Micro, every operator too" in result.output

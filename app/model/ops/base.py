@@ -198,6 +198,12 @@ class StaticOp(ABC):
             build_hint=f"cc -std=c99 -O2 -c {fn}.c", n_inputs=self.n_inputs, n_outputs=self.n_outputs,
             parameters=self.parameters(), output_names=self.output_names(), clamped_only=True))
 
+    @property
+    def scratch_bytes(self) -> int:
+        """Bytes of working memory the C takes as its last argument, `uint8_t *scratch` (the
+        module plans them in the arena for the step's run: ops/lstm.py's state); 0: none."""
+        return 0
+
     def output_names(self) -> tuple[str, ...]:
         """The C names of the outputs: `output`, or `output0`, `output1`... when there are several."""
         return ("output",) if self.n_outputs == 1 else tuple(f"output{k}" for k in range(self.n_outputs))
@@ -205,7 +211,8 @@ class StaticOp(ABC):
     def parameters(self) -> str:
         """The C function's parameters: the inputs, then the outputs."""
         inputs = [f"const {ctype} *input{i}" for i, ctype in enumerate(self.input_ctypes)]
-        return ", ".join([*inputs, *(f"{self.output_ctype} *{name}" for name in self.output_names())])
+        scratch = ["uint8_t *scratch"] if self.scratch_bytes else []
+        return ", ".join([*inputs, *(f"{self.output_ctype} *{name}" for name in self.output_names()), *scratch])
 
     @property
     def input_ctypes(self) -> tuple[str, ...]:
@@ -296,7 +303,10 @@ class WithConstants:
             else:
                 args.append(f"input{run_time}")
                 run_time += 1
-        call = ", ".join([*args, *self.params.output_names()])
+        scratch = self.params.scratch_bytes
+        if scratch:  # the module's arena would hold it: here a static area of its own
+            arrays.append(f"static uint8_t {fn}_scratch[{scratch}] __attribute__((aligned(16)));")
+        call = ", ".join([*args, *self.params.output_names(), *([f"{fn}_scratch"] if scratch else [])])
         return (self.params.render(f"{fn}_op", provenance, target) + "\n" + "\n".join(arrays) +
                 f"\n{self.declaration(fn)}\n{{\n    {fn}_op({call});\n}}\n")
 

@@ -96,6 +96,17 @@ class LstmParams(StaticOp):
         return (*sequence, self.n_state)
 
     @property
+    def scratch_layout(self) -> dict[str, int]:
+        """Byte offsets in the working memory (the step's arena scratch): the dot products' sums
+        of one gate (int32, int64 for 16x8, the units rounded up to 4), the four gates (int16),
+        the cell state (int16), the hidden state; "bytes": the total."""
+        return _scratch_layout(self.n_state, self.sixteen)
+
+    @property
+    def scratch_bytes(self) -> int:
+        return self.scratch_layout["bytes"]
+
+    @property
     def activation_dtype(self) -> str:
         return "int16" if self.sixteen else "int8"
 
@@ -112,7 +123,8 @@ class LstmParams(StaticOp):
                 f"time_major={self.time_major}, zero_in={self.zero_in}, zero_hidden={self.zero_hidden}")
 
     def variables(self) -> dict:
-        return dict(super().variables(), gates=GATES, table=sigmoid_table(), sigmoid_input=SIGMOID_INPUT)
+        return dict(super().variables(), gates=GATES, table=sigmoid_table(), sigmoid_input=SIGMOID_INPUT,
+                    layout=self.scratch_layout)
 
     def reference(self, x, *weights) -> np.ndarray:
         """TFLite Micro's output for the input sequence `x` and the eight weight matrices."""
@@ -171,6 +183,20 @@ def cell_tanh_scaling(cell_scale: float) -> tuple[int, int]:
     _, power = checked_log2(cell_scale)
     left = 15 + power - 3
     return (3, -left) if left < 0 else (3 << left, 0)
+
+
+def _scratch_layout(units: int, sixteen: bool) -> dict[str, int]:
+    sums = 2 * ((units + 3) // 4 * 4) * (8 if sixteen else 4)
+    gates, cell = sums, sums + 4 * units * 2
+    hidden = cell + units * 2
+    return dict(sums=0, gates=gates, cell=cell, hidden=hidden, bytes=hidden + units * (2 if sixteen else 1))
+
+
+def lstm_scratch_bytes(graph: Graph, op: Operator) -> int:
+    """The working memory of the operator's C (its state and one step's gates), from its
+    output's units and its input's type, before its parameters are read."""
+    x, y = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
+    return _scratch_layout(int(y.shape[-1]), x.dtype == "int16")["bytes"] if y.shape else 0
 
 
 def lstm_layer(graph: Graph, op: Operator) -> ModelLayer:
