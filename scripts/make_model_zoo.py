@@ -3,7 +3,8 @@
 Every model is small (reduced widths, small inputs: a few KB to about 100 KB) and has seeded
 random weights. Together they cover the operators and architectures users' edge models contain
 (issue 28): whole architectures (a MobileNetV2 and a MobileNetV3-small with small inputs and
-widths, a squeeze-excite block, unrolled GRU and LSTM cells, a Conv1D audio model with a dynamic
+widths, a squeeze-excite block, unrolled GRU and LSTM cells, a fused LSTM (tf-keras: one
+UNIDIRECTIONAL_SEQUENCE_LSTM), a Conv1D audio model with a dynamic
 batch, a dilated SAME network, a transpose-convolution decoder, an attention block with
 LayerNorm, an int16x8 keyword-spotting model) and models of one or a few operators each (MUL,
 LOGISTIC, TANH, HARD_SWISH, SPLIT, SUB, SPACE_TO_BATCH_ND, UNPACK, EXPAND_DIMS, TRANSPOSE, TILE,
