@@ -8,6 +8,10 @@ A measuring caller of the pipeline (targets/measure.py): the operator's C is com
 the target's first compiler, linked with the harness's glue and measured as a
 `LinkedProgram`, one `Run` whose outputs must be the reference's.
 
+UNIDIRECTIONAL_SEQUENCE_LSTM runs on two LSTMs: the zoo's converter-made `lstm_fused` and a
+larger drawn one (a keyword-spotting shape); its weights are baked in as the module passes them
+(the harness takes few buffers).
+
 usage: .venv/bin/python bench/ops.py [--target cortex-m55] [--only NAME]
 """
 from __future__ import annotations
@@ -24,6 +28,7 @@ from edgetune.codegen.kernels.base import COMMON_CFLAGS, Buffer, KernelIO
 from edgetune.model.builder import build_model, constant
 from edgetune.model.graph import Operator, Quantization, Tensor, read_graph
 from edgetune.model.operators import operator_params
+from edgetune.model.ops.base import WithConstants
 from edgetune.targets import get_target
 from edgetune.targets.measure import Expected, LinkedProgram, MeasureInput, Pipeline, Run, failure_text
 from edgetune.targets.runners import runner_for
@@ -148,6 +153,55 @@ def measure(params, source: str, inputs: list[np.ndarray], target, work: Path) -
     return int(result.values[target.measures])
 
 
+ZOO = Path(__file__).resolve().parent.parent / "tests" / "data" / "models" / "zoo"
+LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
+
+
+def lstm_cases(rng: np.random.Generator, work: Path) -> list[tuple[str, WithConstants, tuple[int, ...]]]:
+    """(label, the LSTM with its weights baked in, input shape, input type): the zoo's lstm_fused,
+    and a drawn LSTM of 49 steps of 40 features into 64 units (weights of one scale, zero point
+    0), int8 and 16x8 (int16 activations, int64 biases)."""
+    def baked(path: Path, index: int = 0):
+        graph = read_graph(path)
+        op = graph.operators[index]
+        params = operator_params(graph, op)
+        weights = {k: graph.tensors[op.inputs[p]].array() for k, p in enumerate(params.input_positions) if k}
+        return WithConstants(params, weights), params.input_shapes[0]
+
+    cases = [("lstm_fused (zoo)", *baked(ZOO / "lstm_fused.tflite"), "int8")]
+    for dtype in ("int8", "int16"):
+        path = drawn_lstm(rng, work, dtype)
+        cases.append((f"LSTM 49x40 -> 64{'' if dtype == 'int8' else ' (16x8)'}", *baked(path), dtype))
+    return cases
+
+
+def drawn_lstm(rng: np.random.Generator, work: Path, dtype: str) -> Path:
+    """A one-operator model: an LSTM of 49 steps of 40 features into 64 units."""
+    steps, n_in, units = 49, 40, 64
+    sixteen = dtype == "int16"
+    q = lambda s, z=0: Quantization((float(np.float32(s)),), (z,))  # noqa: E731
+    tensors = [Tensor(0, "x", (1, steps, n_in), dtype, q(2e-4) if sixteen else q(0.05, 3))]
+    slots = [0] + [-1] * 23
+    for k in range(8):
+        w = rng.integers(-127, 128, size=(units, n_in if k < 4 else units), dtype=np.int8)
+        tensors.append(constant(len(tensors), f"w{k}", w, q(0.004)))
+        slots[1 + k] = len(tensors) - 1
+    for k in range(4):
+        bias = rng.integers(-3000, 3000, units).astype(np.int64 if sixteen else np.int32)
+        tensors.append(constant(len(tensors), f"b{k}", bias, q(8e-7 if sixteen else 2e-4)))
+        slots[12 + k] = len(tensors) - 1
+    hidden = q(5e-5) if sixteen else q(0.01, -4)
+    tensors.append(Tensor(len(tensors), "h", (1, units), dtype, hidden, variable=True))
+    tensors.append(Tensor(len(tensors), "c", (1, units), "int16", q(2.0 ** -11), variable=True))
+    slots[18], slots[19] = len(tensors) - 2, len(tensors) - 1
+    tensors.append(Tensor(len(tensors), "y", (1, steps, units), dtype, hidden))
+    op = Operator(0, LSTM, tuple(slots), (len(tensors) - 1,), "UnidirectionalSequenceLSTMOptions",
+                  (("fusedActivationFunction", 4),))
+    path = work / f"lstm_{dtype}.tflite"
+    path.write_bytes(build_model(tensors, [op], [0], [len(tensors) - 1]))
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", default="cortex-m55")
@@ -171,6 +225,13 @@ def main() -> None:
             types = case.dtype if case.out_dtype in ("", case.dtype) else f"{case.dtype}->{case.out_dtype}"
             name = case.op if types == "int8" else f"{case.op} ({types})"
             print(f"{name:<28}{shapes:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")
+        if args.only not in ("", LSTM):
+            return
+        for n, (label, op, shape, dtype) in enumerate(lstm_cases(rng, Path(root))):
+            x = [rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, size=shape, dtype=dtype)]
+            plain = measure(op, op.render("et_op"), x, target, Path(root) / f"lstm{n}" / "plain")
+            exported = measure(op, op.render("et_op", target=target), x, target, Path(root) / f"lstm{n}" / "target")
+            print(f"{'LSTM':<28}{label:<30}{plain:>12,}{exported:>12,}{exported / plain:>8.2f}")  # the name is too long
 
 
 if __name__ == "__main__":

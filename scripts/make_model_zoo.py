@@ -3,7 +3,8 @@
 Every model is small (reduced widths, small inputs: a few KB to about 100 KB) and has seeded
 random weights. Together they cover the operators and architectures users' edge models contain
 (issue 28): whole architectures (a MobileNetV2 and a MobileNetV3-small with small inputs and
-widths, a squeeze-excite block, unrolled GRU and LSTM cells, a Conv1D audio model with a dynamic
+widths, a squeeze-excite block, unrolled GRU and LSTM cells, a fused LSTM (tf-keras: one
+UNIDIRECTIONAL_SEQUENCE_LSTM), a Conv1D audio model with a dynamic
 batch, a dilated SAME network, a transpose-convolution decoder, an attention block with
 LayerNorm, an int16x8 keyword-spotting model) and models of one or a few operators each (MUL,
 LOGISTIC, TANH, HARD_SWISH, SPLIT, SUB, SPACE_TO_BATCH_ND, UNPACK, EXPAND_DIMS, TRANSPOSE, TILE,
@@ -38,12 +39,13 @@ TensorFlow is not a dependency of edgetune: the test suite reads the committed f
 regenerate them, use a virtual environment outside the repository::
 
     python3 -m venv /tmp/tfvenv
-    /tmp/tfvenv/bin/pip install tensorflow-cpu==2.21.0 tflite-micro
+    /tmp/tfvenv/bin/pip install tensorflow-cpu==2.21.0 tf-keras==2.21.0 tflite-micro
     /tmp/tfvenv/bin/python scripts/make_model_zoo.py                 # writes tests/data/models/zoo/
     /tmp/tfvenv/bin/python scripts/make_model_zoo.py --out DIR --only gru_unrolled
     /tmp/tfvenv/bin/python scripts/make_model_zoo.py --large        # tests/data/models/large/
 
-The committed files were made with tensorflow-cpu 2.21.0 (Keras 3.15, numpy 2.4) and seed 28.
+The committed files were made with tensorflow-cpu 2.21.0 (Keras 3.15, numpy 2.4) and seed 28;
+``lstm_fused`` with tf-keras 2.21.0 (Keras 2: the converter fuses only its LSTM).
 """
 
 from __future__ import annotations
@@ -188,6 +190,17 @@ def lstm_unrolled():
     inputs = keras.Input((8, 12), name="sequence", batch_size=1)
     x = layers.LSTM(16, unroll=True, name="lstm")(inputs)
     return _model(inputs, layers.Dense(4, name="logits")(x), "lstm_unrolled")
+
+
+def lstm_fused():
+    """A Keras 2 (tf-keras) LSTM on a fixed batch of 1, which the converter fuses into one
+    UNIDIRECTIONAL_SEQUENCE_LSTM (Keras 3's LSTM it never fuses: docs/model-zoo.md); the last
+    step's hidden state (a STRIDED_SLICE) into a dense layer."""
+    import tf_keras  # Keras 2, a development dependency beside TensorFlow (the docstring above)
+
+    inputs = tf_keras.Input((12, 10), name="sequence", batch_size=1)
+    x = tf_keras.layers.LSTM(16, name="lstm")(inputs)
+    return tf_keras.Model(inputs, tf_keras.layers.Dense(6, name="logits")(x), name="lstm_fused")
 
 
 def conv1d_audio():
@@ -504,6 +517,7 @@ ZOO = (
     ZooModel("op_batch_matmul", op_batch_matmul, "BATCH_MATMUL of two computed tensors"),
     # Added later: at the end, so that the models before keep their seeds (and bytes).
     ZooModel("dilated_same_static", dilated_same_static, "dilated SAME convolutions on a fixed batch: dilated CONV_2D"),
+    ZooModel("lstm_fused", lstm_fused, "tf-keras LSTM(16), 12 steps of 10: one UNIDIRECTIONAL_SEQUENCE_LSTM"),
 )
 
 # Models too large for the zoo's folder (each over 160 KB): tests/data/models/large/, made with
@@ -520,7 +534,7 @@ def _draw(layer, variable, rng: np.random.Generator, bias_scale: float) -> np.nd
     """A seeded value for one variable: He-normal kernels (recurrent ones too), batch-norm
     statistics away from (0, 1) so that folding them is visible, small biases."""
     shape = tuple(variable.shape)
-    name = variable.name
+    name = variable.name.split("/")[-1].split(":")[0]  # tf-keras names "lstm/lstm_cell/bias:0"
     if "kernel" in name and len(shape) >= 2:
         return rng.normal(0.0, np.sqrt(2.0 / max(fan_in(layer, shape), 1)), shape)
     if name == "gamma":

@@ -59,3 +59,15 @@ def test_an_int16_case_measures_int16_buffers_and_its_helium_loop(bench, tmp_pat
     plain = bench.measure(params, params.render("et_op"), inputs, m55, tmp_path / "plain")
     exported = bench.measure(params, params.render("et_op", target=m55), inputs, m55, tmp_path / "m55")
     assert exported < plain, (plain, exported)
+
+
+def test_the_lstm_cases_build_and_the_helium_one_is_measured_below_the_plain_loop(bench, tmp_path, m55):
+    """The LSTM cases (the zoo's, a drawn larger one) build with their weights baked in; the
+    zoo's measured plain and exported, each output checked against the reference."""
+    cases = bench.lstm_cases(np.random.default_rng(0), tmp_path)
+    assert [(c[2], c[3]) for c in cases] == [((1, 12, 10), "int8"), ((1, 49, 40), "int8"), ((1, 49, 40), "int16")]
+    _, op, shape, _ = cases[0]
+    x = [np.random.default_rng(2).integers(-128, 128, size=shape, dtype=np.int8)]
+    plain = bench.measure(op, op.render("et_op"), x, m55, tmp_path / "lstm-plain")
+    exported = bench.measure(op, op.render("et_op", target=m55), x, m55, tmp_path / "lstm-m55")
+    assert exported < plain / 2, (plain, exported)

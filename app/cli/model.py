@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import click
-import numpy as np
 
 from edgetune.model import Model, ModelLayer, check_fits, load_model
 from edgetune.codegen.code_placement import check_code_reserve
 from edgetune.model.code_plan import model_code_plan, placement_text, plan_text, ram_bytes
+from edgetune.model.graph import read_graph
 from edgetune.model.operators import untuned_as
 from edgetune.model.ops import folded_operators
 from edgetune.model.ops.float_island import absorber
@@ -153,7 +153,8 @@ def _print_export(result, target) -> None:
         for workload in result.untuned:
             click.echo(f"  no trial in the database for {workload}: exported with the kernel's default configuration",
                        err=True)
-    io_bytes = sum(int(np.prod(shape)) for shape in (*m.input_shapes, *m.output_shapes))
+    graph = read_graph(result.folder / m.file)  # the bytes of each input and output as typed (int16: two a value)
+    io_bytes = sum(graph.tensors[t].nbytes for t in (*graph.inputs, *graph.outputs))
     io_words = "inputs and outputs" if len(m.input_shapes) > 1 or len(m.output_shapes) > 1 else "input and output"
     tflm = f"{result.tflm_arena:,} bytes" if result.tflm_arena is not None else f"unknown ({result.tflm_unknown})"
     click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "

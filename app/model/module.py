@@ -41,7 +41,7 @@ from .code_plan import fragment_regions, measured_values, module_plan, placed
 from .memory_plan import ALIGN, MemoryPlan, TensorLife, plan_memory, scratch_id
 from . import Model
 from .graph import Tensor
-from .operators import operator_params
+from .operators import library_scratch, operator_params
 from .ops import folded_operators
 from edgetune.codegen.placement import scratch_section
 from .templates import render
@@ -246,7 +246,8 @@ def _as_declared(pointer: str, tensor: Tensor, ctype: str, writable: bool) -> st
     return f"({ctype} *)(void *){pointer}" if writable else f"(const {ctype} *)(const void *){pointer}"
 
 
-def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, name: str) -> tuple[dict, list[dict], str, str]:
+def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, name: str,
+                  position: int) -> tuple[dict, list[dict], str, str]:
     graph = model.graph
     op = graph.operators[step.index]
     params = operator_params(graph, op)
@@ -260,8 +261,11 @@ def _library_step(model: Model, target: Target, plan: MemoryPlan, step: Step, na
             for k, t in enumerate(step.inputs)]
     args += [_as_declared(_pointer(model, plan, t, constants, True), graph.tensors[t], declared[len(step.inputs) + k], True)
              for k, t in enumerate(step.outputs)]
+    outs = args[len(step.inputs):]
+    if params.scratch_bytes:  # its working memory, planned in the arena for this step
+        args.append(plan_address(plan, scratch_id(position), model))
     source = params.render(step.function, (f"of {Path(model.path).name}, in the module {name}.c",), target)
-    return dict(step=step, args=args), arrays, params.declaration(step.function), source
+    return dict(step=step, args=args, outs=outs), arrays, params.declaration(step.function), source
 
 
 def _tuned_arrays(model: Model, step: Step, name: str, config) -> tuple[list[dict], list[str], list[int]]:
@@ -368,8 +372,18 @@ def plan_variants(model: Model, steps: Sequence[Step], in_place_modes: Mapping[s
     ends = {s.outputs[0] for s in steps if s.kernel is not None and in_place_modes.get(s.function) == "end"}
     behind = {s.outputs[0]: (lags or {})[s.function] for s in steps
               if s.kernel is not None and in_place_modes.get(s.function) == "lag"}
-    needs = {**scratch_needs(steps, arena_scratch), **(other_scratch or {})}
+    needs = {**scratch_needs(steps, arena_scratch), **library_needs(model, steps, other_scratch or {}),
+             **(other_scratch or {})}
     return steps, memory_plan(model, steps, needs, ends, behind, with_inputs=with_inputs)
+
+
+def library_needs(model: Model, steps: Sequence[Step], others: Mapping[int, int]) -> dict[int, int]:
+    """step position -> the bytes of working memory a library operator's C takes in the arena
+    (an LSTM's state), for the steps that are neither tuned layers nor in `others` (a patch
+    plan's stages)."""
+    needs = {n: library_scratch(model.graph, model.operators[s.index]) for n, s in enumerate(steps)
+             if s.kernel is None and n not in others}
+    return {n: b for n, b in needs.items() if b > 0}
 
 
 def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequence[Step],
@@ -388,7 +402,7 @@ def _render_steps(model: Model, target: Target, plan: MemoryPlan, steps: Sequenc
             scratch.update(stage.scratch)
             continue
         if step.kernel is None:
-            call, arrays, prototype, source = _library_step(model, target, plan, step, name)
+            call, arrays, prototype, source = _library_step(model, target, plan, step, name, n)
             calls.append(call)
             # A constant several operators read (an LSTM's bias added at every step) is one array.
             constants += [dict(a, layer=step.index) for a in arrays if all(c["name"] != a["name"] for c in constants)]

@@ -50,6 +50,7 @@ from .ops.leaky_relu16 import leaky_relu16_params
 from .ops.split import pack_params, split_params
 from .ops.strided_slice import strided_slice_params
 from .ops.rsqrt16 import rsqrt16_params
+from .ops.lstm import lstm_layer, lstm_params, lstm_scratch_bytes
 from .ops.float_island import FLOAT_UNARY, float_island_params, float_islands, in_island_only
 from .user_layers import declared_operators, servers, user_layer
 
@@ -68,6 +69,7 @@ class OperatorSupport:
     params: Callable[[Graph, Operator], StaticOp] | None = None  # library: its static parameters (ops/)
     runs: str = ""
     refused: str = ""
+    scratch: Callable[[Graph, Operator], int] | None = None  # library: bytes its C takes in the arena
 
 
 def tuned(name: str, kernel: str, layer: Callable[[Graph, Operator], ModelLayer]) -> OperatorSupport:
@@ -214,6 +216,16 @@ OPERATORS: tuple[OperatorSupport, ...] = (
     library("BATCH_TO_SPACE_ND", batch_to_space_params,
             "the inverse, then the crops: an index map",
             "a non-constant block or crops, a batch not a multiple of the block, crops leaving no output"),
+    OperatorSupport("UNIDIRECTIONAL_SEQUENCE_LSTM", LIBRARY, layer=lstm_layer, params=lstm_params,
+                    scratch=lstm_scratch_bytes, runs=
+            "int8 (TFLite Micro's 8x8->16 kernel) and 16x8 (int16 activations, int64 biases): per step and gate "
+            "two products into int16 at 2^-12, summed with saturation, its int16 LOGISTIC or TANH; the int16 cell "
+            "state and the hidden state by its requantised products; batch- or time-major; a cell clip; state zero "
+            "at each invocation; Helium: dot products of four units at once (VMLADAVA, VMLALDAVA), table gathers "
+            "and the state update on four units a step",
+            refused="peephole weights, a projection, layer normalisation, no input gate (CIFG) (TFLite Micro's kernel "
+            "refuses them too), float or hybrid activations, per-channel or asymmetric weights, biases of another "
+            "type than TFLite Micro reads"),
     library("DEQUANTIZE", in_island_only, *ISLAND),
     *(library(name, in_island_only, *ISLAND) for name in FLOAT_UNARY if name != "RSQRT"),  # RSQRT: its entry above
     *(OperatorSupport(name, FOLDED, runs=FOLDED_RUNS, refused="masks for ellipsis or new axes, offsets")
@@ -254,6 +266,12 @@ def operator_params(graph: Graph, op: Operator) -> StaticOp:
         raise ModelError(f"{graph.path}: operator {op.index} ({op.op}) {what} (the library runs "
                          f"{', '.join(names(LIBRARY))})")
     return entry.params(graph, op)
+
+
+def library_scratch(graph: Graph, op: Operator) -> int:
+    """Bytes of working memory a library operator's C takes in the arena (0 for most)."""
+    entry = REGISTRY.get(op.op)
+    return entry.scratch(graph, op) if entry is not None and entry.scratch is not None else 0
 
 
 def untuned_as(op: str, folded: bool = False) -> str:

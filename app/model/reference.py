@@ -56,7 +56,8 @@ def sub_model(model: Model, ops: Sequence[Operator], later_reads: set[int]) -> t
         if folded is not None:
             t = constant(new, t.name, np.asarray(folded).astype(t.dtype).reshape(t.shape))
         tensors.append(replace(t, index=new, signature=None))
-    inputs = [i for i in order if i not in produced and not tensors[renumber[i]].constant]
+    inputs = [i for i in order if i not in produced and not tensors[renumber[i]].constant  # nor an LSTM's state
+              and not tensors[renumber[i]].variable]
     outputs = [i for i in order if i in produced and (i in later_reads or i in graph.outputs)]
     single = [Operator(n, op.op, tuple(renumber.get(i, -1) for i in op.inputs), tuple(renumber[i] for i in op.outputs),
                        op.options_type, op.options) for n, op in enumerate(ops)]

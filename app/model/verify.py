@@ -333,8 +333,8 @@ def operator_model(model: Model, op: Operator) -> tuple[bytes, list[int]]:
     renumber = {old: new for new, old in enumerate(order)}
     written = [Operator(n, o.op, tuple(renumber.get(i, -1) for i in o.inputs), tuple(renumber[i] for i in o.outputs),
                         o.options_type, o.options) for n, o in enumerate(ops)]
-    inputs = [i for o in ops for i in dict.fromkeys(o.inputs)
-              if i >= 0 and i not in produced and not tensors[renumber[i]].constant]
+    inputs = [i for o in ops for i in dict.fromkeys(o.inputs)  # an LSTM's variable state is its own, not an input
+              if i >= 0 and i not in produced and not tensors[renumber[i]].constant and not tensors[renumber[i]].variable]
     inputs = list(dict.fromkeys(inputs))
     data = build_model(tensors, written, [renumber[i] for i in inputs], list(written[-1].outputs),
                        description=f"edgetune verify: operator {op.index}")

@@ -198,6 +198,12 @@ class StaticOp(ABC):
             build_hint=f"cc -std=c99 -O2 -c {fn}.c", n_inputs=self.n_inputs, n_outputs=self.n_outputs,
             parameters=self.parameters(), output_names=self.output_names(), clamped_only=True))
 
+    @property
+    def scratch_bytes(self) -> int:
+        """Bytes of working memory the C takes as its last argument, `uint8_t *scratch` (the
+        module plans them in the arena for the step's run: ops/lstm.py's state); 0: none."""
+        return 0
+
     def output_names(self) -> tuple[str, ...]:
         """The C names of the outputs: `output`, or `output0`, `output1`... when there are several."""
         return ("output",) if self.n_outputs == 1 else tuple(f"output{k}" for k in range(self.n_outputs))
@@ -205,7 +211,8 @@ class StaticOp(ABC):
     def parameters(self) -> str:
         """The C function's parameters: the inputs, then the outputs."""
         inputs = [f"const {ctype} *input{i}" for i, ctype in enumerate(self.input_ctypes)]
-        return ", ".join([*inputs, *(f"{self.output_ctype} *{name}" for name in self.output_names())])
+        scratch = ["uint8_t *scratch"] if self.scratch_bytes else []
+        return ", ".join([*inputs, *(f"{self.output_ctype} *{name}" for name in self.output_names()), *scratch])
 
     @property
     def input_ctypes(self) -> tuple[str, ...]:
@@ -268,3 +275,52 @@ def one_to_one(r: OperatorReader) -> tuple[Tensor, Tensor]:
     if x.elements != y.elements:
         raise r.fail(f"output tensor {y.index} ({y.name}) has {y.elements} values, the input {x.elements}")
     return x, y
+
+
+@dataclass(frozen=True)
+class WithConstants:
+    """An operator with some inputs fixed to constant values (argument position -> value): its C
+    as one function of the other inputs (argument k: the k-th of them) and the outputs, which
+    calls the operator's function (`fn`_op) with the constants as static arrays, as a module
+    passes its constants; and its reference on the other inputs. For a harness of few buffers
+    (an LSTM's eight weight matrices: tests/test_ops_lstm.py, bench/ops.py)."""
+
+    params: StaticOp
+    constants: dict[int, np.ndarray]
+
+    @property
+    def op(self) -> str:
+        return self.params.op
+
+    def render(self, fn: str, provenance: tuple[str, ...] = (), target: Target | None = None) -> str:
+        arrays, args, run_time = [], [], 0
+        for k, ctype in enumerate(self.params.input_ctypes):
+            if k in self.constants:
+                values = np.asarray(self.constants[k]).reshape(-1)
+                arrays.append(f"static const {ctype} {fn}_c{k}[{max(values.size, 1)}] = "
+                              f"{{{', '.join(str(int(v)) for v in values) or '0'}}};")
+                args.append(f"{fn}_c{k}")
+            else:
+                args.append(f"input{run_time}")
+                run_time += 1
+        scratch = self.params.scratch_bytes
+        if scratch:  # the module's arena would hold it: here a static area of its own
+            arrays.append(f"static uint8_t {fn}_scratch[{scratch}] __attribute__((aligned(16)));")
+        call = ", ".join([*args, *self.params.output_names(), *([f"{fn}_scratch"] if scratch else [])])
+        return (self.params.render(f"{fn}_op", provenance, target) + "\n" + "\n".join(arrays) +
+                f"\n{self.declaration(fn)}\n{{\n    {fn}_op({call});\n}}\n")
+
+    def declaration(self, fn: str) -> str:
+        ctypes = [c for k, c in enumerate(self.params.input_ctypes) if k not in self.constants]
+        outputs = [f"{self.params.output_ctype} *{name}" for name in self.params.output_names()]
+        return f"void {fn}({', '.join([*(f'const {c} *input{k}' for k, c in enumerate(ctypes)), *outputs])})"
+
+    def _all(self, inputs) -> list:
+        given = iter(inputs)
+        return [self.constants[k] if k in self.constants else next(given) for k in range(self.params.n_inputs)]
+
+    def reference(self, *inputs):
+        return self.params.reference(*self._all(inputs))
+
+    def outputs(self, *inputs) -> tuple[np.ndarray, ...]:
+        return self.params.outputs(*self._all(inputs))

@@ -82,20 +82,27 @@ class Sigmoid16Params(Int16Types, ElementWise):
         return dict(super().variables(), table=sigmoid_table())
 
     def reference(self, x) -> np.ndarray:
-        table = np.asarray(sigmoid_table() + (sigmoid_table()[-1],), dtype=np.int64)
-        x = typed_input(x, "int16", (self.elements,), "input").astype(np.int64)
-        d = (x * self.multiplier + ((1 << (self.shift - 1)) if self.shift else 0)) >> self.shift
-        a = np.abs(d)
-        bits = 8 if self.tanh else 9
-        high, low = np.minimum(a >> bits, TABLE_SIZE - 1), a & ((1 << bits) - 1)
-        interpolated = (table[high] << bits) + low * (table[high + 1] - table[high])
-        if self.tanh:
-            value = np.where(a >> bits >= 255, 0xFFFF << 8, interpolated)
-            value = np.where(d >= 0, value - (1 << 23) + (1 << 7), -value + (1 << 23) + (1 << 7) - 1)
-            return (value >> 8).astype(np.int16)
-        value = np.where(a >> bits >= 255, 0x7FFF << 10, interpolated)
-        value = np.where(d >= 0, value + (1 << 9), (1 << 25) - value + (1 << 9) - 1)
-        return (value >> 10).astype(np.int16)
+        x = typed_input(x, "int16", (self.elements,), "input")
+        return sigmoid_or_tanh16(x, self.multiplier, self.shift, self.tanh)
+
+
+def sigmoid_or_tanh16(x, multiplier: int, shift: int, tanh: bool) -> np.ndarray:
+    """TFLite's int16 LOGISTIC or TANH of int16 values `x` brought to the table's scale by
+    d = (x * multiplier + round) >> shift (the LSTM's gates use it too: ops/lstm.py)."""
+    table = np.asarray(sigmoid_table() + (sigmoid_table()[-1],), dtype=np.int64)
+    x = np.asarray(x, dtype=np.int64)
+    d = (x * multiplier + ((1 << (shift - 1)) if shift else 0)) >> shift
+    a = np.abs(d)
+    bits = 8 if tanh else 9
+    high, low = np.minimum(a >> bits, TABLE_SIZE - 1), a & ((1 << bits) - 1)
+    interpolated = (table[high] << bits) + low * (table[high + 1] - table[high])
+    if tanh:
+        value = np.where(a >> bits >= 255, 0xFFFF << 8, interpolated)
+        value = np.where(d >= 0, value - (1 << 23) + (1 << 7), -value + (1 << 23) + (1 << 7) - 1)
+        return (value >> 8).astype(np.int16)
+    value = np.where(a >> bits >= 255, 0x7FFF << 10, interpolated)
+    value = np.where(d >= 0, value + (1 << 9), (1 << 25) - value + (1 << 9) - 1)
+    return (value >> 10).astype(np.int16)
 
 
 def sigmoid16_params(graph: Graph, op: Operator) -> Sigmoid16Params:
