@@ -88,7 +88,7 @@ PATHS = (
 
 
 # The default configuration where Helium is offered: the space's first legal point is what an
-# untuned layer runs and what `model tune` measures first (model/module.py default_config), so
+# untuned layer runs and what `model tune` measures first (edgetune.model.module.default_config), so
 # the values are ordered to make it a fast one: output pixels across the lanes, the tap loop
 # (the plain loop nest's other values, so its seed stays a point of the space), clang -O3.
 # DS-CNN's depthwise 3x3 (25x5x64) on the M55: 82,575 instructions, the best of its space
