@@ -226,3 +226,23 @@ def test_kernel_fit_is_the_rankers_worst_rank_correlation_on_the_kernels_other_s
     assert kernel_fit(odd, odd[0]) < 0
     # A kernel with no other recorded space gives no evidence.
     assert kernel_fit(spaces[:1], spaces[0]) is None
+
+
+def test_replay_runs_the_gated_transfer_with_code_by_its_name_and_refuses_it_without_spaces(tmp_path):
+    from click.testing import CliRunner
+
+    from edgetune.cli import main
+
+    scored, b, c = (write_space(tmp_path, name, scale) for name, scale in (("a", 1), ("b", 3), ("c", 7)))
+    args = ["replay", str(scored), "--budget", "8", "--seed", "2", "--json"]
+    ranked = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", "--rank-with", str(b), "--rank-with", str(c)])
+    assert ranked.exit_code == 0, ranked.output
+    out = json.loads(ranked.output)
+    assert out["strategy"] == "transfer+code" and len(out["repeats"][0]["trace"]) == 8
+    plain = json.loads(CliRunner().invoke(main, [*args, "--strategy", "transfer"]).output)
+    # The ranker knows the toy kernel (its fit on b and c is high): its say changes the choices.
+    assert [t["config"] for t in out["repeats"][0]["trials"]] != [t["config"] for t in plain["repeats"][0]["trials"]]
+    for extra in ([], ["--rank-with", str(b), "--rank-keep", "0.5"]):
+        refused = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", *extra])
+        assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
+        assert "--rank-with" in refused.output
