@@ -9,23 +9,29 @@ features (leave-one-space-out), and, per seed, in the same run:
 - `transfer+code` (edgetune.tuner.code_explore.CodeRankedTransfer: the same model and seed;
   each plan is the best of the model's --shortlist x plan-size candidates by the sum of the
   model's and the code's ranks, each random proposal the best-ranked of --draws random
-  points) runs until it reaches that best, or --cap x the budget (a miss counts the cap).
+  points, while its gate is open: the ranker's fit on the kernel's other recorded spaces,
+  edgetune.tuner.code_rank.kernel_fit, is at least 0.8, or from --gate-trials trials on its
+  rank correlation on this space's trials is at least --gate) runs until it reaches that
+  best, or --cap x the budget (a miss counts the cap).
 Saved: 1 - (evaluations of transfer+code) / (evaluations of transfer), summed over seeds.
 Extra compiles: candidates compiled to be ranked and never run (the one that runs is
 compiled for its run anyway, and the build cache keeps it).
 
---compare-static: the ranked run is measured twice in the same run, with every feature the
-spaces hold and with the static counts only (the loop-structure counts mac_loop_* and
-copy_loop_*, edgetune.targets.code_features, left out), beside the same `transfer` runs.
+--compare-ungated: each space's ranked run also without its gate, beside the same
+`transfer` runs. --compare-static: the ranked run also with the static counts only (the
+loop-structure counts mac_loop_* and copy_loop_*, edgetune.targets.code_features, left out).
 
-Wall time (--wall): one compile (+ disassembly) of a variant and one QEMU trial of it are
-timed here, with an empty build cache, on matmul_s8 m=8,n=32,k=64 for the M55; a serial
-board's trial is a compile plus --board-seconds for flashing and running, an assumed figure
-(the project has no board to time). Net seconds saved per run = evaluations saved x trial
-seconds - extra compiles x compile seconds.
+Wall time (--wall): one compile (+ disassembly) of a variant and one QEMU trial of it
+(compile included) are timed here, with an empty build cache, on matmul_s8 m=8,n=32,k=64
+for the M55. A serial board's trial is modelled from the recording: --board-overhead
+seconds (flash, reset, session: an assumed figure, the project has no board to time) plus
+the `an547-serial` target's runs per trial of the trial's recorded instructions at its
+clock, plus the compile. Each search's seconds to reach `transfer`'s best are its trials'
+plus its extra compiles'.
 
 usage: .venv/bin/python bench/code_explore.py [--seeds N] [--shortlist S] [--draws K] [--cap C] [--wall]
-                                              [--board-seconds S] [--data FOLDER] [--compare-static]
+                                              [--board-overhead S] [--data FOLDER] [--gate RHO] [--gate-trials N]
+                                              [--ungated | --compare-ungated] [--compare-static]
 """
 from __future__ import annotations
 

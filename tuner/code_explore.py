@@ -15,9 +15,16 @@ is one of two votes:
   offer): each is the best-scored of `draws` random fresh points; the others stay fresh and
   are drawn again, before new ones, at the next random slot.
 
-Every point is compiled and scored once (`scored` counts them). Off by default: over
-`transfer` it saves evaluations on five of our six recorded M55 spaces and loses on the
-sixth (bench/code_explore.py, docs/search-priors.md).
+Every point is compiled and scored once (`scored` counts them).
+
+The code votes only behind a gate (`ranking_on`), decided per space from evidence that the
+ranker ranks this kernel: its fit on the kernel's other recorded spaces (`kernel_fit`, from
+tuner.code_rank.kernel_fit) from the first plan, and from `gate_trials` trials on, its rank
+correlation on this space's own measured trials. While the gate is shut the search is
+`transfer`, proposal for proposal. Ungated, the ranking saved 28% of the evaluations to
+`transfer`'s best on our six recorded M55 spaces but cost 26% more on conv2d_s8; gated, 31%
+on the mean, and 9% more on conv2d_s8 (bench/code_explore.py, docs/search-priors.md, "The
+gate"). `edgetune replay --strategy transfer+code` runs it; it is not the default.
 """
 from __future__ import annotations
 
