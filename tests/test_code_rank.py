@@ -239,6 +239,8 @@ def test_replay_runs_the_gated_transfer_with_code_by_its_name_and_refuses_it_wit
     assert ranked.exit_code == 0, ranked.output
     out = json.loads(ranked.output)
     assert out["strategy"] == "transfer+code" and len(out["repeats"][0]["trace"]) == 8
+    again = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", "--rank-with", str(b), "--rank-with", str(c)])
+    assert json.loads(again.output)["repeats"][0]["trace"] == out["repeats"][0]["trace"]  # a seed reproduces it
     plain = json.loads(CliRunner().invoke(main, [*args, "--strategy", "transfer"]).output)
     # The ranker knows the toy kernel (its fit on b and c is high): its say changes the choices.
     assert [t["config"] for t in out["repeats"][0]["trials"]] != [t["config"] for t in plain["repeats"][0]["trials"]]
