@@ -4,7 +4,8 @@
 the figure the default budget is chosen by (at most ~5 minutes on 2 cores).
 
 Per model: `model tune` (the library's tune_model: default strategy, scheduler and round
-size, `--per-workload` trials per distinct workload, default `model tune`'s own) in a fresh
+size; `--budget` trials, default `model tune`'s own, or `--per-workload` trials per distinct
+workload) in a fresh
 database and, unless --warm-cache, a fresh build cache (EDGETUNE_CACHE), timed as the CPU
 time of this process and its children (compilers, QEMU) during the tune, which a machine
 shared with other jobs does not inflate as it does the wall time; then the tuned module and
@@ -13,7 +14,7 @@ whole by `model verify` (bit-exact with TFLite Micro, or the script stops).
 
 TFLite Micro's figures are reference constants (bench/model_ram.py's TFLM_M55, from issue 29).
 
-usage: .venv/bin/python bench/model_speed.py [--models ds_cnn_kws ...] [--per-workload N]
+usage: .venv/bin/python bench/model_speed.py [--models ds_cnn_kws ...] [--budget N | --per-workload N]
                                              [--seed 0] [--jobs 2] [--warm-cache] [--keep-db DIR]
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edgetune.cli.options import MODEL_TRIALS_PER_WORKLOAD
+from edgetune.cli.options import default_model_budget
 from edgetune.model import load_model
 from edgetune.model.export import export_model
 from edgetune.model.session import distinct_workloads, tune_model
@@ -54,10 +55,13 @@ def module_instructions(path: Path, target, db: TuningDatabase | None, folder: P
     return outcome.inferences[0].instructions
 
 
-def measure(name: str, target, per_workload: int, seed: int, jobs: int, work: Path, keep: Path | None) -> dict:
+def measure(name: str, target, budget: int | None, per_workload: int | None, seed: int, jobs: int, work: Path,
+            keep: Path | None) -> dict:
     path = MODELS / f"{name}.tflite"
     model = load_model(path)
-    budget = per_workload * len(distinct_workloads(model.layers, target))
+    distinct = len(distinct_workloads(model.layers, target))
+    if budget is None:
+        budget = default_model_budget(distinct) if per_workload is None else per_workload * distinct
     db_path = (keep or work) / f"{name}.db"
     db_path.unlink(missing_ok=True)
     db = TuningDatabase(db_path)
@@ -73,7 +77,8 @@ def measure(name: str, target, per_workload: int, seed: int, jobs: int, work: Pa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=["ds_cnn_kws", "resnet8_cifar10", "mobilenet_v1_025_vww"])
-    parser.add_argument("--per-workload", type=int, default=MODEL_TRIALS_PER_WORKLOAD)
+    parser.add_argument("--budget", type=int, default=None, help="the model's trials (default: model tune's)")
+    parser.add_argument("--per-workload", type=int, default=None, help="or this many per distinct workload")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--warm-cache", action="store_true", help="keep EDGETUNE_CACHE as it is (default: a fresh one)")
@@ -87,7 +92,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             if not args.warm_cache:  # each model's compiles counted in its own time
                 os.environ["EDGETUNE_CACHE"] = str(Path(tmp) / "cache")
-            row = measure(name, target, args.per_workload, args.seed, args.jobs, Path(tmp), args.keep_db)
+            row = measure(name, target, args.budget, args.per_workload, args.seed, args.jobs, Path(tmp), args.keep_db)
         ratio = row["tuned"] / row["tflm"]
         print(f"| {name} ({row['budget']}) | {row['tuned']:,} | {row['tflm']:,} | {ratio:.2f} | "
               f"{'yes' if ratio <= GOAL else 'no'} | {row['plain']:,} | {row['cpu']:.0f} | {row['wall']:.0f} |",
