@@ -3,7 +3,7 @@ reaches (issue 30, goal 1), per committed MLPerf Tiny model.
 
 Per model: one `model tune` (the library's tune_model, default strategy and scheduler) in a
 fresh database with `--multiple` (4) times the default budget (`model tune`'s
-MODEL_TRIALS_PER_WORKLOAD per distinct workload). A run with a smaller budget makes the same
+default_model_budget: 32 trials per distinct workload, at least 512). A run with a smaller budget makes the same
 choices as the first rounds of a larger one (the scheduler and each layer's search depend on
 the trials stored so far only), so the model's total after each round of the long run is
 what a run with that budget ends with; one run gives every budget's figure. Printed per
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edgetune.cli.options import MODEL_TRIALS_PER_WORKLOAD
+from edgetune.cli.options import default_model_budget
 from edgetune.model import load_model
 from edgetune.model import session
 from edgetune.model.session import ModelRound, distinct_workloads, tune_model
@@ -55,7 +55,7 @@ def trials_to_within(rounds: list[ModelRound], pct: float) -> int | None:
 
 def measure(name: str, target, multiple: int, seed: int, jobs: int, keep: Path | None = None) -> dict:
     model = load_model(MODELS / f"{name}.tflite")
-    default = MODEL_TRIALS_PER_WORKLOAD * len(distinct_workloads(model.layers, target))
+    default = default_model_budget(len(distinct_workloads(model.layers, target)))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "tune.db" if keep is None else keep / f"{name}-w{session.WINNERS}.db"
         path.unlink(missing_ok=True)

@@ -4,10 +4,13 @@
 the figure the default budget is chosen by (at most ~5 minutes on 2 cores).
 
 Per model: `model tune` (the library's tune_model: default strategy, scheduler and round
-size, `--per-workload` trials per distinct workload, default `model tune`'s own) in a fresh
+size; `--budget` trials, default `model tune`'s own, or `--per-workload` trials per distinct
+workload) in a fresh
 database and, unless --warm-cache, a fresh build cache (EDGETUNE_CACHE), timed as the CPU
 time of this process and its children (compilers, QEMU) during the tune, which a machine
-shared with other jobs does not inflate as it does the wall time; then the tuned module and
+shared with other jobs does not inflate as it does the wall time, and edgetune's own share
+of it (this process: search, code generation, the database; bench/profile_tune.py's figure,
+kept <= 25%); then the tuned module and
 the default-configuration module (no database: every layer on its kernel's default
 configuration, the space's first legal point: plain C, except dwconv2d_s8 where Helium is
 offered, whose default is its pixel-lane Helium path) exported and run whole by `model verify`
@@ -15,7 +18,7 @@ offered, whose default is its pixel-lane Helium path) exported and run whole by 
 
 TFLite Micro's figures are reference constants (bench/model_ram.py's TFLM_M55, from issue 29).
 
-usage: .venv/bin/python bench/model_speed.py [--models ds_cnn_kws ...] [--per-workload N]
+usage: .venv/bin/python bench/model_speed.py [--models ds_cnn_kws ...] [--budget N | --per-workload N]
                                              [--seed 0] [--jobs 2] [--warm-cache] [--keep-db DIR]
 """
 from __future__ import annotations
@@ -28,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edgetune.cli.options import MODEL_TRIALS_PER_WORKLOAD
+from edgetune.cli.options import default_model_budget
 from edgetune.model import load_model
 from edgetune.model.export import export_model
 from edgetune.model.session import distinct_workloads, tune_model
@@ -42,10 +45,11 @@ from model_ram import MODELS, TFLM_M55  # noqa: E402  (the reference constants, 
 GOAL = 0.5  # issue 29, goal 1: instructions <= 0.5x TFLite Micro + CMSIS-NN's
 
 
-def cpu_seconds() -> float:
-    """User + system time of this process and its waited-for children so far."""
+def cpu_seconds() -> tuple[float, float]:
+    """User + system time so far of this process (edgetune's own: search, code generation,
+    the database) and of its waited-for children (compilers, QEMU)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 def module_instructions(path: Path, target, db: TuningDatabase | None, folder: Path) -> int:
@@ -56,26 +60,31 @@ def module_instructions(path: Path, target, db: TuningDatabase | None, folder: P
     return outcome.inferences[0].instructions
 
 
-def measure(name: str, target, per_workload: int, seed: int, jobs: int, work: Path, keep: Path | None) -> dict:
+def measure(name: str, target, budget: int | None, per_workload: int | None, seed: int, jobs: int, work: Path,
+            keep: Path | None) -> dict:
     path = MODELS / f"{name}.tflite"
     model = load_model(path)
-    budget = per_workload * len(distinct_workloads(model.layers, target))
+    distinct = len(distinct_workloads(model.layers, target))
+    if budget is None:
+        budget = default_model_budget(distinct) if per_workload is None else per_workload * distinct
     db_path = (keep or work) / f"{name}.db"
     db_path.unlink(missing_ok=True)
     db = TuningDatabase(db_path)
-    cpu, wall = cpu_seconds(), time.monotonic()
+    (own, children), wall = cpu_seconds(), time.monotonic()
     tune_model(model.layers, target, db, budget=budget, seed=seed, jobs=jobs)
-    cpu, wall = cpu_seconds() - cpu, time.monotonic() - wall
+    (own_after, children_after), wall = cpu_seconds(), time.monotonic() - wall
+    own, cpu = own_after - own, own_after - own + children_after - children
     tuned = module_instructions(path, target, db, work / f"{name}-tuned")
     plain = module_instructions(path, target, None, work / f"{name}-plain")
-    return dict(name=name, budget=budget, cpu=cpu, wall=wall, tuned=tuned, plain=plain,
+    return dict(name=name, budget=budget, cpu=cpu, own=own, wall=wall, tuned=tuned, plain=plain,
                 tflm=TFLM_M55[name]["instructions"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=["ds_cnn_kws", "resnet8_cifar10", "mobilenet_v1_025_vww"])
-    parser.add_argument("--per-workload", type=int, default=MODEL_TRIALS_PER_WORKLOAD)
+    parser.add_argument("--budget", type=int, default=None, help="the model's trials (default: model tune's)")
+    parser.add_argument("--per-workload", type=int, default=None, help="or this many per distinct workload")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--warm-cache", action="store_true", help="keep EDGETUNE_CACHE as it is (default: a fresh one)")
@@ -83,16 +92,16 @@ def main() -> None:
     args = parser.parse_args()
     target = get_target("cortex-m55")
     print(f"| model (budget) | edgetune module | TFLM + CMSIS-NN | ratio | <= {GOAL}x | default-config module | tune CPU s "
-          "| tune wall s |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|")
+          "| own CPU % | tune wall s |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
             if not args.warm_cache:  # each model's compiles counted in its own time
                 os.environ["EDGETUNE_CACHE"] = str(Path(tmp) / "cache")
-            row = measure(name, target, args.per_workload, args.seed, args.jobs, Path(tmp), args.keep_db)
+            row = measure(name, target, args.budget, args.per_workload, args.seed, args.jobs, Path(tmp), args.keep_db)
         ratio = row["tuned"] / row["tflm"]
         print(f"| {name} ({row['budget']}) | {row['tuned']:,} | {row['tflm']:,} | {ratio:.2f} | "
-              f"{'yes' if ratio <= GOAL else 'no'} | {row['plain']:,} | {row['cpu']:.0f} | {row['wall']:.0f} |",
+              f"{'yes' if ratio <= GOAL else 'no'} | {row['plain']:,} | {row['cpu']:.0f} | {100 * row['own'] / row['cpu']:.0f} | {row['wall']:.0f} |",
               flush=True)
 
 

@@ -75,7 +75,16 @@ def test_a_budget_smaller_than_the_distinct_workloads_is_refused_before_anything
     result = _tune(MODELS / "ds_cnn_kws.tflite", "--budget", 3, "--db", db)
     assert result.exit_code == 2
     assert "--budget 3" in result.output and "4 distinct workloads" in result.output
+    assert "without --budget, 512" in result.output  # DS-CNN's default: the floor, not 4 x 32
     assert not db.exists()
+
+
+def test_the_default_budget_is_32_trials_per_workload_and_never_under_512():
+    """A model of few workloads gets the time a larger one's tune takes (docs/models-tuning.md):
+    DS-CNN's 4 workloads 512 trials, MobileNet-VWW's 20 their 640."""
+    from edgetune.cli.options import default_model_budget
+
+    assert [default_model_budget(n) for n in (1, 4, 9, 16, 17, 20)] == [512, 512, 512, 512, 544, 640]
 
 
 @pytest.mark.parametrize("content, message", [

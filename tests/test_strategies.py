@@ -291,3 +291,73 @@ def test_differential_evolution_mutants_follow_the_difference_on_ordered_axes():
     # bx: 1 + 0.5 * (5 - 1); by: no difference; unroll: 1 + 0.5 * 2; opt: b == c, so a's value.
     assert trial[:4] == [3.0, 1.0, 2.0, 0.0]
     assert trial[4] in (0.0, 1.0)  # vec is unordered: a's value or b's, never in between
+
+
+# --- a small budget tries the best point's untried categorical switches ----------------------
+def path_space() -> Space:
+    """Tiles (ordered), a kernel's path and a compiler (unordered); the `pixels` path needs a
+    tile of at least 4, as a Helium pixel-tiled path needs whole vectors."""
+    return Space([powers_of_two("tile", 1, 64), choice("unroll", [1, 2, 4]),
+                  choice("path", ["plain", "vector", "pixels", "naive"]), choice("compiler", ["gcc", "clang"])],
+                 [Constraint("pixels needs tile >= 4", lambda c: c["path"] != "pixels" or c["tile"] >= 4,
+                             reads=("path", "tile"))])
+
+
+def path_trial(config) -> Trial:
+    c = config.as_dict()
+    value = {"plain": 1000.0, "vector": 200.0, "pixels": 120.0, "naive": 900.0}[c["path"]]
+    value *= (1 + 0.1 * abs(np.log2(c["tile"]) - 4)) * (1 + 0.05 * c["unroll"]) * (1.0 if c["compiler"] == "clang" else 1.3)
+    return Trial(config, Outcome.OK, {OBJECTIVE: value})
+
+
+def told_without_pixels(strategy) -> None:
+    """Eight trials, none on the `pixels` path; the best: tile 16, unroll 1, vector, clang."""
+    space = strategy.space
+    for tile, unroll, path, compiler in [(16, 1, "vector", "clang"), (2, 4, "plain", "gcc"), (64, 2, "naive", "clang"),
+                                         (1, 1, "vector", "gcc"), (8, 2, "plain", "clang"), (32, 4, "vector", "gcc"),
+                                         (4, 1, "naive", "gcc"), (2, 2, "vector", "clang")]:
+        strategy.tell([path_trial(space.make(dict(tile=tile, unroll=unroll, path=path, compiler=compiler)))])
+
+
+def test_a_switch_is_the_fresh_point_nearest_the_best_with_an_untried_combination_of_categories():
+    strategy = TransferLearning(path_space(), np.random.default_rng(0), OBJECTIVE, budget=32)
+    assert strategy.switches
+    told_without_pixels(strategy)
+    space = strategy.space
+    switched = {tuple(sorted(space.config_at(int(space.legal_indices()[p])).as_dict().items()))
+                for p in strategy._switch_points()}
+    # The best (16, 1, vector, clang) with one category changed: plain and naive with clang
+    # were tried (8/2/plain/clang, 64/2/naive/clang), vector with gcc too; pixels never.
+    assert switched == {tuple(sorted(dict(tile=16, unroll=1, path="pixels", compiler="clang").items()))}
+    strategy.tell([path_trial(space.make(dict(tile=16, unroll=1, path="pixels", compiler="clang")))])
+    # Now the best is on pixels: its untried switches are the other paths and gcc next to it.
+    switched = [space.config_at(int(space.legal_indices()[p])).as_dict() for p in strategy._switch_points()]
+    assert sorted((c["path"], c["compiler"]) for c in switched) == [("pixels", "gcc")]
+    assert all((c["tile"], c["unroll"]) == (16, 1) for c in switched)
+
+
+def test_a_small_budget_measures_an_untried_path_next_to_the_best_in_its_first_plan():
+    strategy = TransferLearning(path_space(), np.random.default_rng(3), OBJECTIVE, budget=32)
+    told_without_pixels(strategy)
+    first_plan = [c.as_dict() for c in strategy.ask(2)]
+    assert dict(tile=16, unroll=1, path="pixels", compiler="clang") in first_plan
+    # A run without a budget hint (a large one) leaves the choice to the cost model alone.
+    assert not TransferLearning(path_space(), np.random.default_rng(3), OBJECTIVE).switches
+    assert not TransferLearning(path_space(), np.random.default_rng(3), OBJECTIVE, budget=200).switches
+
+
+@pytest.mark.parametrize("space_maker", [tile_space, sparse_space, path_space], ids=["dense", "sparse", "paths"])
+def test_a_small_budgets_transfer_proposes_legal_fresh_points_the_same_for_one_seed(space_maker):
+    def trace(seed):
+        strategy = TransferLearning(space_maker(), np.random.default_rng(seed), OBJECTIVE, budget=40,
+                                    prior=prior_for(space_maker()) if space_maker is not path_space else ())
+        proposed = []
+        while len(proposed) < 40 and (configs := strategy.ask(min(3, 40 - len(proposed)))):
+            assert all(strategy.space.is_legal(c) for c in configs)
+            proposed.extend(configs)
+            strategy.tell([(path_trial if space_maker is path_space else evaluate)(c) for c in configs])
+        return [c.key() for c in proposed]
+
+    first = trace(4)
+    assert len(first) == min(40, len(space_maker())) and len(set(first)) == len(first)
+    assert trace(4) == first

@@ -14,7 +14,7 @@ to lower f most, from an estimate of the gradient df/dt_i (t_i: the rounds task 
   cost could fall to zero at the rate it has taken so far), and beta * C_i / V_best - g_i,
   the cost task i would have at 1/beta of the best throughput V = C_k / g_k (C: the work, e.g.
   MACs) that a similar task k reached (the same group: for a model's layers, the same kernel
-  and filter window).
+  and filter window, and the vectorised axis either narrower than one vector or not).
 
 The task with the most negative estimate gets the round; with probability epsilon a random
 one does (epsilon-greedy, so no estimate starves a task for ever). Every task first gets one

@@ -29,7 +29,6 @@ from ..session import TuneRequest, choose_objective
 from . import options
 from .model_ram import export_command, ram_fit_json, ram_fit_lines, ram_parts
 
-TRIALS_PER_WORKLOAD = options.MODEL_TRIALS_PER_WORKLOAD
 ROUND_TRIALS = 4  # trials per scheduler round, when the budget allows
 
 
@@ -155,11 +154,11 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
     objective = choose_objective(target, objective, bounds)
     distinct = len(model.workloads())
     if budget is None:
-        budget = TRIALS_PER_WORKLOAD * distinct
+        budget = options.default_model_budget(distinct)
     if budget < distinct:
         raise ModelError(f"--budget {budget}: {model_file} has {distinct} distinct workloads to tune, "
                          f"each needs at least one trial: give --budget {distinct} or more (without --budget, "
-                         f"{TRIALS_PER_WORKLOAD * distinct})")
+                         f"{options.default_model_budget(distinct)})")
     # Rounds small enough that every workload gets one within the budget; a round runs its
     # trials `jobs` at a time, so a budget that small also runs fewer at once.
     round_trials = max(1, min(ROUND_TRIALS, budget // distinct))

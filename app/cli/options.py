@@ -92,10 +92,24 @@ random_strategy = _shared("random_strategy", "--strategy", default="random", sho
 budget = _shared("budget", "--budget", default=20, show_default=True, type=click.IntRange(min=1),
                  help="Trials the workload should have stored when the run ends (a rerun goes on from the stored "
                       "ones); in `replay`, evaluations per repeat.")
-MODEL_TRIALS_PER_WORKLOAD = 32  # `model tune`'s default budget: this many trials per distinct workload (bench/model_speed.py)
+# `model tune`'s default budget: this many trials per distinct workload, and never fewer than
+# MODEL_TRIALS_AT_LEAST in all. A model of few workloads has the time of a larger one's tune:
+# MobileNet-VWW's 20 workloads take 640 trials, ~580 s of CPU (the ~5 minutes on 2 cores issue
+# 29 allows), DS-CNN's 4 took 128 (~70 s) and ended 14% above what 4x reached; at 512 they
+# reach it (bench/model_budget.py, bench/model_speed.py; docs/models-tuning.md).
+MODEL_TRIALS_PER_WORKLOAD = 32
+MODEL_TRIALS_AT_LEAST = 512
+
+
+def default_model_budget(distinct: int) -> int:
+    """The trials `model tune` spends without --budget on a model of `distinct` workloads."""
+    return max(MODEL_TRIALS_PER_WORKLOAD * distinct, MODEL_TRIALS_AT_LEAST)
+
+
 model_budget = _shared("model_budget", "--budget", default=None, type=click.IntRange(min=0),
                        help=f"Trials for the whole model (default: {MODEL_TRIALS_PER_WORKLOAD} per distinct "
-                            "workload). Counts stored trials: a rerun with a larger budget goes on.")
+                            f"workload, at least {MODEL_TRIALS_AT_LEAST}). Counts stored trials: a rerun with a "
+                            "larger budget goes on.")
 seed = _shared("seed", "--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED),
                help="Seed of every random choice (the search's proposals, the checks' inputs): the same seed "
                     "repeats the same run.")

@@ -189,13 +189,24 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
                         bounds)
 
 
+# The int8 lanes of one 128-bit vector (Helium, NEON): a layer whose vectorised axis (the
+# reduction's input channels, a depthwise layer's channels, a matmul's k) is narrower leaves
+# lanes idle in every instruction, so its MACs per cycle stay below a wider layer's.
+VECTOR_LANES = 16
+VECTOR_AXES = ("cin", "c", "k")
+
+
 def similarity_group(lw: LayerWorkload) -> str:
     """Which layers the scheduler takes as similar (Ansor's similar tasks, whose throughput
-    says how fast a layer could become): the same kernel with the same filter window. A 3x3
-    convolution on 3 input channels cannot reach the MACs per cycle of a 1x1 one on 64, and
-    taking it for similar would keep its hopes (and its share of the budget) up for ever."""
+    says how fast a layer could become): the same kernel with the same filter window, and
+    a vectorised axis narrower than one vector (VECTOR_LANES) or not. A 3x3 convolution on 3
+    input channels cannot reach the MACs per cycle of one on 16-64: taken for similar, ResNet-8's
+    first convolution kept its hopes up and took 156 of 288 trials, MobileNet's 1x1 8->16
+    convolution 476 of 640 (bench/RESULTS.md)."""
     window = (lw.shape.get("kh"), lw.shape.get("kw"))
-    return lw.workload.kernel if None in window else f"{lw.workload.kernel} {window[0]}x{window[1]}"
+    group = lw.workload.kernel if None in window else f"{lw.workload.kernel} {window[0]}x{window[1]}"
+    narrow = any(lw.shape.get(axis, VECTOR_LANES) < VECTOR_LANES for axis in VECTOR_AXES)
+    return f"{group} narrow" if narrow else group
 
 
 def distinct_workloads(layers: Sequence[ModelLayer], target: Target,

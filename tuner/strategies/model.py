@@ -220,10 +220,16 @@ class ModelGuided(SearchStrategy):
         """What the model sees of the legal points at these positions: their digits."""
         return self.space.legal_digits()[positions].astype(float)
 
+    # Whether a plan gives one of its slots to the best point's most promising untried
+    # categorical switch (_switch_points): off here, TransferLearning's small budgets use it.
+    switches = False
+
     def _make_plan(self) -> list[int]:
         candidates = self._candidates()
         if len(candidates) == 0:
             return []
+        switches = self._switch_points() if self.switches else np.zeros(0, dtype=np.int64)
+        candidates = np.unique(np.concatenate([candidates, switches])) if len(switches) else candidates
         predicted = self._acquisition(self._features(candidates))
         # Shuffle before a stable sort so ties are broken by the seed, not by index order.
         order = self.rng.permutation(len(candidates))
@@ -239,7 +245,42 @@ class ModelGuided(SearchStrategy):
                 random_point = self._random_fresh()
                 if random_point is not None:
                     plan[slot] = random_point
+        if len(switches) and len(plan) >= 2:
+            legal = self.space.legal_indices()
+            score = dict(zip(candidates.tolist(), predicted.tolist()))
+            open_ = [int(p) for p in switches if int(legal[p]) not in plan]
+            if open_:
+                plan[-1] = int(legal[min(open_, key=lambda p: (score[p], p))])
         return plan
+
+    def _switch_points(self) -> np.ndarray:
+        """Positions (in legal_indices()) of the best point's untried categorical switches:
+        for each unordered parameter (a kernel's path, its compiler, a layout) and each of its
+        other values, the fresh legal point with that value nearest the best point, where no
+        trial so far has that point's combination of unordered values. Trees on value
+        positions rank a value, or a combination of values, that no trial has by its
+        neighbours' positions, i.e. not at all: DS-CNN's depthwise layer met the Helium
+        pixel-tiled path (25% faster than any other) at its 83rd trial, its pointwise layer
+        the direct Helium loop at its 58th. One such switch per plan (the model's favourite)
+        tries the best point's context before the model has learnt to rank it."""
+        if self.best_index is None:
+            return np.zeros(0, dtype=np.int64)
+        unordered = [axis for axis, param in enumerate(self.space.params) if not param.is_ordered]
+        digits = self.space.legal_digits()
+        best = self.space.digits(self.best_index)
+        tried = {tuple(self.space.digits(index)[axis] for axis in unordered) for index in self.results}
+        near = self.space.distances(best)
+        near[~self._fresh] = np.inf
+        found = []
+        for axis in unordered:
+            column = digits[:, axis]
+            for value in np.unique(column[self._fresh]):
+                if value == best[axis]:
+                    continue
+                position = int(np.argmin(np.where(column == value, near, np.inf)))  # first of equals
+                if tuple(int(digits[position, other]) for other in unordered) not in tried:
+                    found.append(position)
+        return np.unique(np.array(found, dtype=np.int64))
 
     # Candidates ranked per plan slot: 1 here; a subclass that re-ranks the model's best by
     # another measure (tuner/code_explore.py: by compiled code) shortlists more.

@@ -77,6 +77,9 @@ class TransferLearning(ModelGuided):
                  check_priors: bool = True, small_budget_design: bool = True, **options):
         # A small budget also checks its priors against points they did not choose (_next).
         self._small = small_budget_design and budget is not None and budget < SMALL_BUDGET
+        # A small budget cannot wait for the model to stumble on a categorical value (or
+        # combination) it has never measured next to the best point (_switch_points).
+        self.switches = self._small
         if small_budget_design and budget is not None:
             options = {**small_budget_options(budget), **options}
         super().__init__(space, rng, objective, **options)
