@@ -88,3 +88,18 @@ def test_a_model_budget_below_its_workloads_says_which_budget_would_do(tmp_path)
     assert result.exit_code == 2, result.output
     assert "5 distinct workloads" in result.output and "give --budget 5 or more" in result.output, result.output
     assert not db.exists()
+
+
+def test_a_count_that_is_no_whole_number_is_said_so_in_plain_words():
+    """`--budget lots` printed click's "'lots' is not a valid integer range." and the help showed
+    `--budget INTEGER RANGE`: a new user looked for the range they had missed."""
+    runner = CliRunner()
+    for argv, flag in ((["tune", "matmul_s8", "--shape", "m=4,n=4,k=4", "--budget", "lots"], "--budget"),
+                       (["tune", "matmul_s8", "--shape", "m=4,n=4,k=4", "--jobs", "1.5"], "--jobs"),
+                       (["model", "tune", "x.tflite", "--budget", "ten"], "--budget")):
+        result = runner.invoke(main, argv)
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert flag in result.output and "is not a valid whole number" in result.output, result.output
+        assert "range" not in result.output
+    usage = runner.invoke(main, ["tune", "--help"]).output
+    assert "--budget N " in usage and "INTEGER RANGE" not in usage

@@ -268,7 +268,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
 @model_group.command("verify")
 @click.argument("folder", metavar="DIR")
 @options.export_target
-@click.option("--inputs", "n_inputs", default=10, show_default=True, type=click.IntRange(min=1, max=1000),
+@click.option("--inputs", "n_inputs", default=10, show_default=True, type=options.WholeNumber(min=1, max=1000),
               help="Random inputs (a saturating one is always added).")
 @click.option("--layers", is_flag=True, help="Also compare every operator's output with TFLite Micro's.")
 @options.seed
