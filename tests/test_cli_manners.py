@@ -103,3 +103,24 @@ def test_a_count_that_is_no_whole_number_is_said_so_in_plain_words():
         assert "range" not in result.output
     usage = runner.invoke(main, ["tune", "--help"]).output
     assert "--budget N " in usage and "INTEGER RANGE" not in usage
+
+
+def test_model_show_and_targets_keep_their_columns_for_long_names():
+    """UNIDIRECTIONAL_SEQUENCE_LSTM (28 characters) pushed model show's shape and MACs columns
+    out of line, as cortex-a72-linux did the runner and clock columns of `edgetune targets`."""
+    from pathlib import Path
+
+    lstm = Path(__file__).resolve().parent / "data" / "models" / "zoo" / "lstm_fused.tflite"
+    shown = CliRunner().invoke(main, ["model", "show", str(lstm)])
+    assert shown.exit_code == 0, shown.output
+    header, *rows = shown.output.splitlines()[1:4]  # the header and the three operators
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in rows[0]
+    shapes_at, macs_end, kernel_at = header.index("input"), header.index("MACs") + 4, header.index("kernel")
+    for row in rows:
+        assert row[shapes_at - 1] == " " and row[shapes_at].isdigit(), (header, row)
+        assert row[macs_end - 1].isdigit() and row[macs_end] == " ", (header, row)
+        assert row[kernel_at - 1] == " " and row[kernel_at] != " ", (header, row)
+    listed = CliRunner().invoke(main, ["targets"])
+    assert listed.exit_code == 0, listed.output
+    assert len({line.index(" MHz") for line in listed.output.splitlines()}) == 1, listed.output
+    assert len({line.index("vector:") for line in listed.output.splitlines()}) == 1, listed.output

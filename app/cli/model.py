@@ -55,16 +55,21 @@ def model_json(model: Model, target: str | None) -> dict:
     }
 
 
-def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False, into: int | None = None,
-                absorbed_by: str = "dilated convolution") -> str:
+def _shapes(layer: ModelLayer) -> str:
     outputs = len(layer.operator.outputs)  # SPLIT, UNPACK: the first output's shape, and how many
-    shapes = f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}{f' (x{outputs})' if outputs > 1 else ''}"
+    return f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}{f' (x{outputs})' if outputs > 1 else ''}"
+
+
+def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False, into: int | None = None,
+                absorbed_by: str = "dilated convolution", widths: tuple[int, int] = (18, 28)) -> str:
+    shapes = _shapes(layer)
     served = f"{layer.kernel} ({workload})" if layer.kernel else untuned_as(layer.op, folded)
     if into is not None:  # an operator a rewrite absorbed (dilation.py, ops/float_island.py)
         served = f"- (in operator {into}'s {absorbed_by})"
     if layer.arguments:  # a kernel of the user's own (user_layers.py)
         served += ", yours" + (": its reference is the oracle" if layer.oracle == "reference" else "")
-    return f"{layer.index:>4}  {layer.op:<18} {shapes:<28} {layer.macs:>12,}  {served}"
+    op_width, shapes_width = widths
+    return f"{layer.index:>4}  {layer.op:<{op_width}} {shapes:<{shapes_width}} {layer.macs:>12,}  {served}"
 
 
 def print_model(model: Model, target: str | None) -> None:
@@ -73,13 +78,17 @@ def print_model(model: Model, target: str | None) -> None:
     click.echo(f"{click.format_filename(model.path)}: {_count(len(model.layers), 'operator')}, "
                f"{_count(len(tuned), 'tuned layer')} in {_count(len(workloads), 'distinct workload')}"
                + (f"; fits {target}" if target else ""))
-    click.echo(f"{'#':>4}  {'operator':<18} {'input -> output':<28} {'MACs':>12}  kernel (workload)")
+    # The columns are as wide as this model's longest entry (UNIDIRECTIONAL_SEQUENCE_LSTM is 28
+    # characters), never narrower than a short model's.
+    widths = (max([18] + [len(layer.op) for layer in model.layers]),
+              max([28] + [len(_shapes(layer)) for layer in model.layers]))
+    click.echo(f"{'#':>4}  {'operator':<{widths[0]}} {'input -> output':<{widths[1]}} {'MACs':>12}  kernel (workload)")
     names, folded = _workload_names(model), folded_operators(model.graph)
     absorbed = dict(model.graph.absorbed)
     for layer in model.layers:
         into = absorbed.get(layer.index)
         click.echo(_layer_line(layer, names.get(layer.index), layer.index in folded, into,
-                               absorber(model.graph, into) if into is not None else ""))
+                               absorber(model.graph, into) if into is not None else "", widths))
     click.echo("workloads (identical layers are tuned once):")
     for n, w in enumerate(workloads):
         served = ", ".join(map(str, w.layers))
