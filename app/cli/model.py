@@ -22,15 +22,11 @@ from edgetune.targets import get_target
 from . import options
 from .model_report import model_compare_cmd, model_report_cmd
 from .model_ram import ram_fit_json, ram_fit_lines
-from .model_tune import model_tune_cmd
+from .model_tune import counted, model_tune_cmd
 
 
 def _dims(shape: tuple[int, ...]) -> str:
     return "x".join(str(d) for d in shape) or "scalar"
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _workload_names(model: Model) -> dict[int, str]:
@@ -75,8 +71,8 @@ def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False, i
 def print_model(model: Model, target: str | None) -> None:
     workloads = model.workloads()
     tuned = model.tuned
-    click.echo(f"{click.format_filename(model.path)}: {_count(len(model.layers), 'operator')}, "
-               f"{_count(len(tuned), 'tuned layer')} in {_count(len(workloads), 'distinct workload')}"
+    click.echo(f"{click.format_filename(model.path)}: {counted(len(model.layers), 'operator')}, "
+               f"{counted(len(tuned), 'tuned layer')} in {counted(len(workloads), 'distinct workload')}"
                + (f"; fits {target}" if target else ""))
     # The columns are as wide as this model's longest entry (UNIDIRECTIONAL_SEQUENCE_LSTM is 28
     # characters), never narrower than a short model's.

@@ -43,7 +43,7 @@ def _ratio(tuned: float | None, plain: float | None) -> str:
 
 def print_model_summary(summary: ModelSummary) -> None:
     click.echo(f"{summary.target}: {summary.spent} of {summary.budget} trials spent by the {summary.scheduler} "
-               f"scheduler over {len(summary.layers)} distinct workloads ({summary.objective})")
+               f"scheduler over {counted(len(summary.layers), 'distinct workload')} ({summary.objective})")
     click.echo(f"  {'layers':<22} {'trials':>6} {'tuned':>14} {'plain C':>14} {'ratio':>7}  workload")
     for layer in summary.layers:
         served = ",".join(map(str, layer.layers))
@@ -58,6 +58,9 @@ def print_model_summary(summary: ModelSummary) -> None:
                + (f" against {_value(plain)} with plain C loops ({_ratio(total, plain)})" if plain else ""))
     click.echo(f"  not the module's figure: `edgetune model export` then `model verify` measure the module whole "
                "(library operators included)")
+    unmeasured = [layer for layer in summary.layers if layer.baseline is None]
+    if unmeasured:  # a bare '-' in the table left a new user guessing
+        click.echo(f"  plain C '-': {_why_no_plain_loop(unmeasured)}")
     for layer in summary.unsolved:
         click.echo(f"  layers {','.join(map(str, layer.layers))}: no feasible trial "
                    f"({', '.join(f'{k} {v}' for k, v in sorted(layer.failures.items())) or 'none measured'})")
@@ -65,6 +68,26 @@ def print_model_summary(summary: ModelSummary) -> None:
         if layer.value is not None and layer.baseline and layer.value > layer.baseline:
             click.echo(f"  layers {','.join(map(str, layer.layers))}: the best of {layer.trials} trials is slower "
                        f"than the plain C loop ({_value(layer.value)} against {_value(layer.baseline)})")
+
+
+def counted(n: int, word: str) -> str:
+    """`1 tuned layer`, `6 tuned layers` (model show's and model tune's lines)."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _why_no_plain_loop(layers) -> str:
+    """Why the table has no plain C loop for these layers: their kernel has none (the 16x8
+    convolutions), or it was not measured (the target has no gcc, or the run failed)."""
+    kernels = sorted({layer.workload.kernel for layer in layers})
+    without = [name for name in kernels if not hasattr(get_kernel(name), "render_naive")]
+    said = []
+    if without:
+        said.append(f"{', '.join(without)} {'has' if len(without) == 1 else 'have'} no plain C loop nest to measure "
+                    "against")
+    if len(without) < len(kernels):
+        said.append(f"{'the other layers' if without else 'its'} plain loop was not measured (the target has no gcc, "
+                    "or it failed)")
+    return "; ".join(said)
 
 
 def _check_line(check: LayerCheck) -> str:
@@ -202,7 +225,7 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
             remembered = sum(c.remembered for c in checks)
             again = (f"; {remembered} remembered from an earlier check of the same model, variants, target and "
                      "toolchain, not run again (--recheck runs them)") if remembered else ""
-            click.echo(f"checked against {judges} ({len(checks)} tuned layers, the model's own weights{again}):")
+            click.echo(f"checked against {judges} ({counted(len(checks), 'tuned layer')}, the model's own weights{again}):")
             for check in checks:
                 click.echo(_check_line(check))
     if summary.unsolved or any(not c.ok for c in checks):
