@@ -15,6 +15,12 @@ step quickstart bash scripts/quickstart.sh
 ls -la build/export
 . .venv/bin/activate
 
+# 1b. the README's first session by hand, verbatim (its code block after "A first session by hand")
+awk '/^A first session by hand/ {f = 1} f && /^```$/ {n++; next} f && n == 1' README.md > $T/first_session.sh
+cat $T/first_session.sh
+step readme_first_session bash -ex $T/first_session.sh
+ls build/report
+
 # 2. the command table against --help
 step help edgetune --help
 step help_model edgetune model --help
@@ -40,6 +46,9 @@ step maxram edgetune model export tests/data/models/zoo/kws_int16x8.tflite --tar
 step maxram_verify edgetune model verify $T/kws_ram --target cortex-m55
 step maxram_low edgetune model export tests/data/models/zoo/kws_int16x8.tflite --target cortex-m55 --db $T/kws_int16x8.db --max-ram 1000 --out $T/kws_low
 ls $T/lstm_fused
+step verify_layers_16x8 edgetune model verify $T/kws_int16x8 --target cortex-m55 --layers
+step export_untuned edgetune model export tests/data/models/zoo/squeeze_excite.tflite --target cortex-m55 --out $T/se
+step compare edgetune model compare tests/data/models/zoo/kws_int16x8.tflite --db $T/kws_int16x8.db --plain
 
 # 5. kernels of one's own
 step own_kernels edgetune kernels --kernel-file examples/kernels/qadd_s8 --target cortex-m55
@@ -48,6 +57,9 @@ step own_export edgetune export --kernel-file examples/kernels/qadd_s8 --target 
 step own_verify edgetune verify $T/own --kernel-file examples/kernels/qadd_s8
 L=examples/kernels/leaky_relu_s8
 step own_model_show edgetune model show $L/leaky_net.tflite --kernel-file $L --target cortex-m55
+(cd $T && step own_model_tune edgetune model tune /project/$L/leaky_net.tflite --kernel-file /project/$L --target cortex-m55 --budget 6 --db model.db \
+   && step own_model_export edgetune model export /project/$L/leaky_net.tflite --kernel-file /project/$L --target cortex-m55 --db model.db --out leaky_module \
+   && step own_model_verify edgetune model verify leaky_module --kernel-file /project/$L --target cortex-m55 --layers)
 step own_model_show_nokf edgetune model show $L/leaky_net.tflite --target cortex-m55
 
 # 6. bad input: each should be one line naming the fault, exit 2
