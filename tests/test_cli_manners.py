@@ -124,3 +124,24 @@ def test_model_show_and_targets_keep_their_columns_for_long_names():
     assert listed.exit_code == 0, listed.output
     assert len({line.index(" MHz") for line in listed.output.splitlines()}) == 1, listed.output
     assert len({line.index("vector:") for line in listed.output.splitlines()}) == 1, listed.output
+
+
+def test_model_export_names_the_database_it_found_no_trial_in_and_counts_in_the_singular(tmp_path, monkeypatch):
+    """Without --db, `model export` reads whatever edgetune.db the folder holds: a new user's
+    held only a kernel tune, and the export said "no trial in the database" without naming it;
+    with none there it said "all 1 workloads" and "(1 tensors"."""
+    from pathlib import Path
+
+    from edgetune.tuner import TuningDatabase
+
+    logistic = Path(__file__).resolve().parent / "data" / "models" / "zoo" / "op_logistic.tflite"
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    bare = runner.invoke(main, ["model", "export", str(logistic), "--out", "a"])
+    assert bare.exit_code == 0, bare.output
+    assert "edgetune.db does not exist: the 1 workload exported with the kernel's default configuration" in bare.stderr
+    assert "(1 tensor, " in bare.output and "1 tensors" not in bare.output
+    TuningDatabase(tmp_path / "edgetune.db").close()  # a database holding no trial of the model
+    found = runner.invoke(main, ["model", "export", str(logistic), "--out", "b"])
+    assert found.exit_code == 0, found.output
+    assert "  no trial in edgetune.db for conv2d_s8 " in found.stderr, found.stderr

@@ -152,18 +152,19 @@ def _print_export(result, target) -> None:
         elif layer.source == "patched":
             click.echo(f"  {layer.index:>4} {layer.op:<18} {layer.function}  (band by band: --patch)")
     if result.rendered.manifest.database == "" and result.untuned:
-        click.echo(f"  {options.DEFAULT_DB} does not exist: all {len(result.untuned)} workloads exported with the "
-                   "kernel's default configuration (tune first: `edgetune model tune`)", err=True)
-    else:
+        click.echo(f"  {options.DEFAULT_DB} does not exist: {'the' if len(result.untuned) == 1 else 'all'} "
+                   f"{counted(len(result.untuned), 'workload')} exported with the kernel's default configuration "
+                   "(tune first: `edgetune model tune`)", err=True)
+    else:  # the database named: without --db it is whatever edgetune.db the folder holds
         for workload in result.untuned:
-            click.echo(f"  no trial in the database for {workload}: exported with the kernel's default configuration",
-                       err=True)
+            click.echo(f"  no trial in {result.rendered.manifest.database} for {workload}: exported with the "
+                       "kernel's default configuration", err=True)
     graph = read_graph(result.folder / m.file)  # the bytes of each input and output as typed (int16: two a value)
     io_bytes = sum(graph.tensors[t].nbytes for t in (*graph.inputs, *graph.outputs))
     io_words = "inputs and outputs" if len(m.input_shapes) > 1 or len(m.output_shapes) > 1 else "input and output"
     tflm = f"{result.tflm_arena:,} bytes" if result.tflm_arena is not None else f"unknown ({result.tflm_unknown})"
     click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "
-               f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); TFLite Micro's arena for this "
+               f"({counted(len(m.plan), 'tensor')}, {r.plan.total_bytes:,} bytes unshared); TFLite Micro's arena for this "
                f"model: {tflm}")
     click.echo(module_ram_line(result, target, io_bytes, io_words))
     if r.arena_scratch.nbytes:
