@@ -135,3 +135,14 @@ def test_the_summary_says_why_a_layer_has_no_plain_loop_and_counts_in_the_singul
         in printed.splitlines()
     print_model_summary(ModelSummary("cortex-m55", "instructions", "gradient", 1, 1, (result("conv2d_s8", 900.0),)))
     assert "plain C '-'" not in capsys.readouterr().out
+
+
+def test_the_checked_layers_verdicts_line_up_whatever_the_kernels_name():
+    from edgetune.cli.model_tune import check_lines
+    from edgetune.model.check import LayerCheck
+
+    lines = check_lines([LayerCheck(0, "CONV_2D", "conv2d_s8", "c", 2),
+                         LayerCheck(1, "CUSTOM", "leaky_relu_s8", "c", 2, oracle="leaky_relu_s8's reference"),
+                         LayerCheck(2, "UNIDIRECTIONAL_SEQUENCE_LSTM", "my_lstm_kernel", "c", 2)])
+    assert len({line.index("bit-exact") for line in lines}) == 1, lines
+    assert len({line.index(kernel) for line, kernel in zip(lines, ("conv2d_s8", "leaky_relu_s8", "my_lstm"))}) == 1

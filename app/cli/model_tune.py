@@ -90,12 +90,20 @@ def _why_no_plain_loop(layers) -> str:
     return "; ".join(said)
 
 
-def _check_line(check: LayerCheck) -> str:
+def check_lines(checks: list[LayerCheck]) -> list[str]:
+    """One line a checked layer, its columns as wide as their longest entry (a kernel of your
+    own, `leaky_relu_s8`, pushed the verdicts out of line)."""
+    widths = (max([18] + [len(c.op) for c in checks]), max([12] + [len(c.kernel) for c in checks]))
+    return [_check_line(check, widths) for check in checks]
+
+
+def _check_line(check: LayerCheck, widths: tuple[int, int]) -> str:
     if check.ok:
         verdict = f"bit-exact with {check.oracle} on {check.inputs} inputs" + (" (remembered)" if check.remembered else "")
     else:
         verdict = f"{'DIFFERS' if check.checked else 'not checked'}: {check.problem}"
-    return f"  layer {check.index:>3} {check.op:<18} {check.kernel:<12} {verdict}"
+    op_width, kernel_width = widths
+    return f"  layer {check.index:>3} {check.op:<{op_width}} {check.kernel:<{kernel_width}} {verdict}"
 
 
 def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path: str) -> dict:
@@ -226,7 +234,7 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
             again = (f"; {remembered} remembered from an earlier check of the same model, variants, target and "
                      "toolchain, not run again (--recheck runs them)") if remembered else ""
             click.echo(f"checked against {judges} ({counted(len(checks), 'tuned layer')}, the model's own weights{again}):")
-            for check in checks:
-                click.echo(_check_line(check))
+            for line in check_lines(checks):
+                click.echo(line)
     if summary.unsolved or any(not c.ok for c in checks):
         sys.exit(1)
