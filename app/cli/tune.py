@@ -111,6 +111,11 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         if not summaries:
             click.echo("edgetune: interrupted before any trial was measured", err=True)
         sys.exit(INTERRUPTED_EXIT)
+    if any(summary.best is None for summary in summaries):
+        # Nothing to export (every trial failed: a reference that disagrees with the C, or
+        # bounds nothing keeps): exit 1, as `best` and `model tune` do, so `tune && export`
+        # in a script stops here. The summary above said why.
+        sys.exit(1)
 
 
 def _export_requests(folder: Path, target: Target, objective: str, bounds: tuple, batch, compilers: tuple[str, ...],
