@@ -60,6 +60,39 @@ step own_model_show edgetune model show $L/leaky_net.tflite --kernel-file $L --t
 (cd $T && step own_model_tune edgetune model tune /project/$L/leaky_net.tflite --kernel-file /project/$L --target cortex-m55 --budget 6 --db model.db \
    && step own_model_export edgetune model export /project/$L/leaky_net.tflite --kernel-file /project/$L --target cortex-m55 --db model.db --out leaky_module \
    && step own_model_verify edgetune model verify leaky_module --kernel-file /project/$L --target cortex-m55 --layers)
+# a filter of one's own, written from docs/own-kernel.md, with a reference that disagrees with its C
+mkdir -p $T/gain
+cat > $T/gain/kernel.py <<'PY'
+"""A gain stage: y = (x * 0.5 in Q15) >> 15."""
+import numpy as np
+import edgetune as et
+
+
+def reference(shape, inputs):
+    return ((inputs["x"].astype(np.int32) * 16384) >> SHIFT).astype(np.int16)
+
+
+KERNEL = et.KernelDef(name="gain_q15", shape=("n",), source="gain_q15.c",
+                      args=[et.Input("x", "int16", "n"), et.Output("y", "int16", "n"), et.Scalar("len", "n")],
+                      params={"unroll": [1, 2, 4]}, reference=reference, example_shape="n=64",
+                      description="Q15 gain stage")
+PY
+cat > $T/gain/gain_q15.c <<'C'
+#include <stdint.h>
+void gain_q15(const int16_t *x, int16_t *y, int len)
+{
+    int i = 0;
+    for (; i + unroll <= len; i += unroll)
+        for (int u = 0; u < unroll; u++)
+            y[i + u] = (int16_t)(((int32_t)x[i + u] * 16384) >> 15);
+    for (; i < len; i++)
+        y[i] = (int16_t)(((int32_t)x[i] * 16384) >> 15);
+}
+C
+sed -i 's/SHIFT/14/' $T/gain/kernel.py
+step own_wrong_reference edgetune tune --kernel-file $T/gain --shape n=64 --target cortex-m55 --budget 3 --db $T/gain.db
+sed -i 's/>> 14)/>> 15)/' $T/gain/kernel.py
+step own_right_reference edgetune tune --kernel-file $T/gain --shape n=64 --target cortex-m55 --budget 3 --db $T/gain2.db
 step own_model_show_nokf edgetune model show $L/leaky_net.tflite --target cortex-m55
 
 # 6. bad input: each should be one line naming the fault, exit 2
