@@ -19,7 +19,7 @@ ls -la build/export
 awk '/^A first session by hand/ {f = 1} f && /^```$/ {n++; next} f && n == 1' README.md > $T/first_session.sh
 cat $T/first_session.sh
 step readme_first_session bash -ex $T/first_session.sh
-ls build/report
+ls build/model-report
 
 # 2. the command table against --help
 step help edgetune --help
