@@ -42,14 +42,21 @@ def test_best_on_a_workload_never_tuned_says_so_and_how_to_tune_it(tmp_path):
            f"matmul_s8 --shape m=8,n=4,k=4 --target host --db {db}" in result.output
 
 
-def test_the_readmes_command_table_lists_every_model_command():
-    """`model report` was missing from the README's table (issue 31 item 14)."""
+def test_the_readmes_command_table_lists_every_command():
+    """`model report` was missing from the README's table (issue 31 item 14); so may any command
+    `edgetune --help` lists."""
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     table = [line for line in readme.splitlines() if line.startswith("| `edgetune ")]
     for name in main.commands["model"].commands:
         assert any(line.startswith(f"| `edgetune model {name} ") for line in table), name
+    # and every command and subcommand `edgetune --help` lists (db's and cache's by their names)
+    said = " ".join(table)
+    for name, command in main.commands.items():
+        assert f"`edgetune {name}" in said, name
+        for sub in getattr(command, "commands", {}) if name != "model" else ():
+            assert re.search(rf"`edgetune {name} \[?{sub}\b|`{name} {sub}`|`{sub}`", said), (name, sub)
 
 
 def test_the_hint_to_tune_runs_verbatim_for_a_kernel_and_a_board_of_ones_own(tmp_path):
