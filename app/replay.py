@@ -13,18 +13,26 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from edgetune.codegen import CodegenError, Kernel
 from edgetune.hal import Target
 from edgetune.targets.code_features import variant_features
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Config, TuningDatabase
-from edgetune.tuner.code_rank import CodeRanker, RankByCode
-from edgetune.tuner.recorded import RecordedSpace, ReplayRun, as_prior, recorded_space_json, replay, write_recorded
+from edgetune.tuner.code_explore import CodeRankedTransfer
+from edgetune.tuner.code_rank import CodeRanker, RankByCode, kernel_fit
+from edgetune.tuner.recorded import (RecordedSpace, ReplayRun, as_prior, recorded_space_json, replay, replay_search,
+                                     write_recorded)
 
 from . import __version__
 from .session import ProgressFn, TuneRequest, TuneSummary, search_space, tune, workload_of
 from .value_roles import target_roles
+
+# `transfer` with the gated ranking by compiled code (tuner.code_explore): a name of `replay`
+# only, as it needs recorded spaces with code features to learn its ranker from (--rank-with).
+RANKED_TRANSFER = CodeRankedTransfer.name
 
 
 def record(kernel: Kernel, target: Target, shape: dict, out: Path, db: TuningDatabase, jobs: int = 1,
@@ -77,25 +85,43 @@ def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, 
                 keep: float | None = None, objective: str = "") -> dict:
     """Repeat r uses seed + r. The shape of the output is the contract scorers rely on.
     `rank_with`: recorded spaces with code features; given, a ranker learnt from them (never
-    from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode).
+    from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode), or,
+    for `transfer+code` (RANKED_TRANSFER), which needs them, votes in `transfer`'s choices
+    behind its gate (tuner.code_explore).
     Prior values are mapped by their targets' value roles (edgetune.value_roles).
     `objective`: another recorded value to minimise (default: the recording's own)."""
     recorded = recorded.minimising(objective)
     priors = [as_prior(p, target_roles(p.target)) for p in prior]
-    wrap = None
-    if rank_with:
-        predicted = CodeRanker.fit(rank_with, recorded).predicted_ranks(recorded)
-
-        def wrap(search):
-            return RankByCode(search, lambda config: predicted.get(recorded.space.index_of(config)), keep=keep)
     roles = target_roles(recorded.target)
-    runs: list[ReplayRun] = [replay(recorded, strategy, budget, seed + r, priors, wrap, roles) for r in range(repeats)]
+    if strategy == RANKED_TRANSFER:
+        predicted = CodeRanker.fit(rank_with, recorded).predicted_ranks(recorded)
+        fit = kernel_fit(rank_with, recorded)
+        runs = [ranked_transfer_run(recorded, budget, seed + r, priors, predicted, fit) for r in range(repeats)]
+    else:
+        wrap = None
+        if rank_with:
+            predicted = CodeRanker.fit(rank_with, recorded).predicted_ranks(recorded)
+
+            def wrap(search):
+                return RankByCode(search, lambda config: predicted.get(recorded.space.index_of(config)), keep=keep)
+        runs = [replay(recorded, strategy, budget, seed + r, priors, wrap, roles) for r in range(repeats)]
     values = recorded.values()
     return {"edgetune": __version__, "space": recorded.path, "kernel": recorded.kernel, "target": recorded.target,
             "objective": recorded.objective, "strategy": strategy, "budget": budget,
             "size": len(recorded.space), "failures": recorded.failures,
             "optimum": float(values.min()) if len(values) else None,
             "repeats": [_run_json(run) for run in runs]}
+
+
+def ranked_transfer_run(recorded: RecordedSpace, budget: int, seed: int, priors, predicted: dict[int, float],
+                        fit: float | None) -> ReplayRun:
+    """One replay of `transfer+code`: `predicted` are the ranker's ranks of `recorded`'s
+    points and `fit` its fit on the kernel's other spaces (tuner.code_rank.kernel_fit), both
+    learnt from other recorded spaces, never from `recorded` itself."""
+    search = CodeRankedTransfer(recorded.space, np.random.default_rng(seed), recorded.objective, prior=tuple(priors),
+                                budget=budget, roles=target_roles(recorded.target), kernel_fit=fit,
+                                score=lambda config: predicted.get(recorded.space.index_of(config)))
+    return replay_search(recorded, search, budget, seed)
 
 
 def _run_json(run: ReplayRun) -> dict:

@@ -9,23 +9,29 @@ features (leave-one-space-out), and, per seed, in the same run:
 - `transfer+code` (edgetune.tuner.code_explore.CodeRankedTransfer: the same model and seed;
   each plan is the best of the model's --shortlist x plan-size candidates by the sum of the
   model's and the code's ranks, each random proposal the best-ranked of --draws random
-  points) runs until it reaches that best, or --cap x the budget (a miss counts the cap).
+  points, while its gate is open: the ranker's fit on the kernel's other recorded spaces,
+  edgetune.tuner.code_rank.kernel_fit, is at least 0.8, or from --gate-trials trials on its
+  rank correlation on this space's trials is at least --gate) runs until it reaches that
+  best, or --cap x the budget (a miss counts the cap).
 Saved: 1 - (evaluations of transfer+code) / (evaluations of transfer), summed over seeds.
 Extra compiles: candidates compiled to be ranked and never run (the one that runs is
 compiled for its run anyway, and the build cache keeps it).
 
---compare-static: the ranked run is measured twice in the same run, with every feature the
-spaces hold and with the static counts only (the loop-structure counts mac_loop_* and
-copy_loop_*, edgetune.targets.code_features, left out), beside the same `transfer` runs.
+--compare-ungated: each space's ranked run also without its gate, beside the same
+`transfer` runs. --compare-static: the ranked run also with the static counts only (the
+loop-structure counts mac_loop_* and copy_loop_*, edgetune.targets.code_features, left out).
 
-Wall time (--wall): one compile (+ disassembly) of a variant and one QEMU trial of it are
-timed here, with an empty build cache, on matmul_s8 m=8,n=32,k=64 for the M55; a serial
-board's trial is a compile plus --board-seconds for flashing and running, an assumed figure
-(the project has no board to time). Net seconds saved per run = evaluations saved x trial
-seconds - extra compiles x compile seconds.
+Wall time (--wall): one compile (+ disassembly) of a variant and one QEMU trial of it
+(compile included) are timed here, with an empty build cache, on matmul_s8 m=8,n=32,k=64
+for the M55. A serial board's trial is modelled from the recording: --board-overhead
+seconds (flash, reset, session: an assumed figure, the project has no board to time) plus
+the `an547-serial` target's runs per trial of the trial's recorded instructions at its
+clock, plus the compile. Each search's seconds to reach `transfer`'s best are its trials'
+plus its extra compiles'.
 
 usage: .venv/bin/python bench/code_explore.py [--seeds N] [--shortlist S] [--draws K] [--cap C] [--wall]
-                                              [--board-seconds S] [--data FOLDER] [--compare-static]
+                                              [--board-overhead S] [--data FOLDER] [--gate RHO] [--gate-trials N]
+                                              [--ungated | --compare-ungated] [--compare-static]
 """
 from __future__ import annotations
 
@@ -39,8 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgetune.tuner.code_explore import DEFAULT_DRAWS, DEFAULT_SHORTLIST, CodeRankedTransfer
-from edgetune.tuner.code_rank import CodeRanker
+from edgetune.tuner.code_explore import DEFAULT_DRAWS, DEFAULT_SHORTLIST, GATE_RHO, GATE_TRIALS, CodeRankedTransfer
+from edgetune.tuner.code_rank import CodeRanker, kernel_fit
 from edgetune.tuner.recorded import RecordedSpace, as_prior, load_recorded, replay, replay_trials
 from edgetune.tuner.scoring import baseline
 from edgetune.value_roles import target_roles
@@ -48,6 +54,7 @@ from edgetune.value_roles import target_roles
 HERE = Path(__file__).resolve().parent
 SCORED_TARGET = "cortex-m55"
 WALL_KERNEL, WALL_SHAPE = "matmul_s8", {"m": 8, "n": 32, "k": 64}
+BOARD_TARGET = "an547-serial"  # the serial board whose runs per trial and clock model a board's timing
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ class SpaceFigures:
     ranked: list[int]  # ... and transfer+code to reach that best (the cap where it never did)
     reached: int
     extra_compiles: list[int]
+    plain_instructions: list[float]  # recorded instructions of the trials each run, per seed
+    ranked_instructions: list[float]  # (a failed trial: 0)
 
     @property
     def saved(self) -> float:
@@ -83,18 +92,20 @@ def priors_for(space: RecordedSpace, everything: list[RecordedSpace]):
 
 
 def measure(space: RecordedSpace, everything: list[RecordedSpace], seeds: int, shortlist: int, draws: int,
-            cap: float) -> SpaceFigures:
+            cap: float, gate: float | None = GATE_RHO, gate_trials: int = GATE_TRIALS) -> SpaceFigures:
     ranker = CodeRanker.fit(everything, space)
     assert space.path not in ranker.sources  # leave-one-space-out
     predicted = ranker.predicted_ranks(space)
+    evidence = kernel_fit(everything, space)
     budget = baseline(space.values(), space.failures).budget
     prior, roles = priors_for(space, everything), target_roles(space.target)
     limit = max(budget, int(round(cap * budget)))
-    plain_evals, ranked_evals, extra, reached = [], [], [], 0
+    plain_evals, ranked_evals, extra, reached, plain_work, ranked_work = [], [], [], 0, [], []
     for seed in range(seeds):
         plain = replay(space, "transfer", budget, seed, prior, roles=roles)
         search = CodeRankedTransfer(space.space, np.random.default_rng(seed), space.objective, prior=tuple(prior),
-                                    budget=budget, roles=roles, shortlist=shortlist, draws=draws,
+                                    budget=budget, roles=roles, shortlist=shortlist, draws=draws, gate=gate,
+                                    gate_trials=gate_trials, kernel_fit=evidence,
                                     score=lambda c: predicted.get(space.space.index_of(c)))
         trials = replay_trials(space, search, limit, stop_at=plain.best)
         hit = first_reaching([t.value(space.objective) for t in trials], plain.best)
@@ -103,7 +114,9 @@ def measure(space: RecordedSpace, everything: list[RecordedSpace], seeds: int, s
         ranked_evals.append(hit if hit is not None else limit)
         run = {space.space.index_of(t.config) for t in trials}
         extra.append(len(search.scored_indices - run))
-    return SpaceFigures(budget, plain_evals, ranked_evals, reached, extra)
+        plain_work.append(sum(v or 0.0 for v in plain.trace[:plain_evals[-1]]))
+        ranked_work.append(sum(t.value(space.objective) or 0.0 for t in trials[:ranked_evals[-1]]))
+    return SpaceFigures(budget, plain_evals, ranked_evals, reached, extra, plain_work, ranked_work)
 
 
 def timed_costs() -> tuple[float, float]:
@@ -141,24 +154,55 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="Random points ranked per random slot.")
     parser.add_argument("--cap", type=float, default=3.0, help="transfer+code stops at this many times the budget.")
     parser.add_argument("--wall", action="store_true", help="Time a compile and a QEMU trial (builds and runs).")
-    parser.add_argument("--board-seconds", type=float, default=5.0,
-                        help="Assumed flash-and-run seconds of one trial on a serial board [5].")
+    parser.add_argument("--board-overhead", type=float, default=3.0,
+                        help="Assumed seconds per trial on a serial board besides the kernel's runs: flash, "
+                             "reset, session [3].")
     parser.add_argument("--data", type=Path, default=HERE / "spaces")
+    parser.add_argument("--gate", type=float, default=GATE_RHO,
+                        help=f"Rank correlation of the ranking and the measured trials it needs to have a say [{GATE_RHO}].")
+    parser.add_argument("--gate-trials", type=int, default=GATE_TRIALS,
+                        help=f"Trials before the gate is first judged [{GATE_TRIALS}].")
+    parser.add_argument("--ungated", action="store_true", help="The ranking always has a say (no gate).")
+    parser.add_argument("--compare-ungated", action="store_true",
+                        help="Also measure the ranking without its gate, beside the same `transfer` runs.")
     parser.add_argument("--compare-static", action="store_true",
                         help="Also measure the ranker on static counts only (loop-structure features left out).")
     return parser.parse_args()
 
 
-def print_wall(rows: list[tuple[str, SpaceFigures]], seeds: int, board_s: float) -> None:
+def board_seconds(evaluations: float, instructions: float, compiles: float, compile_s: float,
+                  overhead_s: float, runs: int, clock_hz: float) -> float:
+    """A serial board's wall time for a search: per trial the per-run overhead (flash, reset,
+    session) and `runs` runs of the kernel at one instruction per cycle, plus every compile."""
+    return evaluations * overhead_s + runs * instructions / clock_hz + compiles * compile_s
+
+
+def print_wall(rows: list[tuple[str, SpaceFigures]], seeds: int, overhead_s: float) -> None:
+    from edgetune.targets import get_target
+
+    board = get_target(BOARD_TARGET)
+    runs, clock = board.serial.runs, board.core.clock_hz
     compile_s, qemu_s = timed_costs()
-    print(f"\n# wall time per run (mean over seeds): compile+disassemble {compile_s:.2f} s, QEMU trial {qemu_s:.2f} s "
-          f"(timed now), board trial {compile_s:.2f} + {board_s:.1f} s (assumed)")
-    print(f"{'space':<40}{'evals saved':>12}{'extra compiles':>15}{'QEMU s saved':>14}{'board s saved':>15}")
+    print(f"\n# wall time per run (mean over seeds): compile+disassemble {compile_s:.2f} s and a QEMU trial "
+          f"{qemu_s:.2f} s (its compile included), timed now; a serial board's trial modelled as {overhead_s:.1f} s "
+          f"overhead (assumed) + {runs} runs of the recorded instructions at {clock / 1e6:.0f} MHz ({BOARD_TARGET}), "
+          f"plus its compile")
+    print(f"{'space':<40}{'evals saved':>12}{'extra compiles':>15}{'QEMU s':>9}{'+code':>8}{'saved':>8}"
+          f"{'board s':>9}{'+code':>8}{'saved':>8}")
+    totals = np.zeros(4)
     for name, row in rows:
-        evals = (sum(row.plain) - sum(row.ranked)) / seeds
+        plain_n, ranked_n = sum(row.plain) / seeds, sum(row.ranked) / seeds
         extra = sum(row.extra_compiles) / seeds
-        print(f"{name:<40}{evals:>12.1f}{extra:>15.1f}{evals * qemu_s - extra * compile_s:>14.1f}"
-              f"{evals * (compile_s + board_s) - extra * compile_s:>15.1f}")
+        qemu = (plain_n * qemu_s, ranked_n * qemu_s + extra * compile_s)
+        board = (board_seconds(plain_n, sum(row.plain_instructions) / seeds, plain_n, compile_s, overhead_s, runs,
+                               clock),
+                 board_seconds(ranked_n, sum(row.ranked_instructions) / seeds, ranked_n + extra, compile_s,
+                               overhead_s, runs, clock))
+        totals += (*qemu, *board)
+        print(f"{name:<40}{plain_n - ranked_n:>12.1f}{extra:>15.1f}{qemu[0]:>9.1f}{qemu[1]:>8.1f}"
+              f"{1 - qemu[1] / qemu[0]:>+8.1%}{board[0]:>9.1f}{board[1]:>8.1f}{1 - board[1] / board[0]:>+8.1%}")
+    print(f"{'all spaces':<40}{'':>27}{totals[0]:>9.1f}{totals[1]:>8.1f}{1 - totals[1] / totals[0]:>+8.1%}"
+          f"{totals[2]:>9.1f}{totals[3]:>8.1f}{1 - totals[3] / totals[2]:>+8.1%}")
 
 
 def main() -> int:
@@ -173,7 +217,7 @@ def main() -> int:
           f"draws {args.draws}, "
           f"{args.seeds} seeds; evaluations to reach transfer's best (mean over seeds)")
     print(f"{'space':<40}{'budget':>7}{'transfer':>9}{'+code':>8}{'saved':>8}{'reached':>9}{'extra compiles/eval':>20}")
-    rows, static_rows = [], []
+    rows, static_rows, ungated_rows = [], [], []
     static = [static_only(s) for s in everything] if args.compare_static else []
     for space in scored:
         if static:
@@ -181,18 +225,26 @@ def main() -> int:
             static_rows.append(row.saved)
             print(f"{short(space) + ' (static counts only)':<40}{row.budget:>7}{np.mean(row.plain):>9.1f}"
                   f"{np.mean(row.ranked):>8.1f}{row.saved:>+8.1%}{row.reached:>6}/{args.seeds:<2}", flush=True)
-        row = measure(space, everything, args.seeds, args.shortlist, args.draws, args.cap)
+        if args.compare_ungated:
+            row = measure(space, everything, args.seeds, args.shortlist, args.draws, args.cap, None)
+            ungated_rows.append(row.saved)
+            print(f"{short(space) + ' (ungated)':<40}{row.budget:>7}{np.mean(row.plain):>9.1f}"
+                  f"{np.mean(row.ranked):>8.1f}{row.saved:>+8.1%}{row.reached:>6}/{args.seeds:<2}", flush=True)
+        row = measure(space, everything, args.seeds, args.shortlist, args.draws, args.cap,
+                      None if args.ungated else args.gate, args.gate_trials)
         rows.append((short(space), row))
         per_eval = sum(row.extra_compiles) / sum(row.ranked)
         print(f"{short(space):<40}{row.budget:>7}{np.mean(row.plain):>9.1f}{np.mean(row.ranked):>8.1f}"
               f"{row.saved:>+8.1%}{row.reached:>6}/{args.seeds:<2}{per_eval:>20.2f}", flush=True)
     print(f"{'mean over spaces':<40}{'':>24}{np.mean([r.saved for _, r in rows]):>+8.1%}")
+    if ungated_rows:
+        print(f"{'mean over spaces, ungated':<40}{'':>24}{np.mean(ungated_rows):>+8.1%}")
     if static_rows:
         print(f"{'mean over spaces, static counts only':<40}{'':>24}{np.mean(static_rows):>+8.1%}")
     print(f"{'pooled (all seeds and spaces)':<40}{'':>24}"
           f"{1 - sum(sum(r.ranked) for _, r in rows) / sum(sum(r.plain) for _, r in rows):>+8.1%}")
     if args.wall:
-        print_wall(rows, args.seeds, args.board_seconds)
+        print_wall(rows, args.seeds, args.board_overhead)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Instructions per inference of each MLPerf Tiny model's module on the Cortex-M55 after a
 `model tune` at the default budget, beside TFLite Micro + CMSIS-NN's (issue 29, goal 1:
-<= 0.5x) and beside the plain-C module measured in the same run; with the tune's CPU time,
+<= 0.5x) and beside the default-configuration module measured in the same run; with the tune's CPU time,
 the figure the default budget is chosen by (at most ~5 minutes on 2 cores).
 
 Per model: `model tune` (the library's tune_model: default strategy, scheduler and round
@@ -8,8 +8,10 @@ size, `--per-workload` trials per distinct workload, default `model tune`'s own)
 database and, unless --warm-cache, a fresh build cache (EDGETUNE_CACHE), timed as the CPU
 time of this process and its children (compilers, QEMU) during the tune, which a machine
 shared with other jobs does not inflate as it does the wall time; then the tuned module and
-the plain-C module (no database: every layer on its default configuration) exported and run
-whole by `model verify` (bit-exact with TFLite Micro, or the script stops).
+the default-configuration module (no database: every layer on its kernel's default
+configuration, the space's first legal point: plain C, except dwconv2d_s8 where Helium is
+offered, whose default is its pixel-lane Helium path) exported and run whole by `model verify`
+(bit-exact with TFLite Micro, or the script stops).
 
 TFLite Micro's figures are reference constants (bench/model_ram.py's TFLM_M55, from issue 29).
 
@@ -80,7 +82,7 @@ def main() -> None:
     parser.add_argument("--keep-db", type=Path, default=None, metavar="DIR", help="keep each tune's database as DIR/MODEL.db")
     args = parser.parse_args()
     target = get_target("cortex-m55")
-    print(f"| model (budget) | edgetune module | TFLM + CMSIS-NN | ratio | <= {GOAL}x | plain-C module | tune CPU s "
+    print(f"| model (budget) | edgetune module | TFLM + CMSIS-NN | ratio | <= {GOAL}x | default-config module | tune CPU s "
           "| tune wall s |")
     print("|---|---:|---:|---:|---|---:|---:|---:|")
     for name in args.models:

@@ -1,7 +1,8 @@
 """`transfer` with its choices ranked by compiled code (edgetune.tuner.code_explore): the
 model's plan is chosen by the sum of the model's and the code's ranks, each random proposal
 is the best-scored of a few random points, the rest stay fresh, nothing changes when the
-ranking has no say, and a seed reproduces a run."""
+ranking has no say, a gate gives it a say only on evidence that it ranks this kernel (its fit
+on the kernel's other spaces, or on this space's own trials), and a seed reproduces a run."""
 from __future__ import annotations
 
 import numpy as np
@@ -36,7 +37,7 @@ def ranked(seed: int, score=by_tile, **options) -> CodeRankedTransfer:
 
 
 def test_the_plan_is_the_best_by_the_sum_of_the_model_and_code_ranks():
-    search = ranked(0)
+    search = ranked(0, gate=None)
     a, b, c, d = (SPACE.index_of({"tile": t, "unroll": 1, "vector": "c"}) for t in (16, 8, 1, 2))
     # model ranks a b c d; code ranks c (tile 1) d b a: sums a 0+3, b 1+2, c 2+0, d 3+1
     assert search._chosen([a, b, c, d], 2) == [c, a]  # c 2; a and b tie at 3, the model's order breaks it
@@ -48,14 +49,14 @@ def test_the_plan_is_the_best_by_the_sum_of_the_model_and_code_ranks():
 
 def test_a_point_without_a_score_ranks_last():
     assert list(rank_positions([2.0, np.inf, 1.0])) == [1.0, 2.0, 0.0]
-    search = ranked(0, score=lambda c: None if c["tile"] == 1 else by_tile(c))
+    search = ranked(0, score=lambda c: None if c["tile"] == 1 else by_tile(c), gate=None)
     none, b, c = (SPACE.index_of({"tile": t, "unroll": 1, "vector": "c"}) for t in (1, 16, 8))
     # code ranks c b none: sums b 0+1, none 1+2, c 2+0 (scored as the best, none would tie b)
     assert search._chosen([b, none, c], 2) == [b, c]
 
 
 def test_a_random_proposal_is_the_best_scored_of_its_draws_and_the_rest_stay_fresh():
-    search = ranked(3, draws=4)
+    search = ranked(3, draws=4, gate=None)
     first = search._random_fresh()
     drawn = [first, *search._drawn]
     assert len(drawn) == 4 and len(set(drawn)) == 4
@@ -77,7 +78,7 @@ def test_with_no_say_for_the_ranking_it_is_transfer_proposal_for_proposal():
 def test_a_seed_reproduces_the_run_and_the_ranking_changes_it():
     assert run(ranked(7), 25) == run(ranked(7), 25)
     plain = make_strategy("transfer", SPACE, np.random.default_rng(7), "instructions", budget=25)
-    assert run(ranked(7), 25) != run(plain, 25)
+    assert run(ranked(7, gate=None), 25) != run(plain, 25)
 
 
 def test_every_proposal_is_legal_and_new_until_the_space_is_done():
@@ -91,3 +92,34 @@ def test_every_proposal_is_legal_and_new_until_the_space_is_done():
 def test_bad_sizes_are_refused(options):
     with pytest.raises(ValueError, match="at least 1"):
         ranked(0, **options)
+
+
+def tell_all(search, configs) -> None:
+    for config in configs:
+        search.tell([Trial(config, Outcome.OK, {"instructions": cost(config)})])
+
+
+def test_the_gate_opens_on_own_trials_the_ranking_ranks_and_stays_shut_otherwise():
+    points = [SPACE.config_at(int(i)) for i in SPACE.legal_indices()[::5]]
+    right = ranked(0, score=cost, gate=0.5, gate_trials=6)  # the code explains the measured cost
+    wrong = ranked(0, score=lambda c: -cost(c), gate=0.5, gate_trials=6)  # ... ranks it backwards
+    tell_all(right, points[:5])
+    tell_all(wrong, points[:5])
+    assert not right.ranking_on and not wrong.ranking_on  # five trials: too few to judge
+    tell_all(right, points[5:6])
+    tell_all(wrong, points[5:6])
+    assert right.ranking_on and not wrong.ranking_on
+    assert right.shortlist == 4 and wrong.shortlist == 1
+
+
+def test_the_rankers_fit_on_the_kernels_other_spaces_opens_the_gate_from_the_first_plan():
+    assert ranked(0, kernel_fit=0.9).ranking_on
+    assert not ranked(0, kernel_fit=0.5).ranking_on and not ranked(0, kernel_fit=None).ranking_on
+    assert ranked(0, gate=None).ranking_on  # no gate: always a say
+
+
+def test_while_the_gate_is_shut_it_is_transfer_proposal_for_proposal():
+    plain = make_strategy("transfer", SPACE, np.random.default_rng(4), "instructions", budget=14)
+    gated = ranked(4, score=lambda c: -cost(c), budget=14)
+    assert run(gated, 14) == run(plain, 14)
+    assert not gated.ranking_on

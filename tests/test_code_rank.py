@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from edgetune.tuner import Config, Outcome, Param, Trial
-from edgetune.tuner.code_rank import CodeRanker, CodeRankerError, RankByCode
+from edgetune.tuner.code_rank import CodeRanker, CodeRankerError, RankByCode, kernel_fit
 from edgetune.tuner.recorded import RecordedSpaceError, load_recorded, recorded_space_json, write_recorded
 from edgetune.tuner.strategies import make_strategy
 
@@ -210,3 +211,40 @@ def test_a_feature_some_recordings_lack_is_left_out_not_read_as_zero(tmp_path):
     newer = replace(newer, features={i: dict(f, mac_loops=1) for i, f in newer.features.items()})
     assert "mac_loops" in feature_names([newer]) and "mac_loops" not in feature_names([older, newer])
     assert feature_names([older, newer]) == feature_names([older])
+
+
+def test_kernel_fit_is_the_rankers_worst_rank_correlation_on_the_kernels_other_spaces(tmp_path):
+    spaces = [load_recorded(write_space(tmp_path, name, scale)) for name, scale in (("a", 1), ("b", 3), ("c", 7))]
+    # Code that explains the cost everywhere: the ranker learnt without a and b ranks b well.
+    fit = kernel_fit(spaces, spaces[0])
+    assert fit is not None and fit > 0.8
+    assert fit == min(CodeRanker.fit(spaces[1:], s).agreement(s) for s in spaces[1:])  # each learnt from the other
+    # A space of the kernel whose cost the code does not explain (its order reversed) pulls it down.
+    reversed_trials = {i: Trial(t.config, t.outcome, {"instructions": 1e6 / t.value("instructions")})
+                       for i, t in spaces[2].trials.items()}
+    odd = [*spaces[:2], replace(spaces[2], trials=reversed_trials)]
+    assert kernel_fit(odd, odd[0]) < 0
+    # A kernel with no other recorded space gives no evidence.
+    assert kernel_fit(spaces[:1], spaces[0]) is None
+
+
+def test_replay_runs_the_gated_transfer_with_code_by_its_name_and_refuses_it_without_spaces(tmp_path):
+    from click.testing import CliRunner
+
+    from edgetune.cli import main
+
+    scored, b, c = (write_space(tmp_path, name, scale) for name, scale in (("a", 1), ("b", 3), ("c", 7)))
+    args = ["replay", str(scored), "--budget", "8", "--seed", "2", "--json"]
+    ranked = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", "--rank-with", str(b), "--rank-with", str(c)])
+    assert ranked.exit_code == 0, ranked.output
+    out = json.loads(ranked.output)
+    assert out["strategy"] == "transfer+code" and len(out["repeats"][0]["trace"]) == 8
+    again = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", "--rank-with", str(b), "--rank-with", str(c)])
+    assert json.loads(again.output)["repeats"][0]["trace"] == out["repeats"][0]["trace"]  # a seed reproduces it
+    plain = json.loads(CliRunner().invoke(main, [*args, "--strategy", "transfer"]).output)
+    # The ranker knows the toy kernel (its fit on b and c is high): its say changes the choices.
+    assert [t["config"] for t in out["repeats"][0]["trials"]] != [t["config"] for t in plain["repeats"][0]["trials"]]
+    for extra in ([], ["--rank-with", str(b), "--rank-keep", "0.5"]):
+        refused = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", *extra])
+        assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
+        assert "--rank-with" in refused.output

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from edgetune.codegen import KernelError
 from edgetune.codegen.quant import requantize
+from edgetune.model.module import default_config
 
 from kernel_runs import assert_ok, geometry_shapes, run_config
 
@@ -109,6 +110,19 @@ def test_edge_shapes(dw, m55, tmp_path, shape_text):
             continue
         wanted = {k: v for k, v in variant.items() if any(c[k] == v for c in space)}
         assert_ok(run_config(dw, m55, shape, wanted, tmp_path, edge=("extreme" if index % 2 else "random"), seed=index))
+
+
+def test_default_configuration_is_helium_pixels_where_offered_and_keeps_the_plain_loop_a_point(dw, m55, m4):
+    # The first legal point is what an untuned layer runs and what `model tune` measures
+    # first; on the M55 it is the pixel-lane Helium path at clang -O3, with the tap loop, so
+    # that the plain loop nest (vector=naive, the same tile values) is still a point of the space.
+    shape = dw.parse_shape("h=25,w=5,c=64,kh=3,kw=3,stride=1,pad=1,dilation=1")
+    first = default_config(dw, m55, shape)
+    assert (first["vector"], first["compiler"], first["opt"], first["taps"]) == ("mve_pixels", "clang", "O3", "loop")
+    space = dw.tuning_space(m55, shape)
+    assert space.is_legal(space.make({**first.as_dict(), "vector": "naive", "compiler": "gcc", "opt": "O3"}))
+    plain = default_config(dw, m4, shape)  # no Helium: plain C, the target's first compiler, -O2
+    assert (plain["vector"], plain["compiler"], plain["opt"]) == ("c", m4.compilers[0].name, "O2")
 
 
 def test_a_padded_copy_larger_than_the_scratch_memory_is_not_offered(dw, m55):

@@ -15,9 +15,16 @@ is one of two votes:
   offer): each is the best-scored of `draws` random fresh points; the others stay fresh and
   are drawn again, before new ones, at the next random slot.
 
-Every point is compiled and scored once (`scored` counts them). Off by default: over
-`transfer` it saves evaluations on five of our six recorded M55 spaces and loses on the
-sixth (bench/code_explore.py, docs/search-priors.md).
+Every point is compiled and scored once (`scored` counts them).
+
+The code votes only behind a gate (`ranking_on`), decided per space from evidence that the
+ranker ranks this kernel: its fit on the kernel's other recorded spaces (`kernel_fit`, from
+tuner.code_rank.kernel_fit) from the first plan, and from `gate_trials` trials on, its rank
+correlation on this space's own measured trials. While the gate is shut the search is
+`transfer`, proposal for proposal. Ungated, the ranking saved 28% of the evaluations to
+`transfer`'s best on our six recorded M55 spaces but cost 26% more on conv2d_s8; gated, 31%
+on the mean over 10 seeds (28% over 20), no space more than 11% worse (bench/code_explore.py,
+docs/search-priors.md, "The gate"). `edgetune replay --strategy transfer+code` runs it; it is not the default.
 """
 from __future__ import annotations
 
@@ -26,12 +33,22 @@ from typing import Callable
 import numpy as np
 
 from .space import Config, Space
+from .strategies.prior_trust import rank_agreement
 from .strategies.transfer import TransferLearning
 
 # Candidates compiled per plan slot, and random points per random slot: of (2, 4), (4, 8)
 # and (8, 8), (4, 8) saved the most over the six spaces of bench/code_explore.py.
 DEFAULT_SHORTLIST = 4
 DEFAULT_DRAWS = 8
+# The gate: the ranking has a say only while its scores rank this space's own measured trials
+# with a rank correlation of at least GATE_RHO, judged from GATE_TRIALS trials on; until
+# then, and whenever it drops below, the search is plain `transfer`, proposal for proposal.
+# 0.8 lost less than 0.5 on conv2d_s8 (-11% against -19% over 20 seeds, bench/code_explore.py).
+GATE_RHO = 0.8
+GATE_TRIALS = 6
+# Before that, the evidence is the ranker's fit on the kernel's other recorded spaces
+# (tuner.code_rank.kernel_fit): it has a say from the first plan when that is at least this.
+GATE_KERNEL_RHO = 0.8
 
 
 class CodeRankedTransfer(TransferLearning):
@@ -44,11 +61,15 @@ class CodeRankedTransfer(TransferLearning):
 
     def __init__(self, space: Space, rng: np.random.Generator, objective: str = "", *,
                  score: Callable[[Config], float | None], shortlist: int = DEFAULT_SHORTLIST,
-                 draws: int = DEFAULT_DRAWS, **options):
+                 draws: int = DEFAULT_DRAWS, gate: float | None = GATE_RHO, gate_trials: int = GATE_TRIALS,
+                 kernel_fit: float | None = None, **options):
         if shortlist < 1 or draws < 1:
             raise ValueError("shortlist and draws must be at least 1")
         super().__init__(space, rng, objective, **options)
-        self.score, self.shortlist, self.draws = score, shortlist, draws
+        self.score, self._shortlist, self.draws = score, shortlist, draws
+        self.gate, self.gate_trials, self.kernel_fit = gate, gate_trials, kernel_fit
+        self._own: list[tuple[int, float]] = []  # this space's told trials: (index, value; NaN failed)
+        self._gate_at, self._open = -1, gate is None
         self._drawn: list[int] = []  # random fresh points drawn, not proposed yet, in draw order
         self._scores: dict[int, float] = {}  # by index: each point is compiled and scored once
 
@@ -67,12 +88,42 @@ class CodeRankedTransfer(TransferLearning):
             self._scores[index] = np.inf if value is None else float(value)
         return self._scores[index]
 
+    def _observe(self, index: int, value: float | None) -> None:
+        super()._observe(index, value)
+        if self.space.is_legal_index(index):
+            self._own.append((index, np.nan if value is None else value))
+
+    @property
+    def ranking_on(self) -> bool:
+        """Whether the code's ranking has a say now: its scores of the trials measured here
+        rank them with a rank correlation of at least `gate` (each trial was compiled for
+        its run, so scoring it compiles nothing more)."""
+        if self.gate is None or self._gate_at == len(self._own):
+            return self._open
+        self._gate_at = len(self._own)
+        if len(self._own) < self.gate_trials:
+            self._open = self.kernel_fit is not None and self.kernel_fit >= GATE_KERNEL_RHO
+        else:
+            scores = np.array([self._score_of(i) for i, _ in self._own])
+            finite = np.isfinite(scores)
+            self._open = finite.sum() >= self.gate_trials and rank_agreement(
+                scores[finite], np.array([v for (_, v), ok in zip(self._own, finite) if ok])) >= self.gate
+        return self._open
+
+    @property
+    def shortlist(self) -> int:
+        return self._shortlist if self.ranking_on else 1
+
     def _chosen(self, best_first: list[int], size: int) -> list[int]:
+        if not self.ranking_on:
+            return best_first[:size]
         code_rank = rank_positions([self._score_of(i) for i in best_first])
         votes = code_rank + np.arange(len(best_first))  # the model's rank is the position
         return [best_first[k] for k in np.argsort(votes, kind="stable")[:size]]
 
     def _random_fresh(self) -> int | None:
+        if not self.ranking_on:
+            return super()._random_fresh()
         self._drawn = [i for i in self._drawn if i not in self._taken]
         while len(self._drawn) < self.draws:
             index = super()._random_fresh()

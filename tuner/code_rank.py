@@ -26,6 +26,7 @@ from edgetune.errors import EdgetuneError
 from .recorded import RecordedSpace
 from .space import Config
 from .strategies.base import SearchStrategy
+from .strategies.prior_trust import rank_agreement
 from .trial import Trial
 
 Features = Mapping[str, float]
@@ -97,6 +98,15 @@ class CodeRanker:
         model = RandomForestRegressor(n_estimators=100, min_samples_leaf=3, random_state=seed, n_jobs=1).fit(x, y)
         return cls(names, tuple(s.path for s in training), model)
 
+    def agreement(self, space: RecordedSpace) -> float:
+        """Spearman's rho of the predicted ranks and the recorded values of `space` (failures
+        ranked last): how well this ranker ranks a space it did not learn from."""
+        predicted = self.predicted_ranks(space)
+        indices = sorted(i for i in predicted if i in space.trials)
+        values = [space.trials[i].value(space.objective) for i in indices]
+        return rank_agreement(np.array([predicted[i] for i in indices]),
+                              np.array([np.nan if v is None else v for v in values], dtype=float))
+
     def predicted_ranks(self, space: RecordedSpace) -> dict[int, float]:
         """Predicted rank (0 best .. 1 worst) of every configuration of `space` with features."""
         indices = sorted(space.features)
@@ -104,6 +114,24 @@ class CodeRanker:
             return {}
         predicted = self.model.predict(feature_matrix([space.features[i] for i in indices], self.names))
         return dict(zip(indices, map(float, predicted)))
+
+
+def kernel_fit(spaces: Sequence[RecordedSpace], scored: RecordedSpace, seed: int = 0) -> float | None:
+    """How well a ranker learnt without `scored` ranks the other recorded spaces of its kernel
+    (other shapes, other targets), each in turn left out of the ranker's training as well: the
+    lowest rank correlation, or None when the kernel has no other recorded space with features.
+    It is the evidence, before any trial of `scored` is measured, that the ranker knows the
+    kernel's code (tuner.code_explore's gate)."""
+    siblings = [s for s in spaces if s is not scored and s.path != scored.path and s.kernel == scored.kernel
+                and s.features]
+    rest = [s for s in spaces if s is not scored and s.path != scored.path]
+    fits = []
+    for sibling in siblings:
+        try:
+            fits.append(CodeRanker.fit(rest, sibling, seed).agreement(sibling))
+        except CodeRankerError:
+            continue  # nothing else to learn from: no evidence from this sibling
+    return min(fits) if fits else None
 
 
 class RankByCode:

@@ -335,7 +335,12 @@ def replay(recorded: RecordedSpace, strategy: str, budget: int, seed: int,
     `wrap` puts a wrapper around the strategy (e.g. code_rank.RankByCode); `roles` as in
     replay_strategy."""
     search = replay_strategy(recorded, strategy, budget, seed, prior, roles)
-    timed = timed_replay(recorded, search if wrap is None else wrap(search), budget)
+    return replay_search(recorded, search if wrap is None else wrap(search), budget, seed)
+
+
+def replay_search(recorded: RecordedSpace, search: Strategy, budget: int, seed: int) -> ReplayRun:
+    """A search built by the caller (seeded with `seed`) replayed for `budget` evaluations."""
+    timed = timed_replay(recorded, search, budget)
     trials = [trial for trial, _ in timed]
     trace = tuple(t.value(recorded.objective) for t in trials)
     found = [(value, n) for n, value in enumerate(trace) if value is not None]

@@ -18,7 +18,7 @@ from edgetune.tuner.recorded import load_recorded
 from ..identity import recompute_estimates
 from ..outputs import writable_file, writable_folder
 from ..progress import ProgressDisplay
-from ..replay import record, replay_json
+from ..replay import RANKED_TRANSFER, record, replay_json
 from ..user_kernels import only_kernel
 from . import options
 from .summary import print_summary, summary_json
@@ -61,7 +61,9 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, kernel_
               help="Recorded space of the same kernel elsewhere, for transfer learning (repeatable).")
 @click.option("--rank-with", "rank_files", multiple=True, metavar="FILE",
               help="Recorded space with code features (repeatable): rank the strategy's proposals by their "
-                   "compiled code, with a ranker learnt from these (never from SPACE_FILE itself).")
+                   "compiled code, with a ranker learnt from these (never from SPACE_FILE itself). With "
+                   f"--strategy {RANKED_TRANSFER}: `transfer` whose choices the ranking votes in, while it ranks "
+                   "the kernel's other spaces or this one's trials well (docs/search-priors.md).")
 @click.option("--rank-keep", default=None, type=click.FloatRange(0, 1, min_open=True),
               help="With --rank-with: run the strategy's proposals in its order, skipping those ranked worse than "
                    f"this quantile of those seen [default: run the best-ranked of every {DEFAULT_POOL}].")
@@ -73,7 +75,11 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_fi
     evaluations per repeat; repeat r runs with --seed plus r. --json prints one object: every
     repeat's trials with their configurations and the strategy's time per proposal, the
     objective and edgetune's version."""
-    check_strategy(strategy)
+    if strategy != RANKED_TRANSFER:
+        check_strategy(strategy)
+    elif not rank_files or rank_keep is not None:
+        raise click.UsageError(f"--strategy {RANKED_TRANSFER} learns its ranker from --rank-with FILE (recorded "
+                               f"spaces with code features) and takes no --rank-keep")
     recorded = load_recorded(space_file)
     prior = [load_recorded(p) for p in prior_files]
     rank_with = [load_recorded(p) for p in rank_files]
