@@ -1,115 +1,128 @@
 #!/usr/bin/env bash
-# A new user's first hour (issue 31), run after scripts/setup.sh on a fresh machine:
-# every step is timed and its exit status printed; a failing step does not stop the rest.
+# A new user's first hour, on a fresh machine (run it through ../shared/tools/fresh-machine):
+# the README's set-up and quick start, timed, then its commands one by one (a kernel, a zoo
+# model, a kernel of the user's own, a RAM bound) and bad input. Every step is timed and its
+# exit status printed; a failing step does not stop the rest. Tunes are kept small (--budget)
+# except the quick start's.
 set -u
-. .venv/bin/activate
 T=/tmp/nu; rm -rf $T; mkdir -p $T
 step() { local name=$1; shift; local t0=$(date +%s); echo "=== STEP $name: $*"; "$@"; local rc=$?
          echo "=== END $name rc=$rc wall=$(( $(date +%s) - t0 ))s"; }
 
-# 1. own kernel: docs/own-kernel.md's tune_kernel example, verbatim
-cat > $T/tk.py <<'PY'
+# 1. the README's two commands: set-up (timed alone), then the quick start
+step setup bash scripts/setup.sh
+step quickstart bash scripts/quickstart.sh
+ls -la build/export
+. .venv/bin/activate
+
+# 1b. the README's first session by hand, verbatim (its code block after "A first session by hand")
+awk '/^A first session by hand/ {f = 1} f && /^```$/ {n++; next} f && n == 1' README.md > $T/first_session.sh
+cat $T/first_session.sh
+step readme_first_session bash -ex $T/first_session.sh
+ls build/model-report
+
+# 2. the command table against --help
+step help edgetune --help
+step help_model edgetune model --help
+step targets edgetune targets
+step kernels_head bash -c 'set -o pipefail; edgetune kernels | head -20'
+
+# 3. one kernel: tune, best, export, verify
+step tune edgetune tune matmul_s8 --target cortex-m55 --shape m=16,n=16,k=32 --budget 8 --jobs 2 --db $T/k.db
+step tune_resume edgetune tune matmul_s8 --target cortex-m55 --shape m=16,n=16,k=32 --budget 8 --jobs 2 --db $T/k.db
+step best edgetune best matmul_s8 --target cortex-m55 --shape m=16,n=16,k=32 --db $T/k.db
+step export edgetune export --target cortex-m55 --db $T/k.db --out $T/kernels
+step verify edgetune verify $T/kernels
+
+# 4. zoo models: the fused LSTM and a 16x8 one
+for M in tests/data/models/zoo/lstm_fused.tflite tests/data/models/zoo/kws_int16x8.tflite; do
+    n=$(basename $M .tflite)
+    step show_$n edgetune model show $M --target cortex-m55
+    step mtune_$n edgetune model tune $M --target cortex-m55 --budget 4 --jobs 2 --db $T/$n.db
+    step mexport_$n edgetune model export $M --target cortex-m55 --db $T/$n.db --out $T/$n
+    step mverify_$n edgetune model verify $T/$n --target cortex-m55
+done
+step maxram edgetune model export tests/data/models/zoo/kws_int16x8.tflite --target cortex-m55 --db $T/kws_int16x8.db --max-ram 30000 --out $T/kws_ram
+step maxram_verify edgetune model verify $T/kws_ram --target cortex-m55
+step maxram_low edgetune model export tests/data/models/zoo/kws_int16x8.tflite --target cortex-m55 --db $T/kws_int16x8.db --max-ram 1000 --out $T/kws_low
+ls $T/lstm_fused
+step verify_layers_16x8 edgetune model verify $T/kws_int16x8 --target cortex-m55 --layers
+step export_untuned edgetune model export tests/data/models/zoo/squeeze_excite.tflite --target cortex-m55 --out $T/se
+step compare edgetune model compare tests/data/models/zoo/kws_int16x8.tflite --db $T/kws_int16x8.db --plain
+
+# 5. kernels of one's own
+step own_kernels edgetune kernels --kernel-file examples/kernels/qadd_s8 --target cortex-m55
+step own_tune edgetune tune --kernel-file examples/kernels/qadd_s8 --shape n=100 --target cortex-m55 --budget 6 --db $T/own.db
+step own_export edgetune export --kernel-file examples/kernels/qadd_s8 --target cortex-m55 --db $T/own.db --out $T/own
+step own_verify edgetune verify $T/own --kernel-file examples/kernels/qadd_s8
+L=examples/kernels/leaky_relu_s8
+step own_model_show edgetune model show $L/leaky_net.tflite --kernel-file $L --target cortex-m55
+(cd $T && step own_model_tune edgetune model tune /project/$L/leaky_net.tflite --kernel-file /project/$L --target cortex-m55 --budget 6 --db model.db \
+   && step own_model_export edgetune model export /project/$L/leaky_net.tflite --kernel-file /project/$L --target cortex-m55 --db model.db --out leaky_module \
+   && step own_model_verify edgetune model verify leaky_module --kernel-file /project/$L --target cortex-m55 --layers)
+# a filter of one's own, written from docs/own-kernel.md, with a reference that disagrees with its C
+mkdir -p $T/gain
+cat > $T/gain/kernel.py <<'PY'
+"""A gain stage: y = (x * 0.5 in Q15) >> 15."""
 import numpy as np
-import edgetune
+import edgetune as et
 
-source = """
-void vector_add(float *c, const float *a, const float *b, int n)
-{
-    for (int i = 0; i < n; i += block_size)
-        for (int j = 0; j < block_size && i + j < n; j++)
-            c[i + j] = a[i + j] + b[i + j];
-}
-"""
-size = 1000
-a = np.random.randn(size).astype(np.float32)
-b = np.random.randn(size).astype(np.float32)
-c = np.zeros_like(a)
-args = [c, a, b, np.int32(size)]
-tune_params = {"block_size": [1, 2, 4, 8, 16]}
-results, env = edgetune.tune_kernel("vector_add", source, size, args, tune_params,
-                                    answer=[a + b, None, None, None], target="host", budget=5)
-print(env["best_config"], len(results))
+
+def reference(shape, inputs):
+    return ((inputs["x"].astype(np.int32) * 16384) >> SHIFT).astype(np.int16)
+
+
+KERNEL = et.KernelDef(name="gain_q15", shape=("n",), source="gain_q15.c",
+                      args=[et.Input("x", "int16", "n"), et.Output("y", "int16", "n"), et.Scalar("len", "n")],
+                      params={"unroll": [1, 2, 4]}, reference=reference, example_shape="n=64",
+                      description="Q15 gain stage")
 PY
-step tune_kernel python $T/tk.py
-step kernels edgetune kernels --kernel-file examples/kernels/vector_add --target host
-step kernels_head bash -c 'set -o pipefail; edgetune kernels | head -1'
-step tune_m55 edgetune tune --kernel-file examples/kernels/vector_add --shape size=256 --target cortex-m55 --budget 4
-step export edgetune export --kernel-file examples/kernels/vector_add --target cortex-m55 --out $T/out
-step verify edgetune verify $T/out --kernel-file examples/kernels/vector_add
-step best_untuned edgetune best --kernel-file examples/kernels/vector_add --shape size=512 --target cortex-m55
-
-# 2. own board: an M7 board file as docs/targets.md writes it
-cat > $T/my-m7-board.toml <<'TOML'
-extends = "cortex-m7"          # a shipped target, by name, wherever edgetune is installed
-name = "my-m7-board"
-description = "My Cortex-M7 board at 216 MHz"
-
-[core]
-clock_hz = 216_000_000
-TOML
-step board_show edgetune targets show $T/my-m7-board.toml
-step board_tune edgetune tune --kernel-file examples/kernels/vector_add --shape size=256 --target $T/my-m7-board.toml --budget 4 --db $T/board.db
-hint=$(edgetune best --kernel-file examples/kernels/vector_add --shape size=512 --target $T/my-m7-board.toml --db $T/board.db | sed 's/.*tune it first: //')
-step hint_verbatim bash -c "$hint --budget 2"
-cat > $T/bad-m7.toml <<'TOML'
-extends = "cortex-m7"
-name = "bad-m7"
-[[memory]]
-name = "flash"
-kind = "flash"
-base = 0x0000_0000
-size = 0x10_0000
-access = "rx"
-[[memory]]
-name = "sram"
-kind = "sram"
-base = 0x2400_0000
-size = 0x8_0000
-access = "rw"
-[firmware]
-code_region = "flash"
-data_region = "sram"
-io_regions = ["sram"]
-TOML
-step board_bad edgetune tune --kernel-file examples/kernels/vector_add --shape size=256 --target $T/bad-m7.toml --budget 4 --db $T/bad.db
-
-# 3. Ctrl-C then resume
-python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
-    edgetune tune matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --budget 40 --seed 3 --db $T/cc.db > $T/cc1.log 2>&1 &
-ccpid=$!; sleep 4; kill -INT $ccpid 2>/dev/null; wait $ccpid; echo "ctrl-c run rc=$?"; tail -5 $T/cc1.log
-step resume edgetune tune matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --budget 40 --seed 3 --db $T/cc.db
-step uninterrupted edgetune tune matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --budget 40 --seed 3 --db $T/cc2.db
-step best_cc edgetune best matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --db $T/cc.db
-step best_cc2 edgetune best matmul_s8 --target cortex-m55 --shape m=8,n=8,k=16 --db $T/cc2.db
-
-# 4. a model: tune, report, compare, export into the user's own firmware, verify with vectors
-M=tests/data/models/fc_autoencoder_ad.tflite
-step model_tune edgetune model tune $M --target cortex-m55 --budget 10 --db $T/model.db
-step model_tune_again edgetune model tune $M --target cortex-m55 --budget 10 --db $T/model.db
-step report edgetune report --db $T/model.db --out $T/report --model $M
-step compare edgetune model compare $M --db $T/model.db --plain --plot $T/compare.png
-step model_export edgetune model export $M --target cortex-m55 --db $T/model.db --out $T/mod
-step model_verify edgetune model verify $T/mod --save-vectors $T/vec
-ls $T/mod $T/vec $T/report | head -60; cat $T/cc1.log
-# the user's firmware: tests/data/user_firmware_m55's start-up and linker script, a main of its own
-FW=$T/fw; mkdir -p $FW; cp tests/data/user_firmware_m55/{startup.c,link.ld,Makefile,CMakeLists.txt,toolchain.cmake} $FW/
-cat > $FW/main.c <<'C'
+cat > $T/gain/gain_q15.c <<'C'
 #include <stdint.h>
-#include <stddef.h>
-#include "fc_autoencoder_ad.h"
-#include "edgetune_vectors.h"
-static int8_t out[FC_AUTOENCODER_AD_OUTPUT_ELEMENTS];
-int main(void)
+void gain_q15(const int16_t *x, int16_t *y, int len)
 {
-    fc_autoencoder_ad_invoke(et_case0_input0, out);
-    for (int i = 0; i < ET_CASE0_EXPECTED0_COUNT; i++)
-        if (out[i] != et_case0_expected0[i]) return 5;
-    return 0;
+    int i = 0;
+    for (; i + unroll <= len; i += unroll)
+        for (int u = 0; u < unroll; u++)
+            y[i + u] = (int16_t)(((int32_t)x[i + u] * 16384) >> 15);
+    for (; i < len; i++)
+        y[i] = (int16_t)(((int32_t)x[i] * 16384) >> 15);
 }
 C
-cp $T/vec/edgetune_vectors.h $FW/
-step fw_make make -C $FW EXPORT=$T/mod
-step fw_run_make qemu-system-arm -M mps3-an547 -nographic -monitor none -serial none -semihosting-config enable=on,target=native -kernel $FW/firmware.elf
-cat $FW/CMakeLists.txt
-step fw_cmake bash -c "cmake -S $FW -B $FW/build -DCMAKE_TOOLCHAIN_FILE=$FW/toolchain.cmake -DEDGETUNE_EXPORT=$T/mod -DEXPORT=$T/mod && cmake --build $FW/build"
+sed -i 's/SHIFT/14/' $T/gain/kernel.py
+step own_wrong_reference edgetune tune --kernel-file $T/gain --shape n=64 --target cortex-m55 --budget 3 --db $T/gain.db
+sed -i 's/>> 14)/>> 15)/' $T/gain/kernel.py
+step own_right_reference edgetune tune --kernel-file $T/gain --shape n=64 --target cortex-m55 --budget 3 --db $T/gain2.db
+step own_model_show_nokf edgetune model show $L/leaky_net.tflite --target cortex-m55
+
+# 6. bad input: each should be one line naming the fault, exit 2
+step bad_budget edgetune tune matmul_s8 --target cortex-m55 --shape m=16,n=16,k=32 --budget lots --db $T/k.db
+step bad_target edgetune tune matmul_s8 --target cortex-m99 --shape m=16,n=16,k=32 --budget 2 --db $T/k.db
+step bad_shape edgetune tune matmul_s8 --target cortex-m55 --shape m=16,n=16 --budget 2 --db $T/k.db
+step bad_kernel edgetune tune matmul_s9 --target cortex-m55 --shape m=16,n=16,k=32 --budget 2 --db $T/k.db
+step missing_model edgetune model show no/such.tflite --target cortex-m55
+step missing_model_tune edgetune model tune no/such.tflite --target cortex-m55 --budget 2 --db $T/x.db
+step not_a_model edgetune model show README.md --target cortex-m55
+step unsupported edgetune model show tests/data/models/zoo/op_tile.tflite --target cortex-m55
+step unsupported_tune edgetune model tune tests/data/models/zoo/op_tile.tflite --target cortex-m55 --budget 2 --db $T/x.db
+step bad_maxram edgetune model export tests/data/models/zoo/lstm_fused.tflite --target cortex-m55 --db $T/lstm_fused.db --max-ram 1k --out $T/x
+step missing_export edgetune verify $T/no_such_dir
+step missing_model_verify edgetune model verify $T/no_such_dir --target cortex-m55
+step not_a_db edgetune best matmul_s8 --target cortex-m55 --shape m=16,n=16,k=32 --db README.md
+cat > $T/evil.toml <<'TOML'
+extends = "cortex-m55"
+name = "evil"
+[runner]
+program = "bash"
+TOML
+step evil_runner edgetune targets show $T/evil.toml
+cat > $T/evil2.toml <<'TOML'
+extends = "cortex-m55"
+name = "evil2"
+[[compilers]]
+name = "gcc"
+command = "/tmp/nu/arm-none-eabi-gcc"
+TOML
+step evil_compiler edgetune tune matmul_s8 --target $T/evil2.toml --shape m=16,n=16,k=32 --budget 2 --db $T/e.db
+step db_left_alone edgetune best matmul_s8 --target cortex-m55 --shape m=16,n=16,k=32 --db $T/k.db
 echo ALLDONE

@@ -55,3 +55,15 @@ def test_the_plain_c_module_is_a_row_beside_the_tuned_ones_and_the_plot_reads_th
 def test_a_plot_path_that_is_a_folder_is_refused_in_one_line_before_anything_runs(tmp_path):
     result = CliRunner().invoke(main, ["model", "compare", "x.tflite", "--plot", str(tmp_path)])
     assert result.exit_code == 2 and "--plot" in result.output and "is a directory" in result.output
+
+
+def test_an_incomplete_plain_row_says_what_it_lacks_not_that_its_layers_are_untuned():
+    """A 16x8 model's `--plain` row read "0 of 4 layers tuned": its kernels have no plain loop."""
+    from edgetune.model.compare import ANY, PLAIN, CompareRow, compare_table
+
+    rows = [CompareRow("kws.tflite", "cortex-m55", ANY, 4, 4, (("instructions", 857793.0),), 1284, 4672),
+            CompareRow("kws.tflite", "cortex-m55", "clang", 4, 0, (), None, None),
+            CompareRow("kws.tflite", "cortex-m55", PLAIN, 4, 1, (), None, None)]
+    lines = compare_table(rows)
+    assert "0 of 4 layers tuned" in lines[2] and "857,793" in lines[1]
+    assert "no plain loop for 3 of 4 layers" in lines[3] and "tuned" not in lines[3]

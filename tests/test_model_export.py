@@ -396,5 +396,5 @@ def test_a_layer_whose_trials_all_break_the_constraint_says_so(tmp_path):
     result = CliRunner().invoke(main, ["model", "export", str(path), "--target", "host", "--db", str(tmp_path / "t.db"),
                                        "--constraint", "code_bytes<=10", "--out", str(tmp_path / "m")])
     assert result.exit_code == 0, result.output
-    assert (f"  no trial in the database for {first.kernel} {first.shape_text} within code_bytes<=10 (of its 2 "
+    assert (f"  no trial in {tmp_path / 't.db'} for {first.kernel} {first.shape_text} within code_bytes<=10 (of its 2 "
             "trials): exported with the kernel's default configuration") in result.output

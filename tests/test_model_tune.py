@@ -120,3 +120,38 @@ def test_the_summary_names_a_layer_still_slower_than_its_plain_loop(capsys):
     print_model_summary(summary)
     lines = [line for line in capsys.readouterr().out.splitlines() if "slower than the plain C loop" in line]
     assert lines == ["  layers 4: the best of 16 trials is slower than the plain C loop (8,758 against 5,767)"]
+
+
+def test_the_summary_says_why_a_layer_has_no_plain_loop_and_counts_in_the_singular(capsys):
+    """A 16x8 model's table showed '-' for every plain C loop and ratio, unexplained, over
+    "1 distinct workloads": the 16-bit convolutions have no plain loop nest to measure."""
+    from edgetune.cli.model_tune import print_model_summary
+    from edgetune.model.session import LayerResult, ModelSummary
+    from edgetune.tuner import Workload
+
+    def result(kernel, plain):
+        return LayerResult(Workload(kernel, 1, "cortex-m55", (("h", 4),)), (0,), 100, 1, None, 500.0, plain)
+
+    print_model_summary(ModelSummary("cortex-m55", "instructions", "gradient", 1, 1, (result("dwconv2d_s16", None),)))
+    printed = capsys.readouterr().out
+    assert "over 1 distinct workload (" in printed
+    assert "  plain C '-': dwconv2d_s16 has no plain C loop nest to measure against" in printed.splitlines()
+    print_model_summary(ModelSummary("cortex-m55", "instructions", "gradient", 2, 2,
+                                     (result("conv2d_s8", None), result("conv2d_s8", 900.0))))
+    printed = capsys.readouterr().out
+    assert "over 2 distinct workloads (" in printed
+    assert "  plain C '-': its plain loop was not measured (the target has no gcc, or it failed)" \
+        in printed.splitlines()
+    print_model_summary(ModelSummary("cortex-m55", "instructions", "gradient", 1, 1, (result("conv2d_s8", 900.0),)))
+    assert "plain C '-'" not in capsys.readouterr().out
+
+
+def test_the_checked_layers_verdicts_line_up_whatever_the_kernels_name():
+    from edgetune.cli.model_tune import check_lines
+    from edgetune.model.check import LayerCheck
+
+    lines = check_lines([LayerCheck(0, "CONV_2D", "conv2d_s8", "c", 2),
+                         LayerCheck(1, "CUSTOM", "leaky_relu_s8", "c", 2, oracle="leaky_relu_s8's reference"),
+                         LayerCheck(2, "UNIDIRECTIONAL_SEQUENCE_LSTM", "my_lstm_kernel", "c", 2)])
+    assert len({line.index("bit-exact") for line in lines}) == 1, lines
+    assert len({line.index(kernel) for line, kernel in zip(lines, ("conv2d_s8", "leaky_relu_s8", "my_lstm"))}) == 1

@@ -217,7 +217,7 @@ def bad_kernel(tmp_path: Path, kernel_py: str, sources: dict[str, str] | None = 
     folder.mkdir(exist_ok=True)
     (folder / "kernel.py").write_text(kernel_py)
     for name, text in (sources or {"k.c": "void k(int8_t *y, const int8_t *x, int n)\n"
-                                          "{ for (int i = 0; i < n; i++) y[i] = x[i]; }\n"}).items():
+                                          "{ for (int i = 0; i < len; i++) y[i] = x[i]; }\n"}).items():
         (folder / name).write_text(text)
     return folder
 
@@ -301,10 +301,11 @@ def test_a_source_that_compiles_for_no_configuration_is_refused_before_any_trial
 def test_a_source_that_does_not_compile_for_one_configuration_is_a_failed_trial_with_the_first_error(tmp_path):
     folder = bad_kernel(tmp_path, kernel_text(params="{'u': [1, 2]}"),
                         {"k.c": "#if u == 2\nint broken = undeclared;\n#endif\n"
-                                "void k(int8_t *y, const int8_t *x, int n) { (void)n; y[0] = x[0]; }\n"})
+                                "void k(int8_t *y, const int8_t *x, int n) { for (int i = 0; i < n; i++) y[i] = x[i]; }\n"})
     result = edgetune_cli(tmp_path, "tune", "--kernel-file", str(folder), "--shape", "size=16", "--target", "host",
                           "--budget", "100")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stderr  # u=1 is a correct copy: the run has its best
+    assert "best:" in result.stdout and "u=1" in result.stdout
     assert "failures: compile" in result.stdout
     failure = next(line for line in result.stdout.splitlines() if "first failure" in line)
     assert "compiler=" in failure and "u=2" in failure and "k.c:2" in failure and "undeclared" in failure
@@ -533,3 +534,26 @@ def test_tune_kernel_passes_in_out_buffers_with_their_contents(tmp_path, target)
                                         answer=[(y + (x >> 2)).astype(np.int16), None, None], target=target,
                                         budget=1, db=tmp_path / "kt.db")
     assert env["best_config"] is not None and "error" not in results[0], results
+
+
+def test_a_tune_whose_every_trial_fails_exits_1_so_a_script_stops_before_exporting(tmp_path):
+    """A new user's reference shifted by 14 where the C shifted by 15: every trial a wrong
+    answer, "no successful trial yet", and exit status 0, so `tune && export` went on."""
+    folder = tmp_path / "halve"
+    folder.mkdir()
+    (folder / "halve.c").write_text("#include <stdint.h>\n"
+                                    "void halve(const int16_t *x, int16_t *y, int len)\n"
+                                    "{ for (int i = 0; i < len; i++) y[i] = (int16_t)(x[i] >> 1); }\n")
+    kernel_py = ('import numpy as np\nimport edgetune as et\n\n\n'
+                 'def reference(shape, inputs):\n    return (inputs["x"] >> SHIFT).astype(np.int16)\n\n\n'
+                 'KERNEL = et.KernelDef(name="halve", shape=("n",), source="halve.c",\n'
+                 '    args=[et.Input("x", "int16", "n"), et.Output("y", "int16", "n"), et.Scalar("len", "n")],\n'
+                 '    params={"u": [1, 2]}, reference=reference, example_shape="n=16")\n')
+    tune = ("tune", "--kernel-file", str(folder), "--shape", "n=16", "--target", "host", "--budget", "2")
+    (folder / "kernel.py").write_text(kernel_py.replace("SHIFT", "2"))
+    wrong = edgetune_cli(tmp_path, *tune, "--db", "wrong.db")
+    assert wrong.returncode == 1, wrong.stdout + wrong.stderr
+    assert "wrong_answer 2" in wrong.stdout and "no successful trial yet" in wrong.stdout
+    (folder / "kernel.py").write_text(kernel_py.replace("SHIFT", "1"))
+    right = edgetune_cli(tmp_path, *tune, "--db", "right.db")
+    assert right.returncode == 0 and "best:" in right.stdout, right.stdout + right.stderr

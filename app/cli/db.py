@@ -89,8 +89,8 @@ def db_batches_cmd(db_path, as_json):
 @db_group.command("remove")
 @options.db
 @options.workload
-@click.option("--batch", type=click.IntRange(min=1), default=None, help="The trials of one import batch (db batches).")
-@click.option("--trial", "trial_id", type=click.IntRange(min=1), default=None, help="One trial, by its id.")
+@click.option("--batch", type=options.WholeNumber(min=1), default=None, help="The trials of one import batch (db batches).")
+@click.option("--trial", "trial_id", type=options.WholeNumber(min=1), default=None, help="One trial, by its id.")
 @click.option("--dry-run", is_flag=True, help="Say how many trials would go; remove nothing.")
 def db_remove_cmd(db_path, workload_text, batch, trial_id, dry_run):
     """Remove trials: by workload, by import batch or by id (given together: all must match)."""

@@ -22,15 +22,11 @@ from edgetune.targets import get_target
 from . import options
 from .model_report import model_compare_cmd, model_report_cmd
 from .model_ram import ram_fit_json, ram_fit_lines
-from .model_tune import model_tune_cmd
+from .model_tune import counted, model_tune_cmd
 
 
 def _dims(shape: tuple[int, ...]) -> str:
     return "x".join(str(d) for d in shape) or "scalar"
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _workload_names(model: Model) -> dict[int, str]:
@@ -55,31 +51,40 @@ def model_json(model: Model, target: str | None) -> dict:
     }
 
 
-def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False, into: int | None = None,
-                absorbed_by: str = "dilated convolution") -> str:
+def _shapes(layer: ModelLayer) -> str:
     outputs = len(layer.operator.outputs)  # SPLIT, UNPACK: the first output's shape, and how many
-    shapes = f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}{f' (x{outputs})' if outputs > 1 else ''}"
+    return f"{_dims(layer.input_shape)} -> {_dims(layer.output_shape)}{f' (x{outputs})' if outputs > 1 else ''}"
+
+
+def _layer_line(layer: ModelLayer, workload: str | None, folded: bool = False, into: int | None = None,
+                absorbed_by: str = "dilated convolution", widths: tuple[int, int] = (18, 28)) -> str:
+    shapes = _shapes(layer)
     served = f"{layer.kernel} ({workload})" if layer.kernel else untuned_as(layer.op, folded)
     if into is not None:  # an operator a rewrite absorbed (dilation.py, ops/float_island.py)
         served = f"- (in operator {into}'s {absorbed_by})"
     if layer.arguments:  # a kernel of the user's own (user_layers.py)
         served += ", yours" + (": its reference is the oracle" if layer.oracle == "reference" else "")
-    return f"{layer.index:>4}  {layer.op:<18} {shapes:<28} {layer.macs:>12,}  {served}"
+    op_width, shapes_width = widths
+    return f"{layer.index:>4}  {layer.op:<{op_width}} {shapes:<{shapes_width}} {layer.macs:>12,}  {served}"
 
 
 def print_model(model: Model, target: str | None) -> None:
     workloads = model.workloads()
     tuned = model.tuned
-    click.echo(f"{click.format_filename(model.path)}: {_count(len(model.layers), 'operator')}, "
-               f"{_count(len(tuned), 'tuned layer')} in {_count(len(workloads), 'distinct workload')}"
+    click.echo(f"{click.format_filename(model.path)}: {counted(len(model.layers), 'operator')}, "
+               f"{counted(len(tuned), 'tuned layer')} in {counted(len(workloads), 'distinct workload')}"
                + (f"; fits {target}" if target else ""))
-    click.echo(f"{'#':>4}  {'operator':<18} {'input -> output':<28} {'MACs':>12}  kernel (workload)")
+    # The columns are as wide as this model's longest entry (UNIDIRECTIONAL_SEQUENCE_LSTM is 28
+    # characters), never narrower than a short model's.
+    widths = (max([18] + [len(layer.op) for layer in model.layers]),
+              max([28] + [len(_shapes(layer)) for layer in model.layers]))
+    click.echo(f"{'#':>4}  {'operator':<{widths[0]}} {'input -> output':<{widths[1]}} {'MACs':>12}  kernel (workload)")
     names, folded = _workload_names(model), folded_operators(model.graph)
     absorbed = dict(model.graph.absorbed)
     for layer in model.layers:
         into = absorbed.get(layer.index)
         click.echo(_layer_line(layer, names.get(layer.index), layer.index in folded, into,
-                               absorber(model.graph, into) if into is not None else ""))
+                               absorber(model.graph, into) if into is not None else "", widths))
     click.echo("workloads (identical layers are tuned once):")
     for n, w in enumerate(workloads):
         served = ", ".join(map(str, w.layers))
@@ -147,18 +152,19 @@ def _print_export(result, target) -> None:
         elif layer.source == "patched":
             click.echo(f"  {layer.index:>4} {layer.op:<18} {layer.function}  (band by band: --patch)")
     if result.rendered.manifest.database == "" and result.untuned:
-        click.echo(f"  {options.DEFAULT_DB} does not exist: all {len(result.untuned)} workloads exported with the "
-                   "kernel's default configuration (tune first: `edgetune model tune`)", err=True)
-    else:
+        click.echo(f"  {options.DEFAULT_DB} does not exist: {'the' if len(result.untuned) == 1 else 'all'} "
+                   f"{counted(len(result.untuned), 'workload')} exported with the kernel's default configuration "
+                   "(tune first: `edgetune model tune`)", err=True)
+    else:  # the database named: without --db it is whatever edgetune.db the folder holds
         for workload in result.untuned:
-            click.echo(f"  no trial in the database for {workload}: exported with the kernel's default configuration",
-                       err=True)
+            click.echo(f"  no trial in {result.rendered.manifest.database} for {workload}: exported with the "
+                       "kernel's default configuration", err=True)
     graph = read_graph(result.folder / m.file)  # the bytes of each input and output as typed (int16: two a value)
     io_bytes = sum(graph.tensors[t].nbytes for t in (*graph.inputs, *graph.outputs))
     io_words = "inputs and outputs" if len(m.input_shapes) > 1 or len(m.output_shapes) > 1 else "input and output"
     tflm = f"{result.tflm_arena:,} bytes" if result.tflm_arena is not None else f"unknown ({result.tflm_unknown})"
     click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "
-               f"({len(m.plan)} tensors, {r.plan.total_bytes:,} bytes unshared); TFLite Micro's arena for this "
+               f"({counted(len(m.plan), 'tensor')}, {r.plan.total_bytes:,} bytes unshared); TFLite Micro's arena for this "
                f"model: {tflm}")
     click.echo(module_ram_line(result, target, io_bytes, io_words))
     if r.arena_scratch.nbytes:
@@ -268,7 +274,7 @@ def model_export_cmd(model_file, target_name, db_path, out_dir, name, objective,
 @model_group.command("verify")
 @click.argument("folder", metavar="DIR")
 @options.export_target
-@click.option("--inputs", "n_inputs", default=10, show_default=True, type=click.IntRange(min=1, max=1000),
+@click.option("--inputs", "n_inputs", default=10, show_default=True, type=options.WholeNumber(min=1, max=1000),
               help="Random inputs (a saturating one is always added).")
 @click.option("--layers", is_flag=True, help="Also compare every operator's output with TFLite Micro's.")
 @options.seed

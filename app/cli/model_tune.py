@@ -42,7 +42,7 @@ def _ratio(tuned: float | None, plain: float | None) -> str:
 
 def print_model_summary(summary: ModelSummary) -> None:
     click.echo(f"{summary.target}: {summary.spent} of {summary.budget} trials spent by the {summary.scheduler} "
-               f"scheduler over {len(summary.layers)} distinct workloads ({summary.objective})")
+               f"scheduler over {counted(len(summary.layers), 'distinct workload')} ({summary.objective})")
     click.echo(f"  {'layers':<22} {'trials':>6} {'tuned':>14} {'plain C':>14} {'ratio':>7}  workload")
     for layer in summary.layers:
         served = ",".join(map(str, layer.layers))
@@ -57,6 +57,9 @@ def print_model_summary(summary: ModelSummary) -> None:
                + (f" against {_value(plain)} with plain C loops ({_ratio(total, plain)})" if plain else ""))
     click.echo(f"  not the module's figure: `edgetune model export` then `model verify` measure the module whole "
                "(library operators included)")
+    unmeasured = [layer for layer in summary.layers if layer.baseline is None]
+    if unmeasured:  # a bare '-' in the table left a new user guessing
+        click.echo(f"  plain C '-': {_why_no_plain_loop(unmeasured)}")
     for layer in summary.unsolved:
         click.echo(f"  layers {','.join(map(str, layer.layers))}: no feasible trial "
                    f"({', '.join(f'{k} {v}' for k, v in sorted(layer.failures.items())) or 'none measured'})")
@@ -66,12 +69,40 @@ def print_model_summary(summary: ModelSummary) -> None:
                        f"than the plain C loop ({_value(layer.value)} against {_value(layer.baseline)})")
 
 
-def _check_line(check: LayerCheck) -> str:
+def counted(n: int, word: str) -> str:
+    """`1 tuned layer`, `6 tuned layers` (model show's and model tune's lines)."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _why_no_plain_loop(layers) -> str:
+    """Why the table has no plain C loop for these layers: their kernel has none (the 16x8
+    convolutions), or it was not measured (the target has no gcc, or the run failed)."""
+    kernels = sorted({layer.workload.kernel for layer in layers})
+    without = [name for name in kernels if not hasattr(get_kernel(name), "render_naive")]
+    said = []
+    if without:
+        said.append(f"{', '.join(without)} {'has' if len(without) == 1 else 'have'} no plain C loop nest to measure "
+                    "against")
+    if len(without) < len(kernels):
+        said.append(f"{'the other layers' if without else 'its'} plain loop was not measured (the target has no gcc, "
+                    "or it failed)")
+    return "; ".join(said)
+
+
+def check_lines(checks: list[LayerCheck]) -> list[str]:
+    """One line a checked layer, its columns as wide as their longest entry (a kernel of your
+    own, `leaky_relu_s8`, pushed the verdicts out of line)."""
+    widths = (max([18] + [len(c.op) for c in checks]), max([12] + [len(c.kernel) for c in checks]))
+    return [_check_line(check, widths) for check in checks]
+
+
+def _check_line(check: LayerCheck, widths: tuple[int, int]) -> str:
     if check.ok:
         verdict = f"bit-exact with {check.oracle} on {check.inputs} inputs" + (" (remembered)" if check.remembered else "")
     else:
         verdict = f"{'DIFFERS' if check.checked else 'not checked'}: {check.problem}"
-    return f"  layer {check.index:>3} {check.op:<18} {check.kernel:<12} {verdict}"
+    op_width, kernel_width = widths
+    return f"  layer {check.index:>3} {check.op:<{op_width}} {check.kernel:<{kernel_width}} {verdict}"
 
 
 def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path: str) -> dict:
@@ -201,8 +232,8 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
             remembered = sum(c.remembered for c in checks)
             again = (f"; {remembered} remembered from an earlier check of the same model, variants, target and "
                      "toolchain, not run again (--recheck runs them)") if remembered else ""
-            click.echo(f"checked against {judges} ({len(checks)} tuned layers, the model's own weights{again}):")
-            for check in checks:
-                click.echo(_check_line(check))
+            click.echo(f"checked against {judges} ({counted(len(checks), 'tuned layer')}, the model's own weights{again}):")
+            for line in check_lines(checks):
+                click.echo(line)
     if summary.unsolved or any(not c.ok for c in checks):
         sys.exit(1)

@@ -63,7 +63,7 @@ def best_npu(kernel_name: str, target: Target, device: str, shape: str, db: Tuni
 @click.option("--macs", type=int, default=None, help="The board's NPU MAC configuration [default: the largest offered].")
 @options.db
 @options.out_folder("the plan header, NPU models and CPU kernels")
-@click.option("--npu-budget", default=12, show_default=True, type=click.IntRange(min=1),
+@click.option("--npu-budget", default=12, show_default=True, type=options.WholeNumber(min=1),
               help="Vela configurations per layer to have measured (untuned layers are tuned first).")
 @options.jobs
 @options.seed

@@ -34,6 +34,16 @@ class SharedOption(click.Option):
         self.declared_as = declared_as
 
 
+class WholeNumber(click.IntRange):
+    """A count (--budget, --jobs, --seed, ...): click's IntRange, whose words for a value that is
+    no number at all ("'lots' is not a valid integer range.") left a new user asking what range
+    they had missed, says "is not a whole number", and its help shows N, not INTEGER RANGE."""
+    name = "whole number"
+
+    def get_metavar(self, param, ctx):
+        return "N"
+
+
 def _shared(declared_as: str, *flags: str, **attrs):
     return click.option(*flags, cls=SharedOption, declared_as=declared_as, **attrs)
 
@@ -89,7 +99,7 @@ strategy = _shared("strategy", "--strategy", default=DEFAULT_STRATEGY, show_defa
                    help=f"One of: {', '.join(sorted(STRATEGIES))} ({', '.join(f'{old}: an old name of {new}' for old, new in sorted(ALIASES.items()))}).")
 random_strategy = _shared("random_strategy", "--strategy", default="random", show_default=True,
                           help="How Vela's options are searched (random search only).")
-budget = _shared("budget", "--budget", default=20, show_default=True, type=click.IntRange(min=1),
+budget = _shared("budget", "--budget", default=20, show_default=True, type=WholeNumber(min=1),
                  help="Trials the workload should have stored when the run ends (a rerun goes on from the stored "
                       "ones); in `replay`, evaluations per repeat.")
 # `model tune`'s default budget: this many trials per distinct workload, and never fewer than
@@ -106,16 +116,16 @@ def default_model_budget(distinct: int) -> int:
     return max(MODEL_TRIALS_PER_WORKLOAD * distinct, MODEL_TRIALS_AT_LEAST)
 
 
-model_budget = _shared("model_budget", "--budget", default=None, type=click.IntRange(min=0),
+model_budget = _shared("model_budget", "--budget", default=None, type=WholeNumber(min=0),
                        help=f"Trials for the whole model (default: {MODEL_TRIALS_PER_WORKLOAD} per distinct "
                             f"workload, at least {MODEL_TRIALS_AT_LEAST}). Counts stored trials: a rerun with a "
                             "larger budget goes on.")
-seed = _shared("seed", "--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED),
+seed = _shared("seed", "--seed", default=0, show_default=True, type=WholeNumber(0, MAX_SEED),
                help="Seed of every random choice (the search's proposals, the checks' inputs): the same seed "
                     "repeats the same run.")
-fresh_seed = _shared("fresh_seed", "--seed", default=None, type=click.IntRange(0, MAX_SEED),
+fresh_seed = _shared("fresh_seed", "--seed", default=None, type=WholeNumber(0, MAX_SEED),
                      help="Seed of the fresh random inputs [default: a new one, printed].")
-jobs = _shared("jobs", "--jobs", default=2, show_default=True, type=click.IntRange(min=1),
+jobs = _shared("jobs", "--jobs", default=2, show_default=True, type=WholeNumber(min=1),
                help="Trials (or Vela runs) built and run at once.")
 
 # --- what is tuned -------------------------------------------------------------------------
@@ -163,7 +173,7 @@ max_ram = _shared("max_ram", "--max-ram", "max_ram", type=ByteCount(), default=N
                        "(docs/model-ram.md).")
 
 
-code_reserve = _shared("code_reserve", "--code-reserve", "code_reserve", type=click.IntRange(min=0),
+code_reserve = _shared("code_reserve", "--code-reserve", "code_reserve", type=WholeNumber(min=0),
                       default=FIRMWARE_CODE_RESERVE, show_default=True, metavar="BYTES",
                       help="Bytes of the firmware's code region (the ITCM on the M55) left to your own code, "
                            "vectors and C library: the code plan places the module in the rest "

@@ -56,7 +56,7 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, kernel_
 @options.strategy
 @options.budget
 @options.seed
-@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1), help="Independent runs.")
+@click.option("--repeats", default=1, show_default=True, type=options.WholeNumber(min=1), help="Independent runs.")
 @click.option("--prior", "prior_files", multiple=True,
               help="Recorded space of the same kernel elsewhere, for transfer learning (repeatable).")
 @click.option("--rank-with", "rank_files", multiple=True, metavar="FILE",

@@ -54,9 +54,13 @@ def targets(ctx, as_json):
     if as_json:
         click.echo(json.dumps([target_json(t, full=True) for t in items], indent=2))
         return
+    units = {t.name: ",".join(v.name for v in t.vector_units) or "-" for t in items}
+    name_width = max(len(t.name) for t in items)  # cortex-a72-linux is wider than the rest
+    kind_width = max(len(t.runner.kind) for t in items)
+    units_width = max(len(u) for u in units.values())
     for t in items:
-        units = ",".join(v.name for v in t.vector_units) or "-"
-        click.echo(f"{t.name:14} {t.runner.kind:7} {t.core.clock_hz / 1e6:8.0f} MHz  vector: {units:20} {t.description}")
+        click.echo(f"{t.name:{name_width}} {t.runner.kind:{kind_width}} {t.core.clock_hz / 1e6:8.0f} MHz  "
+                   f"vector: {units[t.name]:{units_width}} {t.description}")
 
 
 @targets.command("show")

@@ -44,14 +44,14 @@ from .summary import print_summary, summary_json
 @options.constraints
 @click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Stop starting new trials after this many seconds.")
-@click.option("--patience", type=click.IntRange(min=1), default=None,
+@click.option("--patience", type=options.WholeNumber(min=1), default=None,
               help="Stop after this many evaluations without a new best.")
 @options.db
 @options.kernel_file
 @click.option("--cluster", default=None, metavar="tcp://HOST:PORT",
               help="Build and run on this Dask scheduler's workers (docs/cluster.md); --jobs trials at once.")
 @options.device
-@click.option("--batch", default=None, type=click.IntRange(min=1), metavar="N",
+@click.option("--batch", default=None, type=options.WholeNumber(min=1), metavar="N",
               help="Variants per image and emulator boot (default: as many as the target's memory holds, "
                    "at most 16); 1: one at a time (docs/throughput.md).")
 @click.option("--zero-point", "zero_points", multiple=True, metavar="NAME=VALUE",
@@ -111,6 +111,11 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
         if not summaries:
             click.echo("edgetune: interrupted before any trial was measured", err=True)
         sys.exit(INTERRUPTED_EXIT)
+    if any(summary.best is None for summary in summaries):
+        # Nothing to export (every trial failed: a reference that disagrees with the C, or
+        # bounds nothing keeps): exit 1, as `best` and `model tune` do, so `tune && export`
+        # in a script stops here. The summary above said why.
+        sys.exit(1)
 
 
 def _export_requests(folder: Path, target: Target, objective: str, bounds: tuple, batch, compilers: tuple[str, ...],
