@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A new user's first hour, on a fresh machine (run it through ../shared/tools/fresh-machine):
+# A new user's first hour, on a fresh machine (run it through the fresh-machine tool CI provides):
 # the README's set-up and quick start, timed, then its commands one by one (a kernel, a zoo
 # model, a kernel of the user's own, a RAM bound) and bad input. Every step is timed and its
 # exit status printed; a failing step does not stop the rest. Tunes are kept small (--budget)
