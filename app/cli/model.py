@@ -159,8 +159,7 @@ def _print_export(result, target) -> None:
         for workload in result.untuned:
             click.echo(f"  no trial in {result.rendered.manifest.database} for {workload}: exported with the "
                        "kernel's default configuration", err=True)
-    graph = read_graph(result.folder / m.file)  # the bytes of each input and output as typed (int16: two a value)
-    io_bytes = sum(graph.tensors[t].nbytes for t in (*graph.inputs, *graph.outputs))
+    io_bytes = read_graph(result.folder / m.file).interface_bytes
     io_words = "inputs and outputs" if len(m.input_shapes) > 1 or len(m.output_shapes) > 1 else "input and output"
     tflm = f"{result.tflm_arena:,} bytes" if result.tflm_arena is not None else f"unknown ({result.tflm_unknown})"
     click.echo(f"memory plan: arena {m.arena_bytes:,} bytes in {m.arena_region or 'the process'} "

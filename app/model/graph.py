@@ -102,6 +102,11 @@ class Graph:
     # convolution's SPACE_TO_BATCH_ND and BATCH_TO_SPACE_ND); no layer runs them, no C
     absorbed: tuple[tuple[int, int], ...] = ()
 
+    @property
+    def interface_bytes(self) -> int:
+        """The bytes of the model's inputs and outputs as typed (an int16 value takes two)."""
+        return sum(self.tensors[t].nbytes for t in (*self.inputs, *self.outputs))
+
 
 def read_graph(path: str | Path) -> Graph:
     """The graph of a .tflite file; ModelError (naming the file) when it is missing, not a

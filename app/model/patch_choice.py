@@ -59,8 +59,7 @@ def candidate_plans(model) -> list[PatchPlan]:
 
 
 def predicted_ram(model, rendered, target) -> int:
-    graph = model.graph
-    io = sum(graph.tensors[t].nbytes for t in (*graph.inputs, *graph.outputs))
+    io = model.graph.interface_bytes
     # The static pointers of the variants with scratch in the arena count too, as verify counts them.
     from .ram_fit import pointer_bytes
     pointers = pointer_bytes(target) * sum(1 for _, arena, _ in rendered.scratch_needs if arena)

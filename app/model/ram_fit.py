@@ -156,8 +156,7 @@ class _Planner:
         self.steps = schedule(model, "ram_fit")
         key_of = {s.function: (s.kernel, model.layers[s.index].shape) for s in self.steps if s.kernel is not None}
         self.functions = {key: tuple(fn for fn, k in key_of.items() if k == key) for key in self.keys}
-        graph = model.graph
-        self.io_bytes = sum(graph.tensors[t].nbytes for t in (*graph.inputs, *graph.outputs))
+        self.io_bytes = model.graph.interface_bytes
         self.pointer = pointer_bytes(target)
         self.cache: dict[tuple[int, ...], PlannedRam] = {}
         self._lives = self._tensor_lives()
