@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from edgetune.model import ModelError
-from edgetune.model.ops.add import add_params
+from edgetune.model.ops.add import TABLE_MIN_ELEMENTS, add_params
 from op_checks import activation_tensor, assert_same, draw_int8, one_op_graph, run_host, run_target, tflm
 
 ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
@@ -75,8 +75,9 @@ def test_refusals_name_the_operator(tmp_path):
         add_params(graph, graph.operators[0])
 
 
-# Same-shape element counts around the Helium loop's four lanes: tails of 1 to 3, one value.
-MVE_SHAPES = [(1, 4, 4, 17), (37,), (3, 5, 7), (1, 1, 1, 1), (2, 2), (1, 8, 8, 16)]
+# Same-shape element counts around the Helium loop's four lanes: tails of 1 to 3, one value;
+# the last two of at least TABLE_MIN_ELEMENTS, rescaled by gathers from tables (one with a tail).
+MVE_SHAPES = [(1, 4, 4, 17), (37,), (3, 5, 7), (1, 1, 1, 1), (2, 2), (1, 8, 8, 16), (1, 9, 9, 7)]
 
 
 def _mve_scales(rng, case: int) -> tuple[float, float, float]:
@@ -131,6 +132,7 @@ def test_helium_c_on_m55_is_tflite_micro(tmp_path, m55, activation, compiler):
             params = add_params(graph, graph.operators[0])
             source = params.render("et_add", target=m55)
             assert "#include <arm_mve.h>" in source and ("vctp32q" in source) == (a.size % 4 != 0)
+            assert ("vldrwq_gather_shifted_offset_s32" in source) == (a.size >= TABLE_MIN_ELEMENTS)
             xs = [b, a] if order else [a, b]
             want = tflm(data, xs)
             assert_same(f"{shape} order {order}: reference", params.reference(*xs), want)

@@ -10,7 +10,7 @@ import pytest
 
 from edgetune.model import ModelError
 from edgetune.model.operators import operator_params
-from edgetune.model.ops.add import SquaredDifferenceParams, SubParams
+from edgetune.model.ops.add import TABLE_MIN_ELEMENTS, SquaredDifferenceParams, SubParams
 from edgetune.model.ops.mul import MulParams
 from op_checks import activation_tensor, assert_same, draw_int8, one_op_graph, run_host, run_target, tflm
 
@@ -128,8 +128,10 @@ def test_a_mul_whose_product_would_overflow_is_refused_naming_it(tmp_path):
 
 
 # One input of one value per channel against a full one (a squeeze-excite gate, a bias), either
-# input, with and without a tail of the four lanes: the Helium per-channel loop.
-PER_CHANNEL = [((1, 5, 3, 12), (1, 1, 1, 12)), ((1, 1, 1, 7), (1, 4, 2, 7)), ((2, 3, 3, 5), (1, 1, 1, 5))]
+# input, with and without a tail of the four lanes: the Helium per-channel loop. The last two
+# full inputs hold at least TABLE_MIN_ELEMENTS values: SUB rescales them by gathers from a table.
+PER_CHANNEL = [((1, 5, 3, 12), (1, 1, 1, 12)), ((1, 1, 1, 7), (1, 4, 2, 7)), ((2, 3, 3, 5), (1, 1, 1, 5)),
+               ((1, 1, 1, 13), (1, 8, 5, 13)), ((1, 8, 8, 16), (1, 1, 1, 16))]
 
 
 @pytest.mark.matrix
@@ -143,6 +145,8 @@ def test_helium_per_channel_c_on_m55_is_tflite_micro(tmp_path, m55, name, shapes
         source = params.render("et_op", target=m55)
         assert "one value per channel" in source and params.per_channel == (0 if shapes[0][:3] == (1, 1, 1) else 1)
         assert ("vctp32q" in source) == (shapes[0][3] % 4 != 0)
+        full = max(int(np.prod(shape)) for shape in shapes)
+        assert ("vldrwq_gather" in source) == (name == "SUB" and full >= TABLE_MIN_ELEMENTS)
         a, b = draw_int8(rng, shapes[0], edge), draw_int8(rng, shapes[1], edge)
         want = tflm(data, [a, b])
         assert_same(f"{edge} ({compiler})", run_target(params, m55, [a, b], want.shape, tmp_path / f"p{case}", compiler), want)
