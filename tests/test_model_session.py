@@ -16,7 +16,7 @@ import pytest
 from edgetune.codegen import get_kernel
 from edgetune.model import load_model
 from edgetune.model.module import default_config
-from edgetune.model.session import (ModelTuneError, distinct_workloads, progress_line, similarity_group,
+from edgetune.model.session import (ModelTuneError, distinct_workloads, progress_line, similarity_group, starting_seeds,
                                     tune_model)
 from edgetune.tuner import Constraint, Outcome, Space, TuningDatabase
 
@@ -191,11 +191,12 @@ def test_every_layers_second_trial_is_its_plain_loop_nest_as_the_baseline_measur
 @pytest.mark.qemu
 def test_a_layer_measures_the_best_configuration_a_similar_layer_found_first(m55, tmp_path):
     # Two 1x1 convolutions (one similarity group): the second one's warm-up round measures its
-    # default, its plain loop nest, then the first one's best so far, then what its strategy proposes.
+    # default, its plain loop nest, then the first one's best so far, then the kernel's first
+    # starting point (the others and the strategy's proposals come later).
     wide = "h=6,w=6,cin=8,cout=16,kh=1,kw=1,stride=1,pad=0,dilation=1"
     db = TuningDatabase(tmp_path / "m.db")
-    summary = tune_model([layer(0, "conv2d_s8", PW), layer(1, "conv2d_s8", wide)], m55, db, budget=8,
-                         round_trials=4, baselines=False, seed=2, scheduler="even")
+    layers = [layer(0, "conv2d_s8", PW), layer(1, "conv2d_s8", wide)]
+    summary = tune_model(layers, m55, db, budget=8, round_trials=4, baselines=False, seed=2, scheduler="even")
     first, second = (db.proposals(result.workload) for result in summary.layers)
     best = min((r for r in first[:4] if r.trial.outcome is Outcome.OK), key=lambda r: r.trial.values["instructions"])
     default = default_config(get_kernel("conv2d_s8"), m55, summary.layers[1].workload.shape_dict()).as_dict()
@@ -203,7 +204,28 @@ def test_a_layer_measures_the_best_configuration_a_similar_layer_found_first(m55
     assert second[0].trial.config.as_dict() == default and not second[0].asked
     assert second[1].trial.config["vector"] == "naive" and not second[1].asked
     assert second[2].trial.config.as_dict() == best.trial.config.as_dict() and not second[2].asked
-    assert second[3].asked and summary.spent == 8
+    starts = [c for c in starting_seeds(distinct_workloads(layers, m55)[1], m55, ())
+              if c != best.trial.config.as_dict()]
+    assert second[3].trial.config.as_dict() == starts[0] and not second[3].asked and summary.spent == 8
+
+
+def test_starting_points_are_legal_helium_configurations_only_where_helium_and_their_compiler_are(m55, m4):
+    # ResNet-8's first convolution, a 3x3 over 16 channels and a 1x1 with a stride: each gets
+    # the kernel's starting points that are legal for it, whole configurations of its space.
+    shapes = ["h=32,w=32,cin=3,cout=16,kh=3,kw=3,stride=1,dilation=1,pad=same",
+              "h=16,w=16,cin=32,cout=32,kh=3,kw=3,stride=1,dilation=1,pad=same",
+              "h=16,w=16,cin=32,cout=64,kh=1,kw=1,stride=2,dilation=1,pad=valid"]
+    lws = distinct_workloads([layer(i, "conv2d_s8", text) for i, text in enumerate(shapes)], m55)
+    for lw in lws:
+        starts = starting_seeds(lw, m55, ())
+        space = lw.kernel.tuning_space(m55, lw.shape)
+        pointwise = lw.shape["kh"] == 1
+        # the direct loop's pixel tiles are 1x1 kernels' only: a 3x3 layer gets the two im2col ones
+        assert len(starts) == (3 if pointwise else 2) and all(space.is_legal(space.make(c)) for c in starts)
+        assert {(c["vector"], c["layout"], c["compiler"]) for c in starts} == {("mve", "packed", "clang")}
+        assert starting_seeds(lw, m55, ("gcc",)) == ()  # a run limited to gcc: not clang's starting points
+    assert starting_seeds(distinct_workloads([layer(0, "conv2d_s8", shapes[0])], m4)[0], m4, ()) == ()  # no Helium
+    assert starting_seeds(distinct_workloads([layer(0, "dwconv2d_s8", DW3)], m55)[0], m55, ()) == ()  # none offered
 
 
 @pytest.mark.qemu

@@ -310,7 +310,8 @@ class RoundRunner:
             for old in [k for k in self.searches if k[0] == key[0]]:
                 self.searches.pop(old).close()
             seeds = (default_seed(lw, self.template.target, self.template.compilers),
-                     *naive_seed(lw, self.template.target, self.template.compilers), *self._winners(lw))
+                     *naive_seed(lw, self.template.target, self.template.compilers), *self._winners(lw),
+                     *starting_seeds(lw, self.template.target, self.template.compilers))
             request = replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget, initial=seeds,
                               scratch_limit=self.scratch_limits.get(lw.workload.key()))
             self.searches[key] = LiveSearch(request, self.db, self.trial_progress)
@@ -387,6 +388,25 @@ def naive_seed(lw: LayerWorkload, target: Target, compilers: tuple[str, ...]) ->
     except (KeyError, ValueError):
         return ()
     return (config.as_dict(),) if space.is_legal(config) else ()
+
+
+def starting_seeds(lw: LayerWorkload, target: Target, compilers: tuple[str, ...]) -> tuple[dict, ...]:
+    """The kernel's starting points (Kernel.starting_points) as whole configurations of the
+    layer's space, over its default configuration: measured after the plain loop and the
+    similar layers' winners (evidence from this model's own layers comes first), before the
+    strategy's own proposals, so a layer whose search is short (a model's smaller layers get
+    a few dozen trials) still starts from a configuration known to be fast on such layers.
+    Those illegal for the shape, or built by a compiler this run may not use, are left out."""
+    space = lw.kernel.tuning_space(target, lw.shape)
+    base, seeds = default_seed(lw, target, compilers), []
+    for partial in lw.kernel.starting_points(target, lw.shape):
+        try:
+            config = space.make({**base, **partial})
+        except (KeyError, ValueError):
+            continue  # a value this target's space does not have (a compiler it lacks)
+        if space.is_legal(config) and (not compilers or config["compiler"] in compilers):
+            seeds.append(config.as_dict())
+    return tuple(seeds)
 
 
 def baseline_values(lw: LayerWorkload, target: Target) -> dict | None:

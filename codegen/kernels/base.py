@@ -249,6 +249,13 @@ class Kernel:
     def reference(self, shape: Mapping[str, int], io: KernelIO) -> list[np.ndarray]:
         raise NotImplementedError
 
+    def starting_points(self, target: Target, shape: Mapping[str, int]) -> tuple[dict, ...]:
+        """Partial configurations `model tune` measures early on every layer of this kernel
+        (over the default configuration's other values; those illegal for a shape, or built
+        by a compiler the run may not use, are left out): configurations measured fastest on
+        typical layers, so a layer whose own search is short still starts from one. () : none."""
+        return ()
+
     def template_vars(self, target: Target, shape: Mapping[str, int], config: Config) -> dict:
         raise NotImplementedError
 

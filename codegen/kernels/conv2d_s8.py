@@ -87,6 +87,19 @@ PATHS = (
 )
 
 
+# `starting_points` on a target with Helium: packed weights, the fused epilogue, clang -O3, and
+# three tilings that were the fastest measured on the MLPerf Tiny layers (M55, bench/RESULTS.md,
+# "Starting points"). The first is ResNet-8's first convolution (cin=3): 194,714 instructions,
+# where a default-budget tune of 60 trials on that layer had shipped 255,330 without reaching it.
+HELIUM_START = dict(vector="mve", layout="packed", weight_sums="in_loop", fusion="fused", unroll=1,
+                    compiler="clang", opt="O3")
+HELIUM_TILINGS = (
+    dict(algo="im2col", im2col_pixels=32, tile_p=4, tile_oc=1),  # narrow reductions: the first layers
+    dict(algo="im2col", im2col_pixels=64, tile_p=2, tile_oc=3),  # 3x3 over 16 channels or more
+    dict(algo="direct", im2col_pixels=1, tile_p=4, tile_oc=2),   # 1x1: pixel tiles on the direct loop
+)
+
+
 def tile_schedule(total: int, tile: int) -> tuple[int, int]:
     """(extent covered by full tiles, size of the remainder tile)."""
     return total - total % tile, total % tile
@@ -112,6 +125,11 @@ class Conv2dS8(Kernel):
 
     def expand_shape(self, items: dict[str, object]) -> dict[str, object]:
         return expand_geometry(items)
+
+    def starting_points(self, target: Target, shape: Mapping[str, int]) -> tuple[dict, ...]:
+        if "mve" not in (path.name for path in self.offered_paths(target)):
+            return ()
+        return tuple({**HELIUM_START, **tiling} for tiling in HELIUM_TILINGS)
 
     def check_shape(self, shape: dict[str, int]) -> None:
         geo = geometry_of(shape)
