@@ -57,14 +57,15 @@ def measure(kernel, target, shape, evaluator, values: dict) -> int | str:
     return trial.values["instructions"] if not trial.outcome.failed else trial.outcome.value
 
 
-def main() -> None:
+def print_floors(model: str, layers: list) -> None:
+    """One table row per named configuration of each layer, beside its plain loop and default."""
     target = get_target("cortex-m55")
-    print(f"DS-CNN's layers on {target.name} (QEMU {target.runner.machine}): instructions per call")
+    print(f"{model}'s layers on {target.name} (QEMU {target.runner.machine}): instructions per call")
     print(f"| layer (x occurrences) | configuration | instructions | MACs / instruction | x plain loop |")
     print("|---|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for label, name, text, times, named in LAYERS:
+        for label, name, text, times, named in layers:
             kernel = get_kernel(name)
             shape = kernel.parse_shape(text)
             workload = workload_of(kernel, target, shape)
@@ -82,4 +83,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    print_floors("DS-CNN", LAYERS)

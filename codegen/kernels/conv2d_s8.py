@@ -88,8 +88,8 @@ PATHS = (
 
 
 # `starting_points` on a target with Helium: packed weights, the fused epilogue, clang -O3, and
-# three tilings that were the fastest measured on the MLPerf Tiny layers (M55, bench/RESULTS.md,
-# "Starting points"). The first is ResNet-8's first convolution (cin=3): 194,714 instructions,
+# three tilings that were the fastest measured on the MLPerf Tiny layers (M55, bench/resnet8_layers.py,
+# bench/RESULTS.md). The first is ResNet-8's first convolution (cin=3): 194,714 instructions,
 # where a default-budget tune of 60 trials on that layer had shipped 255,330 without reaching it.
 HELIUM_START = dict(vector="mve", layout="packed", weight_sums="in_loop", fusion="fused", unroll=1,
                     compiler="clang", opt="O3")
