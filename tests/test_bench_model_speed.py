@@ -10,7 +10,7 @@ import pytest
 from bench_scripts import load_bench
 from edgetune.codegen.kernels.naive_path import NAIVE
 from edgetune.model import load_model
-from edgetune.model.session import default_seed, distinct_workloads, tune_model
+from edgetune.model.session import compact_shape, default_seed, distinct_workloads, tune_model
 from edgetune.tuner import TuningDatabase
 from model_files import fc_model, write
 
@@ -41,6 +41,9 @@ def test_the_layer_figures_are_the_exported_trial_beside_the_tunes_own_baselines
     layer's first round measures, and the fastest is behind neither."""
     model = load_model(write(tmp_path, "fc", fc_model(np.random.default_rng(12), (1, 24), 8)))
     db = TuningDatabase(tmp_path / "m.db")
+    # Nothing stored yet: the export would ship the default configuration, measured nowhere.
+    assert bench.layer_figures(model, m55, db) == (bench.LayerFigures((0,), figures_name(model, m55), 0, None, None,
+                                                                      None),)
     summary = tune_model(model.layers, m55, db, budget=4, baselines=False)
     [figures] = bench.layer_figures(model, m55, db, summary)
     [lw] = distinct_workloads(model.layers, m55)
@@ -51,6 +54,11 @@ def test_the_layer_figures_are_the_exported_trial_beside_the_tunes_own_baselines
     assert figures.default == values[default] and [figures.naive] == naive
     assert figures.shipped == min(v for v in values.values() if v is not None) < figures.default
     assert figures.plain is None and figures.behind() == ()
+
+
+def figures_name(model, target) -> str:
+    [lw] = distinct_workloads(model.layers, target)
+    return f"{lw.workload.kernel} {compact_shape(lw.shape)}"
 
 
 def test_the_model_row_gives_each_goal_its_ratio_and_verdict(bench):
