@@ -18,7 +18,7 @@ def _round(total, missing, layers):
 
 def test_a_progress_line_names_the_layers_shortly():
     line = progress_line(_round(12345.0, 0, (1, 3, 5)), "instructions")
-    assert line == "[  12/40] round 3: layers 1,3,5 conv2d_s8 3x3 (4 trials) | model instructions=12345"
+    assert line == "[  12/40] round 3: layers 1,3,5 conv2d_s8 3x3 (4 trials) | tuned layers alone: instructions=12345"
 
 
 def test_the_warm_up_is_said_calmly_and_many_layers_are_cut_short():

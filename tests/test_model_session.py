@@ -156,7 +156,7 @@ def test_the_budget_is_spent_across_layers_and_the_total_is_weight_times_best(m5
     assert [s.spent for s in shown] == [2, 4, 6, 8, 10, 12] and shown == list(summary.rounds)
     assert shown[0].total is None and shown[0].missing == 2 and shown[-1].total == summary.total
     assert all(a.total >= b.total for a, b in zip(shown[2:], shown[3:]))  # the total never rises
-    assert "model instructions=" in progress_line(shown[-1], "instructions")
+    assert "| tuned layers alone: instructions=" in progress_line(shown[-1], "instructions")
 
 
 @pytest.mark.qemu

@@ -435,8 +435,10 @@ def measure_baseline(lw: LayerWorkload, target: Target, objective: str) -> float
 def progress_line(state: ModelRound, objective: str) -> str:
     """One line for a terminal: round, trials against the budget, the layer by its short
     name (the workload's full id is ~200 characters), the model's total once every layer
-    has a result (before: how many are still to measure, which is the warm-up, not a fault)."""
-    total = (f"model {objective}={state.total:g}" if state.total is not None
+    has a result (before: how many are still to measure, which is the warm-up, not a fault),
+    named for what it is: the tuned layers measured alone, not the module (issue 29, goal 6;
+    it was "model instructions=", as the summary's total was before it was named so)."""
+    total = (f"tuned layers alone: {objective}={state.total:g}" if state.total is not None
              else f"model total once every layer is measured ({state.missing} to go)")
     return (f"[{state.spent:>4}/{state.budget}] round {state.number}: {short_layer_name(state)} "
             f"({state.layer_trials} trials) | {total}")
