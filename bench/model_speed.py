@@ -30,6 +30,11 @@ trials every layer's first round measures (model.session.default_seed, naive_see
 model tune's plain C baseline; a layer whose shipped variant is slower than any of them is
 flagged.
 
+Then the module under goal 3's bound (0.7x TFLite Micro's RAM): `model tune --max-ram`'s lean
+trials measured into the same database (bench/model_ram.py's lean_trials, after the figures
+above are taken), then `model export --max-ram`, verified whole the same way: the module a
+user gets with one flag, whose instructions and RAM both goals judge together.
+
 TFLite Micro's figures are reference constants (bench/model_ram.py's TFLM_M55, from issue 29),
 and so are CMSIS-NN's four layers (CMSIS_NN_M55 below).
 
@@ -58,6 +63,7 @@ from edgetune.tuner import SpaceError, TuningDatabase
 
 sys.path.insert(0, str(Path(__file__).parent))
 from model_ram import GOAL as RAM_GOAL, MODEL_NAMES, MODELS, TFLM_M55  # noqa: E402  (reference constants, with their source)
+from model_ram import lean_trials, run as bounded_run  # noqa: E402  (model tune --max-ram's step; export + verify)
 
 GOAL = 0.5  # issue 29, goal 1: instructions <= 0.5x TFLite Micro + CMSIS-NN's
 
@@ -169,10 +175,13 @@ def measure(name: str, target, budget: int | None, per_workload: int | None, see
     summary = tune_model(model.layers, target, db, budget=budget, seed=seed, jobs=jobs)
     (own_after, children_after), wall = cpu_seconds(), time.monotonic() - wall
     own, cpu = own_after - own, own_after - own + children_after - children
-    return dict(name=name, budget=budget, cpu=cpu, own=own, wall=wall, alone=summary.total,
-                tuned=module_figures(path, target, db, work / f"{name}-tuned"),
-                plain=module_figures(path, target, None, work / f"{name}-plain"),
-                layers=layer_figures(model, target, db, summary))
+    row = dict(name=name, budget=budget, cpu=cpu, own=own, wall=wall, alone=summary.total,
+               tuned=module_figures(path, target, db, work / f"{name}-tuned"),
+               plain=module_figures(path, target, None, work / f"{name}-plain"),
+               layers=layer_figures(model, target, db, summary))
+    bound = int(RAM_GOAL * TFLM_M55[name]["ram"])
+    lean = lean_trials(name, target, db, bound)
+    return dict(row, bound=bound, lean=lean, bounded=bounded_run(name, target, db, work / f"{name}-bounded", 1, bound))
 
 
 def _ratio(ours: float | None, reference: float | None) -> str:
@@ -200,6 +209,24 @@ def model_row(row: dict) -> str:
              f"{plain.instructions:,}", f"{plain.ram:,}", f"{plain.flash:,}", _n(row["alone"]),
              f"{behind} of {len(row['layers'])}", f"{row['cpu']:.0f}", f"{100 * row['own'] / row['cpu']:.0f}",
              f"{row['wall']:.0f}"]
+    return "| " + " | ".join(cells) + " |"
+
+
+BOUNDED_HEADER = (f"| model | RAM bound B ({RAM_GOAL}x TFLM) | lean trials added | instructions | ratio | goal 1 <= {GOAL}x "
+                  f"| RAM B | ratio | goal 3 <= {RAM_GOAL}x | flash B | ratio | instructions against the fastest module |\n"
+                  "|---|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|")
+
+
+def bounded_row(row: dict) -> str:
+    """The module exported under goal 3's bound, beside TFLite Micro's figures and the fastest module's."""
+    ref, m = TFLM_M55[row["name"]], row["bounded"]
+    if "refused" in m:
+        return f"| {row['name']} | {row['bound']:,} | {row['lean']} | refused: {m['refused']} | | | | | | | | |"
+    speed, ram = m["instructions"] / ref["instructions"], m["ram"] / ref["ram"]
+    change = (m["instructions"] - row["tuned"].instructions) / row["tuned"].instructions
+    cells = [row["name"], f"{row['bound']:,}", str(row["lean"]), f"{m['instructions']:,}", f"{speed:.2f}",
+             "yes" if speed <= GOAL else "no", f"{m['ram']:,}", f"{ram:.2f}", "yes" if ram <= RAM_GOAL else "no",
+             f"{m['flash']:,}", _ratio(m["flash"], ref["flash"]), f"{change:+.1%}"]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -251,6 +278,10 @@ def main() -> None:
             row = measure(name, target, args.budget, args.per_workload, args.seed, args.jobs, Path(tmp), args.keep_db)
         rows.append(row)
         print(model_row(row), flush=True)
+    print("\nThe module under goal 3's RAM bound (model tune --max-ram's lean trials, model export --max-ram):\n")
+    print(BOUNDED_HEADER)
+    for row in rows:
+        print(bounded_row(row))
     print("\nPer tuned layer (instructions, each measured alone on the layer's tuning inputs):\n")
     print(LAYER_HEADER)
     for row in rows:
