@@ -52,9 +52,9 @@ from edgetune.tuner.code_rank import CodeRanker, kernel_fit_among, log_centre
 from edgetune.tuner.recorded import RecordedSpace, load_recorded
 
 RANKING_SPACES = Path(__file__).resolve().parent / "ranking_spaces"
-# Points of the space compiled to centre the features on (their median log counts). Over the
-# eight recorded spaces, predictions centred on 16 evenly spread points rank the whole space
-# as those centred on all of it do (bench/live_rank.py --centre prints the rank correlation).
+# Points of the space compiled to centre the features on (their median log counts). On the
+# eight recorded spaces, predictions centred on 16 evenly spread points rank each space as those
+# centred on all of it do, to a rank correlation of 0.91-0.995 (bench/live_rank.py --centre).
 CENTRE_SAMPLE = 16
 
 
@@ -130,7 +130,8 @@ class CodeScore:
     its strategy to replay it), as a compiler is: it holds no state of the search."""
 
     def __init__(self, ranker: LiveRanker, kernel: Kernel, target: Target, shape: dict, space: Space,
-                 batched: bool, jobs: int):
+                 batched: bool, jobs: int, workload_key: str = ""):
+        self.workload_key = workload_key
         self.live, self.kernel, self.target, self.shape, self.space = ranker, kernel, target, dict(shape), space
         self.batched, self.jobs = batched, max(1, jobs)
         self.runner = runner_for(target)
@@ -139,6 +140,7 @@ class CodeScore:
         self._centre: np.ndarray | None = None
         self._lock = threading.Lock()
         self.compile_seconds = 0.0  # spent compiling and reading code, over every call
+        self.compiled_at: dict[str, float] = {}  # configuration key -> time.monotonic() when it was read
 
     def __deepcopy__(self, memo) -> "CodeScore":
         return self
@@ -154,6 +156,7 @@ class CodeScore:
             found = self._compile(config)
             with self._lock:
                 self._features[key] = found
+                self.compiled_at.setdefault(key, time.monotonic())
         return self._features[key]
 
     def _compile(self, config: Config) -> dict | None:
@@ -219,7 +222,7 @@ def code_ranking(kernel: Kernel, target: Target, shape: dict, space: Space, work
         score = _SCORES.get(key)
         if score is None:
             ranker = live_ranker(kernel.name, target.name, shape)
-            score = _SCORES[key] = CodeScore(ranker, kernel, target, shape, space, batched, jobs)
+            score = _SCORES[key] = CodeScore(ranker, kernel, target, shape, space, batched, jobs, workload_key)
     return {"score": score, "prefetch": score.prefetch, "kernel_fit": score.live.kernel_fit}
 
 

@@ -22,8 +22,11 @@ trial (flash, reset, session: 3 s assumed, the project has no board to time) plu
 compile at the mean compile-and-read time measured here (`transfer+code`: each configuration it
 compiled, run or not; the runs of those it compiled find their objects in the cache).
 
+--centre: only how far a live search's centring (CENTRE_SAMPLE points) moves the ranker's
+predictions from a replay's (the whole space), per recorded space.
+
 usage: .venv/bin/python bench/live_rank.py [--seeds N] [--budget B] [--model-budget B] [--cap C]
-                                           [--kernels NAME ...] [--models NAME ...] [--jobs J]
+                                           [--kernels NAME ...] [--models NAME ...] [--jobs J] [--centre]
 """
 from __future__ import annotations
 
@@ -101,12 +104,19 @@ def kernel_run(kernel_name: str, shape_text: str, strategy: str, seed: int, budg
     goal = best if reference is None else reference
     hit = next((n for n, v in enumerate(values) if v is not None and v <= goal), None)
     upto = trials[:len(trials) if hit is None else hit + 1]
+    seconds = clock.done[upto[-1].config.key()]
+    compiled, compile_s = compiles_until(clock.start + seconds, {(search.workload.key(), t.config.key()) for t in upto})
+    return Run(limit if hit is None else hit + 1, hit is not None, best, seconds,
+               sum(t.value("instructions") or 0.0 for t in upto), compiled, compile_s)
+
+
+def compiles_until(moment: float, run: set[str]) -> tuple[int, float]:
+    """(configurations compiled by the time `moment`: the trials run so far, and those the
+    live scores compiled then; the scores' mean seconds per compile and read, 0 without)."""
     scores = live_rank.scores_made()
-    compiled = len({t.config.key() for t in upto} | set().union(*(s.compiled for s in scores))) if scores \
-        else len(upto)
-    compile_s = sum(s.compile_seconds for s in scores) / max(1, sum(len(s.compiled) for s in scores))
-    return Run(limit if hit is None else hit + 1, hit is not None, best, clock.done[upto[-1].config.key()],
-               sum(t.value("instructions") or 0.0 for t in upto), compiled, compile_s if scores else 0.0)
+    ranked = {(s.workload_key, key) for s in scores for key, at in s.compiled_at.items() if at <= moment}
+    spent = sum(s.compile_seconds for s in scores) / max(1, sum(len(s.compiled) for s in scores))
+    return len(run | ranked), spent if scores else 0.0
 
 
 def best_of(db: TuningDatabase, search: LiveSearch) -> float:
@@ -120,32 +130,31 @@ def model_run(name: str, strategy: str, seed: int, budget: int, limit: int, step
     fresh_cache(root, f"{name}-{strategy}-{seed}")
     live_rank.forget_scores()
     db = TuningDatabase(root / f"{name}-{strategy}-{seed}.db")
-    rounds, start = [], time.monotonic()
+    rounds: dict[int, tuple] = {}  # round number -> (trials spent, total, seconds when first heard of)
+    start = time.monotonic()
     clock = Clock()
 
     def heard(state) -> None:
-        rounds.append((state.spent, state.total, time.monotonic() - start))
+        # A call with a larger budget replays the earlier rounds first: their first time counts.
+        rounds.setdefault(state.number, (state.spent, state.total, time.monotonic() - start))
 
     done = budget
     while True:
-        rounds.clear()  # every call replays the earlier rounds from the database first
         tune_model(model.layers, target, db, budget=done, strategy=strategy, seed=seed, jobs=jobs, progress=heard,
                    trial_progress=clock)
-        final = rounds[-1][1]
+        final = rounds[max(rounds)][1]
         if reference is None or final <= reference or done >= limit:
             break
         done = min(limit, done + step)
     goal = final if reference is None else reference
-    hit = next(((spent, seconds) for spent, total, seconds in rounds if total is not None and total <= goal), None)
-    spent, seconds = hit if hit is not None else (limit, rounds[-1][2])
+    ordered = [rounds[n] for n in sorted(rounds)]
+    hit = next(((spent, seconds) for spent, total, seconds in ordered if total is not None and total <= goal), None)
+    spent, seconds = hit if hit is not None else (limit, ordered[-1][2])
     workloads = [lw.workload for lw in distinct_workloads(model.layers, target)]
     records = sorted((r for w in workloads for r in db.proposals(w)), key=lambda r: r.id)[:spent]
-    scores = live_rank.scores_made()
-    run_keys = {r.trial.config.key() for r in records}
-    compiled = len(run_keys | set().union(*(s.compiled for s in scores))) if scores else len(records)
-    compile_s = sum(s.compile_seconds for s in scores) / max(1, sum(len(s.compiled) for s in scores))
+    compiled, compile_s = compiles_until(start + seconds, {(r.workload.key(), r.trial.config.key()) for r in records})
     return Run(spent, hit is not None, final, seconds, sum(r.trial.value("instructions") or 0.0 for r in records),
-               compiled, compile_s if scores else 0.0)
+               compiled, compile_s)
 
 
 def timed_compile(kernel_name: str, shape: dict, root: Path, count: int = 4) -> float:
@@ -164,6 +173,29 @@ def timed_compile(kernel_name: str, shape: dict, root: Path, count: int = 4) -> 
     return (time.perf_counter() - started) / count
 
 
+def centre_agreement() -> None:
+    """Per recorded space: the rank correlation of the ranker's predictions centred on the
+    whole space's median (as a replay centres) and on CENTRE_SAMPLE points spread evenly over
+    its legal set (as a live search does), the ranker learnt without the space."""
+    import numpy as np
+
+    from edgetune.tuner.code_rank import CodeRanker, log_centre
+    from edgetune.tuner.strategies.prior_trust import rank_agreement
+
+    spaces = live_rank.ranking_spaces()
+    print(f"# predictions centred on {live_rank.CENTRE_SAMPLE} evenly spread points against on the whole space")
+    for space in spaces:
+        ranker = CodeRanker.fit(spaces, space)
+        whole = ranker.predicted_ranks(space)
+        legal = space.space.legal_indices()
+        picks = np.unique(np.linspace(0, len(legal) - 1, min(live_rank.CENTRE_SAMPLE, len(legal))).round().astype(int))
+        sample = [space.features[int(legal[p])] for p in picks if int(legal[p]) in space.features]
+        indices = sorted(whole)
+        live = ranker.predict([space.features[i] for i in indices], log_centre(sample, ranker.names))
+        rho = rank_agreement(np.array([whole[i] for i in indices]), live)
+        print(f"{Path(space.path).name:<45} rank correlation {rho:.3f} over {len(indices)} configurations")
+
+
 def board_seconds(run: Run, compile_s: float, overhead_s: float, runs: int, clock_hz: float) -> float:
     return run.evaluations * overhead_s + runs * run.instructions / clock_hz + run.compiled * compile_s
 
@@ -179,7 +211,12 @@ def main() -> int:
     parser.add_argument("--models", nargs="*", default=["ds_cnn_kws"])
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--board-overhead", type=float, default=3.0)
+    parser.add_argument("--centre", action="store_true",
+                        help="Only compare live centring (a sample) with a replay's (the whole space), then stop.")
     args = parser.parse_args()
+    if args.centre:
+        centre_agreement()
+        return 0
     board = get_target(BOARD_TARGET)
     runs_per_trial, clock_hz = board.serial.runs, board.core.clock_hz
     rows = []
@@ -203,7 +240,13 @@ def main() -> int:
                         f"{learnt:.1f} s once; a compile and read {timed:.2f} s")
             else:
                 timed = None
-                note = "layers' rankers learnt as each layer's search opens (inside the clock)"
+                started = time.monotonic()
+                model = load_model(MODELS / f"{label}.tflite")
+                learnt = [live_rank.live_ranker(lw.kernel.name, TARGET, lw.shape)
+                          for lw in distinct_workloads(model.layers, get_target(TARGET))]
+                note = (f"{len(learnt)} workloads' rankers learnt in {time.monotonic() - started:.1f} s once; left out: "
+                        f"{', '.join(sorted({n for r in learnt for n in r.left_out})) or 'none'}; kernel fits "
+                        f"{', '.join(sorted({f'{r.kernel_fit:.2f}' if r.kernel_fit is not None else 'none' for r in learnt}))}")
             print(f"\n## {label}: {note}", flush=True)
             for seed in range(args.seeds):
                 if kind == "kernel":
@@ -222,7 +265,7 @@ def main() -> int:
                 rows.append((label, seed, plain, ranked, compile_s))
                 boards = [board_seconds(r, compile_s, args.board_overhead, runs_per_trial, clock_hz)
                           for r in (plain, ranked)]
-                print(f"seed {seed}: best {plain.best:,.0f}; evaluations transfer {plain.evaluations}, "
+                print(f"seed {seed}: best {'none' if plain.best is None else f'{plain.best:,.0f}'}; evaluations transfer {plain.evaluations}, "
                       f"+code {ranked.evaluations}{'' if ranked.reached else ' (not reached)'} "
                       f"({1 - ranked.evaluations / plain.evaluations:+.0%}); QEMU s {plain.seconds:.1f} / "
                       f"{ranked.seconds:.1f} ({1 - ranked.seconds / plain.seconds:+.0%}); compiled {plain.compiled} / "
