@@ -25,7 +25,7 @@ compiled, run or not; the runs of those it compiled find their objects in the ca
 --centre: only how far a live search's centring (CENTRE_SAMPLE points) moves the ranker's
 predictions from a replay's (the whole space), per recorded space.
 
-usage: .venv/bin/python bench/live_rank.py [--seeds N] [--budget B] [--model-budget B] [--cap C]
+usage: .venv/bin/python bench/live_rank.py [--seeds N] [--first-seed S] [--budget B] [--model-budget B] [--cap C]
                                            [--kernels NAME ...] [--models NAME ...] [--jobs J] [--centre]
 """
 from __future__ import annotations
@@ -203,6 +203,7 @@ def board_seconds(run: Run, compile_s: float, overhead_s: float, runs: int, cloc
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=0, help="Seeds run from this one on [0].")
     parser.add_argument("--budget", type=int, default=32, help="Trials of a kernel's transfer run [32].")
     parser.add_argument("--model-budget", type=int, default=128, help="Trials of a model's transfer run [128].")
     parser.add_argument("--cap", type=float, default=2.0, help="transfer+code stops at this many times the budget.")
@@ -248,7 +249,7 @@ def main() -> int:
                         f"{', '.join(sorted({n for r in learnt for n in r.left_out})) or 'none'}; kernel fits "
                         f"{', '.join(sorted({f'{r.kernel_fit:.2f}' if r.kernel_fit is not None else 'none' for r in learnt}))}")
             print(f"\n## {label}: {note}", flush=True)
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 if kind == "kernel":
                     plain = kernel_run(kernel_name, shape_text, "transfer", seed, args.budget, args.budget, args.step,
                                        None, args.jobs, root)
