@@ -20,7 +20,7 @@ from edgetune.model.session import tune_model
 from edgetune.session import LiveSearch, TuneRequest, tune
 from edgetune.targets import get_target
 from edgetune.tuner import Outcome, Space, TuningDatabase, choice
-from edgetune.tuner.code_explore import CodeRankedTransfer, rank_positions
+from edgetune.tuner.code_explore import GATE_KERNEL_RHO, CodeRankedTransfer, rank_positions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -178,11 +178,12 @@ def test_a_seed_reproduces_a_live_transfer_code_run(tmp_path):
 
 @pytest.mark.qemu
 def test_with_its_gate_shut_transfer_code_proposes_what_transfer_does_on_a_live_space(tmp_path):
-    """fir_q15 has no other recorded space: before its own trials can judge the ranking
-    (GATE_TRIALS), the gate is shut, nothing is compiled to be ranked, and the search is
-    `transfer`, proposal for proposal."""
+    """fir_q15's one recorded space (another shape) ranks below GATE_KERNEL_RHO: before its
+    own trials can judge the ranking (GATE_TRIALS), the gate is shut, nothing is compiled to
+    be ranked, and the search is `transfer`, proposal for proposal."""
     shape = "taps=8,block=16,rounding=nearest"
     ranked, search = live_proposals(tmp_path, "a", "fir_q15", shape, "transfer+code", 5, 2)
     plain, _ = live_proposals(tmp_path, "b", "fir_q15", shape, "transfer", 5, 2)
-    assert search.kernel_fit is None and not search.ranking_on and search.scored == 0
+    assert search.kernel_fit is not None and search.kernel_fit < GATE_KERNEL_RHO
+    assert not search.ranking_on and search.scored == 0
     assert ranked == plain and len(plain) == 5
