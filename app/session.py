@@ -38,6 +38,7 @@ from edgetune.tuner.resume import Resumed, rebuild
 from .compile_check import check_compiles
 from .evaluate import Evaluator
 from .identity import measurement_fingerprint, recompute_estimates
+from .live_rank import CodeRankingError, code_ranking
 from edgetune.npu.session import NpuTask, resolve_npu
 from .task import TuningTask, machine_name  # noqa: F401 - machine_name: part of this module's interface
 from .value_roles import target_roles
@@ -258,7 +259,8 @@ class LiveSearch:
                       if STRATEGIES[request.strategy].uses_prior else ())
         self.strategy = make_strategy(request.strategy, self.space, np.random.default_rng(request.seed),
                                       goal.objective, self.prior, budget=request.budget if plan is None else plan,
-                                      roles=target_roles(self.workload.target, task.target))
+                                      roles=target_roles(self.workload.target, task.target),
+                                      ranking=ranking_of(task, self.space, request))
         remote = None if executor is None else task.remote()
         if executor is not None and remote is None:
             raise TargetError(f"{self.workload.target}: runs on this machine only, not on a cluster")
@@ -318,6 +320,18 @@ class LiveSearch:
 
     def __exit__(self, *_) -> None:
         self.close()
+
+
+def ranking_of(task: TuningTask, space: Space, request: TuneRequest) -> dict | None:
+    """A strategy that ranks candidates by their compiled code (`transfer+code`) gets its
+    score here (edgetune.live_rank: compiled through the build cache, read, ranked); for any
+    other, None."""
+    if not STRATEGIES[request.strategy].uses_code:
+        return None
+    if not isinstance(task, CpuTask):
+        raise CodeRankingError(f"--strategy {request.strategy}: ranks the compiled code of CPU kernels; an NPU "
+                               f"operator (--device {request.device}) is compiled by Vela")
+    return code_ranking(task.kernel, task.target, task.shape, space, task.workload.key(), request.jobs)
 
 
 def _prior_use(db: TuningDatabase, prior: tuple[PriorTrials, ...], strategy) -> dict:

@@ -146,12 +146,14 @@ def object_features(cost: CostModel, obj: Path, a64: bool) -> dict[str, int]:
     return listing_features(parse_listing(proc.stdout), a64)
 
 
-def variant_features(runner: Runner, kernel: Kernel, shape: dict, config: Config, workdir: Path) -> dict[str, int]:
+def variant_features(runner: Runner, kernel: Kernel, shape: dict, config: Config, workdir: Path,
+                     fn: str | None = None) -> dict[str, int]:
     """Compile one configuration (through the build cache: a variant measured before is not
-    compiled again) and count the features of its object. CodegenError or MeasureError when
-    it does not render or compile."""
+    compiled again) and count the features of its object; `fn`: its entry point's name (a
+    batched image's, targets.batch.member_function, so that the run finds the object cached).
+    CodegenError or MeasureError when it does not render or compile."""
     target = runner.target
     if target.cost is None:
         raise CodeFeaturesError(f"target {target.name} has no [cost] table naming its disassembler")
-    obj, _, _ = runner.compile_object(kernel.render(target, shape, config), workdir)
+    obj, _, _ = runner.compile_object(kernel.render(target, shape, config, fn=fn), workdir)
     return object_features(target.cost, obj, elf.is_aarch64(obj))

@@ -24,7 +24,9 @@ correlation on this space's own measured trials. While the gate is shut the sear
 `transfer`, proposal for proposal. Ungated, the ranking saved 28% of the evaluations to
 `transfer`'s best on our six recorded M55 spaces but cost 26% more on conv2d_s8; gated, 31%
 on the mean over 10 seeds (28% over 20), no space more than 11% worse (bench/code_explore.py,
-docs/search-priors.md, "The gate"). `edgetune replay --strategy transfer+code` runs it; it is not the default.
+docs/search-priors.md, "The gate"). `edgetune replay --strategy transfer+code` runs it on recorded
+spaces, `edgetune tune` and `model tune` live (edgetune.live_rank compiles the candidates); it
+is not the default.
 """
 from __future__ import annotations
 
@@ -55,18 +57,24 @@ class CodeRankedTransfer(TransferLearning):
     """`transfer` whose plans and random proposals are chosen with the code's ranking.
     `score(config)`: lower is better, None where there is none (it did not compile, no
     features): such a point ranks behind every scored one. Ties keep the model's (or the
-    draw's) order, so a seed reproduces the run as it does `transfer`'s."""
+    draw's) order, so a seed reproduces the run as it does `transfer`'s. Without `score`
+    nothing is ranked: the gate never opens and the search is `transfer`. `prefetch(configs)`,
+    where given, is told the points about to be scored together, before they are (a live
+    search compiles them side by side)."""
 
     name = "transfer+code"
+    uses_code = True
 
     def __init__(self, space: Space, rng: np.random.Generator, objective: str = "", *,
-                 score: Callable[[Config], float | None], shortlist: int = DEFAULT_SHORTLIST,
+                 score: Callable[[Config], float | None] | None = None, shortlist: int = DEFAULT_SHORTLIST,
                  draws: int = DEFAULT_DRAWS, gate: float | None = GATE_RHO, gate_trials: int = GATE_TRIALS,
-                 kernel_fit: float | None = None, **options):
+                 kernel_fit: float | None = None, prefetch: Callable[[list[Config]], None] | None = None,
+                 **options):
         if shortlist < 1 or draws < 1:
             raise ValueError("shortlist and draws must be at least 1")
         super().__init__(space, rng, objective, **options)
-        self.score, self._shortlist, self.draws = score, shortlist, draws
+        self.score, self._shortlist, self.draws = score or _unscored, shortlist, draws
+        self._prefetch = prefetch
         self.gate, self.gate_trials, self.kernel_fit = gate, gate_trials, kernel_fit
         self._own: list[tuple[int, float]] = []  # this space's told trials: (index, value; NaN failed)
         self._gate_at, self._open = -1, gate is None
@@ -81,6 +89,14 @@ class CodeRankedTransfer(TransferLearning):
     @property
     def scored_indices(self) -> frozenset[int]:
         return frozenset(self._scores)
+
+    def _score_all(self, indices) -> None:
+        """Score the points of `indices` not scored yet, telling `prefetch` of them first."""
+        fresh = [i for i in dict.fromkeys(indices) if i not in self._scores]
+        if self._prefetch is not None and len(fresh) > 1:
+            self._prefetch([self.space.config_at(i) for i in fresh])
+        for index in fresh:
+            self._score_of(index)
 
     def _score_of(self, index: int) -> float:
         if index not in self._scores:
@@ -104,6 +120,7 @@ class CodeRankedTransfer(TransferLearning):
         if len(self._own) < self.gate_trials:
             self._open = self.kernel_fit is not None and self.kernel_fit >= GATE_KERNEL_RHO
         else:
+            self._score_all(i for i, _ in self._own)
             scores = np.array([self._score_of(i) for i, _ in self._own])
             finite = np.isfinite(scores)
             self._open = finite.sum() >= self.gate_trials and rank_agreement(
@@ -117,6 +134,7 @@ class CodeRankedTransfer(TransferLearning):
     def _chosen(self, best_first: list[int], size: int) -> list[int]:
         if not self.ranking_on:
             return best_first[:size]
+        self._score_all(best_first)
         code_rank = rank_positions([self._score_of(i) for i in best_first])
         votes = code_rank + np.arange(len(best_first))  # the model's rank is the position
         return [best_first[k] for k in np.argsort(votes, kind="stable")[:size]]
@@ -132,8 +150,14 @@ class CodeRankedTransfer(TransferLearning):
             self._drawn.append(index)
         if not self._drawn:
             return None
+        self._score_all(self._drawn)
         best = min(range(len(self._drawn)), key=lambda k: (self._score_of(self._drawn[k]), k))
         return self._drawn.pop(best)
+
+
+def _unscored(config: Config) -> None:
+    """No score for any point (a `transfer+code` made without a ranker): it ranks nothing."""
+    return None
 
 
 def rank_positions(scores: list[float]) -> np.ndarray:

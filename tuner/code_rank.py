@@ -42,14 +42,29 @@ def feature_names(spaces: Iterable[RecordedSpace]) -> tuple[str, ...]:
     return tuple(sorted(set.intersection(*held))) if held else ()
 
 
-def feature_matrix(rows: Sequence[Features], names: Sequence[str]) -> np.ndarray:
+def feature_matrix(rows: Sequence[Features], names: Sequence[str], centre: np.ndarray | None = None) -> np.ndarray:
     """Per row: log counts centred on the rows' median (so shapes of different sizes compare),
-    each hot_* count as a share of the innermost loops' instructions, and each mac_loop_*
-    count (where recorded) as a share of the multiplying loops' instructions."""
-    counts = np.array([[float(row.get(name, 0.0)) for name in names] for row in rows], dtype=float)
+    or on `centre` (log_centre of a sample of the space: a live search has compiled only a
+    few of its points), each hot_* count as a share of the innermost loops' instructions,
+    and each mac_loop_* count (where recorded) as a share of the multiplying loops'
+    instructions."""
+    counts = _counts(rows, names)
     logs = np.log1p(counts)
-    logs -= np.median(logs, axis=0) if len(rows) else 0.0
+    if centre is not None:
+        logs -= centre
+    elif len(rows):
+        logs -= np.median(logs, axis=0)
     return np.hstack([logs, _shares(counts, names, "hot_"), _shares(counts, names, "mac_loop_")])
+
+
+def log_centre(rows: Sequence[Features], names: Sequence[str]) -> np.ndarray:
+    """The median log count of each feature over `rows`: what feature_matrix centres on."""
+    return np.median(np.log1p(_counts(rows, names)), axis=0)
+
+
+def _counts(rows: Sequence[Features], names: Sequence[str]) -> np.ndarray:
+    return np.array([[float(row.get(name, 0.0)) for name in names] for row in rows], dtype=float).reshape(
+        len(rows), len(names))
 
 
 def _shares(counts: np.ndarray, names: Sequence[str], prefix: str) -> np.ndarray:
@@ -91,12 +106,32 @@ class CodeRanker:
                                   f"`edgetune record`, or add them with bench/code_features.py)")
         if not training:
             raise CodeRankerError(f"{scored.path}: no other recorded space with code features to learn a ranker from")
-        names = feature_names([*training, scored])
+        return cls.learn(training, feature_names([*training, scored]), seed)
+
+    @classmethod
+    def learn(cls, training: Sequence[RecordedSpace], names: Sequence[str] | None = None,
+              seed: int = 0) -> "CodeRanker":
+        """Learn from every space of `training` with features, on the features `names` (default:
+        those every one of them holds). A live search ranks a space no file records: `fit`
+        learns for a recorded one, leaving it out."""
+        from sklearn.ensemble import RandomForestRegressor
+
+        training = [s for s in training if s.features]
+        if not training:
+            raise CodeRankerError("no recorded space with code features to learn a ranker from")
+        names = tuple(names) if names is not None else feature_names(training)
         parts = [space_examples(space, names)[1:] for space in training]
         x = np.vstack([p[0] for p in parts])
         y = np.concatenate([p[1] for p in parts])
         model = RandomForestRegressor(n_estimators=100, min_samples_leaf=3, random_state=seed, n_jobs=1).fit(x, y)
         return cls(names, tuple(s.path for s in training), model)
+
+    def predict(self, rows: Sequence[Features], centre: np.ndarray) -> np.ndarray:
+        """Predicted ranks (0 best .. 1 worst) of compiled variants by their features, each
+        centred on `centre` (log_centre of a sample of their space, on this ranker's names)."""
+        if not rows:
+            return np.zeros(0)
+        return self.model.predict(feature_matrix(rows, self.names, centre))
 
     def agreement(self, space: RecordedSpace) -> float:
         """Spearman's rho of the predicted ranks and the recorded values of `space` (failures
@@ -122,9 +157,15 @@ def kernel_fit(spaces: Sequence[RecordedSpace], scored: RecordedSpace, seed: int
     lowest rank correlation, or None when the kernel has no other recorded space with features.
     It is the evidence, before any trial of `scored` is measured, that the ranker knows the
     kernel's code (tuner.code_explore's gate)."""
-    siblings = [s for s in spaces if s is not scored and s.path != scored.path and s.kernel == scored.kernel
-                and s.features]
-    rest = [s for s in spaces if s is not scored and s.path != scored.path]
+    return kernel_fit_among([s for s in spaces if s is not scored and s.path != scored.path], scored.kernel, seed)
+
+
+def kernel_fit_among(spaces: Sequence[RecordedSpace], kernel: str, seed: int = 0) -> float | None:
+    """kernel_fit over `spaces` (the space being ranked already left out): each recorded space
+    of `kernel` ranked by a ranker learnt from the others, the lowest rank correlation; None
+    when `spaces` hold none of the kernel with features."""
+    siblings = [s for s in spaces if s.kernel == kernel and s.features]
+    rest = list(spaces)
     fits = []
     for sibling in siblings:
         try:

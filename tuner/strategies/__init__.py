@@ -24,10 +24,14 @@ from .gradient import GradientSearch
 from .local import LocalSearch
 from .model import ModelGuided
 from .transfer import TransferLearning
+# Not a module of this package: it builds on the strategies above (transfer, prior_trust).
+from ..code_explore import CodeRankedTransfer  # noqa: E402
 
+# `transfer+code` ranks candidates by their compiled code (`uses_code`): the application, which
+# compiles, gives it a score (make_strategy's `ranking`); made without one it is `transfer`.
 STRATEGIES: dict[str, type[SearchStrategy]] = {
     cls.name: cls for cls in (RandomSearch, Exhaustive, GeneticAlgorithm, SimulatedAnnealing, LocalSearch,
-                              GradientSearch, TransferLearning, Bandit, DifferentialEvolution)
+                              GradientSearch, TransferLearning, Bandit, DifferentialEvolution, CodeRankedTransfer)
 }
 
 # Old names kept working, each with the name it now stands for. `model` was the cost model
@@ -71,14 +75,16 @@ def check_strategy(name: str) -> type[SearchStrategy]:
 
 def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: str = "",
                   prior: Sequence[PriorTrials] = (), budget: int | None = None,
-                  roles: ValueRoles = ValueRoles()) -> SearchStrategy:
+                  roles: ValueRoles = ValueRoles(), ranking: dict | None = None) -> SearchStrategy:
     """The one place strategy names become objects (used by the CLI and the session).
 
     `objective` names the measured value to minimise (strategies that learn need it);
     `prior` holds trials of the same kernel on other workloads, for strategies that
     transfer what they learnt (others ignore it), and `roles` this space's target's value
     roles, which prior values are mapped to (see ValueRoles); `budget` is the run's
-    evaluation budget, for strategies that plan by it (None: unknown).
+    evaluation budget, for strategies that plan by it (None: unknown); `ranking` the options of
+    a strategy that ranks compiled code (`uses_code`: score, prefetch, kernel_fit; see
+    tuner.code_explore), which the others ignore.
     """
     cls = check_strategy(name)
     options: dict = {}
@@ -87,10 +93,12 @@ def make_strategy(name: str, space: Space, rng: np.random.Generator, objective: 
         options["roles"] = roles
     if cls.uses_budget:
         options["budget"] = budget
+    if cls.uses_code:
+        options.update(ranking or {})
     return cls(space, rng, objective, **options)
 
 
-__all__ = ["ALIASES", "Bandit", "DEFAULT_STRATEGY", "DifferentialEvolution", "Exhaustive", "GeneticAlgorithm", "GradientSearch",
+__all__ = ["ALIASES", "Bandit", "CodeRankedTransfer", "DEFAULT_STRATEGY", "DifferentialEvolution", "Exhaustive", "GeneticAlgorithm", "GradientSearch",
            "LocalSearch", "ModelGuided", "PriorTrials", "RandomSearch", "STRATEGIES", "SearchStrategy", "SimulatedAnnealing", "Strategy",
            "TransferLearning", "ValueRoles", "canonical_strategy", "check_strategy", "deprecation_note",
            "make_strategy"]

@@ -95,6 +95,7 @@ class SearchStrategy:
     name = ""
     uses_prior = False  # make_strategy passes prior trials only to strategies that want them
     uses_budget = False  # ... and the run's evaluation budget (a hint: None when unknown)
+    uses_code = False  # ... and a score of each candidate's compiled code (tuner.code_explore)
 
     def __init__(self, space: Space, rng: np.random.Generator, objective: str = ""):
         self.space = space

@@ -1,0 +1,290 @@
+"""Does `transfer+code` pay in a live tune? Evaluations and wall time to `transfer`'s best.
+
+In the same run, per workload and seed, each in a fresh database and a fresh build cache:
+- `transfer` (the default) tunes for --budget trials; its best, and the trials it took to
+  first reach it, are noted;
+- `transfer+code` (edgetune.live_rank: the candidates compiled, their code ranked by the
+  ranker learnt from the recorded spaces shipped with edgetune, a space of the very workload
+  left out; CodeRankedTransfer voting behind its gate) tunes with the same seed, planning
+  for the same budget, and goes on past it (--step trials at a time, the search kept open)
+  until it reaches that best or --cap x the budget (a miss counts the cap).
+Kernels: one LiveSearch each (edgetune.session, as `edgetune tune` runs it). Models: the
+library's tune_model (as `edgetune model tune`), the best being the model's total (sum over
+layers of occurrences x best); a model run that has not reached `transfer`'s total is run
+again with --step more trials on the same database (a run with a smaller budget makes the
+same choices as the first rounds of a larger one: bench/model_budget.py).
+
+Wall time: QEMU as measured here (from the search's opening to the trial, or round, that
+reached the best; the ranker is learnt before the clock starts and its one-off cost printed
+apart), and a serial board modelled as bench/code_explore.py does: --board-overhead seconds per
+trial (flash, reset, session: 3 s assumed, the project has no board to time) plus the
+`an547-serial` target's runs per trial of the trial's instructions at its clock, plus every
+compile at the mean compile-and-read time measured here (`transfer+code`: each configuration it
+compiled, run or not; the runs of those it compiled find their objects in the cache).
+
+--centre: only how far a live search's centring (CENTRE_SAMPLE points) moves the ranker's
+predictions from a replay's (the whole space), per recorded space.
+
+usage: .venv/bin/python bench/live_rank.py [--seeds N] [--first-seed S] [--budget B] [--model-budget B] [--cap C]
+                                           [--kernels NAME ...] [--models NAME ...] [--jobs J] [--centre]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgetune import live_rank
+from edgetune.codegen import get_kernel
+from edgetune.model import load_model
+from edgetune.model.session import distinct_workloads, tune_model
+from edgetune.session import LiveSearch, TuneRequest
+from edgetune.targets import get_target
+from edgetune.tuner import TuningDatabase
+
+HERE = Path(__file__).resolve().parent
+MODELS = HERE.parent / "tests" / "data" / "models"
+TARGET = "cortex-m55"
+BOARD_TARGET = "an547-serial"
+KERNELS = {
+    "matmul_s8 m16n16k32": ("matmul_s8", "m=16,n=16,k=32"),
+    "dwconv2d_s8 ds-cnn": ("dwconv2d_s8", "h=25,w=5,c=64,mult=1,kh=3,kw=3,stride=1,dilation=1,pad=same"),
+    "fir_q15 t32b64": ("fir_q15", "taps=32,block=64,rounding=nearest"),
+    "conv2d_s8 8x8x16": ("conv2d_s8", "h=8,w=8,cin=16,cout=16,kh=3,kw=3,stride=1,dilation=1,pad=same"),
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    evaluations: int  # to reach the reference best (the cap where it never did)
+    reached: bool
+    best: float
+    seconds: float  # QEMU wall time to that evaluation (or round)
+    instructions: float  # summed over the trials to that evaluation
+    compiled: int  # configurations compiled (transfer: one per trial; +code: its scorer's, run or not)
+    compile_s: float  # mean seconds per compile and read (+code's scorer; 0: not measured)
+
+
+class Clock:
+    """Completion time of each stored trial, by configuration key."""
+
+    def __init__(self):
+        self.start, self.done = time.monotonic(), {}
+
+    def __call__(self, stored, budget, trial) -> None:
+        self.done.setdefault(trial.config.key(), time.monotonic() - self.start)
+
+
+def fresh_cache(root: Path, name: str) -> None:
+    os.environ["EDGETUNE_CACHE"] = str(root / f"cache-{name}")  # read at every build
+
+
+def kernel_run(kernel_name: str, shape_text: str, strategy: str, seed: int, budget: int, limit: int, step: int,
+               reference: float | None, jobs: int, root: Path) -> Run:
+    kernel, target = get_kernel(kernel_name), get_target(TARGET)
+    shape = kernel.parse_shape(shape_text)
+    fresh_cache(root, f"{kernel_name}-{strategy}-{seed}")
+    live_rank.forget_scores()
+    db = TuningDatabase(root / f"{kernel_name}-{strategy}-{seed}.db")
+    clock = Clock()
+    request = TuneRequest(kernel, target, shape, strategy, budget, jobs, seed)
+    with LiveSearch(request, db, clock, plan=budget) as search:
+        done = budget
+        search.run(done)
+        while reference is not None and best_of(db, search) > reference and done < limit:
+            done = min(limit, done + step)
+            search.run(done)
+        trials = [r.trial for r in db.proposals(search.workload)]
+    values = [t.value("instructions") for t in trials]
+    best = min(v for v in values if v is not None)
+    goal = best if reference is None else reference
+    hit = next((n for n, v in enumerate(values) if v is not None and v <= goal), None)
+    upto = trials[:len(trials) if hit is None else hit + 1]
+    seconds = clock.done[upto[-1].config.key()]
+    compiled, compile_s = compiles_until(clock.start + seconds, {(search.workload.key(), t.config.key()) for t in upto})
+    return Run(limit if hit is None else hit + 1, hit is not None, best, seconds,
+               sum(t.value("instructions") or 0.0 for t in upto), compiled, compile_s)
+
+
+def compiles_until(moment: float, run: set[str]) -> tuple[int, float]:
+    """(configurations compiled by the time `moment`: the trials run so far, and those the
+    live scores compiled then; the scores' mean seconds per compile and read, 0 without)."""
+    scores = live_rank.scores_made()
+    ranked = {(s.workload_key, key) for s in scores for key, at in s.compiled_at.items() if at <= moment}
+    spent = sum(s.compile_seconds for s in scores) / max(1, sum(len(s.compiled) for s in scores))
+    return len(run | ranked), spent if scores else 0.0
+
+
+def best_of(db: TuningDatabase, search: LiveSearch) -> float:
+    return min((v for r in db.proposals(search.workload) if (v := r.trial.value("instructions")) is not None),
+               default=float("inf"))
+
+
+def model_run(name: str, strategy: str, seed: int, budget: int, limit: int, step: int, reference: float | None,
+              jobs: int, root: Path) -> Run:
+    model, target = load_model(MODELS / f"{name}.tflite"), get_target(TARGET)
+    fresh_cache(root, f"{name}-{strategy}-{seed}")
+    live_rank.forget_scores()
+    db = TuningDatabase(root / f"{name}-{strategy}-{seed}.db")
+    rounds: dict[int, tuple] = {}  # round number -> (trials spent, total, seconds when first heard of)
+    start = time.monotonic()
+    clock = Clock()
+
+    def heard(state) -> None:
+        # A call with a larger budget replays the earlier rounds first: their first time counts.
+        rounds.setdefault(state.number, (state.spent, state.total, time.monotonic() - start))
+
+    done = budget
+    while True:
+        tune_model(model.layers, target, db, budget=done, strategy=strategy, seed=seed, jobs=jobs, progress=heard,
+                   trial_progress=clock)
+        final = rounds[max(rounds)][1]
+        if reference is None or final <= reference or done >= limit:
+            break
+        done = min(limit, done + step)
+    goal = final if reference is None else reference
+    ordered = [rounds[n] for n in sorted(rounds)]
+    hit = next(((spent, seconds) for spent, total, seconds in ordered if total is not None and total <= goal), None)
+    spent, seconds = hit if hit is not None else (limit, ordered[-1][2])
+    workloads = [lw.workload for lw in distinct_workloads(model.layers, target)]
+    records = sorted((r for w in workloads for r in db.proposals(w)), key=lambda r: r.id)[:spent]
+    compiled, compile_s = compiles_until(start + seconds, {(r.workload.key(), r.trial.config.key()) for r in records})
+    return Run(spent, hit is not None, final, seconds, sum(r.trial.value("instructions") or 0.0 for r in records),
+               compiled, compile_s)
+
+
+def timed_compile(kernel_name: str, shape: dict, root: Path, count: int = 4) -> float:
+    """Mean seconds to compile and read one variant (empty cache), over `count` spread configurations."""
+    from edgetune.targets.code_features import variant_features
+    from edgetune.targets.runners import runner_for
+
+    kernel, target = get_kernel(kernel_name), get_target(TARGET)
+    fresh_cache(root, f"timing-{kernel_name}")
+    space = kernel.tuning_space(target, shape)
+    legal = space.legal_indices()
+    picks = [space.config_at(int(legal[int(i * (len(legal) - 1) / max(1, count - 1))])) for i in range(count)]
+    started = time.perf_counter()
+    for n, config in enumerate(picks):
+        variant_features(runner_for(target), kernel, shape, config, root / f"timing-{kernel_name}-{n}")
+    return (time.perf_counter() - started) / count
+
+
+def centre_agreement() -> None:
+    """Per recorded space: the rank correlation of the ranker's predictions centred on the
+    whole space's median (as a replay centres) and on CENTRE_SAMPLE points spread evenly over
+    its legal set (as a live search does), the ranker learnt without the space."""
+    import numpy as np
+
+    from edgetune.tuner.code_rank import CodeRanker, log_centre
+    from edgetune.tuner.strategies.prior_trust import rank_agreement
+
+    spaces = live_rank.ranking_spaces()
+    print(f"# predictions centred on {live_rank.CENTRE_SAMPLE} evenly spread points against on the whole space")
+    for space in spaces:
+        ranker = CodeRanker.fit(spaces, space)
+        whole = ranker.predicted_ranks(space)
+        legal = space.space.legal_indices()
+        picks = np.unique(np.linspace(0, len(legal) - 1, min(live_rank.CENTRE_SAMPLE, len(legal))).round().astype(int))
+        sample = [space.features[int(legal[p])] for p in picks if int(legal[p]) in space.features]
+        indices = sorted(whole)
+        live = ranker.predict([space.features[i] for i in indices], log_centre(sample, ranker.names))
+        rho = rank_agreement(np.array([whole[i] for i in indices]), live)
+        print(f"{Path(space.path).name:<45} rank correlation {rho:.3f} over {len(indices)} configurations")
+
+
+def board_seconds(run: Run, compile_s: float, overhead_s: float, runs: int, clock_hz: float) -> float:
+    return run.evaluations * overhead_s + runs * run.instructions / clock_hz + run.compiled * compile_s
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=0, help="Seeds run from this one on [0].")
+    parser.add_argument("--budget", type=int, default=32, help="Trials of a kernel's transfer run [32].")
+    parser.add_argument("--model-budget", type=int, default=128, help="Trials of a model's transfer run [128].")
+    parser.add_argument("--cap", type=float, default=2.0, help="transfer+code stops at this many times the budget.")
+    parser.add_argument("--step", type=int, default=8, help="Trials added at a time past the budget (models: x4).")
+    parser.add_argument("--kernels", nargs="*", default=list(KERNELS)[:3], choices=list(KERNELS))
+    parser.add_argument("--models", nargs="*", default=["ds_cnn_kws"])
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--board-overhead", type=float, default=3.0)
+    parser.add_argument("--centre", action="store_true",
+                        help="Only compare live centring (a sample) with a replay's (the whole space), then stop.")
+    args = parser.parse_args()
+    if args.centre:
+        centre_agreement()
+        return 0
+    board = get_target(BOARD_TARGET)
+    runs_per_trial, clock_hz = board.serial.runs, board.core.clock_hz
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="edgetune-live-rank-") as tmp:
+        root = Path(tmp)
+        fresh_cache(root, "ranker")
+        print(f"# {TARGET}, QEMU; {args.seeds} seeds; kernels at a budget of {args.budget}, models {args.model_budget};"
+              f" transfer+code until transfer's best or {args.cap:g} x the budget; jobs {args.jobs}", flush=True)
+        work = [(label, "kernel") for label in args.kernels] + [(name, "model") for name in args.models]
+        for label, kind in work:
+            if kind == "kernel":
+                kernel_name, shape_text = KERNELS[label]
+                kernel = get_kernel(kernel_name)
+                shape = kernel.parse_shape(shape_text)
+                started = time.monotonic()
+                ranker = live_rank.live_ranker(kernel_name, TARGET, shape)
+                learnt = time.monotonic() - started
+                timed = timed_compile(kernel_name, shape, root)
+                note = (f"ranker learnt from {len(ranker.ranker.sources)} spaces, left out: "
+                        f"{', '.join(ranker.left_out) or 'none'}; kernel fit {ranker.kernel_fit}; "
+                        f"{learnt:.1f} s once; a compile and read {timed:.2f} s")
+            else:
+                timed = None
+                started = time.monotonic()
+                model = load_model(MODELS / f"{label}.tflite")
+                learnt = [live_rank.live_ranker(lw.kernel.name, TARGET, lw.shape)
+                          for lw in distinct_workloads(model.layers, get_target(TARGET))]
+                note = (f"{len(learnt)} workloads' rankers learnt in {time.monotonic() - started:.1f} s once; left out: "
+                        f"{', '.join(sorted({n for r in learnt for n in r.left_out})) or 'none'}; kernel fits "
+                        f"{', '.join(sorted({f'{r.kernel_fit:.2f}' if r.kernel_fit is not None else 'none' for r in learnt}))}")
+            print(f"\n## {label}: {note}", flush=True)
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
+                if kind == "kernel":
+                    plain = kernel_run(kernel_name, shape_text, "transfer", seed, args.budget, args.budget, args.step,
+                                       None, args.jobs, root)
+                    limit = int(args.cap * args.budget)
+                    ranked = kernel_run(kernel_name, shape_text, "transfer+code", seed, args.budget, limit,
+                                        args.step, plain.best, args.jobs, root)
+                else:
+                    plain = model_run(label, "transfer", seed, args.model_budget, args.model_budget, 0, None,
+                                      args.jobs, root)
+                    limit = int(args.cap * args.model_budget)
+                    ranked = model_run(label, "transfer+code", seed, args.model_budget, limit, 4 * args.step,
+                                       plain.best, args.jobs, root)
+                compile_s = timed if timed is not None else ranked.compile_s
+                rows.append((label, seed, plain, ranked, compile_s))
+                boards = [board_seconds(r, compile_s, args.board_overhead, runs_per_trial, clock_hz)
+                          for r in (plain, ranked)]
+                print(f"seed {seed}: best {'none' if plain.best is None else f'{plain.best:,.0f}'}; evaluations transfer {plain.evaluations}, "
+                      f"+code {ranked.evaluations}{'' if ranked.reached else ' (not reached)'} "
+                      f"({1 - ranked.evaluations / plain.evaluations:+.0%}); QEMU s {plain.seconds:.1f} / "
+                      f"{ranked.seconds:.1f} ({1 - ranked.seconds / plain.seconds:+.0%}); compiled {plain.compiled} / "
+                      f"{ranked.compiled} at {compile_s:.2f} s; board s {boards[0]:.0f} / {boards[1]:.0f} "
+                      f"({1 - boards[1] / boards[0]:+.0%})", flush=True)
+    print("\n# summed over seeds: evaluations, QEMU seconds, board seconds (modelled); saved = 1 - (+code)/(transfer)")
+    print(f"{'workload':<22}{'transfer':>9}{'+code':>7}{'saved':>7}{'QEMU s':>8}{'+code':>7}{'saved':>7}"
+          f"{'board s':>9}{'+code':>7}{'saved':>7}{'reached':>8}")
+    for label in dict.fromkeys(r[0] for r in rows):
+        mine = [r for r in rows if r[0] == label]
+        e = (sum(r[2].evaluations for r in mine), sum(r[3].evaluations for r in mine))
+        q = (sum(r[2].seconds for r in mine), sum(r[3].seconds for r in mine))
+        b = (sum(board_seconds(r[2], r[4], args.board_overhead, runs_per_trial, clock_hz) for r in mine),
+             sum(board_seconds(r[3], r[4], args.board_overhead, runs_per_trial, clock_hz) for r in mine))
+        print(f"{label:<22}{e[0]:>9}{e[1]:>7}{1 - e[1] / e[0]:>+7.0%}{q[0]:>8.0f}{q[1]:>7.0f}{1 - q[1] / q[0]:>+7.0%}"
+              f"{b[0]:>9.0f}{b[1]:>7.0f}{1 - b[1] / b[0]:>+7.0%}{sum(r[3].reached for r in mine):>5}/{len(mine)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

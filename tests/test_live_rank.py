@@ -1,0 +1,189 @@
+"""`--strategy transfer+code` in live tuning (edgetune.live_rank): selectable in `tune` and
+`model tune`, its ranker learnt from the recorded spaces shipped with the package, a
+candidate that does not compile ranked last and then a failed trial, a seed reproducing the
+run, and with its gate shut the same proposals as `transfer`."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgetune import live_rank
+from edgetune.codegen import get_kernel
+from edgetune.model import load_model
+from edgetune.model.session import tune_model
+from edgetune.session import LiveSearch, TuneRequest, tune
+from edgetune.targets import get_target
+from edgetune.tuner import Outcome, Space, TuningDatabase, choice
+from edgetune.tuner.code_explore import GATE_KERNEL_RHO, CodeRankedTransfer, rank_positions
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgetune.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ))
+
+
+def test_the_package_ships_the_recorded_spaces_of_bench_as_they_are():
+    shipped = {p.name: p.read_bytes() for p in live_rank.RANKING_SPACES.glob("*.json.gz")}
+    recorded = {p.name: p.read_bytes() for p in (ROOT / "bench" / "spaces").glob("*.json.gz")}
+    assert shipped == recorded and len(shipped) >= 8
+    assert all(space.features for space in live_rank.ranking_spaces())
+
+
+def test_a_recorded_space_of_the_tuned_workload_is_left_out_of_what_the_ranker_learns():
+    spaces = live_rank.ranking_spaces()
+    mine = [s for s in spaces if live_rank.records_workload(s, "matmul_s8", "cortex-m55", {"m": 16, "n": 16, "k": 32})]
+    assert [Path(s.path).name for s in mine] == ["matmul_s8-cortex-m55-m16n16k32.json.gz"]
+    assert not [s for s in spaces if live_rank.records_workload(s, "matmul_s8", "cortex-m55", {"m": 16, "n": 16, "k": 16})]
+    assert not [s for s in spaces if live_rank.records_workload(s, "matmul_s8", "cortex-m4", {"m": 16, "n": 16, "k": 32})]
+
+
+def test_without_a_score_transfer_code_proposes_as_transfer_does():
+    """The strategy as make_strategy builds it without a ranking (the conformance suite)."""
+    from edgetune.tuner import make_strategy
+
+    space = Space([choice("a", [1, 2, 3, 4]), choice("b", [1, 2, 3, 4, 5])])
+    searches = [make_strategy(name, space, np.random.default_rng(3), "v", budget=12)
+                for name in ("transfer", "transfer+code")]
+    assert isinstance(searches[1], CodeRankedTransfer)
+    for _ in range(6):
+        asked = [s.ask(2) for s in searches]
+        assert asked[0] == asked[1]
+        for search in searches:
+            search.tell([trial_of(c) for c in asked[0]])
+
+
+def trial_of(config):
+    from edgetune.tuner import Trial
+
+    return Trial(config, Outcome.OK, values={"v": float(config["a"] * 7 + (config["b"] - 3) ** 2)})
+
+
+def test_an_unscored_candidate_ranks_last_in_the_codes_vote():
+    """A point with no score (it did not compile) takes the code's last rank: the model's
+    favourite loses the plan to the next one, and a random slot takes a scored draw."""
+    space = Space([choice("a", list(range(8))), choice("b", [0, 1])])
+    broken = {c.key() for c in space if c["b"] == 1}
+    search = CodeRankedTransfer(space, np.random.default_rng(0), "v", budget=16, gate=None,
+                                score=lambda c: None if c.key() in broken else float(c["a"]))
+    assert list(rank_positions([0.3, np.inf, 0.1])) == [1.0, 2.0, 0.0]
+    index = {c.key(): space.index_of(c) for c in space}
+    model_order = [index[space.make({"a": 0, "b": 1}).key()], *(index[space.make({"a": a, "b": 0}).key()]
+                                                                for a in (3, 1, 2))]
+    assert search._chosen(model_order, 1) == [index[space.make({"a": 1, "b": 0}).key()]]
+    drawn = [search._random_fresh() for _ in range(4)]
+    assert all(space.config_at(i).key() not in broken for i in drawn)
+
+
+# --- live, on the emulated Cortex-M55 ----------------------------------------------------------------
+BROKEN_KERNEL = """import edgetune as et
+KERNEL = et.KernelDef(name="rankcopy", shape=("size",), source="k.c",
+    args=[et.Output("y", "int8", "size"), et.Input("x", "int8", "size"), et.Scalar("n", "size")],
+    params={'u': [1, 2, 3]}, reference=lambda shape, i: i['x'].copy())
+"""
+BROKEN_SOURCE = ("#if u == 2\nint broken = undeclared;\n#endif\n"
+                 "void rankcopy(int8_t *y, const int8_t *x, int n) { for (int i = 0; i < n; i++) y[i] = x[i]; }\n")
+
+
+@pytest.mark.qemu
+def test_a_candidate_that_does_not_compile_has_no_score_and_is_a_failed_trial_when_run(tmp_path):
+    folder = tmp_path / "rankcopy"
+    folder.mkdir()
+    (folder / "kernel.py").write_text(BROKEN_KERNEL)
+    (folder / "k.c").write_text(BROKEN_SOURCE)
+    from edgetune.api import register
+
+    kernel, target = register(folder), get_target("cortex-m55")
+    space = kernel.tuning_space(target, {"size": 16})
+    ranking = live_rank.code_ranking(kernel, target, {"size": 16}, space, "rankcopy-test", 1)
+    score = ranking["score"]
+    scores = [(c["u"], score(c)) for c in space]
+    assert all((value is None) == (u == 2) for u, value in scores), scores
+    db = TuningDatabase(tmp_path / "t.db")
+    summary = tune(TuneRequest(kernel, target, {"size": 16}, "transfer+code", len(space), 1, 0), db)
+    failed = [t for t in db.trials(summary.workload) if t.config["u"] == 2]
+    assert failed and all(t.outcome is Outcome.COMPILE_ERROR for t in failed)
+    assert summary.best is not None and summary.best.trial.config["u"] != 2
+
+
+@pytest.mark.qemu
+@pytest.mark.slow  # a whole command, its ranker learnt in a process of its own; the library runs below
+def test_tune_runs_transfer_code_from_the_command_line_and_stores_it_by_name(tmp_path):
+    result = cli(tmp_path, "tune", "matmul_s8", "--target", "cortex-m55", "--shape", "m=4,n=8,k=16", "--budget", "4",
+                 "--strategy", "transfer+code", "--db", str(tmp_path / "t.db"))
+    assert result.returncode == 0, result.stderr
+    db = TuningDatabase(tmp_path / "t.db")
+    (workload,) = db.workloads()
+    assert {r.strategy for r in db.proposals(workload)} == {"transfer+code"} and len(db.proposals(workload)) == 4
+
+
+def test_transfer_code_is_refused_on_a_target_without_a_disassembler(tmp_path):
+    result = cli(tmp_path, "tune", "matmul_s8", "--target", "host", "--shape", "m=4,n=8,k=16", "--budget", "2",
+                 "--strategy", "transfer+code", "--db", str(tmp_path / "t.db"))
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "--strategy transfer+code: target host names no disassembler" in line, result.stderr
+
+
+@pytest.mark.qemu
+def test_model_tune_runs_transfer_code_on_a_layer(tmp_path):
+    model = load_model(ROOT / "tests" / "data" / "models" / "ds_cnn_kws.tflite")
+    depthwise = [layer for layer in model.layers if layer.kernel == "dwconv2d_s8"][:1]
+    db = TuningDatabase(tmp_path / "t.db")
+    summary = tune_model(depthwise, get_target("cortex-m55"), db, budget=3, strategy="transfer+code", baselines=False)
+    assert summary.spent == 3
+    (workload,) = db.workloads()
+    asked = [r for r in db.proposals(workload) if r.asked]
+    assert asked and {r.strategy for r in db.proposals(workload)} == {"transfer+code"}
+
+
+def live_proposals(tmp_path: Path, name: str, kernel: str, shape: str, strategy: str, budget: int, seed: int,
+                   db_from: Path | None = None):
+    live_rank.forget_scores()
+    path = tmp_path / f"{name}.db"
+    if db_from is not None:
+        shutil.copy(db_from, path)
+    db = TuningDatabase(path)
+    kernel = get_kernel(kernel)
+    request = TuneRequest(kernel, get_target("cortex-m55"), kernel.parse_shape(shape), strategy, budget, 1, seed)
+    with LiveSearch(request, db) as search:
+        search.run(budget)
+        return [r.trial.config for r in db.proposals(search.workload)], search.start.resumed.strategy
+
+
+@pytest.mark.qemu
+def test_a_seed_reproduces_a_live_transfer_code_run(tmp_path):
+    """With trials of the kernel on another shape stored, `transfer` plans from its first
+    proposal; matmul_s8's ranker fits its other recorded shapes (kernel_fit >= 0.8), so the
+    code votes from the first plan. Two runs of one seed, each with its scores computed
+    afresh, propose the same configurations."""
+    prior = tmp_path / "prior.db"
+    kernel = get_kernel("matmul_s8")
+    stored = TuningDatabase(prior)
+    tune(TuneRequest(kernel, get_target("cortex-m55"), kernel.parse_shape("m=4,n=8,k=8"), "random", 4, 1, 0), stored)
+    stored.close()  # every trial in the one file copied
+    shape = "m=4,n=8,k=16"
+    first, search = live_proposals(tmp_path, "a", "matmul_s8", shape, "transfer+code", 4, 5, prior)
+    second, _ = live_proposals(tmp_path, "b", "matmul_s8", shape, "transfer+code", 4, 5, prior)
+    assert search.ranking_on and search.scored > 0
+    assert first == second and len(first) == 4
+
+
+@pytest.mark.qemu
+def test_with_its_gate_shut_transfer_code_proposes_what_transfer_does_on_a_live_space(tmp_path):
+    """fir_q15's one recorded space (another shape) ranks below GATE_KERNEL_RHO: before its
+    own trials can judge the ranking (GATE_TRIALS), the gate is shut, nothing is compiled to
+    be ranked, and the search is `transfer`, proposal for proposal."""
+    shape = "taps=8,block=16,rounding=nearest"
+    ranked, search = live_proposals(tmp_path, "a", "fir_q15", shape, "transfer+code", 5, 2)
+    plain, _ = live_proposals(tmp_path, "b", "fir_q15", shape, "transfer", 5, 2)
+    assert search.kernel_fit is not None and search.kernel_fit < GATE_KERNEL_RHO
+    assert not search.ranking_on and search.scored == 0
+    assert ranked == plain and len(plain) == 5
