@@ -4,8 +4,8 @@ and scored by a ranker learnt on recorded spaces, and tuner.code_explore.CodeRan
 votes with the score behind its gate, exactly as `edgetune replay --strategy transfer+code` does.
 
 - **What the ranker learns from**: the recorded spaces with code features that ship with
-  edgetune (package data, `edgetune/ranking_spaces/`: copies of bench/spaces/, kept equal by
-  tests/test_live_rank.py), never a checkout's bench/ folder. A space recording the very
+  edgetune (package data, `edgetune/ranking_spaces/`, which bench/spaces links
+  to), never a checkout's bench/ folder. A space recording the very
   workload being tuned is left out (the ranker never learns the answers it is asked for), so
   its figures are leave-one-space-out as the replay's are. The gate's first evidence, the
   ranker's fit on the kernel's other recorded spaces (tuner.code_rank.kernel_fit), comes from

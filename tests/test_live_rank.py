@@ -30,10 +30,10 @@ def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=600, env=dict(os.environ))
 
 
-def test_the_package_ships_the_recorded_spaces_of_bench_as_they_are():
-    shipped = {p.name: p.read_bytes() for p in live_rank.RANKING_SPACES.glob("*.json.gz")}
-    recorded = {p.name: p.read_bytes() for p in (ROOT / "bench" / "spaces").glob("*.json.gz")}
-    assert shipped == recorded and len(shipped) >= 8
+def test_the_package_ships_the_recorded_spaces_the_benchmarks_read():
+    # One copy: bench/spaces is a link to the package's folder.
+    assert (ROOT / "bench" / "spaces").resolve() == live_rank.RANKING_SPACES.resolve()
+    assert len(list(live_rank.RANKING_SPACES.glob("*.json.gz"))) >= 8
     assert all(space.features for space in live_rank.ranking_spaces())
 
 
