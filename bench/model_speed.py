@@ -96,8 +96,8 @@ class Module:
     flash: int
 
 
-def module_figures(path: Path, target, db: TuningDatabase | None, folder: Path) -> Module:
-    export_model(path, target, db, folder)
+def module_figures(path: Path, target, db: TuningDatabase | None, folder: Path, **export_options) -> Module:
+    export_model(path, target, db, folder, **export_options)
     outcome = verify_model(folder, target, 1)
     if not outcome.ok:
         raise SystemExit(f"{path.name}: not bit-exact with TFLite Micro: {[i.problem for i in outcome.inferences]}")
@@ -199,12 +199,8 @@ def bounded_module(name: str, target, db: TuningDatabase, folder: Path, bound: i
     best, _ = choose_patch(path, target, db, bound)
     if best.plan is None or best.ram > bound:
         return dict(plain, how="--max-ram, --patch auto")
-    export_model(path, target, db, folder, patch=best.plan, code_ram_room=bound - best.ram)
-    outcome = verify_model(folder, target, 1)
-    if not outcome.ok:
-        raise SystemExit(f"{name}: not bit-exact with TFLite Micro: {[i.problem for i in outcome.inferences]}")
-    return dict(instructions=outcome.inferences[0].instructions, ram=outcome.size.ram_bytes,
-                flash=outcome.size.flash_bytes, how=f"--max-ram --patch auto ({best.plan.text})")
+    m = module_figures(path, target, db, folder, patch=best.plan, code_ram_room=bound - best.ram)
+    return dict(instructions=m.instructions, ram=m.ram, flash=m.flash, how=f"--max-ram --patch auto ({best.plan.text})")
 
 
 def _ratio(ours: float | None, reference: float | None) -> str:
