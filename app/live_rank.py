@@ -86,7 +86,7 @@ class LiveRanker:
 def live_ranker(kernel: str, target: str, shape: dict) -> LiveRanker:
     """The ranker for a workload, learnt from the shipped spaces that did not record it."""
     left_out = tuple(Path(s.path).name for s in ranking_spaces() if records_workload(s, kernel, target, shape))
-    return LiveRanker(_ranker(left_out), _kernel_fit(left_out, kernel), left_out)
+    return LiveRanker(_ranker(left_out), _kernel_fit(left_out, kernel, target), left_out)
 
 
 @functools.lru_cache(maxsize=4)
@@ -100,14 +100,14 @@ def _training(left_out: tuple[str, ...]) -> list[RecordedSpace]:
 
 
 @functools.lru_cache(maxsize=32)
-def _kernel_fit(left_out: tuple[str, ...], kernel: str) -> float | None:
+def _kernel_fit(left_out: tuple[str, ...], kernel: str, target: str) -> float | None:
     """kernel_fit_among the training spaces: one forest per recorded space of the kernel, so
     it is kept in the cache folder by what it was computed from (the files' contents, the
-    kernel, scikit-learn's version): a few seconds once, not at every tune."""
+    kernel, the target, scikit-learn's version): a few seconds once, not at every tune."""
     import sklearn
 
     training = _training(left_out)
-    digest = hashlib.sha256(f"{kernel}/{sklearn.__version__}".encode())
+    digest = hashlib.sha256(f"{kernel}/{target}/{sklearn.__version__}".encode())
     for space in training:
         digest.update((RANKING_SPACES / Path(space.path).name).read_bytes())
     stored = cache_dir() / "code-ranking" / f"kernel-fit-{digest.hexdigest()[:24]}.json"
@@ -115,10 +115,10 @@ def _kernel_fit(left_out: tuple[str, ...], kernel: str) -> float | None:
         return json.loads(stored.read_text())["kernel_fit"]
     except (OSError, ValueError, KeyError):
         pass
-    fit = kernel_fit_among(training, kernel)
+    fit = kernel_fit_among(training, kernel, target=target)
     stored.parent.mkdir(parents=True, exist_ok=True)
     partial = stored.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps({"kernel": kernel, "kernel_fit": fit}))
+    partial.write_text(json.dumps({"kernel": kernel, "target": target, "kernel_fit": fit}))
     partial.replace(stored)  # whole or not at all: processes may share the folder
     return fit
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from edgetune.tuner import Config, Outcome, Param, Trial
-from edgetune.tuner.code_rank import CodeRanker, CodeRankerError, RankByCode, kernel_fit
+from edgetune.tuner.code_rank import CodeRanker, CodeRankerError, RankByCode, kernel_fit, kernel_fit_among
 from edgetune.tuner.recorded import RecordedSpaceError, load_recorded, recorded_space_json, write_recorded
 from edgetune.tuner.strategies import make_strategy
 
@@ -35,7 +35,7 @@ def cost_of(config: Config, scale: int) -> float:
     return scale * (1000 - 600 * (config["vector"] == "mve") + 50 * config["tile"] + 7 * config["unroll"])
 
 
-def write_space(tmp_path, name: str, scale: int, failed: tuple[str, ...] = ()):
+def write_space(tmp_path, name: str, scale: int, failed: tuple[str, ...] = (), target: str = "cortex-m55"):
     trials, features = [], {}
     for config in configs():
         if config.key() in failed:
@@ -43,7 +43,7 @@ def write_space(tmp_path, name: str, scale: int, failed: tuple[str, ...] = ()):
             continue
         trials.append(Trial(config, Outcome.OK, {"instructions": cost_of(config, scale)}))
         features[config.key()] = code_of(config, scale)
-    document = recorded_space_json("toy", 1, "cortex-m55", {"n": scale}, "instructions", PARAMS, trials,
+    document = recorded_space_json("toy", 1, target, {"n": scale}, "instructions", PARAMS, trials,
                                    provenance={"tool": "test"}, features=features)
     return write_recorded(tmp_path / f"{name}.json.gz", document)
 
@@ -226,6 +226,31 @@ def test_kernel_fit_is_the_rankers_worst_rank_correlation_on_the_kernels_other_s
     assert kernel_fit(odd, odd[0]) < 0
     # A kernel with no other recorded space gives no evidence.
     assert kernel_fit(spaces[:1], spaces[0]) is None
+
+
+def test_kernel_fit_judges_the_kernels_spaces_on_the_scored_target_only(tmp_path):
+    spaces = [load_recorded(write_space(tmp_path, name, scale)) for name, scale in (("a", 1), ("b", 3), ("c", 7))]
+    # The kernel on another target, where the code does not explain the cost (order reversed).
+    elsewhere = load_recorded(write_space(tmp_path, "m4", 5, target="cortex-m4"))
+    elsewhere = replace(elsewhere, trials={i: Trial(t.config, t.outcome, {"instructions": 1e6 / t.value("instructions")})
+                                           for i, t in elsewhere.trials.items()})
+    both = [*spaces, elsewhere]
+    rest = both[1:]
+
+    def fit_on(sibling):
+        return CodeRanker.fit(rest, sibling).agreement(sibling)
+
+    # Scoring a (M55), its M55 siblings b and c are the evidence; the M4 space is learnt
+    # from but not judged ...
+    on_m55 = kernel_fit(both, spaces[0])
+    assert on_m55 == min(fit_on(spaces[1]), fit_on(spaces[2]))
+    assert on_m55 == kernel_fit_among(rest, "toy", target="cortex-m55")
+    # ... while with no target given every space of the kernel is judged, the M4 one too.
+    assert fit_on(elsewhere) < on_m55
+    assert kernel_fit_among(rest, "toy") == fit_on(elsewhere)
+    # A target with no other space of the kernel has no evidence.
+    assert kernel_fit_among(rest, "toy", target="cortex-a53") is None
+    assert kernel_fit([spaces[0], elsewhere], spaces[0]) is None
 
 
 def test_replay_runs_the_gated_transfer_with_code_by_its_name_and_refuses_it_without_spaces(tmp_path):
