@@ -1,6 +1,6 @@
 """Does ranking by compiled code pay beside the default strategy? Evaluations and wall time.
 
-For each recorded Cortex-M55 space in bench/spaces/: a code ranker
+For each recorded Cortex-M55 and Cortex-M4 space in bench/spaces/ (--targets): a code ranker
 (edgetune.tuner.code_rank.CodeRanker) is trained on every *other* recorded space with
 features (leave-one-space-out), and, per seed, in the same run:
 - `transfer` (the default) runs for the space's methodology budget (Willemsen et al. 2024,
@@ -32,6 +32,9 @@ plus its extra compiles'.
 usage: .venv/bin/python bench/code_explore.py [--seeds N] [--shortlist S] [--draws K] [--cap C] [--wall]
                                               [--board-overhead S] [--data FOLDER] [--gate RHO] [--gate-trials N]
                                               [--ungated | --compare-ungated] [--compare-static]
+                                              [--targets T [T ...]] [--first-tune]
+
+--first-tune: no priors, as in a first live tune of a kernel (docs/code-ranking-live.md).
 """
 from __future__ import annotations
 
@@ -52,8 +55,8 @@ from edgetune.tuner.scoring import baseline
 from edgetune.value_roles import target_roles
 
 HERE = Path(__file__).resolve().parent
-SCORED_TARGET = "cortex-m55"
-WALL_KERNEL, WALL_SHAPE = "matmul_s8", {"m": 8, "n": 32, "k": 64}
+SCORED_TARGETS = ("cortex-m55", "cortex-m4")
+WALL_KERNEL, WALL_SHAPE, WALL_TARGET = "matmul_s8", {"m": 8, "n": 32, "k": 64}, "cortex-m55"
 BOARD_TARGET = "an547-serial"  # the serial board whose runs per trial and clock model a board's timing
 
 
@@ -92,13 +95,14 @@ def priors_for(space: RecordedSpace, everything: list[RecordedSpace]):
 
 
 def measure(space: RecordedSpace, everything: list[RecordedSpace], seeds: int, shortlist: int, draws: int,
-            cap: float, gate: float | None = GATE_RHO, gate_trials: int = GATE_TRIALS) -> SpaceFigures:
+            cap: float, gate: float | None = GATE_RHO, gate_trials: int = GATE_TRIALS,
+            with_priors: bool = True) -> SpaceFigures:
     ranker = CodeRanker.fit(everything, space)
     assert space.path not in ranker.sources  # leave-one-space-out
     predicted = ranker.predicted_ranks(space)
     evidence = kernel_fit(everything, space)
     budget = baseline(space.values(), space.failures).budget
-    prior, roles = priors_for(space, everything), target_roles(space.target)
+    prior, roles = priors_for(space, everything) if with_priors else [], target_roles(space.target)
     limit = max(budget, int(round(cap * budget)))
     plain_evals, ranked_evals, extra, reached, plain_work, ranked_work = [], [], [], 0, [], []
     for seed in range(seeds):
@@ -129,14 +133,14 @@ def timed_costs() -> tuple[float, float]:
 
     with tempfile.TemporaryDirectory(prefix="edgetune-bench-") as root:
         os.environ["EDGETUNE_CACHE"] = str(Path(root) / "cache")
-        kernel, target = get_kernel(WALL_KERNEL), get_target(SCORED_TARGET)
+        kernel, target = get_kernel(WALL_KERNEL), get_target(WALL_TARGET)
         space = kernel.space(target, dict(WALL_SHAPE))
         configs = [space.config_at(int(i)) for i in space.legal_indices()[:6]]
         started = time.perf_counter()
         found = code_features_of(kernel, target, dict(WALL_SHAPE), configs)
         compile_s = (time.perf_counter() - started) / max(len(found), 1)
         started = time.perf_counter()
-        summary = tune(WALL_KERNEL, WALL_SHAPE, SCORED_TARGET, budget=6, jobs=1, db=Path(root) / "t.db",
+        summary = tune(WALL_KERNEL, WALL_SHAPE, WALL_TARGET, budget=6, jobs=1, db=Path(root) / "t.db",
                        strategy="random")
         trial_s = (time.perf_counter() - started) / max(summary.new_trials, 1)
     return compile_s, trial_s
@@ -165,6 +169,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--ungated", action="store_true", help="The ranking always has a say (no gate).")
     parser.add_argument("--compare-ungated", action="store_true",
                         help="Also measure the ranking without its gate, beside the same `transfer` runs.")
+    parser.add_argument("--targets", nargs="+", default=list(SCORED_TARGETS),
+                        help="Score the recorded spaces of these targets [cortex-m55 cortex-m4].")
+    parser.add_argument("--first-tune", action="store_true",
+                        help="No priors: each space tuned as a first tune of its kernel is (as a live tune often is).")
     parser.add_argument("--compare-static", action="store_true",
                         help="Also measure the ranker on static counts only (loop-structure features left out).")
     return parser.parse_args()
@@ -211,8 +219,8 @@ def main() -> int:
         print(f"bench/code_explore.py: error: {args.data}: no such folder", file=sys.stderr)
         return 2
     everything = [s for s in (load_recorded(p) for p in sorted(args.data.glob("*.json.gz"))) if s.features]
-    scored = [s for s in everything if s.target == SCORED_TARGET]
-    print(f"# {len(scored)} scored {SCORED_TARGET} spaces, {len(everything)} with features; "
+    scored = [s for s in everything if s.target in args.targets]
+    print(f"# {len(scored)} scored spaces ({', '.join(args.targets)}), {len(everything)} with features; "
           f"shortlist {args.shortlist}, "
           f"draws {args.draws}, "
           f"{args.seeds} seeds; evaluations to reach transfer's best (mean over seeds)")
@@ -231,7 +239,7 @@ def main() -> int:
             print(f"{short(space) + ' (ungated)':<40}{row.budget:>7}{np.mean(row.plain):>9.1f}"
                   f"{np.mean(row.ranked):>8.1f}{row.saved:>+8.1%}{row.reached:>6}/{args.seeds:<2}", flush=True)
         row = measure(space, everything, args.seeds, args.shortlist, args.draws, args.cap,
-                      None if args.ungated else args.gate, args.gate_trials)
+                      None if args.ungated else args.gate, args.gate_trials, not args.first_tune)
         rows.append((short(space), row))
         per_eval = sum(row.extra_compiles) / sum(row.ranked)
         print(f"{short(space):<40}{row.budget:>7}{np.mean(row.plain):>9.1f}{np.mean(row.ranked):>8.1f}"

@@ -88,7 +88,7 @@ def test_every_proposal_is_legal_and_new_until_the_space_is_done():
     assert search.ask(1) == []
 
 
-@pytest.mark.parametrize("options", [{"shortlist": 0}, {"draws": 0}])
+@pytest.mark.parametrize("options", [{"shortlist": 0}, {"draws": 0}, {"screen": 0}])
 def test_bad_sizes_are_refused(options):
     with pytest.raises(ValueError, match="at least 1"):
         ranked(0, **options)
@@ -123,3 +123,36 @@ def test_while_the_gate_is_shut_it_is_transfer_proposal_for_proposal():
     gated = ranked(4, score=lambda c: -cost(c), budget=14)
     assert run(gated, 14) == run(plain, 14)
     assert not gated.ranking_on
+
+
+def test_with_the_kernels_fit_every_other_design_point_is_the_codes_best_of_its_screen():
+    search = ranked(0, score=cost, kernel_fit=0.9, screen=20)
+    assert search.initial == 4  # three parameters vary: a design of four points
+    proposed = []
+    for _ in range(search.initial):
+        config = search.ask(1)[0]
+        proposed.append(config)
+        search.tell([Trial(config, Outcome.OK, {"instructions": cost(config)})])
+    screen = [SPACE.config_at(i) for i in search._screen]
+    assert len(screen) == len({c.key() for c in screen}) == 20
+    assert search.scored >= 20  # the screen is compiled and scored once
+    best_first = sorted(screen, key=cost)
+    assert proposed[0] == best_first[0]
+    # the second keeps the design's spread: far from the first, not the code's next best
+    assert proposed[1] != next(c for c in best_first if c != proposed[0])
+    assert proposed[2] == next(c for c in best_first if c not in proposed[:2])  # the best one still fresh
+
+
+def test_the_screen_is_kept_in_proportion_to_a_known_budget():
+    assert ranked(0).screen == 256
+    assert ranked(0, budget=4).screen == 32  # eight compiles per evaluation of the budget
+    assert ranked(0, budget=100, screen=40).screen == 40
+
+
+def test_a_gate_opened_by_own_trials_alone_leaves_the_design_to_transfer():
+    # The rank correlation on a few trials says the code orders the space, not that its top
+    # is the space's top: the design stays spread, proposal for proposal.
+    plain = make_strategy("transfer", SPACE, np.random.default_rng(6), "instructions", budget=30)
+    gated = ranked(6, score=cost, gate=0.5, gate_trials=2, kernel_fit=None, budget=30)
+    assert run(gated, 4) == run(plain, 4)
+    assert gated.ranking_on and not gated.designs_by_code and gated._screen is None

@@ -18,15 +18,19 @@ is one of two votes:
 Every point is compiled and scored once (`scored` counts them).
 
 The code votes only behind a gate (`ranking_on`), decided per space from evidence that the
-ranker ranks this kernel: its fit on the kernel's other recorded spaces (`kernel_fit`, from
-tuner.code_rank.kernel_fit) from the first plan, and from `gate_trials` trials on, its rank
-correlation on this space's own measured trials. While the gate is shut the search is
-`transfer`, proposal for proposal. Ungated, the ranking saved 28% of the evaluations to
-`transfer`'s best on our six recorded M55 spaces but cost 26% more on conv2d_s8; gated, 31%
-on the mean over 10 seeds (28% over 20), no space more than 11% worse (bench/code_explore.py,
-docs/search-priors.md, "The gate"). `edgetune replay --strategy transfer+code` runs it on recorded
-spaces, `edgetune tune` and `model tune` live (edgetune.live_rank compiles the candidates); it
-is not the default.
+ranker ranks this kernel: its fit on the kernel's other recorded spaces on the same target
+(`kernel_fit`, from tuner.code_rank.kernel_fit) from the first plan, and from `gate_trials`
+trials on, its rank correlation on this space's own measured trials. While the gate is shut
+the search is `transfer`, proposal for proposal. With the kernel's fit (and only then: a
+correlation on a few trials says the code orders the space, not that its top is the top),
+every other point of the initial design is the code's best of a screen of random points.
+
+What it saves depends on the recordings the ranker learns from: on spaces of older kernels
+(matmul_s8 v1) the gated ranking saved 31% of the evaluations to `transfer`'s best; on
+recordings of today's kernels it saves nothing on the mean (docs/code-ranking-live.md,
+"Today's kernels"). `edgetune replay --strategy transfer+code` runs it on recorded spaces,
+`edgetune tune` and `model tune` live (edgetune.live_rank compiles the candidates); it is
+not the default.
 """
 from __future__ import annotations
 
@@ -45,12 +49,24 @@ DEFAULT_DRAWS = 8
 # The gate: the ranking has a say only while its scores rank this space's own measured trials
 # with a rank correlation of at least GATE_RHO, judged from GATE_TRIALS trials on; until
 # then, and whenever it drops below, the search is plain `transfer`, proposal for proposal.
-# 0.8 lost less than 0.5 on conv2d_s8 (-11% against -19% over 20 seeds, bench/code_explore.py).
-GATE_RHO = 0.8
+# 0.8 lost less than 0.5 on conv2d_s8 (-11% against -19% over 20 seeds, bench/code_explore.py);
+# on the recordings of today's kernels (2026-12-03, ten M55 and M4 spaces, 5 seeds) 0.9 lost
+# less than 0.8: -7% against -8% pooled in first tunes, -0% against -5% with priors.
+GATE_RHO = 0.9
 GATE_TRIALS = 6
 # Before that, the evidence is the ranker's fit on the kernel's other recorded spaces
 # (tuner.code_rank.kernel_fit): it has a say from the first plan when that is at least this.
 GATE_KERNEL_RHO = 0.8
+# With that fit, every other point of the initial design is the code's best of a screen of
+# this many random points (compiled once, not run). First tunes on the six recorded M55 spaces
+# of 2026-12-02, matmul_s8 v1's among them (bench/code_explore.py --first-tune, 5 seeds,
+# against -15% with no screen): 32 points cost 44% more evaluations than
+# `transfer` pooled (the screen's best is rarely good enough), 128 saved 28% and 256 saved 27%
+# (42-48% on each matmul_s8 space); all design points from the screen, 27%, every other one
+# (the rest spread as before), 37%.
+# A run of a known budget screens at most SCREEN_PER_EVALUATION points per evaluation of it:
+# a 4-trial tune compiles 32, not 256.
+DEFAULT_SCREEN, SCREEN_PER_EVALUATION = 256, 8
 
 
 class CodeRankedTransfer(TransferLearning):
@@ -69,9 +85,9 @@ class CodeRankedTransfer(TransferLearning):
                  score: Callable[[Config], float | None] | None = None, shortlist: int = DEFAULT_SHORTLIST,
                  draws: int = DEFAULT_DRAWS, gate: float | None = GATE_RHO, gate_trials: int = GATE_TRIALS,
                  kernel_fit: float | None = None, prefetch: Callable[[list[Config]], None] | None = None,
-                 **options):
-        if shortlist < 1 or draws < 1:
-            raise ValueError("shortlist and draws must be at least 1")
+                 screen: int = DEFAULT_SCREEN, **options):
+        if shortlist < 1 or draws < 1 or screen < 1:
+            raise ValueError("shortlist, draws and screen must be at least 1")
         super().__init__(space, rng, objective, **options)
         self.score, self._shortlist, self.draws = score or _unscored, shortlist, draws
         self._prefetch = prefetch
@@ -80,6 +96,10 @@ class CodeRankedTransfer(TransferLearning):
         self._gate_at, self._open = -1, gate is None
         self._drawn: list[int] = []  # random fresh points drawn, not proposed yet, in draw order
         self._scores: dict[int, float] = {}  # by index: each point is compiled and scored once
+        budget = options.get("budget")
+        self.screen = screen if budget is None else max(1, min(screen, SCREEN_PER_EVALUATION * budget))
+        self._screen: list[int] | None = None  # the screen's indices, drawn on first use
+        self._design_points = 0  # design points chosen while the code chose them
 
     @property
     def scored(self) -> int:
@@ -138,6 +158,33 @@ class CodeRankedTransfer(TransferLearning):
         code_rank = rank_positions([self._score_of(i) for i in best_first])
         votes = code_rank + np.arange(len(best_first))  # the model's rank is the position
         return [best_first[k] for k in np.argsort(votes, kind="stable")[:size]]
+
+    @property
+    def designs_by_code(self) -> bool:
+        """Whether the code chooses design points now: only on the kernel's fit, the evidence
+        that the ranker picks this kernel's best code (a rank correlation on a few trials of
+        this space says it orders the space, not that its top is the space's top)."""
+        return self.kernel_fit is not None and self.kernel_fit >= GATE_KERNEL_RHO and self.ranking_on
+
+    def _space_filling(self, sample: int = 256) -> int | None:
+        # Every other point of the design (and of a small budget's checks of its priors) is
+        # the best-scored fresh point of the screen; the others keep the design's spread.
+        if not self.designs_by_code:
+            return super()._space_filling(sample)
+        self._design_points += 1
+        fresh = [i for i in self._screened() if self._is_fresh(i)] if self._design_points % 2 else []
+        if not fresh:
+            return super()._space_filling(sample)
+        return min(fresh, key=self._score_of)
+
+    def _screened(self) -> list[int]:
+        """The screen: `screen` random legal points, compiled and scored once, on first use."""
+        if self._screen is None:
+            legal = self.space.legal_indices()
+            picks = self.rng.choice(len(legal), size=min(self.screen, len(legal)), replace=False)
+            self._screen = [int(legal[p]) for p in picks]
+            self._score_all(self._screen)
+        return self._screen
 
     def _random_fresh(self) -> int | None:
         if not self.ranking_on:
