@@ -199,21 +199,12 @@ class SearchStrategy:
         """A fresh legal point far from every point tried so far (greedy maximin over a
         random sample of the legal set): the initial design covers the space as a Latin
         hypercube would, but only on legal ground, however sparse."""
-        far = self._far_points(1, sample)
-        return far[0] if far else None
-
-    def _far_points(self, count: int, sample: int = 256) -> list[int]:
-        """Up to `count` fresh legal points of a random sample of the legal set, farthest
-        from every point tried so far first (before any trial: the sample's first points).
-        The first is _space_filling's point; a strategy that judges points by more than
-        distance (code_explore) chooses among the rest as well."""
         fresh = np.flatnonzero(self._fresh)
         if len(fresh) == 0:
-            return []
+            return None
         pool = self.rng.choice(fresh, size=min(sample, len(fresh)), replace=False)
-        legal = self.space.legal_indices()
         if not self.results:
-            return [int(legal[p]) for p in pool[:count]]
+            return int(self.space.legal_indices()[pool[0]])
         digits = self.space.legal_digits()
         scale = np.array([max(1, len(p.values) - 1) if p.is_ordered else 1 for p in self.space.params], dtype=float)
         tried = np.array([self.space.digits(i) for i in self.results], dtype=float) / scale
@@ -222,8 +213,7 @@ class SearchStrategy:
         unordered = [a for a, p in enumerate(self.space.params) if not p.is_ordered]
         gaps[:, :, unordered] = gaps[:, :, unordered] > 0
         nearest = gaps.sum(axis=2).min(axis=1)
-        # Farthest first, ties in the sample's order (argmax's choice for the first).
-        return [int(legal[pool[k]]) for k in np.argsort(-nearest, kind="stable")[:count]]
+        return int(self.space.legal_indices()[pool[int(np.argmax(nearest))]])
 
     def _ranked_results(self) -> list[tuple[int, float]]:
         """Successful results, best first (ties in telling order)."""
