@@ -128,6 +128,25 @@ def test_committed_bench_spaces_load():
             ("dwconv2d_s8", "cortex-m4"), ("fir_q15", "cortex-m55"), ("matmul_s8", "cortex-m55")} <= kernels
 
 
+def test_a_replay_with_priors_is_the_same_wherever_the_files_lie(tmp_path):
+    # The prior's name seeds the subset a transfer search learns from: not the file's path.
+    import shutil
+
+    from edgetune.tuner.recorded import as_prior
+
+    names = ("matmul_s8-cortex-m55-m16n16k32.json.gz", "matmul_s8-cortex-m55-m4n24k48.json.gz")
+    for name in names:
+        shutil.copy(REPO / "bench" / "spaces" / name, tmp_path / name)
+    runs = []
+    for folder in (REPO / "bench" / "spaces", tmp_path):
+        scored, other = (load_recorded(folder / name) for name in names)
+        prior = [as_prior(other)]
+        assert prior[0].source == "matmul_s8/cortex-m55/m=4,n=24,k=48"
+        assert len(other.trials) > 700  # more than an 8-trial run learns from: a subset is drawn
+        runs.append([list(replay(scored, "transfer", 8, seed, prior).trace) for seed in range(2)])
+    assert runs[0] == runs[1]
+
+
 @pytest.mark.parametrize("mutate, culprit", [
     (lambda d: d.pop("tune_params"), "neither"),
     (lambda d: d["cache"]["32,a"].__setitem__("time", None), "cache['32,a']"),
