@@ -27,7 +27,7 @@ every other point of the initial design is the code's best of a screen of random
 
 What it saves depends on the recordings the ranker learns from: on spaces of older kernels
 (matmul_s8 v1) the gated ranking saved 31% of the evaluations to `transfer`'s best; on
-recordings of today's kernels it saves nothing on the mean (docs/code-ranking-live.md,
+recordings of today's kernels it costs 13-18% more, pooled (docs/code-ranking-live.md,
 "Today's kernels"). `edgetune replay --strategy transfer+code` runs it on recorded spaces,
 `edgetune tune` and `model tune` live (edgetune.live_rank compiles the candidates); it is
 not the default.
@@ -51,7 +51,8 @@ DEFAULT_DRAWS = 8
 # then, and whenever it drops below, the search is plain `transfer`, proposal for proposal.
 # 0.8 lost less than 0.5 on conv2d_s8 (-11% against -19% over 20 seeds, bench/code_explore.py);
 # on the recordings of today's kernels (2026-12-03, ten M55 and M4 spaces, 5 seeds) 0.9 lost
-# less than 0.8: -7% against -8% pooled in first tunes, -0% against -5% with priors.
+# less than 0.8: -7% against -8% pooled in first tunes, -0% against -5% with priors (the
+# priors' subsets then seeded by their paths).
 GATE_RHO = 0.9
 GATE_TRIALS = 6
 # Before that, the evidence is the ranker's fit on the kernel's other recorded spaces
