@@ -55,6 +55,7 @@ KERNELS = {
     "dwconv2d_s8 ds-cnn": ("dwconv2d_s8", "h=25,w=5,c=64,mult=1,kh=3,kw=3,stride=1,dilation=1,pad=same"),
     "fir_q15 t32b64": ("fir_q15", "taps=32,block=64,rounding=nearest"),
     "conv2d_s8 8x8x16": ("conv2d_s8", "h=8,w=8,cin=16,cout=16,kh=3,kw=3,stride=1,dilation=1,pad=same"),
+    "matmul_s8 m32n16k64": ("matmul_s8", "m=32,n=16,k=64"),  # a shape recorded nowhere
 }
 
 
