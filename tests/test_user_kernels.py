@@ -557,3 +557,35 @@ def test_a_tune_whose_every_trial_fails_exits_1_so_a_script_stops_before_exporti
     (folder / "kernel.py").write_text(kernel_py.replace("SHIFT", "1"))
     right = edgetune_cli(tmp_path, *tune, "--db", "right.db")
     assert right.returncode == 0 and "best:" in right.stdout, right.stdout + right.stderr
+
+
+def test_a_definition_edited_within_the_second_to_the_same_size_is_read_again(tmp_path, monkeypatch):
+    """Python's bytecode cache trusts a .pyc by the source's size and whole-second mtime: a
+    kernel.py rewritten SHIFT 2 -> 1 in the same second ran the old reference (seen on a
+    fresh machine's CI). Each load compiles the file's current text, and leaves no
+    __pycache__ in the user's folder."""
+    import os
+
+    import sys
+
+    from edgetune.codegen.kernels.user_loader import load_kernel_file
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as on a machine without PYTHONDONTWRITEBYTECODE
+    folder = tmp_path / "halve"
+    folder.mkdir()
+    (folder / "halve.c").write_text("void halve(const short *x, short *y, int len) {}\n")
+    text = ('import edgetune as et\nSHIFT = 2\n'
+            'KERNEL = et.KernelDef(name="halve", shape=("n",), source="halve.c",\n'
+            '    args=[et.Input("x", "int16", "n"), et.Output("y", "int16", "n"), et.Scalar("len", "n")],\n'
+            '    params={"u": [1, 2]}, reference=lambda shape, i: i["x"] >> SHIFT, example_shape="n=16")\n')
+    definition = folder / "kernel.py"
+    definition.write_text(text)
+    first = load_kernel_file(folder)
+    stamp = definition.stat()
+    definition.write_text(text.replace("SHIFT = 2", "SHIFT = 1"))
+    os.utime(definition, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # the same size and time
+    second = load_kernel_file(folder)
+    x = {"x": np.array([64], dtype=np.int16)}
+    assert first.spec.reference({}, x)[0] == 16 and second.spec.reference({}, x)[0] == 32
+    assert first.definition != second.definition
+    assert not (folder / "__pycache__").exists()
