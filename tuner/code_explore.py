@@ -59,14 +59,13 @@ GATE_TRIALS = 6
 # (tuner.code_rank.kernel_fit): it has a say from the first plan when that is at least this.
 GATE_KERNEL_RHO = 0.8
 # With that fit, every other point of the initial design is the code's best of a screen of
-# this many random points (compiled once, not run). First tunes on the six recorded M55 spaces
-# of 2026-12-02, matmul_s8 v1's among them (bench/code_explore.py --first-tune, 5 seeds,
-# against -15% with no screen): 32 points cost 44% more evaluations than
-# `transfer` pooled (the screen's best is rarely good enough), 128 saved 28% and 256 saved 27%
-# (42-48% on each matmul_s8 space); all design points from the screen, 27%, every other one
-# (the rest spread as before), 37%.
-# A run of a known budget screens at most SCREEN_PER_EVALUATION points per evaluation of it:
-# a 4-trial tune compiles 32, not 256.
+# DEFAULT_SCREEN random points (compiled once, run only if chosen), at most
+# SCREEN_PER_EVALUATION per evaluation of a known budget (a 4-trial tune compiles 32). First
+# tunes (bench/code_explore.py --first-tune): on the six M55 spaces of 2026-12-02 (matmul_s8
+# v1; 5 seeds; -15% pooled without a screen) 32 points cost 44% more evaluations than
+# `transfer`, 128 saved 28%, 256 saved 27%; every other design point from the screen saved
+# 37%, all of them 27%. On today's ten spaces (10 seeds) the screen moved the pooled figure
+# from -19.1% to -18.3% (docs/code-ranking-live.md).
 DEFAULT_SCREEN, SCREEN_PER_EVALUATION = 256, 8
 
 
