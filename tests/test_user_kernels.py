@@ -565,7 +565,6 @@ def test_a_definition_edited_within_the_second_to_the_same_size_is_read_again(tm
     fresh machine's CI). Each load compiles the file's current text, and leaves no
     __pycache__ in the user's folder."""
     import os
-
     import sys
 
     from edgetune.codegen.kernels.user_loader import load_kernel_file

@@ -172,10 +172,10 @@ class CodeRankedTransfer(TransferLearning):
         if not self.designs_by_code:
             return super()._space_filling(sample)
         self._design_points += 1
-        fresh = [i for i in self._screened() if self._is_fresh(i)] if self._design_points % 2 else []
-        if not fresh:
+        if self._design_points % 2 == 0:
             return super()._space_filling(sample)
-        return min(fresh, key=self._score_of)
+        fresh = [i for i in self._screened() if self._is_fresh(i)]
+        return min(fresh, key=self._score_of) if fresh else super()._space_filling(sample)
 
     def _screened(self) -> list[int]:
         """The screen: `screen` random legal points, compiled and scored once, on first use."""

@@ -155,8 +155,8 @@ def kernel_fit(spaces: Sequence[RecordedSpace], scored: RecordedSpace, seed: int
     """How well a ranker learnt without `scored` ranks the other recorded spaces of its kernel
     on its target (other shapes), each in turn left out of the ranker's training as well: the
     lowest rank correlation, or None when the kernel has no other recorded space with
-    features there. It is the evidence, before any trial
-    of `scored` is measured, that the ranker knows the kernel's code (tuner.code_explore's gate)."""
+    features there. It is the evidence, before any trial of `scored` is measured, that the
+    ranker knows the kernel's code (tuner.code_explore's gate)."""
     return kernel_fit_among([s for s in spaces if s is not scored and s.path != scored.path], scored.kernel,
                             seed, scored.target)
 
