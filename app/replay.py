@@ -22,7 +22,8 @@ from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Config, TuningDatabase
 from edgetune.tuner.code_explore import CodeRankedTransfer
-from edgetune.tuner.code_rank import CodeRanker, RankByCode, kernel_fit
+from edgetune.tuner.code_rank import CodeRanker, CodeRankerError, RankByCode
+from edgetune.tuner.product_rank import ProductRanker, holds_products, product_fit_among
 from edgetune.tuner.recorded import (RecordedSpace, ReplayRun, as_prior, recorded_space_json, replay, replay_search,
                                      write_recorded)
 
@@ -30,8 +31,9 @@ from . import __version__
 from .session import ProgressFn, TuneRequest, TuneSummary, search_space, tune, workload_of
 from .value_roles import target_roles
 
-# `transfer` with the gated ranking by compiled code (tuner.code_explore): a name of `replay`
-# only, as it needs recorded spaces with code features to learn its ranker from (--rank-with).
+# `transfer` with the gated ranking by compiled code (tuner.code_explore): its score is the
+# space's own instructions per product (tuner.product_rank); the kernel's recorded spaces
+# elsewhere (--rank-with) are the gate's first evidence.
 RANKED_TRANSFER = CodeRankedTransfer.name
 
 
@@ -85,17 +87,21 @@ def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, 
                 keep: float | None = None, objective: str = "") -> dict:
     """Repeat r uses seed + r. The shape of the output is the contract scorers rely on.
     `rank_with`: recorded spaces with code features; given, a ranker learnt from them (never
-    from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode), or,
-    for `transfer+code` (RANKED_TRANSFER), which needs them, votes in `transfer`'s choices
-    behind its gate (tuner.code_explore).
+    from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode).
+    `transfer+code` (RANKED_TRANSFER) ranks by `recorded`'s own instructions per product
+    (tuner.product_rank), voting in `transfer`'s choices behind its gate (tuner.code_explore),
+    whose first evidence is how well that ranks the kernel's spaces among `rank_with`.
     Prior values are mapped by their targets' value roles (edgetune.value_roles).
     `objective`: another recorded value to minimise (default: the recording's own)."""
     recorded = recorded.minimising(objective)
     priors = [as_prior(p, target_roles(p.target)) for p in prior]
     roles = target_roles(recorded.target)
     if strategy == RANKED_TRANSFER:
-        predicted = CodeRanker.fit(rank_with, recorded).predicted_ranks(recorded)
-        fit = kernel_fit(rank_with, recorded)
+        if not holds_products(recorded):
+            raise CodeRankerError(f"{recorded.path}: its code features count no multiplies (record it again with "
+                                  f"`edgetune record`, or add them with bench/code_features.py)")
+        predicted = ProductRanker().predicted_ranks(recorded)
+        fit = product_fit_among([s for s in rank_with if s.path != recorded.path], recorded.kernel, recorded.target)
         runs = [ranked_transfer_run(recorded, budget, seed + r, priors, predicted, fit) for r in range(repeats)]
     else:
         wrap = None
@@ -115,9 +121,9 @@ def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, 
 
 def ranked_transfer_run(recorded: RecordedSpace, budget: int, seed: int, priors, predicted: dict[int, float],
                         fit: float | None) -> ReplayRun:
-    """One replay of `transfer+code`: `predicted` are the ranker's ranks of `recorded`'s
-    points and `fit` its fit on the kernel's other spaces (tuner.code_rank.kernel_fit), both
-    learnt from other recorded spaces, never from `recorded` itself."""
+    """One replay of `transfer+code`: `predicted` are the scores of `recorded`'s points (their
+    compiled code's instructions per product) and `fit` how well those rank the kernel's other
+    recorded spaces (tuner.product_rank.product_fit_among), never `recorded` itself."""
     search = CodeRankedTransfer(recorded.space, np.random.default_rng(seed), recorded.objective, prior=tuple(priors),
                                 budget=budget, roles=target_roles(recorded.target), kernel_fit=fit,
                                 score=lambda config: predicted.get(recorded.space.index_of(config)))

@@ -1,8 +1,9 @@
 """Does ranking by compiled code pay beside the default strategy? Evaluations and wall time.
 
-For each recorded Cortex-M55 and Cortex-M4 space in bench/spaces/ (--targets): a code ranker
-(edgetune.tuner.code_rank.CodeRanker) is trained on every *other* recorded space with
-features (leave-one-space-out), and, per seed, in the same run:
+For each recorded Cortex-M55 and Cortex-M4 space in bench/spaces/ (--targets), the code's
+score is its instructions per product (edgetune.tuner.product_rank: nothing learnt), or with
+--forest the rank predicted by a ranker (edgetune.tuner.code_rank.CodeRanker) trained on every
+*other* recorded space with features (leave-one-space-out), and, per seed, in the same run:
 - `transfer` (the default) runs for the space's methodology budget (Willemsen et al. 2024,
   edgetune.tuner.scoring) with the other spaces of its kernel as priors, as bench/ranker.py
   gives them; its best and the evaluations it took to first reach it are noted;
@@ -10,7 +11,8 @@ features (leave-one-space-out), and, per seed, in the same run:
   each plan is the best of the model's --shortlist x plan-size candidates by the sum of the
   model's and the code's ranks, each random proposal the best-ranked of --draws random
   points, while its gate is open: the ranker's fit on the kernel's other recorded spaces,
-  edgetune.tuner.code_rank.kernel_fit, is at least 0.8, or from --gate-trials trials on its
+  tuner.product_rank.product_fit_among or tuner.code_rank.kernel_fit, is at least 0.8, or
+  from --gate-trials trials on its
   rank correlation on this space's trials is at least --gate) runs until it reaches that
   best, or --cap x the budget (a miss counts the cap).
 Saved: 1 - (evaluations of transfer+code) / (evaluations of transfer), summed over seeds.
@@ -32,9 +34,10 @@ plus its extra compiles'.
 usage: .venv/bin/python bench/code_explore.py [--seeds N] [--shortlist S] [--draws K] [--cap C] [--wall]
                                               [--board-overhead S] [--data FOLDER] [--gate RHO] [--gate-trials N]
                                               [--ungated | --compare-ungated] [--compare-static]
-                                              [--targets T [T ...]] [--first-tune]
+                                              [--targets T [T ...]] [--first-tune] [--forest]
 
 --first-tune: no priors, as in a first live tune of a kernel (docs/code-ranking-live.md).
+--compare-static measures the forest (its static counts only) beside the main row.
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ import numpy as np
 
 from edgetune.tuner.code_explore import DEFAULT_DRAWS, DEFAULT_SHORTLIST, GATE_RHO, GATE_TRIALS, CodeRankedTransfer
 from edgetune.tuner.code_rank import CodeRanker, kernel_fit
+from edgetune.tuner.product_rank import ProductRanker, product_fit_among
 from edgetune.tuner.recorded import RecordedSpace, as_prior, load_recorded, replay, replay_trials
 from edgetune.tuner.scoring import baseline
 from edgetune.value_roles import target_roles
@@ -96,11 +100,15 @@ def priors_for(space: RecordedSpace, everything: list[RecordedSpace]):
 
 def measure(space: RecordedSpace, everything: list[RecordedSpace], seeds: int, shortlist: int, draws: int,
             cap: float, gate: float | None = GATE_RHO, gate_trials: int = GATE_TRIALS,
-            with_priors: bool = True) -> SpaceFigures:
-    ranker = CodeRanker.fit(everything, space)
-    assert space.path not in ranker.sources  # leave-one-space-out
-    predicted = ranker.predicted_ranks(space)
-    evidence = kernel_fit(everything, space)
+            with_priors: bool = True, forest: bool = False) -> SpaceFigures:
+    if forest:
+        ranker = CodeRanker.fit(everything, space)
+        assert space.path not in ranker.sources  # leave-one-space-out
+        predicted, evidence = ranker.predicted_ranks(space), kernel_fit(everything, space)
+    else:
+        others = [s for s in everything if s is not space]
+        predicted = ProductRanker().predicted_ranks(space)
+        evidence = product_fit_among(others, space.kernel, space.target)
     budget = baseline(space.values(), space.failures).budget
     prior, roles = priors_for(space, everything) if with_priors else [], target_roles(space.target)
     limit = max(budget, int(round(cap * budget)))
@@ -174,7 +182,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--first-tune", action="store_true",
                         help="No priors: each space tuned as a first tune of its kernel is (as a live tune often is).")
     parser.add_argument("--compare-static", action="store_true",
-                        help="Also measure the ranker on static counts only (loop-structure features left out).")
+                        help="Also measure the learnt ranker on static counts only (loop-structure features left out).")
+    parser.add_argument("--forest", action="store_true",
+                        help="Score by the learnt ranker (a forest over code features), not instructions per product.")
     return parser.parse_args()
 
 
@@ -221,6 +231,7 @@ def main() -> int:
     everything = [s for s in (load_recorded(p) for p in sorted(args.data.glob("*.json.gz"))) if s.features]
     scored = [s for s in everything if s.target in args.targets]
     print(f"# {len(scored)} scored spaces ({', '.join(args.targets)}), {len(everything)} with features; "
+          f"scored by {'a forest learnt on the others' if args.forest else 'instructions per product'}; "
           f"shortlist {args.shortlist}, "
           f"draws {args.draws}, "
           f"{args.seeds} seeds; evaluations to reach transfer's best (mean over seeds)")
@@ -229,17 +240,19 @@ def main() -> int:
     static = [static_only(s) for s in everything] if args.compare_static else []
     for space in scored:
         if static:
-            row = measure(static[everything.index(space)], static, args.seeds, args.shortlist, args.draws, args.cap)
+            row = measure(static[everything.index(space)], static, args.seeds, args.shortlist, args.draws, args.cap,
+                          forest=True)
             static_rows.append(row.saved)
             print(f"{short(space) + ' (static counts only)':<40}{row.budget:>7}{np.mean(row.plain):>9.1f}"
                   f"{np.mean(row.ranked):>8.1f}{row.saved:>+8.1%}{row.reached:>6}/{args.seeds:<2}", flush=True)
         if args.compare_ungated:
-            row = measure(space, everything, args.seeds, args.shortlist, args.draws, args.cap, None)
+            row = measure(space, everything, args.seeds, args.shortlist, args.draws, args.cap, None,
+                          forest=args.forest)
             ungated_rows.append(row.saved)
             print(f"{short(space) + ' (ungated)':<40}{row.budget:>7}{np.mean(row.plain):>9.1f}"
                   f"{np.mean(row.ranked):>8.1f}{row.saved:>+8.1%}{row.reached:>6}/{args.seeds:<2}", flush=True)
         row = measure(space, everything, args.seeds, args.shortlist, args.draws, args.cap,
-                      None if args.ungated else args.gate, args.gate_trials, not args.first_tune)
+                      None if args.ungated else args.gate, args.gate_trials, not args.first_tune, args.forest)
         rows.append((short(space), row))
         per_eval = sum(row.extra_compiles) / sum(row.ranked)
         print(f"{short(space):<40}{row.budget:>7}{np.mean(row.plain):>9.1f}{np.mean(row.ranked):>8.1f}"

@@ -3,9 +3,10 @@
 In the same run, per workload and seed, each in a fresh database and a fresh build cache:
 - `transfer` (the default) tunes for --budget trials; its best, and the trials it took to
   first reach it, are noted;
-- `transfer+code` (edgetune.live_rank: the candidates compiled, their code ranked by the
-  ranker learnt from the recorded spaces shipped with edgetune, a space of the very workload
-  left out; CodeRankedTransfer voting behind its gate) tunes with the same seed, planning
+- `transfer+code` (edgetune.live_rank: the candidates compiled, their code ranked by its
+  instructions per product, the gate's first evidence taken from the recorded spaces shipped
+  with edgetune, a space of the very workload left out; CodeRankedTransfer voting behind its
+  gate) tunes with the same seed, planning
   for the same budget, and goes on past it (--step trials at a time, the search kept open)
   until it reaches that best or --cap x the budget (a miss counts the cap).
 Kernels: one LiveSearch each (edgetune.session, as `edgetune tune` runs it). Models: the
@@ -15,18 +16,15 @@ again with --step more trials on the same database (a run with a smaller budget 
 same choices as the first rounds of a larger one: bench/model_budget.py).
 
 Wall time: QEMU as measured here (from the search's opening to the trial, or round, that
-reached the best; the ranker is learnt before the clock starts and its one-off cost printed
-apart), and a serial board modelled as bench/code_explore.py does: --board-overhead seconds per
+reached the best; the gate's evidence is computed before the clock starts and its one-off
+cost printed apart), and a serial board modelled as bench/code_explore.py does: --board-overhead seconds per
 trial (flash, reset, session: 3 s assumed, the project has no board to time) plus the
 `an547-serial` target's runs per trial of the trial's instructions at its clock, plus every
 compile at the mean compile-and-read time measured here (`transfer+code`: each configuration it
 compiled, run or not; the runs of those it compiled find their objects in the cache).
 
---centre: only how far a live search's centring (CENTRE_SAMPLE points) moves the ranker's
-predictions from a replay's (the whole space), per recorded space.
-
 usage: .venv/bin/python bench/live_rank.py [--seeds N] [--first-seed S] [--budget B] [--model-budget B] [--cap C]
-                                           [--kernels NAME ...] [--models NAME ...] [--jobs J] [--centre]
+                                           [--kernels NAME ...] [--models NAME ...] [--jobs J]
 """
 from __future__ import annotations
 
@@ -174,29 +172,6 @@ def timed_compile(kernel_name: str, shape: dict, root: Path, count: int = 4) -> 
     return (time.perf_counter() - started) / count
 
 
-def centre_agreement() -> None:
-    """Per recorded space: the rank correlation of the ranker's predictions centred on the
-    whole space's median (as a replay centres) and on CENTRE_SAMPLE points spread evenly over
-    its legal set (as a live search does), the ranker learnt without the space."""
-    import numpy as np
-
-    from edgetune.tuner.code_rank import CodeRanker, log_centre
-    from edgetune.tuner.strategies.prior_trust import rank_agreement
-
-    spaces = live_rank.ranking_spaces()
-    print(f"# predictions centred on {live_rank.CENTRE_SAMPLE} evenly spread points against on the whole space")
-    for space in spaces:
-        ranker = CodeRanker.fit(spaces, space)
-        whole = ranker.predicted_ranks(space)
-        legal = space.space.legal_indices()
-        picks = np.unique(np.linspace(0, len(legal) - 1, min(live_rank.CENTRE_SAMPLE, len(legal))).round().astype(int))
-        sample = [space.features[int(legal[p])] for p in picks if int(legal[p]) in space.features]
-        indices = sorted(whole)
-        live = ranker.predict([space.features[i] for i in indices], log_centre(sample, ranker.names))
-        rho = rank_agreement(np.array([whole[i] for i in indices]), live)
-        print(f"{Path(space.path).name:<45} rank correlation {rho:.3f} over {len(indices)} configurations")
-
-
 def board_seconds(run: Run, compile_s: float, overhead_s: float, runs: int, clock_hz: float) -> float:
     return run.evaluations * overhead_s + runs * run.instructions / clock_hz + run.compiled * compile_s
 
@@ -213,12 +188,7 @@ def main() -> int:
     parser.add_argument("--models", nargs="*", default=["ds_cnn_kws"])
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--board-overhead", type=float, default=3.0)
-    parser.add_argument("--centre", action="store_true",
-                        help="Only compare live centring (a sample) with a replay's (the whole space), then stop.")
     args = parser.parse_args()
-    if args.centre:
-        centre_agreement()
-        return 0
     board = get_target(BOARD_TARGET)
     runs_per_trial, clock_hz = board.serial.runs, board.core.clock_hz
     rows = []
@@ -237,7 +207,7 @@ def main() -> int:
                 ranker = live_rank.live_ranker(kernel_name, TARGET, shape)
                 learnt = time.monotonic() - started
                 timed = timed_compile(kernel_name, shape, root)
-                note = (f"ranker learnt from {len(ranker.ranker.sources)} spaces, left out: "
+                note = (f"ranked by instructions per product; left out: "
                         f"{', '.join(ranker.left_out) or 'none'}; kernel fit {ranker.kernel_fit}; "
                         f"{learnt:.1f} s once; a compile and read {timed:.2f} s")
             else:
@@ -246,7 +216,7 @@ def main() -> int:
                 model = load_model(MODELS / f"{label}.tflite")
                 learnt = [live_rank.live_ranker(lw.kernel.name, TARGET, lw.shape)
                           for lw in distinct_workloads(model.layers, get_target(TARGET))]
-                note = (f"{len(learnt)} workloads' rankers learnt in {time.monotonic() - started:.1f} s once; left out: "
+                note = (f"{len(learnt)} workloads' gate evidence in {time.monotonic() - started:.1f} s once; left out: "
                         f"{', '.join(sorted({n for r in learnt for n in r.left_out})) or 'none'}; kernel fits "
                         f"{', '.join(sorted({f'{r.kernel_fit:.2f}' if r.kernel_fit is not None else 'none' for r in learnt}))}")
             print(f"\n## {label}: {note}", flush=True)

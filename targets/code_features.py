@@ -17,6 +17,11 @@ candidate, look at its code and skip it if it looks like a sure loser (docs/sear
   instructions of the innermost loops holding none. Static counts know no trip counts: an
   im2col copy loop that runs once per pixel weighs as much in `hot_*` as the MAC loop that
   runs once per multiply; these tell the two apart (docs/search-priors.md).
+- `multiplies`, `hot_multiplies`, `mac_loop_multiplies`: the products those instructions
+  compute (targets.mix.multiplies: 16 for an MVE vmladav.s8, 2 for an smlad, 1 for a mul),
+  in the whole code, the innermost loops and the multiplying ones. A kernel's products are
+  fixed by its shape, so instructions per product in the multiplying loops estimates the
+  run's cost without trip counts (edgetune.tuner.product_rank).
 A call into another function is not followed: the innermost loops of the object's own code
 are what is counted.
 """
@@ -33,13 +38,13 @@ from edgetune.tuner import Config, Outcome
 
 from . import elf
 from .build import Runner
-from .mix import Instruction, classify_a64, classify_thumb
+from .mix import Instruction, classify_a64, classify_thumb, multiplies
 from .toolchain import run_tool
 
 FEATURE_NAMES = ("code_bytes", "instructions", "loops", "loop_depth", "hot_instructions",
                  *(f"hot_{name}" for name in INSTRUCTION_CLASSES),
                  "mac_loops", "mac_loop_instructions", *(f"mac_loop_{name}" for name in INSTRUCTION_CLASSES),
-                 "copy_loop_instructions")
+                 "copy_loop_instructions", "multiplies", "hot_multiplies", "mac_loop_multiplies")
 # Classes that mark an innermost loop as the arithmetic one: the loop that runs once per
 # multiply-accumulate, where a kernel spends its time; an innermost loop without them (an
 # im2col copy, a bias fill) runs once per pixel or per channel, far fewer times.
@@ -121,16 +126,21 @@ def listing_features(listing: list[Located], a64: bool) -> dict[str, int]:
     features.update(code_bytes=sum(item.insn.size for item in listing), instructions=len(listing),
                     loops=len(loops), loop_depth=depth)
     for item in listing:
+        features["multiplies"] += multiplies(item.insn, a64)
         if any(_inside(item, loop) for loop in innermost):
             features["hot_instructions"] += 1
             features[f"hot_{classify(item.insn)}"] += 1
+            features["hot_multiplies"] += multiplies(item.insn, a64)
     for loop in innermost:
-        held = [classify(item.insn) for item in listing if _inside(item, loop)]
-        multiplies = _MULTIPLY_CLASSES.intersection(held)
-        features["mac_loops"] += bool(multiplies)
-        features["mac_loop_instructions" if multiplies else "copy_loop_instructions"] += len(held)
-        for name in held if multiplies else ():
-            features[f"mac_loop_{name}"] += 1
+        inside = [item.insn for item in listing if _inside(item, loop)]
+        held = [classify(insn) for insn in inside]
+        multiplying = bool(_MULTIPLY_CLASSES.intersection(held))
+        features["mac_loops"] += multiplying
+        features["mac_loop_instructions" if multiplying else "copy_loop_instructions"] += len(held)
+        if multiplying:
+            features["mac_loop_multiplies"] += sum(multiplies(insn, a64) for insn in inside)
+            for name in held:
+                features[f"mac_loop_{name}"] += 1
     return features
 
 

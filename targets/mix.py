@@ -104,6 +104,41 @@ def classify_thumb(insn: Instruction) -> str:
     return "alu"
 
 
+# Scalar instructions that multiply two halfword pairs at once (Armv7E-M's DSP extension).
+_DUAL_MULTIPLIES = ("smlad", "smlsd", "smuad", "smusd", "smlald", "smlsld")
+# Multiplies that keep the high half of each product: a rescale (requantization), not the
+# products a kernel sums.
+_SCALING = ("vqdmulh", "vqrdmulh", "vmulh", "vrmulh", "sqdmulh", "sqrdmulh")
+_ELEMENT_BITS = re.compile(r"[suif](8|16|32|64)$")
+_A64_ARRANGEMENT = re.compile(r"\bv\d+\.(\d+)([bhsd])\b")
+_A64_LANE_BITS = {"b": 8, "h": 16, "s": 32, "d": 64}
+
+
+def multiplies(insn: Instruction, a64: bool) -> int:
+    """How many products one instruction computes: the lanes of a vector multiply(-accumulate)
+    (an MVE vmladav.s8 sums 16, a NEON sdot into v.4s 16), 2 for a dual 16-bit multiply
+    (smlad), 1 for any other scalar multiply, 0 for everything else. Instructions per
+    product in a kernel's multiplying loops is a trip-count-free measure of how much work
+    each loop iteration does (edgetune.targets.code_features)."""
+    name = insn.mnemonic
+    base = name.split(".")[0]
+    if base.startswith(_SCALING):
+        return 0
+    kind = classify_a64(insn) if a64 else classify_thumb(insn)
+    if kind in ("mac", "mul"):
+        return 2 if base.startswith(_DUAL_MULTIPLIES) else 1
+    if kind != "vec_mac":
+        return 0
+    if a64:
+        match = _A64_ARRANGEMENT.search(insn.operands)
+        if not match:
+            return 1
+        lanes, bits = int(match.group(1)), _A64_LANE_BITS[match.group(2)]
+        return lanes * 4 if base in ("sdot", "udot") else lanes  # a dot product sums 4 bytes per lane
+    match = _ELEMENT_BITS.search(name)
+    return 128 // int(match.group(1)) if match else 4  # MVE: 128-bit Q registers
+
+
 def thumb_branch_is_conditional(insn: Instruction) -> bool:
     base = insn.mnemonic.split(".")[0]
     if base in ("cbz", "cbnz"):

@@ -13,6 +13,7 @@ from edgetune.hal import INSTRUCTION_CLASSES
 from edgetune.targets import get_target
 from edgetune.targets.code_features import (FEATURE_NAMES, find_loops, listing_features, object_features,
                                             parse_listing, variant_features)
+from edgetune.targets.mix import Instruction, multiplies
 from edgetune.targets.runners import runner_for
 
 # A dot product, clang -O3 for the Cortex-M55 (arm-none-eabi-objdump --architecture=armv8.1-m.main):
@@ -145,3 +146,30 @@ def test_innermost_loops_with_a_multiply_are_told_from_copy_loops():
     assert (features["mac_loop_load"], features["mac_loop_mac"], features["mac_loop_store"]) == (2, 1, 0)
     assert features["copy_loop_instructions"] == 4
     assert sum(features[f"mac_loop_{name}"] for name in INSTRUCTION_CLASSES) == features["mac_loop_instructions"]
+
+
+@pytest.mark.parametrize("mnemonic, operands, a64, products", [
+    ("vmlava.s8", "ip, q1, q0", False, 16),  # Helium: 16 int8 lanes summed
+    ("vmladava.s16", "r0, q1, q0", False, 8),
+    ("vmla.i32", "q0, q1, r2", False, 4),
+    ("vqrdmulh.s32", "q0, q0, r1", False, 0),  # a rescale, not a product summed
+    ("smlad", "r3, r1, r2, r3", False, 2),  # two halfword products
+    ("smlabb", "r3, r1, r2, r3", False, 1),
+    ("mla", "r3, r1, ip, r3", False, 1),
+    ("vldrb.u8", "q0, [r0], #16", False, 0),
+    ("adds", "r2, #1", False, 0),
+    ("sdot", "v0.4s, v1.16b, v2.16b", True, 16),  # 4 lanes of 4-byte dot products
+    ("smlal2", "v0.4s, v1.8h, v2.8h", True, 4),
+    ("madd", "w0, w1, w2, w0", True, 1),
+])
+def test_products_per_instruction(mnemonic, operands, a64, products):
+    assert multiplies(Instruction(4, mnemonic, operands), a64) == products
+
+
+def test_products_are_counted_in_the_whole_code_and_its_multiplying_loops():
+    helium = listing_features(parse_listing(HELIUM_DOT), a64=False)
+    assert (helium["multiplies"], helium["hot_multiplies"], helium["mac_loop_multiplies"]) == (16, 16, 16)
+    copy_then_mac = listing_features(parse_listing(COPY_THEN_MAC), a64=False)
+    # one MLA in the MAC loop; the copy loop multiplies nothing
+    assert (copy_then_mac["multiplies"], copy_then_mac["mac_loop_multiplies"]) == (1, 1)
+    assert copy_then_mac["mac_loop_instructions"] / copy_then_mac["mac_loop_multiplies"] == 5

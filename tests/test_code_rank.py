@@ -24,10 +24,13 @@ def configs():
 
 
 def code_of(config: Config, scale: int) -> dict[str, int]:
-    """Made-up code: Helium puts vector MACs in the hot loop, tiling adds loads."""
+    """Made-up code: Helium puts vector MACs in the hot loop (16 products each), tiling adds loads."""
     mve = config["vector"] == "mve"
-    return {"code_bytes": 100 * scale + 20 * config["unroll"], "hot_instructions": 8 + config["tile"],
-            "hot_vec_mac": 2 * mve, "hot_mac": 0 if mve else 2, "hot_load": config["tile"]}
+    hot = 8 + config["tile"]
+    return {"code_bytes": 100 * scale + 20 * config["unroll"], "hot_instructions": hot,
+            "hot_vec_mac": 2 * mve, "hot_mac": 0 if mve else 2, "hot_load": config["tile"],
+            "instructions": 40 + hot, "multiplies": 32 if mve else 2, "mac_loop_instructions": hot,
+            "mac_loop_multiplies": 32 if mve else 2}
 
 
 def cost_of(config: Config, scale: int) -> float:
@@ -253,7 +256,7 @@ def test_kernel_fit_judges_the_kernels_spaces_on_the_scored_target_only(tmp_path
     assert kernel_fit([spaces[0], elsewhere], spaces[0]) is None
 
 
-def test_replay_runs_the_gated_transfer_with_code_by_its_name_and_refuses_it_without_spaces(tmp_path):
+def test_replay_runs_the_gated_transfer_with_code_by_its_name(tmp_path):
     from click.testing import CliRunner
 
     from edgetune.cli import main
@@ -267,9 +270,29 @@ def test_replay_runs_the_gated_transfer_with_code_by_its_name_and_refuses_it_wit
     again = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", "--rank-with", str(b), "--rank-with", str(c)])
     assert json.loads(again.output)["repeats"][0]["trace"] == out["repeats"][0]["trace"]  # a seed reproduces it
     plain = json.loads(CliRunner().invoke(main, [*args, "--strategy", "transfer"]).output)
-    # The ranker knows the toy kernel (its fit on b and c is high): its say changes the choices.
+    # Instructions per product rank the toy kernel's other spaces well: the code has a say
+    # from the first plan, and it changes the choices.
     assert [t["config"] for t in out["repeats"][0]["trials"]] != [t["config"] for t in plain["repeats"][0]["trials"]]
-    for extra in ([], ["--rank-with", str(b), "--rank-keep", "0.5"]):
-        refused = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", *extra])
-        assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
-        assert "--rank-with" in refused.output
+    # Without the kernel's other spaces the gate waits for this space's own trials.
+    alone = CliRunner().invoke(main, [*args, "--strategy", "transfer+code"])
+    assert alone.exit_code == 0, alone.output
+    refused = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", "--rank-with", str(b), "--rank-keep", "0.5"])
+    assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
+    assert "--rank-keep" in refused.output
+
+
+def test_replay_refuses_the_gated_transfer_on_a_space_whose_features_count_no_multiplies(tmp_path):
+    from click.testing import CliRunner
+
+    from edgetune.cli import main
+
+    path = write_space(tmp_path, "old", 1)
+    document = json.loads(gzip.decompress(path.read_bytes()))
+    for entry in document["entries"]:
+        entry.get("features", {}).pop("mac_loop_multiplies", None)  # recorded before products were counted
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    before = path.read_bytes()
+    refused = CliRunner().invoke(main, ["replay", str(path), "--budget", "4", "--strategy", "transfer+code"])
+    assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
+    assert str(path) in refused.output and "multiplies" in refused.output
+    assert path.read_bytes() == before

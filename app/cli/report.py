@@ -62,8 +62,9 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, kernel_
 @click.option("--rank-with", "rank_files", multiple=True, metavar="FILE",
               help="Recorded space with code features (repeatable): rank the strategy's proposals by their "
                    "compiled code, with a ranker learnt from these (never from SPACE_FILE itself). With "
-                   f"--strategy {RANKED_TRANSFER}: `transfer` whose choices the ranking votes in, while it ranks "
-                   "the kernel's other spaces or this one's trials well (docs/search-priors.md).")
+                   f"--strategy {RANKED_TRANSFER} (which ranks by SPACE_FILE's instructions per product): the "
+                   "kernel's spaces elsewhere, whose ranking lets it vote from the first trial "
+                   "(docs/code-ranking-live.md).")
 @click.option("--rank-keep", default=None, type=click.FloatRange(0, 1, min_open=True),
               help="With --rank-with: run the strategy's proposals in its order, skipping those ranked worse than "
                    f"this quantile of those seen [default: run the best-ranked of every {DEFAULT_POOL}].")
@@ -77,9 +78,9 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_fi
     objective and edgetune's version."""
     if strategy != RANKED_TRANSFER:
         check_strategy(strategy)
-    elif not rank_files or rank_keep is not None:
-        raise click.UsageError(f"--strategy {RANKED_TRANSFER} learns its ranker from --rank-with FILE (recorded "
-                               f"spaces with code features) and takes no --rank-keep")
+    elif rank_keep is not None:
+        raise click.UsageError(f"--strategy {RANKED_TRANSFER} takes no --rank-keep: it votes in `transfer`'s "
+                               f"choices rather than skipping proposals")
     recorded = load_recorded(space_file)
     prior = [load_recorded(p) for p in prior_files]
     rank_with = [load_recorded(p) for p in rank_files]
