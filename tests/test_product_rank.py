@@ -1,6 +1,6 @@
 """Ranking compiled code by instructions per product (edgetune.tuner.product_rank): the
 estimate from the multiplying loops or from straight-line code, no estimate where nothing
-multiplies, and its fit on a kernel's recorded spaces as the gate's evidence."""
+multiplies, and its fit on a kernel's recorded spaces (two at least) as the gate's evidence."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -33,7 +33,7 @@ def test_the_ranker_orders_by_the_estimate_and_ranks_no_estimate_last():
 
 
 def test_its_fit_is_its_worst_rank_correlation_on_the_kernels_spaces_on_the_target(tmp_path):
-    spaces = [load_recorded(write_space(tmp_path, name, scale)) for name, scale in (("a", 1), ("b", 3))]
+    spaces = [load_recorded(write_space(tmp_path, name, scale)) for name, scale in (("a", 1), ("b", 3), ("c", 7))]
     assert all(holds_products(s) for s in spaces)
     ranker = ProductRanker()
     fits = [ranker.agreement(s) for s in spaces]
@@ -43,8 +43,10 @@ def test_its_fit_is_its_worst_rank_correlation_on_the_kernels_spaces_on_the_targ
     odd = replace(spaces[1], trials={i: Trial(t.config, t.outcome, {"instructions": 1e6 / t.value("instructions")})
                                      for i, t in spaces[1].trials.items()})
     assert product_fit_among([spaces[0], odd], "toy", "cortex-m55") < 0
-    # ... but only on its own target, and another kernel or target gives no evidence.
+    # ... but only on its own target; one space is one shape, not evidence; another kernel or
+    # target gives none.
     elsewhere = load_recorded(write_space(tmp_path, "m4", 5, target="cortex-m4"))
-    assert product_fit_among([spaces[0], elsewhere], "toy", "cortex-m55") == fits[0]
+    assert product_fit_among([*spaces[:2], elsewhere], "toy", "cortex-m55") == min(fits[:2])
+    assert product_fit_among([spaces[0], elsewhere], "toy", "cortex-m55") is None
     assert product_fit_among(spaces, "other", "cortex-m55") is None
     assert product_fit_among(spaces, "toy", "cortex-a53") is None

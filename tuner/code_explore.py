@@ -4,8 +4,9 @@ The earlier wrapper (code_rank.RankByCode) drew a few proposals from the inner s
 ran the one whose code looked best: it threw away the cost model's order, kept the others in
 a reserve the model never saw again, and cost 27-62% more evaluations than `transfer` alone
 (docs/search-priors.md). Here the cost model keeps its own ranking and the code's ranking
-(`score`, e.g. tuner.code_rank.CodeRanker's predicted rank, learnt on other recorded spaces)
-is one of two votes:
+(`score`: tuner.product_rank's instructions per product of the compiled candidate, or any
+order-preserving score such as tuner.code_rank.CodeRanker's predicted rank) is one of two
+votes:
 
 - **the model's plan**: the model ranks the fresh candidates as always; its best
   `shortlist x plan size` are compiled and scored, and the plan is the best of them by the
@@ -18,19 +19,18 @@ is one of two votes:
 Every point is compiled and scored once (`scored` counts them).
 
 The code votes only behind a gate (`ranking_on`), decided per space from evidence that the
-ranker ranks this kernel: its fit on the kernel's other recorded spaces on the same target
-(`kernel_fit`, from tuner.code_rank.kernel_fit) from the first plan, and from `gate_trials`
+score ranks this kernel: its fit on the kernel's other recorded spaces on the same target
+(`kernel_fit`, from tuner.product_rank.product_fit_among) from the first plan, and from `gate_trials`
 trials on, its rank correlation on this space's own measured trials. While the gate is shut
 the search is `transfer`, proposal for proposal. With the kernel's fit (and only then: a
 correlation on a few trials says the code orders the space, not that its top is the top),
 every other point of the initial design is the code's best of a screen of random points.
 
-What it saves depends on the recordings the ranker learns from: on spaces of older kernels
-(matmul_s8 v1) the gated ranking saved 31% of the evaluations to `transfer`'s best; on
-recordings of today's kernels it costs 13-18% more, pooled (docs/code-ranking-live.md,
-"Today's kernels"). `edgetune replay --strategy transfer+code` runs it on recorded spaces,
-`edgetune tune` and `model tune` live (edgetune.live_rank compiles the candidates); it is
-not the default.
+On the ten recorded spaces (10 seeds) ranking by instructions per product saved 12.3% of
+the evaluations to `transfer`'s best on first tunes and 4.2% with priors, pooled (11-52% where
+the gate opens; a learnt forest had cost 18% and 13% more: docs/code-ranking-live.md).
+`edgetune replay --strategy transfer+code` runs it on recorded spaces, `edgetune tune` and
+`model tune` live (edgetune.live_rank compiles the candidates); it is not the default.
 """
 from __future__ import annotations
 
@@ -52,11 +52,14 @@ DEFAULT_DRAWS = 8
 # 0.8 lost less than 0.5 on conv2d_s8 (-11% against -19% over 20 seeds, bench/code_explore.py);
 # on the recordings of today's kernels (2026-12-03, ten M55 and M4 spaces, 5 seeds) 0.9 lost
 # less than 0.8: -7% against -8% pooled in first tunes, -0% against -5% with priors (the
-# priors' subsets then seeded by their paths).
+# priors' subsets then seeded by their paths). With instructions per product as the score,
+# 0.8 (and the kernel gate at 0.7) saved 6.0% pooled on first tunes against 12.3% for 0.9.
 GATE_RHO = 0.9
 GATE_TRIALS = 6
-# Before that, the evidence is the ranker's fit on the kernel's other recorded spaces
-# (tuner.code_rank.kernel_fit): it has a say from the first plan when that is at least this.
+# Before that, the evidence is the score's fit on the kernel's other recorded spaces
+# (tuner.product_rank.product_fit_among): it has a say from the first plan when that is at
+# least this. At 0.7 the M4 matmul_s8 spaces (0.75-0.77) opened, and m16n16k32 took 82%
+# more evaluations on first tunes (2.9% saved pooled, against 12.3%).
 GATE_KERNEL_RHO = 0.8
 # With that fit, every other point of the initial design is the code's best of a screen of
 # DEFAULT_SCREEN random points (compiled once, run only if chosen), at most
