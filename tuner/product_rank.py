@@ -9,11 +9,11 @@ instructions they spend per product. That ratio, read from a variant's disassemb
 (edgetune.targets.code_features: `mac_loop_instructions / mac_loop_multiplies`, the
 innermost loops that multiply; code without such a loop is straight-line, and then every
 instruction runs once: `instructions / multiplies`), needs no training and no centring, and
-compares shapes directly. On the ten recorded M55 and M4 spaces it puts the best
-configuration first or within the first 3 on four of the M55 spaces (docs/code-ranking-live.md).
+compares shapes directly. Of the six recorded M55 spaces, it puts the best configuration
+among its first four on five (docs/code-ranking-live.md).
 
-`ProductRanker` has the face of a CodeRanker (predict, predicted_ranks, agreement), so
-tuner.code_explore and the live search take either.
+`ProductRanker` ranks as a CodeRanker does (predicted_ranks, agreement), so the replays and
+benchmarks that scored a learnt ranker score this one the same way.
 """
 from __future__ import annotations
 
@@ -50,13 +50,11 @@ def holds_products(space: RecordedSpace) -> bool:
 
 @dataclass(frozen=True)
 class ProductRanker:
-    """Ranks by instructions per product (lower is better; no estimate ranks last)."""
-    names: tuple[str, ...] = PRODUCT_FEATURES
-    sources: tuple[str, ...] = ()  # learns from nothing
-    needs_centre = False
+    """Ranks by instructions per product (lower is better; no estimate ranks last). It learns
+    from nothing, so it holds nothing."""
 
-    def predict(self, rows: Sequence[Features], centre: np.ndarray | None = None) -> np.ndarray:
-        """Each row's instructions per product (inf where there is none); `centre` is unused."""
+    def predict(self, rows: Sequence[Features]) -> np.ndarray:
+        """Each row's instructions per product (inf where there is none)."""
         return np.array([_or_inf(instructions_per_product(row)) for row in rows], dtype=float)
 
     def predicted_ranks(self, space: RecordedSpace) -> dict[int, float]:
