@@ -148,12 +148,22 @@ _SCORES: dict[tuple, CodeScore] = {}
 _SCORES_LOCK = threading.Lock()
 
 
+def check_code_readable(strategy: str, target: Target, device: str = "cpu") -> None:
+    """Refuse, before anything is opened or run, a strategy that ranks compiled code where
+    that code cannot be read: an NPU operator (compiled by Vela), a target without a
+    disassembler."""
+    if device != "cpu":
+        raise CodeRankingError(f"--strategy {strategy}: ranks the compiled code of CPU kernels; an NPU operator "
+                               f"(--device {device}) is compiled by Vela")
+    if target.cost is None:
+        raise CodeRankingError(f"--strategy {strategy}: target {target.name} names no disassembler (no [cost] "
+                               f"table), so its compiled code cannot be read")
+
+
 def code_ranking(kernel: Kernel, target: Target, shape: dict, space: Space, workload_key: str, jobs: int) -> dict:
     """make_strategy's `ranking` options for `transfer+code` on a CPU workload: the score,
     its prefetch and the ranker's fit on the kernel's other recorded spaces."""
-    if target.cost is None:
-        raise CodeRankingError(f"--strategy transfer+code: target {target.name} names no disassembler (no [cost] "
-                               f"table), so its compiled code cannot be read")
+    check_code_readable("transfer+code", target)
     batched = runner_for(target).batches
     key = (workload_key, len(space), batched)
     with _SCORES_LOCK:

@@ -82,6 +82,27 @@ def code_features_of(kernel: Kernel, target: Target, shape: dict, configs: Seque
     return found
 
 
+def check_rank_with(recorded: RecordedSpace, rank_with: Sequence[RecordedSpace], strategy: str) -> None:
+    """Refuse --rank-with files of which none can serve a learnt ranker (none holds code
+    features), naming them; a file that cannot serve among others that can is left out, as
+    the replayed space itself is (so a folder's files can be given at once). `transfer+code`
+    learns nothing: its --rank-with files are only evidence, and what it judged is reported."""
+    if strategy == RANKED_TRANSFER or not rank_with:
+        return
+    if not any(s.features for s in rank_with if s.path != recorded.path):
+        names = ", ".join(s.path for s in rank_with)
+        raise CodeRankerError(f"--rank-with {names}: no file other than the replayed space holds code features to "
+                              f"learn a ranker from (record them with `edgetune record`, or add them with "
+                              f"bench/code_features.py)")
+
+
+def judged_spaces(recorded: RecordedSpace, rank_with: Sequence[RecordedSpace]) -> list[RecordedSpace]:
+    """The --rank-with spaces `transfer+code` judges its ranking on: the kernel's other
+    recorded spaces on the same target that count products."""
+    return [s for s in rank_with if s.path != recorded.path and s.kernel == recorded.kernel
+            and s.target == recorded.target and holds_products(s)]
+
+
 def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, repeats: int,
                 prior: Sequence[RecordedSpace] = (), rank_with: Sequence[RecordedSpace] = (),
                 keep: float | None = None, objective: str = "") -> dict:
@@ -101,10 +122,12 @@ def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, 
             raise CodeRankerError(f"{recorded.path}: its code features count no multiplies (record it again with "
                                   f"`edgetune record`, or add them with bench/code_features.py)")
         predicted = ProductRanker().predicted_ranks(recorded)
-        fit = product_fit_among([s for s in rank_with if s.path != recorded.path], recorded.kernel, recorded.target)
+        judged = judged_spaces(recorded, rank_with)
+        fit = product_fit_among(judged, recorded.kernel, recorded.target)
         runs = [ranked_transfer_run(recorded, budget, seed + r, priors, predicted, fit) for r in range(repeats)]
+        ranking = {"kernel_fit": fit, "judged_on": [s.path for s in judged]}
     else:
-        wrap = None
+        wrap, ranking = None, None
         if rank_with:
             predicted = CodeRanker.fit(rank_with, recorded).predicted_ranks(recorded)
 
@@ -114,7 +137,7 @@ def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, 
     values = recorded.values()
     return {"edgetune": __version__, "space": recorded.path, "kernel": recorded.kernel, "target": recorded.target,
             "objective": recorded.objective, "strategy": strategy, "budget": budget,
-            "size": len(recorded.space), "failures": recorded.failures,
+            "size": len(recorded.space), "failures": recorded.failures, "code_ranking": ranking,
             "optimum": float(values.min()) if len(values) else None,
             "repeats": [_run_json(run) for run in runs]}
 

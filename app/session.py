@@ -33,12 +33,13 @@ from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Constraint, Outcom
                             Trial, TuningDatabase, Workload, canonical_strategy, check_names, check_strategy, feasible, make_strategy,
                             replaceable)
 from edgetune.tuner import Goal, resolve_goal
+from edgetune.tuner.code_explore import CodeRankingUse
 from edgetune.tuner.resume import Resumed, rebuild
 
 from .compile_check import check_compiles
 from .evaluate import Evaluator
 from .identity import measurement_fingerprint, recompute_estimates
-from .live_rank import CodeRankingError, code_ranking
+from .live_rank import check_code_readable, code_ranking
 from edgetune.npu.session import NpuTask, resolve_npu
 from .task import TuningTask, machine_name  # noqa: F401 - machine_name: part of this module's interface
 from .value_roles import target_roles
@@ -123,6 +124,7 @@ class TuneSummary:
     prior_stored: int = 0  # a transfer run: trials of the same kernel on other workloads it was given
     prior_used: int = 0  # and how many of them mapped into this space and were learnt from
     prior_targets: tuple[str, ...] = ()  # the targets those other workloads are on
+    code_ranking: CodeRankingUse | None = None  # a `transfer+code` run: what its code ranking did
 
     @property
     def failed(self) -> int:
@@ -310,7 +312,8 @@ class LiveSearch:
         new, stopped = self._search.until(budget)
         return replace(summarize(self.db, self.workload, self.goal.objective, new, self.goal.bounds,
                                  self.request.compilers),
-                       stopped=stopped, **_prior_use(self.db, self.prior, self.strategy))
+                       stopped=stopped, code_ranking=_ranking_use(self.start.resumed.strategy),
+                       **_prior_use(self.db, self.prior, self.strategy))
 
     def close(self) -> None:
         self._stack.close()
@@ -329,9 +332,14 @@ def ranking_of(task: TuningTask, space: Space, request: TuneRequest) -> dict | N
     if not STRATEGIES[request.strategy].uses_code:
         return None
     if not isinstance(task, CpuTask):
-        raise CodeRankingError(f"--strategy {request.strategy}: ranks the compiled code of CPU kernels; an NPU "
-                               f"operator (--device {request.device}) is compiled by Vela")
+        check_code_readable(request.strategy, task.target, request.device)
     return code_ranking(task.kernel, task.target, task.shape, space, task.workload.key(), request.jobs)
+
+
+def _ranking_use(strategy) -> CodeRankingUse | None:
+    """What a strategy that ranks compiled code did (TuneSummary.code_ranking); None for others."""
+    use = getattr(strategy, "ranking_use", None)
+    return use() if callable(use) else None
 
 
 def _prior_use(db: TuningDatabase, prior: tuple[PriorTrials, ...], strategy) -> dict:

@@ -296,3 +296,33 @@ def test_replay_refuses_the_gated_transfer_on_a_space_whose_features_count_no_mu
     assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
     assert str(path) in refused.output and "multiplies" in refused.output
     assert path.read_bytes() == before
+
+
+def test_replay_says_what_the_code_ranking_judged_and_refuses_rank_with_files_that_cannot_serve(tmp_path):
+    from click.testing import CliRunner
+
+    from edgetune.cli import main
+
+    scored, sibling = write_space(tmp_path, "a", 1), write_space(tmp_path, "b", 3)
+    elsewhere = write_space(tmp_path, "m4", 5, target="cortex-m4")
+    bare = write_space(tmp_path, "bare", 2)
+    document = json.loads(gzip.decompress(bare.read_bytes()))
+    for entry in document["entries"]:
+        entry.pop("features", None)
+    bare.write_bytes(gzip.compress(json.dumps(document).encode()))
+    args = ["replay", str(scored), "--budget", "4"]
+    # A folder's files at once: the space itself and the M4 one are not judged, and it says so.
+    given = [f"--rank-with={p}" for p in (scored, sibling, elsewhere, bare)]
+    out = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", *given, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["code_ranking"]["judged_on"] == [str(sibling)]
+    text = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", *given]).output
+    assert f"no kernel fit, judged on {sibling}" in text  # one space is not evidence
+    for extra, named in ((["--strategy", "random", "--rank-with", str(bare)], str(bare)),
+                         (["--strategy", "random", "--rank-with", str(scored)], str(scored)),
+                         (["--strategy", "random", "--rank-keep", "0.5"], "--rank-with")):
+        refused = CliRunner().invoke(main, [*args, *extra])
+        assert refused.exit_code == 2, (extra, refused.output)
+        assert len(refused.output.strip().splitlines()) == 1 and named in refused.output, refused.output
+    # The M4 space serves a learnt ranker, which learns from any kernel and target.
+    assert CliRunner().invoke(main, [*args, "--strategy", "random", "--rank-with", str(elsewhere)]).exit_code == 0

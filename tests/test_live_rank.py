@@ -123,6 +123,11 @@ def test_tune_runs_transfer_code_from_the_command_line_and_stores_it_by_name(tmp
     db = TuningDatabase(tmp_path / "t.db")
     (workload,) = db.workloads()
     assert {r.strategy for r in db.proposals(workload)} == {"transfer+code"} and len(db.proposals(workload)) == 4
+    # It says what the code ranking did: matmul_s8's recorded M55 spaces let it vote from the start.
+    (line,) = [line for line in result.stdout.splitlines() if line.strip().startswith("code ranking:")]
+    assert "matmul_s8's recorded spaces on this target at 0.8" in line and "voted from the first plan" in line
+    compiled = int(line.rsplit(";", 1)[1].split()[0])
+    assert compiled >= 4  # at least the four it ran
 
 
 def test_transfer_code_is_refused_on_a_target_without_a_disassembler(tmp_path):
@@ -131,6 +136,43 @@ def test_transfer_code_is_refused_on_a_target_without_a_disassembler(tmp_path):
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert "--strategy transfer+code: target host names no disassembler" in line, result.stderr
+    assert not (tmp_path / "t.db").exists()  # refused before the database is opened
+    model = cli(tmp_path, "model", "tune", str(ROOT / "tests" / "data" / "models" / "fc_autoencoder_ad.tflite"),
+                "--target", "host", "--strategy", "transfer+code", "--db", str(tmp_path / "m.db"))
+    assert model.returncode == 2 and "target host names no disassembler" in model.stderr
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_a_tune_summary_says_what_the_code_ranking_did():
+    """The `code ranking:` line and the JSON object of `tune`, from a summary (the gate's
+    three cases), without running anything."""
+    from click.testing import CliRunner
+
+    import click
+
+    from edgetune.cli.summary import print_code_ranking, summary_json
+    from edgetune.session import TuneSummary, Workload
+    from edgetune.tuner.code_explore import CodeRankingUse
+
+    workload = Workload("conv2d_s8", 4, "cortex-m55", (("h", 3),), "f")
+
+    def line(use: CodeRankingUse) -> str:
+        summary = TuneSummary(workload, "instructions", 8, 8, code_ranking=use)
+        out = CliRunner().invoke(click.command()(lambda: print_code_ranking(summary)), [])
+        return out.output.strip()
+
+    assert line(CodeRankingUse(0.83, True, True, 61)) == (
+        "code ranking: instructions per product rank conv2d_s8's recorded spaces on this target at 0.83 (>= 0.8): "
+        "the code voted from the first plan; 61 candidates compiled and ranked")
+    below = line(CodeRankingUse(0.75, False, False, 8))
+    assert "at 0.75 (< 0.8)" in below and "own trials reaches 0.9 (not now)" in below
+    assert line(CodeRankingUse(None, False, True, 12)).startswith(
+        "code ranking: fewer than two recorded spaces of conv2d_s8 on this target to judge it by: the code votes "
+        "only while its ranking of this workload's own trials reaches 0.9 (it does now)")
+    data = summary_json(TuneSummary(workload, "instructions", 8, 8, code_ranking=CodeRankingUse(0.75, False, True, 8)),
+                        "t.db")
+    assert data["code_ranking"] == {"kernel_fit": 0.75, "voted_from_start": False, "voting_now": True, "compiled": 8}
+    assert summary_json(TuneSummary(workload, "instructions", 8, 8), "t.db")["code_ranking"] is None
 
 
 @pytest.mark.qemu

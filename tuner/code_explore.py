@@ -34,6 +34,7 @@ the gate opens; a learnt forest had cost 18% and 13% more: docs/code-ranking-liv
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -72,6 +73,15 @@ GATE_KERNEL_RHO = 0.8
 DEFAULT_SCREEN, SCREEN_PER_EVALUATION = 256, 8
 
 
+@dataclass(frozen=True)
+class CodeRankingUse:
+    """What the code's ranking did in a search, for its summary."""
+    kernel_fit: float | None  # the evidence before the first trial (None: none recorded)
+    voted_from_start: bool  # kernel_fit reached GATE_KERNEL_RHO: the code had a say from the first plan
+    voting_now: bool  # the gate as last decided
+    compiled: int  # candidates compiled and scored, run or not
+
+
 class CodeRankedTransfer(TransferLearning):
     """`transfer` whose plans and random proposals are chosen with the code's ranking.
     `score(config)`: lower is better, None where there is none (it did not compile, no
@@ -108,6 +118,12 @@ class CodeRankedTransfer(TransferLearning):
     def scored(self) -> int:
         """Points compiled and scored so far."""
         return len(self._scores)
+
+    def ranking_use(self) -> CodeRankingUse:
+        """What the code's ranking has done so far (the gate as last decided: reading it
+        here compiles nothing)."""
+        from_start = self.kernel_fit is not None and self.kernel_fit >= GATE_KERNEL_RHO
+        return CodeRankingUse(self.kernel_fit, from_start, self._open, self.scored)
 
     @property
     def scored_indices(self) -> frozenset[int]:

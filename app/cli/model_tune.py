@@ -13,7 +13,7 @@ import click
 
 from edgetune.model import ModelError, check_fits, load_model
 from edgetune.targets import get_target
-from edgetune.tuner import check_strategy
+from edgetune.tuner import STRATEGIES, check_strategy
 from edgetune.tuner.scheduler import SCHEDULERS
 
 from edgetune.model.check import LayerCheck, check_model
@@ -25,6 +25,7 @@ from edgetune.model.ram_fit import fastest_ram, fit_ram, room_for
 from edgetune.model.code_plan import estimated_ram
 from edgetune.model.ram_tune import measure_lean, with_lean
 
+from ..live_rank import check_code_readable
 from ..session import TuneRequest, choose_objective
 from . import options
 from .model_ram import export_command, ram_fit_json, ram_fit_lines, ram_parts
@@ -179,6 +180,8 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
     target = get_target(target_name)
     check_fits(model, target)
     check_strategy(strategy)
+    if STRATEGIES[strategy].uses_code:
+        check_code_readable(strategy, target)  # before the database is opened
     bounds = options.bounds_of(constraints)
     export = (export_command(model_file, target_name, db_path, max_ram, objective, constraints, compilers)
               if max_ram is not None else "")

@@ -97,8 +97,8 @@ def _strategy_name(ctx, param, name: str) -> str:
 
 strategy = _shared("strategy", "--strategy", default=DEFAULT_STRATEGY, show_default=True, callback=_strategy_name,
                    help=f"One of: {', '.join(sorted(STRATEGIES))} ({', '.join(f'{old}: an old name of {new}' for old, new in sorted(ALIASES.items()))}; "
-                        f"transfer+code: `transfer` that compiles its candidates and ranks their code, on targets "
-                        f"with a disassembler; docs/search-priors.md).")
+                        f"transfer+code: `transfer` that compiles its candidates and ranks them by instructions per product, on targets "
+                        f"with a disassembler; docs/code-ranking-live.md).")
 random_strategy = _shared("random_strategy", "--strategy", default="random", show_default=True,
                           help="How Vela's options are searched (random search only).")
 budget = _shared("budget", "--budget", default=20, show_default=True, type=WholeNumber(min=1),

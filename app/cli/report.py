@@ -18,7 +18,7 @@ from edgetune.tuner.recorded import load_recorded
 from ..identity import recompute_estimates
 from ..outputs import writable_file, writable_folder
 from ..progress import ProgressDisplay
-from ..replay import RANKED_TRANSFER, record, replay_json
+from ..replay import RANKED_TRANSFER, check_rank_with, record, replay_json
 from ..user_kernels import only_kernel
 from . import options
 from .summary import print_summary, summary_json
@@ -66,8 +66,9 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, kernel_
                    "kernel's spaces elsewhere, whose ranking lets it vote from the first trial "
                    "(docs/code-ranking-live.md).")
 @click.option("--rank-keep", default=None, type=click.FloatRange(0, 1, min_open=True),
-              help="With --rank-with: run the strategy's proposals in its order, skipping those ranked worse than "
-                   f"this quantile of those seen [default: run the best-ranked of every {DEFAULT_POOL}].")
+              help="With --rank-with (not with --strategy transfer+code): run the strategy's proposals in its "
+                   "order, skipping those ranked worse than this quantile of those seen [default: run the "
+                   f"best-ranked of every {DEFAULT_POOL}].")
 @options.recorded_objective
 @options.as_json
 def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_files, rank_keep, objective, as_json):
@@ -81,9 +82,13 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_fi
     elif rank_keep is not None:
         raise click.UsageError(f"--strategy {RANKED_TRANSFER} takes no --rank-keep: it votes in `transfer`'s "
                                f"choices rather than skipping proposals")
+    if rank_keep is not None and not rank_files:
+        raise click.UsageError("--rank-keep skips proposals ranked by a ranker learnt from --rank-with FILE: give "
+                               "--rank-with")
     recorded = load_recorded(space_file)
     prior = [load_recorded(p) for p in prior_files]
     rank_with = [load_recorded(p) for p in rank_files]
+    check_rank_with(recorded, rank_with, strategy)
     result = replay_json(recorded, strategy, budget, seed, repeats, prior, rank_with, rank_keep, objective)
     if as_json:
         click.echo(json.dumps(result, indent=2))
@@ -91,12 +96,19 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_fi
     optimum = "none (every entry failed)" if result["optimum"] is None else f"{result['optimum']:g}"
     click.echo(f"{recorded.path}: {result['size']} configurations ({result['failures']} failed), "
                f"optimum {result['objective']}={optimum}")
+    ranking = result["code_ranking"]
+    if ranking is not None:
+        fit = "no kernel fit" if ranking["kernel_fit"] is None else f"kernel fit {ranking['kernel_fit']:.2f}"
+        judged = ", ".join(ranking["judged_on"]) or "no --rank-with space of the same kernel and target"
+        click.echo(f"code ranking: {fit}, judged on {judged}")
     for run in result["repeats"]:
         failed = sum(v is None for v in run["trace"])
         best = "none" if run["best"] is None else f"{run['best']:g}"
         cost = "" if run["strategy_ms_per_proposal"] is None else \
             f", the strategy {run['strategy_ms_per_proposal']:.2f} ms per proposal"
-        click.echo(f"  seed {run['seed']}: best {best} after {len(run['trace'])} evaluations ({failed} failed){cost}")
+        found = next((n + 1 for n, v in enumerate(run["trace"]) if v is not None and v == run["best"]), None)
+        where = "" if found is None else f", first at evaluation {found}"
+        click.echo(f"  seed {run['seed']}: best {best}{where}; {len(run['trace'])} evaluations ({failed} failed){cost}")
 
 
 @click.command("report")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from edgetune.tuner.code_explore import GATE_KERNEL_RHO, GATE_RHO
+
 from ..session import TuneSummary
 
 
@@ -12,13 +14,21 @@ def summary_json(summary: TuneSummary, db_path: str) -> dict:
             "objective": summary.objective, "constraints": [b.text() for b in summary.bounds],
             "infeasible": summary.infeasible, "trials": summary.trials, "new_trials": summary.new_trials,
             "failed": summary.failed, "failures": summary.failures, "db": str(db_path), "stopped": summary.stopped,
-            "prior_trials": summary.prior_used,
+            "prior_trials": summary.prior_used, "code_ranking": _ranking_json(summary),
             "best": None}
     if summary.best is not None:
         trial = summary.best.trial
         data["best"] = {"config": trial.config.as_dict(), **trial.values, "trial_id": summary.best.id,
                         "created": summary.best.created, "compiler_version": trial.info.get("compiler_version", "")}
     return data
+
+
+def _ranking_json(summary: TuneSummary) -> dict | None:
+    use = summary.code_ranking
+    if use is None:
+        return None
+    return {"kernel_fit": use.kernel_fit, "voted_from_start": use.voted_from_start, "voting_now": use.voting_now,
+            "compiled": use.compiled}
 
 
 STOP_REASONS = {
@@ -39,6 +49,8 @@ def print_summary(summary: TuneSummary, show_stop: bool = False) -> None:
         click.echo(f"  stopped: {STOP_REASONS.get(summary.stopped, summary.stopped)}")
     if show_stop and summary.prior_stored:
         print_priors(summary)
+    if show_stop and summary.code_ranking is not None:
+        print_code_ranking(summary)
     if summary.failures:
         click.echo("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())))
     if summary.bounds:
@@ -61,3 +73,20 @@ def print_priors(summary: TuneSummary) -> None:
         click.echo(f"  priors: none of the {summary.prior_stored} stored trials of {where} maps into this space")
 
 
+
+
+def print_code_ranking(summary: TuneSummary) -> None:
+    """What `transfer+code`'s ranking did: whether the code had a say, and why (its gate,
+    docs/code-ranking-live.md), and how many candidates it compiled to rank them."""
+    use, kernel = summary.code_ranking, summary.workload.kernel
+    if use.kernel_fit is None:
+        evidence = f"fewer than two recorded spaces of {kernel} on this target to judge it by"
+    else:
+        evidence = (f"instructions per product rank {kernel}'s recorded spaces on this target at "
+                    f"{use.kernel_fit:.2f} ({'>=' if use.voted_from_start else '<'} {GATE_KERNEL_RHO:g})")
+    if use.voted_from_start:
+        say = "the code voted from the first plan"
+    else:
+        say = (f"the code votes only while its ranking of this workload's own trials reaches {GATE_RHO:g} "
+               f"({'it does now' if use.voting_now else 'not now'})")
+    click.echo(f"  code ranking: {evidence}: {say}; {use.compiled} candidates compiled and ranked")
