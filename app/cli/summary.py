@@ -73,8 +73,6 @@ def print_priors(summary: TuneSummary) -> None:
         click.echo(f"  priors: none of the {summary.prior_stored} stored trials of {where} maps into this space")
 
 
-
-
 def print_code_ranking(summary: TuneSummary) -> None:
     """What `transfer+code`'s ranking did: whether the code had a say, and why (its gate,
     docs/code-ranking-live.md), and how many candidates it compiled to rank them."""
