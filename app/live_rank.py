@@ -37,7 +37,7 @@ from edgetune.targets.batch import member_function
 from edgetune.targets.code_features import variant_features
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
-from edgetune.tuner import Config, Space
+from edgetune.tuner import STRATEGIES, Config, Space
 from edgetune.tuner.product_rank import ProductRanker, product_fit_among
 from edgetune.tuner.recorded import RecordedSpace, load_recorded
 
@@ -151,7 +151,9 @@ _SCORES_LOCK = threading.Lock()
 def check_code_readable(strategy: str, target: Target, device: str = "cpu") -> None:
     """Refuse, before anything is opened or run, a strategy that ranks compiled code where
     that code cannot be read: an NPU operator (compiled by Vela), a target without a
-    disassembler."""
+    disassembler. Any other strategy passes."""
+    if not STRATEGIES[strategy].uses_code:
+        return
     if device != "cpu":
         raise CodeRankingError(f"--strategy {strategy}: ranks the compiled code of CPU kernels; an NPU operator "
                                f"(--device {device}) is compiled by Vela")

@@ -23,7 +23,7 @@ from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Config, TuningDatabase
 from edgetune.tuner.code_explore import CodeRankedTransfer
 from edgetune.tuner.code_rank import CodeRanker, CodeRankerError, RankByCode
-from edgetune.tuner.product_rank import ProductRanker, holds_products, product_fit_among
+from edgetune.tuner.product_rank import ProductRanker, holds_products, product_fit_among, spaces_with_products
 from edgetune.tuner.recorded import (RecordedSpace, ReplayRun, as_prior, recorded_space_json, replay, replay_search,
                                      write_recorded)
 
@@ -99,8 +99,7 @@ def check_rank_with(recorded: RecordedSpace, rank_with: Sequence[RecordedSpace],
 def judged_spaces(recorded: RecordedSpace, rank_with: Sequence[RecordedSpace]) -> list[RecordedSpace]:
     """The --rank-with spaces `transfer+code` judges its ranking on: the kernel's other
     recorded spaces on the same target that count products."""
-    return [s for s in rank_with if s.path != recorded.path and s.kernel == recorded.kernel
-            and s.target == recorded.target and holds_products(s)]
+    return spaces_with_products([s for s in rank_with if s.path != recorded.path], recorded.kernel, recorded.target)
 
 
 def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, repeats: int,

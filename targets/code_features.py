@@ -126,11 +126,12 @@ def listing_features(listing: list[Located], a64: bool) -> dict[str, int]:
     features.update(code_bytes=sum(item.insn.size for item in listing), instructions=len(listing),
                     loops=len(loops), loop_depth=depth)
     for item in listing:
-        features["multiplies"] += multiplies(item.insn, a64)
+        products = multiplies(item.insn, a64)
+        features["multiplies"] += products
         if any(_inside(item, loop) for loop in innermost):
             features["hot_instructions"] += 1
             features[f"hot_{classify(item.insn)}"] += 1
-            features["hot_multiplies"] += multiplies(item.insn, a64)
+            features["hot_multiplies"] += products
     for loop in innermost:
         inside = [item.insn for item in listing if _inside(item, loop)]
         held = [classify(insn) for insn in inside]

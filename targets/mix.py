@@ -110,8 +110,7 @@ _DUAL_MULTIPLIES = ("smlad", "smlsd", "smuad", "smusd", "smlald", "smlsld")
 # products a kernel sums.
 _SCALING = ("vqdmulh", "vqrdmulh", "vmulh", "vrmulh", "sqdmulh", "sqrdmulh")
 _ELEMENT_BITS = re.compile(r"[suif](8|16|32|64)$")
-_A64_ARRANGEMENT = re.compile(r"\bv\d+\.(\d+)([bhsd])\b")
-_A64_LANE_BITS = {"b": 8, "h": 16, "s": 32, "d": 64}
+_A64_ARRANGEMENT = re.compile(r"\bv\d+\.(\d+)[bhsd]\b")  # the lanes of the first vector operand
 
 
 def multiplies(insn: Instruction, a64: bool) -> int:
@@ -133,7 +132,7 @@ def multiplies(insn: Instruction, a64: bool) -> int:
         match = _A64_ARRANGEMENT.search(insn.operands)
         if not match:
             return 1
-        lanes, bits = int(match.group(1)), _A64_LANE_BITS[match.group(2)]
+        lanes = int(match.group(1))
         return lanes * 4 if base in ("sdot", "udot") else lanes  # a dot product sums 4 bytes per lane
     match = _ELEMENT_BITS.search(name)
     return 128 // int(match.group(1)) if match else 4  # MVE: 128-bit Q registers

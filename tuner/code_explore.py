@@ -122,8 +122,13 @@ class CodeRankedTransfer(TransferLearning):
     def ranking_use(self) -> CodeRankingUse:
         """What the code's ranking has done so far (the gate as last decided: reading it
         here compiles nothing)."""
-        from_start = self.kernel_fit is not None and self.kernel_fit >= GATE_KERNEL_RHO
-        return CodeRankingUse(self.kernel_fit, from_start, self._open, self.scored)
+        return CodeRankingUse(self.kernel_fit, self.fits_kernel, self._open, self.scored)
+
+    @property
+    def fits_kernel(self) -> bool:
+        """Whether the evidence before any trial (the fit on the kernel's other recorded
+        spaces) lets the code vote from the first plan."""
+        return self.kernel_fit is not None and self.kernel_fit >= GATE_KERNEL_RHO
 
     @property
     def scored_indices(self) -> frozenset[int]:
@@ -157,7 +162,7 @@ class CodeRankedTransfer(TransferLearning):
             return self._open
         self._gate_at = len(self._own)
         if len(self._own) < self.gate_trials:
-            self._open = self.kernel_fit is not None and self.kernel_fit >= GATE_KERNEL_RHO
+            self._open = self.fits_kernel
         else:
             self._score_all(i for i, _ in self._own)
             scores = np.array([self._score_of(i) for i, _ in self._own])
@@ -183,7 +188,7 @@ class CodeRankedTransfer(TransferLearning):
         """Whether the code chooses design points now: only on the kernel's fit, the evidence
         that the ranker picks this kernel's best code (a rank correlation on a few trials of
         this space says it orders the space, not that its top is the space's top)."""
-        return self.kernel_fit is not None and self.kernel_fit >= GATE_KERNEL_RHO and self.ranking_on
+        return self.fits_kernel and self.ranking_on
 
     def _space_filling(self, sample: int = 256) -> int | None:
         # Every other point of the design (and of a small budget's checks of its priors) is

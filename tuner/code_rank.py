@@ -42,24 +42,15 @@ def feature_names(spaces: Iterable[RecordedSpace]) -> tuple[str, ...]:
     return tuple(sorted(set.intersection(*held))) if held else ()
 
 
-def feature_matrix(rows: Sequence[Features], names: Sequence[str], centre: np.ndarray | None = None) -> np.ndarray:
+def feature_matrix(rows: Sequence[Features], names: Sequence[str]) -> np.ndarray:
     """Per row: log counts centred on the rows' median (so shapes of different sizes compare),
-    or on `centre` (log_centre of a sample of the space: a live search has compiled only a
-    few of its points), each hot_* count as a share of the innermost loops' instructions,
-    and each mac_loop_* count (where recorded) as a share of the multiplying loops'
-    instructions."""
+    each hot_* count as a share of the innermost loops' instructions, and each mac_loop_*
+    count (where recorded) as a share of the multiplying loops' instructions."""
     counts = _counts(rows, names)
     logs = np.log1p(counts)
-    if centre is not None:
-        logs -= centre
-    elif len(rows):
+    if len(rows):
         logs -= np.median(logs, axis=0)
     return np.hstack([logs, _shares(counts, names, "hot_"), _shares(counts, names, "mac_loop_")])
-
-
-def log_centre(rows: Sequence[Features], names: Sequence[str]) -> np.ndarray:
-    """The median log count of each feature over `rows`: what feature_matrix centres on."""
-    return np.median(np.log1p(_counts(rows, names)), axis=0)
 
 
 def _counts(rows: Sequence[Features], names: Sequence[str]) -> np.ndarray:
@@ -112,8 +103,8 @@ class CodeRanker:
     def learn(cls, training: Sequence[RecordedSpace], names: Sequence[str] | None = None,
               seed: int = 0) -> "CodeRanker":
         """Learn from every space of `training` with features, on the features `names` (default:
-        those every one of them holds). A live search ranks a space no file records: `fit`
-        learns for a recorded one, leaving it out."""
+        those every one of them holds): how a space no file records is ranked; `fit` learns
+        for a recorded one, leaving it out."""
         from sklearn.ensemble import RandomForestRegressor
 
         training = [s for s in training if s.features]
@@ -126,21 +117,9 @@ class CodeRanker:
         model = RandomForestRegressor(n_estimators=100, min_samples_leaf=3, random_state=seed, n_jobs=1).fit(x, y)
         return cls(names, tuple(s.path for s in training), model)
 
-    def predict(self, rows: Sequence[Features], centre: np.ndarray) -> np.ndarray:
-        """Predicted ranks (0 best .. 1 worst) of compiled variants by their features, each
-        centred on `centre` (log_centre of a sample of their space, on this ranker's names)."""
-        if not rows:
-            return np.zeros(0)
-        return self.model.predict(feature_matrix(rows, self.names, centre))
-
     def agreement(self, space: RecordedSpace) -> float:
-        """Spearman's rho of the predicted ranks and the recorded values of `space` (failures
-        ranked last): how well this ranker ranks a space it did not learn from."""
-        predicted = self.predicted_ranks(space)
-        indices = sorted(i for i in predicted if i in space.trials)
-        values = [space.trials[i].value(space.objective) for i in indices]
-        return rank_agreement(np.array([predicted[i] for i in indices]),
-                              np.array([np.nan if v is None else v for v in values], dtype=float))
+        """How well this ranker ranks a space it did not learn from (agreement_on)."""
+        return agreement_on(self.predicted_ranks(space), space)
 
     def predicted_ranks(self, space: RecordedSpace) -> dict[int, float]:
         """Predicted rank (0 best .. 1 worst) of every configuration of `space` with features."""
@@ -149,6 +128,15 @@ class CodeRanker:
             return {}
         predicted = self.model.predict(feature_matrix([space.features[i] for i in indices], self.names))
         return dict(zip(indices, map(float, predicted)))
+
+
+def agreement_on(predicted: Mapping[int, float], space: RecordedSpace) -> float:
+    """Spearman's rho of scores by index (lower is better) and the recorded values of `space`
+    at those indices (failures ranked last)."""
+    indices = sorted(i for i in predicted if i in space.trials)
+    values = [space.trials[i].value(space.objective) for i in indices]
+    return rank_agreement(np.array([predicted[i] for i in indices]),
+                          np.array([np.nan if v is None else v for v in values], dtype=float))
 
 
 def kernel_fit(spaces: Sequence[RecordedSpace], scored: RecordedSpace, seed: int = 0) -> float | None:

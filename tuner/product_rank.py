@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .recorded import RecordedSpace
-from .strategies.prior_trust import rank_agreement
+from .code_rank import agreement_on
 
 Features = Mapping[str, float]
 PRODUCT_FEATURES = ("instructions", "multiplies", "mac_loop_instructions", "mac_loop_multiplies")
@@ -61,12 +61,8 @@ class ProductRanker:
         return {i: _or_inf(instructions_per_product(space.features[i])) for i in sorted(space.features)}
 
     def agreement(self, space: RecordedSpace) -> float:
-        """Spearman's rho of the estimates and the recorded values of `space` (failures last)."""
-        predicted = self.predicted_ranks(space)
-        indices = sorted(i for i in predicted if i in space.trials)
-        values = [space.trials[i].value(space.objective) for i in indices]
-        return rank_agreement(np.array([predicted[i] for i in indices]),
-                              np.array([np.nan if v is None else v for v in values], dtype=float))
+        """How well the estimate ranks a recorded space (code_rank.agreement_on)."""
+        return agreement_on(self.predicted_ranks(space), space)
 
 
 def _or_inf(value: float | None) -> float:
@@ -82,6 +78,12 @@ def _or_inf(value: float | None) -> float:
 MIN_SPACES = 2
 
 
+def spaces_with_products(spaces: Sequence[RecordedSpace], kernel: str, target: str = "") -> list[RecordedSpace]:
+    """The recorded spaces of `kernel` (on `target`, where given) whose features count products:
+    the ones instructions per product can be judged on."""
+    return [s for s in spaces if s.kernel == kernel and holds_products(s) and (not target or s.target == target)]
+
+
 def product_fit_among(spaces: Sequence[RecordedSpace], kernel: str, target: str = "") -> float | None:
     """How well instructions per product rank the recorded spaces of `kernel` (on `target`,
     where given) among `spaces` (the space being tuned already left out): the lowest rank
@@ -89,7 +91,7 @@ def product_fit_among(spaces: Sequence[RecordedSpace], kernel: str, target: str 
     evidence, before any trial is measured, that the estimate knows the kernel's code
     (tuner.code_explore's gate, as tuner.code_rank.kernel_fit is for a learnt ranker): on the
     M55 the matmul_s8 spaces rank at 0.83-0.88, on the M4 at 0.75-0.77."""
-    siblings = [s for s in spaces if s.kernel == kernel and holds_products(s) and (not target or s.target == target)]
+    siblings = spaces_with_products(spaces, kernel, target)
     if len(siblings) < MIN_SPACES:
         return None
     return min(ProductRanker().agreement(s) for s in siblings)

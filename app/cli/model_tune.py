@@ -13,7 +13,7 @@ import click
 
 from edgetune.model import ModelError, check_fits, load_model
 from edgetune.targets import get_target
-from edgetune.tuner import STRATEGIES, check_strategy
+from edgetune.tuner import check_strategy
 from edgetune.tuner.scheduler import SCHEDULERS
 
 from edgetune.model.check import LayerCheck, check_model
@@ -180,8 +180,7 @@ def model_tune_cmd(model_file, target_name, budget, scheduler, strategy, jobs, s
     target = get_target(target_name)
     check_fits(model, target)
     check_strategy(strategy)
-    if STRATEGIES[strategy].uses_code:
-        check_code_readable(strategy, target)  # before the database is opened
+    check_code_readable(strategy, target)  # before the database is opened
     bounds = options.bounds_of(constraints)
     export = (export_command(model_file, target_name, db_path, max_ram, objective, constraints, compilers)
               if max_ram is not None else "")

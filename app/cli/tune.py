@@ -15,7 +15,7 @@ from edgetune.codegen.kernels.zero_points import parse_zero_points, with_zero_po
 from edgetune.codegen.manifest import read_manifest
 from edgetune.hal import Target
 from edgetune.targets import get_target
-from edgetune.tuner import STRATEGIES, TuningDatabase, check_strategy
+from edgetune.tuner import TuningDatabase, check_strategy
 
 from ..cluster import connect
 from ..identity import recompute_estimates
@@ -72,8 +72,7 @@ def tune_cmd(kernel_name, target_name, shape, from_export, strategy, budget, job
     and its options are tuned; the objective is Vela's total_cycles estimate."""
     target = get_target(target_name)
     check_strategy(strategy)
-    if STRATEGIES[strategy].uses_code:
-        check_code_readable(strategy, target, device)  # before the database is opened
+    check_code_readable(strategy, target, device)  # before the database is opened
     kernel_name = kernel_name or only_kernel(kernel_files, from_export)
     search = dict(strategy=strategy, budget=budget, jobs=jobs, seed=seed, time_budget=time_budget, patience=patience)
     if zero_points and (from_export or device != "cpu"):
