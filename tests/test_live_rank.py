@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 from edgetune import live_rank
 from edgetune.codegen import get_kernel
 from edgetune.model import load_model
-from edgetune.model.session import tune_model
+from edgetune.model.session import LayerRanking, tune_model
 from edgetune.session import LiveSearch, TuneRequest, tune
 from edgetune.targets import get_target
 from edgetune.tuner import Outcome, Space, TuningDatabase, choice
@@ -185,6 +186,43 @@ def test_model_tune_runs_transfer_code_on_a_layer(tmp_path):
     (workload,) = db.workloads()
     asked = [r for r in db.proposals(workload) if r.asked]
     assert asked and {r.strategy for r in db.proposals(workload)} == {"transfer+code"}
+    # What the code ranking did is kept per layer: one round, below the own-trials gate's
+    # first judgement (GATE_TRIALS), with no second recorded dwconv2d_s8 space as evidence.
+    (layer,) = summary.layers
+    assert layer.code_ranking == LayerRanking(None, False, 1, 0, layer.code_ranking.compiled)
+    plain = tune_model(depthwise, get_target("cortex-m55"), TuningDatabase(tmp_path / "p.db"), budget=1,
+                       baselines=False)
+    assert plain.layers[0].code_ranking is None  # `transfer` ranks no code
+
+
+def test_model_tune_says_per_layer_what_the_code_ranking_did():
+    """model tune's text lines and JSON objects, from a summary, without running anything."""
+    from click.testing import CliRunner
+
+    import click
+
+    from edgetune.cli.model_tune import _summary_json, print_code_rankings
+    from edgetune.model.session import LayerResult, ModelSummary
+    from edgetune.session import Workload
+
+    def layer(kernel: str, layers: tuple[int, ...], use: LayerRanking | None) -> LayerResult:
+        return LayerResult(Workload(kernel, 4, "cortex-m55", (("h", 3),), "f"), layers, 10, 8, None, None,
+                           code_ranking=use)
+
+    summary = ModelSummary("cortex-m55", "instructions", "gradient", 16, 16, (
+        layer("conv2d_s8", (0,), LayerRanking(0.83, True, 2, 2, 61)),
+        layer("dwconv2d_s8", (1, 3), LayerRanking(None, False, 3, 1, 12))))
+    lines = CliRunner().invoke(click.command()(lambda: print_code_rankings(summary)), []).output.splitlines()
+    assert lines[1] == ("    layers 0: instructions per product rank conv2d_s8's recorded spaces on this target at "
+                        "0.83 (>= 0.8); it voted from the first plan; 61 candidates compiled and ranked")
+    assert lines[2] == ("    layers 1,3: fewer than two recorded spaces of dwconv2d_s8 on this target to judge it by; "
+                        "it voted after 1 of 3 rounds; 12 candidates compiled and ranked")
+    data = _summary_json(summary, (), "m.db")["workloads"]
+    assert data[1]["code_ranking"] == {"kernel_fit": None, "voted_from_start": False, "rounds": 3,
+                                       "rounds_voting": 1, "compiled": 12}
+    plain = replace(summary, layers=(layer("conv2d_s8", (0,), None),))
+    assert CliRunner().invoke(click.command()(lambda: print_code_rankings(plain)), []).output == ""
+    assert _summary_json(plain, (), "m.db")["workloads"][0]["code_ranking"] is None
 
 
 def live_proposals(tmp_path: Path, name: str, kernel: str, shape: str, strategy: str, budget: int, seed: int,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 
 import click
 
@@ -28,6 +29,7 @@ from edgetune.model.ram_tune import measure_lean, with_lean
 from ..live_rank import check_code_readable
 from ..session import TuneRequest, choose_objective
 from . import options
+from .summary import ranking_evidence
 from .model_ram import export_command, ram_fit_json, ram_fit_lines, ram_parts
 
 ROUND_TRIALS = 4  # trials per scheduler round, when the budget allows
@@ -68,6 +70,23 @@ def print_model_summary(summary: ModelSummary) -> None:
         if layer.value is not None and layer.baseline and layer.value > layer.baseline:
             click.echo(f"  layers {','.join(map(str, layer.layers))}: the best of {layer.trials} trials is slower "
                        f"than the plain C loop ({_value(layer.value)} against {_value(layer.baseline)})")
+    print_code_rankings(summary)
+
+
+def print_code_rankings(summary: ModelSummary) -> None:
+    """Per layer, what `transfer+code`'s code ranking did (docs/code-ranking-live.md): its
+    evidence before any trial, and after how many of the layer's rounds the code had its say."""
+    ranked = [layer for layer in summary.layers if layer.code_ranking is not None]
+    if ranked:
+        click.echo("  code ranking, per layer (the code votes from the first plan on its evidence, else only while "
+                   "it ranks the layer's own trials well):")
+    for layer in ranked:
+        use, kernel = layer.code_ranking, layer.workload.kernel
+        said = ("it voted from the first plan" if use.voted_from_start
+                else f"it voted after {use.rounds_voting} of {use.rounds} rounds")
+        click.echo(f"    layers {','.join(map(str, layer.layers))}: "
+                   f"{ranking_evidence(use.kernel_fit, use.voted_from_start, kernel)}; {said}; "
+                   f"{use.compiled} candidates compiled and ranked")
 
 
 def counted(n: int, word: str) -> str:
@@ -114,7 +133,8 @@ def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path
         "total_is": "the sum of the tuned layers measured alone, weighted by occurrence (not the module's figure)",
         "workloads": [{"kernel": l.workload.kernel, "shape": dict(l.workload.shape), "layers": list(l.layers),
                        "trials": l.trials, "best": l.value, "plain": l.baseline,
-                       "config": l.best.trial.config.as_dict() if l.best else None} for l in summary.layers],
+                       "config": l.best.trial.config.as_dict() if l.best else None,
+                       "code_ranking": asdict(l.code_ranking) if l.code_ranking else None} for l in summary.layers],
         "checks": [{"layer": c.index, "op": c.op, "kernel": c.kernel, "ok": c.ok, "checked": c.checked, "inputs": c.inputs,
                     "problem": c.problem, "oracle": c.oracle, "config": c.config, "remembered": c.remembered}
                    for c in checks],

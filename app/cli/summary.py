@@ -76,15 +76,19 @@ def print_priors(summary: TuneSummary) -> None:
 def print_code_ranking(summary: TuneSummary) -> None:
     """What `transfer+code`'s ranking did: whether the code had a say, and why (its gate,
     docs/code-ranking-live.md), and how many candidates it compiled to rank them."""
-    use, kernel = summary.code_ranking, summary.workload.kernel
-    if use.kernel_fit is None:
-        evidence = f"fewer than two recorded spaces of {kernel} on this target to judge it by"
-    else:
-        evidence = (f"instructions per product rank {kernel}'s recorded spaces on this target at "
-                    f"{use.kernel_fit:.2f} ({'>=' if use.voted_from_start else '<'} {GATE_KERNEL_RHO:g})")
+    use = summary.code_ranking
     if use.voted_from_start:
         say = "the code voted from the first plan"
     else:
         say = (f"the code votes only while its ranking of this workload's own trials reaches {GATE_RHO:g} "
                f"({'it does now' if use.voting_now else 'not now'})")
-    click.echo(f"  code ranking: {evidence}: {say}; {use.compiled} candidates compiled and ranked")
+    click.echo(f"  code ranking: {ranking_evidence(use.kernel_fit, use.voted_from_start, summary.workload.kernel)}: "
+               f"{say}; {use.compiled} candidates compiled and ranked")
+
+
+def ranking_evidence(kernel_fit: float | None, voted_from_start: bool, kernel: str) -> str:
+    """The code ranking's evidence before any trial, in words (tune's and model tune's lines)."""
+    if kernel_fit is None:
+        return f"fewer than two recorded spaces of {kernel} on this target to judge it by"
+    return (f"instructions per product rank {kernel}'s recorded spaces on this target at "
+            f"{kernel_fit:.2f} ({'>=' if voted_from_start else '<'} {GATE_KERNEL_RHO:g})")

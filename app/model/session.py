@@ -36,8 +36,9 @@ from edgetune.tuner.scheduler import SchedTask, TaskHistory, make_scheduler, mod
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
 from edgetune.evaluate import measure_source
-from edgetune.session import (LiveSearch, ProgressFn, TuneRequest, check_compilers, choose_objective, compiled_by,
-                              workload_inputs, workload_of)
+from edgetune.live_rank import scores_made
+from edgetune.session import (LiveSearch, ProgressFn, TuneRequest, TuneSummary, check_compilers, choose_objective,
+                              compiled_by, workload_inputs, workload_of)
 from .module import default_config
 from .shared_rounds import SharedRounds, model_key, wait_for_round
 
@@ -71,6 +72,18 @@ class LayerWorkload:
 
 
 @dataclass(frozen=True)
+class LayerRanking:
+    """What `transfer+code`'s code ranking did for one layer over its rounds (each round is a
+    search of its own, so `tune`'s one-run summary, CodeRankingUse, is kept per round here)."""
+
+    kernel_fit: float | None  # the gate's evidence before any trial (the same every round)
+    voted_from_start: bool  # that evidence let the code vote from a round's first plan
+    rounds: int  # rounds that measured something
+    rounds_voting: int  # of them, those after which the gate was open (the code had its say)
+    compiled: int  # the layer's candidates compiled and ranked in this process, run or not
+
+
+@dataclass(frozen=True)
 class LayerResult:
     workload: Workload
     layers: tuple[int, ...]
@@ -81,6 +94,7 @@ class LayerResult:
     baseline: float | None = None  # the plain C loop nest (-O3), when the kernel has one and it ran
     failures: dict = field(default_factory=dict)  # outcome value -> count, among its trials
     exhausted: bool = False  # every configuration of its space was measured
+    code_ranking: LayerRanking | None = None  # a strategy that ranks compiled code: what it did
 
     @property
     def weight(self) -> int:
@@ -263,6 +277,7 @@ class RoundRunner:
         self.histories = {key: TaskHistory() for key in self.by_key}
         self.allocated = {key: 0 for key in self.by_key}
         self.searches: dict[str, LiveSearch] = {}
+        self.ranking: dict[str, LayerRanking] = {}
 
     def __enter__(self) -> "RoundRunner":
         return self
@@ -289,7 +304,7 @@ class RoundRunner:
         foreign = sum(1 for r in proposals if not compiled_by(r.trial, self.template.compilers))
         if len(proposals) - foreign < want:
             # Faults in the layer's variants are failed trials inside the search; the run goes on.
-            self._search(lw, want + foreign).run(want + foreign)
+            self._note_ranking(key, self._search(lw, want + foreign).run(want + foreign))
         # Trials of this round another process is measuring count once they are stored.
         wait_for_round(self.db, lw.workload, want + foreign,
                        lambda: self._search(lw, want + foreign).run(want + foreign))
@@ -298,6 +313,17 @@ class RoundRunner:
         self.allocated[key] = len(given)
         self.histories[key] = self.histories[key].after(self._best_value(given), exhausted=len(given) < want)
         return len(given)
+
+    def _note_ranking(self, key: str, summary: TuneSummary) -> None:
+        """Keep what a round's code ranking did (nothing for strategies that rank no code)."""
+        use = summary.code_ranking
+        if use is None:
+            return
+        before = self.ranking.get(key)
+        rounds, voting = (before.rounds, before.rounds_voting) if before else (0, 0)
+        compiled = sum(len(s.compiled) for s in scores_made() if s.workload_key == key)
+        self.ranking[key] = LayerRanking(use.kernel_fit, use.voted_from_start, rounds + 1, voting + use.voting_now,
+                                         compiled)
 
     def _search(self, lw: LayerWorkload, budget: int) -> LiveSearch:
         """The layer's search for this round, learning from every trial the other layers have
@@ -344,7 +370,7 @@ class RoundRunner:
                 failures[record.trial.outcome.value] = failures.get(record.trial.outcome.value, 0) + 1
         return LayerResult(lw.workload, lw.layers, lw.macs, len(given), best,
                            None if best is None else best.trial.value(self.objective), baseline, failures,
-                           self.histories[key].exhausted)
+                           self.histories[key].exhausted, self.ranking.get(key))
 
     def _given(self, lw: LayerWorkload, count: int) -> list[Record]:
         # Trials built by a compiler this run may not use (--compiler) are not its own.
