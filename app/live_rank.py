@@ -38,6 +38,7 @@ from edgetune.targets.code_features import variant_features
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import STRATEGIES, Config, Space
+from edgetune.tuner.code_explore import KernelFit
 from edgetune.tuner.product_rank import ProductRanker, product_fit_among
 from edgetune.tuner.recorded import RecordedSpace, load_recorded
 
@@ -65,7 +66,7 @@ def records_workload(space: RecordedSpace, kernel: str, target: str, shape: dict
 @dataclass(frozen=True)
 class LiveRanker:
     ranker: ProductRanker
-    kernel_fit: float | None  # tuner.product_rank.product_fit_among: the gate's evidence before the first trial
+    kernel_fit: KernelFit | None  # tuner.product_rank.product_fit_among: the gate's evidence before the first trial
     left_out: tuple[str, ...]  # recorded spaces of this very workload, not judged
 
 

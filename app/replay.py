@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
@@ -21,7 +22,7 @@ from edgetune.targets.code_features import variant_features
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import Config, TuningDatabase
-from edgetune.tuner.code_explore import CodeRankedTransfer
+from edgetune.tuner.code_explore import CodeRankedTransfer, KernelFit
 from edgetune.tuner.code_rank import CodeRanker, CodeRankerError, RankByCode
 from edgetune.tuner.product_rank import ProductRanker, holds_products, product_fit_among, spaces_with_products
 from edgetune.tuner.recorded import (RecordedSpace, ReplayRun, as_prior, recorded_space_json, replay, replay_search,
@@ -124,7 +125,7 @@ def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, 
         judged = judged_spaces(recorded, rank_with)
         fit = product_fit_among(judged, recorded.kernel, recorded.target)
         runs = [ranked_transfer_run(recorded, budget, seed + r, priors, predicted, fit) for r in range(repeats)]
-        ranking = {"kernel_fit": fit, "judged_on": [s.path for s in judged]}
+        ranking = {"kernel_fit": None if fit is None else asdict(fit), "judged_on": [s.path for s in judged]}
     else:
         wrap, ranking = None, None
         if rank_with:
@@ -142,7 +143,7 @@ def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, 
 
 
 def ranked_transfer_run(recorded: RecordedSpace, budget: int, seed: int, priors, predicted: dict[int, float],
-                        fit: float | None) -> ReplayRun:
+                        fit: KernelFit | None) -> ReplayRun:
     """One replay of `transfer+code`: `predicted` are the scores of `recorded`'s points (their
     compiled code's instructions per product) and `fit` how well those rank the kernel's other
     recorded spaces (tuner.product_rank.product_fit_among), never `recorded` itself."""

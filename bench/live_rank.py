@@ -24,7 +24,7 @@ compile at the mean compile-and-read time measured here (`transfer+code`: each c
 compiled, run or not; the runs of those it compiled find their objects in the cache).
 
 usage: .venv/bin/python bench/live_rank.py [--seeds N] [--first-seed S] [--budget B] [--model-budget B] [--cap C]
-                                           [--kernels NAME ...] [--models NAME ...] [--jobs J]
+                                           [--kernels NAME ...] [--models NAME ...] [--jobs J] [--target T]
 """
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ from edgetune.tuner import TuningDatabase
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE.parent / "tests" / "data" / "models"
-TARGET = "cortex-m55"
-BOARD_TARGET = "an547-serial"
+TARGET = "cortex-m55"  # the default --target
+BOARD_TARGET = "an547-serial"  # the serial board whose runs per trial model a board's timing
 KERNELS = {
     "matmul_s8 m16n16k32": ("matmul_s8", "m=16,n=16,k=32"),
     "dwconv2d_s8 ds-cnn": ("dwconv2d_s8", "h=25,w=5,c=64,mult=1,kh=3,kw=3,stride=1,dilation=1,pad=same"),
@@ -83,8 +83,8 @@ def fresh_cache(root: Path, name: str) -> None:
 
 
 def kernel_run(kernel_name: str, shape_text: str, strategy: str, seed: int, budget: int, limit: int, step: int,
-               reference: float | None, jobs: int, root: Path) -> Run:
-    kernel, target = get_kernel(kernel_name), get_target(TARGET)
+               reference: float | None, jobs: int, root: Path, target_name: str = TARGET) -> Run:
+    kernel, target = get_kernel(kernel_name), get_target(target_name)
     shape = kernel.parse_shape(shape_text)
     fresh_cache(root, f"{kernel_name}-{strategy}-{seed}")
     live_rank.forget_scores()
@@ -124,8 +124,8 @@ def best_of(db: TuningDatabase, search: LiveSearch) -> float:
 
 
 def model_run(name: str, strategy: str, seed: int, budget: int, limit: int, step: int, reference: float | None,
-              jobs: int, root: Path) -> Run:
-    model, target = load_model(MODELS / f"{name}.tflite"), get_target(TARGET)
+              jobs: int, root: Path, target_name: str = TARGET) -> Run:
+    model, target = load_model(MODELS / f"{name}.tflite"), get_target(target_name)
     fresh_cache(root, f"{name}-{strategy}-{seed}")
     live_rank.forget_scores()
     db = TuningDatabase(root / f"{name}-{strategy}-{seed}.db")
@@ -156,12 +156,12 @@ def model_run(name: str, strategy: str, seed: int, budget: int, limit: int, step
                compiled, compile_s)
 
 
-def timed_compile(kernel_name: str, shape: dict, root: Path, count: int = 4) -> float:
+def timed_compile(kernel_name: str, shape: dict, root: Path, count: int = 4, target_name: str = TARGET) -> float:
     """Mean seconds to compile and read one variant (empty cache), over `count` spread configurations."""
     from edgetune.targets.code_features import variant_features
     from edgetune.targets.runners import runner_for
 
-    kernel, target = get_kernel(kernel_name), get_target(TARGET)
+    kernel, target = get_kernel(kernel_name), get_target(target_name)
     fresh_cache(root, f"timing-{kernel_name}")
     space = kernel.tuning_space(target, shape)
     legal = space.legal_indices()
@@ -170,6 +170,11 @@ def timed_compile(kernel_name: str, shape: dict, root: Path, count: int = 4) -> 
     for n, config in enumerate(picks):
         variant_features(runner_for(target), kernel, shape, config, root / f"timing-{kernel_name}-{n}")
     return (time.perf_counter() - started) / count
+
+
+def fit_text(fit) -> str:
+    """A gate's evidence (tuner.code_explore.KernelFit) in a few words."""
+    return "none" if fit is None else f"{fit.rho:.2f} on {fit.spaces} space{'' if fit.spaces == 1 else 's'}"
 
 
 def board_seconds(run: Run, compile_s: float, overhead_s: float, runs: int, clock_hz: float) -> float:
@@ -188,14 +193,15 @@ def main() -> int:
     parser.add_argument("--models", nargs="*", default=["ds_cnn_kws"])
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--board-overhead", type=float, default=3.0)
+    parser.add_argument("--target", default=TARGET, help=f"The emulated target tuned [{TARGET}]; a board of its clock "
+                                                        f"is modelled with {BOARD_TARGET}'s runs per trial.")
     args = parser.parse_args()
-    board = get_target(BOARD_TARGET)
-    runs_per_trial, clock_hz = board.serial.runs, board.core.clock_hz
+    runs_per_trial, clock_hz = get_target(BOARD_TARGET).serial.runs, get_target(args.target).core.clock_hz
     rows = []
     with tempfile.TemporaryDirectory(prefix="edgetune-live-rank-") as tmp:
         root = Path(tmp)
         fresh_cache(root, "ranker")
-        print(f"# {TARGET}, QEMU; {args.seeds} seeds; kernels at a budget of {args.budget}, models {args.model_budget};"
+        print(f"# {args.target}, QEMU; {args.seeds} seeds; kernels at a budget of {args.budget}, models {args.model_budget};"
               f" transfer+code until transfer's best or {args.cap:g} x the budget; jobs {args.jobs}", flush=True)
         work = [(label, "kernel") for label in args.kernels] + [(name, "model") for name in args.models]
         for label, kind in work:
@@ -204,35 +210,35 @@ def main() -> int:
                 kernel = get_kernel(kernel_name)
                 shape = kernel.parse_shape(shape_text)
                 started = time.monotonic()
-                ranker = live_rank.live_ranker(kernel_name, TARGET, shape)
+                ranker = live_rank.live_ranker(kernel_name, args.target, shape)
                 learnt = time.monotonic() - started
-                timed = timed_compile(kernel_name, shape, root)
+                timed = timed_compile(kernel_name, shape, root, target_name=args.target)
                 note = (f"ranked by instructions per product; left out: "
-                        f"{', '.join(ranker.left_out) or 'none'}; kernel fit {ranker.kernel_fit}; "
+                        f"{', '.join(ranker.left_out) or 'none'}; kernel fit {fit_text(ranker.kernel_fit)}; "
                         f"{learnt:.1f} s once; a compile and read {timed:.2f} s")
             else:
                 timed = None
                 started = time.monotonic()
                 model = load_model(MODELS / f"{label}.tflite")
-                learnt = [live_rank.live_ranker(lw.kernel.name, TARGET, lw.shape)
-                          for lw in distinct_workloads(model.layers, get_target(TARGET))]
+                learnt = [live_rank.live_ranker(lw.kernel.name, args.target, lw.shape)
+                          for lw in distinct_workloads(model.layers, get_target(args.target))]
                 note = (f"{len(learnt)} workloads' gate evidence in {time.monotonic() - started:.1f} s once; left out: "
                         f"{', '.join(sorted({n for r in learnt for n in r.left_out})) or 'none'}; kernel fits "
-                        f"{', '.join(sorted({f'{r.kernel_fit:.2f}' if r.kernel_fit is not None else 'none' for r in learnt}))}")
+                        f"{', '.join(sorted({fit_text(r.kernel_fit) for r in learnt}))}")
             print(f"\n## {label}: {note}", flush=True)
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 if kind == "kernel":
                     plain = kernel_run(kernel_name, shape_text, "transfer", seed, args.budget, args.budget, args.step,
-                                       None, args.jobs, root)
+                                       None, args.jobs, root, args.target)
                     limit = int(args.cap * args.budget)
                     ranked = kernel_run(kernel_name, shape_text, "transfer+code", seed, args.budget, limit,
-                                        args.step, plain.best, args.jobs, root)
+                                        args.step, plain.best, args.jobs, root, args.target)
                 else:
                     plain = model_run(label, "transfer", seed, args.model_budget, args.model_budget, 0, None,
-                                      args.jobs, root)
+                                      args.jobs, root, args.target)
                     limit = int(args.cap * args.model_budget)
                     ranked = model_run(label, "transfer+code", seed, args.model_budget, limit, 4 * args.step,
-                                       plain.best, args.jobs, root)
+                                       plain.best, args.jobs, root, args.target)
                 compile_s = timed if timed is not None else ranked.compile_s
                 rows.append((label, seed, plain, ranked, compile_s))
                 boards = [board_seconds(r, compile_s, args.board_overhead, runs_per_trial, clock_hz)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from edgetune.tuner import Config, Outcome, Param, Space, Trial
-from edgetune.tuner.code_explore import CodeRankedTransfer, rank_positions
+from edgetune.tuner.code_explore import CodeRankedTransfer, KernelFit, rank_positions
+from edgetune.tuner.strategies.prior_trust import rank_agreement
 from edgetune.tuner.strategies import make_strategy
 
 SPACE = Space([Param("tile", (1, 2, 4, 8, 16)), Param("unroll", (1, 2, 4, 8)), Param("vector", ("c", "mve", "dsp"))])
@@ -113,9 +114,33 @@ def test_the_gate_opens_on_own_trials_the_ranking_ranks_and_stays_shut_otherwise
 
 
 def test_the_rankers_fit_on_the_kernels_other_spaces_opens_the_gate_from_the_first_plan():
-    assert ranked(0, kernel_fit=0.9).ranking_on
-    assert not ranked(0, kernel_fit=0.5).ranking_on and not ranked(0, kernel_fit=None).ranking_on
+    assert ranked(0, kernel_fit=KernelFit(0.9, 2)).designs_by_code
+    assert ranked(0, kernel_fit=KernelFit(0.75, 2)).ranking_on  # a fair fit is enough to vote ...
+    assert not ranked(0, kernel_fit=KernelFit(0.75, 2)).designs_by_code  # ... not to choose design points
+    assert not ranked(0, kernel_fit=KernelFit(0.95, 1)).ranking_on  # one space is one shape
+    assert not ranked(0, kernel_fit=KernelFit(0.5, 3)).ranking_on and not ranked(0, kernel_fit=None).ranking_on
     assert ranked(0, gate=None).ranking_on  # no gate: always a say
+
+
+def test_with_the_kernels_fit_the_own_trials_need_only_not_contradict_the_code():
+    points = [SPACE.config_at(int(i)) for i in SPACE.legal_indices()[::5]]
+
+    def judged(score, fit):
+        search = ranked(0, score=score, gate=0.99, gate_trials=6, evidenced_gate=0.3, kernel_fit=fit)
+        tell_all(search, points[:6])
+        return search.ranking_on
+
+    # The toy's cost is mostly the vector path: a code that knows only that ranks the
+    # measured trials well but not to the full gate, the same reversed the wrong way round.
+    def by_path(config: Config) -> float:
+        return float(config["vector"] != "mve")
+
+    rho = rank_agreement(np.array([by_path(c) for c in points[:6]]), np.array([cost(c) for c in points[:6]]))
+    assert 0.3 <= rho < 0.99
+    assert judged(by_path, KernelFit(0.75, 2))  # the fit let it vote; the own trials do not contradict it
+    assert not judged(by_path, None)  # without the fit the own trials must reach the full gate
+    assert not judged(by_path, KernelFit(0.95, 1))  # one shape is no such fit
+    assert not judged(lambda c: -by_path(c), KernelFit(0.75, 2))  # a ranking the own trials contradict stops
 
 
 def test_while_the_gate_is_shut_it_is_transfer_proposal_for_proposal():
@@ -126,7 +151,7 @@ def test_while_the_gate_is_shut_it_is_transfer_proposal_for_proposal():
 
 
 def test_with_the_kernels_fit_every_other_design_point_is_the_codes_best_of_its_screen():
-    search = ranked(0, score=cost, kernel_fit=0.9, screen=20)
+    search = ranked(0, score=cost, kernel_fit=KernelFit(0.9, 2), screen=20)
     assert search.initial == 4  # three parameters vary: a design of four points
     proposed = []
     for _ in range(search.initial):

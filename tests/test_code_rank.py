@@ -315,9 +315,12 @@ def test_replay_says_what_the_code_ranking_judged_and_refuses_rank_with_files_th
     given = [f"--rank-with={p}" for p in (scored, sibling, elsewhere, bare)]
     out = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", *given, "--json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["code_ranking"]["judged_on"] == [str(sibling)]
+    ranking = json.loads(out.output)["code_ranking"]
+    assert ranking["judged_on"] == [str(sibling)] and ranking["kernel_fit"]["spaces"] == 1
     text = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", *given]).output
-    assert f"no kernel fit, judged on {sibling}" in text  # one space is not evidence
+    assert f"kernel fit {ranking['kernel_fit']['rho']:.2f} on 1 space, judged on {sibling}" in text
+    alone = CliRunner().invoke(main, [*args, "--strategy", "transfer+code", f"--rank-with={elsewhere}"]).output
+    assert "no kernel fit, judged on no --rank-with space of the same kernel and target" in alone
     for extra, named in ((["--strategy", "random", "--rank-with", str(bare)], str(bare)),
                          (["--strategy", "random", "--rank-with", str(scored)], str(scored)),
                          (["--strategy", "random", "--rank-keep", "0.5"], "--rank-with")):

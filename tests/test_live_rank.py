@@ -21,7 +21,7 @@ from edgetune.model.session import LayerRanking, tune_model
 from edgetune.session import LiveSearch, TuneRequest, tune
 from edgetune.targets import get_target
 from edgetune.tuner import Outcome, Space, TuningDatabase, choice
-from edgetune.tuner.code_explore import GATE_KERNEL_RHO, CodeRankedTransfer, rank_positions
+from edgetune.tuner.code_explore import GATE_KERNEL_RHO, GATE_VOTE_RHO, CodeRankedTransfer, KernelFit, rank_positions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,8 +43,13 @@ def test_a_recorded_space_of_the_tuned_workload_is_left_out_of_the_gates_evidenc
     mine = [s for s in spaces if live_rank.records_workload(s, "matmul_s8", "cortex-m55", {"m": 16, "n": 16, "k": 32})]
     assert [Path(s.path).name for s in mine] == ["matmul_s8-cortex-m55-m16n16k32.json.gz"]
     assert not [s for s in spaces if live_rank.records_workload(s, "matmul_s8", "cortex-m55", {"m": 16, "n": 16, "k": 16})]
-    # the M55 records m=4,n=24,k=48; the M4 does not
-    assert not [s for s in spaces if live_rank.records_workload(s, "matmul_s8", "cortex-m4", {"m": 4, "n": 24, "k": 48})]
+    # the M55 and the M4 record m=4,n=24,k=48, each its own; the M7 none
+    both = [s for s in spaces if live_rank.records_workload(s, "matmul_s8", "cortex-m4", {"m": 4, "n": 24, "k": 48})]
+    assert [Path(s.path).name for s in both] == ["matmul_s8-cortex-m4-m4n24k48.json.gz"]
+    assert not [s for s in spaces if live_rank.records_workload(s, "matmul_s8", "cortex-m7", {"m": 4, "n": 24, "k": 48})]
+    # Left out, the tuned workload's own space is not its evidence: two M4 siblings remain.
+    fit = live_rank.live_ranker("matmul_s8", "cortex-m4", {"m": 4, "n": 24, "k": 48}).kernel_fit
+    assert fit.spaces == 2
 
 
 def test_without_a_score_transfer_code_proposes_as_transfer_does():
@@ -126,7 +131,7 @@ def test_tune_runs_transfer_code_from_the_command_line_and_stores_it_by_name(tmp
     assert {r.strategy for r in db.proposals(workload)} == {"transfer+code"} and len(db.proposals(workload)) == 4
     # It says what the code ranking did: matmul_s8's recorded M55 spaces let it vote from the start.
     (line,) = [line for line in result.stdout.splitlines() if line.strip().startswith("code ranking:")]
-    assert "matmul_s8's recorded spaces on this target at 0.8" in line and "voted from the first plan" in line
+    assert "matmul_s8's 3 recorded spaces on this target at 0.8" in line and "voted from the first plan" in line
     compiled = int(line.rsplit(";", 1)[1].split()[0])
     assert compiled >= 4  # at least the four it ran
 
@@ -162,17 +167,24 @@ def test_a_tune_summary_says_what_the_code_ranking_did():
         out = CliRunner().invoke(click.command()(lambda: print_code_ranking(summary)), [])
         return out.output.strip()
 
-    assert line(CodeRankingUse(0.83, True, True, 61)) == (
-        "code ranking: instructions per product rank conv2d_s8's recorded spaces on this target at 0.83 (>= 0.8): "
-        "the code voted from the first plan; 61 candidates compiled and ranked")
-    below = line(CodeRankingUse(0.75, False, False, 8))
-    assert "at 0.75 (< 0.8)" in below and "own trials reaches 0.9 (not now)" in below
-    assert line(CodeRankingUse(None, False, True, 12)).startswith(
-        "code ranking: fewer than two recorded spaces of conv2d_s8 on this target to judge it by: the code votes "
+    assert line(CodeRankingUse(KernelFit(0.83, 2), True, True, True, 61)) == (
+        "code ranking: instructions per product rank conv2d_s8's 2 recorded spaces on this target at 0.83 (>= 0.7): "
+        "the code voted from the first plan and chose design points from its screen, and keeps its vote while it "
+        "ranks this workload's own trials at 0.3 or more (it does now); 61 candidates compiled and ranked")
+    fair = line(CodeRankingUse(KernelFit(0.75, 2), True, False, False, 8))
+    assert "2 recorded spaces on this target at 0.75 (>= 0.7): the code voted from the first plan, and" in fair
+    assert "(not now)" in fair
+    below = line(CodeRankingUse(KernelFit(0.15, 2), False, False, False, 8))
+    assert "at 0.15 (< 0.7)" in below and "own trials reaches 0.9 (not now)" in below
+    one = line(CodeRankingUse(KernelFit(0.82, 1), False, False, False, 8))
+    assert "1 recorded space on this target at 0.82 (one shape: it takes 2 to vote from the start)" in one
+    assert line(CodeRankingUse(None, False, False, True, 12)).startswith(
+        "code ranking: no recorded space of conv2d_s8 on this target to judge it by: the code votes "
         "only while its ranking of this workload's own trials reaches 0.9 (it does now)")
-    data = summary_json(TuneSummary(workload, "instructions", 8, 8, code_ranking=CodeRankingUse(0.75, False, True, 8)),
-                        "t.db")
-    assert data["code_ranking"] == {"kernel_fit": 0.75, "voted_from_start": False, "voting_now": True, "compiled": 8}
+    use = CodeRankingUse(KernelFit(0.75, 2), True, False, True, 8)
+    data = summary_json(TuneSummary(workload, "instructions", 8, 8, code_ranking=use), "t.db")
+    assert data["code_ranking"] == {"kernel_fit": {"rho": 0.75, "spaces": 2}, "voted_from_start": True,
+                                    "screened": False, "voting_now": True, "compiled": 8}
     assert summary_json(TuneSummary(workload, "instructions", 8, 8), "t.db")["code_ranking"] is None
 
 
@@ -210,13 +222,14 @@ def test_model_tune_says_per_layer_what_the_code_ranking_did():
                            code_ranking=use)
 
     summary = ModelSummary("cortex-m55", "instructions", "gradient", 16, 16, (
-        layer("conv2d_s8", (0,), LayerRanking(0.83, True, 2, 2, 61)),
+        layer("conv2d_s8", (0,), LayerRanking(KernelFit(0.83, 2), True, 2, 2, 61)),
         layer("dwconv2d_s8", (1, 3), LayerRanking(None, False, 3, 1, 12))))
     lines = CliRunner().invoke(click.command()(lambda: print_code_rankings(summary)), []).output.splitlines()
-    assert lines[1] == ("    layers 0: instructions per product rank conv2d_s8's recorded spaces on this target at "
-                        "0.83 (>= 0.8); it voted from the first plan; 61 candidates compiled and ranked")
-    assert lines[2] == ("    layers 1,3: fewer than two recorded spaces of dwconv2d_s8 on this target to judge it by; "
-                        "it voted after 1 of 3 rounds; 12 candidates compiled and ranked")
+    assert lines[1] == ("    layers 0: instructions per product rank conv2d_s8's 2 recorded spaces on this target at "
+                        "0.83 (>= 0.7); the code voted after 2 of 2 rounds (from the first plan on); 61 candidates "
+                        "compiled and ranked")
+    assert lines[2] == ("    layers 1,3: no recorded space of dwconv2d_s8 on this target to judge it by; "
+                        "the code voted after 1 of 3 rounds; 12 candidates compiled and ranked")
     data = _summary_json(summary, (), "m.db")["workloads"]
     assert data[1]["code_ranking"] == {"kernel_fit": None, "voted_from_start": False, "rounds": 3,
                                        "rounds_voting": 1, "compiled": 12}
@@ -243,8 +256,8 @@ def live_proposals(tmp_path: Path, name: str, kernel: str, shape: str, strategy:
 def test_a_seed_reproduces_a_live_transfer_code_run(tmp_path):
     """With trials of the kernel on another shape stored, `transfer` plans from its first
     proposal; instructions per product rank matmul_s8's recorded M55 shapes at 0.83 or better
-    (kernel_fit >= 0.8), so the code votes from the first plan. Two runs of one seed, each with its scores computed
-    afresh, propose the same configurations."""
+    (kernel_fit >= 0.7), so the code votes from the first plan. Two runs of one seed, each with its scores
+    computed afresh, propose the same configurations."""
     prior = tmp_path / "prior.db"
     kernel = get_kernel("matmul_s8")
     stored = TuningDatabase(prior)
@@ -259,13 +272,25 @@ def test_a_seed_reproduces_a_live_transfer_code_run(tmp_path):
 
 @pytest.mark.qemu
 def test_with_its_gate_shut_transfer_code_proposes_what_transfer_does_on_a_live_space(tmp_path):
-    """On the Cortex-M4, instructions per product rank matmul_s8's two recorded spaces at
-    0.75-0.77, below GATE_KERNEL_RHO: before its own trials can judge the ranking
-    (GATE_TRIALS), the gate is shut, nothing is compiled to be ranked, and the search is
-    `transfer`, proposal for proposal."""
-    shape = "m=4,n=8,k=16"
-    ranked, search = live_proposals(tmp_path, "a", "matmul_s8", shape, "transfer+code", 5, 2, target="cortex-m4")
-    plain, _ = live_proposals(tmp_path, "b", "matmul_s8", shape, "transfer", 5, 2, target="cortex-m4")
-    assert search.kernel_fit is not None and search.kernel_fit < GATE_KERNEL_RHO
+    """On the Cortex-M4, instructions per product rank dwconv2d_s8's one recorded space at
+    0.15: no evidence (one shape, and below GATE_VOTE_RHO). Before its own trials can judge
+    the ranking (GATE_TRIALS), the gate is shut, nothing is compiled to be ranked, and the
+    search is `transfer`, proposal for proposal."""
+    shape = "h=4,w=4,c=16,kh=3,kw=3,pad=1"
+    ranked, search = live_proposals(tmp_path, "a", "dwconv2d_s8", shape, "transfer+code", 5, 2, target="cortex-m4")
+    plain, _ = live_proposals(tmp_path, "b", "dwconv2d_s8", shape, "transfer", 5, 2, target="cortex-m4")
+    assert search.kernel_fit is not None and search.kernel_fit.rho < GATE_VOTE_RHO
     assert not search.ranking_on and search.scored == 0
     assert ranked == plain and len(plain) == 5
+
+
+@pytest.mark.qemu
+def test_on_the_fit_of_the_m4s_matmul_spaces_the_code_votes_from_the_first_plan_without_a_screen(tmp_path):
+    """matmul_s8's three recorded M4 spaces rank at 0.74-0.77: enough to vote from the first
+    plan (GATE_VOTE_RHO), not to choose design points from a screen (GATE_KERNEL_RHO)."""
+    _, search = live_proposals(tmp_path, "a", "matmul_s8", "m=4,n=8,k=16", "transfer+code", 13, 2,
+                               target="cortex-m4")  # nine design points, then the model's plans
+    fit = search.kernel_fit
+    assert fit.spaces == 3 and GATE_VOTE_RHO <= fit.rho < GATE_KERNEL_RHO
+    assert search.votes_from_start and not search.screens and search._screen is None
+    assert search.scored > 0  # the plans' candidates were compiled and ranked

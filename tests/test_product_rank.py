@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from edgetune.tuner import Trial
+from edgetune.tuner.code_explore import KernelFit
 from edgetune.tuner.product_rank import ProductRanker, holds_products, instructions_per_product, product_fit_among
 from edgetune.tuner.recorded import load_recorded
 
@@ -38,15 +39,16 @@ def test_its_fit_is_its_worst_rank_correlation_on_the_kernels_spaces_on_the_targ
     ranker = ProductRanker()
     fits = [ranker.agreement(s) for s in spaces]
     assert min(fits) > 0.5  # the toy's Helium code costs less and computes 16 products per MAC
-    assert product_fit_among(spaces, "toy", "cortex-m55") == min(fits)
+    assert product_fit_among(spaces, "toy", "cortex-m55") == KernelFit(min(fits), 3)
     # A space of the kernel whose cost the code does not explain (its order reversed) pulls it down ...
     odd = replace(spaces[1], trials={i: Trial(t.config, t.outcome, {"instructions": 1e6 / t.value("instructions")})
                                      for i, t in spaces[1].trials.items()})
-    assert product_fit_among([spaces[0], odd], "toy", "cortex-m55") < 0
-    # ... but only on its own target; one space is one shape, not evidence; another kernel or
+    assert product_fit_among([spaces[0], odd], "toy", "cortex-m55").rho < 0
+    # ... but only on its own target, and the fit says on how many shapes; another kernel or
     # target gives none.
     elsewhere = load_recorded(write_space(tmp_path, "m4", 5, target="cortex-m4"))
-    assert product_fit_among([*spaces[:2], elsewhere], "toy", "cortex-m55") == min(fits[:2])
-    assert product_fit_among([spaces[0], elsewhere], "toy", "cortex-m55") is None
+    assert product_fit_among([*spaces[:2], elsewhere], "toy", "cortex-m55") == KernelFit(min(fits[:2]), 2)
+    assert product_fit_among([spaces[0], elsewhere], "toy", "cortex-m55") == KernelFit(fits[0], 1)
+    assert product_fit_among([elsewhere], "toy", "cortex-m55") is None
     assert product_fit_among(spaces, "other", "cortex-m55") is None
     assert product_fit_among(spaces, "toy", "cortex-a53") is None

@@ -20,15 +20,18 @@ Every point is compiled and scored once (`scored` counts them).
 
 The code votes only behind a gate (`ranking_on`), decided per space from evidence that the
 score ranks this kernel: its fit on the kernel's other recorded spaces on the same target
-(`kernel_fit`, from tuner.product_rank.product_fit_among) from the first plan, and from `gate_trials`
-trials on, its rank correlation on this space's own measured trials. While the gate is shut
-the search is `transfer`, proposal for proposal. With the kernel's fit (and only then: a
-correlation on a few trials says the code orders the space, not that its top is the top),
-every other point of the initial design is the code's best of a screen of random points.
+(`kernel_fit`, tuner.product_rank.product_fit_among; two spaces at least, one space being
+one shape) from the first plan, and from `gate_trials` trials on, its rank correlation on
+this space's own measured trials, which must reach `gate` without that fit, and only stay
+above `evidenced_gate` with it (the fit said the code knows the kernel; the own trials only
+have to not contradict it). While the gate is shut the search is `transfer`, proposal for
+proposal. With a strong fit (and only then: a correlation on a few trials says the code
+orders the space, not that its top is the top), every other point of the initial design is
+the code's best of a screen of random points.
 
-On the ten recorded spaces (10 seeds) ranking by instructions per product saved 12.3% of
-the evaluations to `transfer`'s best on first tunes and 4.2% with priors, pooled (11-52% where
-the gate opens; a learnt forest had cost 18% and 13% more: docs/code-ranking-live.md).
+On the eleven recorded spaces (20 seeds) ranking by instructions per product saved 13.1% of
+the evaluations to `transfer`'s best on first tunes and 25.0% with priors, pooled (up to 86%
+on the M55's matmul_s8; a learnt forest had cost 18% and 13% more: docs/code-ranking-live.md).
 `edgetune replay --strategy transfer+code` runs it on recorded spaces, `edgetune tune` and
 `model tune` live (edgetune.live_rank compiles the candidates); it is not the default.
 """
@@ -57,10 +60,25 @@ DEFAULT_DRAWS = 8
 # 0.8 (and the kernel gate at 0.7) saved 6.0% pooled on first tunes against 12.3% for 0.9.
 GATE_RHO = 0.9
 GATE_TRIALS = 6
-# Before that, the evidence is the score's fit on the kernel's other recorded spaces
-# (tuner.product_rank.product_fit_among): it has a say from the first plan when that is at
-# least this. At 0.7 the M4 matmul_s8 spaces (0.75-0.77) opened, and m16n16k32 took 82%
-# more evaluations on first tunes (2.9% saved pooled, against 12.3%).
+# Before that, the evidence is the score's fit on the kernel's other recorded spaces on the
+# target (tuner.product_rank.product_fit_among), on MIN_SPACES of them at least: one space is
+# one shape. With it at GATE_VOTE_RHO or more the code has a say from the first plan, and
+# keeps it from GATE_TRIALS trials on while its rank correlation on the own trials stays at
+# GATE_EVIDENCED_RHO or more; at GATE_KERNEL_RHO or more it also chooses design points from
+# its screen (below). Ten recorded spaces, 20 seeds (bench/code_explore.py): with the fit at
+# 0.8 for all of it and the own trials at 0.9 in any case, 6.1% saved on first tunes and 2.5%
+# with priors, pooled; a vote on one sibling's fit at 0.7 (the M4's matmul_s8: 0.75-0.77),
+# kept while the own trials rank at 0.3, 17.4% and 23.9% (0.5: 15.4% and 18.2%; 0.0: 17.3% and 25.5%); at 0.7
+# with the screen as well, the M4's m16n16k32 took 82% more evaluations (its best is 59th of
+# 1,086 by the estimate, and the screen's best few pulled the search away). On one space's
+# fit, DS-CNN's convolutions (conv2d_s8's one M55 space: 0.82, a single 3x3 output pixel)
+# took 49% more evaluations than `transfer` in `model tune` screened, 19% more voting
+# without the screen (5 seeds; bench/live_rank.py, docs/code-ranking-live.md). With two
+# spaces needed and a third M4 matmul_s8 shape recorded (so each M4 space has two siblings),
+# eleven spaces, 20 seeds: 13.1% and 25.0%.
+MIN_SPACES = 2
+GATE_VOTE_RHO = 0.7
+GATE_EVIDENCED_RHO = 0.3
 GATE_KERNEL_RHO = 0.8
 # With that fit, every other point of the initial design is the code's best of a screen of
 # DEFAULT_SCREEN random points (compiled once, run only if chosen), at most
@@ -74,10 +92,22 @@ DEFAULT_SCREEN, SCREEN_PER_EVALUATION = 256, 8
 
 
 @dataclass(frozen=True)
+class KernelFit:
+    """The evidence, before any trial, that the score ranks a kernel's code on a target
+    (tuner.product_rank.product_fit_among): the lowest rank correlation over the kernel's
+    other recorded spaces there, and how many there are (one space is one shape: the screen
+    asks for more than one)."""
+
+    rho: float
+    spaces: int
+
+
+@dataclass(frozen=True)
 class CodeRankingUse:
     """What the code's ranking did in a search, for its summary."""
-    kernel_fit: float | None  # the evidence before the first trial (None: none recorded)
-    voted_from_start: bool  # kernel_fit reached GATE_KERNEL_RHO: the code had a say from the first plan
+    kernel_fit: KernelFit | None  # the evidence before the first trial (None: none recorded)
+    voted_from_start: bool  # kernel_fit reached GATE_VOTE_RHO: the code had a say from the first plan
+    screened: bool  # ... and on enough spaces to choose design points from its screen
     voting_now: bool  # the gate as last decided
     compiled: int  # candidates compiled and scored, run or not
 
@@ -97,14 +127,15 @@ class CodeRankedTransfer(TransferLearning):
     def __init__(self, space: Space, rng: np.random.Generator, objective: str = "", *,
                  score: Callable[[Config], float | None] | None = None, shortlist: int = DEFAULT_SHORTLIST,
                  draws: int = DEFAULT_DRAWS, gate: float | None = GATE_RHO, gate_trials: int = GATE_TRIALS,
-                 kernel_fit: float | None = None, prefetch: Callable[[list[Config]], None] | None = None,
-                 screen: int = DEFAULT_SCREEN, **options):
+                 evidenced_gate: float = GATE_EVIDENCED_RHO, kernel_fit: KernelFit | None = None,
+                 prefetch: Callable[[list[Config]], None] | None = None, screen: int = DEFAULT_SCREEN, **options):
         if shortlist < 1 or draws < 1 or screen < 1:
             raise ValueError("shortlist, draws and screen must be at least 1")
         super().__init__(space, rng, objective, **options)
         self.score, self._shortlist, self.draws = score or _unscored, shortlist, draws
         self._prefetch = prefetch
         self.gate, self.gate_trials, self.kernel_fit = gate, gate_trials, kernel_fit
+        self.evidenced_gate = evidenced_gate
         self._own: list[tuple[int, float]] = []  # this space's told trials: (index, value; NaN failed)
         self._gate_at, self._open = -1, gate is None
         self._drawn: list[int] = []  # random fresh points drawn, not proposed yet, in draw order
@@ -122,13 +153,20 @@ class CodeRankedTransfer(TransferLearning):
     def ranking_use(self) -> CodeRankingUse:
         """What the code's ranking has done so far (the gate as last decided: reading it
         here compiles nothing)."""
-        return CodeRankingUse(self.kernel_fit, self.fits_kernel, self._open, self.scored)
+        return CodeRankingUse(self.kernel_fit, self.votes_from_start, self.screens, self._open, self.scored)
 
     @property
-    def fits_kernel(self) -> bool:
+    def votes_from_start(self) -> bool:
         """Whether the evidence before any trial (the fit on the kernel's other recorded
         spaces) lets the code vote from the first plan."""
-        return self.kernel_fit is not None and self.kernel_fit >= GATE_KERNEL_RHO
+        fit = self.kernel_fit
+        return fit is not None and fit.spaces >= MIN_SPACES and fit.rho >= GATE_VOTE_RHO
+
+    @property
+    def screens(self) -> bool:
+        """Whether that evidence is strong enough for the code to choose design points."""
+        fit = self.kernel_fit
+        return self.votes_from_start and fit.rho >= GATE_KERNEL_RHO
 
     @property
     def scored_indices(self) -> frozenset[int]:
@@ -155,20 +193,22 @@ class CodeRankedTransfer(TransferLearning):
 
     @property
     def ranking_on(self) -> bool:
-        """Whether the code's ranking has a say now: its scores of the trials measured here
-        rank them with a rank correlation of at least `gate` (each trial was compiled for
-        its run, so scoring it compiles nothing more)."""
+        """Whether the code's ranking has a say now: before `gate_trials` trials, on the
+        kernel's fit; then while its scores of the trials measured here rank them with a rank
+        correlation of at least `gate` (`evidenced_gate` where the fit let it vote from the
+        start). Each trial was compiled for its run, so scoring it compiles nothing more."""
         if self.gate is None or self._gate_at == len(self._own):
             return self._open
         self._gate_at = len(self._own)
         if len(self._own) < self.gate_trials:
-            self._open = self.fits_kernel
+            self._open = self.votes_from_start
         else:
             self._score_all(i for i, _ in self._own)
             scores = np.array([self._score_of(i) for i, _ in self._own])
             finite = np.isfinite(scores)
+            needed = self.evidenced_gate if self.votes_from_start else self.gate
             self._open = finite.sum() >= self.gate_trials and rank_agreement(
-                scores[finite], np.array([v for (_, v), ok in zip(self._own, finite) if ok])) >= self.gate
+                scores[finite], np.array([v for (_, v), ok in zip(self._own, finite) if ok])) >= needed
         return self._open
 
     @property
@@ -185,10 +225,11 @@ class CodeRankedTransfer(TransferLearning):
 
     @property
     def designs_by_code(self) -> bool:
-        """Whether the code chooses design points now: only on the kernel's fit, the evidence
-        that the ranker picks this kernel's best code (a rank correlation on a few trials of
-        this space says it orders the space, not that its top is the space's top)."""
-        return self.fits_kernel and self.ranking_on
+        """Whether the code chooses design points now: only on the kernel's fit on several
+        shapes, the evidence that the ranker picks this kernel's best code (one shape, or a
+        rank correlation on a few trials of this space, says it orders a space, not that its
+        top is the space's top)."""
+        return self.screens and self.ranking_on
 
     def _space_filling(self, sample: int = 256) -> int | None:
         # Every other point of the design (and of a small budget's checks of its priors) is

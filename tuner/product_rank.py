@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .recorded import RecordedSpace
+from .code_explore import KernelFit
 from .code_rank import agreement_on
 
 Features = Mapping[str, float]
@@ -69,29 +70,20 @@ def _or_inf(value: float | None) -> float:
     return np.inf if value is None else float(value)
 
 
-# Recorded spaces of a kernel (on the tuned target) it takes to trust the estimate before any
-# trial: one space is one shape. DS-CNN's convolutions, voting on the fit of one recorded
-# conv2d_s8 space (0.82, a single 3x3 output pixel), took 49% more evaluations than
-# `transfer` in `model tune` over 5 seeds; with the gate waiting for their own trials, 4%
-# fewer (bench/live_rank.py, docs/code-ranking-live.md). No replay changes: every recorded
-# space with one sibling on its target ranks below the gate anyway.
-MIN_SPACES = 2
-
-
 def spaces_with_products(spaces: Sequence[RecordedSpace], kernel: str, target: str = "") -> list[RecordedSpace]:
     """The recorded spaces of `kernel` (on `target`, where given) whose features count products:
     the ones instructions per product can be judged on."""
     return [s for s in spaces if s.kernel == kernel and holds_products(s) and (not target or s.target == target)]
 
 
-def product_fit_among(spaces: Sequence[RecordedSpace], kernel: str, target: str = "") -> float | None:
+def product_fit_among(spaces: Sequence[RecordedSpace], kernel: str, target: str = "") -> KernelFit | None:
     """How well instructions per product rank the recorded spaces of `kernel` (on `target`,
     where given) among `spaces` (the space being tuned already left out): the lowest rank
-    correlation, or None when fewer than MIN_SPACES of them count multiplies. It is the
+    correlation and the number of spaces, or None when none counts multiplies. It is the
     evidence, before any trial is measured, that the estimate knows the kernel's code
-    (tuner.code_explore's gate, as tuner.code_rank.kernel_fit is for a learnt ranker): on the
-    M55 the matmul_s8 spaces rank at 0.83-0.88, on the M4 at 0.75-0.77."""
+    (tuner.code_explore's gate): on the M55 the matmul_s8 spaces rank at 0.83-0.88, on the
+    M4 at 0.75-0.77, dwconv2d_s8 on the M4 at 0.15."""
     siblings = spaces_with_products(spaces, kernel, target)
-    if len(siblings) < MIN_SPACES:
+    if not siblings:
         return None
-    return min(ProductRanker().agreement(s) for s in siblings)
+    return KernelFit(min(ProductRanker().agreement(s) for s in siblings), len(siblings))

@@ -78,14 +78,13 @@ def print_code_rankings(summary: ModelSummary) -> None:
     evidence before any trial, and after how many of the layer's rounds the code had its say."""
     ranked = [layer for layer in summary.layers if layer.code_ranking is not None]
     if ranked:
-        click.echo("  code ranking, per layer (the code votes from the first plan on its evidence, else only while "
-                   "it ranks the layer's own trials well):")
+        click.echo("  code ranking, per layer (docs/code-ranking-live.md):")
     for layer in ranked:
         use, kernel = layer.code_ranking, layer.workload.kernel
-        said = ("it voted from the first plan" if use.voted_from_start
-                else f"it voted after {use.rounds_voting} of {use.rounds} rounds")
+        said = (f"the code voted after {use.rounds_voting} of {use.rounds} rounds"
+                + (" (from the first plan on)" if use.voted_from_start else ""))
         click.echo(f"    layers {','.join(map(str, layer.layers))}: "
-                   f"{ranking_evidence(use.kernel_fit, use.voted_from_start, kernel)}; {said}; "
+                   f"{ranking_evidence(use.kernel_fit, kernel)}; {said}; "
                    f"{use.compiled} candidates compiled and ranked")
 
 
@@ -134,7 +133,8 @@ def _summary_json(summary: ModelSummary, checks: tuple[LayerCheck, ...], db_path
         "workloads": [{"kernel": l.workload.kernel, "shape": dict(l.workload.shape), "layers": list(l.layers),
                        "trials": l.trials, "best": l.value, "plain": l.baseline,
                        "config": l.best.trial.config.as_dict() if l.best else None,
-                       "code_ranking": asdict(l.code_ranking) if l.code_ranking else None} for l in summary.layers],
+                       "code_ranking": asdict(l.code_ranking) if l.code_ranking else None}
+                      for l in summary.layers],
         "checks": [{"layer": c.index, "op": c.op, "kernel": c.kernel, "ok": c.ok, "checked": c.checked, "inputs": c.inputs,
                     "problem": c.problem, "oracle": c.oracle, "config": c.config, "remembered": c.remembered}
                    for c in checks],

@@ -98,7 +98,9 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_fi
                f"optimum {result['objective']}={optimum}")
     ranking = result["code_ranking"]
     if ranking is not None:
-        fit = "no kernel fit" if ranking["kernel_fit"] is None else f"kernel fit {ranking['kernel_fit']:.2f}"
+        given = ranking["kernel_fit"]
+        fit = "no kernel fit" if given is None else \
+            f"kernel fit {given['rho']:.2f} on {given['spaces']} space{'' if given['spaces'] == 1 else 's'}"
         judged = ", ".join(ranking["judged_on"]) or "no --rank-with space of the same kernel and target"
         click.echo(f"code ranking: {fit}, judged on {judged}")
     for run in result["repeats"]:

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import click
 
-from edgetune.tuner.code_explore import GATE_KERNEL_RHO, GATE_RHO
+from dataclasses import asdict
+
+from edgetune.tuner.code_explore import GATE_EVIDENCED_RHO, GATE_RHO, GATE_VOTE_RHO, MIN_SPACES
+from edgetune.tuner.code_explore import KernelFit
 
 from ..session import TuneSummary
 
@@ -27,7 +30,8 @@ def _ranking_json(summary: TuneSummary) -> dict | None:
     use = summary.code_ranking
     if use is None:
         return None
-    return {"kernel_fit": use.kernel_fit, "voted_from_start": use.voted_from_start, "voting_now": use.voting_now,
+    return {"kernel_fit": None if use.kernel_fit is None else asdict(use.kernel_fit),
+            "voted_from_start": use.voted_from_start, "screened": use.screened, "voting_now": use.voting_now,
             "compiled": use.compiled}
 
 
@@ -78,17 +82,23 @@ def print_code_ranking(summary: TuneSummary) -> None:
     docs/code-ranking-live.md), and how many candidates it compiled to rank them."""
     use = summary.code_ranking
     if use.voted_from_start:
-        say = "the code voted from the first plan"
+        say = (f"the code voted from the first plan{' and chose design points from its screen' if use.screened else ''}"
+               f", and keeps its vote while it ranks this workload's own trials at {GATE_EVIDENCED_RHO:g} or more "
+               f"({'it does now' if use.voting_now else 'not now'})")
     else:
         say = (f"the code votes only while its ranking of this workload's own trials reaches {GATE_RHO:g} "
                f"({'it does now' if use.voting_now else 'not now'})")
-    click.echo(f"  code ranking: {ranking_evidence(use.kernel_fit, use.voted_from_start, summary.workload.kernel)}: "
-               f"{say}; {use.compiled} candidates compiled and ranked")
+    click.echo(f"  code ranking: {ranking_evidence(use.kernel_fit, summary.workload.kernel)}: {say}; "
+               f"{use.compiled} candidates compiled and ranked")
 
 
-def ranking_evidence(kernel_fit: float | None, voted_from_start: bool, kernel: str) -> str:
+def ranking_evidence(fit: KernelFit | None, kernel: str) -> str:
     """The code ranking's evidence before any trial, in words (tune's and model tune's lines)."""
-    if kernel_fit is None:
-        return f"fewer than two recorded spaces of {kernel} on this target to judge it by"
-    return (f"instructions per product rank {kernel}'s recorded spaces on this target at "
-            f"{kernel_fit:.2f} ({'>=' if voted_from_start else '<'} {GATE_KERNEL_RHO:g})")
+    if fit is None:
+        return f"no recorded space of {kernel} on this target to judge it by"
+    spaces = f"{fit.spaces} recorded space{'' if fit.spaces == 1 else 's'}"
+    if fit.spaces < MIN_SPACES:  # one space is one shape
+        verdict = f"one shape: it takes {MIN_SPACES} to vote from the start"
+    else:
+        verdict = f"{'>=' if fit.rho >= GATE_VOTE_RHO else '<'} {GATE_VOTE_RHO:g}"
+    return f"instructions per product rank {kernel}'s {spaces} on this target at {fit.rho:.2f} ({verdict})"

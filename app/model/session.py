@@ -32,6 +32,7 @@ from edgetune.errors import EdgetuneError
 from edgetune.hal import Target
 from edgetune.targets.runners import runner_for
 from edgetune.tuner import Bound, Record, TuningDatabase, Workload, check_strategy, feasible
+from edgetune.tuner.code_explore import KernelFit
 from edgetune.tuner.scheduler import SchedTask, TaskHistory, make_scheduler, model_cost
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
@@ -76,7 +77,7 @@ class LayerRanking:
     """What `transfer+code`'s code ranking did for one layer over its rounds (each round is a
     search of its own, so `tune`'s one-run summary, CodeRankingUse, is kept per round here)."""
 
-    kernel_fit: float | None  # the gate's evidence before any trial (the same every round)
+    kernel_fit: KernelFit | None  # the gate's evidence before any trial (the same every round)
     voted_from_start: bool  # that evidence let the code vote from a round's first plan
     rounds: int  # rounds that measured something
     rounds_voting: int  # of them, those after which the gate was open (the code had its say)
