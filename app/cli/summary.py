@@ -5,7 +5,7 @@ import click
 
 from dataclasses import asdict
 
-from edgetune.tuner.code_explore import GATE_EVIDENCED_RHO, GATE_RHO, GATE_VOTE_RHO, MIN_SPACES
+from edgetune.tuner.code_explore import GATE_EVIDENCED_RHO, GATE_KERNEL_RHO, GATE_RHO, MIN_SPACES
 from edgetune.tuner.code_explore import KernelFit
 
 from ..session import TuneSummary
@@ -31,7 +31,7 @@ def _ranking_json(summary: TuneSummary) -> dict | None:
     if use is None:
         return None
     return {"kernel_fit": None if use.kernel_fit is None else asdict(use.kernel_fit),
-            "voted_from_start": use.voted_from_start, "screened": use.screened, "voting_now": use.voting_now,
+            "voted_from_start": use.voted_from_start, "voting_now": use.voting_now,
             "compiled": use.compiled}
 
 
@@ -82,8 +82,8 @@ def print_code_ranking(summary: TuneSummary) -> None:
     docs/code-ranking-live.md), and how many candidates it compiled to rank them."""
     use = summary.code_ranking
     if use.voted_from_start:
-        say = (f"the code voted from the first plan{' and chose design points from its screen' if use.screened else ''}"
-               f", and keeps its vote while it ranks this workload's own trials at {GATE_EVIDENCED_RHO:g} or more "
+        say = (f"the code voted from the first plan (design points from its screen), and keeps its vote while "
+               f"it ranks this workload's own trials at {GATE_EVIDENCED_RHO:g} or more "
                f"({'it does now' if use.voting_now else 'not now'})")
     else:
         say = (f"the code votes only while its ranking of this workload's own trials reaches {GATE_RHO:g} "
@@ -100,5 +100,5 @@ def ranking_evidence(fit: KernelFit | None, kernel: str) -> str:
     if fit.spaces < MIN_SPACES:  # one space is one shape
         verdict = f"one shape: it takes {MIN_SPACES} to vote from the start"
     else:
-        verdict = f"{'>=' if fit.rho >= GATE_VOTE_RHO else '<'} {GATE_VOTE_RHO:g}"
+        verdict = f"{'>=' if fit.rho >= GATE_KERNEL_RHO else '<'} {GATE_KERNEL_RHO:g}"
     return f"instructions per product rank {kernel}'s {spaces} on this target at {fit.rho:.2f} ({verdict})"
