@@ -10,7 +10,6 @@ import pytest
 
 from edgetune.tuner import Config, Outcome, Param, Space, Trial
 from edgetune.tuner.code_explore import CodeRankedTransfer, KernelFit, rank_positions
-from edgetune.tuner.strategies.prior_trust import rank_agreement
 from edgetune.tuner.strategies import make_strategy
 
 SPACE = Space([Param("tile", (1, 2, 4, 8, 16)), Param("unroll", (1, 2, 4, 8)), Param("vector", ("c", "mve", "dsp"))])
@@ -121,25 +120,15 @@ def test_the_rankers_fit_on_the_kernels_other_spaces_opens_the_gate_from_the_fir
     assert ranked(0, gate=None).ranking_on  # no gate: always a say
 
 
-def test_with_the_kernels_fit_the_own_trials_need_only_not_contradict_the_code():
+def test_a_vote_on_the_kernels_fit_is_judged_again_by_the_own_trials():
     points = [SPACE.config_at(int(i)) for i in SPACE.legal_indices()[::5]]
-
-    def judged(score, fit):
-        search = ranked(0, score=score, gate=0.99, gate_trials=6, evidenced_gate=0.3, kernel_fit=fit)
-        tell_all(search, points[:6])
-        return search.ranking_on
-
-    # The toy's cost is mostly the vector path: a code that knows only that ranks the
-    # measured trials well but not to the full gate, the same reversed the wrong way round.
-    def by_path(config: Config) -> float:
-        return float(config["vector"] != "mve")
-
-    rho = rank_agreement(np.array([by_path(c) for c in points[:6]]), np.array([cost(c) for c in points[:6]]))
-    assert 0.3 <= rho < 0.99
-    assert judged(by_path, KernelFit(0.85, 2))  # the fit let it vote; the own trials do not contradict it
-    assert not judged(by_path, None)  # without the fit the own trials must reach the full gate
-    assert not judged(by_path, KernelFit(0.95, 1))  # one shape is no such fit
-    assert not judged(lambda c: -by_path(c), KernelFit(0.85, 2))  # a ranking the own trials contradict stops
+    right = ranked(0, score=cost, gate=0.5, gate_trials=6, kernel_fit=KernelFit(0.85, 2))
+    wrong = ranked(0, score=lambda c: -cost(c), gate=0.5, gate_trials=6, kernel_fit=KernelFit(0.85, 2))
+    assert right.ranking_on and wrong.ranking_on  # the fit lets both vote from the start ...
+    tell_all(right, points[:6])
+    tell_all(wrong, points[:6])
+    assert right.ranking_on and not wrong.ranking_on  # ... the own trials take the vote from the one they contradict
+    assert not ranked(0, kernel_fit=KernelFit(0.95, 1)).ranking_on  # one shape is no such fit
 
 
 def test_while_the_gate_is_shut_it_is_transfer_proposal_for_proposal():

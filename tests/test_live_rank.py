@@ -170,7 +170,7 @@ def test_a_tune_summary_says_what_the_code_ranking_did():
     assert line(CodeRankingUse(KernelFit(0.83, 2), True, True, 61)) == (
         "code ranking: instructions per product rank conv2d_s8's 2 recorded spaces on this target at 0.83 (>= 0.8): "
         "the code voted from the first plan (design points from its screen), and keeps its vote while it "
-        "ranks this workload's own trials at 0.3 or more (it does now); 61 candidates compiled and ranked")
+        "ranks this workload's own trials at 0.9 or more (it does now); 61 candidates compiled and ranked")
     dropped = line(CodeRankingUse(KernelFit(0.83, 2), True, False, 8))
     assert "the code voted from the first plan" in dropped and "(not now)" in dropped
     below = line(CodeRankingUse(KernelFit(0.75, 2), False, False, 8))

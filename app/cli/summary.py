@@ -5,7 +5,7 @@ import click
 
 from dataclasses import asdict
 
-from edgetune.tuner.code_explore import GATE_EVIDENCED_RHO, GATE_KERNEL_RHO, GATE_RHO, MIN_SPACES
+from edgetune.tuner.code_explore import GATE_KERNEL_RHO, GATE_RHO, MIN_SPACES
 from edgetune.tuner.code_explore import KernelFit
 
 from ..session import TuneSummary
@@ -83,7 +83,7 @@ def print_code_ranking(summary: TuneSummary) -> None:
     use = summary.code_ranking
     if use.voted_from_start:
         say = (f"the code voted from the first plan (design points from its screen), and keeps its vote while "
-               f"it ranks this workload's own trials at {GATE_EVIDENCED_RHO:g} or more "
+               f"it ranks this workload's own trials at {GATE_RHO:g} or more "
                f"({'it does now' if use.voting_now else 'not now'})")
     else:
         say = (f"the code votes only while its ranking of this workload's own trials reaches {GATE_RHO:g} "
