@@ -82,7 +82,7 @@ def product_fit_among(spaces: Sequence[RecordedSpace], kernel: str, target: str 
     correlation and the number of spaces, or None when none counts multiplies. It is the
     evidence, before any trial is measured, that the estimate knows the kernel's code
     (tuner.code_explore's gate): on the M55 the matmul_s8 spaces rank at 0.83-0.88, on the
-    M4 at 0.75-0.77, dwconv2d_s8 on the M4 at 0.15."""
+    M4 at 0.74-0.77, dwconv2d_s8 on the M4 at 0.15."""
     siblings = spaces_with_products(spaces, kernel, target)
     if not siblings:
         return None
