@@ -46,7 +46,8 @@ def test_a_recorded_space_of_the_tuned_workload_is_left_out_of_the_gates_evidenc
     # the M55 and the M4 record m=4,n=24,k=48, each its own; the M7 none
     both = [s for s in spaces if live_rank.records_workload(s, "matmul_s8", "cortex-m4", {"m": 4, "n": 24, "k": 48})]
     assert [Path(s.path).name for s in both] == ["matmul_s8-cortex-m4-m4n24k48.json.gz"]
-    assert not [s for s in spaces if live_rank.records_workload(s, "matmul_s8", "cortex-m7", {"m": 4, "n": 24, "k": 48})]
+    shape = {"m": 4, "n": 24, "k": 48}
+    assert not [s for s in spaces if live_rank.records_workload(s, "matmul_s8", "cortex-m7", shape)]
     # Left out, the tuned workload's own space is not its evidence: two M4 siblings remain.
     fit = live_rank.live_ranker("matmul_s8", "cortex-m4", {"m": 4, "n": 24, "k": 48}).kernel_fit
     assert fit.spaces == 2
@@ -178,7 +179,7 @@ def test_a_tune_summary_says_what_the_code_ranking_did():
     one = line(CodeRankingUse(KernelFit(0.82, 1), False, False, 8))
     assert "1 recorded space on this target at 0.82 (one shape: it takes 2 to vote from the start)" in one
     assert line(CodeRankingUse(None, False, True, 12)).startswith(
-        "code ranking: no recorded space of conv2d_s8 on this target to judge it by: the code votes "
+        "code ranking: no other recorded space of conv2d_s8 on this target to judge it by: the code votes "
         "only while its ranking of this workload's own trials reaches 0.9 (it does now)")
     use = CodeRankingUse(KernelFit(0.75, 2), False, True, 8)
     data = summary_json(TuneSummary(workload, "instructions", 8, 8, code_ranking=use), "t.db")
@@ -227,7 +228,7 @@ def test_model_tune_says_per_layer_what_the_code_ranking_did():
     assert lines[1] == ("    layers 0: instructions per product rank conv2d_s8's 2 recorded spaces on this target at "
                         "0.83 (>= 0.8); the code voted after 2 of 2 rounds (from the first plan on); 61 candidates "
                         "compiled and ranked")
-    assert lines[2] == ("    layers 1,3: no recorded space of dwconv2d_s8 on this target to judge it by; "
+    assert lines[2] == ("    layers 1,3: no other recorded space of dwconv2d_s8 on this target to judge it by; "
                         "the code voted after 1 of 3 rounds; 12 candidates compiled and ranked")
     data = _summary_json(summary, (), "m.db")["workloads"]
     assert data[1]["code_ranking"] == {"kernel_fit": None, "voted_from_start": False, "rounds": 3,

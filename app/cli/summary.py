@@ -95,7 +95,7 @@ def print_code_ranking(summary: TuneSummary) -> None:
 def ranking_evidence(fit: KernelFit | None, kernel: str) -> str:
     """The code ranking's evidence before any trial, in words (tune's and model tune's lines)."""
     if fit is None:
-        return f"no recorded space of {kernel} on this target to judge it by"
+        return f"no other recorded space of {kernel} on this target to judge it by"
     spaces = f"{fit.spaces} recorded space{'' if fit.spaces == 1 else 's'}"
     if fit.spaces < MIN_SPACES:  # one space is one shape
         verdict = f"one shape: it takes {MIN_SPACES} to vote from the start"
