@@ -11,10 +11,10 @@ score is its instructions per product (edgetune.tuner.product_rank: nothing lear
   each plan is the best of the model's --shortlist x plan-size candidates by the sum of the
   model's and the code's ranks, each random proposal the best-ranked of --draws random
   points, while its gate is open: the ranker's fit on the kernel's other recorded spaces,
-  tuner.product_rank.product_fit_among or tuner.code_rank.kernel_fit, is at least 0.7 (and
-  the screen's, on two spaces or more, 0.8), or from --gate-trials trials on its rank
-  correlation on this space's trials is at least --gate, or 0.3 with that fit) runs until it
-  reaches that best, or --cap x the budget (a miss counts the cap).
+  tuner.product_rank.product_fit_among or tuner.code_rank.kernel_fit, is at least 0.8 on two
+  spaces or more, or from --gate-trials trials on its rank correlation on this space's trials
+  is at least --gate) runs until it reaches that best, or --cap x the budget (a miss counts
+  the cap).
 Saved: 1 - (evaluations of transfer+code) / (evaluations of transfer), summed over seeds.
 Extra compiles: candidates compiled to be ranked and never run (the one that runs is
 compiled for its run anyway, and the build cache keeps it).
@@ -51,9 +51,9 @@ from pathlib import Path
 
 import numpy as np
 
-from edgetune.tuner.code_explore import DEFAULT_DRAWS, DEFAULT_SHORTLIST, GATE_RHO, GATE_TRIALS, CodeRankedTransfer
+from edgetune.tuner.code_explore import (DEFAULT_DRAWS, DEFAULT_SHORTLIST, GATE_RHO, GATE_TRIALS, CodeRankedTransfer,
+                                         KernelFit)
 from edgetune.tuner.code_rank import CodeRanker, kernel_fit
-from edgetune.tuner.code_explore import KernelFit
 from edgetune.tuner.product_rank import ProductRanker, product_fit_among
 from edgetune.tuner.recorded import RecordedSpace, as_prior, load_recorded, replay, replay_trials
 from edgetune.tuner.scoring import baseline

@@ -173,8 +173,8 @@ def timed_compile(kernel_name: str, shape: dict, root: Path, count: int = 4, tar
 
 
 def fit_text(fit) -> str:
-    """A gate's evidence (tuner.code_explore.KernelFit) in a few words."""
-    return "none" if fit is None else f"{fit.rho:.2f} on {fit.spaces} space{'' if fit.spaces == 1 else 's'}"
+    """A gate's evidence (tuner.code_explore.KernelFit), or none."""
+    return "none" if fit is None else fit.text()
 
 
 def board_seconds(run: Run, compile_s: float, overhead_s: float, runs: int, clock_hz: float) -> float:

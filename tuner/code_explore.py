@@ -97,6 +97,10 @@ class KernelFit:
     rho: float
     spaces: int
 
+    def text(self) -> str:
+        """`0.82 on 1 space`: how replay and the benchmarks print it."""
+        return f"{self.rho:.2f} on {self.spaces} space{'' if self.spaces == 1 else 's'}"
+
 
 @dataclass(frozen=True)
 class CodeRankingUse:

@@ -12,6 +12,7 @@ import click
 from edgetune.codegen import get_kernel
 from edgetune.targets import get_target, target_names
 from edgetune.tuner import TuningDatabase, check_strategy
+from edgetune.tuner.code_explore import KernelFit
 from edgetune.tuner.code_rank import DEFAULT_POOL
 from edgetune.tuner.recorded import load_recorded
 
@@ -99,8 +100,7 @@ def replay_cmd(space_file, strategy, budget, seed, repeats, prior_files, rank_fi
     ranking = result["code_ranking"]
     if ranking is not None:
         given = ranking["kernel_fit"]
-        fit = "no kernel fit" if given is None else \
-            f"kernel fit {given['rho']:.2f} on {given['spaces']} space{'' if given['spaces'] == 1 else 's'}"
+        fit = "no kernel fit" if given is None else f"kernel fit {KernelFit(**given).text()}"
         judged = ", ".join(ranking["judged_on"]) or "no --rank-with space of the same kernel and target"
         click.echo(f"code ranking: {fit}, judged on {judged}")
     for run in result["repeats"]:

@@ -1,12 +1,11 @@
 """What `tune`, `best` and `record` print about a workload: its summary as text or JSON."""
 from __future__ import annotations
 
-import click
-
 from dataclasses import asdict
 
-from edgetune.tuner.code_explore import GATE_KERNEL_RHO, GATE_RHO, MIN_SPACES
-from edgetune.tuner.code_explore import KernelFit
+import click
+
+from edgetune.tuner.code_explore import GATE_KERNEL_RHO, GATE_RHO, MIN_SPACES, KernelFit
 
 from ..session import TuneSummary
 
