@@ -78,8 +78,8 @@ def live_ranker(kernel: str, target: str, shape: dict) -> LiveRanker:
 
 
 class CodeScore:
-    """score(config) for CodeRankedTransfer: the instructions per product of the
-    configuration's compiled code (lower is better), None when it does not render or
+    """score(config) for CodeRankedTransfer: the estimated cost of the configuration's
+    compiled code (tuner.product_rank.estimates; lower is better), None when it does not render or
     compile. One per workload and process (code_ranking); shared by every copy of a strategy
     (a resumed search copies its strategy to replay it), as a compiler is: it holds no state
     of the search."""

@@ -109,7 +109,7 @@ def replay_json(recorded: RecordedSpace, strategy: str, budget: int, seed: int, 
     """Repeat r uses seed + r. The shape of the output is the contract scorers rely on.
     `rank_with`: recorded spaces with code features; given, a ranker learnt from them (never
     from `recorded` itself) orders the strategy's proposals (tuner.code_rank.RankByCode).
-    `transfer+code` (RANKED_TRANSFER) ranks by `recorded`'s own instructions per product
+    `transfer+code` (RANKED_TRANSFER) ranks by `recorded`'s own code estimate (static profile, else instructions per product)
     (tuner.product_rank), voting in `transfer`'s choices behind its gate (tuner.code_explore),
     whose first evidence is how well that ranks the kernel's spaces among `rank_with`.
     Prior values are mapped by their targets' value roles (edgetune.value_roles).

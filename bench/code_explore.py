@@ -1,7 +1,8 @@
 """Does ranking by compiled code pay beside the default strategy? Evaluations and wall time.
 
 For each recorded Cortex-M55 and Cortex-M4 space in bench/spaces/ (--targets), the code's
-score is its instructions per product (edgetune.tuner.product_rank: nothing learnt), or with
+score is its code's estimated cost (edgetune.tuner.product_rank.estimates: the static
+profile's instructions, else instructions per product; nothing learnt), or with
 --forest the rank predicted by a ranker (edgetune.tuner.code_rank.CodeRanker) trained on every
 *other* recorded space with features (leave-one-space-out), and, per seed, in the same run:
 - `transfer` (the default) runs for the space's methodology budget (Willemsen et al. 2024,
@@ -187,7 +188,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--compare-static", action="store_true",
                         help="Also measure the learnt ranker on static counts only (loop-structure features left out).")
     parser.add_argument("--forest", action="store_true",
-                        help="Score by the learnt ranker (a forest over code features), not instructions per product.")
+                        help="Score by the learnt ranker (a forest over code features), not the code's estimated cost.")
     return parser.parse_args()
 
 
@@ -234,7 +235,7 @@ def main() -> int:
     everything = [s for s in (load_recorded(p) for p in sorted(args.data.glob("*.json.gz"))) if s.features]
     scored = [s for s in everything if s.target in args.targets]
     print(f"# {len(scored)} scored spaces ({', '.join(args.targets)}), {len(everything)} with features; "
-          f"scored by {'a forest learnt on the others' if args.forest else 'instructions per product'}; "
+          f"scored by {'a forest learnt on the others' if args.forest else 'the code estimate (static profile)'}; "
           f"shortlist {args.shortlist}, "
           f"draws {args.draws}, "
           f"{args.seeds} seeds; evaluations to reach transfer's best (mean over seeds)")

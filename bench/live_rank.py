@@ -213,7 +213,7 @@ def main() -> int:
                 ranker = live_rank.live_ranker(kernel_name, args.target, shape)
                 learnt = time.monotonic() - started
                 timed = timed_compile(kernel_name, shape, root, target_name=args.target)
-                note = (f"ranked by instructions per product; left out: "
+                note = (f"ranked by the code estimate; left out: "
                         f"{', '.join(ranker.left_out) or 'none'}; kernel fit {fit_text(ranker.kernel_fit)}; "
                         f"{learnt:.1f} s once; a compile and read {timed:.2f} s")
             else:

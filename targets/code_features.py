@@ -24,6 +24,9 @@ candidate, look at its code and skip it if it looks like a sure loser (docs/sear
   run's cost without trip counts (edgetune.tuner.product_rank).
 A call into another function is not followed: the innermost loops of the object's own code
 are what is counted.
+- `profile_instructions`, `profile_loops_unknown` (T32 code only): the instructions one call
+  of the entry point runs, estimated from the code with its loops' trip counts worked out
+  (edgetune.targets.static_profile), and how many loops' counts were not (guessed).
 """
 from __future__ import annotations
 
@@ -39,12 +42,15 @@ from edgetune.tuner import Config, Outcome
 from . import elf
 from .build import Runner
 from .mix import Instruction, classify_a64, classify_thumb, multiplies
+from .static_profile import call_relocations, estimate
 from .toolchain import run_tool
 
 FEATURE_NAMES = ("code_bytes", "instructions", "loops", "loop_depth", "hot_instructions",
                  *(f"hot_{name}" for name in INSTRUCTION_CLASSES),
                  "mac_loops", "mac_loop_instructions", *(f"mac_loop_{name}" for name in INSTRUCTION_CLASSES),
                  "copy_loop_instructions", "multiplies", "hot_multiplies", "mac_loop_multiplies")
+# The static profile's estimate (T32 only), kept apart from the counts a learnt ranker reads.
+PROFILE_FEATURES = ("profile_instructions", "profile_loops_unknown")
 # Classes that mark an innermost loop as the arithmetic one: the loop that runs once per
 # multiply-accumulate, where a kernel spends its time; an innermost loop without them (an
 # im2col copy, a bias fill) runs once per pixel or per channel, far fewer times.
@@ -116,8 +122,11 @@ def _contains(outer: tuple[str, int, int], inner: tuple[str, int, int]) -> bool:
     return outer != inner and outer[0] == inner[0] and outer[1] <= inner[1] and inner[2] <= outer[2]
 
 
-def listing_features(listing: list[Located], a64: bool) -> dict[str, int]:
-    """The features of the module docstring from a parsed listing."""
+def listing_features(listing: list[Located], a64: bool, entry: str | None = None,
+                     calls: dict[tuple[str, int], str] | None = None) -> dict[str, float]:
+    """The features of the module docstring from a parsed listing; `entry`: the function a
+    run calls, `calls`: the listing's call relocations (static_profile.call_relocations), for
+    the profile."""
     classify = classify_a64 if a64 else classify_thumb
     loops = find_loops(listing, a64)
     innermost = [loop for loop in loops if not any(_contains(loop, other) for other in loops)]
@@ -142,7 +151,19 @@ def listing_features(listing: list[Located], a64: bool) -> dict[str, int]:
             features["mac_loop_multiplies"] += sum(multiplies(insn, a64) for insn in inside)
             for name in held:
                 features[f"mac_loop_{name}"] += 1
+    if not a64:
+        features.update(_profile_features(listing, entry, calls or {}))
     return features
+
+
+def _profile_features(listing: list[Located], entry: str | None, calls: dict[tuple[str, int], str]) -> dict[str, float]:
+    functions: dict[str, tuple[list[int], list[Instruction]]] = {}
+    for item in listing:
+        addresses, instructions = functions.setdefault(item.section.removeprefix(".text."), ([], []))
+        addresses.append(item.address)
+        instructions.append(item.insn)
+    found = estimate(functions, calls, entry)
+    return {"profile_instructions": round(found.instructions, 1), "profile_loops_unknown": found.loops_unknown}
 
 
 def _inside(item: Located, loop: tuple[str, int, int]) -> bool:
@@ -150,11 +171,13 @@ def _inside(item: Located, loop: tuple[str, int, int]) -> bool:
     return item.section == section and first <= item.address <= last
 
 
-def object_features(cost: CostModel, obj: Path, a64: bool) -> dict[str, int]:
-    """Disassemble a compiled object with the target's disassembler and count its features."""
-    proc = run_tool([cost.disassembler, "-d", *cost.disassembler_flags, obj.name], cwd=obj.parent,
+def object_features(cost: CostModel, obj: Path, a64: bool, entry: str | None = None) -> dict[str, float]:
+    """Disassemble a compiled object with the target's disassembler (with its relocations,
+    which name the functions calls go to) and count its features; `entry`: the function a
+    run calls."""
+    proc = run_tool([cost.disassembler, "-d", "-r", *cost.disassembler_flags, obj.name], cwd=obj.parent,
                     outcome=Outcome.RUNTIME_ERROR)
-    return listing_features(parse_listing(proc.stdout), a64)
+    return listing_features(parse_listing(proc.stdout), a64, entry, call_relocations(proc.stdout))
 
 
 def variant_features(runner: Runner, kernel: Kernel, shape: dict, config: Config, workdir: Path,
@@ -166,5 +189,6 @@ def variant_features(runner: Runner, kernel: Kernel, shape: dict, config: Config
     target = runner.target
     if target.cost is None:
         raise CodeFeaturesError(f"target {target.name} has no [cost] table naming its disassembler")
-    obj, _, _ = runner.compile_object(kernel.render(target, shape, config, fn=fn), workdir)
-    return object_features(target.cost, obj, elf.is_aarch64(obj))
+    rendered = kernel.render(target, shape, config, fn=fn)
+    obj, _, _ = runner.compile_object(rendered, workdir)
+    return object_features(target.cost, obj, elf.is_aarch64(obj), rendered.function)

@@ -9,7 +9,8 @@ import numpy as np
 
 from edgetune.tuner import Trial
 from edgetune.tuner.code_explore import KernelFit
-from edgetune.tuner.product_rank import ProductRanker, holds_products, instructions_per_product, product_fit_among
+from edgetune.tuner.product_rank import (ProductRanker, estimates, holds_products, instructions_per_product,
+                                         product_fit_among)
 from edgetune.tuner.recorded import load_recorded
 
 from test_code_rank import write_space
@@ -31,6 +32,19 @@ def test_the_ranker_orders_by_the_estimate_and_ranks_no_estimate_last():
             {"instructions": 90, "multiplies": 32, "mac_loop_instructions": 9, "mac_loop_multiplies": 32}]
     predicted = ProductRanker().predict(rows)
     assert list(np.argsort(predicted)) == [2, 0, 1] and np.isinf(predicted[1])
+
+
+def test_the_static_profile_ranks_when_every_row_has_one():
+    # Instructions per product would put row 0 first (9/32 against 9/2); the profile (what a
+    # call runs, trip counts worked out) says row 1 runs fewer instructions, and decides.
+    rows = [{"instructions": 90, "multiplies": 32, "mac_loop_instructions": 9, "mac_loop_multiplies": 32,
+             "profile_instructions": 5000.0},
+            {"instructions": 90, "multiplies": 2, "mac_loop_instructions": 9, "mac_loop_multiplies": 2,
+             "profile_instructions": 4000.0}]
+    assert list(np.argsort(estimates(rows))) == [1, 0]
+    # One row without a profile (recorded before it existed): all rank on one basis, per product.
+    mixed = [rows[0], {k: v for k, v in rows[1].items() if k != "profile_instructions"}]
+    assert list(np.argsort(estimates(mixed))) == [0, 1]
 
 
 def test_its_fit_is_its_worst_rank_correlation_on_the_kernels_spaces_on_the_target(tmp_path):

@@ -12,6 +12,14 @@ instruction runs once: `instructions / multiplies`), needs no training and no ce
 compares shapes directly. Of the six recorded M55 spaces, it puts the best configuration
 among its first four on five (docs/code-ranking-live.md).
 
+Where the features carry a static profile (`profile_instructions`: the instructions one call
+runs, estimated with the loops' trip counts worked out from the code, edgetune.targets.
+static_profile), that ranks instead: it weighs each loop by how often it runs, which
+instructions per product cannot (O3's loop versions and a requantization's skipped branches
+count as if each ran), and ranks the Cortex-M4's matmul_s8 spaces at 0.92-0.95 where
+instructions per product ranked them at 0.74-0.77 (docs/code-ranking-live.md). Rows are ranked
+on one basis: the profile when every row has it, else instructions per product.
+
 `ProductRanker` ranks as a CodeRanker does (predicted_ranks, agreement), so the replays and
 benchmarks that scored a learnt ranker score this one the same way.
 """
@@ -28,6 +36,7 @@ from .code_rank import agreement_on
 
 Features = Mapping[str, float]
 PRODUCT_FEATURES = ("instructions", "multiplies", "mac_loop_instructions", "mac_loop_multiplies")
+PROFILE_FEATURE = "profile_instructions"
 
 
 def instructions_per_product(features: Features) -> float | None:
@@ -49,17 +58,28 @@ def holds_products(space: RecordedSpace) -> bool:
         all(name in feats for name in PRODUCT_FEATURES) for feats in space.features.values())
 
 
+def estimates(rows: Sequence[Features]) -> np.ndarray:
+    """Each row's estimated cost, lower is better, on one basis for all: the static profile's
+    instructions when every row has one, else instructions per product (inf where a row has
+    neither)."""
+    if rows and all(PROFILE_FEATURE in row for row in rows):
+        return np.array([float(row[PROFILE_FEATURE]) for row in rows], dtype=float)
+    return np.array([_or_inf(instructions_per_product(row)) for row in rows], dtype=float)
+
+
 @dataclass(frozen=True)
 class ProductRanker:
-    """Ranks by instructions per product (lower is better; no estimate ranks last). It learns
-    from nothing, so it holds nothing."""
+    """Ranks by the code's estimated cost (`estimates`: the static profile, else instructions
+    per product; lower is better; no estimate ranks last). It learns from nothing, so it holds
+    nothing."""
 
     def predict(self, rows: Sequence[Features]) -> np.ndarray:
-        """Each row's instructions per product (inf where there is none)."""
-        return np.array([_or_inf(instructions_per_product(row)) for row in rows], dtype=float)
+        """Each row's estimated cost (inf where there is none)."""
+        return estimates(rows)
 
     def predicted_ranks(self, space: RecordedSpace) -> dict[int, float]:
-        return {i: _or_inf(instructions_per_product(space.features[i])) for i in sorted(space.features)}
+        indices = sorted(space.features)
+        return dict(zip(indices, estimates([space.features[i] for i in indices]).tolist()))
 
     def agreement(self, space: RecordedSpace) -> float:
         """How well the estimate ranks a recorded space (code_rank.agreement_on)."""

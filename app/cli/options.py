@@ -97,7 +97,7 @@ def _strategy_name(ctx, param, name: str) -> str:
 
 strategy = _shared("strategy", "--strategy", default=DEFAULT_STRATEGY, show_default=True, callback=_strategy_name,
                    help=f"One of: {', '.join(sorted(STRATEGIES))} ({', '.join(f'{old}: an old name of {new}' for old, new in sorted(ALIASES.items()))}; "
-                        f"transfer+code: `transfer` that compiles its candidates and ranks them by instructions per product, on targets "
+                        f"transfer+code: `transfer` that compiles its candidates and ranks them by the instructions their code is estimated to run, on targets "
                         f"with a disassembler; docs/code-ranking-live.md).")
 random_strategy = _shared("random_strategy", "--strategy", default="random", show_default=True,
                           help="How Vela's options are searched (random search only).")

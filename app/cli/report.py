@@ -63,7 +63,7 @@ def record_cmd(kernel_name, target_name, shape, out_path, jobs, db_path, kernel_
 @click.option("--rank-with", "rank_files", multiple=True, metavar="FILE",
               help="Recorded space with code features (repeatable): rank the strategy's proposals by their "
                    "compiled code, with a ranker learnt from these (never from SPACE_FILE itself). With "
-                   f"--strategy {RANKED_TRANSFER} (which ranks by SPACE_FILE's instructions per product): the "
+                   f"--strategy {RANKED_TRANSFER} (which ranks by SPACE_FILE's code estimate): the "
                    "kernel's spaces elsewhere, whose ranking lets it vote from the first trial "
                    "(docs/code-ranking-live.md).")
 @click.option("--rank-keep", default=None, type=click.FloatRange(0, 1, min_open=True),

@@ -100,4 +100,4 @@ def ranking_evidence(fit: KernelFit | None, kernel: str) -> str:
         verdict = f"one shape: it takes {MIN_SPACES} to vote from the start"
     else:
         verdict = f"{'>=' if fit.rho >= GATE_KERNEL_RHO else '<'} {GATE_KERNEL_RHO:g}"
-    return f"instructions per product rank {kernel}'s {spaces} on this target at {fit.rho:.2f} ({verdict})"
+    return f"the code estimate ranks {kernel}'s {spaces} on this target at {fit.rho:.2f} ({verdict})"

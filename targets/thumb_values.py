@@ -1,0 +1,277 @@
+"""What T32 code computes in its registers, as far as loop control needs it.
+
+A kernel specialised to one shape counts its loops with constants, but the compiler hides
+them: a counter spilled to the stack and reloaded, a pointer compared with another pointer
+set up ten instructions before the loop, a flag toggled to run an outer loop twice. To learn
+a loop's trip count (edgetune.targets.static_profile) we run its control path over values
+that are a constant (int), a symbol plus a constant offset (`Symbol`: a register's value on
+entry, a load from memory, anything not worked out) so that two pointers from one base
+compare exactly, or nothing known. Stack slots addressed from sp or the frame pointer r7
+are tracked like registers. Only the instructions that move, add or compare such values are
+interpreted; every other instruction makes what it writes unknown.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass, field
+
+from .mix import Instruction
+
+REGISTERS = frozenset({"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12",
+                       "sl", "fp", "ip", "sb", "lr", "sp"})
+# What a call may change (the AAPCS caller-saved registers).
+CALL_CLOBBERS = frozenset({"r0", "r1", "r2", "r3", "ip", "r12", "lr"})
+_MASK = 0xFFFFFFFF
+_IMMEDIATE = re.compile(r"#(-?(?:0x[0-9a-f]+|\d+))")
+_STACK_SLOT = re.compile(r"\[(sp|r7)(?:,\s*#(-?(?:0x[0-9a-f]+|\d+)))?\]")
+_PRE_INDEXED = re.compile(r"\[(\w+)(?:,\s*#(-?(?:0x[0-9a-f]+|\d+)))?\]!")
+_POST_INDEXED = re.compile(r"\[(\w+)\],\s*#(-?(?:0x[0-9a-f]+|\d+))")
+_SHIFT = re.compile(r"(lsl|lsr|asr|ror)\s*#(\d+)")
+_IT = re.compile(r"it[te]{0,3}")
+_fresh_names = itertools.count()
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """An unknown value plus a known offset: two Symbols of one name differ by their offsets."""
+    name: str
+    offset: int = 0
+
+    def plus(self, k: int) -> "Symbol":
+        return Symbol(self.name, self.offset + k)
+
+
+Value = "int | Symbol"
+
+
+def unknown() -> Symbol:
+    """A value nothing is known of (equal to no other)."""
+    return Symbol(f"?{next(_fresh_names)}")
+
+
+def signed(x: int) -> int:
+    x &= _MASK
+    return x - (1 << 32) if x >> 31 else x
+
+
+def add(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return signed(a + b)
+    if isinstance(a, Symbol) and isinstance(b, int):
+        return a.plus(b)
+    if isinstance(a, int) and isinstance(b, Symbol):
+        return b.plus(a)
+    return unknown()
+
+
+def subtract(a, b):
+    if isinstance(b, int):
+        return add(a, -b)
+    if isinstance(a, Symbol) and isinstance(b, Symbol) and a.name == b.name:
+        return a.offset - b.offset
+    return unknown()
+
+
+_BITWISE = {"and": lambda a, b: a & b, "orr": lambda a, b: a | b, "eor": lambda a, b: a ^ b,
+            "bic": lambda a, b: a & ~b, "lsl": lambda a, b: a << b, "lsr": lambda a, b: (a & _MASK) >> b,
+            "asr": lambda a, b: signed(a) >> b, "mul": lambda a, b: a * b}
+_ARITHMETIC = ("add", "sub", "rsb", *_BITWISE)
+# Data-processing mnemonics whose "s" form sets the flags.
+_FLAG_SETTING = frozenset({"add", "adc", "sub", "sbc", "rsb", "mov", "mvn", "neg", "lsl", "lsr", "asr", "ror", "rrx",
+                           "and", "orr", "orn", "eor", "bic", "mul"})
+
+
+@dataclass
+class Values:
+    """Registers and stack slots ("sp+8") with their values, and the last comparison that set
+    the flags, as (left, right) values (None when unknown)."""
+    known: dict = field(default_factory=dict)
+    flags: tuple | None = None
+
+    def get(self, name: str):
+        value = self.known.get(name)
+        if value is None:
+            value = Symbol(name) if name in REGISTERS else unknown()
+            self.known[name] = value
+        return value
+
+    def copy(self) -> "Values":
+        return Values(dict(self.known), self.flags)
+
+
+def split_operands(text: str) -> list[str]:
+    """Operands at top level ("r0, [r1, #4]" -> ["r0", "[r1, #4]"]), comments dropped."""
+    text = text.split(";")[0].split("@")[0].strip()
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += ch in "[{"
+        depth -= ch in "]}"
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def _immediate(text: str) -> int | None:
+    match = _IMMEDIATE.fullmatch(text)
+    return int(match.group(1), 0) if match else None
+
+
+def _slot(text: str) -> str | None:
+    match = _STACK_SLOT.fullmatch(text.strip())
+    return f"{match.group(1)}{int(match.group(2) or '0', 0):+d}" if match else None
+
+
+def _operand(values: Values, operands: list[str], i: int):
+    """Operand i (a register or an immediate) with a following shift applied; None if it is
+    neither."""
+    if i >= len(operands):
+        return None
+    text = operands[i]
+    value = _immediate(text) if text.startswith("#") else values.get(text) if text in REGISTERS else None
+    if value is not None and i + 1 < len(operands) and (shift := _SHIFT.fullmatch(operands[i + 1])):
+        if not isinstance(value, int) or shift.group(1) == "ror":
+            return unknown()
+        value = signed(_BITWISE[shift.group(1)](value, int(shift.group(2))))
+    return value
+
+
+def execute(values: Values, insn: Instruction, conditional: bool = False) -> frozenset[str]:
+    """Apply one instruction to `values`; what it writes (registers, stack slots). A
+    `conditional` instruction (in an IT block) leaves what it writes unknown."""
+    base = insn.mnemonic.split(".")[0]
+    ops = split_operands(insn.operands)
+    new: dict = {}
+    flags = "unchanged"
+    if base == "ldr" and len(ops) == 2 and ops[0] in REGISTERS and _slot(ops[1]):
+        new[ops[0]] = values.get(_slot(ops[1]))
+    elif base == "str" and len(ops) == 2 and _slot(ops[1]):
+        new[_slot(ops[1])] = values.get(ops[0])
+    elif base in ("ldrd", "strd") and len(ops) == 3 and (slot := _slot(ops[2])):
+        base_register, offset = slot[:2], int(slot[2:])
+        second = f"{base_register}{offset + 4:+d}"
+        if base == "ldrd":
+            new[ops[0]], new[ops[1]] = values.get(slot), values.get(second)
+        else:
+            new[slot], new[second] = values.get(ops[0]), values.get(ops[1])
+    elif base in ("mov", "movs", "movw", "mvn", "mvns") and len(ops) >= 2 and ops[0] in REGISTERS:
+        value = _operand(values, ops, 1)
+        if base.startswith("mvn"):
+            value = signed(~value) if isinstance(value, int) else None
+        new[ops[0]] = value
+        if base.endswith("s"):
+            flags = (value, 0)
+    elif base.rstrip("sw") in _ARITHMETIC and len(ops) >= 2 and ops[0] in REGISTERS:
+        op = base.rstrip("sw")
+        two_operand = len(ops) == 2 or (len(ops) == 3 and _SHIFT.fullmatch(ops[2]))
+        a, b = (values.get(ops[0]), _operand(values, ops, 1)) if two_operand else (values.get(ops[1]) if ops[1] in REGISTERS else None, _operand(values, ops, 2))
+        if a is None or b is None:
+            result = None
+        elif op == "add":
+            result = add(a, b)
+        elif op == "sub":
+            result = subtract(a, b)
+        elif op == "rsb":
+            result = subtract(b, a)
+        elif isinstance(a, int) and isinstance(b, int):
+            result = signed(_BITWISE[op](a, b))
+        else:
+            result = None
+        new[ops[0]] = result
+        if base == "subs":
+            flags = (a, b) if a is not None and b is not None else None
+        elif base == "adds":
+            flags = (a, -b) if a is not None and isinstance(b, int) else None
+        elif base.endswith("s") and base != "adds":
+            flags = (result, 0)
+    elif base in ("cmp", "cmn") and len(ops) >= 2:
+        a, b = values.get(ops[0]) if ops[0] in REGISTERS else None, _operand(values, ops, 1)
+        if base == "cmn":
+            b = -b if isinstance(b, int) else None
+        flags = (a, b) if a is not None and b is not None else None
+    elif base == "tst" and len(ops) >= 2:
+        a, b = values.get(ops[0]) if ops[0] in REGISTERS else None, _operand(values, ops, 1)
+        flags = (a & b, 0) if isinstance(a, int) and isinstance(b, int) else None
+    elif base in ("dls", "dlstp", "wls", "wlstp") and len(ops) >= 2:
+        count = values.get(ops[1]) if ops[1] in REGISTERS else None
+        if base.endswith("tp"):
+            # tail-predicated: lr counts elements, an iteration handles 128 bits of them
+            lanes = 128 // int(insn.mnemonic.split(".")[1]) if "." in insn.mnemonic else 16
+            count = math.ceil(count / lanes) if isinstance(count, int) else None
+        new["lr"] = count
+    elif base in ("le", "letp"):
+        new["lr"] = subtract(values.get("lr"), 1)
+    else:
+        for name in _written(base, ops, insn.operands):
+            new[name] = None
+        if base == "teq" or base.endswith("s") and base[:-1] in _FLAG_SETTING:
+            flags = None
+    for match in _PRE_INDEXED.finditer(insn.operands):
+        new[match.group(1)] = add(values.get(match.group(1)), int(match.group(2) or "0", 0))
+    if match := _POST_INDEXED.search(insn.operands):
+        new[match.group(1)] = add(values.get(match.group(1)), int(match.group(2), 0))
+    for name, value in new.items():
+        values.known[name] = unknown() if conditional or value is None else value
+    if flags != "unchanged":
+        values.flags = None if conditional else flags
+    return frozenset(new)
+
+
+def _written(base: str, ops: list[str], raw: str) -> set[str]:
+    """The registers an instruction we do not interpret writes (made unknown)."""
+    if base in ("bl", "blx"):
+        return set(CALL_CLOBBERS)
+    if base.startswith(("pop", "ldm")):
+        return set(re.findall(r"\b(r\d+|ip|lr|sl|fp|sb)\b", raw)) | ({"sp"} if base.startswith("pop") else set())
+    if base.startswith(("push", "stm")):
+        return {"sp"} if base.startswith("push") or "!" in raw else set()
+    if base.startswith(("str", "cmp", "cmn", "tst", "teq", "b", "cbz", "cbnz", "tbb", "tbh", "it", "vpst", "vctp",
+                        "nop", "dmb", "dsb", "isb", "vst")) and base not in ("bic", "bics", "bfi", "bfc"):
+        return set()
+    return {name for name in ops[:2] if name in REGISTERS} if base.startswith(("vmov", "vaddv", "vmladav", "vmlav",
+                                                                                "vabav", "vminv", "vmaxv", "vaddlv",
+                                                                                "vmlaldav", "smlal", "umlal", "smull",
+                                                                                "umull", "ldrd", "umaal")) \
+        else ({ops[0]} if ops and ops[0] in REGISTERS and not base.startswith("v") else set())
+
+
+_CONDITIONS = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b, "ge": lambda a, b: a >= b, "gt": lambda a, b: a > b, "le": lambda a, b: a <= b,
+    "mi": lambda a, b: a - b < 0, "pl": lambda a, b: a - b >= 0,
+    "lo": lambda a, b: a & _MASK < b & _MASK, "cc": lambda a, b: a & _MASK < b & _MASK,
+    "hs": lambda a, b: a & _MASK >= b & _MASK, "cs": lambda a, b: a & _MASK >= b & _MASK,
+    "hi": lambda a, b: a & _MASK > b & _MASK, "ls": lambda a, b: a & _MASK <= b & _MASK,
+}
+
+
+def condition_holds(flags: tuple | None, condition: str) -> bool | None:
+    """Whether a branch condition holds on the flags a comparison of (left, right) set; None
+    when the values are not both known (or the same symbol at known offsets)."""
+    if flags is None or condition not in _CONDITIONS:
+        return None
+    a, b = flags
+    if isinstance(a, Symbol) and isinstance(b, Symbol) and a.name == b.name:
+        a, b = a.offset, b.offset
+    if not (isinstance(a, int) and isinstance(b, int)):
+        return None
+    return _CONDITIONS[condition](signed(a), signed(b))
+
+
+def run_block(values: Values, instructions) -> None:
+    """Apply a block's instructions in order, the ones an IT instruction makes conditional
+    leaving what they write unknown."""
+    pending = 0
+    for insn in instructions:
+        base = insn.mnemonic.split(".")[0]
+        if _IT.fullmatch(base):
+            pending = len(base) - 1
+            continue
+        execute(values, insn, conditional=pending > 0)
+        pending = max(0, pending - 1)

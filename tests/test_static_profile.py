@@ -1,0 +1,200 @@
+"""The static profile: trip counts worked out from T32 code, block frequencies, the estimate."""
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgetune.targets.code_features import listing_features, parse_listing
+from edgetune.targets.static_profile import UNKNOWN_TRIPS, FunctionProfile, _target_of, call_relocations, estimate
+
+SPACES = Path(__file__).resolve().parent.parent / "app" / "ranking_spaces"
+
+
+def listing(body: str, name: str = "f") -> str:
+    """An objdump -d listing of one function from "address: mnemonic operands" lines."""
+    lines = [f"Disassembly of section .text.{name}:", "", f"00000000 <{name}>:"]
+    for row in body.strip().splitlines():
+        address, _, text = row.strip().partition(":")
+        mnemonic, _, operands = text.strip().partition(" ")
+        lines.append(f"  {address}:\t0000      \t{mnemonic}\t{operands.strip()}")
+    return "\n".join(lines) + "\n"
+
+
+def profile_of(text: str) -> FunctionProfile:
+    items = parse_listing(text)
+    return FunctionProfile([i.insn for i in items], [i.address for i in items], _target_of)
+
+
+def trips_by_header(profile: FunctionProfile) -> dict[int, int | None]:
+    return {profile.addresses[profile.graph.blocks[h][0]]: t for h, t in profile.trips.items()}
+
+
+# r2 counts 0, 32, ..., 256 (8 iterations of the 3-instruction body), then the return.
+COUNTED = listing("""
+ 0: movs r2, #0
+ 2: adds r2, #32
+ 4: cmp.w r2, #256
+ 8: bne.n 2 <f+0x2>
+ a: bx lr
+""")
+
+
+def test_a_counted_loop_runs_its_constant_trips():
+    profile = profile_of(COUNTED)
+    assert trips_by_header(profile) == {2: 8}
+    assert np.allclose(profile.frequencies(), [1, 8, 1])
+    found = estimate({"f": ([i.address for i in parse_listing(COUNTED)], [i.insn for i in parse_listing(COUNTED)])},
+                     {}, "f")
+    assert found.instructions == pytest.approx(1 + 8 * 3 + 1) and found.loops_unknown == 0
+
+
+# The counter lives in a stack slot (spilled), reloaded, stepped and stored each iteration.
+SPILLED = listing("""
+ 0: movs r0, #5
+ 2: str r0, [sp, #8]
+ 4: ldr r0, [sp, #8]
+ 6: subs r0, #1
+ 8: str r0, [sp, #8]
+ a: bne.n 4 <f+0x4>
+ c: bx lr
+""")
+
+# A pointer walks from r1 + 0 to r1 + 48 by 4 bytes, compared with an end pointer built
+# from the same base before the loop: 12 iterations, whatever r1 is.
+POINTERS = listing("""
+ 0: add.w r3, r1, #48
+ 4: ldr.w r0, [r1], #4
+ 8: cmp r1, r3
+ a: bne.n 4 <f+0x4>
+ c: bx lr
+""")
+
+# Helium: a tail-predicated loop over 100 bytes, 16 a time: 7 iterations.
+TAIL_PREDICATED = listing("""
+ 0: movs r2, #100
+ 2: dlstp.8 lr, r2
+ 6: vldrb.u8 q0, [r0], #16
+ a: letp lr, 6 <f+0x6>
+ e: bx lr
+""")
+
+# An outer loop run twice by a flag the compiler toggles (clang, tile_m = m / 2), around an
+# inner loop of 4.
+FLAG_AND_NESTED = listing("""
+ 0: movs r0, #1
+ 2: str r0, [sp, #8]
+ 4: movs r2, #0
+ 6: adds r2, #1
+ 8: cmp r2, #4
+ a: bne.n 6 <f+0x6>
+ c: ldr r0, [sp, #8]
+ e: lsls r0, r0, #31
+ 10: mov.w r0, #0
+ 14: str r0, [sp, #8]
+ 16: bne.n 4 <f+0x4>
+ 18: bx lr
+""")
+
+# The bound is loaded from memory: no count to work out.
+DATA_BOUND = listing("""
+ 0: ldr r3, [r0, #0]
+ 2: movs r2, #0
+ 4: adds r2, #1
+ 6: cmp r2, r3
+ 8: blt.n 4 <f+0x4>
+ a: bx lr
+""")
+
+
+@pytest.mark.parametrize("text, expected", [
+    (SPILLED, {4: 5}), (POINTERS, {4: 12}), (TAIL_PREDICATED, {6: 7}), (FLAG_AND_NESTED, {4: 2, 6: 4}),
+    (DATA_BOUND, {4: None}),
+], ids=["spilled", "pointers", "tail-predicated", "flag-and-nested", "data-bound"])
+def test_trip_counts_the_compiler_hides(text, expected):
+    assert trips_by_header(profile_of(text)) == expected
+
+
+def test_an_unknown_count_is_guessed_and_said():
+    items = parse_listing(DATA_BOUND)
+    found = estimate({"f": ([i.address for i in items], [i.insn for i in items])}, {}, "f")
+    assert found.loops_unknown == 1 and found.loops == 1
+    assert found.instructions == pytest.approx(2 + UNKNOWN_TRIPS * 3 + 1)
+
+
+def test_a_requantization_branch_counts_half():
+    # The branch at 4 skips one instruction half of the time: 0.5 of it per call.
+    text = listing("""
+ 0: cmp r0, #0
+ 2: ble.n 6 <f+0x6>
+ 4: adds r1, #1
+ 6: bx lr
+""")
+    assert np.allclose(profile_of(text).frequencies(), [1, 0.5, 1])
+
+
+CALLS = """
+Disassembly of section .text.helper:
+
+00000000 <helper>:
+   0:\t3001      \tadds\tr0, #1
+   2:\t4770      \tbx\tlr
+
+Disassembly of section .text.kernel:
+
+00000000 <kernel>:
+   0:\tb580      \tpush\t{r7, lr}
+   2:\tf7ff fffe \tbl\t0 <kernel>
+\t\t\t2: R_ARM_THM_CALL\thelper
+   6:\tf7ff fffe \tbl\t0 <kernel>
+\t\t\t6: R_ARM_THM_CALL\thelper
+   a:\tbd80      \tpop\t{r7, pc}
+
+Disassembly of section .text.kernel_pack:
+
+00000000 <kernel_pack>:
+   0:\t4770      \tbx\tlr
+"""
+
+
+def test_calls_into_the_object_count_and_other_functions_do_not():
+    assert call_relocations(CALLS) == {("kernel", 2): "helper", ("kernel", 6): "helper"}
+    features = listing_features(parse_listing(CALLS), a64=False, entry="kernel", calls=call_relocations(CALLS))
+    assert features["profile_instructions"] == pytest.approx(4 + 2 * 2)  # kernel_pack is not run
+    assert listing_features(parse_listing(CALLS), a64=False)["profile_instructions"] == pytest.approx(4 + 2 + 1)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("clang") or not shutil.which("arm-none-eabi-gcc"),
+                    reason="needs the Arm compilers (scripts/setup.sh)")
+def test_the_estimate_follows_what_qemu_counted(tmp_path):
+    """The oracle: instructions QEMU counted for 60 configurations of a recorded Cortex-M4
+    space (app/ranking_spaces), against the profile of their code compiled now."""
+    from edgetune.codegen import get_kernel
+    from edgetune.targets import get_target
+    from edgetune.targets.code_features import variant_features
+    from edgetune.targets.runners import runner_for
+    from scipy.stats import spearmanr
+
+    data = json.loads(gzip.decompress((SPACES / "matmul_s8-cortex-m4-m16n16k32.json.gz").read_bytes()))
+    kernel, target = get_kernel(data["kernel"]), get_target(data["target"])
+    shape = dict(data["shape"])
+    space = kernel.space(target, shape)
+    entries = [e for e in data["entries"] if e.get("outcome", "ok") == "ok"]
+    picked = entries[::len(entries) // 60][:60]
+    runner = runner_for(target)
+    estimated, counted = [], []
+    for n, entry in enumerate(picked):
+        config = space.config_at(space.index_of({p.name: entry["config"].get(p.name, p.values[0])
+                                                 for p in space.params}))
+        workdir = tmp_path / str(n)
+        workdir.mkdir()
+        estimated.append(variant_features(runner, kernel, shape, config, workdir)["profile_instructions"])
+        counted.append(entry["values"]["instructions"])
+    estimated, counted = np.array(estimated), np.array(counted, dtype=float)
+    assert spearmanr(estimated, counted).correlation > 0.85
+    assert np.median(np.abs(estimated / counted - 1)) < 0.10
