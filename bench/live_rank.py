@@ -4,7 +4,7 @@ In the same run, per workload and seed, each in a fresh database and a fresh bui
 - `transfer` (the default) tunes for --budget trials; its best, and the trials it took to
   first reach it, are noted;
 - `transfer+code` (edgetune.live_rank: the candidates compiled, their code ranked by its
-  instructions per product, the gate's first evidence taken from the recorded spaces shipped
+  estimated cost (tuner.product_rank.estimates: the static profile on T32 code), the gate's first evidence taken from the recorded spaces shipped
   with edgetune, a space of the very workload left out; CodeRankedTransfer voting behind its
   gate) tunes with the same seed, planning
   for the same budget, and goes on past it (--step trials at a time, the search kept open)

@@ -4,7 +4,8 @@ The earlier wrapper (code_rank.RankByCode) drew a few proposals from the inner s
 ran the one whose code looked best: it threw away the cost model's order, kept the others in
 a reserve the model never saw again, and cost 27-62% more evaluations than `transfer` alone
 (docs/search-priors.md). Here the cost model keeps its own ranking and the code's ranking
-(`score`: tuner.product_rank's instructions per product of the compiled candidate, or any
+(`score`: tuner.product_rank.estimates, the instructions the compiled candidate is estimated
+to run by its static profile (instructions per product where there is none), or any
 order-preserving score such as tuner.code_rank.CodeRanker's predicted rank) is one of two
 votes:
 
@@ -27,9 +28,10 @@ for proposal. With that fit (and only then: a correlation on a few trials says t
 the space, not that its top is the top), every other point of the initial design is the
 code's best of a screen of random points.
 
-On the eleven recorded spaces (20 seeds) ranking by instructions per product saved 5.7% of
-the evaluations to `transfer`'s best on first tunes and 9.5% with priors, pooled (up to 87%
-on the M55's matmul_s8; a learnt forest had cost 18% and 13% more: docs/code-ranking-live.md).
+On the eleven recorded spaces (20 seeds) ranking by the static profile saved 24.9% of the
+evaluations to `transfer`'s best on first tunes and 38.4% with priors, pooled (38-68% on the
+M4's matmul_s8, up to 90% on the M55's; instructions per product had saved 5.7% and 9.5%, a
+learnt forest had cost 18% and 13% more: docs/code-ranking-live.md).
 `edgetune replay --strategy transfer+code` runs it on recorded spaces, `edgetune tune` and
 `model tune` live (edgetune.live_rank compiles the candidates); it is not the default.
 """
@@ -61,7 +63,9 @@ GATE_TRIALS = 6
 # Before that, the evidence is the score's fit on the kernel's other recorded spaces on the
 # target (tuner.product_rank.product_fit_among), on MIN_SPACES of them at least: one space is
 # one shape. At GATE_KERNEL_RHO or more the code has a say from the first plan and chooses
-# design points from its screen (below). Eleven recorded spaces, 20 seeds
+# design points from its screen (below). With the static profile as the score (2026-12-03,
+# night) matmul_s8 passes it on both targets (M4 0.97, M55 0.98); the figures that follow
+# were measured with instructions per product, under which the M4's ranked at 0.74-0.77. Eleven recorded spaces, 20 seeds
 # (bench/code_explore.py): 5.7% saved on first tunes and 9.5% with priors, pooled (ten
 # spaces, before the third M4 matmul_s8 shape: 6.1% and 2.5%). Once the code has voted on
 # that fit, keeping its say while the own trials rank at 0.3 rather than GATE_RHO: 5.6% and

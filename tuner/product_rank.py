@@ -16,8 +16,8 @@ Where the features carry a static profile (`profile_instructions`: the instructi
 runs, estimated with the loops' trip counts worked out from the code, edgetune.targets.
 static_profile), that ranks instead: it weighs each loop by how often it runs, which
 instructions per product cannot (O3's loop versions and a requantization's skipped branches
-count as if each ran), and ranks the Cortex-M4's matmul_s8 spaces at 0.92-0.95 where
-instructions per product ranked them at 0.74-0.77 (docs/code-ranking-live.md). Rows are ranked
+count as if each ran), and ranks the Cortex-M4's matmul_s8 spaces at 0.97 where
+instructions per product ranked them at 0.74-0.77 (docs/static-profile.md). Rows are ranked
 on one basis: the profile when every row has it, else instructions per product.
 
 `ProductRanker` ranks as a CodeRanker does (predicted_ranks, agreement), so the replays and
