@@ -43,9 +43,6 @@ class Symbol:
         return Symbol(self.name, self.offset + k)
 
 
-Value = "int | Symbol"
-
-
 def unknown() -> Symbol:
     """A value nothing is known of (equal to no other)."""
     return Symbol(f"?{next(_fresh_names)}")
@@ -169,8 +166,10 @@ def execute(values: Values, insn: Instruction, conditional: bool = False) -> fro
             flags = (value, 0)
     elif base.rstrip("sw") in _ARITHMETIC and len(ops) >= 2 and ops[0] in REGISTERS:
         op = base.rstrip("sw")
-        two_operand = len(ops) == 2 or (len(ops) == 3 and _SHIFT.fullmatch(ops[2]))
-        a, b = (values.get(ops[0]), _operand(values, ops, 1)) if two_operand else (values.get(ops[1]) if ops[1] in REGISTERS else None, _operand(values, ops, 2))
+        if len(ops) == 2 or (len(ops) == 3 and _SHIFT.fullmatch(ops[2])):  # "add r0, #4": r0 += 4
+            a, b = values.get(ops[0]), _operand(values, ops, 1)
+        else:
+            a, b = values.get(ops[1]) if ops[1] in REGISTERS else None, _operand(values, ops, 2)
         if a is None or b is None:
             result = None
         elif op == "add":
@@ -223,6 +222,15 @@ def execute(values: Values, insn: Instruction, conditional: bool = False) -> fro
     return frozenset(new)
 
 
+# Instructions that write no register (stores, compares, branches, hints, predication).
+_WRITE_NOTHING = ("str", "cmp", "cmn", "tst", "teq", "b", "cbz", "cbnz", "tbb", "tbh", "it", "vpst", "vctp", "nop",
+                  "dmb", "dsb", "isb", "vst")
+# Instructions that write their first two operands where those are core registers: long
+# multiplies, pair loads, vector reductions into core registers.
+_WRITE_TWO = ("vmov", "vaddv", "vmladav", "vmlav", "vabav", "vminv", "vmaxv", "vaddlv", "vmlaldav", "smlal", "umlal",
+              "smull", "umull", "ldrd", "umaal")
+
+
 def _written(base: str, ops: list[str], raw: str) -> set[str]:
     """The registers an instruction we do not interpret writes (made unknown)."""
     if base in ("bl", "blx"):
@@ -231,14 +239,13 @@ def _written(base: str, ops: list[str], raw: str) -> set[str]:
         return set(re.findall(r"\b(r\d+|ip|lr|sl|fp|sb)\b", raw)) | ({"sp"} if base.startswith("pop") else set())
     if base.startswith(("push", "stm")):
         return {"sp"} if base.startswith("push") or "!" in raw else set()
-    if base.startswith(("str", "cmp", "cmn", "tst", "teq", "b", "cbz", "cbnz", "tbb", "tbh", "it", "vpst", "vctp",
-                        "nop", "dmb", "dsb", "isb", "vst")) and base not in ("bic", "bics", "bfi", "bfc"):
+    if base.startswith(_WRITE_NOTHING) and base not in ("bic", "bics", "bfi", "bfc"):
         return set()
-    return {name for name in ops[:2] if name in REGISTERS} if base.startswith(("vmov", "vaddv", "vmladav", "vmlav",
-                                                                                "vabav", "vminv", "vmaxv", "vaddlv",
-                                                                                "vmlaldav", "smlal", "umlal", "smull",
-                                                                                "umull", "ldrd", "umaal")) \
-        else ({ops[0]} if ops and ops[0] in REGISTERS and not base.startswith("v") else set())
+    if base.startswith(_WRITE_TWO):
+        return {name for name in ops[:2] if name in REGISTERS}
+    if base.startswith("v"):
+        return set()  # a vector instruction writes vector registers
+    return {ops[0]} if ops and ops[0] in REGISTERS else set()
 
 
 _CONDITIONS = {

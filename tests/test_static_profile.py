@@ -198,3 +198,20 @@ def test_the_estimate_follows_what_qemu_counted(tmp_path):
     estimated, counted = np.array(estimated), np.array(counted, dtype=float)
     assert spearmanr(estimated, counted).correlation > 0.85
     assert np.median(np.abs(estimated / counted - 1)) < 0.10
+
+
+def test_values_follow_moves_and_offsets_and_forget_what_they_cannot_know():
+    from edgetune.targets.mix import Instruction
+    from edgetune.targets.thumb_values import Symbol, Values, condition_holds, execute, run_block
+
+    values = Values()
+    for mnemonic, operands in (("add.w", "r3, r1, #48"), ("ldr.w", "r0, [r1], #4"), ("str", "r3, [sp, #8]"),
+                               ("ldr", "r2, [sp, #8]"), ("cmp", "r1, r2")):
+        execute(values, Instruction(4, mnemonic, operands))
+    assert values.get("r2") == Symbol("r1", 48) and values.get("r1") == Symbol("r1", 4)
+    assert condition_holds(values.flags, "lo") is True and condition_holds(values.flags, "eq") is False
+    assert isinstance(values.get("r0"), Symbol) and values.get("r0").name.startswith("?")  # loaded: unknown
+    # In an IT block a write may not happen: what it writes becomes unknown.
+    run_block(values, [Instruction(2, "movs", "r4, #1"), Instruction(2, "it", "gt"), Instruction(2, "movgt", "r4, #0")])
+    assert not isinstance(values.get("r4"), int)
+    assert condition_holds((Symbol("a"), Symbol("b")), "eq") is None  # two unknowns: no verdict
