@@ -32,7 +32,7 @@ import numpy as np
 
 from .control_flow import FlowGraph, dominators, flow_graph, natural_loops, reverse_postorder
 from .mix import Instruction
-from .thumb_values import Values, condition_holds, execute, run_block, split_operands, unknown
+from .thumb_values import Symbol, Values, condition_holds, execute, run_block, split_operands, unknown
 
 MAX_TRIPS = 4096
 UNKNOWN_TRIPS = 8  # a loop whose count we cannot work out: a guess, counted in `loops_unknown`
@@ -44,6 +44,73 @@ class ProfileEstimate:
     instructions: float  # the estimated instructions one call runs
     loops: int  # natural loops in the code counted
     loops_unknown: int  # of which the trip count was not worked out
+
+
+@dataclass(frozen=True)
+class ExitTest:
+    """One iteration's test at a loop exit: the values its branch compares, the condition,
+    and whether the loop is left when the condition holds."""
+    left: object
+    right: object
+    condition: str
+    leaves_when_holding: bool
+
+    def verdict(self) -> str | None:
+        holds = condition_holds((self.left, self.right), self.condition) \
+            if self.left is not None and self.right is not None else None
+        if holds is None:
+            return "unknown"
+        return "exit" if holds == self.leaves_when_holding else None
+
+
+def _offsets(test: ExitTest) -> tuple | None:
+    """(name of the left's symbol, left offset, name of the right's, right offset): ints
+    have no name; None for an unknown side."""
+    def split(value):
+        return (None, value) if isinstance(value, int) else (value.name, value.offset) if isinstance(value, Symbol) \
+            else None
+    left, right = split(test.left), split(test.right)
+    return None if left is None or right is None else (*left, *right)
+
+
+def _extrapolated_exit(history: list[dict[int, ExitTest]], exits: list[int], agreeing: bool) -> int | None:
+    """When the last three iterations' exit tests moved by the same steps (a counter, a
+    pointer), the iterations after the last one until the first exit, worked out without
+    running them; 0 when the steps lead to no exit within MAX_TRIPS or the exits disagree;
+    None when there is no such progression (then the loop is run on)."""
+    if len(history) < 3 or any(set(h) != set(exits) for h in history[-3:]):
+        return None
+    steps = {}
+    for b in exits:
+        first, second, third = (_offsets(h[b]) for h in history[-3:])
+        if first is None or second is None or third is None or first[0::2] != second[0::2] != third[0::2] \
+                or first[0::2] != third[0::2]:
+            return None
+        step = (second[1] - first[1], second[3] - first[3])
+        if step != (third[1] - second[1], third[3] - second[3]):
+            return None
+        steps[b] = (third, step)
+    for ahead in range(1, MAX_TRIPS - len(history) + 1):
+        verdicts = []
+        for b in exits:
+            (left_name, left, right_name, right), (left_step, right_step) = steps[b]
+            last = history[-1][b]
+            test = ExitTest(_value(left_name, left + ahead * left_step), _value(right_name, right + ahead * right_step),
+                            last.condition, last.leaves_when_holding)
+            verdicts.append(test.verdict())
+            if not agreeing and verdicts[-1] is not None:
+                break  # the first exit that decides, in the order the iteration reaches them
+        if agreeing and len(set(verdicts)) > 1:
+            return 0
+        if verdicts[-1] == "exit" or (agreeing and verdicts[0] == "exit"):
+            return ahead
+        if "unknown" in verdicts:
+            return 0
+    return 0
+
+
+def _value(name: str | None, offset: int):
+    return offset if name is None else Symbol(name, offset)
 
 
 class FunctionProfile:
@@ -126,28 +193,28 @@ class FunctionProfile:
         out = self._entries[around]
         return self._meet([out[p] for p in self.graph.predecessors[h] if p in out and p not in self.loops[h]])
 
-    def _exit_taken(self, b: int, values: Values, body) -> str | None:
-        """"exit" when block b leaves the loop this time, "unknown" when that cannot be told."""
+    def _exit_test(self, b: int, values: Values, body) -> ExitTest | None:
+        """What block b's branch compares this time, and which way leaves the loop; None
+        when it is no branch we read or neither way leaves."""
         last = self.block(b)[-1]
         base = last.mnemonic.split(".")[0]
         if base in ("le", "letp"):
-            count = values.get("lr")
-            taken = count > 0 if isinstance(count, int) else None
+            left, right, condition = values.get("lr"), 0, "gt"  # taken while the count lasts
         elif base in ("cbz", "cbnz"):
-            value = values.get(split_operands(last.operands)[0])
-            taken = (value == 0) == (base == "cbz") if isinstance(value, int) else None
+            left, right, condition = values.get(split_operands(last.operands)[0]), 0, "eq" if base == "cbz" else "ne"
         elif base.startswith("b") and len(base) == 3:
-            taken = condition_holds(values.flags, base[1:])
+            (left, right), condition = values.flags or (None, None), base[1:]
         else:
             return None
-        if taken is None:
-            return "unknown"
         target = self.target_of(last)
         successors = self.graph.successors[b]
         jumped = next((v for v in successors if self.addresses[self.graph.blocks[v][0]] == target), None)
         fell = next((v for v in successors if v != jumped), None)
-        following = jumped if taken else fell
-        return "exit" if following is not None and following not in body else None
+        leaves_jumping = jumped is not None and jumped not in body
+        leaves_falling = fell is not None and fell not in body
+        if leaves_jumping == leaves_falling:
+            return None
+        return ExitTest(left, right, condition, leaves_jumping)
 
     def _trip_count(self, h: int) -> int | None:
         body = self.loops[h]
@@ -160,27 +227,39 @@ class FunctionProfile:
         # one that dominates every latch, or else the exits together when every path from
         # the header to a latch passes one of them (GCC's O3 copies the compare and branch
         # into both arms of an if) and they agree.
-        exits = {u for u in exiting if all(u in self.dom[latch] for latch in latches)}
-        latch_exits = set() if exits or not self._cuts(h, exiting, latches) else exiting
+        exits = [u for u in self.order if u in exiting and all(u in self.dom[latch] for latch in latches)]
+        latch_exits = [] if exits or not self._cuts(h, exiting, latches) else sorted(exiting)
         if values is None or not exits and not latch_exits:
             return None
+        history: list[dict[int, ExitTest]] = []
 
         def check(b, state):
-            return self._exit_taken(b, state, body) if b in exits else None
+            if b not in exits:
+                return None
+            test = self._exit_test(b, state, body)
+            if test is not None:
+                history[-1][b] = test
+            return None if test is None else test.verdict()
 
         for n in range(1, MAX_TRIPS + 1):
+            history.append({})
             verdict = self._forward(h, values, body, {h}, check)
             if verdict == "exit":
                 return n
             if not isinstance(verdict, dict):
                 return None
             if latch_exits:
+                for b in latch_exits:
+                    if b in verdict and (test := self._exit_test(b, verdict[b], body)) is not None:
+                        history[-1][b] = test
                 # the exits must agree: what they test is the same count on every path
-                seen = {self._exit_taken(b, verdict[b], body) for b in latch_exits if b in verdict}
+                seen = {history[-1][b].verdict() if b in history[-1] else None for b in latch_exits if b in verdict}
                 if seen == {"exit"}:
                     return n
                 if seen != {None}:
                     return None
+            if (ahead := _extrapolated_exit(history, exits or latch_exits, bool(latch_exits))) is not None:
+                return n + ahead if ahead > 0 else None
             values = self._meet([verdict[latch] for latch in latches if latch in verdict])
             if values is None:
                 return None
