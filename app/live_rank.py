@@ -1,10 +1,11 @@
 """`transfer+code` in a live tune: the candidates the search is about to choose between are
 compiled (through the build cache), their code's features read (edgetune.targets.code_features)
-and scored by instructions per product (edgetune.tuner.product_rank), and
+and scored by the instructions the code is estimated to run (edgetune.tuner.product_rank.
+estimates: its static profile on T32 code, else instructions per product), and
 tuner.code_explore.CodeRankedTransfer votes with the score behind its gate, exactly as
 `edgetune replay --strategy transfer+code` does.
 
-- **The gate's first evidence**: how well instructions per product rank the kernel's recorded
+- **The gate's first evidence**: how well that score ranks the kernel's recorded
   spaces on the target among those that ship with edgetune (package data,
   `edgetune/ranking_spaces/`, which bench/spaces links to), never a checkout's bench/ folder.
   A space recording the very workload being tuned is left out (the search never learns the
