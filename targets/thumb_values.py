@@ -165,30 +165,7 @@ def execute(values: Values, insn: Instruction, conditional: bool = False) -> fro
         if base.endswith("s"):
             flags = (value, 0)
     elif base.rstrip("sw") in _ARITHMETIC and len(ops) >= 2 and ops[0] in REGISTERS:
-        op = base.rstrip("sw")
-        if len(ops) == 2 or (len(ops) == 3 and _SHIFT.fullmatch(ops[2])):  # "add r0, #4": r0 += 4
-            a, b = values.get(ops[0]), _operand(values, ops, 1)
-        else:
-            a, b = values.get(ops[1]) if ops[1] in REGISTERS else None, _operand(values, ops, 2)
-        if a is None or b is None:
-            result = None
-        elif op == "add":
-            result = add(a, b)
-        elif op == "sub":
-            result = subtract(a, b)
-        elif op == "rsb":
-            result = subtract(b, a)
-        elif isinstance(a, int) and isinstance(b, int):
-            result = signed(_BITWISE[op](a, b))
-        else:
-            result = None
-        new[ops[0]] = result
-        if base == "subs":
-            flags = (a, b) if a is not None and b is not None else None
-        elif base == "adds":
-            flags = (a, -b) if a is not None and isinstance(b, int) else None
-        elif base.endswith("s") and base != "adds":
-            flags = (result, 0)
+        new[ops[0]], flags = _arithmetic(values, base, ops)
     elif base in ("cmp", "cmn") and len(ops) >= 2:
         a, b = values.get(ops[0]) if ops[0] in REGISTERS else None, _operand(values, ops, 1)
         if base == "cmn":
@@ -229,6 +206,29 @@ _WRITE_NOTHING = ("str", "cmp", "cmn", "tst", "teq", "b", "cbz", "cbnz", "tbb", 
 # multiplies, pair loads, vector reductions into core registers.
 _WRITE_TWO = ("vmov", "vaddv", "vmladav", "vmlav", "vabav", "vminv", "vmaxv", "vaddlv", "vmlaldav", "smlal", "umlal",
               "smull", "umull", "ldrd", "umaal")
+
+
+def _arithmetic(values: Values, base: str, ops: list[str]) -> tuple:
+    """The result of an add, subtract or bitwise instruction, and the flags it sets ("s"
+    forms; "unchanged" otherwise) as the pair of values they compare."""
+    op = base.rstrip("sw")
+    if len(ops) == 2 or (len(ops) == 3 and _SHIFT.fullmatch(ops[2])):  # "add r0, #4": r0 += 4
+        a, b = values.get(ops[0]), _operand(values, ops, 1)
+    else:
+        a, b = values.get(ops[1]) if ops[1] in REGISTERS else None, _operand(values, ops, 2)
+    if a is None or b is None:
+        result = None
+    elif op in ("add", "sub", "rsb"):
+        result = add(a, b) if op == "add" else subtract(a, b) if op == "sub" else subtract(b, a)
+    elif isinstance(a, int) and isinstance(b, int):
+        result = signed(_BITWISE[op](a, b))
+    else:
+        result = None
+    if base == "subs":
+        return result, ((a, b) if a is not None and b is not None else None)
+    if base == "adds":
+        return result, ((a, -b) if a is not None and isinstance(b, int) else None)
+    return result, ((result, 0) if base.endswith("s") else "unchanged")
 
 
 def _written(base: str, ops: list[str], raw: str) -> set[str]:
