@@ -30,7 +30,6 @@ are what is counted.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from edgetune.tuner import Config, Outcome
 
 from . import elf
 from .build import Runner
+from .control_flow import target_address
 from .mix import Instruction, classify_a64, classify_thumb, multiplies
 from .static_profile import call_relocations, estimate
 from .toolchain import run_tool
@@ -55,8 +55,6 @@ PROFILE_FEATURES = ("profile_instructions", "profile_loops_unknown")
 # multiply-accumulate, where a kernel spends its time; an innermost loop without them (an
 # im2col copy, a bias fill) runs once per pixel or per channel, far fewer times.
 _MULTIPLY_CLASSES = frozenset({"mul", "mac", "vec_mac"})
-# The first operand that is a hex address followed by objdump's symbolic form: "12 <dot+0x12>".
-_TARGET = re.compile(r"(?:^|[\s,])([0-9a-f]+) <[^>]*>")
 _A64_BRANCHES = ("b", "bl", "cbz", "cbnz", "tbz", "tbnz")
 _THUMB_LOOP_ENDS = ("le", "letp")
 
@@ -102,8 +100,7 @@ def branch_target(insn: Instruction, a64: bool) -> int | None:
         is_branch = insn.mnemonic.startswith("b.") or base in _A64_BRANCHES
     else:
         is_branch = classify_thumb(insn) == "branch" or base in _THUMB_LOOP_ENDS
-    match = _TARGET.search(insn.operands) if is_branch else None
-    return int(match.group(1), 16) if match else None
+    return target_address(insn) if is_branch else None
 
 
 def find_loops(listing: list[Located], a64: bool) -> list[tuple[str, int, int]]:

@@ -9,13 +9,23 @@ blocks by how often they run.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from .mix import Instruction
 
+# The first operand that is a hex address followed by objdump's symbolic form: "12 <dot+0x12>".
+_TARGET = re.compile(r"(?:^|[\s,])([0-9a-f]+) <[^>]*>")
 COND_SUFFIXES = frozenset({"eq", "ne", "cs", "cc", "hs", "lo", "mi", "pl", "vs", "vc", "hi", "ls", "ge", "lt", "gt",
                            "le"})
+
+
+def target_address(insn: Instruction) -> int | None:
+    """The address an instruction's operands name as objdump prints a direct target; None
+    when they name none."""
+    match = _TARGET.search(insn.operands)
+    return int(match.group(1), 16) if match else None
 
 
 def flow_kind(insn: Instruction) -> str | None:

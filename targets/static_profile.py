@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .control_flow import FlowGraph, dominators, flow_graph, natural_loops, reverse_postorder
+from .control_flow import FlowGraph, dominators, flow_graph, natural_loops, reverse_postorder, target_address
 from .mix import Instruction
 from .thumb_values import Symbol, Values, condition_holds, execute, run_block, split_operands, unknown
 
@@ -309,40 +309,34 @@ class FunctionProfile:
         return [0.5, 0.5]
 
 
-def _target_of(insn: Instruction) -> int | None:
-    match = re.search(r"(?:^|[\s,])([0-9a-f]+) <[^>]*>", insn.operands)
-    return int(match.group(1), 16) if match else None
-
-
 def estimate(functions: Mapping[str, tuple[Sequence[int], Sequence[Instruction]]],
              calls: Mapping[tuple[str, int], str], entry: str | None) -> ProfileEstimate:
     """The estimate for one call of `entry` (a function name; None or absent: every function
     once, for objects whose entry point is not known), from each function's (addresses,
     instructions) and the calls' relocations ((function, address) -> callee)."""
-    profiles = {name: FunctionProfile(instructions, addresses, _target_of)
-                for name, (addresses, instructions) in functions.items()}
+    profiles: dict[str, FunctionProfile] = {}  # built for the functions a run reaches, as they are
     costs: dict[str, float] = {}
 
     def cost(name: str, active: frozenset[str]) -> float:
         if name in costs:
             return costs[name]
-        profile = profiles[name]
+        addresses, instructions = functions[name]
+        profile = profiles[name] = FunctionProfile(instructions, addresses, target_address)
         freq = profile.frequencies()
         total = 0.0
         for b, (start, end) in enumerate(profile.graph.blocks):
             total += freq[b] * (end - start)
             for i in range(start, end):
                 callee = calls.get((name, profile.addresses[i]))
-                if callee in profiles and callee not in active:
+                if callee in functions and callee not in active:
                     total += freq[b] * cost(callee, active | {callee})
         costs[name] = total
         return total
 
-    roots = [entry] if entry in profiles else list(profiles)
+    roots = [entry] if entry in functions else list(functions)
     instructions = sum(cost(name, frozenset({name})) for name in roots)
-    counted = profiles.values() if entry not in profiles else [profiles[n] for n in profiles if n in costs]
-    return ProfileEstimate(instructions, sum(len(p.loops) for p in counted),
-                           sum(t is None for p in counted for t in p.trips.values()))
+    return ProfileEstimate(instructions, sum(len(p.loops) for p in profiles.values()),
+                           sum(t is None for p in profiles.values() for t in p.trips.values()))
 
 
 def call_relocations(listing_text: str) -> dict[tuple[str, int], str]:

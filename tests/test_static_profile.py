@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from edgetune.targets.code_features import listing_features, parse_listing
-from edgetune.targets.static_profile import UNKNOWN_TRIPS, FunctionProfile, _target_of, call_relocations, estimate
+from edgetune.targets.control_flow import target_address
+from edgetune.targets.static_profile import UNKNOWN_TRIPS, FunctionProfile, call_relocations, estimate
 
 SPACES = Path(__file__).resolve().parent.parent / "app" / "ranking_spaces"
 
@@ -27,7 +28,7 @@ def listing(body: str, name: str = "f") -> str:
 
 def profile_of(text: str) -> FunctionProfile:
     items = parse_listing(text)
-    return FunctionProfile([i.insn for i in items], [i.address for i in items], _target_of)
+    return FunctionProfile([i.insn for i in items], [i.address for i in items], target_address)
 
 
 def trips_by_header(profile: FunctionProfile) -> dict[int, int | None]:
