@@ -42,7 +42,7 @@ from . import elf
 from .build import Runner
 from .control_flow import target_address
 from .mix import Instruction, classify_a64, classify_thumb, multiplies
-from .static_profile import call_relocations, estimate
+from .static_profile import Relocations, estimate, read_relocations
 from .toolchain import run_tool
 
 FEATURE_NAMES = ("code_bytes", "instructions", "loops", "loop_depth", "hot_instructions",
@@ -120,10 +120,10 @@ def _contains(outer: tuple[str, int, int], inner: tuple[str, int, int]) -> bool:
 
 
 def listing_features(listing: list[Located], a64: bool, entry: str | None = None,
-                     calls: dict[tuple[str, int], str] | None = None) -> dict[str, float]:
+                     relocations: Relocations | None = None) -> dict[str, float]:
     """The features of the module docstring from a parsed listing; `entry`: the function a
-    run calls, `calls`: the listing's call relocations (static_profile.call_relocations), for
-    the profile."""
+    run calls, `relocations`: the listing's (static_profile.read_relocations: calls, loaded
+    addresses), for the profile."""
     classify = classify_a64 if a64 else classify_thumb
     loops = find_loops(listing, a64)
     innermost = [loop for loop in loops if not any(_contains(loop, other) for other in loops)]
@@ -149,17 +149,17 @@ def listing_features(listing: list[Located], a64: bool, entry: str | None = None
             for name in held:
                 features[f"mac_loop_{name}"] += 1
     if not a64:
-        features.update(_profile_features(listing, entry, calls or {}))
+        features.update(_profile_features(listing, entry, relocations))
     return features
 
 
-def _profile_features(listing: list[Located], entry: str | None, calls: dict[tuple[str, int], str]) -> dict[str, float]:
+def _profile_features(listing: list[Located], entry: str | None, relocations: Relocations | None) -> dict[str, float]:
     functions: dict[str, tuple[list[int], list[Instruction]]] = {}
     for item in listing:
         addresses, instructions = functions.setdefault(item.section.removeprefix(".text."), ([], []))
         addresses.append(item.address)
         instructions.append(item.insn)
-    found = estimate(functions, calls, entry)
+    found = estimate(functions, relocations, entry)
     return {"profile_instructions": round(found.instructions, 1), "profile_loops_unknown": found.loops_unknown}
 
 
@@ -174,7 +174,7 @@ def object_features(cost: CostModel, obj: Path, a64: bool, entry: str | None = N
     run calls."""
     proc = run_tool([cost.disassembler, "-d", "-r", *cost.disassembler_flags, obj.name], cwd=obj.parent,
                     outcome=Outcome.RUNTIME_ERROR)
-    return listing_features(parse_listing(proc.stdout), a64, entry, call_relocations(proc.stdout))
+    return listing_features(parse_listing(proc.stdout), a64, entry, read_relocations(proc.stdout))
 
 
 def variant_features(runner: Runner, kernel: Kernel, shape: dict, config: Config, workdir: Path,

@@ -13,14 +13,23 @@ module works them out and weighs every block by how often it runs:
    loop around it), then iteration after iteration until an exit that every iteration passes
    is taken (at most MAX_TRIPS); a loop whose count stays unknown (its bound is data, or the
    values are lost) counts UNKNOWN_TRIPS;
-3. block frequencies from the edges' probabilities: a loop's exit 1/trips, any other
-   two-way branch one half (a requantization's rounding branch, an edge tile's test);
+3. block frequencies from the edges' probabilities: a loop's exit 1/trips, a branch on the
+   loop counters (a filter tap in the padding, an edge tile's test) as often as one walk of
+   the function went each way (targets.branch_walk), any other two-way branch one half (a
+   requantization's rounding branch);
 4. the estimate: every block's instructions times its frequency, plus each call into a
-   function of the same object times the callee's estimate.
+   function of the same object times the callee's estimate for the constant arguments the
+   call passes.
+
+The values know the constants the code loads from its literal pool or builds with
+movw/movt (an address as its relocated symbol plus offset), what an inner loop gives back
+or leaves behind (a spilled counter reloaded; the pointer an exit compare found equal to
+its end), and a division by a constant.
 
 T32 code only (the Cortex-M targets); other code has no estimate. On our eleven recorded
-spaces it ranks configurations at 0.60-0.997 (Spearman; 0.97 or more on every matmul_s8
-space) where instructions per product ranked them at 0.15-0.91 (docs/static-profile.md).
+spaces it ranks configurations at 0.69-1.0 (Spearman; 0.97 or more on all but the M4's
+depthwise space) where instructions per product ranked them at 0.15-0.91
+(docs/static-profile.md).
 """
 from __future__ import annotations
 
@@ -30,13 +39,34 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .branch_walk import walk_branches
 from .control_flow import FlowGraph, dominators, flow_graph, natural_loops, reverse_postorder, target_address
 from .mix import Instruction
-from .thumb_values import Symbol, Values, condition_holds, execute, run_block, split_operands, unknown
+from .thumb_values import (REGISTERS, Symbol, Values, condition_holds, execute, resolve_constants, run_block,
+                           split_operands, unknown)
 
 MAX_TRIPS = 4096
 UNKNOWN_TRIPS = 8  # a loop whose count we cannot work out: a guess, counted in `loops_unknown`
-_CALL_RELOCATION = re.compile(r"R_ARM_THM_(?:CALL|JUMP24)\s+(\S+)")
+_RELOCATION = re.compile(r"^\s*([0-9a-f]+):\s+(R_ARM_\w+)\s+(\S+)")
+_CALL_TYPES = frozenset({"R_ARM_THM_CALL", "R_ARM_THM_JUMP24"})
+# Relocations that put a symbol's address in a register: a literal pool word, a movw/movt pair.
+_ADDRESS_TYPES = frozenset({"R_ARM_ABS32", "R_ARM_THM_MOVW_ABS_NC", "R_ARM_THM_MOVT_ABS"})
+_ARGUMENTS = ("r0", "r1", "r2", "r3")  # the AAPCS's argument registers
+
+
+@dataclass(frozen=True)
+class Relocations:
+    """What an object's relocations say about its code, by (function, address): the callee
+    of a call, the symbol whose address a literal word or a movw/movt holds."""
+    calls: Mapping[tuple[str, int], str]
+    addresses: Mapping[tuple[str, int], str]
+
+    def of(self, function: str) -> dict[int, str]:
+        """The address relocations of one function: address -> symbol."""
+        return {at: symbol for (name, at), symbol in self.addresses.items() if name == function}
+
+
+NO_RELOCATIONS = Relocations({}, {})
 
 
 @dataclass(frozen=True)
@@ -61,6 +91,22 @@ class ExitTest:
         if holds is None:
             return "unknown"
         return "exit" if holds == self.leaves_when_holding else None
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A block's two-way branch as the values at its end read it."""
+    left: object
+    right: object
+    condition: str
+    jumped: int | None  # the block it goes to when the condition holds
+    fell: int | None  # and when it does not
+
+    def way(self) -> int | None:
+        """The block it goes to this time; None when the values do not tell."""
+        holds = condition_holds((self.left, self.right), self.condition) \
+            if self.left is not None and self.right is not None else None
+        return None if holds is None else self.jumped if holds else self.fell
 
 
 def _offsets(test: ExitTest) -> tuple | None:
@@ -116,22 +162,40 @@ def _value(name: str | None, offset: int):
 class FunctionProfile:
     """One function's blocks, loops, trip counts and block frequencies."""
 
-    def __init__(self, instructions: Sequence[Instruction], addresses: Sequence[int], target_of):
+    def __init__(self, instructions: Sequence[Instruction], addresses: Sequence[int], target_of,
+                 entry: Values | None = None, relocated: Mapping[int, str] | None = None):
+        """`entry`: what is known on entry (the arguments a call passes; nothing by default),
+        `relocated`: the function's address relocations (address -> symbol)."""
         self.instructions = instructions
         self.addresses = addresses
         self.target_of = target_of
+        self.entry = entry or Values()
+        self.resolved = resolve_constants(addresses, instructions, relocated or {})
         self.graph: FlowGraph = flow_graph(addresses, instructions, target_of)
         self.dom = dominators(self.graph)
         self.loops = natural_loops(self.graph, self.dom)
         self.order = reverse_postorder(self.graph, self.dom)
         self._writes: dict[int, frozenset[str]] = {}
         self.written_in = {h: frozenset().union(*(self._block_writes(b) for b in body)) for h, body in self.loops.items()}
+        self._equalities: dict[tuple[int, int], tuple[str, str] | None] = {}
+        self.kept_in: dict[int, frozenset[str]] = {}
+        for h in sorted(self.loops, key=lambda h: len(self.loops[h])):  # a loop's inner loops first
+            self.kept_in[h] = self._kept(h)
         self._entries: dict[frozenset[int], dict[int, Values]] = {}
         self.trips = {h: self._trip_count(h) for h in self.loops}
+        # the branches inside loops that test counters, not data, as often as they go each
+        # way; the loops whose count only the walk saw, as many times as it saw them run
+        walked = walk_branches(self, self.trips, UNKNOWN_TRIPS)
+        self.shares = walked.shares
+        self.trips.update(walked.trips)
 
     def block(self, b: int) -> Sequence[Instruction]:
         start, end = self.graph.blocks[b]
         return self.instructions[start:end]
+
+    def run(self, state: Values, start: int, end: int) -> None:
+        """Run instructions start..end-1 on `state`, with the constants the code shows."""
+        run_block(state, self.instructions[start:end], self.resolved[start:end])
 
     def _block_writes(self, b: int) -> frozenset[str]:
         if b not in self._writes:
@@ -141,7 +205,7 @@ class FunctionProfile:
             self._writes[b] = frozenset(written)
         return self._writes[b]
 
-    def _is_back_edge(self, u: int, v: int) -> bool:
+    def is_back_edge(self, u: int, v: int) -> bool:
         return v in self.dom.get(u, ())
 
     @staticmethod
@@ -167,35 +231,117 @@ class FunctionProfile:
         for b in self.order:
             if b not in region:
                 continue
-            if b == start:
-                state = values.copy()
-            else:
-                state = self._meet([out[p] for p in self.graph.predecessors[b]
-                                    if p in out and not self._is_back_edge(p, b)])
-                if state is None:
-                    continue
-                if b in self.loops and b not in first_iteration_of:
-                    for name in self.written_in[b]:
-                        state.known[name] = unknown()
-                    state.flags = None
-            run_block(state, self.block(b))
+            state = self._state_into(b, start, values, out, first_iteration_of)
+            if state is None:
+                continue
+            self.run(state, *self.graph.blocks[b])
             out[b] = state
             if on_block is not None and (verdict := on_block(b, state)) is not None:
                 return verdict
         return out
+
+    def _state_into(self, b: int, start: int, values: Values, out: dict[int, Values], first_iteration_of):
+        """The values on entry to block b in a _forward pass (None: no path reached it yet)."""
+        if b == start:
+            return values.copy()
+        state = self._meet([self.refined(p, b, out[p]) for p in self.graph.predecessors[b]
+                            if p in out and not self.is_back_edge(p, b)])
+        if state is not None and b in self.loops and b not in first_iteration_of:
+            for name in self.written_in[b] - self.kept_in[b]:
+                state.known[name] = unknown()
+            state.flags = None
+        return state
+
+    def refined(self, p: int, b: int, state: Values) -> Values:
+        """The values along edge p -> b: where p's branch goes this way only when a register
+        equals an operand (a pointer loop's `cmp r1, lr; bne` falling through, a `cbz`
+        taken), the one known of the two stands for the other, so what the loop leaves
+        behind (the pointer at its end) is known after it."""
+        if (p, b) not in self._equalities:
+            self._equalities[(p, b)] = self._equality(p, b)
+        equality = self._equalities[(p, b)]
+        if equality is None:
+            return state
+        register, operand = equality
+        other = _immediate_value(operand) if operand.startswith("#") else state.known.get(operand)
+        mine = state.known.get(register)
+        if _passable_here(other) and not _passable_here(mine):
+            state = state.copy()
+            state.known[register] = other
+        elif _passable_here(mine) and not _passable_here(other) and not operand.startswith("#"):
+            state = state.copy()
+            state.known[operand] = mine
+        return state
+
+    def _equality(self, p: int, b: int) -> tuple[str, str] | None:
+        """(register, operand) that edge p -> b is taken only when equal; None for no such edge."""
+        block = self.block(p)
+        last = block[-1]
+        base = last.mnemonic.split(".")[0]
+        if len(set(self.graph.successors[p])) != 2:
+            return None
+        jumped = self.addresses[self.graph.blocks[b][0]] == self.target_of(last)
+        if base in ("cbz", "cbnz"):
+            return (split_operands(last.operands)[0], "#0") if jumped == (base == "cbz") else None
+        if base not in ("beq", "bne") or jumped != (base == "beq"):
+            return None
+        for k in range(len(block) - 2, -1, -1):  # the instruction that set the flags
+            probe = Values(flags=())
+            written = execute(probe, block[k])
+            if probe.flags == ():
+                continue
+            ops = split_operands(block[k].operands)
+            if block[k].mnemonic.split(".")[0] != "cmp" or len(ops) != 2:
+                return None
+            after = set().union(*(execute(Values(), insn) for insn in block[k + 1:-1]), written)
+            return (ops[0], ops[1]) if ops[0] not in after and ops[1] not in after else None
+        return None
+
+    def _kept(self, h: int) -> frozenset[str]:
+        """What loop h writes but gives back by the end of every iteration (a counter of an
+        outer loop spilled to the stack, the register reused, and reloaded): each name
+        written starts the iteration as a symbol of its own, and keeps its entry value on
+        every iteration when every latch sees that symbol again."""
+        body = self.loops[h]
+        start = Values({name: Symbol(f"@{name}") for name in self.written_in[h]})
+        out = self._forward(h, start, body, frozenset())
+        latches = [out[x] for x in body if h in self.graph.successors[x] and x in out]
+        return frozenset(name for name in self.written_in[h]
+                         if latches and all(state.known.get(name) == start.known[name] for state in latches))
+
+    def call_arguments(self, calls: set[int]) -> dict[int, tuple]:
+        """For the calls at instruction indices `calls`, the arguments (r0-r3) passed the
+        same every time the call is made, as sorted (register, value) pairs: constants and
+        relocated addresses (values that mean the same in the callee)."""
+        found: dict[int, tuple] = {}
+        if not calls:
+            return found
+        out: dict[int, Values] = {}
+        for b in self.order:
+            state = self._state_into(b, 0, self.entry, out, frozenset())
+            if state is None:
+                continue
+            start, end = self.graph.blocks[b]
+            for i in sorted(calls & set(range(start, end))):
+                before = state.copy()
+                self.run(before, start, i)
+                found[i] = tuple((r, v) for r in _ARGUMENTS if _passable(v := before.known.get(r)))
+            self.run(state, start, end)
+            out[b] = state
+        return found
 
     def _entry_values(self, h: int) -> Values | None:
         """The values on entry to loop h's first iteration (in the first iteration of every
         loop around it)."""
         around = frozenset(g for g, body in self.loops.items() if h in body)
         if around not in self._entries:
-            self._entries[around] = self._forward(0, Values(), self.dom.keys(), around)
+            self._entries[around] = self._forward(0, self.entry, self.dom.keys(), around)
         out = self._entries[around]
         return self._meet([out[p] for p in self.graph.predecessors[h] if p in out and p not in self.loops[h]])
 
-    def _exit_test(self, b: int, values: Values, body) -> ExitTest | None:
-        """What block b's branch compares this time, and which way leaves the loop; None
-        when it is no branch we read or neither way leaves."""
+    def branch(self, b: int, values: Values) -> Branch | None:
+        """Block b's two-way branch read with `values`: what it compares, and where it goes
+        when the condition holds (jumped) and when not (fell); None for no branch we read."""
         last = self.block(b)[-1]
         base = last.mnemonic.split(".")[0]
         if base in ("le", "letp"):
@@ -210,11 +356,19 @@ class FunctionProfile:
         successors = self.graph.successors[b]
         jumped = next((v for v in successors if self.addresses[self.graph.blocks[v][0]] == target), None)
         fell = next((v for v in successors if v != jumped), None)
-        leaves_jumping = jumped is not None and jumped not in body
-        leaves_falling = fell is not None and fell not in body
+        return Branch(left, right, condition, jumped, fell)
+
+    def _exit_test(self, b: int, values: Values, body) -> ExitTest | None:
+        """What block b's branch compares this time, and which way leaves the loop; None
+        when it is no branch we read or neither way leaves."""
+        branch = self.branch(b, values)
+        if branch is None:
+            return None
+        leaves_jumping = branch.jumped is not None and branch.jumped not in body
+        leaves_falling = branch.fell is not None and branch.fell not in body
         if leaves_jumping == leaves_falling:
             return None
-        return ExitTest(left, right, condition, leaves_jumping)
+        return ExitTest(branch.left, branch.right, branch.condition, leaves_jumping)
 
     def _trip_count(self, h: int) -> int | None:
         body = self.loops[h]
@@ -290,7 +444,7 @@ class FunctionProfile:
             flow = np.eye(n)
             for u, successors in enumerate(self.graph.successors):
                 for v, p in zip(successors, self._edge_probabilities(u, successors)):
-                    flow[v, u] -= p * (1 - leak) if self._is_back_edge(u, v) else p
+                    flow[v, u] -= p * (1 - leak) if self.is_back_edge(u, v) else p
             try:
                 return np.linalg.solve(flow, entry)
             except np.linalg.LinAlgError:
@@ -300,6 +454,8 @@ class FunctionProfile:
     def _edge_probabilities(self, u: int, successors) -> list[float]:
         if len(successors) < 2:
             return [1.0] * len(successors)
+        if u in self.shares:
+            return [self.shares[u].get(v, 0.0) for v in successors]
         a, b = successors
         for h in sorted(self.loops, key=lambda h: len(self.loops[h])):  # the innermost loop first
             body = self.loops[h]
@@ -309,45 +465,73 @@ class FunctionProfile:
         return [0.5, 0.5]
 
 
+def _passable_here(value) -> bool:
+    """Whether a value is known (a constant or a symbol plus offset), not an unknown."""
+    return isinstance(value, int) or isinstance(value, Symbol) and not value.name.startswith("?")
+
+
+def _immediate_value(text: str) -> int | None:
+    try:
+        return int(text.lstrip("#"), 0)
+    except ValueError:
+        return None
+
+
+def _passable(value) -> bool:
+    """Whether a caller's value means the same in its callee: a constant or a relocated
+    address, not a symbol of the caller's registers or an unknown."""
+    return isinstance(value, int) or isinstance(value, Symbol) and value.name not in REGISTERS \
+        and not value.name.startswith("?")
+
+
 def estimate(functions: Mapping[str, tuple[Sequence[int], Sequence[Instruction]]],
-             calls: Mapping[tuple[str, int], str], entry: str | None) -> ProfileEstimate:
+             relocations: Relocations | None, entry: str | None) -> ProfileEstimate:
     """The estimate for one call of `entry` (a function name; None or absent: every function
     once, for objects whose entry point is not known), from each function's (addresses,
-    instructions) and the calls' relocations ((function, address) -> callee)."""
-    profiles: dict[str, FunctionProfile] = {}  # built for the functions a run reaches, as they are
-    costs: dict[str, float] = {}
+    instructions) and the object's relocations (the calls' callees, the addresses the code
+    loads). A function called with constant arguments (a helper filling `n` rows, called
+    with 2 and with 1) is profiled for each set of them."""
+    relocations = relocations or NO_RELOCATIONS
+    profiles: dict[tuple, FunctionProfile] = {}  # built for the calls a run makes, as they are made
+    costs: dict[tuple, float] = {}
 
-    def cost(name: str, active: frozenset[str]) -> float:
-        if name in costs:
-            return costs[name]
+    def cost(name: str, arguments: tuple, active: frozenset[str]) -> float:
+        if (name, arguments) in costs:
+            return costs[(name, arguments)]
         addresses, instructions = functions[name]
-        profile = profiles[name] = FunctionProfile(instructions, addresses, target_address)
+        profile = profiles[(name, arguments)] = FunctionProfile(
+            instructions, addresses, target_address, Values(dict(arguments)), relocations.of(name))
+        callees = {i: callee for i, address in enumerate(addresses)
+                   if (callee := relocations.calls.get((name, address))) in functions and callee not in active}
+        passed = profile.call_arguments(set(callees))
         freq = profile.frequencies()
         total = 0.0
         for b, (start, end) in enumerate(profile.graph.blocks):
             total += freq[b] * (end - start)
             for i in range(start, end):
-                callee = calls.get((name, profile.addresses[i]))
-                if callee in functions and callee not in active:
-                    total += freq[b] * cost(callee, active | {callee})
-        costs[name] = total
+                if i in callees and i in passed:
+                    total += freq[b] * cost(callees[i], passed[i], active | {callees[i]})
+        costs[(name, arguments)] = total
         return total
 
     roots = [entry] if entry in functions else list(functions)
-    instructions = sum(cost(name, frozenset({name})) for name in roots)
+    instructions = sum(cost(name, (), frozenset({name})) for name in roots)
     return ProfileEstimate(instructions, sum(len(p.loops) for p in profiles.values()),
                            sum(t is None for p in profiles.values() for t in p.trips.values()))
 
 
-def call_relocations(listing_text: str) -> dict[tuple[str, int], str]:
-    """(function, address) -> callee, from an `objdump -dr` listing's call relocations."""
-    calls, function = {}, ""
+def read_relocations(listing_text: str) -> Relocations:
+    """The call and address relocations of an `objdump -dr` listing."""
+    calls, addresses, function = {}, {}, ""
     for line in listing_text.splitlines():
         if line.startswith("Disassembly of section "):
             function = line.removeprefix("Disassembly of section ").rstrip(":").removeprefix(".text.")
             continue
-        match = _CALL_RELOCATION.search(line)
+        match = _RELOCATION.match(line)
         if match:
-            address = int(line.strip().split(":")[0], 16)
-            calls[(function, address)] = match.group(1)
-    return calls
+            at, kind, symbol = int(match.group(1), 16), match.group(2), match.group(3)
+            if kind in _CALL_TYPES:
+                calls[(function, at)] = symbol
+            elif kind in _ADDRESS_TYPES:
+                addresses[(function, at)] = symbol
+    return Relocations(calls, addresses)

@@ -9,13 +9,21 @@ entry, a load from memory, anything not worked out) so that two pointers from on
 compare exactly, or nothing known. Stack slots addressed from sp or the frame pointer r7
 are tracked like registers. Only the instructions that move, add or compare such values are
 interpreted; every other instruction makes what it writes unknown.
+
+Constants too wide for an immediate come from the literal pool (`ldr r3, [pc, #308]`: the
+word at the end of the function) or from a movw/movt pair; an address comes the same ways,
+with a relocation naming its symbol (`resolve_constants`: the word 0x80 relocated against
+the scratch section is Symbol(section, 0x80), so a pointer stepped through that buffer
+compares exactly with its end).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from .mix import Instruction
 
@@ -29,6 +37,7 @@ _STACK_SLOT = re.compile(r"\[(sp|r7)(?:,\s*#(-?(?:0x[0-9a-f]+|\d+)))?\]")
 _PRE_INDEXED = re.compile(r"\[(\w+)(?:,\s*#(-?(?:0x[0-9a-f]+|\d+)))?\]!")
 _POST_INDEXED = re.compile(r"\[(\w+)\],\s*#(-?(?:0x[0-9a-f]+|\d+))")
 _SHIFT = re.compile(r"(lsl|lsr|asr|ror)\s*#(\d+)")
+_PC_RELATIVE = re.compile(r"\[pc(?:,\s*#(-?(?:0x[0-9a-f]+|\d+)))?\]")
 _IT = re.compile(r"it[te]{0,3}")
 _fresh_names = itertools.count()
 
@@ -75,6 +84,9 @@ _BITWISE = {"and": lambda a, b: a & b, "orr": lambda a, b: a | b, "eor": lambda 
             "bic": lambda a, b: a & ~b, "lsl": lambda a, b: a << b, "lsr": lambda a, b: (a & _MASK) >> b,
             "asr": lambda a, b: signed(a) >> b, "mul": lambda a, b: a * b}
 _ARITHMETIC = ("add", "sub", "rsb", *_BITWISE)
+# Byte and halfword extensions (a counter below 256 narrowed before a multiply-shift division).
+_EXTENDS = {"uxtb": lambda a: a & 0xFF, "uxth": lambda a: a & 0xFFFF,
+            "sxtb": lambda a: ((a & 0xFF) ^ 0x80) - 0x80, "sxth": lambda a: ((a & 0xFFFF) ^ 0x8000) - 0x8000}
 # Data-processing mnemonics whose "s" form sets the flags.
 _FLAG_SETTING = frozenset({"add", "adc", "sub", "sbc", "rsb", "mov", "mvn", "neg", "lsl", "lsr", "asr", "ror", "rrx",
                            "and", "orr", "orn", "eor", "bic", "mul"})
@@ -100,6 +112,13 @@ class Values:
 
 def split_operands(text: str) -> list[str]:
     """Operands at top level ("r0, [r1, #4]" -> ["r0", "[r1, #4]"]), comments dropped."""
+    return list(_split(text))
+
+
+# The walk of a function (targets.branch_walk) reads the same few hundred instructions tens
+# of thousands of times: their operands are parsed once.
+@functools.lru_cache(maxsize=1 << 16)
+def _split(text: str) -> tuple[str, ...]:
     text = text.split(";")[0].split("@")[0].strip()
     parts, depth, current = [], 0, ""
     for ch in text:
@@ -112,14 +131,16 @@ def split_operands(text: str) -> list[str]:
             current += ch
     if current.strip():
         parts.append(current.strip())
-    return parts
+    return tuple(parts)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _immediate(text: str) -> int | None:
     match = _IMMEDIATE.fullmatch(text)
     return int(match.group(1), 0) if match else None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _slot(text: str) -> str | None:
     match = _STACK_SLOT.fullmatch(text.strip())
     return f"{match.group(1)}{int(match.group(2) or '0', 0):+d}" if match else None
@@ -139,14 +160,43 @@ def _operand(values: Values, operands: list[str], i: int):
     return value
 
 
-def execute(values: Values, insn: Instruction, conditional: bool = False) -> frozenset[str]:
+def resolve_constants(addresses, instructions, relocated: Mapping[int, str]) -> list:
+    """For each instruction, the value it puts in its register that the code alone shows:
+    a pc-relative load's literal word, a movw/movt's relocated symbol (`relocated`: address
+    -> symbol of the function's data relocations, objdump -r); None for any other."""
+    words = {a: i for a, i in zip(addresses, instructions) if i.mnemonic == ".word"}
+    found = []
+    for address, insn in zip(addresses, instructions):
+        base, value = insn.mnemonic.split(".")[0], None
+        if base == "ldr" and (match := _PC_RELATIVE.search(insn.operands)):
+            at = ((address + 4) & ~3) + int(match.group(1) or "0", 0)
+            word = words.get(at)
+            literal = _immediate("#" + word.operands.split()[0]) if word is not None and word.operands else None
+            if literal is not None:
+                value = Symbol(relocated[at], signed(literal)) if at in relocated else signed(literal)
+        elif base in ("movw", "movt") and address in relocated:
+            ops = split_operands(insn.operands)
+            addend = _immediate(ops[1]) if len(ops) == 2 else None
+            if addend is not None:  # the pair's addend, sign-extended from 16 bits (REL)
+                value = Symbol(relocated[address], (addend & 0xFFFF) - ((addend & 0x8000) << 1))
+        found.append(value)
+    return found
+
+
+def execute(values: Values, insn: Instruction, conditional: bool = False, resolved=None) -> frozenset[str]:
     """Apply one instruction to `values`; what it writes (registers, stack slots). A
-    `conditional` instruction (in an IT block) leaves what it writes unknown."""
+    `conditional` instruction (in an IT block) leaves what it writes unknown; `resolved`: the
+    value resolve_constants found it puts in its register."""
     base = insn.mnemonic.split(".")[0]
     ops = split_operands(insn.operands)
     new: dict = {}
     flags = "unchanged"
-    if base == "ldr" and len(ops) == 2 and ops[0] in REGISTERS and _slot(ops[1]):
+    if resolved is not None and ops and ops[0] in REGISTERS:
+        new[ops[0]] = resolved
+    elif base == "movt" and len(ops) == 2 and ops[0] in REGISTERS and (high := _immediate(ops[1])) is not None:
+        low = values.get(ops[0])
+        new[ops[0]] = signed((low & 0xFFFF) | (high << 16)) if isinstance(low, int) else None
+    elif base == "ldr" and len(ops) == 2 and ops[0] in REGISTERS and _slot(ops[1]):
         new[ops[0]] = values.get(_slot(ops[1]))
     elif base == "str" and len(ops) == 2 and _slot(ops[1]):
         new[_slot(ops[1])] = values.get(ops[0])
@@ -174,6 +224,19 @@ def execute(values: Values, insn: Instruction, conditional: bool = False) -> fro
     elif base == "tst" and len(ops) >= 2:
         a, b = values.get(ops[0]) if ops[0] in REGISTERS else None, _operand(values, ops, 1)
         flags = (a & b, 0) if isinstance(a, int) and isinstance(b, int) else None
+    elif base in _EXTENDS and len(ops) == 2 and ops[0] in REGISTERS and ops[1] in REGISTERS:
+        value = values.get(ops[1])
+        new[ops[0]] = _EXTENDS[base](value) if isinstance(value, int) else None
+    elif base in ("umull", "smull") and len(ops) == 4 and all(op in REGISTERS for op in ops):
+        # a division by a constant compiles to a multiply by its reciprocal, high word kept
+        a, b = values.get(ops[2]), values.get(ops[3])
+        if isinstance(a, int) and isinstance(b, int):
+            product = (a & _MASK) * (b & _MASK) if base == "umull" else a * b
+            new[ops[0]], new[ops[1]] = signed(product), signed(product >> 32)
+        else:
+            new[ops[0]] = new[ops[1]] = None
+    elif base.startswith(("ldm", "stm", "push", "pop")) and ("!" in insn.operands or base in ("push", "pop")):
+        new.update(_multiple_with_writeback(values, base, ops, insn.operands))
     elif base in ("dls", "dlstp", "wls", "wlstp") and len(ops) >= 2:
         count = values.get(ops[1]) if ops[1] in REGISTERS else None
         if base.endswith("tp"):
@@ -231,14 +294,42 @@ def _arithmetic(values: Values, base: str, ops: list[str]) -> tuple:
     return result, ((result, 0) if base.endswith("s") else "unchanged")
 
 
+def _listed(raw: str) -> list[str]:
+    """The core registers of a register list ("{r4, r5, lr}", "{r4-r7}")."""
+    text = raw[raw.find("{"):raw.find("}") + 1]
+    names = []
+    for item in text.strip("{}").split(","):
+        first, _, last = item.strip().partition("-")
+        if last and first[1:].isdigit() and last[1:].isdigit():
+            names += [f"r{n}" for n in range(int(first[1:]), int(last[1:]) + 1)]
+        elif first in REGISTERS or first == "pc":
+            names.append(first)
+    return names
+
+
+def _multiple_with_writeback(values: Values, base: str, ops: list[str], raw: str) -> dict:
+    """A load or store multiple that steps its base register (push and pop step sp): the
+    base moved by four bytes a register, down for "db" and push, up otherwise; the
+    registers a load writes unknown."""
+    listed = _listed(raw)
+    pointer = "sp" if base in ("push", "pop") else ops[0].rstrip("!")
+    down = base == "push" or "db" in base
+    new: dict = {pointer: add(values.get(pointer), (-4 if down else 4) * len(listed))}
+    if base.startswith(("ldm", "pop")):
+        new.update({name: None for name in listed if name in REGISTERS})
+    return new
+
+
 def _written(base: str, ops: list[str], raw: str) -> set[str]:
     """The registers an instruction we do not interpret writes (made unknown)."""
     if base in ("bl", "blx"):
         return set(CALL_CLOBBERS)
-    if base.startswith(("pop", "ldm")):
-        return set(re.findall(r"\b(r\d+|ip|lr|sl|fp|sb)\b", raw)) | ({"sp"} if base.startswith("pop") else set())
-    if base.startswith(("push", "stm")):
-        return {"sp"} if base.startswith("push") or "!" in raw else set()
+    if base.startswith(("pop", "ldm", "vpop", "vldm")):
+        # the registers in the list, and the base register only when written back ("!")
+        listed = set(re.findall(r"\b(r\d+|ip|lr|sl|fp|sb)\b", raw[raw.find("{"):])) if base[0] != "v" else set()
+        return listed | ({"sp"} if "pop" in base else {ops[0].rstrip("!")} if "!" in raw else set())
+    if base.startswith(("push", "stm", "vpush", "vstm")):
+        return {"sp"} if "push" in base else {ops[0].rstrip("!")} if "!" in raw else set()
     if base.startswith(_WRITE_NOTHING) and base not in ("bic", "bics", "bfi", "bfc"):
         return set()
     if base.startswith(_WRITE_TWO):
@@ -271,14 +362,14 @@ def condition_holds(flags: tuple | None, condition: str) -> bool | None:
     return _CONDITIONS[condition](signed(a), signed(b))
 
 
-def run_block(values: Values, instructions) -> None:
-    """Apply a block's instructions in order, the ones an IT instruction makes conditional
-    leaving what they write unknown."""
+def run_block(values: Values, instructions, resolved=None) -> None:
+    """Apply a block's instructions in order (`resolved`: resolve_constants' values of
+    them), the ones an IT instruction makes conditional leaving what they write unknown."""
     pending = 0
-    for insn in instructions:
+    for k, insn in enumerate(instructions):
         base = insn.mnemonic.split(".")[0]
         if _IT.fullmatch(base):
             pending = len(base) - 1
             continue
-        execute(values, insn, conditional=pending > 0)
+        execute(values, insn, conditional=pending > 0, resolved=None if resolved is None else resolved[k])
         pending = max(0, pending - 1)

@@ -274,14 +274,14 @@ def test_a_seed_reproduces_a_live_transfer_code_run(tmp_path):
 
 @pytest.mark.qemu
 def test_with_its_gate_shut_transfer_code_proposes_what_transfer_does_on_a_live_space(tmp_path):
-    """On the Cortex-M4, the code estimate ranks dwconv2d_s8's one recorded space at 0.6: no
-    evidence (one shape, and below GATE_KERNEL_RHO). Before its own trials can judge
+    """On the Cortex-M4, dwconv2d_s8 has one recorded space (the code estimate ranks it at
+    0.69): no evidence (one shape, and below GATE_KERNEL_RHO). Before its own trials can judge
     the ranking (GATE_TRIALS), the gate is shut, nothing is compiled to be ranked, and the
     search is `transfer`, proposal for proposal."""
     shape = "h=4,w=4,c=16,kh=3,kw=3,pad=1"
     ranked, search = live_proposals(tmp_path, "a", "dwconv2d_s8", shape, "transfer+code", 5, 2, target="cortex-m4")
     plain, _ = live_proposals(tmp_path, "b", "dwconv2d_s8", shape, "transfer", 5, 2, target="cortex-m4")
-    assert search.kernel_fit is not None and search.kernel_fit.rho < GATE_KERNEL_RHO
+    assert search.kernel_fit is not None and search.kernel_fit.spaces == 1 and not search.votes_from_start
     assert not search.ranking_on and search.scored == 0
     assert ranked == plain and len(plain) == 5
 

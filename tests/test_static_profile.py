@@ -11,24 +11,32 @@ import pytest
 
 from edgetune.targets.code_features import listing_features, parse_listing
 from edgetune.targets.control_flow import target_address
-from edgetune.targets.static_profile import UNKNOWN_TRIPS, FunctionProfile, call_relocations, estimate
+from edgetune.targets.mix import Instruction
+from edgetune.targets.static_profile import UNKNOWN_TRIPS, FunctionProfile, estimate, read_relocations
+from edgetune.targets.thumb_values import Symbol, resolve_constants
 
 SPACES = Path(__file__).resolve().parent.parent / "app" / "ranking_spaces"
 
 
 def listing(body: str, name: str = "f") -> str:
-    """An objdump -d listing of one function from "address: mnemonic operands" lines."""
+    """An objdump -dr listing of one function from "address: mnemonic operands" lines; a
+    relocation of the line follows a "|" ("| R_ARM_ABS32 .scratch")."""
     lines = [f"Disassembly of section .text.{name}:", "", f"00000000 <{name}>:"]
     for row in body.strip().splitlines():
+        row, _, relocation = row.partition("|")
         address, _, text = row.strip().partition(":")
         mnemonic, _, operands = text.strip().partition(" ")
         lines.append(f"  {address}:\t0000      \t{mnemonic}\t{operands.strip()}")
+        if relocation.strip():
+            kind, symbol = relocation.split()
+            lines.append(f"\t\t\t{address}: {kind}\t{symbol}")
     return "\n".join(lines) + "\n"
 
 
 def profile_of(text: str) -> FunctionProfile:
     items = parse_listing(text)
-    return FunctionProfile([i.insn for i in items], [i.address for i in items], target_address)
+    return FunctionProfile([i.insn for i in items], [i.address for i in items], target_address, None,
+                           read_relocations(text).of("f"))
 
 
 def trips_by_header(profile: FunctionProfile) -> dict[int, int | None]:
@@ -50,7 +58,7 @@ def test_a_counted_loop_runs_its_constant_trips():
     assert trips_by_header(profile) == {2: 8}
     assert np.allclose(profile.frequencies(), [1, 8, 1])
     found = estimate({"f": ([i.address for i in parse_listing(COUNTED)], [i.insn for i in parse_listing(COUNTED)])},
-                     {}, "f")
+                     None, "f")
     assert found.instructions == pytest.approx(1 + 8 * 3 + 1) and found.loops_unknown == 0
 
 
@@ -122,19 +130,128 @@ DATA_BOUND = listing("""
 """)
 
 
+# A pointer into a scratch buffer stepped 16 bytes a time to the buffer's end, both
+# addresses loaded from the literal pool (relocated words at 0x10 and 0x14): 8 iterations.
+LITERAL_POOL = listing("""
+ 0: ldr.w r2, [pc, #12]
+ 4: ldr r3, [pc, #12]
+ 6: adds r2, #16
+ 8: cmp r3, r2
+ a: bne.n 6 <f+0x6>
+ c: bx lr
+ e: nop
+ 10: .word 0x00000000 | R_ARM_ABS32 .scratch
+ 14: .word 0x00000080 | R_ARM_ABS32 .scratch
+""")
+
+# A bound too wide for an immediate, built by movw/movt: 100,000 in steps of 100.
+WIDE_BOUND = listing("""
+ 0: movw r3, #34464
+ 4: movt r3, #1
+ 8: movs r2, #0
+ a: adds r2, #100
+ c: cmp r2, r3
+ e: bne.n a <f+0xa>
+ 10: bx lr
+""")
+
+# The outer counter (r5) is spilled inside the inner loop, its register reused and reloaded:
+# the inner loop gives it back, so the outer loop's 5 iterations are still counted.
+KEPT_ACROSS_INNER = listing("""
+ 0: movs r5, #0
+ 2: movs r2, #0
+ 4: str r5, [sp, #8]
+ 6: movs r5, #7
+ 8: ldr r5, [sp, #8]
+ a: adds r2, #1
+ c: cmp r2, #3
+ e: bne.n 4 <f+0x4>
+ 10: adds r5, #1
+ 12: cmp r5, #5
+ 14: bne.n 2 <f+0x2>
+ 16: bx lr
+""")
+
+# A load multiple with writeback steps its base 8 bytes a time to 64 bytes on: 8 iterations.
+LOAD_MULTIPLE = listing("""
+ 0: add.w r3, r1, #64
+ 4: ldmia r1!, {r4, r5}
+ 6: cmp r1, r3
+ 8: bne.n 4 <f+0x4>
+ a: bx lr
+""")
+
+
 @pytest.mark.parametrize("text, expected", [
     (SPILLED, {4: 5}), (POINTERS, {4: 12}), (TAIL_PREDICATED, {6: 7}), (FLAG_AND_NESTED, {4: 2, 6: 4}),
-    (LONG, {2: 3000}), (DATA_BOUND, {4: None}),
-], ids=["spilled", "pointers", "tail-predicated", "flag-and-nested", "long", "data-bound"])
+    (LONG, {2: 3000}), (DATA_BOUND, {4: None}), (LITERAL_POOL, {6: 8}), (WIDE_BOUND, {10: 1000}),
+    (KEPT_ACROSS_INNER, {2: 5, 4: 3}), (LOAD_MULTIPLE, {4: 8}),
+], ids=["spilled", "pointers", "tail-predicated", "flag-and-nested", "long", "data-bound", "literal-pool",
+        "wide-bound", "kept-across-inner", "load-multiple"])
 def test_trip_counts_the_compiler_hides(text, expected):
     assert trips_by_header(profile_of(text)) == expected
 
 
 def test_an_unknown_count_is_guessed_and_said():
     items = parse_listing(DATA_BOUND)
-    found = estimate({"f": ([i.address for i in items], [i.insn for i in items])}, {}, "f")
+    found = estimate({"f": ([i.address for i in items], [i.insn for i in items])}, None, "f")
     assert found.loops_unknown == 1 and found.loops == 1
     assert found.instructions == pytest.approx(2 + UNKNOWN_TRIPS * 3 + 1)
+
+
+# A pointer loop inside a pointer loop: the inner one steps r1 a byte at a time to r2; on
+# its way out r1 equals r2, so the outer compare of r1 with r0 + 64 counts 4 rounds of 16.
+POINTER_LEFT_AT_END = listing("""
+ 0: add.w r3, r0, #64
+ 4: mov r1, r0
+ 6: add.w r2, r1, #16
+ a: strb r5, [r1], #1
+ e: cmp r1, r2
+ 10: bne.n a <f+0xa>
+ 12: cmp r1, r3
+ 14: bne.n 6 <f+0x6>
+ 16: bx lr
+""")
+
+
+def test_a_loop_left_on_an_equal_compare_leaves_its_pointer_known():
+    assert trips_by_header(profile_of(POINTER_LEFT_AT_END)) == {6: 4, 10: 16}
+
+
+# A branch on the loop counter, not the data (a filter tap in the padding): taken for i = 0
+# and 1 of 10, so the two instructions it skips run 8 times, not 5.
+COUNTER_BRANCH = listing("""
+ 0: movs r4, #0
+ 2: cmp r4, #2
+ 4: blt.n a <f+0xa>
+ 6: adds r1, #1
+ 8: adds r1, #1
+ a: adds r4, #1
+ c: cmp r4, #10
+ e: bne.n 2 <f+0x2>
+ 10: bx lr
+""")
+
+# A triangular nest: the inner loop runs i + 1 times for i = 0..3, 10 in all (its count on
+# the outer loop's first iteration is 1; the walk sees every exit).
+TRIANGULAR = listing("""
+ 0: movs r4, #0
+ 2: movs r2, #0
+ 4: adds r2, #1
+ 6: cmp r2, r4
+ 8: ble.n 4 <f+0x4>
+ a: adds r4, #1
+ c: cmp r4, #4
+ e: bne.n 2 <f+0x2>
+ 10: bx lr
+""")
+
+
+@pytest.mark.parametrize("text, expected", [
+    (COUNTER_BRANCH, [1, 10, 8, 10, 1]), (TRIANGULAR, [1, 4, 10, 4, 1]),
+], ids=["counter-branch", "triangular"])
+def test_the_walk_counts_branches_on_counters(text, expected):
+    assert np.allclose(profile_of(text).frequencies(), expected)
 
 
 def test_a_requantization_branch_counts_half():
@@ -173,10 +290,43 @@ Disassembly of section .text.kernel_pack:
 
 
 def test_calls_into_the_object_count_and_other_functions_do_not():
-    assert call_relocations(CALLS) == {("kernel", 2): "helper", ("kernel", 6): "helper"}
-    features = listing_features(parse_listing(CALLS), a64=False, entry="kernel", calls=call_relocations(CALLS))
+    assert read_relocations(CALLS).calls == {("kernel", 2): "helper", ("kernel", 6): "helper"}
+    features = listing_features(parse_listing(CALLS), a64=False, entry="kernel", relocations=read_relocations(CALLS))
     assert features["profile_instructions"] == pytest.approx(4 + 2 * 2)  # kernel_pack is not run
     assert listing_features(parse_listing(CALLS), a64=False)["profile_instructions"] == pytest.approx(4 + 2 + 1)
+
+
+
+# A helper filling `n` rows (r3) called with 2 and then with 1, and once more inside a loop
+# with the loop's counter (no one value: its count is unknown there).
+FILL_CALLS = listing("""
+ 0: movs r2, #0
+ 2: adds r2, #1
+ 4: cmp r2, r3
+ 6: blt.n 2 <f+0x2>
+ 8: bx lr
+""", "fill") + listing("""
+ 0: push {r4, lr}
+ 2: movs r3, #2
+ 4: bl 0 <kernel> | R_ARM_THM_CALL fill
+ 8: movs r3, #1
+ a: bl 0 <kernel> | R_ARM_THM_CALL fill
+ e: pop {r4, pc}
+""", "kernel")
+
+
+def test_a_helper_is_profiled_for_the_constants_each_call_passes():
+    items = parse_listing(FILL_CALLS)
+    functions = {name: ([i.address for i in items if i.section.endswith(name)],
+                        [i.insn for i in items if i.section.endswith(name)]) for name in ("fill", "kernel")}
+    found = estimate(functions, read_relocations(FILL_CALLS), "kernel")
+    # kernel's 6, fill with n = 2 (1 + 2 x 3 + 1) and with n = 1 (1 + 3 + 1)
+    assert found.instructions == pytest.approx(6 + 8 + 5) and found.loops_unknown == 0
+    # a relocated literal is its symbol plus the word, an unrelocated one the word
+    words = [Instruction(4, ".word", "0x80"), Instruction(4, ".word", "0x10")]
+    assert resolve_constants([0, 4, 8], [Instruction(4, "ldr.w", "r0, [pc, #0]"), *words],
+                             {4: ".scratch"})[0] == Symbol(".scratch", 0x80)
+    assert resolve_constants([0, 4, 8], [Instruction(4, "ldr.w", "r0, [pc, #4]"), *words], {4: ".scratch"})[0] == 0x10
 
 
 @pytest.mark.slow
