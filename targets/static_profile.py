@@ -42,8 +42,8 @@ import numpy as np
 from .branch_walk import walk_branches
 from .control_flow import FlowGraph, dominators, flow_graph, natural_loops, reverse_postorder, target_address
 from .mix import Instruction
-from .thumb_values import (REGISTERS, Symbol, Values, condition_holds, execute, resolve_constants, run_block,
-                           split_operands, unknown)
+from .thumb_values import (REGISTERS, Symbol, Values, condition_holds, execute, immediate, resolve_constants,
+                           run_block, split_operands, unknown)
 
 MAX_TRIPS = 4096
 UNKNOWN_TRIPS = 8  # a loop whose count we cannot work out: a guess, counted in `loops_unknown`
@@ -263,12 +263,12 @@ class FunctionProfile:
         if equality is None:
             return state
         register, operand = equality
-        other = _immediate_value(operand) if operand.startswith("#") else state.known.get(operand)
+        other = immediate(operand) if operand.startswith("#") else state.known.get(operand)
         mine = state.known.get(register)
-        if _passable_here(other) and not _passable_here(mine):
+        if _known(other) and not _known(mine):
             state = state.copy()
             state.known[register] = other
-        elif _passable_here(mine) and not _passable_here(other) and not operand.startswith("#"):
+        elif _known(mine) and not _known(other) and not operand.startswith("#"):
             state = state.copy()
             state.known[operand] = mine
         return state
@@ -465,23 +465,15 @@ class FunctionProfile:
         return [0.5, 0.5]
 
 
-def _passable_here(value) -> bool:
+def _known(value) -> bool:
     """Whether a value is known (a constant or a symbol plus offset), not an unknown."""
     return isinstance(value, int) or isinstance(value, Symbol) and not value.name.startswith("?")
 
 
-def _immediate_value(text: str) -> int | None:
-    try:
-        return int(text.lstrip("#"), 0)
-    except ValueError:
-        return None
-
-
 def _passable(value) -> bool:
-    """Whether a caller's value means the same in its callee: a constant or a relocated
-    address, not a symbol of the caller's registers or an unknown."""
-    return isinstance(value, int) or isinstance(value, Symbol) and value.name not in REGISTERS \
-        and not value.name.startswith("?")
+    """Whether a caller's value means the same in its callee: a known value, not a symbol of
+    the caller's registers (its stack pointer, an argument it was given)."""
+    return _known(value) and not (isinstance(value, Symbol) and value.name in REGISTERS)
 
 
 def estimate(functions: Mapping[str, tuple[Sequence[int], Sequence[Instruction]]],

@@ -135,7 +135,8 @@ def _split(text: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _immediate(text: str) -> int | None:
+def immediate(text: str) -> int | None:
+    """The value of an immediate operand ("#48", "#0x30"); None for anything else."""
     match = _IMMEDIATE.fullmatch(text)
     return int(match.group(1), 0) if match else None
 
@@ -152,7 +153,7 @@ def _operand(values: Values, operands: list[str], i: int):
     if i >= len(operands):
         return None
     text = operands[i]
-    value = _immediate(text) if text.startswith("#") else values.get(text) if text in REGISTERS else None
+    value = immediate(text) if text.startswith("#") else values.get(text) if text in REGISTERS else None
     if value is not None and i + 1 < len(operands) and (shift := _SHIFT.fullmatch(operands[i + 1])):
         if not isinstance(value, int) or shift.group(1) == "ror":
             return unknown()
@@ -171,12 +172,12 @@ def resolve_constants(addresses, instructions, relocated: Mapping[int, str]) -> 
         if base == "ldr" and (match := _PC_RELATIVE.search(insn.operands)):
             at = ((address + 4) & ~3) + int(match.group(1) or "0", 0)
             word = words.get(at)
-            literal = _immediate("#" + word.operands.split()[0]) if word is not None and word.operands else None
+            literal = immediate("#" + word.operands.split()[0]) if word is not None and word.operands else None
             if literal is not None:
                 value = Symbol(relocated[at], signed(literal)) if at in relocated else signed(literal)
         elif base in ("movw", "movt") and address in relocated:
             ops = split_operands(insn.operands)
-            addend = _immediate(ops[1]) if len(ops) == 2 else None
+            addend = immediate(ops[1]) if len(ops) == 2 else None
             if addend is not None:  # the pair's addend, sign-extended from 16 bits (REL)
                 value = Symbol(relocated[address], (addend & 0xFFFF) - ((addend & 0x8000) << 1))
         found.append(value)
@@ -193,7 +194,7 @@ def execute(values: Values, insn: Instruction, conditional: bool = False, resolv
     flags = "unchanged"
     if resolved is not None and ops and ops[0] in REGISTERS:
         new[ops[0]] = resolved
-    elif base == "movt" and len(ops) == 2 and ops[0] in REGISTERS and (high := _immediate(ops[1])) is not None:
+    elif base == "movt" and len(ops) == 2 and ops[0] in REGISTERS and (high := immediate(ops[1])) is not None:
         low = values.get(ops[0])
         new[ops[0]] = signed((low & 0xFFFF) | (high << 16)) if isinstance(low, int) else None
     elif base == "ldr" and len(ops) == 2 and ops[0] in REGISTERS and _slot(ops[1]):

@@ -28,8 +28,8 @@ for proposal. With that fit (and only then: a correlation on a few trials says t
 the space, not that its top is the top), every other point of the initial design is the
 code's best of a screen of random points.
 
-On the eleven recorded spaces (20 seeds) ranking by the static profile saved 24.9% of the
-evaluations to `transfer`'s best on first tunes and 38.4% with priors, pooled (38-68% on the
+On the eleven recorded spaces (20 seeds) ranking by the static profile saved 29.3% of the
+evaluations to `transfer`'s best on first tunes and 39.0% with priors, pooled (36-72% on the
 M4's matmul_s8, up to 90% on the M55's; instructions per product had saved 5.7% and 9.5%, a
 learnt forest had cost 18% and 13% more: docs/code-ranking-live.md).
 `edgetune replay --strategy transfer+code` runs it on recorded spaces, `edgetune tune` and
@@ -64,7 +64,7 @@ GATE_TRIALS = 6
 # target (tuner.product_rank.product_fit_among), on MIN_SPACES of them at least: one space is
 # one shape. At GATE_KERNEL_RHO or more the code has a say from the first plan and chooses
 # design points from its screen (below). With the static profile as the score (2026-12-03,
-# night) matmul_s8 passes it on both targets (M4 0.97, M55 0.98); the figures that follow
+# night) matmul_s8 passes it on both targets (M4 0.99, M55 0.998 since 2026-12-04); the figures that follow
 # were measured with instructions per product, under which the M4's ranked at 0.74-0.77. Eleven recorded spaces, 20 seeds
 # (bench/code_explore.py): 5.7% saved on first tunes and 9.5% with priors, pooled (ten
 # spaces, before the third M4 matmul_s8 shape: 6.1% and 2.5%). Once the code has voted on
