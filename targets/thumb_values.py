@@ -363,14 +363,30 @@ def condition_holds(flags: tuple | None, condition: str) -> bool | None:
     return _CONDITIONS[condition](signed(a), signed(b))
 
 
+_INVERSE = {"eq": "ne", "cs": "cc", "hs": "lo", "mi": "pl", "vs": "vc", "hi": "ls", "ge": "lt", "gt": "le"}
+_INVERSE.update({b: a for a, b in list(_INVERSE.items())})
+
+
 def run_block(values: Values, instructions, resolved=None) -> None:
     """Apply a block's instructions in order (`resolved`: resolve_constants' values of
-    them), the ones an IT instruction makes conditional leaving what they write unknown."""
-    pending = 0
+    them). One an IT instruction makes conditional runs when the flags say its condition
+    holds (`cmp r3, #1; ite eq; moveq r3, #256; movne r3, #512` with r3 known), is skipped
+    when they say it does not, and otherwise leaves what it writes unknown."""
+    slots: list[str] = []  # the conditions of the IT block's instructions still to come
     for k, insn in enumerate(instructions):
-        base = insn.mnemonic.split(".")[0]
+        base, _, size = insn.mnemonic.partition(".")
         if _IT.fullmatch(base):
-            pending = len(base) - 1
+            first = insn.operands.split()[0] if insn.operands.split() else ""
+            slots = [first if x == "t" else _INVERSE.get(first, "") for x in "t" + base[2:]]
             continue
-        execute(values, insn, conditional=pending > 0, resolved=None if resolved is None else resolved[k])
-        pending = max(0, pending - 1)
+        constant = None if resolved is None else resolved[k]
+        if not slots:
+            execute(values, insn, resolved=constant)
+            continue
+        condition = slots.pop(0)
+        holds = condition_holds(values.flags, condition) if base.endswith(condition) and condition else None
+        if holds is None:
+            execute(values, insn, conditional=True, resolved=constant)
+        elif holds:
+            plain = base[:-len(condition)] + ("." + size if size else "")
+            execute(values, Instruction(insn.size, plain, insn.operands), resolved=constant)

@@ -372,7 +372,11 @@ def test_values_follow_moves_and_offsets_and_forget_what_they_cannot_know():
     assert values.get("r2") == Symbol("r1", 48) and values.get("r1") == Symbol("r1", 4)
     assert condition_holds(values.flags, "lo") is True and condition_holds(values.flags, "eq") is False
     assert isinstance(values.get("r0"), Symbol) and values.get("r0").name.startswith("?")  # loaded: unknown
-    # In an IT block a write may not happen: what it writes becomes unknown.
-    run_block(values, [Instruction(2, "movs", "r4, #1"), Instruction(2, "it", "gt"), Instruction(2, "movgt", "r4, #0")])
+    # In an IT block a write happens when the known flags say so, is skipped when they say
+    # not, and is unknown when they do not tell (r0 was loaded).
+    run_block(values, [Instruction(2, "movs", "r4, #1"), Instruction(2, "ite", "gt"), Instruction(2, "movgt", "r4, #0"),
+                       Instruction(2, "movle", "r4, #7")])
+    assert values.get("r4") == 0
+    run_block(values, [Instruction(2, "cmp", "r0, #1"), Instruction(2, "it", "gt"), Instruction(2, "movgt", "r4, #9")])
     assert not isinstance(values.get("r4"), int)
     assert condition_holds((Symbol("a"), Symbol("b")), "eq") is None  # two unknowns: no verdict
