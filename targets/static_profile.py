@@ -175,9 +175,9 @@ class FunctionProfile:
         self.dom = dominators(self.graph)
         self.loops = natural_loops(self.graph, self.dom)
         self.order = reverse_postorder(self.graph, self.dom)
-        self._writes: dict[int, frozenset[str]] = {}
-        self.written_in = {h: frozenset().union(*(self._block_writes(b) for b in body)) for h, body in self.loops.items()}
         self._equalities: dict[tuple[int, int], tuple[str, str] | None] = {}
+        self._writes = self._writes_per_block()
+        self.written_in = {h: frozenset().union(*(self._writes[b] for b in body)) for h, body in self.loops.items()}
         self.kept_in: dict[int, frozenset[str]] = {}
         for h in sorted(self.loops, key=lambda h: len(self.loops[h])):  # a loop's inner loops first
             self.kept_in[h] = self._kept(h)
@@ -197,13 +197,26 @@ class FunctionProfile:
         """Run instructions start..end-1 on `state`, with the constants the code shows."""
         run_block(state, self.instructions[start:end], self.resolved[start:end])
 
-    def _block_writes(self, b: int) -> frozenset[str]:
-        if b not in self._writes:
-            values, written = Values(), set()
-            for insn in self.block(b):
-                written |= execute(values, insn)
-            self._writes[b] = frozenset(written)
-        return self._writes[b]
+    def _writes_per_block(self) -> dict[int, frozenset[str]]:
+        """What each block writes (registers, stack slots), its stores' addresses read with
+        the values of one pass in which every loop runs its first iteration, so that a store
+        through a pointer into the stack names the slot it writes there. (Where that pointer
+        moves, the other slots it writes are not named: they hold the data an array on the
+        stack holds, accumulators, coordinates, not what loops are counted by.)"""
+        writes: dict[int, frozenset[str]] = {}
+        out: dict[int, Values] = {}
+        every_loop = frozenset(self.loops)
+        for b in self.order:
+            state = self._state_into(b, 0, self.entry, out, every_loop)
+            written: set[str] = set()
+            for insn, constant in zip(self.block(b), self.resolved[slice(*self.graph.blocks[b])]):
+                written |= execute(state if state is not None else Values(), insn, resolved=constant)
+            writes[b] = frozenset(written)
+            if state is not None:
+                out[b] = state
+        for b in range(len(self.graph)):  # blocks no path reaches
+            writes.setdefault(b, frozenset())
+        return writes
 
     def is_back_edge(self, u: int, v: int) -> bool:
         return v in self.dom.get(u, ())

@@ -147,6 +147,31 @@ def _slot(text: str) -> str | None:
     return f"{match.group(1)}{int(match.group(2) or '0', 0):+d}" if match else None
 
 
+_ADDRESS = re.compile(r"\[(\w+)(?:,\s*(?:#(-?(?:0x[0-9a-f]+|\d+))|(\w+)(?:,\s*lsl\s*#(\d+))?))?\]!?")
+
+
+def stack_slot(values: Values, operand: str) -> str | None:
+    """The stack slot a memory operand addresses, as "sp+N" from the current stack pointer
+    (`[sp, #8]`; `[r8, r1, lsl #2]` where r8 holds sp + 404 and r1 is 2): the same name for
+    the same word however it is addressed. `[r7, #n]` with a frame pointer not known to be
+    sp-based is "r7+n"; None for any other operand."""
+    match = _ADDRESS.fullmatch(operand.strip())
+    if not match:
+        return None
+    base, offset, index, shift = match.group(1), int(match.group(2) or "0", 0), match.group(3), match.group(4)
+    if base == "sp" and index is None:
+        return f"sp{offset:+d}"
+    if base not in REGISTERS or (index is not None and index not in REGISTERS):
+        return None
+    step = 0 if index is None else values.get(index)
+    if not isinstance(step, int):
+        return None
+    address, stack = add(values.get(base), offset + (step << int(shift or "0"))), values.get("sp")
+    if isinstance(address, Symbol) and isinstance(stack, Symbol) and address.name == stack.name:
+        return f"sp{address.offset - stack.offset:+d}"
+    return f"r7{offset:+d}" if base == "r7" and index is None else None
+
+
 def _operand(values: Values, operands: list[str], i: int):
     """Operand i (a register or an immediate) with a following shift applied; None if it is
     neither."""
@@ -197,17 +222,20 @@ def execute(values: Values, insn: Instruction, conditional: bool = False, resolv
     elif base == "movt" and len(ops) == 2 and ops[0] in REGISTERS and (high := immediate(ops[1])) is not None:
         low = values.get(ops[0])
         new[ops[0]] = signed((low & 0xFFFF) | (high << 16)) if isinstance(low, int) else None
-    elif base == "ldr" and len(ops) == 2 and ops[0] in REGISTERS and _slot(ops[1]):
-        new[ops[0]] = values.get(_slot(ops[1]))
-    elif base == "str" and len(ops) == 2 and _slot(ops[1]):
-        new[_slot(ops[1])] = values.get(ops[0])
-    elif base in ("ldrd", "strd") and len(ops) == 3 and (slot := _slot(ops[2])):
+    elif base == "ldr" and len(ops) == 2 and ops[0] in REGISTERS and (slot := stack_slot(values, ops[1])):
+        new[ops[0]] = values.get(slot)
+    elif base == "str" and len(ops) == 2 and (slot := stack_slot(values, ops[1])):
+        new[slot] = values.get(ops[0])
+    elif base in ("ldrd", "strd") and len(ops) == 3 and (slot := stack_slot(values, ops[2])):
         base_register, offset = slot[:2], int(slot[2:])
         second = f"{base_register}{offset + 4:+d}"
         if base == "ldrd":
             new[ops[0]], new[ops[1]] = values.get(slot), values.get(second)
         else:
             new[slot], new[second] = values.get(ops[0]), values.get(ops[1])
+    elif base.startswith(("ldm", "stm")) and "!" not in insn.operands and ops \
+            and (first := stack_slot(values, f"[{ops[0]}]")) and first.startswith("sp"):
+        new.update(_multiple_on_stack(values, base, first, _listed(insn.operands)))
     elif base in ("mov", "movs", "movw", "mvn", "mvns") and len(ops) >= 2 and ops[0] in REGISTERS:
         value = _operand(values, ops, 1)
         if base.startswith("mvn"):
@@ -306,6 +334,17 @@ def _listed(raw: str) -> list[str]:
         elif first in REGISTERS or first == "pc":
             names.append(first)
     return names
+
+
+def _multiple_on_stack(values: Values, base: str, first: str, listed: list[str]) -> dict:
+    """A load or store multiple from a register holding a stack address (no writeback): the
+    listed registers from or to consecutive slots, from `first` up ("ia") or ending below it
+    ("db")."""
+    start = int(first[2:]) - (4 * len(listed) if "db" in base else 0)
+    slots = [f"sp{start + 4 * k:+d}" for k in range(len(listed))]
+    if base.startswith("ldm"):
+        return {name: values.get(slot) for name, slot in zip(listed, slots) if name in REGISTERS}
+    return {slot: values.get(name) for name, slot in zip(listed, slots)}
 
 
 def _multiple_with_writeback(values: Values, base: str, ops: list[str], raw: str) -> dict:

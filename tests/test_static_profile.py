@@ -181,13 +181,28 @@ LOAD_MULTIPLE = listing("""
  a: bx lr
 """)
 
+# A bound stored into an array on the stack through a pointer and an index register, read
+# back with a load multiple: the same slot (sp + 20) however it is addressed, 6 iterations.
+STACK_ARRAY = listing("""
+ 0: add.w r8, sp, #16
+ 4: movs r1, #1
+ 6: movs r2, #6
+ 8: str.w r2, [r8, r1, lsl #2]
+ c: ldmia.w r8, {r4, r5}
+ 10: movs r3, #0
+ 12: adds r3, #1
+ 14: cmp r3, r5
+ 16: bne.n 12 <f+0x12>
+ 18: bx lr
+""")
+
 
 @pytest.mark.parametrize("text, expected", [
     (SPILLED, {4: 5}), (POINTERS, {4: 12}), (TAIL_PREDICATED, {6: 7}), (FLAG_AND_NESTED, {4: 2, 6: 4}),
     (LONG, {2: 3000}), (DATA_BOUND, {4: None}), (LITERAL_POOL, {6: 8}), (WIDE_BOUND, {10: 1000}),
-    (KEPT_ACROSS_INNER, {2: 5, 4: 3}), (LOAD_MULTIPLE, {4: 8}),
+    (KEPT_ACROSS_INNER, {2: 5, 4: 3}), (LOAD_MULTIPLE, {4: 8}), (STACK_ARRAY, {0x12: 6}),
 ], ids=["spilled", "pointers", "tail-predicated", "flag-and-nested", "long", "data-bound", "literal-pool",
-        "wide-bound", "kept-across-inner", "load-multiple"])
+        "wide-bound", "kept-across-inner", "load-multiple", "stack-array"])
 def test_trip_counts_the_compiler_hides(text, expected):
     assert trips_by_header(profile_of(text)) == expected
 
