@@ -28,8 +28,8 @@ for proposal. With that fit (and only then: a correlation on a few trials says t
 the space, not that its top is the top), every other point of the initial design is the
 code's best of a screen of random points.
 
-On the eleven recorded spaces (20 seeds) ranking by the static profile saved 29.3% of the
-evaluations to `transfer`'s best on first tunes and 39.0% with priors, pooled (36-72% on the
+On the eleven recorded spaces (20 seeds) ranking by the static profile saved 30.6% of the
+evaluations to `transfer`'s best on first tunes and 41.5% with priors, pooled (36-70% on the
 M4's matmul_s8, up to 90% on the M55's; instructions per product had saved 5.7% and 9.5%, a
 learnt forest had cost 18% and 13% more: docs/code-ranking-live.md).
 `edgetune replay --strategy transfer+code` runs it on recorded spaces, `edgetune tune` and
