@@ -76,6 +76,11 @@ class ProfileEstimate:
     loops_unknown: int  # of which the trip count was not worked out
 
 
+def _holds(left, right, condition: str) -> bool | None:
+    """Whether a branch's condition holds on the values it compares (None: unknown)."""
+    return None if left is None or right is None else condition_holds((left, right), condition)
+
+
 @dataclass(frozen=True)
 class ExitTest:
     """One iteration's test at a loop exit: the values its branch compares, the condition,
@@ -86,8 +91,7 @@ class ExitTest:
     leaves_when_holding: bool
 
     def verdict(self) -> str | None:
-        holds = condition_holds((self.left, self.right), self.condition) \
-            if self.left is not None and self.right is not None else None
+        holds = _holds(self.left, self.right, self.condition)
         if holds is None:
             return "unknown"
         return "exit" if holds == self.leaves_when_holding else None
@@ -104,8 +108,7 @@ class Branch:
 
     def way(self) -> int | None:
         """The block it goes to this time; None when the values do not tell."""
-        holds = condition_holds((self.left, self.right), self.condition) \
-            if self.left is not None and self.right is not None else None
+        holds = _holds(self.left, self.right, self.condition)
         return None if holds is None else self.jumped if holds else self.fell
 
 
@@ -176,8 +179,8 @@ class FunctionProfile:
         self.loops = natural_loops(self.graph, self.dom)
         self.order = reverse_postorder(self.graph, self.dom)
         self._equalities: dict[tuple[int, int], tuple[str, str] | None] = {}
-        self._writes = self._writes_per_block()
-        self.written_in = {h: frozenset().union(*(self._writes[b] for b in body)) for h, body in self.loops.items()}
+        writes = self._writes_per_block()
+        self.written_in = {h: frozenset().union(*(writes[b] for b in body)) for h, body in self.loops.items()}
         self.kept_in: dict[int, frozenset[str]] = {}
         for h in sorted(self.loops, key=lambda h: len(self.loops[h])):  # a loop's inner loops first
             self.kept_in[h] = self._kept(h)

@@ -6,8 +6,8 @@ set up ten instructions before the loop, a flag toggled to run an outer loop twi
 a loop's trip count (edgetune.targets.static_profile) we run its control path over values
 that are a constant (int), a symbol plus a constant offset (`Symbol`: a register's value on
 entry, a load from memory, anything not worked out) so that two pointers from one base
-compare exactly, or nothing known. Stack slots addressed from sp or the frame pointer r7
-are tracked like registers. Only the instructions that move, add or compare such values are
+compare exactly, or nothing known. Stack slots are tracked like registers, named by their
+address from the stack pointer however it is formed (`stack_slot`). Only the instructions that move, add or compare such values are
 interpreted; every other instruction makes what it writes unknown.
 
 Constants too wide for an immediate come from the literal pool (`ldr r3, [pc, #308]`: the
@@ -33,7 +33,6 @@ REGISTERS = frozenset({"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9
 CALL_CLOBBERS = frozenset({"r0", "r1", "r2", "r3", "ip", "r12", "lr"})
 _MASK = 0xFFFFFFFF
 _IMMEDIATE = re.compile(r"#(-?(?:0x[0-9a-f]+|\d+))")
-_STACK_SLOT = re.compile(r"\[(sp|r7)(?:,\s*#(-?(?:0x[0-9a-f]+|\d+)))?\]")
 _PRE_INDEXED = re.compile(r"\[(\w+)(?:,\s*#(-?(?:0x[0-9a-f]+|\d+)))?\]!")
 _POST_INDEXED = re.compile(r"\[(\w+)\],\s*#(-?(?:0x[0-9a-f]+|\d+))")
 _SHIFT = re.compile(r"(lsl|lsr|asr|ror)\s*#(\d+)")
@@ -139,12 +138,6 @@ def immediate(text: str) -> int | None:
     """The value of an immediate operand ("#48", "#0x30"); None for anything else."""
     match = _IMMEDIATE.fullmatch(text)
     return int(match.group(1), 0) if match else None
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _slot(text: str) -> str | None:
-    match = _STACK_SLOT.fullmatch(text.strip())
-    return f"{match.group(1)}{int(match.group(2) or '0', 0):+d}" if match else None
 
 
 _ADDRESS = re.compile(r"\[(\w+)(?:,\s*(?:#(-?(?:0x[0-9a-f]+|\d+))|(\w+)(?:,\s*lsl\s*#(\d+))?))?\]!?")
@@ -366,7 +359,7 @@ def _written(base: str, ops: list[str], raw: str) -> set[str]:
         return set(CALL_CLOBBERS)
     if base.startswith(("pop", "ldm", "vpop", "vldm")):
         # the registers in the list, and the base register only when written back ("!")
-        listed = set(re.findall(r"\b(r\d+|ip|lr|sl|fp|sb)\b", raw[raw.find("{"):])) if base[0] != "v" else set()
+        listed = {name for name in _listed(raw) if name in REGISTERS} if base[0] != "v" else set()
         return listed | ({"sp"} if "pop" in base else {ops[0].rstrip("!")} if "!" in raw else set())
     if base.startswith(("push", "stm", "vpush", "vstm")):
         return {"sp"} if "push" in base else {ops[0].rstrip("!")} if "!" in raw else set()
