@@ -20,6 +20,7 @@ at GCC's O3: 17 of its 31 pixel groups).
 """
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from .thumb_values import unknown
 
 WALK_INSTRUCTIONS = 100_000
 VERIFY_RUNS = 2  # a loop is jumped over once this many of its runs have gone as its count said
+_STACK_SLOT = re.compile(r"sp[+-]\d+")  # a stack slot's name (thumb_values.stack_slot)
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ class _Walk:
         unknown. None: walk it."""
         runs = self.runs.get(h, [])
         if not self.countable[h] or any(u not in self.undecided for u in self.plain_in[h]) \
-                or len(runs) < VERIFY_RUNS or any(n != self.trips[h] for n in runs):
+                or len(runs) < VERIFY_RUNS or any(n != self.trips[h] for n in runs) or self._fills_known(h):
             return None
         body = self.profile.loops[h]
         exits = {(u, v) for u in body for v in self.graph.successors[u] if v not in body}
@@ -140,5 +142,29 @@ class _Walk:
             return None
         for name in self.profile.written_in[h] - self.profile.kept_in[h]:
             state.known[name] = unknown()
+        for first, last in self._swept(h):
+            for name in [n for n in state.known if _STACK_SLOT.fullmatch(n) and first <= int(n[2:]) <= last]:
+                state.known[name] = unknown()
         state.flags = None
         return exits.pop()
+
+    def _fills_known(self, h: int) -> bool:
+        """Whether loop h stores values it knows into an array on the stack (the coordinates of
+        a tile's pixels, which later branches test): walked every time, so they stay known."""
+        return any(known for b in self.profile.loops[h] for _, _, known in self.profile.stepped_stores.get(b, ()))
+
+    def _swept(self, h: int) -> list[tuple[int, int]]:
+        """The stack offsets (first, last) loop h's stepping stores can reach in one run: each
+        store runs once per iteration of every loop around it inside h (counts known, as a
+        jumped loop's are), its pointer stepping each time."""
+        loops = self.profile.loops
+        swept = []
+        for b in loops[h]:
+            runs = 1
+            for g, body in loops.items():
+                if b in body and body <= loops[h]:
+                    runs *= self.trips[g]
+            for first, step, _ in self.profile.stepped_stores.get(b, ()):
+                last = first + step * (runs - 1)
+                swept.append((min(first, last), max(first, last)))
+        return swept

@@ -43,7 +43,7 @@ from .branch_walk import walk_branches
 from .control_flow import FlowGraph, dominators, flow_graph, natural_loops, reverse_postorder, target_address
 from .mix import Instruction
 from .thumb_values import (REGISTERS, Symbol, Values, condition_holds, execute, immediate, resolve_constants,
-                           run_block, split_operands, unknown)
+                           run_block, split_operands, stepped_store, unknown)
 
 MAX_TRIPS = 4096
 UNKNOWN_TRIPS = 8  # a loop whose count we cannot work out: a guess, counted in `loops_unknown`
@@ -179,6 +179,9 @@ class FunctionProfile:
         self.loops = natural_loops(self.graph, self.dom)
         self.order = reverse_postorder(self.graph, self.dom)
         self._equalities: dict[tuple[int, int], tuple[str, str] | None] = {}
+        # block -> (first slot's offset from sp, step, value known) of each store stepping a
+        # pointer through the stack: the slots after the first are not in the block's writes
+        self.stepped_stores: dict[int, list[tuple[int, int, bool]]] = {}
         writes = self._writes_per_block()
         self.written_in = {h: frozenset().union(*(writes[b] for b in body)) for h, body in self.loops.items()}
         self.kept_in: dict[int, frozenset[str]] = {}
@@ -213,6 +216,8 @@ class FunctionProfile:
             state = self._state_into(b, 0, self.entry, out, every_loop)
             written: set[str] = set()
             for insn, constant in zip(self.block(b), self.resolved[slice(*self.graph.blocks[b])]):
+                if state is not None and (stepped := stepped_store(state, insn)) is not None:
+                    self.stepped_stores.setdefault(b, []).append(stepped)
                 written |= execute(state if state is not None else Values(), insn, resolved=constant)
             writes[b] = frozenset(written)
             if state is not None:
@@ -273,9 +278,7 @@ class FunctionProfile:
         equals an operand (a pointer loop's `cmp r1, lr; bne` falling through, a `cbz`
         taken), the one known of the two stands for the other, so what the loop leaves
         behind (the pointer at its end) is known after it."""
-        if (p, b) not in self._equalities:
-            self._equalities[(p, b)] = self._equality(p, b)
-        equality = self._equalities[(p, b)]
+        equality = self._equal_edge(p, b)
         if equality is None:
             return state
         register, operand = equality
@@ -288,6 +291,18 @@ class FunctionProfile:
             state = state.copy()
             state.known[operand] = mine
         return state
+
+    def _equal_edge(self, p: int, b: int) -> tuple[str, str] | None:
+        if (p, b) not in self._equalities:
+            self._equalities[(p, b)] = self._equality(p, b)
+        return self._equalities[(p, b)]
+
+    def _overflow_guard(self, u: int, v: int) -> bool:
+        """Whether edge u -> v is taken only when a value equals INT32_MIN: the guard of a
+        saturating doubling multiply (requantization), which only INT32_MIN x INT32_MIN
+        overflows; the code almost never goes that way."""
+        equality = self._equal_edge(u, v)
+        return equality is not None and (value := immediate(equality[1])) is not None and value & 0xFFFFFFFF == 1 << 31
 
     def _equality(self, p: int, b: int) -> tuple[str, str] | None:
         """(register, operand) that edge p -> b is taken only when equal; None for no such edge."""
@@ -307,7 +322,8 @@ class FunctionProfile:
             if probe.flags == ():
                 continue
             ops = split_operands(block[k].operands)
-            if block[k].mnemonic.split(".")[0] != "cmp" or len(ops) != 2:
+            # "it eq; cmpeq": the branch is taken only when both compares were equal
+            if block[k].mnemonic.split(".")[0] not in ("cmp", "cmpeq") or len(ops) != 2:
                 return None
             after = set().union(*(execute(Values(), insn) for insn in block[k + 1:-1]), written)
             return (ops[0], ops[1]) if ops[0] not in after and ops[1] not in after else None
@@ -472,6 +488,8 @@ class FunctionProfile:
             return [1.0] * len(successors)
         if u in self.shares:
             return [self.shares[u].get(v, 0.0) for v in successors]
+        if any(self._overflow_guard(u, v) for v in successors):
+            return [0.0 if self._overflow_guard(u, v) else 1.0 for v in successors]
         a, b = successors
         for h in sorted(self.loops, key=lambda h: len(self.loops[h])):  # the innermost loop first
             body = self.loops[h]

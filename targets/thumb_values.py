@@ -81,8 +81,16 @@ def subtract(a, b):
 
 _BITWISE = {"and": lambda a, b: a & b, "orr": lambda a, b: a | b, "eor": lambda a, b: a ^ b,
             "bic": lambda a, b: a & ~b, "lsl": lambda a, b: a << b, "lsr": lambda a, b: (a & _MASK) >> b,
-            "asr": lambda a, b: signed(a) >> b, "mul": lambda a, b: a * b}
+            "asr": lambda a, b: signed(a) >> b, "mul": lambda a, b: a * b,
+            # divisions (a pixel counter split into row and column); by zero they give 0 on Armv7-M/v8-M
+            "udiv": lambda a, b: (a & _MASK) // (b & _MASK) if b & _MASK else 0,
+            "sdiv": lambda a, b: _divided(signed(a), signed(b))}
 _ARITHMETIC = ("add", "sub", "rsb", *_BITWISE)
+
+
+def _divided(a: int, b: int) -> int:
+    """A signed division as sdiv does it: truncated toward zero, 0 for a zero divisor."""
+    return (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1) if b else 0
 # Byte and halfword extensions (a counter below 256 narrowed before a multiply-shift division).
 _EXTENDS = {"uxtb": lambda a: a & 0xFF, "uxth": lambda a: a & 0xFFFF,
             "sxtb": lambda a: ((a & 0xFF) ^ 0x80) - 0x80, "sxth": lambda a: ((a & 0xFFFF) ^ 0x8000) - 0x8000}
@@ -165,6 +173,23 @@ def stack_slot(values: Values, operand: str) -> str | None:
     return f"r7{offset:+d}" if base == "r7" and index is None else None
 
 
+def stepped_store(values: Values, insn: Instruction) -> tuple[int, int, bool] | None:
+    """For a word store into the stack through a pointer it steps (`str r5, [r0], #4`,
+    `str r5, [r0, #4]!`: an array of coordinates or accumulators filled in a loop), the
+    offset from sp of the slot it writes now, the step, and whether the value stored is
+    known; None for any other instruction."""
+    ops = split_operands(insn.operands)
+    if insn.mnemonic.split(".")[0] != "str" or not _one_address(ops):
+        return None
+    step = immediate(ops[2]) if len(ops) == 3 else (match := _PRE_INDEXED.search(insn.operands)) and int(
+        match.group(2) or "0", 0)
+    slot = stack_slot(values, ops[1])
+    if not step or slot is None or not slot.startswith("sp"):
+        return None
+    stored = values.get(ops[0])
+    return int(slot[2:]), step, isinstance(stored, int) or isinstance(stored, Symbol) and not stored.name.startswith("?")
+
+
 def _operand(values: Values, operands: list[str], i: int):
     """Operand i (a register or an immediate) with a following shift applied; None if it is
     neither."""
@@ -215,9 +240,9 @@ def execute(values: Values, insn: Instruction, conditional: bool = False, resolv
     elif base == "movt" and len(ops) == 2 and ops[0] in REGISTERS and (high := immediate(ops[1])) is not None:
         low = values.get(ops[0])
         new[ops[0]] = signed((low & 0xFFFF) | (high << 16)) if isinstance(low, int) else None
-    elif base == "ldr" and len(ops) == 2 and ops[0] in REGISTERS and (slot := stack_slot(values, ops[1])):
+    elif base == "ldr" and _one_address(ops) and ops[0] in REGISTERS and (slot := stack_slot(values, ops[1])):
         new[ops[0]] = values.get(slot)
-    elif base == "str" and len(ops) == 2 and (slot := stack_slot(values, ops[1])):
+    elif base == "str" and _one_address(ops) and (slot := stack_slot(values, ops[1])):
         new[slot] = values.get(ops[0])
     elif base in ("ldrd", "strd") and len(ops) == 3 and (slot := stack_slot(values, ops[2])):
         base_register, offset = slot[:2], int(slot[2:])
@@ -246,17 +271,8 @@ def execute(values: Values, insn: Instruction, conditional: bool = False, resolv
     elif base == "tst" and len(ops) >= 2:
         a, b = values.get(ops[0]) if ops[0] in REGISTERS else None, _operand(values, ops, 1)
         flags = (a & b, 0) if isinstance(a, int) and isinstance(b, int) else None
-    elif base in _EXTENDS and len(ops) == 2 and ops[0] in REGISTERS and ops[1] in REGISTERS:
-        value = values.get(ops[1])
-        new[ops[0]] = _EXTENDS[base](value) if isinstance(value, int) else None
-    elif base in ("umull", "smull") and len(ops) == 4 and all(op in REGISTERS for op in ops):
-        # a division by a constant compiles to a multiply by its reciprocal, high word kept
-        a, b = values.get(ops[2]), values.get(ops[3])
-        if isinstance(a, int) and isinstance(b, int):
-            product = (a & _MASK) * (b & _MASK) if base == "umull" else a * b
-            new[ops[0]], new[ops[1]] = signed(product), signed(product >> 32)
-        else:
-            new[ops[0]] = new[ops[1]] = None
+    elif (extended := _extended_or_multiplied(values, base, ops)) is not None:
+        new.update(extended)
     elif base.startswith(("ldm", "stm", "push", "pop")) and ("!" in insn.operands or base in ("push", "pop")):
         new.update(_multiple_with_writeback(values, base, ops, insn.operands))
     elif base in ("dls", "dlstp", "wls", "wlstp") and len(ops) >= 2:
@@ -282,6 +298,39 @@ def execute(values: Values, insn: Instruction, conditional: bool = False, resolv
     if flags != "unchanged":
         values.flags = None if conditional else flags
     return frozenset(new)
+
+
+def _one_address(ops: list[str]) -> bool:
+    """Whether a load or store's operands are a register and one address: `[sp, #8]`, or
+    post-indexed `[r0], #4` (the word at r0, then r0 steps: an array filled on the stack)."""
+    return len(ops) == 2 or len(ops) == 3 and immediate(ops[2]) is not None
+
+
+def _extended_or_multiplied(values: Values, base: str, ops: list[str]) -> dict | None:
+    """What a byte or halfword extension, an extend-and-add, a multiply-accumulate or a long
+    multiply writes (register -> value, None where unknown); None for any other instruction."""
+    if not ops or not all(op in REGISTERS for op in ops):
+        return None
+    if base in _EXTENDS and len(ops) == 2:
+        value = values.get(ops[1])
+        return {ops[0]: _EXTENDS[base](value) if isinstance(value, int) else None}
+    if len(base) == 5 and base[3] == "a" and base[:3] + base[4:] in _EXTENDS and len(ops) == 3:
+        # extend and add ("uxtab r0, r1, r2": r1 + (r2 & 0xff)), a column computed from a pixel counter
+        value = values.get(ops[2])
+        return {ops[0]: add(values.get(ops[1]), _EXTENDS[base[:3] + base[4:]](value)) if isinstance(value, int) else None}
+    if base in ("mla", "mls") and len(ops) == 4:
+        # multiply and add or subtract: an address stepped by rows, a column left of a row
+        a, b, c = (values.get(op) for op in ops[1:])
+        product = signed(a * b) if isinstance(a, int) and isinstance(b, int) else None
+        return {ops[0]: None if product is None else add(c, product) if base == "mla" else subtract(c, product)}
+    if base in ("umull", "smull") and len(ops) == 4:
+        # a division by a constant compiles to a multiply by its reciprocal, high word kept
+        a, b = values.get(ops[2]), values.get(ops[3])
+        if not (isinstance(a, int) and isinstance(b, int)):
+            return {ops[0]: None, ops[1]: None}
+        product = (a & _MASK) * (b & _MASK) if base == "umull" else a * b
+        return {ops[0]: signed(product), ops[1]: signed(product >> 32)}
+    return None
 
 
 # Instructions that write no register (stores, compares, branches, hints, predication).

@@ -18,11 +18,11 @@ import pytest
 from edgetune import live_rank
 from edgetune.codegen import get_kernel
 from edgetune.model import load_model
-from edgetune.model.session import LayerRanking, tune_model
+from edgetune.model.session import LayerRanking, distinct_workloads, tune_model
 from edgetune.session import LiveSearch, TuneRequest, tune
 from edgetune.targets import get_target
 from edgetune.tuner import Outcome, Space, TuningDatabase, choice
-from edgetune.tuner.code_explore import GATE_KERNEL_RHO, CodeRankedTransfer, KernelFit, rank_positions
+from edgetune.tuner.code_explore import GATE_KERNEL_RHO, MIN_SPACES, CodeRankedTransfer, KernelFit, rank_positions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,6 +52,20 @@ def test_a_recorded_space_of_the_tuned_workload_is_left_out_of_the_gates_evidenc
     # Left out, the tuned workload's own space is not its evidence: two M4 siblings remain.
     fit = live_rank.live_ranker("matmul_s8", "cortex-m4", {"m": 4, "n": 24, "k": 48}).kernel_fit
     assert fit.spaces == 2
+
+
+@pytest.mark.parametrize("target", ["cortex-m4", "cortex-m55"])
+def test_ds_cnns_convolutions_have_evidence_on_two_other_shapes(target):
+    """Each of DS-CNN's convolution workloads is judged on two recorded shapes of its kernel
+    other than its own (its depthwise layer's own space left out), enough for the code to vote
+    from the first plan where the estimate ranks them at GATE_KERNEL_RHO or better."""
+    model = load_model(ROOT / "tests" / "data" / "models" / "ds_cnn_kws.tflite")
+    for lw in distinct_workloads(model.layers, get_target(target)):
+        ranker = live_rank.live_ranker(lw.kernel.name, target, lw.shape)
+        assert ranker.kernel_fit.spaces >= MIN_SPACES, lw.workload.key()
+        assert ranker.kernel_fit.rho >= GATE_KERNEL_RHO, (lw.workload.key(), ranker.kernel_fit)
+        assert ranker.left_out == ((f"dwconv2d_s8-{target}-h25w5c64k3.json.gz",) if lw.kernel.name == "dwconv2d_s8"
+                                   else ())
 
 
 def test_without_a_score_transfer_code_proposes_as_transfer_does():
@@ -195,16 +209,16 @@ def test_model_tune_runs_transfer_code_on_a_layer(tmp_path):
     model = load_model(ROOT / "tests" / "data" / "models" / "ds_cnn_kws.tflite")
     depthwise = [layer for layer in model.layers if layer.kernel == "dwconv2d_s8"][:1]
     db = TuningDatabase(tmp_path / "t.db")
-    summary = tune_model(depthwise, get_target("cortex-m55"), db, budget=3, strategy="transfer+code", baselines=False)
+    summary = tune_model(depthwise, get_target("cortex-m7"), db, budget=3, strategy="transfer+code", baselines=False)
     assert summary.spent == 3
     (workload,) = db.workloads()
     asked = [r for r in db.proposals(workload) if r.asked]
     assert asked and {r.strategy for r in db.proposals(workload)} == {"transfer+code"}
     # What the code ranking did is kept per layer: one round, below the own-trials gate's
-    # first judgement (GATE_TRIALS), with no second recorded dwconv2d_s8 space as evidence.
+    # first judgement (GATE_TRIALS), with no recorded dwconv2d_s8 space of the M7 as evidence.
     (layer,) = summary.layers
     assert layer.code_ranking == LayerRanking(None, False, 1, 0, layer.code_ranking.compiled)
-    plain = tune_model(depthwise, get_target("cortex-m55"), TuningDatabase(tmp_path / "p.db"), budget=1,
+    plain = tune_model(depthwise, get_target("cortex-m7"), TuningDatabase(tmp_path / "p.db"), budget=1,
                        baselines=False)
     assert plain.layers[0].code_ranking is None  # `transfer` ranks no code
 
@@ -274,13 +288,13 @@ def test_a_seed_reproduces_a_live_transfer_code_run(tmp_path):
 
 @pytest.mark.qemu
 def test_with_its_gate_shut_transfer_code_proposes_what_transfer_does_on_a_live_space(tmp_path):
-    """On the Cortex-M4, dwconv2d_s8 has one recorded space (the code estimate ranks it at
-    0.69): no evidence (one shape, and below GATE_KERNEL_RHO). Before its own trials can judge
-    the ranking (GATE_TRIALS), the gate is shut, nothing is compiled to be ranked, and the
-    search is `transfer`, proposal for proposal."""
-    shape = "h=4,w=4,c=16,kh=3,kw=3,pad=1"
-    ranked, search = live_proposals(tmp_path, "a", "dwconv2d_s8", shape, "transfer+code", 5, 2, target="cortex-m4")
-    plain, _ = live_proposals(tmp_path, "b", "dwconv2d_s8", shape, "transfer", 5, 2, target="cortex-m4")
+    """On the Cortex-M55, fir_q15 has one recorded space: however well the code estimate
+    ranks it, one shape is no evidence for another (MIN_SPACES). Before its own trials can
+    judge the ranking (GATE_TRIALS), the gate is shut, nothing is compiled to be ranked, and
+    the search is `transfer`, proposal for proposal."""
+    shape = "taps=16,block=32,rounding=nearest"
+    ranked, search = live_proposals(tmp_path, "a", "fir_q15", shape, "transfer+code", 5, 2, target="cortex-m55")
+    plain, _ = live_proposals(tmp_path, "b", "fir_q15", shape, "transfer", 5, 2, target="cortex-m55")
     assert search.kernel_fit is not None and search.kernel_fit.spaces == 1 and not search.votes_from_start
     assert not search.ranking_on and search.scored == 0
     assert ranked == plain and len(plain) == 5

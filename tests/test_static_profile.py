@@ -261,10 +261,74 @@ TRIANGULAR = listing("""
  10: bx lr
 """)
 
+# A pixel counter split into row and column: a division by 5 (udiv) gives the row, the
+# column is the counter less 5 rows (mls), less one (uxtab with -1: the tap left of it);
+# the tap is skipped on the first column (2 pixels of 10), and on the first row (5) by the
+# row test, so the body at 0x18 runs 4 times.
+PIXEL_SPLIT = listing("""
+ 0: movs r0, #0
+ 2: movs r6, #5
+ 4: mov.w r5, #4294967295
+ 8: udiv r3, r0, r6
+ c: cmp r3, #0
+ e: beq.n 1e <f+0x1e>
+ 10: mls r2, r3, r6, r0
+ 14: uxtab r2, r5, r2
+ 18: cmp r2, #0
+ 1a: blt.n 1e <f+0x1e>
+ 1c: adds r1, #1
+ 1e: adds r0, #1
+ 20: cmp r0, #10
+ 22: bne.n 8 <f+0x8>
+ 24: bx lr
+""")
+
+# The guard of a saturating doubling multiply: only INT32_MIN x INT32_MIN goes to 0xc, and
+# GCC's split guard (`cmp; bne; cmp; beq`) alike: the code counts that way as never taken.
+OVERFLOW_GUARD = listing("""
+ 0: cmp.w r1, #2147483648
+ 4: it eq
+ 6: cmpeq.w r2, #2147483648
+ a: beq.n e <f+0xe>
+ c: adds r0, #1
+ e: cmp.w r1, #2147483648
+ 12: bne.n 1a <f+0x1a>
+ 14: cmp.w r2, #2147483648
+ 18: beq.n 1c <f+0x1c>
+ 1a: adds r0, #2
+ 1c: bx lr
+""")
+
+# A tile's coordinates filled into a stack array by a stepped pointer (`str.w r3, [r0], #4`),
+# then tested: coords[1] = 1 + r4 for r4 = 0..3 is above 3 once, so 0x1a runs 3 times. The
+# fill loop is walked each time (jumped over, its array would keep the last walked values).
+COORDINATES_ON_STACK = listing("""
+ 0: sub sp, #16
+ 2: movs r4, #0
+ 4: mov r0, sp
+ 6: movs r2, #0
+ 8: adds r3, r2, r4
+ a: str.w r3, [r0], #4
+ e: adds r2, #1
+ 10: cmp r2, #2
+ 12: bne.n 8 <f+0x8>
+ 14: ldr r1, [sp, #4]
+ 16: cmp r1, #3
+ 18: bgt.n 1c <f+0x1c>
+ 1a: adds r5, #1
+ 1c: adds r4, #1
+ 1e: cmp r4, #4
+ 20: bne.n 4 <f+0x4>
+ 22: add sp, #16
+ 24: bx lr
+""")
+
 
 @pytest.mark.parametrize("text, expected", [
     (COUNTER_BRANCH, [1, 10, 8, 10, 1]), (TRIANGULAR, [1, 4, 10, 4, 1]),
-], ids=["counter-branch", "triangular"])
+    (COORDINATES_ON_STACK, [1, 4, 8, 4, 3, 4, 1]),
+    (PIXEL_SPLIT, [1, 10, 5, 4, 10, 1]), (OVERFLOW_GUARD, [1, 1, 1, 0, 1, 1]),
+], ids=["counter-branch", "triangular", "coordinates-on-stack", "pixel-split", "overflow-guard"])
 def test_the_walk_counts_branches_on_counters(text, expected):
     assert np.allclose(profile_of(text).frequencies(), expected)
 
@@ -395,3 +459,10 @@ def test_values_follow_moves_and_offsets_and_forget_what_they_cannot_know():
     run_block(values, [Instruction(2, "cmp", "r0, #1"), Instruction(2, "it", "gt"), Instruction(2, "movgt", "r4, #9")])
     assert not isinstance(values.get("r4"), int)
     assert condition_holds((Symbol("a"), Symbol("b")), "eq") is None  # two unknowns: no verdict
+    # divisions truncate toward zero (udiv reads its operands unsigned); extend-and-add adds
+    # the low byte; multiply-subtract takes the product from the third operand
+    values = Values()
+    for mnemonic, operands in (("mov.w", "r0, #4294967289"), ("movs", "r1, #2"), ("sdiv", "r2, r0, r1"),
+                               ("udiv", "r3, r0, r1"), ("uxtab", "r4, r1, r0"), ("mls", "r5, r1, r1, r4")):
+        execute(values, Instruction(4, mnemonic, operands))
+    assert [values.get(r) for r in ("r2", "r3", "r4", "r5")] == [-3, 0x7FFFFFFC, 2 + 0xF9, 2 + 0xF9 - 4]
