@@ -24,12 +24,12 @@ module works them out and weighs every block by how often it runs:
 The values know the constants the code loads from its literal pool or builds with
 movw/movt (an address as its relocated symbol plus offset), what an inner loop gives back
 or leaves behind (a spilled counter reloaded; the pointer an exit compare found equal to
-its end), and a division by a constant.
+its end), divisions (a pixel counter split into row and column), coordinates a loop fills
+into an array on the stack, and a requantization's INT32_MIN overflow guard (never taken).
 
-T32 code only (the Cortex-M targets); other code has no estimate. On our eleven recorded
-spaces it ranks configurations at 0.69-1.0 (Spearman; 0.97 or more on all but the M4's
-depthwise space) where instructions per product ranked them at 0.15-0.91
-(docs/static-profile.md).
+T32 code only (the Cortex-M targets); other code has no estimate. On our seventeen recorded
+spaces it ranks configurations at 0.965-1.0 (Spearman) where instructions per product
+ranked them at 0.15-0.91 (docs/static-profile.md).
 """
 from __future__ import annotations
 

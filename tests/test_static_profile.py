@@ -283,8 +283,9 @@ PIXEL_SPLIT = listing("""
  24: bx lr
 """)
 
-# The guard of a saturating doubling multiply: only INT32_MIN x INT32_MIN goes to 0xc, and
-# GCC's split guard (`cmp; bne; cmp; beq`) alike: the code counts that way as never taken.
+# The guard of a saturating doubling multiply: only INT32_MIN x INT32_MIN takes the branch
+# at 0xa past 0xc, or gets past GCC's split guard (`cmp; bne; cmp; beq` from 0xe) to 0x14:
+# both counted as never taken.
 OVERFLOW_GUARD = listing("""
  0: cmp.w r1, #2147483648
  4: it eq

@@ -28,10 +28,11 @@ for proposal. With that fit (and only then: a correlation on a few trials says t
 the space, not that its top is the top), every other point of the initial design is the
 code's best of a screen of random points.
 
-On the eleven recorded spaces (20 seeds) ranking by the static profile saved 30.6% of the
-evaluations to `transfer`'s best on first tunes and 41.5% with priors, pooled (36-70% on the
-M4's matmul_s8, up to 90% on the M55's; instructions per product had saved 5.7% and 9.5%, a
-learnt forest had cost 18% and 13% more: docs/code-ranking-live.md).
+On the seventeen recorded spaces (20 seeds) ranking by the static profile saved 43.8% of
+the evaluations to `transfer`'s best on first tunes and 52.0% with priors, pooled (43-71% on
+the M4's matmul_s8, 27-91% on its depthwise spaces; instructions per product had saved 5.7%
+and 9.5% on eleven of them, a learnt forest had cost 18% and 13% more:
+docs/code-ranking-live.md).
 `edgetune replay --strategy transfer+code` runs it on recorded spaces, `edgetune tune` and
 `model tune` live (edgetune.live_rank compiles the candidates); it is not the default.
 """
@@ -64,7 +65,8 @@ GATE_TRIALS = 6
 # target (tuner.product_rank.product_fit_among), on MIN_SPACES of them at least: one space is
 # one shape. At GATE_KERNEL_RHO or more the code has a say from the first plan and chooses
 # design points from its screen (below). With the static profile as the score (2026-12-03,
-# night) matmul_s8 passes it on both targets (M4 0.99, M55 0.998 since 2026-12-04); the figures that follow
+# night) matmul_s8 passes it on both targets (M4 0.99, M55 0.998 since 2026-12-04), and since the
+# recordings of 2026-12-04 (morning) conv2d_s8 and dwconv2d_s8 do (0.965-0.998); the figures that follow
 # were measured with instructions per product, under which the M4's ranked at 0.74-0.77. Eleven recorded spaces, 20 seeds
 # (bench/code_explore.py): 5.7% saved on first tunes and 9.5% with priors, pooled (ten
 # spaces, before the third M4 matmul_s8 shape: 6.1% and 2.5%). Once the code has voted on
