@@ -42,8 +42,8 @@ import numpy as np
 from .branch_walk import walk_branches
 from .control_flow import FlowGraph, dominators, flow_graph, natural_loops, reverse_postorder, target_address
 from .mix import Instruction
-from .thumb_values import (REGISTERS, Symbol, Values, condition_holds, execute, immediate, resolve_constants,
-                           run_block, split_operands, stepped_store, unknown)
+from .thumb_values import (REGISTERS, Symbol, Values, condition_holds, execute, immediate, is_known,
+                           resolve_constants, run_block, split_operands, stepped_store, unknown)
 
 MAX_TRIPS = 4096
 UNKNOWN_TRIPS = 8  # a loop whose count we cannot work out: a guess, counted in `loops_unknown`
@@ -284,10 +284,10 @@ class FunctionProfile:
         register, operand = equality
         other = immediate(operand) if operand.startswith("#") else state.known.get(operand)
         mine = state.known.get(register)
-        if _known(other) and not _known(mine):
+        if is_known(other) and not is_known(mine):
             state = state.copy()
             state.known[register] = other
-        elif _known(mine) and not _known(other) and not operand.startswith("#"):
+        elif is_known(mine) and not is_known(other) and not operand.startswith("#"):
             state = state.copy()
             state.known[operand] = mine
         return state
@@ -499,15 +499,10 @@ class FunctionProfile:
         return [0.5, 0.5]
 
 
-def _known(value) -> bool:
-    """Whether a value is known (a constant or a symbol plus offset), not an unknown."""
-    return isinstance(value, int) or isinstance(value, Symbol) and not value.name.startswith("?")
-
-
 def _passable(value) -> bool:
     """Whether a caller's value means the same in its callee: a known value, not a symbol of
     the caller's registers (its stack pointer, an argument it was given)."""
-    return _known(value) and not (isinstance(value, Symbol) and value.name in REGISTERS)
+    return is_known(value) and not (isinstance(value, Symbol) and value.name in REGISTERS)
 
 
 def estimate(functions: Mapping[str, tuple[Sequence[int], Sequence[Instruction]]],

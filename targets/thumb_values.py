@@ -91,6 +91,8 @@ _ARITHMETIC = ("add", "sub", "rsb", *_BITWISE)
 def _divided(a: int, b: int) -> int:
     """A signed division as sdiv does it: truncated toward zero, 0 for a zero divisor."""
     return (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1) if b else 0
+
+
 # Byte and halfword extensions (a counter below 256 narrowed before a multiply-shift division).
 _EXTENDS = {"uxtb": lambda a: a & 0xFF, "uxth": lambda a: a & 0xFFFF,
             "sxtb": lambda a: ((a & 0xFF) ^ 0x80) - 0x80, "sxth": lambda a: ((a & 0xFFFF) ^ 0x8000) - 0x8000}
@@ -186,8 +188,12 @@ def stepped_store(values: Values, insn: Instruction) -> tuple[int, int, bool] | 
     slot = stack_slot(values, ops[1])
     if not step or slot is None or not slot.startswith("sp"):
         return None
-    stored = values.get(ops[0])
-    return int(slot[2:]), step, isinstance(stored, int) or isinstance(stored, Symbol) and not stored.name.startswith("?")
+    return int(slot[2:]), step, is_known(values.get(ops[0]))
+
+
+def is_known(value) -> bool:
+    """Whether a value is known (a constant or a symbol plus offset), not an unknown."""
+    return isinstance(value, int) or isinstance(value, Symbol) and not value.name.startswith("?")
 
 
 def _operand(values: Values, operands: list[str], i: int):
