@@ -20,15 +20,13 @@ at GCC's O3: 17 of its 31 pixel groups).
 """
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from .thumb_values import unknown
+from .thumb_values import sp_offset, unknown
 
 WALK_INSTRUCTIONS = 100_000
 VERIFY_RUNS = 2  # a loop is jumped over once this many of its runs have gone as its count said
-_STACK_SLOT = re.compile(r"sp[+-]\d+")  # a stack slot's name (thumb_values.stack_slot)
 
 
 @dataclass(frozen=True)
@@ -74,6 +72,11 @@ class _Walk:
         # a loop is jumped over only when its count, and those of the loops in it, are known
         self.countable = {h: all(g in self.known for g in profile.loops if g in body)
                           for h, body in profile.loops.items()}
+        # loops that store values they know into an array on the stack (the coordinates of a
+        # tile's pixels, which later branches test): walked every time, so they stay known
+        self.fills_known = {h: any(known for b in body for _, _, known in profile.stepped_stores.get(b, ()))
+                            for h, body in profile.loops.items()}
+        self.swept = {h: self._swept(h) for h in profile.loops}
         self.runs: dict[int, list[int]] = defaultdict(list)  # each loop's iterations, run by run
         self.guessed: set[int] = set()  # loops left on a guess at least once
         self.went: dict[int, Counter] = defaultdict(Counter)
@@ -134,7 +137,7 @@ class _Walk:
         unknown. None: walk it."""
         runs = self.runs.get(h, [])
         if not self.countable[h] or any(u not in self.undecided for u in self.plain_in[h]) \
-                or len(runs) < VERIFY_RUNS or any(n != self.trips[h] for n in runs) or self._fills_known(h):
+                or len(runs) < VERIFY_RUNS or any(n != self.trips[h] for n in runs) or self.fills_known[h]:
             return None
         body = self.profile.loops[h]
         exits = {(u, v) for u in body for v in self.graph.successors[u] if v not in body}
@@ -142,16 +145,13 @@ class _Walk:
             return None
         for name in self.profile.written_in[h] - self.profile.kept_in[h]:
             state.known[name] = unknown()
-        for first, last in self._swept(h):
-            for name in [n for n in state.known if _STACK_SLOT.fullmatch(n) and first <= int(n[2:]) <= last]:
-                state.known[name] = unknown()
+        if self.swept[h]:
+            for name in list(state.known):
+                offset = sp_offset(name)
+                if offset is not None and any(first <= offset <= last for first, last in self.swept[h]):
+                    state.known[name] = unknown()
         state.flags = None
         return exits.pop()
-
-    def _fills_known(self, h: int) -> bool:
-        """Whether loop h stores values it knows into an array on the stack (the coordinates of
-        a tile's pixels, which later branches test): walked every time, so they stay known."""
-        return any(known for b in self.profile.loops[h] for _, _, known in self.profile.stepped_stores.get(b, ()))
 
     def _swept(self, h: int) -> list[tuple[int, int]]:
         """The stack offsets (first, last) loop h's stepping stores can reach in one run: each

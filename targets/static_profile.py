@@ -179,10 +179,7 @@ class FunctionProfile:
         self.loops = natural_loops(self.graph, self.dom)
         self.order = reverse_postorder(self.graph, self.dom)
         self._equalities: dict[tuple[int, int], tuple[str, str] | None] = {}
-        # block -> (first slot's offset from sp, step, value known) of each store stepping a
-        # pointer through the stack: the slots after the first are not in the block's writes
-        self.stepped_stores: dict[int, list[tuple[int, int, bool]]] = {}
-        writes = self._writes_per_block()
+        writes, self.stepped_stores = self._writes_per_block()
         self.written_in = {h: frozenset().union(*(writes[b] for b in body)) for h, body in self.loops.items()}
         self.kept_in: dict[int, frozenset[str]] = {}
         for h in sorted(self.loops, key=lambda h: len(self.loops[h])):  # a loop's inner loops first
@@ -203,13 +200,15 @@ class FunctionProfile:
         """Run instructions start..end-1 on `state`, with the constants the code shows."""
         run_block(state, self.instructions[start:end], self.resolved[start:end])
 
-    def _writes_per_block(self) -> dict[int, frozenset[str]]:
+    def _writes_per_block(self) -> tuple[dict[int, frozenset[str]], dict[int, list[tuple[int, int, bool]]]]:
         """What each block writes (registers, stack slots), its stores' addresses read with
         the values of one pass in which every loop runs its first iteration, so that a store
-        through a pointer into the stack names the slot it writes there. (Where that pointer
-        moves, the other slots it writes are not named: they hold the data an array on the
-        stack holds, accumulators, coordinates, not what loops are counted by.)"""
+        through a pointer into the stack names the slot it writes there; and each block's
+        stores that step such a pointer (thumb_values.stepped_store: the first slot's offset
+        from sp, the step, whether the value is known), whose later slots the writes do not
+        name (the walk, targets.branch_walk, works out how far they reach)."""
         writes: dict[int, frozenset[str]] = {}
+        stepped_stores: dict[int, list[tuple[int, int, bool]]] = {}
         out: dict[int, Values] = {}
         every_loop = frozenset(self.loops)
         for b in self.order:
@@ -217,14 +216,14 @@ class FunctionProfile:
             written: set[str] = set()
             for insn, constant in zip(self.block(b), self.resolved[slice(*self.graph.blocks[b])]):
                 if state is not None and (stepped := stepped_store(state, insn)) is not None:
-                    self.stepped_stores.setdefault(b, []).append(stepped)
+                    stepped_stores.setdefault(b, []).append(stepped)
                 written |= execute(state if state is not None else Values(), insn, resolved=constant)
             writes[b] = frozenset(written)
             if state is not None:
                 out[b] = state
         for b in range(len(self.graph)):  # blocks no path reaches
             writes.setdefault(b, frozenset())
-        return writes
+        return writes, stepped_stores
 
     def is_back_edge(self, u: int, v: int) -> bool:
         return v in self.dom.get(u, ())
@@ -488,8 +487,9 @@ class FunctionProfile:
             return [1.0] * len(successors)
         if u in self.shares:
             return [self.shares[u].get(v, 0.0) for v in successors]
-        if any(self._overflow_guard(u, v) for v in successors):
-            return [0.0 if self._overflow_guard(u, v) else 1.0 for v in successors]
+        guarded = [self._overflow_guard(u, v) for v in successors]
+        if any(guarded):
+            return [0.0 if taken_never else 1.0 for taken_never in guarded]
         a, b = successors
         for h in sorted(self.loops, key=lambda h: len(self.loops[h])):  # the innermost loop first
             body = self.loops[h]

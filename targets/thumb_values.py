@@ -185,10 +185,20 @@ def stepped_store(values: Values, insn: Instruction) -> tuple[int, int, bool] | 
         return None
     step = immediate(ops[2]) if len(ops) == 3 else (match := _PRE_INDEXED.search(insn.operands)) and int(
         match.group(2) or "0", 0)
-    slot = stack_slot(values, ops[1])
-    if not step or slot is None or not slot.startswith("sp"):
+    offset = sp_offset(stack_slot(values, ops[1]))
+    if not step or offset is None:
         return None
-    return int(slot[2:]), step, is_known(values.get(ops[0]))
+    return offset, step, is_known(values.get(ops[0]))
+
+
+_SP_SLOT = re.compile(r"sp([+-]\d+)")
+
+
+def sp_offset(name: str | None) -> int | None:
+    """The offset from the stack pointer of a slot named by `stack_slot` ("sp+136" -> 136);
+    None for any other name (a register, a frame-pointer slot "r7+8")."""
+    match = _SP_SLOT.fullmatch(name) if name else None
+    return int(match.group(1)) if match else None
 
 
 def is_known(value) -> bool:
@@ -320,10 +330,11 @@ def _extended_or_multiplied(values: Values, base: str, ops: list[str]) -> dict |
     if base in _EXTENDS and len(ops) == 2:
         value = values.get(ops[1])
         return {ops[0]: _EXTENDS[base](value) if isinstance(value, int) else None}
-    if len(base) == 5 and base[3] == "a" and base[:3] + base[4:] in _EXTENDS and len(ops) == 3:
+    extend = base[:3] + base[4:]  # "uxtab" -> "uxtb"
+    if len(base) == 5 and base[3] == "a" and extend in _EXTENDS and len(ops) == 3:
         # extend and add ("uxtab r0, r1, r2": r1 + (r2 & 0xff)), a column computed from a pixel counter
         value = values.get(ops[2])
-        return {ops[0]: add(values.get(ops[1]), _EXTENDS[base[:3] + base[4:]](value)) if isinstance(value, int) else None}
+        return {ops[0]: add(values.get(ops[1]), _EXTENDS[extend](value)) if isinstance(value, int) else None}
     if base in ("mla", "mls") and len(ops) == 4:
         # multiply and add or subtract: an address stepped by rows, a column left of a row
         a, b, c = (values.get(op) for op in ops[1:])
