@@ -42,8 +42,9 @@ import numpy as np
 from .branch_walk import walk_branches
 from .control_flow import FlowGraph, dominators, flow_graph, natural_loops, reverse_postorder, target_address
 from .mix import Instruction
+from .thumb_decode import decode
 from .thumb_values import (REGISTERS, Symbol, Values, condition_holds, execute, immediate, is_known,
-                           resolve_constants, run_block, split_operands, stepped_store, unknown)
+                           resolve_constants, run_decoded, split_operands, stepped_store, unknown)
 
 MAX_TRIPS = 4096
 UNKNOWN_TRIPS = 8  # a loop whose count we cannot work out: a guess, counted in `loops_unknown`
@@ -170,6 +171,7 @@ class FunctionProfile:
         """`entry`: what is known on entry (the arguments a call passes; nothing by default),
         `relocated`: the function's address relocations (address -> symbol)."""
         self.instructions = instructions
+        self.decoded = [decode(insn) for insn in instructions]  # read once: the walk runs them many times
         self.addresses = addresses
         self.target_of = target_of
         self.entry = entry or Values()
@@ -198,7 +200,7 @@ class FunctionProfile:
 
     def run(self, state: Values, start: int, end: int) -> None:
         """Run instructions start..end-1 on `state`, with the constants the code shows."""
-        run_block(state, self.instructions[start:end], self.resolved[start:end])
+        run_decoded(state, self.decoded[start:end], self.resolved[start:end])
 
     def _writes_per_block(self) -> tuple[dict[int, frozenset[str]], dict[int, list[tuple[int, int, bool]]]]:
         """What each block writes (registers, stack slots), its stores' addresses read with

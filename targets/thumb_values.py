@@ -18,26 +18,19 @@ compares exactly with its end).
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from .mix import Instruction
+from .thumb_decode import (ARITHMETIC, COMPARE, EXTEND_OR_MULTIPLY, EXTENDS, LOAD, LOOP_END, LOOP_START, MOVE, MOVT,
+                           MULTIPLE_ON_STACK, MULTIPLE_WITH_WRITEBACK, PAIR, PRE_INDEXED, REGISTERS, STORE, TEST,
+                           Address, Decoded, Operand, address, decode, immediate, one_address, split_operands)
 
-REGISTERS = frozenset({"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12",
-                       "sl", "fp", "ip", "sb", "lr", "sp"})
-# What a call may change (the AAPCS caller-saved registers).
-CALL_CLOBBERS = frozenset({"r0", "r1", "r2", "r3", "ip", "r12", "lr"})
 _MASK = 0xFFFFFFFF
-_IMMEDIATE = re.compile(r"#(-?(?:0x[0-9a-f]+|\d+))")
-_PRE_INDEXED = re.compile(r"\[(\w+)(?:,\s*#(-?(?:0x[0-9a-f]+|\d+)))?\]!")
-_POST_INDEXED = re.compile(r"\[(\w+)\],\s*#(-?(?:0x[0-9a-f]+|\d+))")
-_SHIFT = re.compile(r"(lsl|lsr|asr|ror)\s*#(\d+)")
 _PC_RELATIVE = re.compile(r"\[pc(?:,\s*#(-?(?:0x[0-9a-f]+|\d+)))?\]")
-_IT = re.compile(r"it[te]{0,3}")
 _fresh_names = itertools.count()
 
 
@@ -85,20 +78,11 @@ _BITWISE = {"and": lambda a, b: a & b, "orr": lambda a, b: a | b, "eor": lambda 
             # divisions (a pixel counter split into row and column); by zero they give 0 on Armv7-M/v8-M
             "udiv": lambda a, b: (a & _MASK) // (b & _MASK) if b & _MASK else 0,
             "sdiv": lambda a, b: _divided(signed(a), signed(b))}
-_ARITHMETIC = ("add", "sub", "rsb", *_BITWISE)
 
 
 def _divided(a: int, b: int) -> int:
     """A signed division as sdiv does it: truncated toward zero, 0 for a zero divisor."""
     return (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1) if b else 0
-
-
-# Byte and halfword extensions (a counter below 256 narrowed before a multiply-shift division).
-_EXTENDS = {"uxtb": lambda a: a & 0xFF, "uxth": lambda a: a & 0xFFFF,
-            "sxtb": lambda a: ((a & 0xFF) ^ 0x80) - 0x80, "sxth": lambda a: ((a & 0xFFFF) ^ 0x8000) - 0x8000}
-# Data-processing mnemonics whose "s" form sets the flags.
-_FLAG_SETTING = frozenset({"add", "adc", "sub", "sbc", "rsb", "mov", "mvn", "neg", "lsl", "lsr", "asr", "ror", "rrx",
-                           "and", "orr", "orn", "eor", "bic", "mul"})
 
 
 @dataclass
@@ -119,60 +103,28 @@ class Values:
         return Values(dict(self.known), self.flags)
 
 
-def split_operands(text: str) -> list[str]:
-    """Operands at top level ("r0, [r1, #4]" -> ["r0", "[r1, #4]"]), comments dropped."""
-    return list(_split(text))
-
-
-# The walk of a function (targets.branch_walk) reads the same few hundred instructions tens
-# of thousands of times: their operands are parsed once.
-@functools.lru_cache(maxsize=1 << 16)
-def _split(text: str) -> tuple[str, ...]:
-    text = text.split(";")[0].split("@")[0].strip()
-    parts, depth, current = [], 0, ""
-    for ch in text:
-        depth += ch in "[{"
-        depth -= ch in "]}"
-        if ch == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        parts.append(current.strip())
-    return tuple(parts)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def immediate(text: str) -> int | None:
-    """The value of an immediate operand ("#48", "#0x30"); None for anything else."""
-    match = _IMMEDIATE.fullmatch(text)
-    return int(match.group(1), 0) if match else None
-
-
-_ADDRESS = re.compile(r"\[(\w+)(?:,\s*(?:#(-?(?:0x[0-9a-f]+|\d+))|(\w+)(?:,\s*lsl\s*#(\d+))?))?\]!?")
-
-
 def stack_slot(values: Values, operand: str) -> str | None:
     """The stack slot a memory operand addresses, as "sp+N" from the current stack pointer
     (`[sp, #8]`; `[r8, r1, lsl #2]` where r8 holds sp + 404 and r1 is 2): the same name for
     the same word however it is addressed. `[r7, #n]` with a frame pointer not known to be
     sp-based is "r7+n"; None for any other operand."""
-    match = _ADDRESS.fullmatch(operand.strip())
-    if not match:
-        return None
-    base, offset, index, shift = match.group(1), int(match.group(2) or "0", 0), match.group(3), match.group(4)
-    if base == "sp" and index is None:
-        return f"sp{offset:+d}"
+    where = address(operand)
+    return None if where is None else _slot(values, where)
+
+
+def _slot(values: Values, where: Address) -> str | None:
+    if where.on_stack is not None:
+        return where.on_stack
+    base, index = where.base, where.index
     if base not in REGISTERS or (index is not None and index not in REGISTERS):
         return None
     step = 0 if index is None else values.get(index)
     if not isinstance(step, int):
         return None
-    address, stack = add(values.get(base), offset + (step << int(shift or "0"))), values.get("sp")
-    if isinstance(address, Symbol) and isinstance(stack, Symbol) and address.name == stack.name:
-        return f"sp{address.offset - stack.offset:+d}"
-    return f"r7{offset:+d}" if base == "r7" and index is None else None
+    at, stack = add(values.get(base), where.offset + (step << where.shift)), values.get("sp")
+    if isinstance(at, Symbol) and isinstance(stack, Symbol) and at.name == stack.name:
+        return f"sp{at.offset - stack.offset:+d}"
+    return f"r7{where.offset:+d}" if base == "r7" and index is None else None
 
 
 def stepped_store(values: Values, insn: Instruction) -> tuple[int, int, bool] | None:
@@ -181,9 +133,9 @@ def stepped_store(values: Values, insn: Instruction) -> tuple[int, int, bool] | 
     offset from sp of the slot it writes now, the step, and whether the value stored is
     known; None for any other instruction."""
     ops = split_operands(insn.operands)
-    if insn.mnemonic.split(".")[0] != "str" or not _one_address(ops):
+    if insn.mnemonic.split(".")[0] != "str" or not one_address(ops):
         return None
-    step = immediate(ops[2]) if len(ops) == 3 else (match := _PRE_INDEXED.search(insn.operands)) and int(
+    step = immediate(ops[2]) if len(ops) == 3 else (match := PRE_INDEXED.search(insn.operands)) and int(
         match.group(2) or "0", 0)
     offset = sp_offset(stack_slot(values, ops[1]))
     if not step or offset is None:
@@ -206,17 +158,15 @@ def is_known(value) -> bool:
     return isinstance(value, int) or isinstance(value, Symbol) and not value.name.startswith("?")
 
 
-def _operand(values: Values, operands: list[str], i: int):
-    """Operand i (a register or an immediate) with a following shift applied; None if it is
-    neither."""
-    if i >= len(operands):
+def _value_of(values: Values, operand: Operand | None):
+    """A register's or immediate's value with its shift applied; None for no such operand."""
+    if operand is None:
         return None
-    text = operands[i]
-    value = immediate(text) if text.startswith("#") else values.get(text) if text in REGISTERS else None
-    if value is not None and i + 1 < len(operands) and (shift := _SHIFT.fullmatch(operands[i + 1])):
-        if not isinstance(value, int) or shift.group(1) == "ror":
+    value = operand.value if operand.register is None else values.get(operand.register)
+    if value is not None and operand.shift is not None:
+        if not isinstance(value, int) or operand.shift[0] == "ror":
             return unknown()
-        value = signed(_BITWISE[shift.group(1)](value, int(shift.group(2))))
+        value = signed(_BITWISE[operand.shift[0]](value, operand.shift[1]))
     return value
 
 
@@ -247,68 +197,72 @@ def execute(values: Values, insn: Instruction, conditional: bool = False, resolv
     """Apply one instruction to `values`; what it writes (registers, stack slots). A
     `conditional` instruction (in an IT block) leaves what it writes unknown; `resolved`: the
     value resolve_constants found it puts in its register."""
-    base = insn.mnemonic.split(".")[0]
-    ops = split_operands(insn.operands)
+    return apply(values, decode(insn), conditional, resolved)
+
+
+def apply(values: Values, insn: Decoded, conditional: bool = False, resolved=None) -> frozenset[str]:
+    """execute() of an instruction decoded (targets.thumb_decode). A load or store whose
+    address is not on the stack is an instruction not interpreted: what it writes, unknown."""
+    kind, ops = insn.kind, insn.ops
     new: dict = {}
     flags = "unchanged"
-    if resolved is not None and ops and ops[0] in REGISTERS:
-        new[ops[0]] = resolved
-    elif base == "movt" and len(ops) == 2 and ops[0] in REGISTERS and (high := immediate(ops[1])) is not None:
+    if resolved is not None and insn.target is not None:
+        new[insn.target] = resolved
+    elif kind == MOVT:
         low = values.get(ops[0])
-        new[ops[0]] = signed((low & 0xFFFF) | (high << 16)) if isinstance(low, int) else None
-    elif base == "ldr" and _one_address(ops) and ops[0] in REGISTERS and (slot := stack_slot(values, ops[1])):
+        new[ops[0]] = signed((low & 0xFFFF) | (immediate(ops[1]) << 16)) if isinstance(low, int) else None
+    elif kind == LOAD and (slot := _slot(values, insn.address)):
         new[ops[0]] = values.get(slot)
-    elif base == "str" and _one_address(ops) and (slot := stack_slot(values, ops[1])):
+    elif kind == STORE and (slot := _slot(values, insn.address)):
         new[slot] = values.get(ops[0])
-    elif base in ("ldrd", "strd") and len(ops) == 3 and (slot := stack_slot(values, ops[2])):
-        base_register, offset = slot[:2], int(slot[2:])
-        second = f"{base_register}{offset + 4:+d}"
-        if base == "ldrd":
+    elif kind == PAIR and (slot := _slot(values, insn.address)):
+        second = f"{slot[:2]}{int(slot[2:]) + 4:+d}"
+        if insn.base == "ldrd":
             new[ops[0]], new[ops[1]] = values.get(slot), values.get(second)
         else:
             new[slot], new[second] = values.get(ops[0]), values.get(ops[1])
-    elif base.startswith(("ldm", "stm")) and "!" not in insn.operands and ops \
-            and (first := stack_slot(values, f"[{ops[0]}]")) and first.startswith("sp"):
-        new.update(_multiple_on_stack(values, base, first, _listed(insn.operands)))
-    elif base in ("mov", "movs", "movw", "mvn", "mvns") and len(ops) >= 2 and ops[0] in REGISTERS:
-        value = _operand(values, ops, 1)
-        if base.startswith("mvn"):
+    elif kind == MULTIPLE_ON_STACK and (first := _slot(values, insn.address)) and first.startswith("sp"):
+        new.update(_multiple_on_stack(values, insn.base, first, insn.listed))
+    elif kind == MOVE:
+        value = _value_of(values, insn.second)
+        if insn.base.startswith("mvn"):
             value = signed(~value) if isinstance(value, int) else None
         new[ops[0]] = value
-        if base.endswith("s"):
+        if insn.base.endswith("s"):
             flags = (value, 0)
-    elif base.rstrip("sw") in _ARITHMETIC and len(ops) >= 2 and ops[0] in REGISTERS:
-        new[ops[0]], flags = _arithmetic(values, base, ops)
-    elif base in ("cmp", "cmn") and len(ops) >= 2:
-        a, b = values.get(ops[0]) if ops[0] in REGISTERS else None, _operand(values, ops, 1)
-        if base == "cmn":
+    elif kind == ARITHMETIC:
+        new[ops[0]], flags = _arithmetic(values, insn)
+    elif kind == COMPARE:
+        a, b = values.get(insn.first) if insn.first else None, _value_of(values, insn.second)
+        if insn.base == "cmn":
             b = -b if isinstance(b, int) else None
         flags = (a, b) if a is not None and b is not None else None
-    elif base == "tst" and len(ops) >= 2:
-        a, b = values.get(ops[0]) if ops[0] in REGISTERS else None, _operand(values, ops, 1)
+    elif kind == TEST:
+        a, b = values.get(insn.first) if insn.first else None, _value_of(values, insn.second)
         flags = (a & b, 0) if isinstance(a, int) and isinstance(b, int) else None
-    elif (extended := _extended_or_multiplied(values, base, ops)) is not None:
-        new.update(extended)
-    elif base.startswith(("ldm", "stm", "push", "pop")) and ("!" in insn.operands or base in ("push", "pop")):
-        new.update(_multiple_with_writeback(values, base, ops, insn.operands))
-    elif base in ("dls", "dlstp", "wls", "wlstp") and len(ops) >= 2:
+    elif kind == EXTEND_OR_MULTIPLY:
+        new.update(_extended_or_multiplied(values, insn.base, ops))
+    elif kind == MULTIPLE_WITH_WRITEBACK:
+        new.update(_multiple_with_writeback(values, insn.base, ops, insn.listed))
+    elif kind == LOOP_START:
         count = values.get(ops[1]) if ops[1] in REGISTERS else None
-        if base.endswith("tp"):
+        if insn.base.endswith("tp"):
             # tail-predicated: lr counts elements, an iteration handles 128 bits of them
-            lanes = 128 // int(insn.mnemonic.split(".")[1]) if "." in insn.mnemonic else 16
+            lanes = 128 // int(insn.suffix) if insn.suffix else 16
             count = math.ceil(count / lanes) if isinstance(count, int) else None
         new["lr"] = count
-    elif base in ("le", "letp"):
+    elif kind == LOOP_END:
         new["lr"] = subtract(values.get("lr"), 1)
     else:
-        for name in _written(base, ops, insn.operands):
+        for name in insn.written:
             new[name] = None
-        if base == "teq" or base.endswith("s") and base[:-1] in _FLAG_SETTING:
+        if insn.clobbers_flags:
             flags = None
-    for match in _PRE_INDEXED.finditer(insn.operands):
-        new[match.group(1)] = add(values.get(match.group(1)), int(match.group(2) or "0", 0))
-    if match := _POST_INDEXED.search(insn.operands):
-        new[match.group(1)] = add(values.get(match.group(1)), int(match.group(2), 0))
+    for name, step in insn.pre_indexed:
+        new[name] = add(values.get(name), step)
+    if insn.post_indexed is not None:
+        name, step = insn.post_indexed
+        new[name] = add(values.get(name), step)
     for name, value in new.items():
         values.known[name] = unknown() if conditional or value is None else value
     if flags != "unchanged":
@@ -316,57 +270,37 @@ def execute(values: Values, insn: Instruction, conditional: bool = False, resolv
     return frozenset(new)
 
 
-def _one_address(ops: list[str]) -> bool:
-    """Whether a load or store's operands are a register and one address: `[sp, #8]`, or
-    post-indexed `[r0], #4` (the word at r0, then r0 steps: an array filled on the stack)."""
-    return len(ops) == 2 or len(ops) == 3 and immediate(ops[2]) is not None
-
-
-def _extended_or_multiplied(values: Values, base: str, ops: list[str]) -> dict | None:
+def _extended_or_multiplied(values: Values, base: str, ops) -> dict:
     """What a byte or halfword extension, an extend-and-add, a multiply-accumulate or a long
-    multiply writes (register -> value, None where unknown); None for any other instruction."""
-    if not ops or not all(op in REGISTERS for op in ops):
-        return None
-    if base in _EXTENDS and len(ops) == 2:
+    multiply writes (register -> value, None where unknown): thumb_decode's
+    EXTEND_OR_MULTIPLY."""
+    if base in EXTENDS and len(ops) == 2:
         value = values.get(ops[1])
-        return {ops[0]: _EXTENDS[base](value) if isinstance(value, int) else None}
+        return {ops[0]: EXTENDS[base](value) if isinstance(value, int) else None}
     extend = base[:3] + base[4:]  # "uxtab" -> "uxtb"
-    if len(base) == 5 and base[3] == "a" and extend in _EXTENDS and len(ops) == 3:
+    if len(base) == 5 and base[3] == "a" and extend in EXTENDS and len(ops) == 3:
         # extend and add ("uxtab r0, r1, r2": r1 + (r2 & 0xff)), a column computed from a pixel counter
         value = values.get(ops[2])
-        return {ops[0]: add(values.get(ops[1]), _EXTENDS[extend](value)) if isinstance(value, int) else None}
-    if base in ("mla", "mls") and len(ops) == 4:
+        return {ops[0]: add(values.get(ops[1]), EXTENDS[extend](value)) if isinstance(value, int) else None}
+    if base in ("mla", "mls"):
         # multiply and add or subtract: an address stepped by rows, a column left of a row
         a, b, c = (values.get(op) for op in ops[1:])
         product = signed(a * b) if isinstance(a, int) and isinstance(b, int) else None
         return {ops[0]: None if product is None else add(c, product) if base == "mla" else subtract(c, product)}
-    if base in ("umull", "smull") and len(ops) == 4:
-        # a division by a constant compiles to a multiply by its reciprocal, high word kept
-        a, b = values.get(ops[2]), values.get(ops[3])
-        if not (isinstance(a, int) and isinstance(b, int)):
-            return {ops[0]: None, ops[1]: None}
-        product = (a & _MASK) * (b & _MASK) if base == "umull" else a * b
-        return {ops[0]: signed(product), ops[1]: signed(product >> 32)}
-    return None
+    # umull, smull: a division by a constant compiles to a multiply by its reciprocal, high word kept
+    a, b = values.get(ops[2]), values.get(ops[3])
+    if not (isinstance(a, int) and isinstance(b, int)):
+        return {ops[0]: None, ops[1]: None}
+    product = (a & _MASK) * (b & _MASK) if base == "umull" else a * b
+    return {ops[0]: signed(product), ops[1]: signed(product >> 32)}
 
 
-# Instructions that write no register (stores, compares, branches, hints, predication).
-_WRITE_NOTHING = ("str", "cmp", "cmn", "tst", "teq", "b", "cbz", "cbnz", "tbb", "tbh", "it", "vpst", "vctp", "nop",
-                  "dmb", "dsb", "isb", "vst")
-# Instructions that write their first two operands where those are core registers: long
-# multiplies, pair loads, vector reductions into core registers.
-_WRITE_TWO = ("vmov", "vaddv", "vmladav", "vmlav", "vabav", "vminv", "vmaxv", "vaddlv", "vmlaldav", "smlal", "umlal",
-              "smull", "umull", "ldrd", "umaal")
-
-
-def _arithmetic(values: Values, base: str, ops: list[str]) -> tuple:
+def _arithmetic(values: Values, insn: Decoded) -> tuple:
     """The result of an add, subtract or bitwise instruction, and the flags it sets ("s"
     forms; "unchanged" otherwise) as the pair of values they compare."""
+    base = insn.base
     op = base.rstrip("sw")
-    if len(ops) == 2 or (len(ops) == 3 and _SHIFT.fullmatch(ops[2])):  # "add r0, #4": r0 += 4
-        a, b = values.get(ops[0]), _operand(values, ops, 1)
-    else:
-        a, b = values.get(ops[1]) if ops[1] in REGISTERS else None, _operand(values, ops, 2)
+    a, b = values.get(insn.first) if insn.first else None, _value_of(values, insn.second)
     if a is None or b is None:
         result = None
     elif op in ("add", "sub", "rsb"):
@@ -382,20 +316,7 @@ def _arithmetic(values: Values, base: str, ops: list[str]) -> tuple:
     return result, ((result, 0) if base.endswith("s") else "unchanged")
 
 
-def _listed(raw: str) -> list[str]:
-    """The core registers of a register list ("{r4, r5, lr}", "{r4-r7}")."""
-    text = raw[raw.find("{"):raw.find("}") + 1]
-    names = []
-    for item in text.strip("{}").split(","):
-        first, _, last = item.strip().partition("-")
-        if last and first[1:].isdigit() and last[1:].isdigit():
-            names += [f"r{n}" for n in range(int(first[1:]), int(last[1:]) + 1)]
-        elif first in REGISTERS or first == "pc":
-            names.append(first)
-    return names
-
-
-def _multiple_on_stack(values: Values, base: str, first: str, listed: list[str]) -> dict:
+def _multiple_on_stack(values: Values, base: str, first: str, listed) -> dict:
     """A load or store multiple from a register holding a stack address (no writeback): the
     listed registers from or to consecutive slots, from `first` up ("ia") or ending below it
     ("db")."""
@@ -406,36 +327,16 @@ def _multiple_on_stack(values: Values, base: str, first: str, listed: list[str])
     return {slot: values.get(name) for name, slot in zip(listed, slots)}
 
 
-def _multiple_with_writeback(values: Values, base: str, ops: list[str], raw: str) -> dict:
+def _multiple_with_writeback(values: Values, base: str, ops, listed) -> dict:
     """A load or store multiple that steps its base register (push and pop step sp): the
     base moved by four bytes a register, down for "db" and push, up otherwise; the
     registers a load writes unknown."""
-    listed = _listed(raw)
     pointer = "sp" if base in ("push", "pop") else ops[0].rstrip("!")
     down = base == "push" or "db" in base
     new: dict = {pointer: add(values.get(pointer), (-4 if down else 4) * len(listed))}
     if base.startswith(("ldm", "pop")):
         new.update({name: None for name in listed if name in REGISTERS})
     return new
-
-
-def _written(base: str, ops: list[str], raw: str) -> set[str]:
-    """The registers an instruction we do not interpret writes (made unknown)."""
-    if base in ("bl", "blx"):
-        return set(CALL_CLOBBERS)
-    if base.startswith(("pop", "ldm", "vpop", "vldm")):
-        # the registers in the list, and the base register only when written back ("!")
-        listed = {name for name in _listed(raw) if name in REGISTERS} if base[0] != "v" else set()
-        return listed | ({"sp"} if "pop" in base else {ops[0].rstrip("!")} if "!" in raw else set())
-    if base.startswith(("push", "stm", "vpush", "vstm")):
-        return {"sp"} if "push" in base else {ops[0].rstrip("!")} if "!" in raw else set()
-    if base.startswith(_WRITE_NOTHING) and base not in ("bic", "bics", "bfi", "bfc"):
-        return set()
-    if base.startswith(_WRITE_TWO):
-        return {name for name in ops[:2] if name in REGISTERS}
-    if base.startswith("v"):
-        return set()  # a vector instruction writes vector registers
-    return {ops[0]} if ops and ops[0] in REGISTERS else set()
 
 
 _CONDITIONS = {
@@ -461,30 +362,30 @@ def condition_holds(flags: tuple | None, condition: str) -> bool | None:
     return _CONDITIONS[condition](signed(a), signed(b))
 
 
-_INVERSE = {"eq": "ne", "cs": "cc", "hs": "lo", "mi": "pl", "vs": "vc", "hi": "ls", "ge": "lt", "gt": "le"}
-_INVERSE.update({b: a for a, b in list(_INVERSE.items())})
-
-
 def run_block(values: Values, instructions, resolved=None) -> None:
     """Apply a block's instructions in order (`resolved`: resolve_constants' values of
     them). One an IT instruction makes conditional runs when the flags say its condition
     holds (`cmp r3, #1; ite eq; moveq r3, #256; movne r3, #512` with r3 known), is skipped
     when they say it does not, and otherwise leaves what it writes unknown."""
+    run_decoded(values, [decode(insn) for insn in instructions], resolved)
+
+
+def run_decoded(values: Values, instructions: Sequence[Decoded], resolved=None) -> None:
+    """run_block() of instructions decoded (targets.thumb_decode)."""
     slots: list[str] = []  # the conditions of the IT block's instructions still to come
     for k, insn in enumerate(instructions):
-        base, _, size = insn.mnemonic.partition(".")
-        if _IT.fullmatch(base):
-            first = insn.operands.split()[0] if insn.operands.split() else ""
-            slots = [first if x == "t" else _INVERSE.get(first, "") for x in "t" + base[2:]]
+        if insn.it_slots is not None:
+            slots = list(insn.it_slots)
             continue
         constant = None if resolved is None else resolved[k]
         if not slots:
-            execute(values, insn, resolved=constant)
+            apply(values, insn, resolved=constant)
             continue
         condition = slots.pop(0)
+        base = insn.base
         holds = condition_holds(values.flags, condition) if base.endswith(condition) and condition else None
         if holds is None:
-            execute(values, insn, conditional=True, resolved=constant)
+            apply(values, insn, True, constant)
         elif holds:
-            plain = base[:-len(condition)] + ("." + size if size else "")
-            execute(values, Instruction(insn.size, plain, insn.operands), resolved=constant)
+            plain = base[:-len(condition)] + ("." + insn.suffix if insn.suffix else "")
+            execute(values, Instruction(insn.source.size, plain, insn.source.operands), resolved=constant)

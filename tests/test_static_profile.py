@@ -467,3 +467,23 @@ def test_values_follow_moves_and_offsets_and_forget_what_they_cannot_know():
                                ("udiv", "r3, r0, r1"), ("uxtab", "r4, r1, r0"), ("mls", "r5, r1, r1, r4")):
         execute(values, Instruction(4, mnemonic, operands))
     assert [values.get(r) for r in ("r2", "r3", "r4", "r5")] == [-3, 0x7FFFFFFC, 2 + 0xF9, 2 + 0xF9 - 4]
+
+
+def test_an_instruction_is_read_once_into_its_kind_operands_and_writes():
+    from edgetune.targets import thumb_decode as d
+    from edgetune.targets.mix import Instruction
+
+    load = d.decode(Instruction(4, "ldr.w", "r0, [sp, #8]"))
+    assert (load.kind, load.target, load.address.on_stack, load.written) == (d.LOAD, "r0", "sp+8", {"r0"})
+    assert d.decode(Instruction(4, "ldr.w", "r0, [sp, #8]")) is load  # cached: the walk reads it once
+    stepped = d.decode(Instruction(4, "str.w", "r5, [r0], #4"))
+    assert (stepped.kind, stepped.post_indexed, stepped.pre_indexed) == (d.STORE, ("r0", 4), ())
+    assert d.decode(Instruction(4, "ldrd", "r2, r3, [r1, #8]!")).pre_indexed == (("r1", 8),)
+    shifted = d.decode(Instruction(4, "add.w", "r3, r1, r2, lsl #2"))
+    assert (shifted.kind, shifted.first, shifted.second) == (d.ARITHMETIC, "r1", d.Operand("r2", None, ("lsl", 2)))
+    assert d.decode(Instruction(2, "ite", "gt")).it_slots == ("gt", "le")
+    call = d.decode(Instruction(4, "bl", "0 <memcpy>"))
+    assert call.kind == d.OTHER and call.written == d.CALL_CLOBBERS
+    assert d.decode(Instruction(4, "smlabb", "r0, r1, r2, r3")).written == {"r0"}
+    assert d.decode(Instruction(4, "subs", "r3, #1")).kind == d.ARITHMETIC
+    assert d.decode(Instruction(4, "teq", "r3, r2")).clobbers_flags
