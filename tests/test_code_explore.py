@@ -169,3 +169,19 @@ def test_a_gate_opened_by_own_trials_alone_leaves_the_design_to_transfer():
     gated = ranked(6, score=cost, gate=0.5, gate_trials=2, kernel_fit=None, budget=30)
     assert run(gated, 4) == run(plain, 4)
     assert gated.ranking_on and not gated.designs_by_code and gated._screen is None
+
+
+def test_a_larger_budgets_screen_extends_the_smaller_ones_and_leaves_the_strategys_draws_alone():
+    # A model's layer opens its search again each round with a larger budget: the points
+    # screened (compiled) before stay in the screen, which grows.
+    small = ranked(5, score=cost, kernel_fit=KernelFit(0.9, 2), budget=2)
+    large = ranked(5, score=cost, kernel_fit=KernelFit(0.9, 2), budget=5)
+    other = ranked(6, score=cost, kernel_fit=KernelFit(0.9, 2), budget=5)
+    for search in (small, large, other):
+        search._screened()
+    assert (len(small._screen), len(large._screen)) == (16, 40)
+    assert large._screen[:16] == small._screen
+    assert other._screen != large._screen  # another seed, another screen
+    # drawing the screen takes nothing from the strategy's own generator
+    unscreened = ranked(5, score=cost, kernel_fit=KernelFit(0.9, 2), budget=2)
+    assert small.rng.integers(1 << 30) == unscreened.rng.integers(1 << 30)

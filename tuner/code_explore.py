@@ -38,6 +38,7 @@ docs/code-ranking-live.md).
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Callable
 
@@ -147,6 +148,11 @@ class CodeRankedTransfer(TransferLearning):
         budget = options.get("budget")
         self.screen = screen if budget is None else max(1, min(screen, SCREEN_PER_EVALUATION * budget))
         self._screen: list[int] | None = None  # the screen's indices, drawn on first use
+        # The screen is the start of one random order of the legal points, from a generator
+        # of its own (self.rng goes on as `transfer`'s would): a search opened again with a
+        # larger budget (a model's layer at each of its rounds) screens the points it
+        # screened before and more, rather than a new draw compiled again.
+        self._screen_rng = _own_stream(rng)
         self._design_points = 0  # design points chosen while the code chose them
 
     @property
@@ -240,11 +246,12 @@ class CodeRankedTransfer(TransferLearning):
         return min(fresh, key=self._score_of) if fresh else super()._space_filling(sample)
 
     def _screened(self) -> list[int]:
-        """The screen: `screen` random legal points, compiled and scored once, on first use."""
+        """The screen: `screen` random legal points, compiled and scored once, on first use
+        (the first of one order of the legal points: a larger screen extends a smaller one)."""
         if self._screen is None:
             legal = self.space.legal_indices()
-            picks = self.rng.choice(len(legal), size=min(self.screen, len(legal)), replace=False)
-            self._screen = [int(legal[p]) for p in picks]
+            order = self._screen_rng.permutation(len(legal))
+            self._screen = [int(legal[p]) for p in order[:self.screen]]
             self._score_all(self._screen)
         return self._screen
 
@@ -262,6 +269,21 @@ class CodeRankedTransfer(TransferLearning):
         self._score_all(self._drawn)
         best = min(range(len(self._drawn)), key=lambda k: (self._score_of(self._drawn[k]), k))
         return self._drawn.pop(best)
+
+
+# The screen's stream, apart from the strategy's own (any fixed number would do).
+_SCREEN_STREAM = 0x5C4EE7
+
+
+def _own_stream(rng: np.random.Generator) -> np.random.Generator:
+    """A generator derived from `rng`'s seed without drawing from `rng`: the same for every
+    generator made from one seed."""
+    seeds = getattr(rng.bit_generator, "seed_seq", None)
+    if isinstance(seeds, np.random.SeedSequence):
+        return np.random.default_rng(np.random.SeedSequence(seeds.entropy, spawn_key=(*seeds.spawn_key, _SCREEN_STREAM),
+                                                            pool_size=seeds.pool_size))
+    # a generator made from a bit generator's state has no seed sequence: seed from a copy
+    return np.random.default_rng(copy.deepcopy(rng).integers(1 << 63))
 
 
 def _unscored(config: Config) -> None:
