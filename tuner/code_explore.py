@@ -28,9 +28,9 @@ for proposal. With that fit (and only then: a correlation on a few trials says t
 the space, not that its top is the top), every other point of the initial design is the
 code's best of a screen of random points.
 
-On the seventeen recorded spaces (20 seeds) ranking by the static profile saved 43.8% of
-the evaluations to `transfer`'s best on first tunes and 52.0% with priors, pooled (43-71% on
-the M4's matmul_s8, 27-91% on its depthwise spaces; instructions per product had saved 5.7%
+On the seventeen recorded spaces (20 seeds) ranking by the static profile saved 43.2% of
+the evaluations to `transfer`'s best on first tunes and 48.0% with priors, pooled (36-68% on
+the M4's matmul_s8, 35-91% on its depthwise spaces; instructions per product had saved 5.7%
 and 9.5% on eleven of them, a learnt forest had cost 18% and 13% more:
 docs/code-ranking-live.md).
 `edgetune replay --strategy transfer+code` runs it on recorded spaces, `edgetune tune` and
@@ -90,7 +90,9 @@ GATE_KERNEL_RHO = 0.8
 # v1; 5 seeds; -15% pooled without a screen) 32 points cost 44% more evaluations than
 # `transfer`, 128 saved 28%, 256 saved 27%; every other design point from the screen saved
 # 37%, all of them 27%. On today's ten spaces (10 seeds) the screen moved the pooled figure
-# from -19.1% to -18.3% (docs/code-ranking-live.md).
+# from -19.1% to -18.3% (docs/code-ranking-live.md). On the seventeen spaces with the
+# static profile (2026-12-04, 20 seeds), 128 against 256: 36.5% against 43.2% saved pooled on
+# first tunes, 48.3% against 48.0% with priors.
 DEFAULT_SCREEN, SCREEN_PER_EVALUATION = 256, 8
 
 
