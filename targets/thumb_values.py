@@ -7,8 +7,9 @@ a loop's trip count (edgetune.targets.static_profile) we run its control path ov
 that are a constant (int), a symbol plus a constant offset (`Symbol`: a register's value on
 entry, a load from memory, anything not worked out) so that two pointers from one base
 compare exactly, or nothing known. Stack slots are tracked like registers, named by their
-address from the stack pointer however it is formed (`stack_slot`). Only the instructions that move, add or compare such values are
-interpreted; every other instruction makes what it writes unknown.
+address from the stack pointer however it is formed (`stack_slot`). Only the instructions
+that move, add or compare such values are interpreted; every other instruction makes what
+it writes unknown. Each instruction is read once (targets.thumb_decode) and applied here.
 
 Constants too wide for an immediate come from the literal pool (`ldr r3, [pc, #308]`: the
 word at the end of the function) or from a movw/movt pair; an address comes the same ways,
