@@ -47,8 +47,8 @@ _WRITE_TWO = ("vmov", "vaddv", "vmladav", "vmlav", "vabav", "vminv", "vmaxv", "v
 # The kinds of effect thumb_values interprets, tried in this order; an instruction of none
 # of them (or a load or store whose address turns out not to be on the stack) makes what
 # it writes unknown (`Decoded.written`).
-MOVT, LOAD, STORE, PAIR, MULTIPLE_ON_STACK, MOVE, ARITHMETIC, COMPARE, TEST, EXTEND_OR_MULTIPLY, \
-    MULTIPLE_WITH_WRITEBACK, LOOP_START, LOOP_END, OTHER = range(14)
+MOVT, LOAD, STORE, PAIR, MULTIPLE_ON_STACK, MOVE, ARITHMETIC, COMPARE, TEST, EXTEND, EXTEND_AND_ADD, \
+    MULTIPLY_ACCUMULATE, LONG_MULTIPLY, MULTIPLE_WITH_WRITEBACK, LOOP_START, LOOP_END, OTHER = range(17)
 
 
 @dataclass(frozen=True)
@@ -178,14 +178,23 @@ def written(base: str, ops, raw: str) -> frozenset[str]:
     return frozenset({ops[0]} if ops and ops[0] in REGISTERS else ())
 
 
-def _extends_or_multiplies(base: str, ops) -> bool:
-    """Byte and halfword extensions, extend-and-add, multiply-accumulate, long multiplies:
-    thumb_values' _extended_or_multiplied reads them."""
+def extension_of(base: str) -> str:
+    """The extension an extend-and-add applies ("uxtab" -> "uxtb")."""
+    return base[:3] + base[4:]
+
+
+def _extend_or_multiply(base: str, ops) -> int | None:
+    """EXTEND, EXTEND_AND_ADD, MULTIPLY_ACCUMULATE or LONG_MULTIPLY, on core registers only;
+    None for any other instruction."""
     if not ops or not all(op in REGISTERS for op in ops):
-        return False
-    extend = base[:3] + base[4:]  # "uxtab" -> "uxtb"
-    return (base in EXTENDS and len(ops) == 2 or len(base) == 5 and base[3] == "a" and extend in EXTENDS
-            and len(ops) == 3 or base in ("mla", "mls", "umull", "smull") and len(ops) == 4)
+        return None
+    if base in EXTENDS and len(ops) == 2:
+        return EXTEND
+    if len(base) == 5 and base[3] == "a" and extension_of(base) in EXTENDS and len(ops) == 3:
+        return EXTEND_AND_ADD
+    if len(ops) == 4:
+        return MULTIPLY_ACCUMULATE if base in ("mla", "mls") else LONG_MULTIPLY if base in ("umull", "smull") else None
+    return None
 
 
 def _kind(base: str, ops, raw: str) -> int:
@@ -207,8 +216,8 @@ def _kind(base: str, ops, raw: str) -> int:
         return COMPARE
     if base == "tst" and len(ops) >= 2:
         return TEST
-    if _extends_or_multiplies(base, ops):
-        return EXTEND_OR_MULTIPLY
+    if (kind := _extend_or_multiply(base, ops)) is not None:
+        return kind
     if base.startswith(("ldm", "stm", "push", "pop")) and ("!" in raw or base in ("push", "pop")):
         return MULTIPLE_WITH_WRITEBACK
     if base in ("dls", "dlstp", "wls", "wlstp") and len(ops) >= 2:

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from .mix import Instruction
-from .thumb_decode import (ARITHMETIC, COMPARE, EXTEND_OR_MULTIPLY, EXTENDS, LOAD, LOOP_END, LOOP_START, MOVE, MOVT,
-                           MULTIPLE_ON_STACK, MULTIPLE_WITH_WRITEBACK, PAIR, PRE_INDEXED, REGISTERS, STORE, TEST,
-                           Address, Decoded, Operand, address, decode, immediate, one_address, split_operands)
+from .thumb_decode import (ARITHMETIC, COMPARE, EXTEND, EXTEND_AND_ADD, EXTENDS, LOAD, LONG_MULTIPLY, LOOP_END,
+                           LOOP_START, MOVE, MOVT, MULTIPLE_ON_STACK, MULTIPLE_WITH_WRITEBACK, MULTIPLY_ACCUMULATE,
+                           PAIR, PRE_INDEXED, REGISTERS, STORE, TEST, Address, Decoded, Operand, address, decode,
+                           extension_of, immediate, one_address, split_operands)
 
 _MASK = 0xFFFFFFFF
 _PC_RELATIVE = re.compile(r"\[pc(?:,\s*#(-?(?:0x[0-9a-f]+|\d+)))?\]")
@@ -241,8 +242,8 @@ def apply(values: Values, insn: Decoded, conditional: bool = False, resolved=Non
     elif kind == TEST:
         a, b = values.get(insn.first) if insn.first else None, _value_of(values, insn.second)
         flags = (a & b, 0) if isinstance(a, int) and isinstance(b, int) else None
-    elif kind == EXTEND_OR_MULTIPLY:
-        new.update(_extended_or_multiplied(values, insn.base, ops))
+    elif kind in (EXTEND, EXTEND_AND_ADD, MULTIPLY_ACCUMULATE, LONG_MULTIPLY):
+        new.update(_extended_or_multiplied(values, insn))
     elif kind == MULTIPLE_WITH_WRITEBACK:
         new.update(_multiple_with_writeback(values, insn.base, ops, insn.listed))
     elif kind == LOOP_START:
@@ -271,19 +272,18 @@ def apply(values: Values, insn: Decoded, conditional: bool = False, resolved=Non
     return frozenset(new)
 
 
-def _extended_or_multiplied(values: Values, base: str, ops) -> dict:
+def _extended_or_multiplied(values: Values, insn: Decoded) -> dict:
     """What a byte or halfword extension, an extend-and-add, a multiply-accumulate or a long
-    multiply writes (register -> value, None where unknown): thumb_decode's
-    EXTEND_OR_MULTIPLY."""
-    if base in EXTENDS and len(ops) == 2:
+    multiply writes (register -> value, None where unknown), by the kind decode gave it."""
+    base, ops = insn.base, insn.ops
+    if insn.kind == EXTEND:
         value = values.get(ops[1])
         return {ops[0]: EXTENDS[base](value) if isinstance(value, int) else None}
-    extend = base[:3] + base[4:]  # "uxtab" -> "uxtb"
-    if len(base) == 5 and base[3] == "a" and extend in EXTENDS and len(ops) == 3:
-        # extend and add ("uxtab r0, r1, r2": r1 + (r2 & 0xff)), a column computed from a pixel counter
+    if insn.kind == EXTEND_AND_ADD:
+        # "uxtab r0, r1, r2": r1 + (r2 & 0xff), a column computed from a pixel counter
         value = values.get(ops[2])
-        return {ops[0]: add(values.get(ops[1]), EXTENDS[extend](value)) if isinstance(value, int) else None}
-    if base in ("mla", "mls"):
+        return {ops[0]: add(values.get(ops[1]), EXTENDS[extension_of(base)](value)) if isinstance(value, int) else None}
+    if insn.kind == MULTIPLY_ACCUMULATE:
         # multiply and add or subtract: an address stepped by rows, a column left of a row
         a, b, c = (values.get(op) for op in ops[1:])
         product = signed(a * b) if isinstance(a, int) and isinstance(b, int) else None
