@@ -10,13 +10,14 @@ seeds in the same process:
 
 - `VARIANT` with the priors, `VARIANT:no-prior` without them (the plain cost model);
 - `before`: the default as it was before issue 30 goal 3 (no check of the priors' fit, the
-  fixed initial design); `after`: the default as it is.
+  fixed initial design, the first plan the prior's best points in order); `after`: the
+  default as it is; `in-order`: the default with its first plan in the prior's order.
 
 The table gives per space the mean score over the seeds, then the mean and the lowest
 space per variant, and the spaces where the priors lowered the score by more than noise
 (two standard errors of the difference of the two means over the seeds).
 
-usage: .venv/bin/python bench/priors.py [--repeats R] [--spaces SUBSTRING ...] [--variants before after]
+usage: .venv/bin/python bench/priors.py [--repeats R] [--spaces SUBSTRING ...] [--variants before after in-order]
                                         [--inverted] [--skip-no-prior | --no-prior-only] [--json FILE] [--merge FILE ...]
 """
 from __future__ import annotations
@@ -40,7 +41,8 @@ from edgetune.tuner.strategies import DEFAULT_STRATEGY, STRATEGIES
 
 # What each variant passes the default strategy (none: its defaults, the behaviour shipped).
 VARIANTS: dict[str, dict] = {"after": {}, "before": {"check_priors": False, "small_budget_design": False,
-                                                        "same_names_only": True}}
+                                                        "spread_first_plan": False, "same_names_only": True},
+                              "in-order": {"spread_first_plan": False}}
 
 
 def run_variant(bench, options: dict, prior, seed: int) -> tuple[float, float, int]:

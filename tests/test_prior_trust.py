@@ -125,3 +125,42 @@ def test_small_budgets_plan_a_few_proposals_at_a_time_with_few_random_ones():
     old = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, budget=20, small_budget_design=False)
     assert (small.batch, small.epsilon) == (transfer.SMALL_BATCH, transfer.SMALL_EPSILON)
     assert (large.batch, large.epsilon) == (old.batch, old.epsilon) == (8, 0.2)
+
+
+def test_one_move_is_one_parameter_by_one_step_or_to_another_unordered_value():
+    space = bowl_space()  # bx, by: ordered powers of two; unroll: ordered numbers; opt: unordered
+    at = {"bx": 8, "by": 16, "unroll": 4, "opt": "O3"}
+
+    def digits(**change):
+        return space.digits(space.index_of({**at, **change}))
+
+    here = digits()
+    assert transfer.one_move_apart(space, here, digits(bx=16))  # one step
+    assert transfer.one_move_apart(space, here, digits(opt="Os"))  # unordered: any other value
+    assert not transfer.one_move_apart(space, here, digits(bx=32))  # two steps
+    assert not transfer.one_move_apart(space, here, digits(bx=16, opt="O2"))  # two parameters
+    assert not transfer.one_move_apart(space, here, here)
+
+
+def test_the_first_plan_on_a_prior_tries_its_guesses_not_one_guess_and_its_neighbours():
+    space = bowl_space()
+    index = lambda **c: space.index_of({"bx": 8, "by": 16, "unroll": 4, "opt": "O3", **c})  # noqa: E731
+    a, a_o2, a_bx, b, b_unroll, c = (index(), index(opt="O2"), index(bx=16), index(bx=1, by=1),
+                                     index(bx=1, by=1, unroll=3), index(by=2, unroll=1))
+    assert transfer.spread_out(space, [a, a_o2, a_bx, b, b_unroll, c], 3) == [a, b, c]
+    assert transfer.spread_out(space, [a, a_o2, a_bx, b], 3) == [a, b, a_o2]  # then the waiting, in order
+
+    # In a search: the prior's best are the bowl's bottom and its neighbours; the first plan
+    # (8 proposals at this budget; none random here) holds no two neighbours, all among the
+    # prior's best 24 (ties included).
+    prior = prior_of(space, bowl)
+    values = sorted(bowl(space.config_at(int(i))) for i in space.legal_indices())
+    plans = {}
+    for spread in (True, False):
+        search = TransferLearning(space, np.random.default_rng(0), OBJECTIVE, prior=prior, budget=500,
+                                  spread_first_plan=spread, epsilon=0.0)
+        plans[spread] = [space.index_of(config.as_dict()) for config in search.ask(8)]
+    pairs = lambda plan: [(p, q) for k, p in enumerate(plan) for q in plan[k + 1:]]  # noqa: E731
+    assert not any(transfer.one_move_apart(space, space.digits(p), space.digits(q)) for p, q in pairs(plans[True]))
+    assert all(bowl(space.config_at(i)) <= values[3 * 8 - 1] for i in plans[True])
+    assert any(transfer.one_move_apart(space, space.digits(p), space.digits(q)) for p, q in pairs(plans[False]))

@@ -218,11 +218,11 @@ class CodeRankedTransfer(TransferLearning):
 
     @property
     def shortlist(self) -> int:
-        return self._shortlist if self.ranking_on else 1
+        return self._shortlist if self.ranking_on else super().shortlist
 
     def _chosen(self, best_first: list[int], size: int) -> list[int]:
         if not self.ranking_on:
-            return best_first[:size]
+            return super()._chosen(best_first, size)
         self._score_all(best_first)
         code_rank = rank_positions([self._score_of(i) for i in best_first])
         votes = code_rank + np.arange(len(best_first))  # the model's rank is the position
