@@ -9,8 +9,9 @@ time (a quarter, behind two such tests) put the estimate at 0.57 of QEMU's count
 
 The walk runs the function once the way the values say, block by block, from its entry
 (targets.thumb_values: constants, symbol + offset): a branch whose values are known goes
-that way and is counted; one whose values are not (a requantization testing the data)
-alternates, and its loop exits follow the trip counts already worked out. Loops with no
+that way and is counted; a requantization's test of its shift goes the way TFLite's negative
+exponents send it (targets.shift_sign); any other the values do not decide (a requantization
+testing the sign of its product) alternates, and its loop exits follow the trip counts already worked out. Loops with no
 branch worth walking (none, or only ones the values never decide) whose first runs went as
 their count said are not walked again: the walk jumps over them, what they change unknown,
 so a multiply loop of a million runs costs little; a loop whose runs differ (a triangular
@@ -121,6 +122,8 @@ class _Walk:
                 return stay
             self.guessed.add(loop)
         elif way is None:
+            if (convention := self.profile.shift_way(b)) is not None:  # a requantization's shift test
+                return self.graph.successors[b][convention.index(1.0)]
             self._toggle[b] = 1 - self._toggle.get(b, 1)
             return branch.jumped if self._toggle[b] else branch.fell
         else:

@@ -15,8 +15,9 @@ module works them out and weighs every block by how often it runs:
    values are lost) counts UNKNOWN_TRIPS;
 3. block frequencies from the edges' probabilities: a loop's exit 1/trips, a branch on the
    loop counters (a filter tap in the padding, an edge tile's test) as often as one walk of
-   the function went each way (targets.branch_walk), any other two-way branch one half (a
-   requantization's rounding branch);
+   the function went each way (targets.branch_walk), a requantization's tests of its shift
+   the way TFLite's negative exponents send them (targets.shift_sign), any other two-way
+   branch one half (the sign of a product a rounding looks at);
 4. the estimate: every block's instructions times its frequency, plus each call into a
    function of the same object times the callee's estimate for the constant arguments the
    call passes.
@@ -42,6 +43,7 @@ import numpy as np
 from .branch_walk import walk_branches
 from .control_flow import FlowGraph, dominators, flow_graph, natural_loops, reverse_postorder, target_address
 from .mix import Instruction
+from .shift_sign import shift_test_way
 from .thumb_decode import decode
 from .thumb_values import (REGISTERS, Symbol, Values, condition_holds, execute, immediate, is_known,
                            resolve_constants, run_decoded, split_operands, stepped_store, unknown)
@@ -187,6 +189,7 @@ class FunctionProfile:
         for h in sorted(self.loops, key=lambda h: len(self.loops[h])):  # a loop's inner loops first
             self.kept_in[h] = self._kept(h)
         self._entries: dict[frozenset[int], dict[int, Values]] = {}
+        self._shift_ways: dict[int, list[float] | None] = {}
         self.trips = {h: self._trip_count(h) for h in self.loops}
         # the branches inside loops that test counters, not data, as often as they go each
         # way; the loops whose count only the walk saw, as many times as it saw them run
@@ -498,7 +501,14 @@ class FunctionProfile:
             if u in body and (a in body) != (b in body):
                 stay = 1 - 1 / (self.trips[h] or UNKNOWN_TRIPS)
                 return [stay, 1 - stay] if a in body else [1 - stay, stay]
-        return [0.5, 0.5]
+        return self.shift_way(u) or [0.5, 0.5]
+
+    def shift_way(self, u: int) -> list[float] | None:
+        """Block u's branch's edge probabilities (1 and 0) when it tests a requantization's
+        shift, which TFLite's negative exponents decide (targets.shift_sign); else None."""
+        if u not in self._shift_ways:
+            self._shift_ways[u] = shift_test_way(self, u, self.graph.successors[u])
+        return self._shift_ways[u]
 
 
 def _passable(value) -> bool:

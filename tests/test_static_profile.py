@@ -345,6 +345,84 @@ def test_a_requantization_branch_counts_half():
     assert np.allclose(profile_of(text).frequencies(), [1, 0.5, 1])
 
 
+# The requantization's shift tests under TFLite's convention (negative exponents: the
+# rounding right shift always runs). GCC tests the loaded exponent (negated at 0xa for the
+# count): `ble` to the right shift is taken, `beq` past the rounding never.
+SHIFT_TESTS_GCC = listing("""
+ 0: ldr r1, [r0, #4]
+ 2: cmp r1, #0
+ 4: ble.n a <f+0xa>
+ 6: lsls r2, r1
+ 8: b.n 14 <f+0x14>
+ a: rsb r5, r1, #0
+ e: cmp r1, #0
+ 10: beq.n 14 <f+0x14>
+ 12: asrs r2, r5
+ 14: bx lr
+""")
+# clang negates it first, zeroes the count when the exponent is positive (never, here) and
+# skips the rounding when the count is below 1 (never).
+SHIFT_TESTS_CLANG = listing("""
+ 0: ldr r2, [r0, #4]
+ 2: negs r4, r2
+ 4: cmp r2, #0
+ 6: it gt
+ 8: movgt r4, #0
+ a: lsl.w r1, r1, r3
+ e: cmp r4, #1
+ 10: blt.n 16 <f+0x16>
+ 12: asrs r0, r4
+ 14: adds r0, #1
+ 16: bx lr
+""")
+# GCC's depthwise code negates the exponent on the right shift's path (0x14) and zeroes the
+# count on the left's (8); the count then decides the rounding (`cbz` at 0xc: never taken).
+SHIFT_TESTS_GCC_JOINED = listing("""
+ 0: ldr r2, [r0]
+ 2: cmp r2, #0
+ 4: ble.n 14 <f+0x14>
+ 6: lsls r3, r2
+ 8: movs r1, #0
+ a: adds r3, #1
+ c: cbz r1, 12 <f+0x12>
+ e: asrs r3, r1
+ 10: adds r3, #1
+ 12: bx lr
+ 14: rsb r1, r2, #0
+ 18: b.n a <f+0xa>
+""")
+# clang for the Cortex-M55 (Armv8.1-M): the count is the exponent negated, or zero.
+SHIFT_TESTS_CLANG_M55 = listing("""
+ 0: ldr r4, [r0]
+ 2: cmp r4, #0
+ 4: mov.w r5, #0
+ 8: csneg r4, r5, r4, gt
+ c: cmp r4, #1
+ e: blt.n 14 <f+0x14>
+ 10: asrs r0, r4
+ 12: adds r0, #1
+ 14: bx lr
+""")
+# A count compared equal to 1: 1 is, 20 is not; the convention does not decide it.
+SHIFT_COUNT_UNDECIDED = listing("""
+ 0: ldr r2, [r0, #4]
+ 2: negs r4, r2
+ 4: cmp r4, #1
+ 6: beq.n a <f+0xa>
+ 8: asrs r0, r4
+ a: bx lr
+""")
+
+
+@pytest.mark.parametrize("text, expected", [
+    (SHIFT_TESTS_GCC, [1, 0, 1, 1, 1]), (SHIFT_TESTS_CLANG, [1, 1, 1]),
+    (SHIFT_TESTS_GCC_JOINED, [1, 0, 1, 1, 1, 1]), (SHIFT_TESTS_CLANG_M55, [1, 1, 1]),
+    (SHIFT_COUNT_UNDECIDED, [1, 0.5, 1]),
+], ids=["gcc", "clang", "gcc-joined", "clang-m55", "undecided"])
+def test_a_requantization_shift_test_goes_the_way_negative_exponents_send_it(text, expected):
+    assert np.allclose(profile_of(text).frequencies(), expected)
+
+
 CALLS = """
 Disassembly of section .text.helper:
 
