@@ -32,7 +32,7 @@ import itertools
 from dataclasses import dataclass
 
 from .thumb_decode import INVERSE, Decoded, immediate
-from .thumb_values import Values, condition_holds, execute
+from .thumb_values import Values, condition_holds, flag_setter
 
 # The convention's exponents (TFLITE_CONVENTION) at both ends, and the right shift's counts.
 EXPONENTS = (-1, -20)
@@ -75,13 +75,19 @@ def _zero_before(profile, j: int, start: int, register: str) -> bool:
     (its block's first) on."""
     for k in range(j - 1, start - 1, -1):
         if register in _writes(profile.decoded[k]):
-            return _is_zeroing(profile.decoded[k], register)
+            return _zeroes(profile.decoded[k], register)
     return False
 
 
-def _is_conditional_zeroing(d: Decoded, register: str) -> bool:
-    """`mov<cond> register, #0` inside an IT block (a right shift's count clamped at zero)."""
-    return (d.base[:3] == "mov" and d.base[3:] in INVERSE and len(d.ops) == 2 and d.ops[0] == register
+def _is_conditional_move(d: Decoded) -> bool:
+    """`mov<cond>` inside an IT block."""
+    return d.base[:3] == "mov" and d.base[3:] in INVERSE
+
+
+def _zeroes(d: Decoded, register: str) -> bool:
+    """`mov(s) register, #0`, or `mov<cond> register, #0` (a right shift's count clamped at
+    zero inside an IT block)."""
+    return ((d.base in ("mov", "movs") or _is_conditional_move(d)) and len(d.ops) == 2 and d.ops[0] == register
             and immediate(d.ops[1]) == 0)
 
 
@@ -91,22 +97,6 @@ def _writes(d: Decoded) -> frozenset[str]:
     return d.written | stepped
 
 
-def _flag_setter(decoded: list[Decoded], start: int, end: int) -> int | None:
-    """The index of the last instruction before the block's branch that sets the flags."""
-    for k in range(end - 2, start - 1, -1):
-        probe = Values(flags=())
-        execute(probe, decoded[k].source)
-        if probe.flags != ():
-            return k
-    return None
-
-
-def _is_zeroing(d: Decoded, register: str) -> bool:
-    """`mov(s) register, #0`, or `mov<cond> register, #0` inside an IT block."""
-    return ((d.base in ("mov", "movs") or _is_conditional_zeroing(d, register)) and len(d.ops) == 2
-            and d.ops[0] == register and immediate(d.ops[1]) == 0)
-
-
 def _role(profile, j: int, start: int, register: str, near: Near) -> str | None:
     """What instruction j (of the block from instruction `start`) makes of `register`: RIGHT,
     ZERO, EXPONENT, or None (anything else)."""
@@ -114,7 +104,7 @@ def _role(profile, j: int, start: int, register: str, near: Near) -> str | None:
     if _is_negation(d, target=register):
         # clang for Armv8.1-M: `mov r5, #0; cmp r4, #0; csneg r4, r5, r4, gt`: the count or zero
         return RIGHT if d.base != "csneg" or _zero_before(profile, j, start, d.ops[1]) else None
-    if _is_zeroing(d, register):
+    if _zeroes(d, register):
         return ZERO
     if d.base.startswith("ldr") and d.target == register:
         after = itertools.chain(range(j + 1, near.until), near.successors)
@@ -141,7 +131,7 @@ def _reaching_roles(profile, b: int, before: int, register: str, near: Near) -> 
             if role is None:
                 return None
             roles.add(role)
-            if not _is_conditional_zeroing(profile.decoded[j], register):
+            if not (role == ZERO and _is_conditional_move(profile.decoded[j])):
                 defined = True  # what a conditional zeroing skips reaches too: look on
                 break
         if defined:
@@ -173,35 +163,33 @@ def _values_at(profile, u: int, compare: int, register: str) -> tuple[int, int] 
     return EXPONENTS if roles == {EXPONENT} else None
 
 
-def shift_test_way(profile, u: int, successors) -> list[float] | None:
+def shift_test_way(profile, u: int) -> list[float] | None:
     """Edge probabilities (1 and 0) of block u's two-way branch when it tests a shift's sign
     under the convention; None when it does not, or the convention's two ends disagree.
     `profile`: a static_profile.FunctionProfile (graph, decoded instructions, back edges)."""
+    branch = profile.branch(u, Values())  # its condition and its ways (what it compares: unknown here)
+    if branch is None or branch.jumped is None or branch.fell is None:
+        return None
     start, end = profile.graph.blocks[u]
     last = profile.decoded[end - 1]
-    if len(successors) != 2:
-        return None
-    if last.base in ("cbz", "cbnz") and last.ops:  # taken when the register is (not) zero
-        compare, register, bound, condition = end - 1, last.ops[0], 0, "eq" if last.base == "cbz" else "ne"
-    elif last.base[:1] == "b" and last.base[1:] in INVERSE:
-        compare = _flag_setter(profile.decoded, start, end)
+    if last.base in ("cbz", "cbnz") and last.ops:  # compares its register with 0
+        compare, register, bound = end - 1, last.ops[0], 0
+    elif last.base[:1] == "b" and branch.condition in INVERSE:
+        compare = flag_setter(profile.instructions[start:end - 1])
         if compare is None:
             return None
+        compare += start
         flags_from = profile.decoded[compare]
         if flags_from.base != "cmp" or len(flags_from.ops) != 2 or immediate(flags_from.ops[1]) not in (0, 1):
             return None
-        register, bound, condition = flags_from.ops[0], immediate(flags_from.ops[1]), last.base[1:]
+        register, bound = flags_from.ops[0], immediate(flags_from.ops[1])
     else:
         return None
     values = _values_at(profile, u, compare, register)
     if values is None:
         return None
-    verdicts = {condition_holds((value, bound), condition) for value in values}
+    verdicts = {condition_holds((value, bound), branch.condition) for value in values}
     if len(verdicts) != 1 or None in verdicts:
         return None
-    taken = verdicts.pop()
-    target = profile.target_of(last.source)
-    jumped = [profile.addresses[profile.graph.blocks[v][0]] == target for v in successors]
-    if jumped.count(True) != 1:
-        return None
-    return [1.0 if way == taken else 0.0 for way in jumped]
+    way = branch.jumped if verdicts.pop() else branch.fell
+    return [1.0 if v == way else 0.0 for v in profile.graph.successors[u]]

@@ -45,7 +45,7 @@ from .control_flow import FlowGraph, dominators, flow_graph, natural_loops, reve
 from .mix import Instruction
 from .shift_sign import shift_test_way
 from .thumb_decode import decode
-from .thumb_values import (REGISTERS, Symbol, Values, condition_holds, execute, immediate, is_known,
+from .thumb_values import (REGISTERS, Symbol, Values, condition_holds, execute, flag_setter, immediate, is_known,
                            resolve_constants, run_decoded, split_operands, stepped_store, unknown)
 
 MAX_TRIPS = 4096
@@ -320,18 +320,15 @@ class FunctionProfile:
             return (split_operands(last.operands)[0], "#0") if jumped == (base == "cbz") else None
         if base not in ("beq", "bne") or jumped != (base == "beq"):
             return None
-        for k in range(len(block) - 2, -1, -1):  # the instruction that set the flags
-            probe = Values(flags=())
-            written = execute(probe, block[k])
-            if probe.flags == ():
-                continue
-            ops = split_operands(block[k].operands)
-            # "it eq; cmpeq": the branch is taken only when both compares were equal
-            if block[k].mnemonic.split(".")[0] not in ("cmp", "cmpeq") or len(ops) != 2:
-                return None
-            after = set().union(*(execute(Values(), insn) for insn in block[k + 1:-1]), written)
-            return (ops[0], ops[1]) if ops[0] not in after and ops[1] not in after else None
-        return None
+        k = flag_setter(block[:-1])
+        if k is None:
+            return None
+        ops = split_operands(block[k].operands)
+        # "it eq; cmpeq": the branch is taken only when both compares were equal
+        if block[k].mnemonic.split(".")[0] not in ("cmp", "cmpeq") or len(ops) != 2:
+            return None
+        after = set().union(*(execute(Values(), insn) for insn in block[k:-1]))  # the compare's writes too
+        return (ops[0], ops[1]) if ops[0] not in after and ops[1] not in after else None
 
     def _kept(self, h: int) -> frozenset[str]:
         """What loop h writes but gives back by the end of every iteration (a counter of an
@@ -507,7 +504,7 @@ class FunctionProfile:
         """Block u's branch's edge probabilities (1 and 0) when it tests a requantization's
         shift, which TFLite's negative exponents decide (targets.shift_sign); else None."""
         if u not in self._shift_ways:
-            self._shift_ways[u] = shift_test_way(self, u, self.graph.successors[u])
+            self._shift_ways[u] = shift_test_way(self, u)
         return self._shift_ways[u]
 
 

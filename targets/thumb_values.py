@@ -350,6 +350,17 @@ _CONDITIONS = {
 }
 
 
+def flag_setter(instructions: Sequence[Instruction]) -> int | None:
+    """The index of the last of `instructions` that sets the flags (the compare a branch
+    after them reads); None when none does."""
+    for k in range(len(instructions) - 1, -1, -1):
+        probe = Values(flags=())
+        execute(probe, instructions[k])
+        if probe.flags != ():
+            return k
+    return None
+
+
 def condition_holds(flags: tuple | None, condition: str) -> bool | None:
     """Whether a branch condition holds on the flags a comparison of (left, right) set; None
     when the values are not both known (or the same symbol at known offsets)."""
