@@ -23,7 +23,7 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 from .mix import Instruction
 from .thumb_decode import (ARITHMETIC, COMPARE, EXTEND, EXTEND_AND_ADD, EXTENDS, LOAD, LONG_MULTIPLY, LOOP_END,
@@ -36,9 +36,10 @@ _PC_RELATIVE = re.compile(r"\[pc(?:,\s*#(-?(?:0x[0-9a-f]+|\d+)))?\]")
 _fresh_names = itertools.count()
 
 
-@dataclass(frozen=True)
-class Symbol:
-    """An unknown value plus a known offset: two Symbols of one name differ by their offsets."""
+class Symbol(NamedTuple):
+    """An unknown value plus a known offset: two Symbols of one name differ by their offsets.
+    (A named tuple rather than a frozen dataclass: the walk, targets.branch_walk, makes about
+    a million of them per variant, and a tuple is made and compared in C.)"""
     name: str
     offset: int = 0
 
@@ -48,7 +49,7 @@ class Symbol:
 
 def unknown() -> Symbol:
     """A value nothing is known of (equal to no other)."""
-    return Symbol(f"?{next(_fresh_names)}")
+    return Symbol("?" + str(next(_fresh_names)))
 
 
 def signed(x: int) -> int:
@@ -205,6 +206,11 @@ def execute(values: Values, insn: Instruction, conditional: bool = False, resolv
 def apply(values: Values, insn: Decoded, conditional: bool = False, resolved=None) -> frozenset[str]:
     """execute() of an instruction decoded (targets.thumb_decode). A load or store whose
     address is not on the stack is an instruction not interpreted: what it writes, unknown."""
+    return frozenset(_apply(values, insn, conditional, resolved))
+
+
+def _apply(values: Values, insn: Decoded, conditional: bool, resolved) -> dict:
+    """apply(), returning what it wrote as a dict (a run of a block does not ask)."""
     kind, ops = insn.kind, insn.ops
     new: dict = {}
     flags = "unchanged"
@@ -269,7 +275,7 @@ def apply(values: Values, insn: Decoded, conditional: bool = False, resolved=Non
         values.known[name] = unknown() if conditional or value is None else value
     if flags != "unchanged":
         values.flags = None if conditional else flags
-    return frozenset(new)
+    return new
 
 
 def _extended_or_multiplied(values: Values, insn: Decoded) -> dict:
@@ -391,13 +397,13 @@ def run_decoded(values: Values, instructions: Sequence[Decoded], resolved=None) 
             continue
         constant = None if resolved is None else resolved[k]
         if not slots:
-            apply(values, insn, resolved=constant)
+            _apply(values, insn, False, constant)
             continue
         condition = slots.pop(0)
         base = insn.base
         holds = condition_holds(values.flags, condition) if base.endswith(condition) and condition else None
         if holds is None:
-            apply(values, insn, True, constant)
+            _apply(values, insn, True, constant)
         elif holds:
             plain = base[:-len(condition)] + ("." + insn.suffix if insn.suffix else "")
             execute(values, Instruction(insn.source.size, plain, insn.source.operands), resolved=constant)
