@@ -15,7 +15,9 @@ tuner.code_explore.CodeRankedTransfer votes with the score behind its gate, exac
 - **Cheap to repeat**: each configuration is compiled and read once per process (`model tune`
   opens a layer's search again each round), under the name a batched image gives it
   (targets.batch.member_function) when the runner batches, so the run's own build finds the
-  object in the cache. Candidates scored together compile side by side on `jobs` threads.
+  object in the cache. Candidates scored together compile side by side on `jobs` threads,
+  and their code is read (the static profile, pure Python and most of the time) in `jobs`
+  processes (edgetune.read_pool).
 - **Reproducible**: the score depends on nothing but the compiled code, so a seed reproduces
   the run, and a resumed search replays it.
 """
@@ -35,13 +37,15 @@ from edgetune.codegen.placement import PlacementError
 from edgetune.errors import EdgetuneError
 from edgetune.hal import Target
 from edgetune.targets.batch import member_function
-from edgetune.targets.code_features import variant_features
+from edgetune.targets.code_features import variant_disassembly
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import STRATEGIES, Config, Space
 from edgetune.tuner.code_explore import KernelFit
 from edgetune.tuner.product_rank import ProductRanker, product_fit_among
 from edgetune.tuner.recorded import RecordedSpace, load_recorded
+
+from .read_pool import read_in_parallel, shut_readers
 
 RANKING_SPACES = Path(__file__).resolve().parent / "ranking_spaces"
 
@@ -119,7 +123,8 @@ class CodeScore:
         try:
             with tempfile.TemporaryDirectory(prefix="edgetune-rank-") as workdir:
                 fn = member_function(self.kernel, self.shape, config) if self.batched else None
-                return variant_features(self.runner, self.kernel, self.shape, config, Path(workdir), fn)
+                code = variant_disassembly(self.runner, self.kernel, self.shape, config, Path(workdir), fn)
+            return read_in_parallel(code, self.jobs)
         except (CodegenError, PlacementError, MeasureError):
             return None  # no code to score: it ranks last, and fails as a trial if it is run
         finally:
@@ -185,6 +190,8 @@ def scores_made() -> tuple[CodeScore, ...]:
 
 
 def forget_scores() -> None:
-    """Drop the scores (and what they compiled) of this process: a run measured afresh."""
+    """Drop the scores (and what they compiled) of this process, and its readers: a run
+    measured afresh."""
     with _SCORES_LOCK:
         _SCORES.clear()
+    shut_readers()

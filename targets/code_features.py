@@ -30,7 +30,7 @@ are what is counted.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from edgetune.codegen import Kernel
@@ -168,24 +168,53 @@ def _inside(item: Located, loop: tuple[str, int, int]) -> bool:
     return item.section == section and first <= item.address <= last
 
 
+@dataclass(frozen=True)
+class Disassembly:
+    """An object's disassembly as the target's disassembler printed it (with relocations),
+    whether it is A64 code, and the function a run calls: everything its features are read
+    from (read_features), a string and two small values, so the reading can go to another
+    process (edgetune.live_rank reads side by side)."""
+    text: str
+    a64: bool
+    entry: str | None = None
+
+
+def disassemble(cost: CostModel, obj: Path, entry: str | None = None) -> Disassembly:
+    """Disassemble a compiled object with the target's disassembler, with its relocations
+    (which name the functions calls go to); `entry`: the function a run calls."""
+    proc = run_tool([cost.disassembler, "-d", "-r", *cost.disassembler_flags, obj.name], cwd=obj.parent,
+                    outcome=Outcome.RUNTIME_ERROR)
+    return Disassembly(proc.stdout, elf.is_aarch64(obj), entry)
+
+
+def read_features(code: Disassembly) -> dict[str, float]:
+    """The features of a disassembly (its static profile is most of the time: about 0.05-1 s
+    a variant, against a compile's 0.1 s)."""
+    return listing_features(parse_listing(code.text), code.a64, code.entry, read_relocations(code.text))
+
+
 def object_features(cost: CostModel, obj: Path, a64: bool, entry: str | None = None) -> dict[str, float]:
     """Disassemble a compiled object with the target's disassembler (with its relocations,
     which name the functions calls go to) and count its features; `entry`: the function a
     run calls."""
-    proc = run_tool([cost.disassembler, "-d", "-r", *cost.disassembler_flags, obj.name], cwd=obj.parent,
-                    outcome=Outcome.RUNTIME_ERROR)
-    return listing_features(parse_listing(proc.stdout), a64, entry, read_relocations(proc.stdout))
+    return read_features(replace(disassemble(cost, obj, entry), a64=a64))
 
 
-def variant_features(runner: Runner, kernel: Kernel, shape: dict, config: Config, workdir: Path,
-                     fn: str | None = None) -> dict[str, int]:
+def variant_disassembly(runner: Runner, kernel: Kernel, shape: dict, config: Config, workdir: Path,
+                        fn: str | None = None) -> Disassembly:
     """Compile one configuration (through the build cache: a variant measured before is not
-    compiled again) and count the features of its object; `fn`: its entry point's name (a
-    batched image's, targets.batch.member_function, so that the run finds the object cached).
+    compiled again) and disassemble its object; `fn`: its entry point's name (a batched
+    image's, targets.batch.member_function, so that the run finds the object cached).
     CodegenError or MeasureError when it does not render or compile."""
     target = runner.target
     if target.cost is None:
         raise CodeFeaturesError(f"target {target.name} has no [cost] table naming its disassembler")
     rendered = kernel.render(target, shape, config, fn=fn)
     obj, _, _ = runner.compile_object(rendered, workdir)
-    return object_features(target.cost, obj, elf.is_aarch64(obj), rendered.function)
+    return disassemble(target.cost, obj, rendered.function)
+
+
+def variant_features(runner: Runner, kernel: Kernel, shape: dict, config: Config, workdir: Path,
+                     fn: str | None = None) -> dict[str, int]:
+    """variant_disassembly's features (read_features)."""
+    return read_features(variant_disassembly(runner, kernel, shape, config, workdir, fn))

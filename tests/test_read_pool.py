@@ -1,0 +1,58 @@
+"""Compiled code read in reader processes (edgetune.read_pool): the same features as a read
+in the process itself, and a pool whose readers died dropped and the read done here."""
+from __future__ import annotations
+
+import os
+import signal
+
+from edgetune import read_pool
+from edgetune.targets.code_features import Disassembly, read_features
+
+# A kernel calling a helper twice (relocations name the calls): its profile counts the calls.
+LISTING = """
+Disassembly of section .text.helper:
+
+00000000 <helper>:
+   0:\t3001      \tadds\tr0, #1
+   2:\t4770      \tbx\tlr
+
+Disassembly of section .text.kernel:
+
+00000000 <kernel>:
+   0:\tb580      \tpush\t{r7, lr}
+   2:\tf7ff fffe \tbl\t0 <kernel>
+\t\t\t2: R_ARM_THM_CALL\thelper
+   6:\tf7ff fffe \tbl\t0 <kernel>
+\t\t\t6: R_ARM_THM_CALL\thelper
+   a:\tbd80      \tpop\t{r7, pc}
+"""
+CODE = Disassembly(LISTING, a64=False, entry="kernel")
+
+
+def test_a_read_in_a_reader_process_gives_the_features_read_here():
+    try:
+        here = read_features(CODE)
+        assert here["profile_instructions"] == 4 + 2 * 2
+        assert read_pool.read_in_parallel(CODE, 2) == here
+        assert read_pool._POOLS[2]._processes  # it went to the pool's readers
+        assert read_pool.read_in_parallel(CODE, 1) == here  # one job: read here, no pool
+        assert 1 not in read_pool._POOLS
+    finally:
+        read_pool.shut_readers()
+    assert not read_pool._POOLS
+
+
+def test_a_pool_whose_readers_died_is_dropped_and_the_read_done_here():
+    try:
+        here = read_features(CODE)
+        read_pool.read_in_parallel(CODE, 2)
+        broken = read_pool._POOLS[2]
+        for process in list(broken._processes.values()):
+            os.kill(process.pid, signal.SIGKILL)
+            process.join()
+        assert read_pool.read_in_parallel(CODE, 2) == here
+        assert read_pool._POOLS.get(2) is not broken
+        assert read_pool.read_in_parallel(CODE, 2) == here  # a new pool serves the next read
+        assert read_pool._POOLS[2] is not broken
+    finally:
+        read_pool.shut_readers()
