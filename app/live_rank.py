@@ -37,7 +37,7 @@ from edgetune.codegen.placement import PlacementError
 from edgetune.errors import EdgetuneError
 from edgetune.hal import Target
 from edgetune.targets.batch import member_function
-from edgetune.targets.code_features import variant_disassembly
+from edgetune.targets.code_features import cached_read, variant_disassembly
 from edgetune.targets.runners import runner_for
 from edgetune.targets.toolchain import MeasureError
 from edgetune.tuner import STRATEGIES, Config, Space
@@ -124,7 +124,7 @@ class CodeScore:
             with tempfile.TemporaryDirectory(prefix="edgetune-rank-") as workdir:
                 fn = member_function(self.kernel, self.shape, config) if self.batched else None
                 code = variant_disassembly(self.runner, self.kernel, self.shape, config, Path(workdir), fn)
-            return read_in_parallel(code, self.jobs)
+            return cached_read(code, functools.partial(read_in_parallel, jobs=self.jobs))
         except (CodegenError, PlacementError, MeasureError):
             return None  # no code to score: it ranks last, and fails as a trial if it is run
         finally:

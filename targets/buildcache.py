@@ -40,7 +40,10 @@ META = "meta.json"
 # Everything the cache folder holds, for reports and `clear`: the variants here, harness
 # objects (toolchain.cached_object), the instruction-count plugin (qemu.plugin_path) and the
 # counts of library operators measured alone for `place` (edgetune.model.op_measure).
-PARTS = (f"{VARIANTS}/objects", f"{VARIANTS}/images", "objects", "plugins", "op-counts")
+# Compiled variants' parts, pruned least recently used first: objects, images, and the
+# features read from objects' code (targets.code_features.cached_read).
+VARIANT_PARTS = (f"{VARIANTS}/objects", f"{VARIANTS}/images", f"{VARIANTS}/features")
+PARTS = (*VARIANT_PARTS, "objects", "plugins", "op-counts")
 LOCK_STRIPES = 16
 STALE_STAGING_S = 3600.0  # a staging folder this old belongs to a process that was killed
 
@@ -191,11 +194,11 @@ def prune(max_bytes: int, root: Path | None = None, now: float | None = None) ->
     and staging folders a killed process left behind; returns (entries removed, bytes freed)."""
     root = root or cache_dir()
     now = time.time() if now is None else now
-    for part in PARTS[:2]:
+    for part in VARIANT_PARTS:
         for staging in (root / part).glob("*/.tmp-*"):
             if now - staging.stat().st_mtime > STALE_STAGING_S:
                 shutil.rmtree(staging, ignore_errors=True)
-    entries = [(e.stat().st_mtime, _size(e), e) for part in PARTS[:2] for e in _entries(root, part)]
+    entries = [(e.stat().st_mtime, _size(e), e) for part in VARIANT_PARTS for e in _entries(root, part)]
     total = sum(size for _, size, _ in entries)
     removed = freed = 0
     for _, size, entry in sorted(entries, key=lambda e: e[0]):

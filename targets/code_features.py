@@ -30,9 +30,13 @@ are what is counted.
 """
 from __future__ import annotations
 
+import functools
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
+from edgetune import hal
 from edgetune.codegen import Kernel
 from edgetune.errors import EdgetuneError
 from edgetune.hal import INSTRUCTION_CLASSES, CostModel
@@ -40,6 +44,7 @@ from edgetune.tuner import Config, Outcome
 
 from . import elf
 from .build import Runner
+from .buildcache import ArtifactStore, content_key
 from .control_flow import target_address
 from .mix import Instruction, classify_a64, classify_thumb, multiplies
 from .static_profile import Relocations, estimate, read_relocations
@@ -191,6 +196,29 @@ def read_features(code: Disassembly) -> dict[str, float]:
     """The features of a disassembly (its static profile is most of the time: about 0.05-1 s
     a variant, against a compile's 0.1 s)."""
     return listing_features(parse_listing(code.text), code.a64, code.entry, read_relocations(code.text))
+
+
+_READS = ArtifactStore("features")
+
+
+def cached_read(code: Disassembly, read: Callable[[Disassembly], dict] = read_features) -> dict[str, float]:
+    """`read(code)` (read_features, or the same read done elsewhere: edgetune.read_pool)
+    through the cache folder, under the disassembly's text and the reading code's own
+    digest: a search resumed, run again with a larger budget or by another process on the
+    same cache reads each candidate's code once (a read costs up to a second; the compile
+    it follows is cached already)."""
+    key = content_key("features", reader_digest(), code.text, str(code.a64), code.entry or "")
+    meta, _ = _READS.get_or_build(key, Path(tempfile.gettempdir()), lambda: ([], {"features": read(code)}))
+    return meta["features"]
+
+
+@functools.lru_cache(maxsize=None)
+def reader_digest() -> str:
+    """Hash of every module of this package and of edgetune.hal (the instruction classes):
+    a change to the reading makes every cached read stale."""
+    folders = (Path(__file__).resolve().parent, Path(hal.__file__).resolve().parent)
+    return content_key(*(part for folder in folders for path in sorted(folder.glob("*.py"))
+                         for part in (path.name, path.read_bytes())))
 
 
 def object_features(cost: CostModel, obj: Path, a64: bool, entry: str | None = None) -> dict[str, float]:

@@ -1,11 +1,13 @@
 """Compiled code read in reader processes (edgetune.read_pool): the same features as a read
-in the process itself, and a pool whose readers died dropped and the read done here."""
+in the process itself, and a pool whose readers died dropped and the read done here; and
+reads kept in the cache folder (targets.code_features.cached_read)."""
 from __future__ import annotations
 
 import os
 import signal
 
 from edgetune import read_pool
+from edgetune.targets import code_features
 from edgetune.targets.code_features import Disassembly, read_features
 
 # A kernel calling a helper twice (relocations name the calls): its profile counts the calls.
@@ -56,3 +58,24 @@ def test_a_pool_whose_readers_died_is_dropped_and_the_read_done_here():
         assert read_pool._POOLS[2] is not broken
     finally:
         read_pool.shut_readers()
+
+
+def test_a_read_is_kept_in_the_cache_folder_under_the_code_and_the_readers_digest(tmp_path, monkeypatch):
+    """A search resumed, or another process on the same cache, reads each candidate's code
+    once; other code, or a change to the reading modules, is read again."""
+    monkeypatch.setenv("EDGETUNE_CACHE", str(tmp_path / "cache"))
+    reads = []
+
+    def counted(code):
+        reads.append(code.text)
+        return read_features(code)
+
+    first = code_features.cached_read(CODE, counted)
+    assert first == read_features(CODE) and len(reads) == 1
+    assert code_features.cached_read(CODE, counted) == first and len(reads) == 1  # from the folder
+    assert list((tmp_path / "cache" / "variants" / "features").glob("*/*"))
+    other = Disassembly(LISTING.replace("adds\tr0, #1", "adds\tr0, #2"), a64=False, entry="kernel")
+    code_features.cached_read(other, counted)
+    assert len(reads) == 2
+    monkeypatch.setattr(code_features, "reader_digest", lambda: "another reader")
+    assert code_features.cached_read(CODE, counted) == first and len(reads) == 3
