@@ -99,6 +99,9 @@ class CodeScore:
         self._scores: dict[str, float | None] = {}
         self._lock = threading.Lock()
         self.compile_seconds = 0.0  # spent compiling and reading code, over every call
+        # (start, end) on time.monotonic() of each compile and read: those of threads side
+        # by side overlap, so the host's wall time is their union (bench/live_rank.py).
+        self.busy: list[tuple[float, float]] = []
         self.compiled_at: dict[str, float] = {}  # configuration key -> time.monotonic() when it was read
 
     def __deepcopy__(self, memo) -> "CodeScore":
@@ -128,8 +131,11 @@ class CodeScore:
         except (CodegenError, PlacementError, MeasureError):
             return None  # no code to score: it ranks last, and fails as a trial if it is run
         finally:
+            ended = time.perf_counter()
             with self._lock:
-                self.compile_seconds += time.perf_counter() - started
+                self.compile_seconds += ended - started
+                now = time.monotonic()
+                self.busy.append((now - (ended - started), now))
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Compile and score `configs` together: side by side on `jobs` threads, predicted at once."""

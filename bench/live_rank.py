@@ -17,11 +17,13 @@ same choices as the first rounds of a larger one: bench/model_budget.py).
 
 Wall time: QEMU as measured here (from the search's opening to the trial, or round, that
 reached the best; the gate's evidence is computed before the clock starts and its one-off
-cost printed apart), and a serial board modelled as bench/code_explore.py does: --board-overhead seconds per
-trial (flash, reset, session: 3 s assumed, the project has no board to time) plus the
-`an547-serial` target's runs per trial of the trial's instructions at its clock, plus every
-compile at the mean compile-and-read time measured here (`transfer+code`: each configuration it
-compiled, run or not; the runs of those it compiled find their objects in the cache).
+cost printed apart), and a serial board modelled as: per trial --board-overhead seconds
+(flash, reset, session: 3 s assumed, the project has no board to time), the trial's build
+(its compile and link as the trial timed them) and the `an547-serial` target's runs per
+trial of its instructions at the target's clock; plus, for `transfer+code`, the host's wall
+time compiling and reading candidates to rank them (reads side by side counted once: the
+board idles meanwhile). The trials it runs were compiled to be ranked, so their builds
+find the objects in the cache.
 
 usage: .venv/bin/python bench/live_rank.py [--seeds N] [--first-seed S] [--budget B] [--model-budget B] [--cap C]
                                            [--kernels NAME ...] [--models NAME ...] [--jobs J] [--target T]
@@ -65,7 +67,8 @@ class Run:
     seconds: float  # QEMU wall time to that evaluation (or round)
     instructions: float  # summed over the trials to that evaluation
     compiled: int  # configurations compiled (transfer: one per trial; +code: its scorer's, run or not)
-    compile_s: float  # mean seconds per compile and read (+code's scorer; 0: not measured)
+    scoring_s: float  # wall seconds compiling and reading candidates to rank them (+code; side by side once)
+    build_s: float  # mean seconds a trial's own build took (compile and link, as the trials timed them)
 
 
 class Clock:
@@ -104,18 +107,34 @@ def kernel_run(kernel_name: str, shape_text: str, strategy: str, seed: int, budg
     hit = next((n for n, v in enumerate(values) if v is not None and v <= goal), None)
     upto = trials[:len(trials) if hit is None else hit + 1]
     seconds = clock.done[upto[-1].config.key()]
-    compiled, compile_s = compiles_until(clock.start + seconds, {(search.workload.key(), t.config.key()) for t in upto})
+    compiled, scoring = compiles_until(clock.start + seconds, {(search.workload.key(), t.config.key()) for t in upto})
     return Run(limit if hit is None else hit + 1, hit is not None, best, seconds,
-               sum(t.value("instructions") or 0.0 for t in upto), compiled, compile_s)
+               sum(t.value("instructions") or 0.0 for t in upto), compiled, scoring, build_seconds(upto))
 
 
 def compiles_until(moment: float, run: set[str]) -> tuple[int, float]:
     """(configurations compiled by the time `moment`: the trials run so far, and those the
-    live scores compiled then; the scores' mean seconds per compile and read, 0 without)."""
+    live scores compiled then; the wall seconds the scores spent compiling and reading
+    until then, reads side by side counted once)."""
     scores = live_rank.scores_made()
     ranked = {(s.workload_key, key) for s in scores for key, at in s.compiled_at.items() if at <= moment}
-    spent = sum(s.compile_seconds for s in scores) / max(1, sum(len(s.compiled) for s in scores))
-    return len(run | ranked), spent if scores else 0.0
+    return len(run | ranked), union_seconds([(a, min(b, moment)) for s in scores for a, b in s.busy if a < moment])
+
+
+def union_seconds(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def build_seconds(trials) -> float:
+    """Mean seconds of the trials' own builds (compile and link, as each trial timed its own)."""
+    times = [float(t.info.get("seconds_compile", 0.0)) + float(t.info.get("seconds_link", 0.0)) for t in trials]
+    return sum(times) / max(1, len(times))
 
 
 def best_of(db: TuningDatabase, search: LiveSearch) -> float:
@@ -151,9 +170,9 @@ def model_run(name: str, strategy: str, seed: int, budget: int, limit: int, step
     spent, seconds = hit if hit is not None else (limit, ordered[-1][2])
     workloads = [lw.workload for lw in distinct_workloads(model.layers, target)]
     records = sorted((r for w in workloads for r in db.proposals(w)), key=lambda r: r.id)[:spent]
-    compiled, compile_s = compiles_until(start + seconds, {(r.workload.key(), r.trial.config.key()) for r in records})
+    compiled, scoring = compiles_until(start + seconds, {(r.workload.key(), r.trial.config.key()) for r in records})
     return Run(spent, hit is not None, final, seconds, sum(r.trial.value("instructions") or 0.0 for r in records),
-               compiled, compile_s)
+               compiled, scoring, build_seconds([r.trial for r in records]))
 
 
 def timed_compile(kernel_name: str, shape: dict, root: Path, count: int = 4, target_name: str = TARGET) -> float:
@@ -177,8 +196,10 @@ def fit_text(fit) -> str:
     return "none" if fit is None else fit.text()
 
 
-def board_seconds(run: Run, compile_s: float, overhead_s: float, runs: int, clock_hz: float) -> float:
-    return run.evaluations * overhead_s + runs * run.instructions / clock_hz + run.compiled * compile_s
+def board_seconds(run: Run, overhead_s: float, runs: int, clock_hz: float) -> float:
+    """A serial board's wall time for the run: per trial the overhead, its build and its runs
+    at the board's clock, plus the host's wall time ranking candidates (the board idles)."""
+    return run.evaluations * (overhead_s + run.build_s) + runs * run.instructions / clock_hz + run.scoring_s
 
 
 def main() -> int:
@@ -217,7 +238,6 @@ def main() -> int:
                         f"{', '.join(ranker.left_out) or 'none'}; kernel fit {fit_text(ranker.kernel_fit)}; "
                         f"{learnt:.1f} s once; a compile and read {timed:.2f} s")
             else:
-                timed = None
                 started = time.monotonic()
                 model = load_model(MODELS / f"{label}.tflite")
                 learnt = [live_rank.live_ranker(lw.kernel.name, args.target, lw.shape)
@@ -239,15 +259,14 @@ def main() -> int:
                     limit = int(args.cap * args.model_budget)
                     ranked = model_run(label, "transfer+code", seed, args.model_budget, limit, 4 * args.step,
                                        plain.best, args.jobs, root, args.target)
-                compile_s = timed if timed is not None else ranked.compile_s
-                rows.append((label, seed, plain, ranked, compile_s))
-                boards = [board_seconds(r, compile_s, args.board_overhead, runs_per_trial, clock_hz)
-                          for r in (plain, ranked)]
+                rows.append((label, seed, plain, ranked))
+                boards = [board_seconds(r, args.board_overhead, runs_per_trial, clock_hz) for r in (plain, ranked)]
                 print(f"seed {seed}: best {'none' if plain.best is None else f'{plain.best:,.0f}'}; evaluations transfer {plain.evaluations}, "
                       f"+code {ranked.evaluations}{'' if ranked.reached else ' (not reached)'} "
                       f"({1 - ranked.evaluations / plain.evaluations:+.0%}); QEMU s {plain.seconds:.1f} / "
                       f"{ranked.seconds:.1f} ({1 - ranked.seconds / plain.seconds:+.0%}); compiled {plain.compiled} / "
-                      f"{ranked.compiled} at {compile_s:.2f} s; board s {boards[0]:.0f} / {boards[1]:.0f} "
+                      f"{ranked.compiled} (ranking {ranked.scoring_s:.0f} s; builds {plain.build_s:.2f} / "
+                      f"{ranked.build_s:.2f} s a trial); board s {boards[0]:.0f} / {boards[1]:.0f} "
                       f"({1 - boards[1] / boards[0]:+.0%})", flush=True)
     print("\n# summed over seeds: evaluations, QEMU seconds, board seconds (modelled); saved = 1 - (+code)/(transfer)")
     print(f"{'workload':<22}{'transfer':>9}{'+code':>7}{'saved':>7}{'QEMU s':>8}{'+code':>7}{'saved':>7}"
@@ -256,8 +275,8 @@ def main() -> int:
         mine = [r for r in rows if r[0] == label]
         e = (sum(r[2].evaluations for r in mine), sum(r[3].evaluations for r in mine))
         q = (sum(r[2].seconds for r in mine), sum(r[3].seconds for r in mine))
-        b = (sum(board_seconds(r[2], r[4], args.board_overhead, runs_per_trial, clock_hz) for r in mine),
-             sum(board_seconds(r[3], r[4], args.board_overhead, runs_per_trial, clock_hz) for r in mine))
+        b = (sum(board_seconds(r[2], args.board_overhead, runs_per_trial, clock_hz) for r in mine),
+             sum(board_seconds(r[3], args.board_overhead, runs_per_trial, clock_hz) for r in mine))
         print(f"{label:<22}{e[0]:>9}{e[1]:>7}{1 - e[1] / e[0]:>+7.0%}{q[0]:>8.0f}{q[1]:>7.0f}{1 - q[1] / q[0]:>+7.0%}"
               f"{b[0]:>9.0f}{b[1]:>7.0f}{1 - b[1] / b[0]:>+7.0%}{sum(r[3].reached for r in mine):>5}/{len(mine)}")
     return 0
