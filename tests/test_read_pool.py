@@ -9,26 +9,10 @@ import signal
 from edgetune import read_pool
 from edgetune.targets import code_features
 from edgetune.targets.code_features import Disassembly, read_features
+from test_static_profile import CALLS
 
 # A kernel calling a helper twice (relocations name the calls): its profile counts the calls.
-LISTING = """
-Disassembly of section .text.helper:
-
-00000000 <helper>:
-   0:\t3001      \tadds\tr0, #1
-   2:\t4770      \tbx\tlr
-
-Disassembly of section .text.kernel:
-
-00000000 <kernel>:
-   0:\tb580      \tpush\t{r7, lr}
-   2:\tf7ff fffe \tbl\t0 <kernel>
-\t\t\t2: R_ARM_THM_CALL\thelper
-   6:\tf7ff fffe \tbl\t0 <kernel>
-\t\t\t6: R_ARM_THM_CALL\thelper
-   a:\tbd80      \tpop\t{r7, pc}
-"""
-CODE = Disassembly(LISTING, a64=False, entry="kernel")
+CODE = Disassembly(CALLS, a64=False, entry="kernel")
 
 
 def test_a_read_in_a_reader_process_gives_the_features_read_here():
@@ -74,7 +58,7 @@ def test_a_read_is_kept_in_the_cache_folder_under_the_code_and_the_readers_diges
     assert first == read_features(CODE) and len(reads) == 1
     assert code_features.cached_read(CODE, counted) == first and len(reads) == 1  # from the folder
     assert list((tmp_path / "cache" / "variants" / "features").glob("*/*"))
-    other = Disassembly(LISTING.replace("adds\tr0, #1", "adds\tr0, #2"), a64=False, entry="kernel")
+    other = Disassembly(CALLS.replace("adds\tr0, #1", "adds\tr0, #2"), a64=False, entry="kernel")
     code_features.cached_read(other, counted)
     assert len(reads) == 2
     monkeypatch.setattr(code_features, "reader_digest", lambda: "another reader")
