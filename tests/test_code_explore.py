@@ -47,25 +47,6 @@ def test_the_plan_is_the_best_by_the_sum_of_the_model_and_code_ranks():
     assert search.scored == 4
 
 
-def test_only_as_many_points_as_the_budget_has_room_for_are_voted_on():
-    """A model's layer is opened again each round with a budget a few trials larger: a plan
-    of 4 with room for 2 votes on the model's best 2 x shortlist, and the rest of the plan
-    is the model's next best, uncompiled (run only past the budget)."""
-    search = ranked(0, gate=None, shortlist=2, budget=10)
-    best_first = [SPACE.index_of({"tile": t, "unroll": u, "vector": "c"}) for u in (1, 2) for t in (16, 8, 1, 2)]
-    t16, t8, t1, t2 = best_first[:4]
-    for index in SPACE.legal_indices()[-8:]:
-        search._take(int(index))  # 8 of the 10 proposed: room for 2
-    # the model's best 4 voted on: code ranks t1 t2 t8 t16, sums t16 3+0, t8 2+1, t1 0+2, t2 1+3
-    assert search._chosen(best_first, 4) == [t1, t16, t8, t2]  # the vote's 2, then the model's next 2
-    assert search.scored_indices == frozenset(best_first[:4])
-    past = ranked(0, gate=None, shortlist=2, budget=8)
-    for index in SPACE.legal_indices()[-8:]:
-        past._take(int(index))  # past its budget: the whole plan is voted on
-    past._chosen(best_first, 4)
-    assert past.scored == 8
-
-
 def test_a_point_without_a_score_ranks_last():
     assert list(rank_positions([2.0, np.inf, 1.0])) == [1.0, 2.0, 0.0]
     search = ranked(0, score=lambda c: None if c["tile"] == 1 else by_tile(c), gate=None)
