@@ -13,11 +13,12 @@ tuner.code_explore.CodeRankedTransfer votes with the score behind its gate, exac
 - **A candidate that does not render or compile** has no score and ranks behind every scored
   one; if the search runs it anyway, its trial fails as any other such trial does.
 - **Cheap to repeat**: each configuration is compiled and read once per process (`model tune`
-  opens a layer's search again each round), under the name a batched image gives it
-  (targets.batch.member_function) when the runner batches, so the run's own build finds the
-  object in the cache. Candidates scored together compile side by side on `jobs` threads,
-  and their code is read (the static profile, pure Python and most of the time) in `jobs`
-  processes (edgetune.read_pool).
+  opens a layer's search again each round), its read kept in the cache folder for other
+  processes and later runs (targets.code_features.cached_read). It is compiled under the
+  name a batched image gives it (targets.batch.member_function) when the runner batches,
+  so the run's own build finds the object in the cache. Candidates scored together compile
+  side by side on `jobs` threads, and their code is read (the static profile, pure Python
+  and most of the time) in `jobs` processes (edgetune.read_pool).
 - **Reproducible**: the score depends on nothing but the compiled code, so a seed reproduces
   the run, and a resumed search replays it.
 """
@@ -122,7 +123,7 @@ class CodeScore:
         return self._features[key]
 
     def _compile(self, config: Config) -> dict | None:
-        started = time.perf_counter()
+        started = time.monotonic()
         try:
             with tempfile.TemporaryDirectory(prefix="edgetune-rank-") as workdir:
                 fn = member_function(self.kernel, self.shape, config) if self.batched else None
@@ -131,11 +132,10 @@ class CodeScore:
         except (CodegenError, PlacementError, MeasureError):
             return None  # no code to score: it ranks last, and fails as a trial if it is run
         finally:
-            ended = time.perf_counter()
+            ended = time.monotonic()
             with self._lock:
                 self.compile_seconds += ended - started
-                now = time.monotonic()
-                self.busy.append((now - (ended - started), now))
+                self.busy.append((started, ended))
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Compile and score `configs` together: side by side on `jobs` threads, predicted at once."""
