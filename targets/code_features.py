@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from edgetune import hal
+import edgetune.hal
 from edgetune.codegen import Kernel
 from edgetune.errors import EdgetuneError
 from edgetune.hal import INSTRUCTION_CLASSES, CostModel
@@ -216,7 +216,7 @@ def cached_read(code: Disassembly, read: Callable[[Disassembly], dict] = read_fe
 def reader_digest() -> str:
     """Hash of every module of this package and of edgetune.hal (the instruction classes):
     a change to the reading makes every cached read stale."""
-    folders = (Path(__file__).resolve().parent, Path(hal.__file__).resolve().parent)
+    folders = (Path(__file__).resolve().parent, Path(edgetune.hal.__file__).resolve().parent)
     return content_key(*(part for folder in folders for path in sorted(folder.glob("*.py"))
                          for part in (path.name, path.read_bytes())))
 
