@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -221,11 +221,11 @@ def reader_digest() -> str:
                          for part in (path.name, path.read_bytes())))
 
 
-def object_features(cost: CostModel, obj: Path, a64: bool, entry: str | None = None) -> dict[str, float]:
+def object_features(cost: CostModel, obj: Path, entry: str | None = None) -> dict[str, float]:
     """Disassemble a compiled object with the target's disassembler (with its relocations,
     which name the functions calls go to) and count its features; `entry`: the function a
-    run calls."""
-    return read_features(replace(disassemble(cost, obj, entry), a64=a64))
+    run calls. Whether it is A64 code the object says (disassemble)."""
+    return read_features(disassemble(cost, obj, entry))
 
 
 def variant_disassembly(runner: Runner, kernel: Kernel, shape: dict, config: Config, workdir: Path,

@@ -97,7 +97,7 @@ def test_a_compiled_dot_product(tmp_path, compiler, vector_mac, scalar_mac):
     flags = target.compiler(compiler)
     (tmp_path / "dot.c").write_text(DOT_C)
     subprocess.run([flags.command, *flags.cflags, "-O3", "-c", "dot.c", "-o", "dot.o"], cwd=tmp_path, check=True)
-    features = object_features(target.cost, tmp_path / "dot.o", a64=False)
+    features = object_features(target.cost, tmp_path / "dot.o")
     assert features["loops"] >= 1
     assert features["hot_vec_mac"] == vector_mac and features["hot_mac"] == scalar_mac
 
