@@ -24,6 +24,7 @@ tuner.code_explore.CodeRankedTransfer votes with the score behind its gate, exac
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import tempfile
 import threading
@@ -31,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from edgetune.codegen import CodegenError, Kernel
 from edgetune.codegen.placement import PlacementError
@@ -46,6 +47,7 @@ from edgetune.tuner.code_explore import KernelFit
 from edgetune.tuner.product_rank import ProductRanker, product_fit_among
 from edgetune.tuner.recorded import RecordedSpace, load_recorded
 
+from . import ahead
 from .read_pool import read_in_parallel, shut_readers
 
 RANKING_SPACES = Path(__file__).resolve().parent / "ranking_spaces"
@@ -99,10 +101,15 @@ class CodeScore:
         self._features: dict[str, dict | None] = {}
         self._scores: dict[str, float | None] = {}
         self._lock = threading.Lock()
+        self._compiling: dict[str, threading.Event] = {}  # keys being compiled (by a search or ahead), set when done
         self.compile_seconds = 0.0  # spent compiling and reading code, over every call
         # (start, end) on time.monotonic() of each compile and read: those of threads side
-        # by side overlap, so the host's wall time is their union (bench/live_rank.py).
+        # by side overlap, so the host's wall time is their union.
         self.busy: list[tuple[float, float]] = []
+        # (start, end) of each time the search waited on scores (prefetch, a score asked
+        # for): what a board's timing pays (bench/live_rank.py); compiles done ahead while
+        # trials ran are in `busy` only.
+        self.waited: list[tuple[float, float]] = []
         self.compiled_at: dict[str, float] = {}  # configuration key -> time.monotonic() when it was read
 
     def __deepcopy__(self, memo) -> "CodeScore":
@@ -114,13 +121,36 @@ class CodeScore:
         return frozenset(self._features)
 
     def features(self, config: Config) -> dict | None:
+        """The configuration's code features (None: no code), compiled once: a thread
+        asking for one another thread is compiling waits for it."""
         key = config.key()
-        if key not in self._features:
+        while True:
+            with self._lock:
+                if key in self._features:
+                    return self._features[key]
+                underway = self._compiling.get(key)
+                if underway is None:
+                    done = self._compiling[key] = threading.Event()
+                    break
+            underway.wait()
+        try:
             found = self._compile(config)
             with self._lock:
                 self._features[key] = found
                 self.compiled_at.setdefault(key, time.monotonic())
-        return self._features[key]
+            return found
+        finally:
+            with self._lock:
+                del self._compiling[key]
+            done.set()
+
+    def ahead(self, configs: Sequence[Config]) -> int:
+        """Queue `configs` to be compiled and read in the background (edgetune.ahead: while
+        no search waits on scores), ready when the search asks; returns how many were queued."""
+        fresh = [c for c in dict.fromkeys(configs) if c.key() not in self._features]
+        for config in fresh:
+            ahead.submit(self, functools.partial(self.features, config), self.jobs)
+        return len(fresh)
 
     def _compile(self, config: Config) -> dict | None:
         started = time.monotonic()
@@ -139,11 +169,24 @@ class CodeScore:
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Compile and score `configs` together: side by side on `jobs` threads, predicted at once."""
-        fresh = [c for c in dict.fromkeys(configs) if c.key() not in self._features]
-        if self.jobs > 1 and len(fresh) > 1:
-            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-                list(pool.map(self.features, fresh))
-        self._predict([c for c in dict.fromkeys(configs) if c.key() not in self._scores])
+        with self._waiting():
+            fresh = [c for c in dict.fromkeys(configs) if c.key() not in self._features]
+            if self.jobs > 1 and len(fresh) > 1:
+                with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+                    list(pool.map(self.features, fresh))
+            self._predict([c for c in dict.fromkeys(configs) if c.key() not in self._scores])
+
+    @contextlib.contextmanager
+    def _waiting(self) -> Iterator[None]:
+        """The search waits on scores: nothing queued ahead starts meanwhile; the time is kept."""
+        started = time.monotonic()
+        try:
+            with ahead.foreground():
+                yield
+        finally:
+            ended = time.monotonic()
+            with self._lock:
+                self.waited.append((started, ended))
 
     def _predict(self, configs: Sequence[Config]) -> None:
         rows = [(c.key(), f) for c in configs if (f := self.features(c)) is not None]
@@ -153,7 +196,8 @@ class CodeScore:
 
     def __call__(self, config: Config) -> float | None:
         if config.key() not in self._scores:
-            self._predict([config])
+            with self._waiting():
+                self._predict([config])
         return self._scores[config.key()]
 
 
@@ -195,9 +239,29 @@ def scores_made() -> tuple[CodeScore, ...]:
         return tuple(_SCORES.values())
 
 
+# Runner kinds whose trials leave the host's cores idle (a board flashing and running):
+# only there is compiling ahead worth its cost. On an emulator the trials take the cores
+# (DS-CNN on the M55's QEMU, two seeds: 840 and 770 candidates compiled rather than 410-713,
+# and 30% more wall time, the builds of the trials slowed by the compiles beside them).
+AHEAD_RUNNERS = {"serial"}
+
+
+def compiles_ahead(target: Target) -> bool:
+    """Whether a tune on `target` compiles candidates ahead while its trials run."""
+    return target.runner.kind in AHEAD_RUNNERS
+
+
+def stop_ahead(workload_key: str) -> int:
+    """Drop what the workload's scores queued to compile ahead and have not started."""
+    return sum(ahead.cancel(s) for s in scores_made() if s.workload_key == workload_key)
+
+
 def forget_scores() -> None:
     """Drop the scores (and what they compiled) of this process, and its readers: a run
     measured afresh."""
     with _SCORES_LOCK:
+        scores = list(_SCORES.values())
         _SCORES.clear()
+    for score in scores:
+        ahead.cancel(score)
     shut_readers()

@@ -33,7 +33,8 @@ from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Constraint, Outcom
                             Trial, TuningDatabase, Workload, canonical_strategy, check_names, check_strategy, feasible, make_strategy,
                             replaceable)
 from edgetune.tuner import Goal, resolve_goal
-from edgetune.tuner.code_explore import CodeRankingUse
+from edgetune.tuner.code_explore import (CodeRankedTransfer, CodeRankingUse, screen_points, screen_size, screen_stream,
+                                        votes_on_fit)
 from edgetune.tuner.resume import Resumed, rebuild
 
 from .compile_check import check_compiles
@@ -259,10 +260,10 @@ class LiveSearch:
         self.space = task.space(goal)
         self.prior = (prior_trials(db, self.workload, task.target, prior_before)
                       if STRATEGIES[request.strategy].uses_prior else ())
+        self.ranking = ranking_of(task, self.space, request)
         self.strategy = make_strategy(request.strategy, self.space, np.random.default_rng(request.seed),
                                       goal.objective, self.prior, budget=request.budget if plan is None else plan,
-                                      roles=target_roles(self.workload.target, task.target),
-                                      ranking=ranking_of(task, self.space, request))
+                                      roles=target_roles(self.workload.target, task.target), ranking=self.ranking)
         remote = None if executor is None else task.remote()
         if executor is not None and remote is None:
             raise TargetError(f"{self.workload.target}: runs on this machine only, not on a cluster")
@@ -315,6 +316,16 @@ class LiveSearch:
                        stopped=stopped, code_ranking=_ranking_use(self.start.resumed.strategy),
                        **_prior_use(self.db, self.prior, self.strategy))
 
+    def compile_ahead(self, budget: int) -> int:
+        """Queue, to compile in the background while trials run (edgetune.ahead), the
+        screen this search opened again planning for `budget` would take design points from
+        (CodeRankedTransfer.screen_ahead); returns how many were queued (0 for a strategy
+        that compiles no code, or a design that is over)."""
+        strategy = self.start.resumed.strategy
+        if not isinstance(strategy, CodeRankedTransfer) or self.ranking is None:
+            return 0
+        return self.ranking["score"].ahead([self.space.config_at(i) for i in strategy.screen_ahead(budget)])
+
     def close(self) -> None:
         self._stack.close()
 
@@ -334,6 +345,23 @@ def ranking_of(task: TuningTask, space: Space, request: TuneRequest) -> dict | N
     if not isinstance(task, CpuTask):
         check_code_readable(request.strategy, task.target, request.device)
     return code_ranking(task.kernel, task.target, task.shape, space, task.workload.key(), request.jobs)
+
+
+def compile_ahead(request: TuneRequest, db: TuningDatabase) -> int:
+    """Queue, to compile in the background while trials run (edgetune.ahead), the screen a
+    `transfer+code` search of `request` not opened yet will take its first design points
+    from, where the kernel's fit lets the code choose them (tuner.code_explore.votes_on_fit);
+    returns how many were queued (0 for another strategy or device)."""
+    request = replace(request, strategy=canonical_strategy(request.strategy))
+    if not STRATEGIES[request.strategy].uses_code or request.device != "cpu":
+        return 0
+    task = task_of(request)
+    space = task.space(task.goal(db, request.objective, request.bounds))
+    ranking = ranking_of(task, space, request)
+    if ranking is None or not votes_on_fit(ranking["kernel_fit"]):
+        return 0
+    points = screen_points(space, screen_stream(np.random.default_rng(request.seed)), screen_size(request.budget))
+    return ranking["score"].ahead([space.config_at(i) for i in points])
 
 
 def _ranking_use(strategy) -> CodeRankingUse | None:

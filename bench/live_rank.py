@@ -21,12 +21,22 @@ cost printed apart), and a serial board modelled as: per trial --board-overhead 
 (flash, reset, session: 3 s assumed, the project has no board to time), the trial's build
 (its compile and link as the trial timed them) and the `an547-serial` target's runs per
 trial of its instructions at the target's clock; plus, for `transfer+code`, the host's wall
-time compiling and reading candidates to rank them (reads side by side counted once: the
-board idles meanwhile). The trials it runs were compiled to be ranked, so their builds
-find the objects in the cache.
+time the search waited on candidates' scores (waits side by side counted once: the board
+idles meanwhile). A model tune compiles the layers' screens ahead (edgetune.ahead) while
+trials run: here they share the host with QEMU's short trials, and what was not ready when
+the search asked is waited for and counted; a board's seconds-long trials leave the host
+more time, so the model is pessimistic there. The trials it runs were compiled to be
+ranked, so their builds find the objects in the cache.
+
+--pace-board measures that board's wall time instead of modelling it: after its build and
+its QEMU run, each trial holds the one board (a lock) asleep for --board-overhead seconds
+plus its runs at the clock, the host's cores free meanwhile as while a board flashes and
+runs, and the tune compiles ahead as it does on a board (edgetune.live_rank.AHEAD_RUNNERS);
+the QEMU column is then that paced time, the board column the model beside it.
 
 usage: .venv/bin/python bench/live_rank.py [--seeds N] [--first-seed S] [--budget B] [--model-budget B] [--cap C]
                                            [--kernels NAME ...] [--models NAME ...] [--jobs J] [--target T]
+                                           [--board-overhead S] [--pace-board]
 """
 from __future__ import annotations
 
@@ -34,12 +44,14 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from edgetune import live_rank
 from edgetune.codegen import get_kernel
+from edgetune.evaluate import Evaluator
 from edgetune.model import load_model
 from edgetune.model.session import distinct_workloads, tune_model
 from edgetune.session import LiveSearch, TuneRequest
@@ -67,7 +79,7 @@ class Run:
     seconds: float  # QEMU wall time to that evaluation (or round)
     instructions: float  # summed over the trials to that evaluation
     compiled: int  # configurations compiled (transfer: one per trial; +code: its scorer's, run or not)
-    scoring_s: float  # wall seconds compiling and reading candidates to rank them (+code; side by side once)
+    scoring_s: float  # wall seconds the search waited on candidates' scores (+code; side by side once)
     build_s: float  # mean seconds a trial's own build took (compile and link, as the trials timed them)
 
 
@@ -114,11 +126,12 @@ def kernel_run(kernel_name: str, shape_text: str, strategy: str, seed: int, budg
 
 def compiles_until(moment: float, run: set[str]) -> tuple[int, float]:
     """(configurations compiled by the time `moment`: the trials run so far, and those the
-    live scores compiled then; the wall seconds the scores spent compiling and reading
-    until then, reads side by side counted once)."""
+    live scores compiled then, ahead or not; the wall seconds the search waited on scores
+    until then, waits side by side counted once: compiles done ahead while trials ran are
+    not among them)."""
     scores = live_rank.scores_made()
     ranked = {(s.workload_key, key) for s in scores for key, at in s.compiled_at.items() if at <= moment}
-    return len(run | ranked), union_seconds([(a, min(b, moment)) for s in scores for a, b in s.busy if a < moment])
+    return len(run | ranked), union_seconds([(a, min(b, moment)) for s in scores for a, b in s.waited if a < moment])
 
 
 def union_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -191,6 +204,36 @@ def timed_compile(kernel_name: str, shape: dict, root: Path, count: int = 4, tar
     return (time.perf_counter() - started) / count
 
 
+class PacedBoard:
+    """One serial board on the emulator: each trial, after its build and QEMU run, holds
+    the board asleep for the overhead plus its runs at the clock (see the module)."""
+
+    def __init__(self, overhead_s: float, runs: int, clock_hz: float):
+        self.overhead_s, self.runs, self.clock_hz = overhead_s, runs, clock_hz
+        self.board = threading.Lock()
+
+    def hold(self, trials) -> None:
+        seconds = sum(self.overhead_s + self.runs * (t.value("instructions") or 0.0) / self.clock_hz for t in trials)
+        with self.board:
+            time.sleep(seconds)
+
+    def install(self) -> None:
+        """Every Evaluator of this process paces its trials."""
+        alone, batch = Evaluator.__call__, Evaluator.evaluate_batch
+
+        def paced_alone(evaluator, config):
+            trial = alone(evaluator, config)
+            self.hold([trial])
+            return trial
+
+        def paced_batch(evaluator, configs):
+            trials = batch(evaluator, configs)
+            self.hold(trials)
+            return trials
+
+        Evaluator.__call__, Evaluator.evaluate_batch = paced_alone, paced_batch
+
+
 def fit_text(fit) -> str:
     """A gate's evidence (tuner.code_explore.KernelFit), or none."""
     return "none" if fit is None else fit.text()
@@ -198,7 +241,7 @@ def fit_text(fit) -> str:
 
 def board_seconds(run: Run, overhead_s: float, runs: int, clock_hz: float) -> float:
     """A serial board's wall time for the run: per trial the overhead, its build and its runs
-    at the board's clock, plus the host's wall time ranking candidates (the board idles)."""
+    at the board's clock, plus the host's wall time the search waited on scores (the board idles)."""
     return run.evaluations * (overhead_s + run.build_s) + runs * run.instructions / clock_hz + run.scoring_s
 
 
@@ -214,15 +257,21 @@ def main() -> int:
     parser.add_argument("--models", nargs="*", default=["ds_cnn_kws"])
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--board-overhead", type=float, default=3.0)
+    parser.add_argument("--pace-board", action="store_true", help="Measure the board's time (trials paced) "
+                                                                       "rather than model it.")
     parser.add_argument("--target", default=TARGET, help=f"The emulated target tuned [{TARGET}]; a board of its clock "
                                                         f"is modelled with {BOARD_TARGET}'s runs per trial.")
     args = parser.parse_args()
     runs_per_trial, clock_hz = get_target(BOARD_TARGET).serial.runs, get_target(args.target).core.clock_hz
+    wall = "paced s" if args.pace_board else "QEMU s"
+    if args.pace_board:
+        PacedBoard(args.board_overhead, runs_per_trial, clock_hz).install()
+        live_rank.AHEAD_RUNNERS.add(get_target(args.target).runner.kind)  # the paced emulator stands for a board
     rows = []
     with tempfile.TemporaryDirectory(prefix="edgetune-live-rank-") as tmp:
         root = Path(tmp)
         fresh_cache(root, "ranker")
-        print(f"# {args.target}, QEMU; {args.seeds} seeds; kernels at a budget of {args.budget}, models {args.model_budget};"
+        print(f"# {args.target}, {'QEMU paced as a board' if args.pace_board else 'QEMU'}; {args.seeds} seeds; kernels at a budget of {args.budget}, models {args.model_budget};"
               f" transfer+code until transfer's best or {args.cap:g} x the budget; jobs {args.jobs}", flush=True)
         work = [(label, "kernel") for label in args.kernels] + [(name, "model") for name in args.models]
         for label, kind in work:
@@ -263,13 +312,13 @@ def main() -> int:
                 boards = [board_seconds(r, args.board_overhead, runs_per_trial, clock_hz) for r in (plain, ranked)]
                 print(f"seed {seed}: best {'none' if plain.best is None else f'{plain.best:,.0f}'}; evaluations transfer {plain.evaluations}, "
                       f"+code {ranked.evaluations}{'' if ranked.reached else ' (not reached)'} "
-                      f"({1 - ranked.evaluations / plain.evaluations:+.0%}); QEMU s {plain.seconds:.1f} / "
+                      f"({1 - ranked.evaluations / plain.evaluations:+.0%}); {wall} {plain.seconds:.1f} / "
                       f"{ranked.seconds:.1f} ({1 - ranked.seconds / plain.seconds:+.0%}); compiled {plain.compiled} / "
                       f"{ranked.compiled} (ranking {ranked.scoring_s:.0f} s; builds {plain.build_s:.2f} / "
                       f"{ranked.build_s:.2f} s a trial); board s {boards[0]:.0f} / {boards[1]:.0f} "
                       f"({1 - boards[1] / boards[0]:+.0%})", flush=True)
-    print("\n# summed over seeds: evaluations, QEMU seconds, board seconds (modelled); saved = 1 - (+code)/(transfer)")
-    print(f"{'workload':<22}{'transfer':>9}{'+code':>7}{'saved':>7}{'QEMU s':>8}{'+code':>7}{'saved':>7}"
+    print(f"\n# summed over seeds: evaluations, {wall[:-2]} seconds, board seconds (modelled); saved = 1 - (+code)/(transfer)")
+    print(f"{'workload':<22}{'transfer':>9}{'+code':>7}{'saved':>7}{wall:>8}{'+code':>7}{'saved':>7}"
           f"{'board s':>9}{'+code':>7}{'saved':>7}{'reached':>8}")
     for label in dict.fromkeys(r[0] for r in rows):
         mine = [r for r in rows if r[0] == label]

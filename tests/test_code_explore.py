@@ -185,3 +185,20 @@ def test_a_larger_budgets_screen_extends_the_smaller_ones_and_leaves_the_strateg
     # drawing the screen takes nothing from the strategy's own generator
     unscreened = ranked(5, score=cost, kernel_fit=KernelFit(0.9, 2), budget=2)
     assert small.rng.integers(1 << 30) == unscreened.rng.integers(1 << 30)
+
+
+def test_screen_ahead_names_the_screen_a_later_round_draws_while_the_design_goes_on():
+    # A model tune compiles it in the background while other layers' trials run
+    # (edgetune.ahead): it must be the points the reopened search will ask for.
+    first = ranked(5, score=cost, kernel_fit=KernelFit(0.9, 2), budget=2)
+    run(first, 1)
+    assert first._screen is not None and first.designing
+    later = ranked(5, score=cost, kernel_fit=KernelFit(0.9, 2), budget=5)
+    later._screened()
+    assert first.screen_ahead(5) == later._screen and len(later._screen) == 40
+    run(first, 12)  # the design is over: no screen is asked for again
+    assert not first.designing and first.screen_ahead(8) == []
+    # without the kernel's fit the design is transfer's own: nothing to compile ahead
+    unfit = ranked(5, score=cost, kernel_fit=KernelFit(0.5, 2), budget=2)
+    assert unfit.designing and unfit.screen_ahead(5) == []
+

@@ -147,14 +147,10 @@ class CodeRankedTransfer(TransferLearning):
         self._gate_at, self._open = -1, gate is None
         self._drawn: list[int] = []  # random fresh points drawn, not proposed yet, in draw order
         self._scores: dict[int, float] = {}  # by index: each point is compiled and scored once
-        budget = options.get("budget")
-        self.screen = screen if budget is None else max(1, min(screen, SCREEN_PER_EVALUATION * budget))
+        self.screen = screen_size(options.get("budget"), screen)
         self._screen: list[int] | None = None  # the screen's indices, drawn on first use
-        # The screen is the start of one random order of the legal points, from a generator
-        # of its own (self.rng goes on as `transfer`'s would): a search opened again with a
-        # larger budget (a model's layer at each of its rounds) screens the points it
-        # screened before and more, rather than a new draw compiled again.
-        self._screen_rng = _own_stream(rng)
+        # kept unused: each screen is drawn from a copy, the same order however often
+        self._screen_rng, self._screen_cap = screen_stream(rng), screen
         self._design_points = 0  # design points chosen while the code chose them
 
     @property
@@ -171,8 +167,7 @@ class CodeRankedTransfer(TransferLearning):
     def votes_from_start(self) -> bool:
         """Whether the evidence before any trial (the fit on the kernel's other recorded
         spaces) lets the code vote from the first plan."""
-        fit = self.kernel_fit
-        return fit is not None and fit.spaces >= MIN_SPACES and fit.rho >= GATE_KERNEL_RHO
+        return votes_on_fit(self.kernel_fit)
 
     @property
     def scored_indices(self) -> frozenset[int]:
@@ -262,11 +257,24 @@ class CodeRankedTransfer(TransferLearning):
         """The screen: `screen` random legal points, compiled and scored once, on first use
         (the first of one order of the legal points: a larger screen extends a smaller one)."""
         if self._screen is None:
-            legal = self.space.legal_indices()
-            order = self._screen_rng.permutation(len(legal))
-            self._screen = [int(legal[p]) for p in order[:self.screen]]
+            self._screen = screen_points(self.space, copy.deepcopy(self._screen_rng), self.screen)
             self._score_all(self._screen)
         return self._screen
+
+    def screen_ahead(self, budget: int) -> list[int]:
+        """The screen a search of this space planning for `budget` evaluations would compile
+        (the same seed's), while this one may still take design points from it (the code
+        designs from the start; its design is not over): a caller can compile them while
+        trials run (edgetune.ahead). [] when the screen will not be asked for again."""
+        # Measured and not kept (2026-12-05, DS-CNN on the M55 paced as a board, seed 0):
+        # compiling ahead as well, once a layer's design was over, the candidates its model
+        # would plan with at the end of its round (found on a copy of the search): 434 s to
+        # `transfer`'s best against 429 s for the screens alone (460 s with nothing ahead),
+        # and 260 more candidates compiled; the layer's next round plans again on more
+        # trials and the other layers' priors, and shares few of them.
+        if not self.votes_from_start or not self.designing:
+            return []
+        return screen_points(self.space, copy.deepcopy(self._screen_rng), screen_size(budget, self._screen_cap))
 
     def _random_fresh(self) -> int | None:
         if not self.ranking_on:
@@ -284,13 +292,35 @@ class CodeRankedTransfer(TransferLearning):
         return self._drawn.pop(best)
 
 
+def votes_on_fit(fit: KernelFit | None) -> bool:
+    """Whether a kernel's fit on its other recorded spaces lets the code vote from a
+    search's first plan (and choose design points from its screen)."""
+    return fit is not None and fit.spaces >= MIN_SPACES and fit.rho >= GATE_KERNEL_RHO
+
+
+def screen_size(budget: int | None, screen: int = DEFAULT_SCREEN) -> int:
+    """The points a search screens: `screen`, at most SCREEN_PER_EVALUATION per evaluation
+    of a known budget."""
+    return screen if budget is None else max(1, min(screen, SCREEN_PER_EVALUATION * budget))
+
+
+def screen_points(space: Space, stream: np.random.Generator, size: int) -> list[int]:
+    """The first `size` points of one random order of the legal points, drawn from
+    `stream` (screen_stream of the search's generator). Every search of one seed draws
+    the same order, so a search opened again with a larger budget (a model's layer at each
+    of its rounds) screens the points it screened before and more, rather than a new draw
+    compiled again, and a caller can know a screen before the search asks for it."""
+    legal = space.legal_indices()
+    return [int(legal[p]) for p in stream.permutation(len(legal))[:size]]
+
+
 # The screen's stream, apart from the strategy's own (any fixed number would do).
 _SCREEN_STREAM = 0x5C4EE7
 
 
-def _own_stream(rng: np.random.Generator) -> np.random.Generator:
-    """A generator derived from `rng`'s seed without drawing from `rng`: the same for every
-    generator made from one seed."""
+def screen_stream(rng: np.random.Generator) -> np.random.Generator:
+    """The screen's generator, derived from `rng`'s seed without drawing from `rng` (whose
+    draws go on as `transfer`'s would): the same for every generator made from one seed."""
     seeds = getattr(rng.bit_generator, "seed_seq", None)
     if isinstance(seeds, np.random.SeedSequence):
         return np.random.default_rng(np.random.SeedSequence(seeds.entropy, spawn_key=(*seeds.spawn_key, _SCREEN_STREAM),

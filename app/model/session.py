@@ -37,9 +37,9 @@ from edgetune.tuner.scheduler import SchedTask, TaskHistory, make_scheduler, mod
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
 from edgetune.evaluate import measure_source
-from edgetune.live_rank import scores_made
+from edgetune.live_rank import compiles_ahead, scores_made, stop_ahead
 from edgetune.session import (LiveSearch, ProgressFn, TuneRequest, TuneSummary, check_compilers, choose_objective,
-                              compiled_by, workload_inputs, workload_of)
+                              compile_ahead, compiled_by, workload_inputs, workload_of)
 from .module import default_config
 from .shared_rounds import SharedRounds, model_key, wait_for_round
 
@@ -183,6 +183,7 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     limits = {lw.workload.key(): (scratch_limits or {}).get((lw.kernel.name, tuple(lw.shape.items())))
               for lw in workloads}
     with RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress, limits) as rounds:
+        rounds.compile_ahead()
         # Processes sharing the database follow one sequence of rounds (edgetune.model.shared_rounds).
         shared = SharedRounds(db, model_key([(t.id, t.weight) for t in tasks], objective, bounds, chooser.name,
                                             rounds.size))
@@ -290,6 +291,8 @@ class RoundRunner:
         searches, self.searches = self.searches, {}
         for search in searches.values():
             search.close()
+        for key in self.by_key:
+            stop_ahead(key)  # what the rounds will not ask for any more
 
     @property
     def spent(self) -> int:
@@ -305,7 +308,10 @@ class RoundRunner:
         foreign = sum(1 for r in proposals if not compiled_by(r.trial, self.template.compilers))
         if len(proposals) - foreign < want:
             # Faults in the layer's variants are failed trials inside the search; the run goes on.
-            self._note_ranking(key, self._search(lw, want + foreign).run(want + foreign))
+            search = self._search(lw, want + foreign)
+            self._note_ranking(key, search.run(want + foreign))
+            if compiles_ahead(self.template.target):  # the screen its next round may design from
+                search.compile_ahead(want + foreign + self.size)
         # Trials of this round another process is measuring count once they are stored.
         wait_for_round(self.db, lw.workload, want + foreign,
                        lambda: self._search(lw, want + foreign).run(want + foreign))
@@ -326,6 +332,19 @@ class RoundRunner:
         self.ranking[key] = LayerRanking(use.kernel_fit, use.voted_from_start, rounds + 1, voting + use.voting_now,
                                          compiled)
 
+    def compile_ahead(self) -> None:
+        """Queue the screens the layers' first rounds may design from (`transfer+code` on a
+        board), to compile in the background while the first layers' trials run (edgetune.ahead)."""
+        if not compiles_ahead(self.template.target):
+            return
+        for lw in self.by_key.values():
+            if not self.db.proposals(lw.workload):
+                compile_ahead(self._request(lw, self.size), self.db)
+
+    def _request(self, lw: LayerWorkload, budget: int) -> TuneRequest:
+        return replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget,
+                       scratch_limit=self.scratch_limits.get(lw.workload.key()))
+
     def _search(self, lw: LayerWorkload, budget: int) -> LiveSearch:
         """The layer's search for this round, learning from every trial the other layers have
         stored by now and planning for the layer's trials so far: the layers teach each
@@ -339,9 +358,8 @@ class RoundRunner:
             seeds = (default_seed(lw, self.template.target, self.template.compilers),
                      *naive_seed(lw, self.template.target, self.template.compilers), *self._winners(lw),
                      *starting_seeds(lw, self.template.target, self.template.compilers))
-            request = replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget, initial=seeds,
-                              scratch_limit=self.scratch_limits.get(lw.workload.key()))
-            self.searches[key] = LiveSearch(request, self.db, self.trial_progress)
+            self.searches[key] = LiveSearch(replace(self._request(lw, budget), initial=seeds), self.db,
+                                            self.trial_progress)
         return self.searches[key]
 
     def _winners(self, lw: LayerWorkload) -> list[dict]:

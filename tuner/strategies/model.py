@@ -207,6 +207,11 @@ class ModelGuided(SearchStrategy):
     def _ready(self) -> bool:
         return sum(v is not None for v in self.results.values()) >= min(self.initial, self._legal_count())
 
+    @property
+    def designing(self) -> bool:
+        """Whether proposals may still come from the space-filling design."""
+        return not self._ready()
+
     # --- the model ---------------------------------------------------------------------
     def _training_data(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # Told trials outside the legal set (an older space's, resumed) teach nothing here.

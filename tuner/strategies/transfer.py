@@ -160,6 +160,12 @@ class TransferLearning(ModelGuided):
     def _ready(self) -> bool:
         return self._usable_prior is not None or super()._ready()
 
+    @property
+    def designing(self) -> bool:
+        # a small budget checks a trusted prior with design points until it is judged (_next)
+        return super().designing or (self._usable_prior is not None and self._check_priors and self._small
+                                     and len(self._told_positions) < MIN_TRIALS)
+
     def _spreading(self) -> bool:
         """Whether the plan about to be made is the first, on the prior alone."""
         return self._spread_first_plan and not self.results and self._usable_prior is not None

@@ -1,0 +1,90 @@
+"""Work done ahead, on threads of its own, while the search waits for trials.
+
+On a board the host waits out each trial's flash, reset and serial session (seconds) with
+its cores idle, and a `transfer+code` model tune knows some of what it will compile before
+it asks: each layer's screen is one random order of its legal points fixed by the seed
+(tuner.code_explore.screen_points). edgetune.live_rank queues those compiles here (only
+where trials leave the host idle: live_rank.AHEAD_RUNNERS).
+
+The workers give way to the search: one starts a job only while no search is waiting on
+scores (`foreground`), so the search's own compiles never queue behind work done ahead.
+Jobs are the search's own work moved earlier (a score is a pure function of the candidate),
+so what runs ahead changes when a run's compiles happen, never what it chooses. A job that
+raises is dropped: the search does the same work again when it needs it and meets the
+error there. The threads are daemons: a process ending drops what is still queued (a
+model tune cancels its own jobs and waits for those running when it ends).
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from contextlib import contextmanager
+from typing import Callable, Hashable, Iterator
+
+_cond = threading.Condition()
+_queue: deque[tuple[Hashable, Callable[[], object]]] = deque()  # (owner, job), first in first out
+_workers: list[threading.Thread] = []
+_running: list[Hashable] = []  # the owners of the jobs running now
+_waiting = 0  # searches waiting on scores now (foreground)
+
+
+def submit(owner: Hashable, job: Callable[[], object], workers: int) -> None:
+    """Queue `job` for one of at least `workers` background threads; `owner` names it for cancel()."""
+    with _cond:
+        _queue.append((owner, job))
+        while len(_workers) < max(1, workers):
+            worker = threading.Thread(target=_work, name=f"edgetune-ahead-{len(_workers)}", daemon=True)
+            _workers.append(worker)
+            worker.start()
+        _cond.notify_all()
+
+
+def cancel(owner: Hashable | None = None, wait: bool = True) -> int:
+    """Drop the queued jobs of `owner` (every queued job: None) and, with `wait`, wait for
+    its running ones to finish (a compile cleans up its scratch folder: a daemon thread
+    stopped at exit would not). Returns how many were dropped."""
+    with _cond:
+        kept = [(o, job) for o, job in _queue if owner is not None and o != owner]
+        dropped = len(_queue) - len(kept)
+        _queue.clear()
+        _queue.extend(kept)
+        while wait and any(owner is None or o == owner for o in _running):
+            _cond.wait()
+        return dropped
+
+
+def queued(owner: Hashable | None = None) -> int:
+    """Jobs of `owner` (of anyone: None) queued and not started."""
+    with _cond:
+        return sum(1 for o, _ in _queue if owner is None or o == owner)
+
+
+@contextmanager
+def foreground() -> Iterator[None]:
+    """Mark a search waiting on its own work: no queued job starts meanwhile."""
+    global _waiting
+    with _cond:
+        _waiting += 1
+    try:
+        yield
+    finally:
+        with _cond:
+            _waiting -= 1
+            _cond.notify_all()
+
+
+def _work() -> None:
+    while True:
+        with _cond:
+            while not _queue or _waiting:
+                _cond.wait()
+            owner, job = _queue.popleft()
+            _running.append(owner)
+        try:
+            job()
+        except Exception:  # noqa: BLE001 - see the module: the search meets the error itself
+            pass
+        finally:
+            with _cond:
+                _running.remove(owner)
+                _cond.notify_all()
