@@ -316,7 +316,7 @@ class LiveSearch:
                        stopped=stopped, code_ranking=_ranking_use(self.start.resumed.strategy),
                        **_prior_use(self.db, self.prior, self.strategy))
 
-    def compile_ahead(self, budget: int) -> int:
+    def compile_screen_ahead(self, budget: int) -> int:
         """Queue, to compile in the background while trials run (edgetune.ahead), the
         screen this search opened again planning for `budget` would take design points from
         (CodeRankedTransfer.screen_ahead); returns how many were queued (0 for a strategy
@@ -347,7 +347,7 @@ def ranking_of(task: TuningTask, space: Space, request: TuneRequest) -> dict | N
     return code_ranking(task.kernel, task.target, task.shape, space, task.workload.key(), request.jobs)
 
 
-def compile_ahead(request: TuneRequest, db: TuningDatabase) -> int:
+def compile_first_screen_ahead(request: TuneRequest, db: TuningDatabase) -> int:
     """Queue, to compile in the background while trials run (edgetune.ahead), the screen a
     `transfer+code` search of `request` not opened yet will take its first design points
     from, where the kernel's fit lets the code choose them (tuner.code_explore.votes_on_fit);

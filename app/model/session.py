@@ -39,7 +39,7 @@ from edgetune.tuner.strategies import DEFAULT_STRATEGY
 from edgetune.evaluate import measure_source
 from edgetune.live_rank import compiles_ahead, scores_made, stop_ahead
 from edgetune.session import (LiveSearch, ProgressFn, TuneRequest, TuneSummary, check_compilers, choose_objective,
-                              compile_ahead, compiled_by, workload_inputs, workload_of)
+                              compile_first_screen_ahead, compiled_by, workload_inputs, workload_of)
 from .module import default_config
 from .shared_rounds import SharedRounds, model_key, wait_for_round
 
@@ -183,7 +183,7 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     limits = {lw.workload.key(): (scratch_limits or {}).get((lw.kernel.name, tuple(lw.shape.items())))
               for lw in workloads}
     with RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress, limits) as rounds:
-        rounds.compile_ahead()
+        rounds.compile_first_screens_ahead()
         # Processes sharing the database follow one sequence of rounds (edgetune.model.shared_rounds).
         shared = SharedRounds(db, model_key([(t.id, t.weight) for t in tasks], objective, bounds, chooser.name,
                                             rounds.size))
@@ -311,7 +311,7 @@ class RoundRunner:
             search = self._search(lw, want + foreign)
             self._note_ranking(key, search.run(want + foreign))
             if compiles_ahead(self.template.target):  # the screen its next round may design from
-                search.compile_ahead(want + foreign + self.size)
+                search.compile_screen_ahead(want + foreign + self.size)
         # Trials of this round another process is measuring count once they are stored.
         wait_for_round(self.db, lw.workload, want + foreign,
                        lambda: self._search(lw, want + foreign).run(want + foreign))
@@ -332,14 +332,14 @@ class RoundRunner:
         self.ranking[key] = LayerRanking(use.kernel_fit, use.voted_from_start, rounds + 1, voting + use.voting_now,
                                          compiled)
 
-    def compile_ahead(self) -> None:
+    def compile_first_screens_ahead(self) -> None:
         """Queue the screens the layers' first rounds may design from (`transfer+code` on a
         board), to compile in the background while the first layers' trials run (edgetune.ahead)."""
         if not compiles_ahead(self.template.target):
             return
         for lw in self.by_key.values():
             if not self.db.proposals(lw.workload):
-                compile_ahead(self._request(lw, self.size), self.db)
+                compile_first_screen_ahead(self._request(lw, self.size), self.db)
 
     def _request(self, lw: LayerWorkload, budget: int) -> TuneRequest:
         return replace(self.template, kernel=lw.kernel, shape=lw.shape, budget=budget,
