@@ -101,7 +101,7 @@ def test_a_search_asking_for_a_candidate_being_compiled_ahead_waits_for_that_com
 
 @pytest.mark.qemu
 def test_a_model_tune_compiles_screens_ahead_and_chooses_the_same_trials_as_without(tmp_path, monkeypatch):
-    """DS-CNN's depthwise and pointwise layers on the M55 (the code designs from the start
+    """DS-CNN's depthwise layer and first convolution on the M55 (the code designs from the start
     on both kernels' fits), compiling ahead as on a board: the layers' screens are queued
     before their rounds ask, and the rounds measure the same configurations as the tune the
     emulator gets, which compiles nothing ahead."""
@@ -115,7 +115,7 @@ def test_a_model_tune_compiles_screens_ahead_and_chooses_the_same_trials_as_with
     real = live_rank.CodeScore.ahead
     monkeypatch.setattr(live_rank.CodeScore, "ahead", lambda self, configs: queued.append(real(self, configs)) or queued[-1])
 
-    def tuned(name: str) -> list[tuple[str, str]]:
+    def tuned(name: str) -> list[tuple[str, list[str]]]:
         live_rank.forget_scores()
         monkeypatch.setenv("EDGETUNE_CACHE", str(tmp_path / f"cache-{name}"))
         db = TuningDatabase(tmp_path / f"{name}.db")
