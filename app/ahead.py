@@ -39,16 +39,16 @@ def submit(owner: Hashable, job: Callable[[], object], workers: int) -> None:
         _cond.notify_all()
 
 
-def cancel(owner: Hashable | None = None, wait: bool = True) -> int:
-    """Drop the queued jobs of `owner` (every queued job: None) and, with `wait`, wait for
-    its running ones to finish (a compile cleans up its scratch folder: a daemon thread
-    stopped at exit would not). Returns how many were dropped."""
+def cancel(owner: Hashable | None = None) -> int:
+    """Drop the queued jobs of `owner` (every queued job: None) and wait for its running
+    ones to finish (a compile cleans up its scratch folder: a daemon thread stopped at exit
+    would not). Returns how many were dropped."""
     with _cond:
         kept = [(o, job) for o, job in _queue if owner is not None and o != owner]
         dropped = len(_queue) - len(kept)
         _queue.clear()
         _queue.extend(kept)
-        while wait and any(owner is None or o == owner for o in _running):
+        while any(owner is None or o == owner for o in _running):
             _cond.wait()
         return dropped
 

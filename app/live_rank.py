@@ -102,7 +102,6 @@ class CodeScore:
         self._scores: dict[str, float | None] = {}
         self._lock = threading.Lock()
         self._compiling: dict[str, threading.Event] = {}  # keys being compiled (by a search or ahead), set when done
-        self.compile_seconds = 0.0  # spent compiling and reading code, over every call
         # (start, end) on time.monotonic() of each compile and read: those of threads side
         # by side overlap, so the host's wall time is their union.
         self.busy: list[tuple[float, float]] = []
@@ -164,7 +163,6 @@ class CodeScore:
         finally:
             ended = time.monotonic()
             with self._lock:
-                self.compile_seconds += ended - started
                 self.busy.append((started, ended))
 
     def prefetch(self, configs: Sequence[Config]) -> None:

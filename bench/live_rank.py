@@ -22,11 +22,10 @@ cost printed apart), and a serial board modelled as: per trial --board-overhead 
 (its compile and link as the trial timed them) and the `an547-serial` target's runs per
 trial of its instructions at the target's clock; plus, for `transfer+code`, the host's wall
 time the search waited on candidates' scores (waits side by side counted once: the board
-idles meanwhile). A model tune compiles the layers' screens ahead (edgetune.ahead) while
-trials run: here they share the host with QEMU's short trials, and what was not ready when
-the search asked is waited for and counted; a board's seconds-long trials leave the host
-more time, so the model is pessimistic there. The trials it runs were compiled to be
-ranked, so their builds find the objects in the cache.
+idles meanwhile). On a board a model tune would also compile the layers' screens ahead
+(edgetune.ahead) while trials run; on the emulator it does not (its trials take the host's
+cores), so the model charges those compiles as waits: pessimistic for a board. The trials
+it runs were compiled to be ranked, so their builds find the objects in the cache.
 
 --pace-board measures that board's wall time instead of modelling it: after its build and
 its QEMU run, each trial holds the one board (a lock) asleep for --board-overhead seconds

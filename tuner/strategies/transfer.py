@@ -149,8 +149,7 @@ class TransferLearning(ModelGuided):
             self._plan = []  # planned on a prior now judged otherwise: plan again
         self._planned_trusting = trusted
         self.batch = self._batches[trusted]
-        if trusted and self._check_priors and self._small and len(self._told_positions) < MIN_TRIALS \
-                and len(self.results) % 2 == 1:
+        if trusted and self._checking_prior and len(self.results) % 2 == 1:
             # Before the priors are judged, every other point comes from the space-filling
             # design: judged on their own top picks alone, a wrong prior looks no worse
             # than a right one, and a small budget cannot wait for the spread to come.
@@ -161,10 +160,14 @@ class TransferLearning(ModelGuided):
         return self._usable_prior is not None or super()._ready()
 
     @property
+    def _checking_prior(self) -> bool:
+        """Whether a small budget still checks its prior with design points (_next): until
+        MIN_TRIALS of this space's own trials can judge it."""
+        return self._check_priors and self._small and len(self._told_positions) < MIN_TRIALS
+
+    @property
     def designing(self) -> bool:
-        # a small budget checks a trusted prior with design points until it is judged (_next)
-        return super().designing or (self._usable_prior is not None and self._check_priors and self._small
-                                     and len(self._told_positions) < MIN_TRIALS)
+        return super().designing or (self._usable_prior is not None and self._checking_prior)
 
     def _spreading(self) -> bool:
         """Whether the plan about to be made is the first, on the prior alone."""
