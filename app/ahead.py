@@ -3,8 +3,9 @@
 On a board the host waits out each trial's flash, reset and serial session (seconds) with
 its cores idle, and a `transfer+code` model tune knows some of what it will compile before
 it asks: each layer's screen is one random order of its legal points fixed by the seed
-(tuner.code_explore.screen_points). edgetune.live_rank queues those compiles here (only
-where trials leave the host idle: live_rank.AHEAD_RUNNERS).
+(tuner.code_explore.screen_points), and while a round's last trials run it can find what
+the next round's first plan will compile (edgetune.search_ahead). edgetune.live_rank queues
+those compiles here (only where trials leave the host idle: live_rank.AHEAD_RUNNERS).
 
 The workers give way to the search: one starts a job only while no search is waiting on
 scores (`foreground`), so the search's own compiles never queue behind work done ahead.
@@ -22,16 +23,20 @@ from contextlib import contextmanager
 from typing import Callable, Hashable, Iterator
 
 _cond = threading.Condition()
-_queue: deque[tuple[Hashable, Callable[[], object]]] = deque()  # (owner, job), first in first out
+_queue: deque[tuple[Hashable, Callable[[], object]]] = deque()  # (owner, job), in order (submit: first)
 _workers: list[threading.Thread] = []
 _running: list[Hashable] = []  # the owners of the jobs running now
 _waiting = 0  # searches waiting on scores now (foreground)
 
 
-def submit(owner: Hashable, job: Callable[[], object], workers: int) -> None:
-    """Queue `job` for one of at least `workers` background threads; `owner` names it for cancel()."""
+def submit(owner: Hashable, job: Callable[[], object], workers: int, first: bool = False) -> None:
+    """Queue `job` for one of at least `workers` background threads; `owner` names it for
+    cancel(). `first`: ahead of everything queued (work the search will ask for next)."""
     with _cond:
-        _queue.append((owner, job))
+        if first:
+            _queue.appendleft((owner, job))
+        else:
+            _queue.append((owner, job))
         while len(_workers) < max(1, workers):
             worker = threading.Thread(target=_work, name=f"edgetune-ahead-{len(_workers)}", daemon=True)
             _workers.append(worker)
@@ -53,10 +58,17 @@ def cancel(owner: Hashable | None = None) -> int:
         return dropped
 
 
-def queued(owner: Hashable | None = None) -> int:
-    """Jobs of `owner` (of anyone: None) queued and not started."""
+def searching() -> bool:
+    """Whether a search waits on scores now (a job working in steps gives way)."""
     with _cond:
-        return sum(1 for o, _ in _queue if owner is None or o == owner)
+        return _waiting > 0
+
+
+def busy(owner: Hashable | None = None) -> int:
+    """Jobs of `owner` (of anyone: None) queued or running."""
+    with _cond:
+        return sum(1 for o, _ in _queue if owner is None or o == owner) + sum(
+            1 for o in _running if owner is None or o == owner)
 
 
 @contextmanager

@@ -143,13 +143,25 @@ class CodeScore:
                 del self._compiling[key]
             done.set()
 
-    def ahead(self, configs: Sequence[Config]) -> int:
+    def ahead(self, configs: Sequence[Config], first: bool = False) -> int:
         """Queue `configs` to be compiled and read in the background (edgetune.ahead: while
-        no search waits on scores), ready when the search asks; returns how many were queued."""
+        no search waits on scores), ready when the search asks; returns how many were queued.
+        `first`: before what is queued already, in their order (needed next)."""
         fresh = [c for c in dict.fromkeys(configs) if c.key() not in self._features]
-        for config in fresh:
-            ahead.submit(self, functools.partial(self.features, config), self.jobs)
+        for config in reversed(fresh) if first else fresh:
+            ahead.submit(self, functools.partial(self.features, config), self.jobs, first)
         return len(fresh)
+
+    def is_compiled(self, config: Config) -> bool:
+        """Whether the configuration's code has been compiled and read (compiled_score is quick)."""
+        with self._lock:
+            return config.key() in self._features
+
+    def compiled_score(self, config: Config) -> float | None:
+        """The score of a configuration already compiled (is_compiled): nothing is waited for."""
+        if config.key() not in self._scores:
+            self._predict([config])
+        return self._scores[config.key()]
 
     def _compile(self, config: Config) -> dict | None:
         started = time.monotonic()
@@ -197,6 +209,38 @@ class CodeScore:
             with self._waiting():
                 self._predict([config])
         return self._scores[config.key()]
+
+
+class CompilesNeeded(Exception):
+    """What a search probed with ScoreProbe would compile before it could go on."""
+
+    def __init__(self, configs: Sequence[Config]):
+        super().__init__(f"{len(configs)} candidates to compile")
+        self.configs = tuple(configs)
+
+
+@dataclass(frozen=True)
+class ScoreProbe:
+    """`score` and `prefetch` for a copy of a search that must compile nothing (looking ahead,
+    edgetune.search_ahead): the scores of candidates already compiled are given as the
+    search's own CodeScore gives them; the first time the copy would compile, CompilesNeeded
+    is raised with what it would compile."""
+
+    score: CodeScore
+
+    def __call__(self, config: Config) -> float | None:
+        if not self.score.is_compiled(config):
+            raise CompilesNeeded([config])
+        return self.score.compiled_score(config)
+
+    def prefetch(self, configs: Sequence[Config]) -> None:
+        fresh = [c for c in dict.fromkeys(configs) if not self.score.is_compiled(c)]
+        if fresh:
+            raise CompilesNeeded(fresh)
+
+    def ranking(self, ranking: dict) -> dict:
+        """`ranking` (code_ranking's options) with this probe in place of its score."""
+        return {**ranking, "score": self, "prefetch": self.prefetch}
 
 
 _SCORES: dict[tuple, CodeScore] = {}

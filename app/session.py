@@ -33,8 +33,7 @@ from edgetune.tuner import (STRATEGIES, Bound, Claim, Config, Constraint, Outcom
                             Trial, TuningDatabase, Workload, canonical_strategy, check_names, check_strategy, feasible, make_strategy,
                             replaceable)
 from edgetune.tuner import Goal, resolve_goal
-from edgetune.tuner.code_explore import (CodeRankedTransfer, CodeRankingUse, screen_points, screen_size, screen_stream,
-                                        votes_on_fit)
+from edgetune.tuner.code_explore import CodeRankedTransfer, CodeRankingUse
 from edgetune.tuner.resume import Resumed, rebuild
 
 from .compile_check import check_compiles
@@ -249,27 +248,17 @@ class LiveSearch:
 
     def __init__(self, request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None = None,
                  executor: Executor | None = None, prior_before: int | None = None, plan: int | None = None):
-        check_strategy(request.strategy)
-        # An old strategy name runs and is stored as the one it stands for (tuner ALIASES).
-        request = replace(request, strategy=canonical_strategy(request.strategy))
-        check_run_limits(request)
-        task = task_of(request)
-        self.db, self.task, self.workload = db, task, task.workload
-        goal = task.goal(db, request.objective, request.bounds)
-        self.goal, self.request = goal, replace(request, objective=goal.objective, bounds=goal.bounds)
-        self.space = task.space(goal)
-        self.prior = (prior_trials(db, self.workload, task.target, prior_before)
-                      if STRATEGIES[request.strategy].uses_prior else ())
-        self.ranking = ranking_of(task, self.space, request)
-        self.strategy = make_strategy(request.strategy, self.space, np.random.default_rng(request.seed),
-                                      goal.objective, self.prior, budget=request.budget if plan is None else plan,
-                                      roles=target_roles(self.workload.target, task.target), ranking=self.ranking)
+        parts = search_parts(request, db, prior_before)
+        task = parts.task
+        self.db, self.task, self.workload, self.request, self.goal = db, task, task.workload, parts.request, parts.goal
+        self.space, self.prior, self.ranking = parts.space, parts.prior, parts.ranking
+        self.strategy = parts.strategy(plan=plan)
         remote = None if executor is None else task.remote()
         if executor is not None and remote is None:
             raise TargetError(f"{self.workload.target}: runs on this machine only, not on a cluster")
         task.prepare(db)
         if task.remembers_goal:
-            db.set_goal(self.workload, goal)
+            db.set_goal(self.workload, parts.goal)
         self._stack = ExitStack()
         try:
             self._open(remote, executor, progress)
@@ -306,11 +295,13 @@ class LiveSearch:
                                  progress=progress, stop=self.stop, pending=start.pending, remote=remote is not None,
                                  resumed=start.resumed, timeout_limit_s=limit, batch=batch, submit_batch=submit_batch)
 
-    def run(self, budget: int) -> TuneSummary:
+    def run(self, budget: int, meanwhile: Callable[[], None] | None = None) -> TuneSummary:
         """Measure until the workload holds `budget` trials (stored or claimed), the space
         is exhausted or the stop rule says so: the first run finishes what the replay left
-        (the interrupted batch, lost trials, initial configurations), later ones only ask."""
-        new, stopped = self._search.until(budget)
+        (the interrupted batch, lost trials, initial configurations), later ones only ask.
+        `meanwhile` is called in this thread beside each batch, once its trials are
+        submitted and before they return: work for the host while they run (on a board)."""
+        new, stopped = self._search.until(budget, meanwhile)
         return replace(summarize(self.db, self.workload, self.goal.objective, new, self.goal.bounds,
                                  self.request.compilers),
                        stopped=stopped, code_ranking=_ranking_use(self.start.resumed.strategy),
@@ -347,21 +338,45 @@ def ranking_of(task: TuningTask, space: Space, request: TuneRequest) -> dict | N
     return code_ranking(task.kernel, task.target, task.shape, space, task.workload.key(), request.jobs)
 
 
-def compile_first_screen_ahead(request: TuneRequest, db: TuningDatabase) -> int:
-    """Queue, to compile in the background while trials run (edgetune.ahead), the screen a
-    `transfer+code` search of `request` not opened yet will take its first design points
-    from, where the kernel's fit lets the code choose them (tuner.code_explore.votes_on_fit);
-    returns how many were queued (0 for another strategy or device)."""
+@dataclass(frozen=True)
+class SearchParts:
+    """What a workload's search is made of before anything is replayed or measured: the
+    request (its strategy's canonical name, the goal's objective and bounds), task, goal,
+    space, the prior trials (other workloads' stored before row `prior_before`; () for a
+    strategy that learns from none) and the code ranking's options (None unless it ranks
+    code). LiveSearch opens on them; edgetune.search_ahead looks ahead with them."""
+
+    request: TuneRequest
+    task: TuningTask
+    goal: Goal
+    space: Space
+    prior: tuple[PriorTrials, ...]
+    ranking: dict | None
+
+    def strategy(self, ranking: dict | None = None, plan: int | None = None):
+        """The search's strategy, fresh from its seed; `ranking` in place of the parts' own
+        (a probe that compiles nothing), `plan` the evaluations it plans for (None: the
+        request's budget)."""
+        request = self.request
+        return make_strategy(request.strategy, self.space, np.random.default_rng(request.seed), self.goal.objective,
+                             self.prior, budget=request.budget if plan is None else plan,
+                             roles=target_roles(self.task.workload.target, self.task.target),
+                             ranking=self.ranking if ranking is None else ranking)
+
+
+def search_parts(request: TuneRequest, db: TuningDatabase, prior_before: int | None = None) -> SearchParts:
+    """The parts of `request`'s search on `db` (SearchParts); refuses what it cannot run."""
+    check_strategy(request.strategy)
+    # An old strategy name runs and is stored as the one it stands for (tuner ALIASES).
     request = replace(request, strategy=canonical_strategy(request.strategy))
-    if not STRATEGIES[request.strategy].uses_code or request.device != "cpu":
-        return 0
+    check_run_limits(request)
     task = task_of(request)
-    space = task.space(task.goal(db, request.objective, request.bounds))
-    ranking = ranking_of(task, space, request)
-    if ranking is None or not votes_on_fit(ranking["kernel_fit"]):
-        return 0
-    points = screen_points(space, screen_stream(np.random.default_rng(request.seed)), screen_size(request.budget))
-    return ranking["score"].ahead([space.config_at(i) for i in points])
+    goal = task.goal(db, request.objective, request.bounds)
+    space = task.space(goal)
+    prior = (prior_trials(db, task.workload, task.target, prior_before)
+             if STRATEGIES[request.strategy].uses_prior else ())
+    return SearchParts(replace(request, objective=goal.objective, bounds=goal.bounds), task, goal, space, prior,
+                       ranking_of(task, space, request))
 
 
 def _ranking_use(strategy) -> CodeRankingUse | None:
@@ -496,18 +511,24 @@ class SearchRun:
         self.least = jobs  # a round as it is one at a time: never cut below this
         self.jobs = jobs * batch if submit_batch is not None else jobs  # configurations per round
         self.pending, self.orphans = list(pending), list(self.resumed.orphans)
+        self.meanwhile: Callable[[], None] | None = None  # until's, called beside each batch
 
-    def until(self, budget: int) -> tuple[int, str]:
+    def until(self, budget: int, meanwhile: Callable[[], None] | None = None) -> tuple[int, str]:
         """Measure until the workload's `budget` is used (or the space exhausted, or the stop
-        rule says so); returns the trials this call measured and why it ended."""
-        new_before, self.run.budget = self.run.new, budget
-        with self.db.heartbeat(self.owner):
-            if self.resumed.batch_claims:
-                self.run.resume(self.resumed)
-                self.resumed = replace(self.resumed, batch_claims=())
-            while (reason := self._round(budget)) is None:
-                pass
+        rule says so); returns the trials this call measured and why it ended. `meanwhile`
+        (LiveSearch.run) runs beside each batch."""
+        new_before, self.run.budget, self.meanwhile = self.run.new, budget, meanwhile
+        try:
+            with self.db.heartbeat(self.owner):
+                if self.resumed.batch_claims:
+                    self.run.resume(self.resumed)
+                    self.resumed = replace(self.resumed, batch_claims=())
+                while (reason := self._round(budget)) is None:
+                    pass
+        finally:
+            self.meanwhile = None
         return self.run.new - new_before, reason
+
 
     def _round(self, budget: int) -> str | None:
         """Measure one batch; why the loop ends instead, if it does."""
@@ -519,14 +540,14 @@ class SearchRun:
             taken = db.take_over(workload, [claim for _, claim in self.orphans[:jobs]], self.owner)
             points = {claim.config.key(): point for point, claim in self.orphans[:jobs]}
             self.orphans = self.orphans[jobs:]
-            run.measure([(points[c.config.key()], c) for c in taken])
+            run.measure([(points[c.config.key()], c) for c in taken], self.meanwhile)
             return None
         if self.pending:  # the budget decides in the claim: a lost trial measured again takes no room
             claims, _ = db.claim(workload, self.pending[:jobs], budget=budget, owner=self.owner,
                                  strategy=self.label[0], seed=self.label[1], asked=False,
                                  timeout_limit_s=self.timeout_limit_s)
             self.pending = self.pending[jobs:]
-            run.measure([(claim.config, claim) for claim in claims])
+            run.measure([(claim.config, claim) for claim in claims], self.meanwhile)
             return None
         room = min(jobs, budget - db.used(workload))
         if room <= 0:
@@ -544,7 +565,7 @@ class SearchRun:
         claims, _ = db.claim(workload, batch, budget=budget, owner=self.owner, strategy=self.label[0],
                              seed=self.label[1], asked=True)
         run.spent["database"] += time.monotonic() - claimed_at
-        run.measure([(claim.config, claim) for claim in claims])
+        run.measure([(claim.config, claim) for claim in claims], self.meanwhile)
         return None
 
 
@@ -590,13 +611,16 @@ class _BatchRunner:
         by_config = {**resumed.batch_trials, **{t.config: t for t in trials}}
         self._tell([by_config[config] for config in resumed.batch if config in by_config])
 
-    def measure(self, batch: list[tuple[Config, Claim]]) -> None:
-        self._tell(self._run(batch))
+    def measure(self, batch: list[tuple[Config, Claim]], meanwhile: Callable[[], None] | None = None) -> None:
+        self._tell(self._run(batch, meanwhile))
 
-    def _run(self, batch: list[tuple[Config, Claim]]) -> list[Trial]:
-        """Evaluate the batch; store each trial as it completes. Trials in batch order."""
+    def _run(self, batch: list[tuple[Config, Claim]], meanwhile: Callable[[], None] | None = None) -> list[Trial]:
+        """Evaluate the batch; store each trial as it completes. Trials in batch order.
+        `meanwhile` is called once the batch is submitted, before its trials are waited for."""
         groups = self._groups(batch)
         futures = {self._submit(group): group for group in groups}
+        if meanwhile is not None:
+            meanwhile()
         results = {}
         for future in as_completed(futures):
             group = futures[future]

@@ -22,9 +22,10 @@ cost printed apart), and a serial board modelled as: per trial --board-overhead 
 (its compile and link as the trial timed them) and the `an547-serial` target's runs per
 trial of its instructions at the target's clock; plus, for `transfer+code`, the host's wall
 time the search waited on candidates' scores (waits side by side counted once: the board
-idles meanwhile). On a board a model tune would also compile the layers' screens ahead
-(edgetune.ahead) while trials run; on the emulator it does not (its trials take the host's
-cores), so the model charges those compiles as waits: pessimistic for a board. The trials
+idles meanwhile). On a board a model tune would also compile ahead, while trials run, the
+layers' screens and the next round's opening (edgetune.ahead, edgetune.search_ahead); on the
+emulator it does not (its trials take the host's cores), so the model charges those
+compiles as waits: pessimistic for a board. The trials
 it runs were compiled to be ranked, so their builds find the objects in the cache.
 
 --pace-board measures that board's wall time instead of modelling it: after its build and

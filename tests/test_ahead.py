@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,9 +32,9 @@ def test_queued_work_waits_while_a_search_waits_on_scores_then_runs():
         ahead.submit("a", lambda: ran.append(1), workers=2)
         ahead.submit("a", lambda: ran.append(2), workers=2)
         time.sleep(0.2)
-        assert ran == [] and ahead.queued("a") == 2
+        assert ran == [] and ahead.busy("a") == 2
     assert wait_until(lambda: sorted(ran) == [1, 2])
-    assert ahead.queued("a") == 0
+    assert ahead.busy("a") == 0
 
 
 def test_cancel_drops_one_owners_queued_work_and_a_raising_job_stops_nothing():
@@ -48,7 +49,7 @@ def test_cancel_drops_one_owners_queued_work_and_a_raising_job_stops_nothing():
         ahead.submit("other", lambda: ran.append("other"), workers=1)
         assert ahead.cancel("mine") == 1
     assert wait_until(lambda: ran == ["other"])
-    assert ahead.queued() == 0
+    assert ahead.busy() == 0
 
 
 def counting_score(monkeypatch, seconds: float = 0.0) -> tuple[live_rank.CodeScore, list]:
@@ -103,17 +104,25 @@ def test_a_search_asking_for_a_candidate_being_compiled_ahead_waits_for_that_com
 def test_a_model_tune_compiles_screens_ahead_and_chooses_the_same_trials_as_without(tmp_path, monkeypatch):
     """DS-CNN's depthwise layer and first convolution on the M55 (the code designs from the start
     on both kernels' fits), compiling ahead as on a board: the layers' screens are queued
-    before their rounds ask, and the rounds measure the same configurations as the tune the
-    emulator gets, which compiles nothing ahead."""
+    before their rounds ask, and while a round's last trials run, what the next round's first
+    plan compiles; the rounds measure the same configurations as the tune the emulator gets,
+    which compiles nothing ahead."""
     from edgetune.model import load_model
     from edgetune.model import session as model_session
     from edgetune.tuner import TuningDatabase
 
     model = load_model(ROOT / "tests" / "data" / "models" / "ds_cnn_kws.tflite")
     layers = [next(layer for layer in model.layers if layer.kernel == kernel) for kernel in ("dwconv2d_s8", "conv2d_s8")]
-    queued = []
+    queued, queued_first = [], []
     real = live_rank.CodeScore.ahead
-    monkeypatch.setattr(live_rank.CodeScore, "ahead", lambda self, configs: queued.append(real(self, configs)) or queued[-1])
+
+    def counted(self, configs, first=False):
+        queued.append(real(self, configs, first))
+        if first:
+            queued_first.append(queued[-1])
+        return queued[-1]
+
+    monkeypatch.setattr(live_rank.CodeScore, "ahead", counted)
 
     def tuned(name: str) -> list[tuple[str, list[str]]]:
         live_rank.forget_scores()
@@ -126,9 +135,10 @@ def test_a_model_tune_compiles_screens_ahead_and_chooses_the_same_trials_as_with
     monkeypatch.setattr(live_rank, "AHEAD_RUNNERS", {"qemu"})  # as though the emulator were a board
     ahead_run = tuned("ahead")
     assert queued and sum(queued) >= 32  # a layer's first screen at least (8 per trial of its round)
+    assert queued_first and sum(queued_first) > 0  # and, while a round's last trials ran, the next round's first plan
     monkeypatch.undo()
     queued.clear()
-    monkeypatch.setattr(live_rank.CodeScore, "ahead", lambda self, configs: queued.append(real(self, configs)) or queued[-1])
+    monkeypatch.setattr(live_rank.CodeScore, "ahead", counted)
     assert not live_rank.compiles_ahead(get_target("cortex-m55"))  # the emulator's trials take the host's cores
     assert tuned("plain") == ahead_run and not queued
     live_rank.forget_scores()
@@ -147,3 +157,37 @@ def test_cancel_waits_for_the_owners_running_job():
     threading.Timer(0.3, release.set).start()
     ahead.cancel("slow")
     assert finished == [1]  # it returned once the job was done
+
+
+@pytest.mark.slow
+@pytest.mark.qemu
+def test_the_next_plan_found_ahead_is_what_the_search_then_compiles_and_nothing_is_stored(tmp_path, monkeypatch):
+    """compile_next_plan_ahead opens a copy of a search on what is stored (replayed, as a
+    model's round opens it again with a larger budget) and compiles, in the background,
+    what its first proposal waits on, step by step (the gate's score of the 8 trials, the
+    plan's shortlist); the search opened afterwards on the same trials compiles nothing more
+    for that proposal, and the copy stored and claimed nothing."""
+    from edgetune.search_ahead import compile_next_plan_ahead
+    from edgetune.session import LiveSearch, TuneRequest
+    from edgetune.tuner import TuningDatabase
+
+    monkeypatch.setenv("EDGETUNE_CACHE", str(tmp_path / "cache"))
+    live_rank.forget_scores()
+    compiled, real = [], live_rank.CodeScore._compile
+    monkeypatch.setattr(live_rank.CodeScore, "_compile", lambda self, c: compiled.append(c.key()) or real(self, c))
+    db = TuningDatabase(tmp_path / "t.db")
+    request = TuneRequest(get_kernel("matmul_s8"), get_target("cortex-m55"), {"m": 4, "n": 8, "k": 16},
+                          "transfer+code", 8, jobs=2, seed=5)
+    with LiveSearch(request, db) as first_round:
+        first_round.run(8)
+    rows = [(r.trial.config.key(), r.proposal) for r in db.proposals(first_round.workload)]
+    compiled.clear()
+    assert compile_next_plan_ahead(replace(request, budget=12), db)
+    assert wait_until(lambda: ahead.busy() == 0, 300) and compiled
+    assert [(r.trial.config.key(), r.proposal) for r in db.proposals(first_round.workload)] == rows
+    assert db.claims(first_round.workload) == []
+    found_ahead = set(compiled)
+    with LiveSearch(replace(request, budget=12), db) as next_round:
+        next_round.start.resumed.strategy.ask(1)
+    assert set(compiled) == found_ahead  # the search's first proposal compiled nothing more
+    live_rank.forget_scores()

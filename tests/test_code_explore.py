@@ -196,8 +196,10 @@ def test_screen_ahead_names_the_screen_a_later_round_draws_while_the_design_goes
     later = ranked(5, score=cost, kernel_fit=KernelFit(0.9, 2), budget=5)
     later._screened()
     assert first.screen_ahead(5) == later._screen and len(later._screen) == 40
-    run(first, 12)  # the design is over: no screen is asked for again
-    assert not first.designing and first.screen_ahead(8) == []
+    run(first, 12)  # the design is over, but a search opened again replays its design points
+    eight = ranked(5, score=cost, kernel_fit=KernelFit(0.9, 2), budget=8)
+    eight._screened()
+    assert not first.designing and first.screen_ahead(8) == eight._screen and len(eight._screen) > 40  # all 60 legal
     # without the kernel's fit the design is transfer's own: nothing to compile ahead
     unfit = ranked(5, score=cost, kernel_fit=KernelFit(0.5, 2), budget=2)
     assert unfit.designing and unfit.screen_ahead(5) == []

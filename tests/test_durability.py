@@ -372,3 +372,26 @@ def test_a_rebuild_asks_no_more_once_the_strategy_proposes_otherwise(tmp_path, m
     resumed = rebuild(search, SPACE, db.proposals(FAKE), db.claims(FAKE), ("random", 1))
     assert asks == [2, 2]  # the first batch replayed, the second not proposed again: no third ask
     assert len(resumed.strategy.results) == 6  # every stored trial told
+
+
+def test_meanwhile_runs_beside_each_batch_while_its_trials_are_measured(tmp_path):
+    """A search's `meanwhile` (work for the host while trials run: a board flashing) is called
+    once per batch, after the batch is claimed and submitted and before its trials are
+    stored, and changes nothing the search stores."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from edgetune.session import SearchRun
+
+    def run(db, meanwhile=None):
+        search = make_strategy("random", SPACE, np.random.default_rng(4), "instructions")
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            SearchRun(search, fake_submitter(pool, np.random.default_rng(0)), db, FAKE, budget=6, jobs=2, stored=0,
+                      label=("random", 4)).until(6, meanwhile)
+        return [r.trial.config.key() for r in db.proposals(FAKE)]
+
+    seen = []
+    db = TuningDatabase(tmp_path / "with.db")
+    with_it = run(db, lambda: seen.append((len(db.records(FAKE)), len(db.claims(FAKE)))))
+    without = run(TuningDatabase(tmp_path / "without.db"))
+    assert seen == [(0, 2), (2, 2), (4, 2)]  # each batch claimed and being measured, the ones before stored
+    assert with_it == without and len(with_it) == 6

@@ -263,16 +263,17 @@ class CodeRankedTransfer(TransferLearning):
 
     def screen_ahead(self, budget: int) -> list[int]:
         """The screen a search of this space planning for `budget` evaluations would compile
-        (the same seed's), while this one may still take design points from it (the code
-        designs from the start; its design is not over): a caller can compile them while
-        trials run (edgetune.ahead). [] when the screen will not be asked for again."""
+        (the same seed's), while this one takes or took design points from it (the code
+        designs from the start; a search opened again replays those with its own, larger,
+        screen): a caller can compile them while trials run (edgetune.ahead). [] when the
+        screen will not be asked for again."""
         # Measured and not kept (2026-12-05, DS-CNN on the M55 paced as a board, seed 0):
         # compiling ahead as well, once a layer's design was over, the candidates its model
         # would plan with at the end of its round (found on a copy of the search): 434 s to
         # `transfer`'s best against 429 s for the screens alone (460 s with nothing ahead),
         # and 260 more candidates compiled; the layer's next round plans again on more
         # trials and the other layers' priors, and shares few of them.
-        if not self.votes_from_start or not self.designing:
+        if not self.votes_from_start or not (self.designing or self._design_points):
             return []
         return screen_points(self.space, copy.deepcopy(self._screen_rng), screen_size(budget, self._screen_cap))
 

@@ -20,10 +20,11 @@ its first one (what it learnt from when it first opened).
 """
 from __future__ import annotations
 
+import functools
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from edgetune.codegen import CodegenError, Kernel, get_kernel
 from edgetune.codegen.kernels.naive_path import NAIVE
@@ -38,8 +39,9 @@ from edgetune.tuner.strategies import DEFAULT_STRATEGY
 
 from edgetune.evaluate import measure_source
 from edgetune.live_rank import compiles_ahead, scores_made, stop_ahead
+from edgetune.search_ahead import compile_first_screen_ahead, compile_next_plan_ahead
 from edgetune.session import (LiveSearch, ProgressFn, TuneRequest, TuneSummary, check_compilers, choose_objective,
-                              compile_first_screen_ahead, compiled_by, workload_inputs, workload_of)
+                              compiled_by, workload_inputs, workload_of)
 from .module import default_config
 from .shared_rounds import SharedRounds, model_key, wait_for_round
 
@@ -182,7 +184,10 @@ def tune_model(layers: Sequence[ModelLayer], target: Target, db: TuningDatabase,
     log: list[ModelRound] = []
     limits = {lw.workload.key(): (scratch_limits or {}).get((lw.kernel.name, tuple(lw.shape.items())))
               for lw in workloads}
-    with RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress, limits) as rounds:
+    def next_round(histories: Mapping[str, TaskHistory], spent: int) -> str | None:
+        return chooser.choose(tasks, histories) if spent < budget else None
+
+    with RoundRunner(workloads, db, template, max(round_trials, jobs), trial_progress, limits, next_round) as rounds:
         rounds.compile_first_screens_ahead()
         # Processes sharing the database follow one sequence of rounds (edgetune.model.shared_rounds).
         shared = SharedRounds(db, model_key([(t.id, t.weight) for t in tasks], objective, bounds, chooser.name,
@@ -264,6 +269,11 @@ def _checked(layer: ModelLayer, target: Target, kernels: Callable[[str], Kernel]
 WINNERS = 2
 
 
+# The layer the scheduler would give the next round, from the layers' histories and the
+# trials spent once the current round is over (None: none, the budget spent).
+NextRound = Callable[[Mapping[str, TaskHistory], int], "str | None"]
+
+
 class RoundRunner:
     """Gives layers rounds of trials and keeps each one's history for the scheduler. A
     round raises the layer's allocation; trials the database holds already count (in
@@ -271,8 +281,10 @@ class RoundRunner:
     at the first round that measures and kept open until the runner closes."""
 
     def __init__(self, workloads: Sequence[LayerWorkload], db: TuningDatabase, template: TuneRequest, size: int,
-                 trial_progress: ProgressFn | None = None, scratch_limits: dict[str, int | None] | None = None):
+                 trial_progress: ProgressFn | None = None, scratch_limits: dict[str, int | None] | None = None,
+                 next_round: NextRound | None = None):
         self.db, self.template, self.size, self.trial_progress = db, template, size, trial_progress
+        self.next_round = next_round
         self.scratch_limits = scratch_limits or {}
         self.objective, self.bounds = template.objective, template.bounds
         self.by_key = {lw.workload.key(): lw for lw in workloads}
@@ -303,15 +315,15 @@ class RoundRunner:
         lw = self.by_key[key]
         want = self.allocated[key] + trials
         proposals = self.db.proposals(lw.workload)
-        # Trials of compilers this run may not use (--compiler) stay stored and count in a
-        # session's budget (the workload's stored trials), but not in the layer's allocation.
-        foreign = sum(1 for r in proposals if not compiled_by(r.trial, self.template.compilers))
+        foreign = self._foreign(lw)
         if len(proposals) - foreign < want:
             # Faults in the layer's variants are failed trials inside the search; the run goes on.
             search = self._search(lw, want + foreign)
-            self._note_ranking(key, search.run(want + foreign))
-            if compiles_ahead(self.template.target):  # the screen its next round may design from
-                search.compile_screen_ahead(want + foreign + self.size)
+            meanwhile = None
+            if compiles_ahead(self.template.target):
+                search.compile_screen_ahead(want + foreign + self.size)  # the screen of its next round
+                meanwhile = functools.partial(self._compile_next_plan_ahead, key, want)
+            self._note_ranking(key, search.run(want + foreign, meanwhile))
         # Trials of this round another process is measuring count once they are stored.
         wait_for_round(self.db, lw.workload, want + foreign,
                        lambda: self._search(lw, want + foreign).run(want + foreign))
@@ -320,6 +332,26 @@ class RoundRunner:
         self.allocated[key] = len(given)
         self.histories[key] = self.histories[key].after(self._best_value(given), exhausted=len(given) < want)
         return len(given)
+
+    def _foreign(self, lw: LayerWorkload) -> int:
+        """The layer's stored trials of compilers this run may not use (--compiler): they count
+        in a session's budget (the workload's stored trials), not in the layer's allocation."""
+        return sum(1 for r in self.db.proposals(lw.workload) if not compiled_by(r.trial, self.template.compilers))
+
+    def _compile_next_plan_ahead(self, key: str, want: int) -> None:
+        """While a batch of `key`'s round (up to `want` trials) runs on a board, queue what the
+        next round's first plan will compile (edgetune.search_ahead): of the layer the
+        scheduler would choose as the round stands, on the trials stored by now. Beside
+        each batch, not only the last: one batch's time (two trials, about 7 s) compiled
+        about half of what a round's opening waited on (its replay's plan, then its own)."""
+        lw = self.by_key[key]
+        now = {**self.histories, key: self.histories[key].after(self._best_value(self._given(lw, want)))}
+        chosen = None if self.next_round is None else self.next_round(now, self.spent - self.allocated[key] + want)
+        if chosen is None:
+            return
+        other = self.by_key[chosen]
+        allocated = want if chosen == key else self.allocated[chosen]
+        compile_next_plan_ahead(self._opening(other, allocated + self.size + self._foreign(other)), self.db)
 
     def _note_ranking(self, key: str, summary: TuneSummary) -> None:
         """Keep what a round's code ranking did (nothing for strategies that rank no code)."""
@@ -351,16 +383,27 @@ class RoundRunner:
         other as the rounds go (a search kept open from its first round learnt from the few
         trials stored then: DS-CNN's default tune ended 22% slower). Within a round it is
         kept (the round's wait may ask it for more)."""
+        # Its replay asks again for the batches of the layer's earlier rounds (tuner.resume),
+        # planned on fewer of the other layers' trials: rarely proposed again, and finding so
+        # makes `transfer+code` compile plans it will not make (DS-CNN on the M55, 64 trials:
+        # 189 of the run's 506 candidates). Measured and not kept (2026-12-05): telling the
+        # earlier rounds' trials instead of asking: 431 candidates, 125 s rather than 140,
+        # but DS-CNN's 128-trial tune on the M55 took 416 evaluations to `transfer`'s best
+        # over three seeds against 320 for `transfer` (228 before; seeds -4%, +57%, not
+        # reached in 256). On a board the replay's compiles are done ahead (search_ahead).
         key = (lw.workload.key(), budget)
         if key not in self.searches:
             for old in [k for k in self.searches if k[0] == key[0]]:
                 self.searches.pop(old).close()
-            seeds = (default_seed(lw, self.template.target, self.template.compilers),
-                     *naive_seed(lw, self.template.target, self.template.compilers), *self._winners(lw),
-                     *starting_seeds(lw, self.template.target, self.template.compilers))
-            self.searches[key] = LiveSearch(replace(self._request(lw, budget), initial=seeds), self.db,
-                                            self.trial_progress)
+            self.searches[key] = LiveSearch(self._opening(lw, budget), self.db, self.trial_progress)
         return self.searches[key]
+
+    def _opening(self, lw: LayerWorkload, budget: int) -> TuneRequest:
+        """The request the layer's search for a round of `budget` opens with: the seeds first."""
+        seeds = (default_seed(lw, self.template.target, self.template.compilers),
+                 *naive_seed(lw, self.template.target, self.template.compilers), *self._winners(lw),
+                 *starting_seeds(lw, self.template.target, self.template.compilers))
+        return replace(self._request(lw, budget), initial=seeds)
 
     def _winners(self, lw: LayerWorkload) -> list[dict]:
         """The best configurations the similar layers (similarity_group) have found within
