@@ -27,6 +27,7 @@ _queue: deque[tuple[Hashable, Callable[[], object]]] = deque()  # (owner, job), 
 _workers: list[threading.Thread] = []
 _running: list[Hashable] = []  # the owners of the jobs running now
 _waiting = 0  # searches waiting on scores now (foreground)
+_cancelling: list[Hashable | None] = []  # owners whose jobs cancel() is waiting for (None: all)
 
 
 def submit(owner: Hashable, job: Callable[[], object], workers: int, first: bool = False) -> None:
@@ -47,21 +48,34 @@ def submit(owner: Hashable, job: Callable[[], object], workers: int, first: bool
 def cancel(owner: Hashable | None = None) -> int:
     """Drop the queued jobs of `owner` (every queued job: None) and wait for its running
     ones to finish (a compile cleans up its scratch folder: a daemon thread stopped at exit
-    would not). Returns how many were dropped."""
+    would not); what they queue meanwhile is dropped too, and `stopping` tells them to end.
+    Returns how many were dropped."""
     with _cond:
-        kept = [(o, job) for o, job in _queue if owner is not None and o != owner]
-        dropped = len(_queue) - len(kept)
-        _queue.clear()
-        _queue.extend(kept)
-        while any(owner is None or o == owner for o in _running):
-            _cond.wait()
-        return dropped
+        _cancelling.append(owner)
+        try:
+            dropped = 0
+            while True:
+                kept = [(o, job) for o, job in _queue if owner is not None and o != owner]
+                dropped += len(_queue) - len(kept)
+                _queue.clear()
+                _queue.extend(kept)
+                if not any(owner is None or o == owner for o in _running):
+                    return dropped
+                _cond.wait()
+        finally:
+            _cancelling.remove(owner)
 
 
 def searching() -> bool:
     """Whether a search waits on scores now (a job working in steps gives way)."""
     with _cond:
         return _waiting > 0
+
+
+def stopping(owner: Hashable) -> bool:
+    """Whether `owner`'s jobs are being cancelled (a job working in steps ends)."""
+    with _cond:
+        return None in _cancelling or owner in _cancelling
 
 
 def busy(owner: Hashable | None = None) -> int:

@@ -80,7 +80,8 @@ class NextPlan:
     stored proposals and claims, replay the search with a probe in place of its score
     (live_rank.ScoreProbe) and ask for its first proposal; compile what the probe says it
     waits on (queued first, so the other background threads take a share), and ask again,
-    up to NEXT_PLAN_STEPS times. Stops once a search waits on scores: it does the rest."""
+    up to NEXT_PLAN_STEPS times. Stops once a search waits on scores (it does the rest) or
+    the tune cancels its work (ahead.stopping)."""
 
     parts: SearchParts
     records: tuple[Record, ...]
@@ -90,13 +91,18 @@ class NextPlan:
         score = self.parts.ranking["score"]
         for _ in range(NEXT_PLAN_STEPS):
             needed = self.needs()
-            if not needed or ahead.searching():
+            if not needed or self._giving_way(score):
                 return
             score.ahead(needed, first=True)
             for config in needed:
-                if ahead.searching():
+                if self._giving_way(score):
                     return  # what is queued waits for the search, which compiles what it needs
                 score.features(config)  # compiled here, by another thread, or waited for
+
+    @staticmethod
+    def _giving_way(score) -> bool:
+        """A search waits on scores (it compiles what it needs), or the tune is done with them."""
+        return ahead.searching() or ahead.stopping(score)
 
     def needs(self) -> tuple[Config, ...]:
         """What the search's first proposal would compile next, before it could go on (():

@@ -52,6 +52,29 @@ def test_cancel_drops_one_owners_queued_work_and_a_raising_job_stops_nothing():
     assert ahead.busy() == 0
 
 
+def test_cancel_drops_what_a_running_job_queues_and_tells_it_to_stop():
+    started, go, seen = threading.Event(), threading.Event(), []
+
+    def stepping():  # as search_ahead.NextPlan: queues work, checks whether to go on
+        started.set()
+        go.wait(10)
+        for _ in range(500):
+            if ahead.stopping("steps"):
+                seen.append("stopped")
+                return
+            ahead.submit("steps", lambda: seen.append("queued ran"), workers=1)
+            time.sleep(0.01)
+
+    ahead.submit("steps", stepping, workers=1)
+    assert started.wait(10)
+    with ahead.foreground():  # nothing queued starts meanwhile
+        go.set()
+        time.sleep(0.05)
+        ahead.cancel("steps")
+    assert seen == ["stopped"] and ahead.busy("steps") == 0
+    assert not ahead.stopping("steps")
+
+
 def counting_score(monkeypatch, seconds: float = 0.0) -> tuple[live_rank.CodeScore, list]:
     """A CodeScore of the M55's matmul whose compile is counted (and slowed by `seconds`)."""
     kernel, target = get_kernel("matmul_s8"), get_target("cortex-m55")
