@@ -5,14 +5,15 @@ runs; a search that then plans waits for its candidates to compile with the boar
 things are known before they are asked for:
 
 - a layer's screen (tuner.code_explore.screen_points) is fixed by the seed: the first one is
-  queued before the layer's first round (compile_first_screen_ahead), each extension after a
-  round (LiveSearch.compile_screen_ahead);
-- the next round's first plan: while a round's last trials run, the layer the scheduler
-  would choose as the round stands is opened as a copy of its search on the trials stored
-  by then, with a probe in place of its score (live_rank.ScoreProbe), and asked for its
-  first proposal; what it would wait on is compiled, ahead of everything else, and it is
-  asked again (compile_next_plan_ahead). The real round opens on every trial stored and
-  plans again; the candidates it shares with the copy's plan are compiled already.
+  queued before the layer's first round (compile_first_screen_ahead), the one its next
+  round will draw when a round opens (LiveSearch.compile_screen_ahead);
+- the next round's opening: beside each batch of a round, the layer the scheduler would
+  choose as the round stands is opened as a copy of its search on the trials stored by
+  then, with a probe in place of its score (live_rank.ScoreProbe), and asked for its first
+  proposal; what it would wait on (its replay's plans, its gate, its own plan) is compiled,
+  ahead of everything else, and it is asked again (compile_next_plan_ahead). The real
+  round opens on every trial stored and plans again; what it shares with the copy is
+  compiled already (DS-CNN on a paced board: bench/RESULTS.md).
 
 Nothing here changes what a search chooses: a score is a pure function of the candidate
 and a copy stores nothing.
