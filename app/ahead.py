@@ -3,8 +3,8 @@
 On a board the host waits out each trial's flash, reset and serial session (seconds) with
 its cores idle, and a `transfer+code` model tune knows some of what it will compile before
 it asks: each layer's screen is one random order of its legal points fixed by the seed
-(tuner.code_explore.screen_points), and while a round's last trials run it can find what
-the next round's first plan will compile (edgetune.search_ahead). edgetune.live_rank queues
+(tuner.code_explore.screen_points), and beside each batch of a round it can find what the
+next round's opening will compile (edgetune.search_ahead). edgetune.live_rank queues
 those compiles here (only where trials leave the host idle: live_rank.AHEAD_RUNNERS).
 
 The workers give way to the search: one starts a job only while no search is waiting on

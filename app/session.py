@@ -511,27 +511,22 @@ class SearchRun:
         self.least = jobs  # a round as it is one at a time: never cut below this
         self.jobs = jobs * batch if submit_batch is not None else jobs  # configurations per round
         self.pending, self.orphans = list(pending), list(self.resumed.orphans)
-        self.meanwhile: Callable[[], None] | None = None  # until's, called beside each batch
 
     def until(self, budget: int, meanwhile: Callable[[], None] | None = None) -> tuple[int, str]:
         """Measure until the workload's `budget` is used (or the space exhausted, or the stop
         rule says so); returns the trials this call measured and why it ended. `meanwhile`
         (LiveSearch.run) runs beside each batch."""
-        new_before, self.run.budget, self.meanwhile = self.run.new, budget, meanwhile
-        try:
-            with self.db.heartbeat(self.owner):
-                if self.resumed.batch_claims:
-                    self.run.resume(self.resumed)
-                    self.resumed = replace(self.resumed, batch_claims=())
-                while (reason := self._round(budget)) is None:
-                    pass
-        finally:
-            self.meanwhile = None
+        new_before, self.run.budget = self.run.new, budget
+        with self.db.heartbeat(self.owner):
+            if self.resumed.batch_claims:
+                self.run.resume(self.resumed)
+                self.resumed = replace(self.resumed, batch_claims=())
+            while (reason := self._round(budget, meanwhile)) is None:
+                pass
         return self.run.new - new_before, reason
 
-
-    def _round(self, budget: int) -> str | None:
-        """Measure one batch; why the loop ends instead, if it does."""
+    def _round(self, budget: int, meanwhile: Callable[[], None] | None = None) -> str | None:
+        """Measure one batch (`meanwhile` beside it); why the loop ends instead, if it does."""
         db, workload, run, jobs = self.db, self.workload, self.run, self.jobs
         if self.stop is not None and (reason := self.stop.reason()) is not None:
             return reason
@@ -540,14 +535,14 @@ class SearchRun:
             taken = db.take_over(workload, [claim for _, claim in self.orphans[:jobs]], self.owner)
             points = {claim.config.key(): point for point, claim in self.orphans[:jobs]}
             self.orphans = self.orphans[jobs:]
-            run.measure([(points[c.config.key()], c) for c in taken], self.meanwhile)
+            run.measure([(points[c.config.key()], c) for c in taken], meanwhile)
             return None
         if self.pending:  # the budget decides in the claim: a lost trial measured again takes no room
             claims, _ = db.claim(workload, self.pending[:jobs], budget=budget, owner=self.owner,
                                  strategy=self.label[0], seed=self.label[1], asked=False,
                                  timeout_limit_s=self.timeout_limit_s)
             self.pending = self.pending[jobs:]
-            run.measure([(claim.config, claim) for claim in claims], self.meanwhile)
+            run.measure([(claim.config, claim) for claim in claims], meanwhile)
             return None
         room = min(jobs, budget - db.used(workload))
         if room <= 0:
@@ -565,7 +560,7 @@ class SearchRun:
         claims, _ = db.claim(workload, batch, budget=budget, owner=self.owner, strategy=self.label[0],
                              seed=self.label[1], asked=True)
         run.spent["database"] += time.monotonic() - claimed_at
-        run.measure([(claim.config, claim) for claim in claims], self.meanwhile)
+        run.measure([(claim.config, claim) for claim in claims], meanwhile)
         return None
 
 

@@ -25,8 +25,8 @@ time the search waited on candidates' scores (waits side by side counted once: t
 idles meanwhile). On a board a model tune would also compile ahead, while trials run, the
 layers' screens and the next round's opening (edgetune.ahead, edgetune.search_ahead); on the
 emulator it does not (its trials take the host's cores), so the model charges those
-compiles as waits: pessimistic for a board. The trials
-it runs were compiled to be ranked, so their builds find the objects in the cache.
+compiles as waits: pessimistic for a board. The trials it runs were compiled to be ranked,
+so their builds find the objects in the cache.
 
 --pace-board measures that board's wall time instead of modelling it: after its build and
 its QEMU run, each trial holds the one board (a lock) asleep for --board-overhead seconds

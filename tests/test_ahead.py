@@ -127,8 +127,8 @@ def test_a_search_asking_for_a_candidate_being_compiled_ahead_waits_for_that_com
 def test_a_model_tune_compiles_screens_ahead_and_chooses_the_same_trials_as_without(tmp_path, monkeypatch):
     """DS-CNN's depthwise layer and first convolution on the M55 (the code designs from the start
     on both kernels' fits), compiling ahead as on a board: the layers' screens are queued
-    before their rounds ask, and while a round's last trials run, what the next round's first
-    plan compiles; the rounds measure the same configurations as the tune the emulator gets,
+    before their rounds ask, and beside each batch of a round, what the next round's opening
+    compiles; the rounds measure the same configurations as the tune the emulator gets,
     which compiles nothing ahead."""
     from edgetune.model import load_model
     from edgetune.model import session as model_session
@@ -158,7 +158,7 @@ def test_a_model_tune_compiles_screens_ahead_and_chooses_the_same_trials_as_with
     monkeypatch.setattr(live_rank, "AHEAD_RUNNERS", {"qemu"})  # as though the emulator were a board
     ahead_run = tuned("ahead")
     assert queued and sum(queued) >= 32  # a layer's first screen at least (8 per trial of its round)
-    assert queued_first and sum(queued_first) > 0  # and, while a round's last trials ran, the next round's first plan
+    assert queued_first and sum(queued_first) > 0  # and, beside a round's batches, the next round's opening
     monkeypatch.undo()
     queued.clear()
     monkeypatch.setattr(live_rank.CodeScore, "ahead", counted)

@@ -315,7 +315,7 @@ class RoundRunner:
         lw = self.by_key[key]
         want = self.allocated[key] + trials
         proposals = self.db.proposals(lw.workload)
-        foreign = self._foreign(lw)
+        foreign = self._foreign(proposals)
         if len(proposals) - foreign < want:
             # Faults in the layer's variants are failed trials inside the search; the run goes on.
             search = self._search(lw, want + foreign)
@@ -333,10 +333,10 @@ class RoundRunner:
         self.histories[key] = self.histories[key].after(self._best_value(given), exhausted=len(given) < want)
         return len(given)
 
-    def _foreign(self, lw: LayerWorkload) -> int:
-        """The layer's stored trials of compilers this run may not use (--compiler): they count
+    def _foreign(self, proposals: Sequence[Record]) -> int:
+        """A layer's stored trials of compilers this run may not use (--compiler): they count
         in a session's budget (the workload's stored trials), not in the layer's allocation."""
-        return sum(1 for r in self.db.proposals(lw.workload) if not compiled_by(r.trial, self.template.compilers))
+        return sum(1 for r in proposals if not compiled_by(r.trial, self.template.compilers))
 
     def _compile_next_plan_ahead(self, key: str, want: int) -> None:
         """While a batch of `key`'s round (up to `want` trials) runs on a board, queue what the
@@ -351,7 +351,8 @@ class RoundRunner:
             return
         other = self.by_key[chosen]
         allocated = want if chosen == key else self.allocated[chosen]
-        compile_next_plan_ahead(self._opening(other, allocated + self.size + self._foreign(other)), self.db)
+        budget = allocated + self.size + self._foreign(self.db.proposals(other.workload))
+        compile_next_plan_ahead(self._request(other, budget), self.db)  # its seeds play no part in a replay
 
     def _note_ranking(self, key: str, summary: TuneSummary) -> None:
         """Keep what a round's code ranking did (nothing for strategies that rank no code)."""
@@ -395,15 +396,12 @@ class RoundRunner:
         if key not in self.searches:
             for old in [k for k in self.searches if k[0] == key[0]]:
                 self.searches.pop(old).close()
-            self.searches[key] = LiveSearch(self._opening(lw, budget), self.db, self.trial_progress)
+            seeds = (default_seed(lw, self.template.target, self.template.compilers),
+                     *naive_seed(lw, self.template.target, self.template.compilers), *self._winners(lw),
+                     *starting_seeds(lw, self.template.target, self.template.compilers))
+            self.searches[key] = LiveSearch(replace(self._request(lw, budget), initial=seeds), self.db,
+                                            self.trial_progress)
         return self.searches[key]
-
-    def _opening(self, lw: LayerWorkload, budget: int) -> TuneRequest:
-        """The request the layer's search for a round of `budget` opens with: the seeds first."""
-        seeds = (default_seed(lw, self.template.target, self.template.compilers),
-                 *naive_seed(lw, self.template.target, self.template.compilers), *self._winners(lw),
-                 *starting_seeds(lw, self.template.target, self.template.compilers))
-        return replace(self._request(lw, budget), initial=seeds)
 
     def _winners(self, lw: LayerWorkload) -> list[dict]:
         """The best configurations the similar layers (similarity_group) have found within
