@@ -1,11 +1,12 @@
 """Work done ahead, on threads of its own, while the search waits for trials.
 
 On a board the host waits out each trial's flash, reset and serial session (seconds) with
-its cores idle, and a `transfer+code` model tune knows some of what it will compile before
-it asks: each layer's screen is one random order of its legal points fixed by the seed
-(tuner.code_explore.screen_points), and beside each batch of a round it can find what the
-next round's opening will compile (edgetune.search_ahead). edgetune.live_rank queues
-those compiles here (only where trials leave the host idle: live_rank.AHEAD_RUNNERS).
+its cores idle, and a `transfer+code` search knows some of what it will compile before it
+asks: beside each batch, what its next batch's plan will compile (edgetune.batch_ahead);
+in a model tune also each layer's screen, one random order of its legal points fixed by
+the seed (tuner.code_explore.screen_points), and what the next round's opening will
+compile (edgetune.search_ahead). edgetune.live_rank queues those compiles here (only where
+trials leave the host idle: live_rank.AHEAD_RUNNERS).
 
 The workers give way to the search: one starts a job only while no search is waiting on
 scores (`foreground`), so the search's own compiles never queue behind work done ahead.

@@ -1,4 +1,5 @@
-"""What a `transfer+code` search will compile, found before it asks (edgetune.ahead compiles it).
+"""What a `transfer+code` model tune's next rounds will compile, found before they ask
+(edgetune.ahead compiles it; a round's next batch: edgetune.batch_ahead).
 
 On a board each trial leaves the host's cores idle for seconds while the board flashes and
 runs; a search that then plans waits for its candidates to compile with the board idle. Two
@@ -29,6 +30,7 @@ from edgetune.tuner.code_explore import screen_points, screen_size, screen_strea
 from edgetune.tuner.resume import rebuild
 
 from . import ahead
+from .batch_ahead import compile_in_steps
 from .live_rank import CompilesNeeded, ScoreProbe
 from .session import SearchParts, TuneRequest, search_parts
 
@@ -80,30 +82,14 @@ class NextPlan:
     """The job compile_next_plan_ahead queues: on the search's parts and a snapshot of its
     stored proposals and claims, replay the search with a probe in place of its score
     (live_rank.ScoreProbe) and ask for its first proposal; compile what the probe says it
-    waits on (queued first, so the other background threads take a share), and ask again,
-    up to NEXT_PLAN_STEPS times. Stops once a search waits on scores (it does the rest) or
-    the tune cancels its work (ahead.stopping)."""
+    waits on, and ask again, up to NEXT_PLAN_STEPS times (batch_ahead.compile_in_steps)."""
 
     parts: SearchParts
     records: tuple[Record, ...]
     claims: tuple[Claim, ...]
 
     def __call__(self) -> None:
-        score = self.parts.ranking["score"]
-        for _ in range(NEXT_PLAN_STEPS):
-            needed = self.needs()
-            if not needed or self._giving_way(score):
-                return
-            score.ahead(needed, first=True)
-            for config in needed:
-                if self._giving_way(score):
-                    return  # what is queued waits for the search, which compiles what it needs
-                score.features(config)  # compiled here, by another thread, or waited for
-
-    @staticmethod
-    def _giving_way(score) -> bool:
-        """A search waits on scores (it compiles what it needs), or the tune is done with them."""
-        return ahead.searching() or ahead.stopping(score)
+        compile_in_steps(self.parts.ranking["score"], self.needs, NEXT_PLAN_STEPS)
 
     def needs(self) -> tuple[Config, ...]:
         """What the search's first proposal would compile next, before it could go on (():

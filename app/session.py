@@ -39,7 +39,8 @@ from edgetune.tuner.resume import Resumed, rebuild
 from .compile_check import check_compiles
 from .evaluate import Evaluator
 from .identity import measurement_fingerprint, recompute_estimates
-from .live_rank import check_code_readable, code_ranking
+from .batch_ahead import compile_batch_plan_ahead
+from .live_rank import check_code_readable, code_ranking, compiles_ahead, stop_ahead
 from edgetune.npu.session import NpuTask, resolve_npu
 from .task import TuningTask, machine_name  # noqa: F401 - machine_name: part of this module's interface
 from .value_roles import target_roles
@@ -234,7 +235,12 @@ def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None =
     and run in local threads, or on `executor` (a Dask cluster's, from
     edgetune.cluster.connect); either way only this process writes the database."""
     with LiveSearch(request, db, progress, executor) as search:
-        return search.run(request.budget)
+        look_ahead = search.batch_look_ahead()
+        try:
+            return search.run(request.budget, look_ahead)
+        finally:
+            if look_ahead is not None:
+                stop_ahead(search.workload.key())  # what no batch will ask for now
 
 
 class LiveSearch:
@@ -269,6 +275,7 @@ class LiveSearch:
     def _open(self, remote, executor, progress) -> None:
         """Replay the database into the strategy and make the evaluator: once."""
         request, task, limit = self.request, self.task, self.task.run_limit_s
+        self._remote = remote is not None
         self.start = resume_search(self.db, self.workload, self.space, self.strategy,
                                    (request.strategy, request.seed), request.initial,
                                    redo=lambda trial: replaceable(trial.outcome, trial.info.get("timeout_limit_s"),
@@ -316,6 +323,25 @@ class LiveSearch:
         if not isinstance(strategy, CodeRankedTransfer) or self.ranking is None:
             return 0
         return self.ranking["score"].ahead([self.space.config_at(i) for i in strategy.screen_ahead(budget)])
+
+    def batch_look_ahead(self) -> Callable[[], bool] | None:
+        """What `run` should do beside each batch: on a board (live_rank.AHEAD_RUNNERS, trials
+        measured here) a search ranking compiled code compiles what its next batch's plan
+        will need (compile_next_batch_ahead); None elsewhere (an emulator's trials take the
+        host's cores)."""
+        if self.ranking is None or self._remote or not compiles_ahead(self.request.target):
+            return None
+        return self.compile_next_batch_ahead
+
+    def compile_next_batch_ahead(self) -> bool:
+        """Beside a batch (`run`'s meanwhile, on a board): queue, to compile in the
+        background, what the strategy will compile when asked for its next batch
+        (edgetune.batch_ahead); returns whether anything was queued (not for a strategy
+        that compiles no code)."""
+        search = self._search
+        asked = search.asked
+        return compile_batch_plan_ahead(self.start.resumed.strategy, search.next_ask(), search.run.in_flight,
+                                        lambda: search.asked == asked)
 
     def close(self) -> None:
         self._stack.close()
@@ -511,6 +537,18 @@ class SearchRun:
         self.least = jobs  # a round as it is one at a time: never cut below this
         self.jobs = jobs * batch if submit_batch is not None else jobs  # configurations per round
         self.pending, self.orphans = list(pending), list(self.resumed.orphans)
+        self.asked = 0  # batches the strategy was asked for
+
+    def next_ask(self) -> int:
+        """How many proposals the strategy will be asked for once the batch being measured
+        returns, as things stand (0: none, or what the replay left and the initial
+        configurations come first): what a look-ahead asks a copy for (edgetune.batch_ahead)."""
+        if self.orphans or self.pending or self.resumed.batch_claims:
+            return 0
+        room = min(self.jobs, self.run.budget - self.db.used(self.workload))
+        if self.stop is not None:
+            room = min(room, self.stop.room(self.least))
+        return max(0, room)
 
     def until(self, budget: int, meanwhile: Callable[[], None] | None = None) -> tuple[int, str]:
         """Measure until the workload's `budget` is used (or the space exhausted, or the stop
@@ -551,6 +589,7 @@ class SearchRun:
             room = min(room, self.stop.room(self.least))
         asked_at = time.monotonic()
         batch = self.strategy.ask(room)
+        self.asked += 1
         run.spent["search"] += time.monotonic() - asked_at
         if not batch:
             return "exhausted"  # every legal configuration has been measured
@@ -597,6 +636,7 @@ class _BatchRunner:
         self.submit_batch: Callable | None = None
         self.jobs = 1
         self.spent = {"search": 0.0, "database": 0.0}  # seconds of this run, for the progress display
+        self.in_flight: tuple[Config, ...] = ()  # the batch being measured, while `meanwhile` runs
 
     def resume(self, resumed: Resumed) -> None:
         """Finish the interrupted batch: take over its claims, measure them, tell it whole."""
@@ -615,7 +655,11 @@ class _BatchRunner:
         groups = self._groups(batch)
         futures = {self._submit(group): group for group in groups}
         if meanwhile is not None:
-            meanwhile()
+            self.in_flight = tuple(config for config, _ in batch)
+            try:
+                meanwhile()
+            finally:
+                self.in_flight = ()
         results = {}
         for future in as_completed(futures):
             group = futures[future]

@@ -98,7 +98,8 @@ def fresh_cache(root: Path, name: str) -> None:
 
 
 def kernel_run(kernel_name: str, shape_text: str, strategy: str, seed: int, budget: int, limit: int, step: int,
-               reference: float | None, jobs: int, root: Path, target_name: str = TARGET) -> Run:
+               reference: float | None, jobs: int, root: Path, target_name: str = TARGET,
+               batch_ahead: bool = True) -> Run:
     kernel, target = get_kernel(kernel_name), get_target(target_name)
     shape = kernel.parse_shape(shape_text)
     fresh_cache(root, f"{kernel_name}-{strategy}-{seed}")
@@ -107,11 +108,13 @@ def kernel_run(kernel_name: str, shape_text: str, strategy: str, seed: int, budg
     clock = Clock()
     request = TuneRequest(kernel, target, shape, strategy, budget, jobs, seed)
     with LiveSearch(request, db, clock, plan=budget) as search:
+        look_ahead = search.batch_look_ahead() if batch_ahead else None  # as `edgetune tune` does
         done = budget
-        search.run(done)
+        search.run(done, look_ahead)
         while reference is not None and best_of(db, search) > reference and done < limit:
             done = min(limit, done + step)
-            search.run(done)
+            search.run(done, look_ahead)
+        live_rank.stop_ahead(search.workload.key())
         trials = [r.trial for r in db.proposals(search.workload)]
     values = [t.value("instructions") for t in trials]
     best = min(v for v in values if v is not None)
@@ -259,6 +262,8 @@ def main() -> int:
     parser.add_argument("--board-overhead", type=float, default=3.0)
     parser.add_argument("--pace-board", action="store_true", help="Measure the board's time (trials paced) "
                                                                        "rather than model it.")
+    parser.add_argument("--no-batch-ahead", action="store_true", help="Kernels on a paced board: compile nothing "
+                        "ahead beside a batch (edgetune.batch_ahead), to measure what it saves.")
     parser.add_argument("--target", default=TARGET, help=f"The emulated target tuned [{TARGET}]; a board of its clock "
                                                         f"is modelled with {BOARD_TARGET}'s runs per trial.")
     args = parser.parse_args()
@@ -301,7 +306,7 @@ def main() -> int:
                                        None, args.jobs, root, args.target)
                     limit = int(args.cap * args.budget)
                     ranked = kernel_run(kernel_name, shape_text, "transfer+code", seed, args.budget, limit,
-                                        args.step, plain.best, args.jobs, root, args.target)
+                                        args.step, plain.best, args.jobs, root, args.target, not args.no_batch_ahead)
                 else:
                     plain = model_run(label, "transfer", seed, args.model_budget, args.model_budget, 0, None,
                                       args.jobs, root, args.target)

@@ -204,3 +204,22 @@ def test_screen_ahead_names_the_screen_a_later_round_draws_while_the_design_goes
     unfit = ranked(5, score=cost, kernel_fit=KernelFit(0.5, 2), budget=2)
     assert unfit.designing and unfit.screen_ahead(5) == []
 
+
+def test_trials_in_flight_are_believed_at_their_scores_scaled_to_the_measured_values():
+    search = ranked(0, score=lambda c: cost(c) / 4, gate=None)  # the score: a quarter of the cost
+    assert search.believed([SPACE.config_at(0)]) == []  # nothing measured: nothing to scale by
+    run(search, 12)
+    asked = search.ask(2)
+    believed = search.believed(asked)
+    scored = [c for c in asked if SPACE.index_of(c) in search.scored_indices]
+    assert scored  # the plan's points were scored to be chosen
+    for config, trial in zip(asked, believed):
+        assert trial.config == config and trial.outcome == Outcome.OK
+        if config in scored:  # measured values are 4 times the score: so is the belief
+            assert trial.value("instructions") == pytest.approx(cost(config))
+        else:  # not compiled yet: the median of the results
+            assert trial.value("instructions") == pytest.approx(np.median(list(search.results.values())))
+    unscored = next(SPACE.config_at(int(i)) for i in SPACE.legal_indices() if int(i) not in search.scored_indices
+                    and int(i) not in search.results)
+    assert search.believed([unscored])[0].value("instructions") == pytest.approx(
+        np.median(list(search.results.values())))

@@ -322,7 +322,7 @@ class RoundRunner:
             meanwhile = None
             if compiles_ahead(self.template.target):
                 search.compile_screen_ahead(want + foreign + self.size)  # the screen of its next round
-                meanwhile = functools.partial(self._compile_next_plan_ahead, key, want)
+                meanwhile = functools.partial(self._compile_ahead_beside_batch, key, want, search)
             self._note_ranking(key, search.run(want + foreign, meanwhile))
         # Trials of this round another process is measuring count once they are stored.
         wait_for_round(self.db, lw.workload, want + foreign,
@@ -337,6 +337,13 @@ class RoundRunner:
         """A layer's stored trials of compilers this run may not use (--compiler): they count
         in a session's budget (the workload's stored trials), not in the layer's allocation."""
         return sum(1 for r in proposals if not compiled_by(r.trial, self.template.compilers))
+
+    def _compile_ahead_beside_batch(self, key: str, want: int, search: LiveSearch) -> None:
+        """While a batch of `key`'s round runs on a board, queue what the next round's
+        opening will compile, then, ahead of it (needed sooner), what the round's next
+        batch will (edgetune.batch_ahead)."""
+        self._compile_next_plan_ahead(key, want)
+        search.compile_next_batch_ahead()
 
     def _compile_next_plan_ahead(self, key: str, want: int) -> None:
         """While a batch of `key`'s round (up to `want` trials) runs on a board, queue what the
