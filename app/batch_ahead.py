@@ -86,8 +86,9 @@ def compile_batch_plan_ahead(strategy: object, asks: int, in_flight: Sequence[Co
     search's, the batch `in_flight` asked for and not told) would compile when next asked
     for `asks` proposals, while `current()` says it has not been. Copies the strategy here,
     in the caller's thread (the live one is not touched while its batch runs), and tells the
-    copy the batch at the values its code predicts (CodeRankedTransfer.believed). Returns whether a job was queued: not for
-    a strategy that ranks no compiled code, nor with nothing to ask."""
+    copy the batch at the values its code predicts (CodeRankedTransfer.believed). Returns
+    whether a job was queued: not for a strategy that ranks no compiled code, nor with
+    nothing to ask."""
     if asks <= 0 or not isinstance(strategy, CodeRankedTransfer) or not isinstance(strategy.score, CodeScore):
         return False
     probe = ScoreProbe(strategy.score)
@@ -95,4 +96,3 @@ def compile_batch_plan_ahead(strategy: object, asks: int, in_flight: Sequence[Co
     snapshot.tell(snapshot.believed(in_flight))
     ahead.submit(strategy.score, BatchPlan(snapshot, probe, asks, current), strategy.score.jobs, first=True)
     return True
-

@@ -229,6 +229,10 @@ def task_of(request: TuneRequest) -> TuningTask:
                    request.macs)
 
 
+# Called beside each batch with the configurations being measured (LiveSearch.run).
+Meanwhile = Callable[[tuple[Config, ...]], None]
+
+
 def tune(request: TuneRequest, db: TuningDatabase, progress: ProgressFn | None = None,
          executor: Executor | None = None) -> TuneSummary:
     """Run a tuning session on any task (a CPU kernel, an NPU operator). Trials are built
@@ -275,7 +279,6 @@ class LiveSearch:
     def _open(self, remote, executor, progress) -> None:
         """Replay the database into the strategy and make the evaluator: once."""
         request, task, limit = self.request, self.task, self.task.run_limit_s
-        self._remote = remote is not None
         self.start = resume_search(self.db, self.workload, self.space, self.strategy,
                                    (request.strategy, request.seed), request.initial,
                                    redo=lambda trial: replaceable(trial.outcome, trial.info.get("timeout_limit_s"),
@@ -302,12 +305,13 @@ class LiveSearch:
                                  progress=progress, stop=self.stop, pending=start.pending, remote=remote is not None,
                                  resumed=start.resumed, timeout_limit_s=limit, batch=batch, submit_batch=submit_batch)
 
-    def run(self, budget: int, meanwhile: Callable[[], None] | None = None) -> TuneSummary:
+    def run(self, budget: int, meanwhile: Meanwhile | None = None) -> TuneSummary:
         """Measure until the workload holds `budget` trials (stored or claimed), the space
         is exhausted or the stop rule says so: the first run finishes what the replay left
         (the interrupted batch, lost trials, initial configurations), later ones only ask.
-        `meanwhile` is called in this thread beside each batch, once its trials are
-        submitted and before they return: work for the host while they run (on a board)."""
+        `meanwhile` is called in this thread beside each batch, with its configurations,
+        once its trials are submitted and before they return: work for the host while they
+        run (on a board)."""
         new, stopped = self._search.until(budget, meanwhile)
         return replace(summarize(self.db, self.workload, self.goal.objective, new, self.goal.bounds,
                                  self.request.compilers),
@@ -324,23 +328,23 @@ class LiveSearch:
             return 0
         return self.ranking["score"].ahead([self.space.config_at(i) for i in strategy.screen_ahead(budget)])
 
-    def batch_look_ahead(self) -> Callable[[], bool] | None:
+    def batch_look_ahead(self) -> Meanwhile | None:
         """What `run` should do beside each batch: on a board (live_rank.AHEAD_RUNNERS, trials
         measured here) a search ranking compiled code compiles what its next batch's plan
         will need (compile_next_batch_ahead); None elsewhere (an emulator's trials take the
         host's cores)."""
-        if self.ranking is None or self._remote or not compiles_ahead(self.request.target):
+        if self.ranking is None or self._search.run.remote or not compiles_ahead(self.request.target):
             return None
         return self.compile_next_batch_ahead
 
-    def compile_next_batch_ahead(self) -> bool:
-        """Beside a batch (`run`'s meanwhile, on a board): queue, to compile in the
-        background, what the strategy will compile when asked for its next batch
+    def compile_next_batch_ahead(self, in_flight: tuple[Config, ...]) -> bool:
+        """Beside the batch `in_flight` (`run`'s meanwhile, on a board): queue, to compile in
+        the background, what the strategy will compile when asked for its next batch
         (edgetune.batch_ahead); returns whether anything was queued (not for a strategy
         that compiles no code)."""
         search = self._search
         asked = search.asked
-        return compile_batch_plan_ahead(self.start.resumed.strategy, search.next_ask(), search.run.in_flight,
+        return compile_batch_plan_ahead(self.start.resumed.strategy, search.next_ask(), in_flight,
                                         lambda: search.asked == asked)
 
     def close(self) -> None:
@@ -545,12 +549,17 @@ class SearchRun:
         configurations come first): what a look-ahead asks a copy for (edgetune.batch_ahead)."""
         if self.orphans or self.pending or self.resumed.batch_claims:
             return 0
-        room = min(self.jobs, self.run.budget - self.db.used(self.workload))
-        if self.stop is not None:
-            room = min(room, self.stop.room(self.least))
-        return max(0, room)
+        return max(0, self._room(self.run.budget))
 
-    def until(self, budget: int, meanwhile: Callable[[], None] | None = None) -> tuple[int, str]:
+    def _room(self, budget: int) -> int:
+        """The proposals the next ask may ask for: a round's, within the budget (stored and
+        claimed) and what the stop rule leaves; <= 0 when the budget is used."""
+        room = min(self.jobs, budget - self.db.used(self.workload))
+        if room > 0 and self.stop is not None:
+            room = min(room, self.stop.room(self.least))
+        return room
+
+    def until(self, budget: int, meanwhile: Meanwhile | None = None) -> tuple[int, str]:
         """Measure until the workload's `budget` is used (or the space exhausted, or the stop
         rule says so); returns the trials this call measured and why it ended. `meanwhile`
         (LiveSearch.run) runs beside each batch."""
@@ -563,7 +572,7 @@ class SearchRun:
                 pass
         return self.run.new - new_before, reason
 
-    def _round(self, budget: int, meanwhile: Callable[[], None] | None = None) -> str | None:
+    def _round(self, budget: int, meanwhile: Meanwhile | None = None) -> str | None:
         """Measure one batch (`meanwhile` beside it); why the loop ends instead, if it does."""
         db, workload, run, jobs = self.db, self.workload, self.run, self.jobs
         if self.stop is not None and (reason := self.stop.reason()) is not None:
@@ -582,11 +591,9 @@ class SearchRun:
             self.pending = self.pending[jobs:]
             run.measure([(claim.config, claim) for claim in claims], meanwhile)
             return None
-        room = min(jobs, budget - db.used(workload))
+        room = self._room(budget)
         if room <= 0:
             return "budget"
-        if self.stop is not None:
-            room = min(room, self.stop.room(self.least))
         asked_at = time.monotonic()
         batch = self.strategy.ask(room)
         self.asked += 1
@@ -636,7 +643,6 @@ class _BatchRunner:
         self.submit_batch: Callable | None = None
         self.jobs = 1
         self.spent = {"search": 0.0, "database": 0.0}  # seconds of this run, for the progress display
-        self.in_flight: tuple[Config, ...] = ()  # the batch being measured, while `meanwhile` runs
 
     def resume(self, resumed: Resumed) -> None:
         """Finish the interrupted batch: take over its claims, measure them, tell it whole."""
@@ -646,20 +652,16 @@ class _BatchRunner:
         by_config = {**resumed.batch_trials, **{t.config: t for t in trials}}
         self._tell([by_config[config] for config in resumed.batch if config in by_config])
 
-    def measure(self, batch: list[tuple[Config, Claim]], meanwhile: Callable[[], None] | None = None) -> None:
+    def measure(self, batch: list[tuple[Config, Claim]], meanwhile: Meanwhile | None = None) -> None:
         self._tell(self._run(batch, meanwhile))
 
-    def _run(self, batch: list[tuple[Config, Claim]], meanwhile: Callable[[], None] | None = None) -> list[Trial]:
+    def _run(self, batch: list[tuple[Config, Claim]], meanwhile: Meanwhile | None = None) -> list[Trial]:
         """Evaluate the batch; store each trial as it completes. Trials in batch order.
         `meanwhile` is called once the batch is submitted, before its trials are waited for."""
         groups = self._groups(batch)
         futures = {self._submit(group): group for group in groups}
         if meanwhile is not None:
-            self.in_flight = tuple(config for config, _ in batch)
-            try:
-                meanwhile()
-            finally:
-                self.in_flight = ()
+            meanwhile(tuple(config for config, _ in batch))
         results = {}
         for future in as_completed(futures):
             group = futures[future]

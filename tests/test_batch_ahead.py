@@ -134,14 +134,14 @@ def test_beside_each_batch_a_live_search_compiles_its_next_plan_ahead_and_choose
         monkeypatch.setenv("EDGETUNE_CACHE", str(tmp_path / f"cache-{name}"))
         db = TuningDatabase(tmp_path / f"{name}.db")
         with LiveSearch(request, db) as search:
-            def beside_batch():
-                search.compile_next_batch_ahead()
+            def beside_batch(in_flight):
+                search.compile_next_batch_ahead(in_flight)
                 deadline = time.monotonic() + 120
                 while ahead.busy() and time.monotonic() < deadline:  # a board's trial takes seconds
                     time.sleep(0.05)
             search.run(request.budget, beside_batch if look_ahead else None)
             strategy = search.start.resumed.strategy
-            scored = frozenset(SPACE_KEY(search.space, i) for i in strategy.scored_indices)
+            scored = frozenset(search.space.config_at(i).key() for i in strategy.scored_indices)
             return [r.trial.config.key() for r in db.proposals(search.workload)], scored
 
     plain, _ = tuned("plain", False)
@@ -159,13 +159,10 @@ def test_beside_each_batch_a_live_search_compiles_its_next_plan_ahead_and_choose
     monkeypatch.setenv("EDGETUNE_CACHE", str(tmp_path / "cache-tune"))
     db = TuningDatabase(tmp_path / "tune.db")
     session.tune(request, db)
-    assert [r.trial.config.key() for r in db.proposals(session.workload_of(request.kernel, request.target, request.shape))] == plain
+    workload = session.workload_of(request.kernel, request.target, request.shape)
+    assert [r.trial.config.key() for r in db.proposals(workload)] == plain
     assert queued and any(queued) and ahead.busy() == 0
     live_rank.forget_scores()
-
-
-def SPACE_KEY(space, index: int) -> str:
-    return space.config_at(index).key()
 
 
 def test_only_a_search_ranking_code_on_a_board_looks_ahead_beside_its_batches(tmp_path, monkeypatch):

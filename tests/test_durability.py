@@ -391,7 +391,7 @@ def test_meanwhile_runs_beside_each_batch_while_its_trials_are_measured(tmp_path
 
     seen = []
     db = TuningDatabase(tmp_path / "with.db")
-    with_it = run(db, lambda: seen.append((len(db.records(FAKE)), len(db.claims(FAKE)))))
+    with_it = run(db, lambda batch: seen.append((len(db.records(FAKE)), len(db.claims(FAKE)))))
     without = run(TuningDatabase(tmp_path / "without.db"))
     assert seen == [(0, 2), (2, 2), (4, 2)]  # each batch claimed and being measured, the ones before stored
     assert with_it == without and len(with_it) == 6

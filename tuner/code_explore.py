@@ -159,10 +159,7 @@ class CodeRankedTransfer(TransferLearning):
         """A copy of this search as it stands (its plan, its generator, what it was asked and
         told) whose scores come from `score` and `prefetch`: a caller looking ahead
         (edgetune.batch_ahead) asks the copy what this search would ask for next."""
-        memo = {id(self.space): self.space, id(self.score): score}
-        if self._prefetch is not None:  # (a memo keyed by None's id would stand for every None)
-            memo[id(self._prefetch)] = prefetch
-        found = copy.deepcopy(self, memo)
+        found = copy.deepcopy(self, {id(self.space): self.space, id(self.score): score})
         found._prefetch = prefetch
         return found
 

@@ -32,7 +32,7 @@ from edgetune.codegen.placement import PlacementError
 from edgetune.errors import EdgetuneError
 from edgetune.hal import Target
 from edgetune.targets.runners import runner_for
-from edgetune.tuner import Bound, Record, TuningDatabase, Workload, check_strategy, feasible
+from edgetune.tuner import Bound, Config, Record, TuningDatabase, Workload, check_strategy, feasible
 from edgetune.tuner.code_explore import KernelFit
 from edgetune.tuner.scheduler import SchedTask, TaskHistory, make_scheduler, model_cost
 from edgetune.tuner.strategies import DEFAULT_STRATEGY
@@ -338,12 +338,13 @@ class RoundRunner:
         in a session's budget (the workload's stored trials), not in the layer's allocation."""
         return sum(1 for r in proposals if not compiled_by(r.trial, self.template.compilers))
 
-    def _compile_ahead_beside_batch(self, key: str, want: int, search: LiveSearch) -> None:
-        """While a batch of `key`'s round runs on a board, queue what the next round's
-        opening will compile, then, ahead of it (needed sooner), what the round's next
-        batch will (edgetune.batch_ahead)."""
+    def _compile_ahead_beside_batch(self, key: str, want: int, search: LiveSearch,
+                                    in_flight: tuple[Config, ...]) -> None:
+        """While a batch (`in_flight`) of `key`'s round runs on a board, queue what the next
+        round's opening will compile, then, ahead of it (needed sooner), what the round's
+        next batch will (edgetune.batch_ahead)."""
         self._compile_next_plan_ahead(key, want)
-        search.compile_next_batch_ahead()
+        search.compile_next_batch_ahead(in_flight)
 
     def _compile_next_plan_ahead(self, key: str, want: int) -> None:
         """While a batch of `key`'s round (up to `want` trials) runs on a board, queue what the
